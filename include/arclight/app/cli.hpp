@@ -1,0 +1,27 @@
+#pragma once
+#include <string>
+
+#include "arclight/core/config.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::app {
+
+enum class Command { none, train, inspect };
+
+// What the command line (and the config file it names) asked for.
+struct Invocation {
+  Command command = Command::none;
+  Config config;
+  bool dry_run = false;
+  std::string inspect_dir;
+  log::Level log_level = log::Level::info;
+  std::string effective_config;  // the TOML of every key's value, for --dry-run
+  std::string text;              // --help or --version text; print it and exit 0
+  std::string error;             // bad input; report it once and exit 2
+};
+
+// Parses argv and the TOML file given by --config. Never throws: bad input
+// comes back in `error`.
+Invocation parse_command_line(int argc, const char* const* argv);
+
+}  // namespace arclight::app

@@ -1,0 +1,39 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace arclight::comm {
+
+// Owns MPI for the life of the process: init, the node-local view, collective
+// agreement on errors, and ending the whole job from any rank.
+class MpiRuntime {
+ public:
+  MpiRuntime(int& argc, char**& argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+
+  // Collective over all ranks: each says whether it failed; returns the lowest
+  // failing rank, or -1 when none did. Lets exactly one rank report an error
+  // that every rank found, and every rank exit with the same code.
+  int first_failure(bool failed) const;
+
+  // Collective: rank `root` receives every rank's string, in rank order; the others get {}.
+  std::vector<std::string> gather(const std::string& mine, int root) const;
+
+  // Ends every rank of the job now with this exit code. Use after logging the one message.
+  [[noreturn]] void abort(int exit_code) const;
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+};
+
+}  // namespace arclight::comm

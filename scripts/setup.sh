@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and the demo need.
+# Idempotent: when everything is present it only checks, quickly and quietly.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  openmpi-bin libopenmpi-dev
+  libhdf5-openmpi-dev hdf5-tools
+  libcli11-dev
+  libboost-test-dev
+  libtorch-dev
+  # LibTorch falls back to the slow reference BLAS without an optimized one.
+  libopenblas0-pthread
+  clang libclang-rt-14-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's LibTorch links the generic libblas.so.3; make sure the alternative points at OpenBLAS.
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/{print $2}')
+case "$blas" in
+  *openblas*) ;;
+  *)
+    cand=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep openblas | head -n1 || true)
+    if [ -n "$cand" ]; then update-alternatives --set libblas.so.3-x86_64-linux-gnu "$cand" >/dev/null; fi
+    ;;
+esac

@@ -1,0 +1,130 @@
+#include "arclight/app/run.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include "arclight/ckpt/inspect.hpp"
+#include "arclight/comm/gpu.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/layout.hpp"
+#include "arclight/core/placement.hpp"
+#include "arclight/model/compute_threads.hpp"
+
+namespace arclight::app {
+namespace {
+
+Placement place_this_rank(const comm::MpiRuntime& mpi) {
+  Placement p;
+  p.local_rank = local_rank_from_env([](const char* name) { return std::getenv(name); }).value_or(mpi.local_rank());
+  p.local_size = mpi.local_size();
+  p.device = device_for_local_rank(p.local_rank, comm::visible_gpu_count());
+  p.threads = threads_for_rank(static_cast<int>(std::thread::hardware_concurrency()), p.local_size);
+  return p;
+}
+
+std::string hostname() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// Rank 0's table of every rank: role, host, local rank, device, threads.
+std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, const Placement& mine) {
+  std::ostringstream row;
+  row << hostname() << ' ' << mine.local_rank << ' ' << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device))
+      << ' ' << mine.threads;
+  std::vector<std::string> rows = mpi.gather(row.str(), 0);
+  std::ostringstream table;
+  table << "rank  role            host                  local  device   threads\n";
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    std::istringstream fields(rows[r]);
+    std::string host, local, device, threads;
+    fields >> host >> local >> device >> threads;
+    char line[200];
+    std::snprintf(line, sizeof line, "%-5d %-15s %-21s %-6s %-8s %s\n", r, role_name(layout.roles[r]).c_str(),
+                  host.c_str(), local.c_str(), device.c_str(), threads.c_str());
+    table << line;
+  }
+  return table.str();
+}
+
+int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layout) {
+  Placement placement = place_this_rank(mpi);
+  std::string table = placement_table(mpi, layout, placement);
+  if (inv.dry_run) {
+    if (mpi.rank() == 0) {
+      std::printf("# effective configuration\n%s\n# roles (%d ranks: %zu runner(s), %zu trainer(s), trainer leader rank %d)\n%s",
+                  inv.effective_config.c_str(), layout.world_size(), layout.runners().size(), layout.trainers().size(),
+                  layout.trainer_leader(), table.c_str());
+      std::fflush(stdout);
+    }
+    return exit_ok;
+  }
+  comm::bind_device(placement.device);
+  model::set_compute_threads(placement.threads);
+  log::debug("role ", role_name(layout.roles[mpi.rank()]), ", device ", placement.device, ", ", placement.threads,
+             " thread(s)");
+  if (mpi.rank() == 0) log::progress("arclight: " + std::to_string(layout.world_size()) + " ranks\n" + table);
+
+  if (mpi.rank() == inv.config.faults.fatal_rank)
+    throw Error("fault drill: rank " + std::to_string(mpi.rank()) + " fails fatally (faults.fatal_rank)");
+  mpi.first_failure(false);  // every rank reached the end of start-up
+
+  log::warn("the training loop is not built yet: start-up checks passed, nothing to train");
+  return exit_ok;
+}
+
+int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {
+  if (mpi.rank() != 0) return exit_ok;
+  ckpt::DirectoryReport report = ckpt::inspect_directory(inv.inspect_dir);
+  std::printf("%s\n", ckpt::describe(report).c_str());
+  return report.versions.empty() ? exit_failure : exit_ok;
+}
+
+}  // namespace
+
+int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
+  log::init(mpi.rank(), log::Level::info);
+  Invocation inv = parse_command_line(argc, argv);
+  log::init(mpi.rank(), inv.log_level);
+
+  Layout layout;
+  if (inv.error.empty() && inv.command == Command::train) {
+    try {
+      layout = make_layout(inv.config.layout, mpi.size());
+    } catch (const UsageError& e) {
+      inv.error = e.what();
+    }
+  }
+  // Every rank parsed the same input; agree, so that one rank reports and all exit alike.
+  int first_bad = mpi.first_failure(!inv.error.empty());
+  if (first_bad >= 0) {
+    if (mpi.rank() == first_bad) log::error(inv.error);
+    return exit_usage;
+  }
+  if (!inv.text.empty()) {
+    if (mpi.rank() == 0) std::printf("%s%s", inv.text.c_str(), inv.text.back() == '\n' ? "" : "\n");
+    return exit_ok;
+  }
+
+  try {
+    switch (inv.command) {
+      case Command::train: return train(mpi, inv, layout);
+      case Command::inspect: return inspect(mpi, inv);
+      case Command::none: return exit_ok;
+    }
+  } catch (const Error& e) {
+    log::error(e.what());
+    mpi.abort(e.exit_code());
+  } catch (const std::exception& e) {
+    log::error("unexpected: ", e.what());
+    mpi.abort(exit_failure);
+  }
+  return exit_ok;
+}
+
+}  // namespace arclight::app

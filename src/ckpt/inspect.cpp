@@ -1,0 +1,50 @@
+#include "arclight/ckpt/inspect.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "arclight/core/error.hpp"
+
+namespace arclight::ckpt {
+namespace fs = std::filesystem;
+
+DirectoryReport inspect_directory(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UsageError("inspect: '" + dir + "' is not a directory");
+  DirectoryReport report;
+  report.dir = dir;
+  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, report.latest);
+  static const std::regex version_name{R"(v[0-9]{8}\.h5)"};
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || !std::regex_match(name, version_name)) continue;
+    VersionFile v;
+    v.path = entry.path().string();
+    v.bytes = entry.file_size();
+    v.is_hdf5 = H5Fis_hdf5(v.path.c_str()) > 0;
+    report.versions.push_back(v);
+  }
+  std::sort(report.versions.begin(), report.versions.end(),
+            [](const VersionFile& a, const VersionFile& b) { return a.path < b.path; });
+  return report;
+}
+
+std::string describe(const DirectoryReport& report) {
+  std::ostringstream out;
+  if (report.versions.empty()) {
+    out << "no checkpoint in " << report.dir;
+    return out.str();
+  }
+  out << "checkpoints in " << report.dir << " (LATEST: " << (report.latest.empty() ? "none" : report.latest) << ")";
+  for (const VersionFile& v : report.versions)
+    out << "\n  " << fs::path(v.path).filename().string() << "  " << v.bytes << " bytes"
+        << (v.is_hdf5 ? "" : "  NOT an HDF5 file");
+  return out.str();
+}
+
+}  // namespace arclight::ckpt

@@ -1,0 +1,60 @@
+#include "arclight/comm/mpi_runtime.hpp"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "arclight/core/error.hpp"
+
+namespace arclight::comm {
+
+MpiRuntime::MpiRuntime(int& argc, char**& argv) {
+  int provided = 0;
+  // Checkpoint writers and the store's watchdog run on threads of their own.
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_size(node, &local_size_);
+  MPI_Comm_free(&node);
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+int MpiRuntime::first_failure(bool failed) const {
+  int mine = failed ? rank_ : size_;
+  int first = size_;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return first == size_ ? -1 : first;
+}
+
+std::vector<std::string> MpiRuntime::gather(const std::string& mine, int root) const {
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(rank_ == root ? size_ : 0);
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, root, MPI_COMM_WORLD);
+  std::vector<int> offsets(lengths.size(), 0);
+  int total = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    offsets[i] = total;
+    total += lengths[i];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, root,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lengths.size(); ++i) out.push_back(all.substr(offsets[i], lengths[i]));
+  return out;
+}
+
+void MpiRuntime::abort(int exit_code) const {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+}  // namespace arclight::comm

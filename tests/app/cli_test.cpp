@@ -1,0 +1,119 @@
+#include "arclight/app/cli.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace arclight;
+using namespace arclight::app;
+
+namespace {
+Invocation parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "arclight");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+// A TOML file that lives for one test.
+struct TempToml {
+  std::string path;
+  explicit TempToml(const std::string& text) {
+    char name[] = "/tmp/arclight_cli_XXXXXX";
+    int fd = mkstemp(name);
+    BOOST_REQUIRE(fd >= 0);
+    close(fd);
+    path = name;
+    std::ofstream(path) << text;
+  }
+  ~TempToml() { std::remove(path.c_str()); }
+};
+const std::string workstation = std::string(ARCLIGHT_SOURCE_DIR) + "/configs/workstation.toml";
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(config_file_sets_sectioned_keys) {
+  Invocation inv = parse({"train", "--config", workstation});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST((inv.command == Command::train));
+  BOOST_TEST(inv.config.run.dir == "runs/workstation");
+  BOOST_TEST(inv.config.run.steps == 200);
+  BOOST_TEST(inv.config.layout.trainers == "1");
+}
+
+BOOST_AUTO_TEST_CASE(command_line_overrides_the_file) {
+  Invocation inv = parse({"train", "--config", workstation, "--run.steps", "7", "--layout.mode", "colocated"});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST(inv.config.run.steps == 7);
+  BOOST_TEST(inv.config.layout.mode == "colocated");
+  BOOST_TEST(inv.config.run.dir == "runs/workstation");  // untouched keys still come from the file
+}
+
+BOOST_AUTO_TEST_CASE(effective_config_round_trips) {
+  Invocation first = parse({"train", "--config", workstation, "--run.seed", "42"});
+  BOOST_TEST(first.effective_config.find("42") != std::string::npos);
+  TempToml again(first.effective_config);
+  Invocation second = parse({"train", "--config", again.path});
+  BOOST_TEST(second.error == "");
+  BOOST_TEST(second.config.run.seed == 42u);
+  BOOST_TEST(second.config.run.dir == "runs/workstation");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key_is_an_error) {
+  TempToml toml("[run]\nsteps = 3\nstepz = 4\n");
+  Invocation inv = parse({"train", "--config", toml.path});
+  BOOST_TEST(inv.error.find("unknown key 'run.stepz'") != std::string::npos, inv.error);
+  TempToml section("[nosuch]\nx = 1\n");
+  BOOST_TEST(parse({"train", "--config", section.path}).error.find("nosuch.x") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type_is_an_error) {
+  TempToml toml("[run]\nsteps = \"many\"\n");
+  Invocation inv = parse({"train", "--config", toml.path});
+  BOOST_TEST(inv.error.find("run.steps") != std::string::npos, inv.error);
+  BOOST_TEST(parse({"train", "--run.seed", "1.5"}).error != "");
+  BOOST_TEST(parse({"train", "--layout.mode", "mixed"}).error != "");
+}
+
+BOOST_AUTO_TEST_CASE(missing_config_file_is_an_error) {
+  Invocation inv = parse({"train", "--config", "/nonexistent/arclight.toml"});
+  BOOST_TEST(inv.error.find("/nonexistent/arclight.toml") != std::string::npos, inv.error);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_flag_is_an_error) {
+  BOOST_TEST(parse({"train", "--run.nope", "1"}).error != "");
+  BOOST_TEST(parse({"frobnicate"}).error != "");
+}
+
+BOOST_AUTO_TEST_CASE(version_names_the_compiled_features) {
+  Invocation inv = parse({"--version"});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST(inv.text.find("arclight ") == 0u, inv.text);
+  BOOST_TEST(inv.text.find("git ") != std::string::npos);
+  BOOST_TEST(inv.text.find("nccl: ") != std::string::npos);
+  BOOST_TEST(inv.text.find("parallel hdf5: yes") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(log_level_from_flag_and_environment) {
+  BOOST_TEST((parse({"--log-level", "debug", "train"}).log_level == log::Level::debug));
+  BOOST_TEST((parse({"train", "--log-level", "warn"}).log_level == log::Level::warn));
+  setenv(log::level_env, "error", 1);
+  BOOST_TEST((parse({"train"}).log_level == log::Level::error));
+  BOOST_TEST((parse({"train", "--log-level", "trace"}).log_level == log::Level::trace));  // the flag wins
+  setenv(log::level_env, "loud", 1);
+  BOOST_TEST(parse({"train"}).error != "");
+  unsetenv(log::level_env);
+}
+
+BOOST_AUTO_TEST_CASE(inspect_takes_a_directory) {
+  Invocation inv = parse({"inspect", "/tmp"});
+  BOOST_TEST((inv.command == Command::inspect));
+  BOOST_TEST(inv.inspect_dir == "/tmp");
+  BOOST_TEST(parse({"inspect"}).error != "");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# MPI tests of the real binary: dry run, bad input on every rank, a fatal error on one rank.
+# Usage: mpi_cli_test.sh BUILD/arclight SOURCE_DIR
+set -u
+bin=$1; src=$2
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Runs arclight on NP ranks, each rank printing "exit-code RANK CODE" after the binary ends.
+# Bounded: the whole job gets 60 s.
+run_ranks() {
+  local np=$1; shift
+  timeout 60 "$mpirun" --oversubscribe --allow-run-as-root -np "$np" \
+    bash -c '"$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" "$@" >"$work/out" 2>"$work/err"
+  echo $? >"$work/rc"
+}
+codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
+
+cd "$src"
+
+# 1. The dry run prints the effective configuration and every rank's role.
+run_ranks 4 train --config configs/workstation.toml --dry-run
+[ "$(codes)" = "4x0" ] || fail "dry run: exit codes $(codes)"
+grep -q 'layout.mode="split"' "$work/out" || fail "dry run: no effective configuration"
+for role in "0     coordinator" "1     trainer" "2     runner" "3     runner"; do
+  grep -q "^$role" "$work/out" || fail "dry run: no line '$role'"
+done
+[ "$(grep -c '^# roles' "$work/out")" = 1 ] || fail "dry run: roles printed more than once"
+
+# 2. Bad input: one clear error, exit code 2 on every rank, within seconds.
+check_bad_input() {
+  local what=$1 expect=$2; shift 2
+  local start=$SECONDS
+  run_ranks 4 "$@"
+  [ "$(codes)" = "4x2" ] || fail "$what: exit codes '$(codes)', want 4x2"
+  [ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "$what: $(grep -c 'error\]' "$work/err") error lines, want 1"
+  grep -q -- "$expect" "$work/err" || fail "$what: message lacks '$expect': $(cat "$work/err")"
+  [ $((SECONDS - start)) -lt 30 ] || fail "$what: took $((SECONDS - start)) s"
+}
+printf '[run]\nstepz = 3\n' >"$work/unknown.toml"
+check_bad_input "unknown key" "unknown key 'run.stepz'" train --config "$work/unknown.toml" --dry-run
+printf '[run]\nsteps = "many"\n' >"$work/type.toml"
+check_bad_input "wrong type" "run.steps" train --config "$work/type.toml" --dry-run
+check_bad_input "impossible layout" "no runner" train --config configs/workstation.toml --layout.trainers 3 --dry-run
+check_bad_input "missing config" "/nonexistent.toml" train --config /nonexistent.toml --dry-run
+
+# 3. A fatal error on one rank ends every rank promptly, with the one message.
+start=$SECONDS
+run_ranks 4 train --config configs/workstation.toml --faults.fatal_rank 2
+[ "$(cat "$work/rc")" != 124 ] || fail "fatal error: the job hung"
+[ "$(cat "$work/rc")" != 0 ] || fail "fatal error: mpirun exited 0"
+grep -q 'r2 error\] fault drill: rank 2' "$work/err" || fail "fatal error: message missing: $(cat "$work/err")"
+[ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "fatal error: more than one arclight error line"
+[ $((SECONDS - start)) -lt 30 ] || fail "fatal error: took $((SECONDS - start)) s"
+
+# 4. One rank is not a job.
+run_ranks 1 train --config configs/workstation.toml
+[ "$(codes)" = "1x2" ] || fail "one rank: exit codes $(codes)"
+grep -q 'at least 2' "$work/err" || fail "one rank: message missing"
+
+# 5. inspect of an empty directory reports no checkpoint.
+mkdir -p "$work/ckpt"
+run_ranks 2 inspect "$work/ckpt"
+grep -q "no checkpoint in $work/ckpt" "$work/out" || fail "inspect: $(cat "$work/out")"
+
+echo "$((5 - (failures > 0 ? 1 : 0))) checks, $failures failure(s)"
+[ $failures = 0 ]
