@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "arclight/comm/gpu.hpp"
 #include "arclight/core/version.hpp"
 
 namespace arclight::app {
@@ -34,7 +35,7 @@ std::string version_text() {
   std::ostringstream out;
   out << "arclight " << b.version << " (git " << b.git_hash << ")\n"
       << "cuda: " << (b.cuda ? "yes" : "no") << "\n"
-      << "nccl: " << (b.nccl ? "yes" : "no") << "\n"
+      << "nccl: " << (b.nccl ? "yes (" + comm::nccl_version() + ")" : std::string("no")) << "\n"
       << "parallel hdf5: " << (b.parallel_hdf5 ? "yes" : "no");
   return out.str();
 }

@@ -6,6 +6,9 @@
 #ifdef ARCLIGHT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#ifdef ARCLIGHT_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 namespace arclight::comm {
 
@@ -30,6 +33,17 @@ void bind_device(int device) {
   if (rc != cudaSuccess) throw Error(log::concat("cudaSetDevice(", device, "): ", cudaGetErrorString(rc)));
 #else
   throw Error("a GPU device was requested but this binary was built without CUDA");
+#endif
+}
+
+std::string nccl_version() {
+#ifdef ARCLIGHT_HAVE_NCCL
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess) return "unknown";
+  // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+  return log::concat(code / 10000, '.', code / 100 % 100, '.', code % 100);
+#else
+  return "";
 #endif
 }
 

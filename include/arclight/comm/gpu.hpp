@@ -1,4 +1,5 @@
 #pragma once
+#include <string>
 
 namespace arclight::comm {
 
@@ -7,5 +8,8 @@ int visible_gpu_count();
 
 // Makes `device` current for this process's CUDA calls; no-op for -1 (CPU).
 void bind_device(int device);
+
+// The NCCL library's version as "2.x.y", or empty when NCCL was not compiled in.
+std::string nccl_version();
 
 }  // namespace arclight::comm
