@@ -1,0 +1,118 @@
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "arclight/core/clock.hpp"
+#include "arclight/store/store.hpp"
+
+namespace arclight::store {
+
+// The store itself, in memory, thread-safe. Rank 0 owns one.
+//
+// Strict where Agent Lightning is lenient: an invalid transition is refused
+// with StoreError; a rollout follows its latest attempt only, so an old
+// attempt never overrides its newer state; succeeded, failed and cancelled
+// rollouts accept no more spans or updates.
+class MemoryStore : public Store {
+ public:
+  explicit MemoryStore(const Clock& clock, RolloutConfig default_config = {});
+  using Store::dequeue;
+  using Store::enqueue;
+
+  std::vector<Rollout> enqueue(std::vector<NewRollout> rollouts) override;
+  std::vector<AttemptedRollout> dequeue(const std::string& worker_id, std::size_t max_count) override;
+  AttemptedRollout start_rollout(NewRollout rollout, const std::string& worker_id) override;
+  AttemptedRollout start_attempt(RolloutId rollout_id, const std::string& worker_id) override;
+  std::vector<std::uint64_t> add_spans(std::vector<Span> spans) override;
+  std::uint64_t add_span(Span span) override;
+  Attempt update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) override;
+  Rollout update_rollout(RolloutId rollout_id, const RolloutUpdate& update) override;
+  Page<Rollout> query_rollouts(const RolloutFilter& filter, Paging paging) override;
+  std::vector<Attempt> query_attempts(RolloutId rollout_id) override;
+  Attempt get_latest_attempt(RolloutId rollout_id) override;
+  Page<Span> query_spans(const SpanFilter& filter, Paging paging) override;
+  ResourcesVersion add_resources(const std::string& name, std::string content) override;
+  ResourcesVersion update_resources(const std::string& name, std::string content) override;
+  ResourcesVersion get_resources(ResourcesId id) override;
+  ResourcesVersion get_latest_resources(const std::string& name) override;
+  std::vector<Rollout> wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) override;
+  Worker heartbeat(const std::string& worker_id) override;
+  std::vector<Worker> query_workers() override;
+  Statistics statistics() override;
+
+  // The watchdog's scan: attempts past timeout_seconds time out; attempts silent for
+  // unresponsive_seconds become unresponsive; silent workers become unknown.
+  // Returns how many attempts changed.
+  std::size_t check_health();
+
+  const RolloutConfig& default_config() const { return default_config_; }
+
+ private:
+  struct StoredSpan {
+    std::uint64_t sequence_id;
+    std::string record;  // encode_span_body
+  };
+  struct RolloutRecord {
+    Rollout rollout;
+    std::vector<AttemptId> attempts;
+    std::uint64_t queue_ticket = 0;  // matches the queue entry that is current
+  };
+  struct AttemptRecord {
+    Attempt attempt;
+    std::uint64_t last_sequence_id = 0;
+    std::vector<StoredSpan> spans;
+  };
+
+  RolloutRecord& rollout_record(RolloutId id);
+  AttemptRecord& attempt_record(RolloutRecord& rollout, AttemptId id);
+  RolloutRecord& create_rollout(NewRollout&& rollout, RolloutStatus status, double now);
+  AttemptRecord& create_attempt(RolloutRecord& rollout, const std::string& worker_id, double now);
+  void set_rollout_status(RolloutRecord& rollout, RolloutStatus status, double now);
+  void set_attempt_status(AttemptRecord& attempt, AttemptStatus status, double now);
+  // Moves an attempt to `status` (refusing invalid moves) and, when it is its rollout's
+  // latest attempt, moves the rollout along: running, succeeded, or requeued / failed.
+  void transition_attempt(AttemptRecord& attempt, AttemptStatus status, double now);
+  std::uint64_t add_span_locked(Span&& span, double now);
+  Worker& worker_record(const std::string& id, double now);
+  void release_worker(const Attempt& attempt);
+  Span decode(const AttemptRecord& attempt, const StoredSpan& stored) const;
+
+  const Clock& clock_;
+  const RolloutConfig default_config_;
+  mutable std::mutex mutex_;
+  std::condition_variable rollout_ended_;
+  std::vector<RolloutRecord> rollouts_;  // by id - 1
+  std::vector<AttemptRecord> attempts_;  // by id - 1
+  std::deque<std::pair<RolloutId, std::uint64_t>> queue_;  // (rollout, ticket); stale entries are skipped
+  std::unordered_set<AttemptId> watched_;  // attempts the watchdog checks: not final, rollout not final
+  std::unordered_map<std::string, Worker> workers_;
+  std::vector<ResourcesVersion> resources_;  // by id - 1
+  std::unordered_map<std::string, std::vector<ResourcesId>> resources_by_name_;
+  Statistics stats_;
+};
+
+// Runs a store's check_health on a thread of its own, every `interval_seconds`.
+class Watchdog {
+ public:
+  Watchdog(MemoryStore& store, double interval_seconds);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  MemoryStore& store_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// How often a watchdog must scan to notice a limit within a quarter of it (bounded to [0.01, 1] s).
+double watchdog_interval(const RolloutConfig& config);
+
+}  // namespace arclight::store

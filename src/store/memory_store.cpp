@@ -1,0 +1,509 @@
+#include "arclight/store/memory_store.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "arclight/core/log.hpp"
+#include "arclight/store/span_record.hpp"
+
+namespace arclight::store {
+namespace {
+
+StoreError refused(const std::string& what) { return StoreError(StoreError::invalid_transition, what); }
+StoreError missing(const std::string& what) { return StoreError(StoreError::not_found, what); }
+
+std::string name_of(const Rollout& r) { return log::concat("rollout ", r.id); }
+std::string name_of(const Attempt& a) { return log::concat("attempt ", a.id, " (#", a.sequence_id, " of rollout ", a.rollout_id, ")"); }
+
+template <class T>
+Page<T> page_of(std::vector<T>&& all, Paging paging) {
+  Page<T> page;
+  page.total = all.size();
+  std::size_t begin = std::min(paging.offset, all.size());
+  std::size_t end = begin + std::min(paging.limit, all.size() - begin);
+  page.items.assign(std::make_move_iterator(all.begin() + begin), std::make_move_iterator(all.begin() + end));
+  return page;
+}
+
+}  // namespace
+
+MemoryStore::MemoryStore(const Clock& clock, RolloutConfig default_config)
+    : clock_(clock), default_config_(default_config) {
+  if (default_config_.max_attempts < 1) throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
+}
+
+// ---- records ------------------------------------------------------------------
+
+MemoryStore::RolloutRecord& MemoryStore::rollout_record(RolloutId id) {
+  if (id == 0 || id > rollouts_.size()) throw missing(log::concat("no rollout ", id));
+  return rollouts_[id - 1];
+}
+
+MemoryStore::AttemptRecord& MemoryStore::attempt_record(RolloutRecord& rollout, AttemptId id) {
+  if (id == latest_attempt) {
+    if (rollout.attempts.empty()) throw missing(name_of(rollout.rollout) + " has no attempt");
+    return attempts_[rollout.attempts.back() - 1];
+  }
+  if (id == 0 || id > attempts_.size() || attempts_[id - 1].attempt.rollout_id != rollout.rollout.id)
+    throw missing(log::concat("no attempt ", id, " of ", name_of(rollout.rollout)));
+  return attempts_[id - 1];
+}
+
+MemoryStore::RolloutRecord& MemoryStore::create_rollout(NewRollout&& in, RolloutStatus status, double now) {
+  RolloutConfig config = in.config.value_or(default_config_);
+  if (config.max_attempts < 1) throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
+  if (in.resources_id > resources_.size())
+    throw missing(log::concat("no resources ", in.resources_id, " for a new rollout"));
+  RolloutRecord& rec = rollouts_.emplace_back();
+  Rollout& r = rec.rollout;
+  r.id = rollouts_.size();
+  r.input = std::move(in.input);
+  r.mode = in.mode;
+  r.resources_id = in.resources_id;
+  r.config = config;
+  r.metadata = std::move(in.metadata);
+  r.start_time = now;
+  r.status = status;
+  ++stats_.rollouts[static_cast<int>(status)];
+  if (status == RolloutStatus::queuing) queue_.emplace_back(r.id, rec.queue_ticket = 1);
+  return rec;
+}
+
+MemoryStore::AttemptRecord& MemoryStore::create_attempt(RolloutRecord& rollout, const std::string& worker_id, double now) {
+  AttemptRecord& rec = attempts_.emplace_back();
+  Attempt& a = rec.attempt;
+  a.id = attempts_.size();
+  a.rollout_id = rollout.rollout.id;
+  a.sequence_id = ++rollout.rollout.attempt_count;
+  a.worker_id = worker_id;
+  a.status = AttemptStatus::preparing;
+  a.start_time = a.last_heartbeat_time = now;
+  ++stats_.attempts[static_cast<int>(a.status)];
+  rollout.attempts.push_back(a.id);
+  watched_.insert(a.id);
+  if (rollout.rollout.status != RolloutStatus::preparing) set_rollout_status(rollout, RolloutStatus::preparing, now);
+  if (!worker_id.empty()) {
+    Worker& w = worker_record(worker_id, now);
+    w.status = WorkerStatus::busy;
+    w.current_rollout = a.rollout_id;
+    w.current_attempt = a.id;
+  }
+  return rec;
+}
+
+Worker& MemoryStore::worker_record(const std::string& id, double now) {
+  auto [it, inserted] = workers_.try_emplace(id);
+  Worker& w = it->second;
+  if (inserted) w.id = id;
+  w.last_heartbeat_time = now;
+  ++w.heartbeats;
+  if (w.status == WorkerStatus::unknown) w.status = w.current_rollout ? WorkerStatus::busy : WorkerStatus::idle;
+  return w;
+}
+
+void MemoryStore::release_worker(const Attempt& a) {
+  auto it = workers_.find(a.worker_id);
+  if (it == workers_.end() || it->second.current_attempt != a.id) return;
+  it->second.current_rollout = 0;
+  it->second.current_attempt = 0;
+  if (it->second.status == WorkerStatus::busy) it->second.status = WorkerStatus::idle;
+}
+
+// ---- state machine ----------------------------------------------------------------
+
+void MemoryStore::set_rollout_status(RolloutRecord& rec, RolloutStatus status, double now) {
+  Rollout& r = rec.rollout;
+  --stats_.rollouts[static_cast<int>(r.status)];
+  ++stats_.rollouts[static_cast<int>(status)];
+  r.status = status;
+  if (status == RolloutStatus::queuing || status == RolloutStatus::requeuing) queue_.emplace_back(r.id, ++rec.queue_ticket);
+  if (is_final(status)) {
+    r.end_time = now;
+    for (AttemptId id : rec.attempts) {
+      // Attempts of an ended rollout are no longer watched, and their workers are free.
+      if (watched_.erase(id)) release_worker(attempts_[id - 1].attempt);
+    }
+    rollout_ended_.notify_all();
+  }
+}
+
+void MemoryStore::set_attempt_status(AttemptRecord& rec, AttemptStatus status, double now) {
+  Attempt& a = rec.attempt;
+  --stats_.attempts[static_cast<int>(a.status)];
+  ++stats_.attempts[static_cast<int>(status)];
+  a.status = status;
+  if (is_final(status)) {
+    a.end_time = now;
+    watched_.erase(a.id);
+  }
+  if (is_final(status) || status == AttemptStatus::unresponsive) release_worker(a);
+}
+
+void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, double now) {
+  Attempt& a = rec.attempt;
+  const AttemptStatus from = a.status;
+  if (from == to) return;
+  if (is_final(from) || to == AttemptStatus::preparing)
+    throw refused(log::concat(name_of(a), ": cannot go from ", to_string(from), " to ", to_string(to)));
+  set_attempt_status(rec, to, now);
+
+  RolloutRecord& rollout = rollouts_[a.rollout_id - 1];
+  Rollout& r = rollout.rollout;
+  if (rollout.attempts.back() != a.id || is_final(r.status)) return;  // only the latest attempt moves its rollout
+  switch (to) {
+    case AttemptStatus::running:
+      if (r.status == RolloutStatus::preparing) set_rollout_status(rollout, RolloutStatus::running, now);
+      break;
+    case AttemptStatus::succeeded:
+      set_rollout_status(rollout, RolloutStatus::succeeded, now);
+      break;
+    case AttemptStatus::failed:
+    case AttemptStatus::timeout:
+    case AttemptStatus::unresponsive:
+      if (r.status == RolloutStatus::preparing || r.status == RolloutStatus::running) {
+        bool retry = r.config.retries_on(to) && a.sequence_id < r.config.max_attempts;
+        set_rollout_status(rollout, retry ? RolloutStatus::requeuing : RolloutStatus::failed, now);
+      }
+      break;
+    case AttemptStatus::preparing:
+      break;
+  }
+}
+
+// ---- the queue ------------------------------------------------------------------------
+
+std::vector<Rollout> MemoryStore::enqueue(std::vector<NewRollout> rollouts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  std::vector<Rollout> out;
+  out.reserve(rollouts.size());
+  for (NewRollout& in : rollouts) out.push_back(create_rollout(std::move(in), RolloutStatus::queuing, now).rollout);
+  return out;
+}
+
+std::vector<AttemptedRollout> MemoryStore::dequeue(const std::string& worker_id, std::size_t max_count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  std::vector<AttemptedRollout> out;
+  if (!worker_id.empty()) worker_record(worker_id, now);
+  while (out.size() < max_count && !queue_.empty()) {
+    auto [id, ticket] = queue_.front();
+    queue_.pop_front();
+    RolloutRecord& rec = rollouts_[id - 1];
+    const RolloutStatus s = rec.rollout.status;
+    if (rec.queue_ticket != ticket || (s != RolloutStatus::queuing && s != RolloutStatus::requeuing)) continue;
+    AttemptRecord& attempt = create_attempt(rec, worker_id, now);
+    out.push_back({rec.rollout, attempt.attempt});
+  }
+  return out;
+}
+
+AttemptedRollout MemoryStore::start_rollout(NewRollout rollout, const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  RolloutRecord& rec = create_rollout(std::move(rollout), RolloutStatus::preparing, now);
+  AttemptRecord& attempt = create_attempt(rec, worker_id, now);
+  return {rec.rollout, attempt.attempt};
+}
+
+AttemptedRollout MemoryStore::start_attempt(RolloutId rollout_id, const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  RolloutRecord& rec = rollout_record(rollout_id);
+  if (is_final(rec.rollout.status))
+    throw refused(name_of(rec.rollout) + " is " + std::string(to_string(rec.rollout.status)) + ": no new attempt");
+  AttemptRecord& attempt = create_attempt(rec, worker_id, now);
+  return {rec.rollout, attempt.attempt};
+}
+
+// ---- spans and updates ---------------------------------------------------------------
+
+std::uint64_t MemoryStore::add_span_locked(Span&& span, double now) {
+  RolloutRecord& rollout = rollout_record(span.rollout_id);
+  AttemptRecord& rec = attempt_record(rollout, span.attempt_id);
+  Attempt& a = rec.attempt;
+  if (is_final(rollout.rollout.status))
+    throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) + ": span refused");
+  if (is_final(a.status)) throw refused(name_of(a) + " is " + std::string(to_string(a.status)) + ": span refused");
+  if (a.status != AttemptStatus::running) transition_attempt(rec, AttemptStatus::running, now);  // first span, or revival
+  a.last_heartbeat_time = now;
+  if (!a.worker_id.empty()) {
+    Worker& w = worker_record(a.worker_id, now);
+    if (w.current_attempt == 0) {  // a revived attempt takes its worker back
+      w.current_rollout = a.rollout_id;
+      w.current_attempt = a.id;
+      w.status = WorkerStatus::busy;
+    }
+  }
+  StoredSpan& stored = rec.spans.emplace_back();
+  stored.sequence_id = ++rec.last_sequence_id;
+  ByteWriter out(stored.record);
+  encode_span_body(out, span);
+  stored.record.shrink_to_fit();
+  ++stats_.spans;
+  stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
+  return stored.sequence_id;
+}
+
+std::uint64_t MemoryStore::add_span(Span span) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return add_span_locked(std::move(span), clock_.now());
+}
+
+std::vector<std::uint64_t> MemoryStore::add_spans(std::vector<Span> spans) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  std::vector<std::uint64_t> ids;
+  ids.reserve(spans.size());
+  for (Span& span : spans) {
+    try {
+      ids.push_back(add_span_locked(std::move(span), now));
+    } catch (const StoreError& e) {
+      log::debug("span refused: ", e.what());
+      ids.push_back(0);
+    }
+  }
+  return ids;
+}
+
+Attempt MemoryStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  RolloutRecord& rollout = rollout_record(rollout_id);
+  AttemptRecord& rec = attempt_record(rollout, attempt_id);
+  if (is_final(rollout.rollout.status))
+    throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) +
+                  ": its attempts take no more updates");
+  if (update.status) transition_attempt(rec, *update.status, now);
+  if (update.worker_id) rec.attempt.worker_id = *update.worker_id;
+  if (update.last_heartbeat_time) rec.attempt.last_heartbeat_time = *update.last_heartbeat_time;
+  return rec.attempt;
+}
+
+Rollout MemoryStore::update_rollout(RolloutId rollout_id, const RolloutUpdate& update) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  RolloutRecord& rec = rollout_record(rollout_id);
+  Rollout& r = rec.rollout;
+  if (is_final(r.status)) throw refused(name_of(r) + " is " + std::string(to_string(r.status)) + ": it takes no more updates");
+  // Validate everything before changing anything.
+  if (update.status && *update.status != r.status && *update.status != RolloutStatus::cancelled &&
+      *update.status != RolloutStatus::failed)
+    throw refused(name_of(r) + ": cannot be set from " + std::string(to_string(r.status)) + " to " +
+                  std::string(to_string(*update.status)) + " (only cancelled or failed; attempts move the rest)");
+  if (update.config && update.config->max_attempts < 1)
+    throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
+  if (update.resources_id && *update.resources_id > resources_.size())
+    throw missing(log::concat("no resources ", *update.resources_id));
+  if (update.mode) r.mode = *update.mode;
+  if (update.resources_id) r.resources_id = *update.resources_id;
+  if (update.config) r.config = *update.config;
+  if (update.metadata) r.metadata = *update.metadata;
+  if (update.status && *update.status != r.status) set_rollout_status(rec, *update.status, now);
+  return r;
+}
+
+// ---- queries --------------------------------------------------------------------------
+
+Page<Rollout> MemoryStore::query_rollouts(const RolloutFilter& filter, Paging paging) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto matches = [&](const Rollout& r) {
+    return (filter.statuses == 0 || (filter.statuses & bit(r.status))) && (!filter.mode || *filter.mode == r.mode);
+  };
+  std::vector<Rollout> all;
+  if (filter.ids.empty()) {
+    for (const RolloutRecord& rec : rollouts_)
+      if (matches(rec.rollout)) all.push_back(rec.rollout);
+  } else {
+    for (RolloutId id : filter.ids)
+      if (id != 0 && id <= rollouts_.size() && matches(rollouts_[id - 1].rollout)) all.push_back(rollouts_[id - 1].rollout);
+  }
+  return page_of(std::move(all), paging);
+}
+
+std::vector<Attempt> MemoryStore::query_attempts(RolloutId rollout_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Attempt> out;
+  for (AttemptId id : rollout_record(rollout_id).attempts) out.push_back(attempts_[id - 1].attempt);
+  return out;
+}
+
+Attempt MemoryStore::get_latest_attempt(RolloutId rollout_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return attempt_record(rollout_record(rollout_id), latest_attempt).attempt;
+}
+
+Span MemoryStore::decode(const AttemptRecord& rec, const StoredSpan& stored) const {
+  Span span;
+  span.rollout_id = rec.attempt.rollout_id;
+  span.attempt_id = rec.attempt.id;
+  span.sequence_id = stored.sequence_id;
+  ByteReader in(stored.record);
+  decode_span_body(in, span);
+  return span;
+}
+
+Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RolloutRecord& rollout = rollout_record(filter.rollout_id);
+  std::vector<const AttemptRecord*> attempts;
+  if (filter.attempt_id == 0) {
+    for (AttemptId id : rollout.attempts) attempts.push_back(&attempts_[id - 1]);
+  } else if (!(filter.attempt_id == latest_attempt && rollout.attempts.empty())) {
+    attempts.push_back(&attempt_record(rollout, filter.attempt_id));
+  }
+  std::vector<Span> all;
+  for (const AttemptRecord* rec : attempts)
+    for (const StoredSpan& stored : rec->spans) {
+      if (stored.sequence_id <= filter.after_sequence_id) continue;
+      Span span = decode(*rec, stored);
+      if (filter.name.empty() || span.name == filter.name) all.push_back(std::move(span));
+    }
+  return page_of(std::move(all), paging);
+}
+
+// ---- resources ------------------------------------------------------------------------
+
+ResourcesVersion MemoryStore::add_resources(const std::string& name, std::string content) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (name.empty()) throw StoreError(StoreError::invalid_argument, "resources need a name");
+  auto [it, inserted] = resources_by_name_.try_emplace(name);
+  if (!inserted) throw refused("resources '" + name + "' exist already; update_resources adds a version");
+  ResourcesVersion& v = resources_.emplace_back();
+  v.id = resources_.size();
+  v.name = name;
+  v.version = 1;
+  v.create_time = clock_.now();
+  v.content = std::move(content);
+  it->second.push_back(v.id);
+  ++stats_.resources;
+  return v;
+}
+
+ResourcesVersion MemoryStore::update_resources(const std::string& name, std::string content) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = resources_by_name_.find(name);
+  if (it == resources_by_name_.end()) throw missing("no resources '" + name + "'; add_resources creates them");
+  ResourcesVersion& v = resources_.emplace_back();
+  v.id = resources_.size();
+  v.name = name;
+  v.version = it->second.size() + 1;
+  v.create_time = clock_.now();
+  v.content = std::move(content);
+  it->second.push_back(v.id);
+  ++stats_.resources;
+  return v;
+}
+
+ResourcesVersion MemoryStore::get_resources(ResourcesId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
+  return resources_[id - 1];
+}
+
+ResourcesVersion MemoryStore::get_latest_resources(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (name.empty()) {
+    if (resources_.empty()) throw missing("no resources yet");
+    return resources_.back();
+  }
+  auto it = resources_by_name_.find(name);
+  if (it == resources_by_name_.end()) throw missing("no resources '" + name + "'");
+  return resources_[it->second.back() - 1];
+}
+
+// ---- waiting, workers, statistics --------------------------------------------------
+
+std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (RolloutId id : ids) rollout_record(id);  // every id must exist
+  auto all_ended = [&] {
+    return std::all_of(ids.begin(), ids.end(), [&](RolloutId id) { return is_final(rollouts_[id - 1].rollout.status); });
+  };
+  rollout_ended_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_seconds)), all_ended);
+  std::vector<Rollout> out;
+  for (RolloutId id : ids)
+    if (is_final(rollouts_[id - 1].rollout.status)) out.push_back(rollouts_[id - 1].rollout);
+  return out;
+}
+
+Worker MemoryStore::heartbeat(const std::string& worker_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (worker_id.empty()) throw StoreError(StoreError::invalid_argument, "a heartbeat needs a worker id");
+  const double now = clock_.now();
+  Worker& w = worker_record(worker_id, now);
+  if (w.current_attempt) attempts_[w.current_attempt - 1].attempt.last_heartbeat_time = now;
+  return w;
+}
+
+std::vector<Worker> MemoryStore::query_workers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Worker> out;
+  for (const auto& [id, w] : workers_) out.push_back(w);
+  std::sort(out.begin(), out.end(), [](const Worker& a, const Worker& b) { return a.id < b.id; });
+  return out;
+}
+
+Statistics MemoryStore::statistics() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Statistics s = stats_;
+  s.workers = workers_.size();
+  s.queue_length = s.rollouts[static_cast<int>(RolloutStatus::queuing)] + s.rollouts[static_cast<int>(RolloutStatus::requeuing)];
+  return s;
+}
+
+std::size_t MemoryStore::check_health() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double now = clock_.now();
+  std::vector<AttemptId> watched(watched_.begin(), watched_.end());
+  std::sort(watched.begin(), watched.end());  // oldest first: a deterministic order
+  std::size_t changed = 0;
+  for (AttemptId id : watched) {
+    AttemptRecord& rec = attempts_[id - 1];
+    const Attempt& a = rec.attempt;
+    const RolloutConfig& config = rollouts_[a.rollout_id - 1].rollout.config;
+    if (config.timeout_seconds > 0 && now - a.start_time > config.timeout_seconds) {
+      transition_attempt(rec, AttemptStatus::timeout, now);
+      ++changed;
+    } else if (config.unresponsive_seconds > 0 && a.status != AttemptStatus::unresponsive &&
+               now - a.last_heartbeat_time > config.unresponsive_seconds) {
+      transition_attempt(rec, AttemptStatus::unresponsive, now);
+      ++changed;
+    }
+  }
+  if (default_config_.unresponsive_seconds > 0)
+    for (auto& [id, w] : workers_)
+      if (now - w.last_heartbeat_time > default_config_.unresponsive_seconds) w.status = WorkerStatus::unknown;
+  return changed;
+}
+
+// ---- watchdog ---------------------------------------------------------------------------
+
+double watchdog_interval(const RolloutConfig& config) {
+  double shortest = 4.0;
+  for (double limit : {config.timeout_seconds, config.unresponsive_seconds})
+    if (limit > 0) shortest = std::min(shortest, limit);
+  return std::clamp(shortest / 4, 0.01, 1.0);
+}
+
+Watchdog::Watchdog(MemoryStore& store, double interval_seconds) : store_(store) {
+  thread_ = std::thread([this, interval_seconds] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::duration<double>(interval_seconds), [this] { return stop_; })) {
+      lock.unlock();
+      store_.check_health();
+      lock.lock();
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+}  // namespace arclight::store

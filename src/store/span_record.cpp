@@ -1,0 +1,72 @@
+#include "arclight/store/span_record.hpp"
+
+namespace arclight::store {
+namespace {
+enum AttributeType : std::uint8_t { type_string = 0, type_number = 1, type_bool = 2, type_tokens = 3, type_floats = 4 };
+
+template <class T>
+void put_array(ByteWriter& out, const std::vector<T>& values) {
+  out.u32(static_cast<std::uint32_t>(values.size()));
+  out.raw(values.data(), values.size() * sizeof(T));
+}
+
+template <class T>
+std::vector<T> get_array(ByteReader& in) {
+  std::uint32_t n = in.count(sizeof(T));
+  std::vector<T> values(n);
+  std::string_view bytes = in.raw(n * sizeof(T));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+}  // namespace
+
+void encode_span_body(ByteWriter& out, const Span& span) {
+  out.bytes(span.trace_id);
+  out.bytes(span.span_id);
+  out.bytes(span.parent_id);
+  out.bytes(span.name);
+  out.u8(static_cast<std::uint8_t>(span.status));
+  out.f64(span.start_time);
+  out.f64(span.end_time);
+  out.u32(static_cast<std::uint32_t>(span.attributes.size()));
+  for (const Attribute& a : span.attributes) {
+    out.bytes(a.key);
+    switch (a.value.index()) {
+      case 0: out.u8(type_string); out.bytes(std::get<std::string>(a.value)); break;
+      case 1: out.u8(type_number); out.f64(std::get<double>(a.value)); break;
+      case 2: out.u8(type_bool); out.boolean(std::get<bool>(a.value)); break;
+      case 3: out.u8(type_tokens); put_array(out, std::get<TokenIds>(a.value)); break;
+      case 4: out.u8(type_floats); put_array(out, std::get<Floats>(a.value)); break;
+    }
+  }
+}
+
+void decode_span_body(ByteReader& in, Span& span) {
+  span.trace_id = in.bytes();
+  span.span_id = in.bytes();
+  span.parent_id = in.bytes();
+  span.name = in.bytes();
+  std::uint8_t status = in.u8();
+  if (status > static_cast<std::uint8_t>(SpanStatus::error)) throw DecodeError("bad span status");
+  span.status = static_cast<SpanStatus>(status);
+  span.start_time = in.f64();
+  span.end_time = in.f64();
+  std::uint32_t n = in.count(6);  // a key's length (4) + type (1) + at least 1 value byte
+  span.attributes.clear();
+  span.attributes.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    Attribute a;
+    a.key = in.bytes();
+    switch (in.u8()) {
+      case type_string: a.value = std::string(in.bytes()); break;
+      case type_number: a.value = in.f64(); break;
+      case type_bool: a.value = in.boolean(); break;
+      case type_tokens: a.value = get_array<std::int32_t>(in); break;
+      case type_floats: a.value = get_array<float>(in); break;
+      default: throw DecodeError("bad attribute type");
+    }
+    span.attributes.push_back(std::move(a));
+  }
+}
+
+}  // namespace arclight::store

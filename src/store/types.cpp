@@ -1,0 +1,46 @@
+#include "arclight/store/types.hpp"
+
+namespace arclight::store {
+
+std::string_view to_string(RolloutStatus s) {
+  static constexpr std::string_view names[] = {"queuing",   "preparing", "running", "succeeded",
+                                               "failed",    "cancelled", "requeuing"};
+  return names[static_cast<int>(s)];
+}
+
+std::string_view to_string(AttemptStatus s) {
+  static constexpr std::string_view names[] = {"preparing", "running", "succeeded", "failed", "timeout", "unresponsive"};
+  return names[static_cast<int>(s)];
+}
+
+std::string_view to_string(Mode m) {
+  static constexpr std::string_view names[] = {"train", "val", "test"};
+  return names[static_cast<int>(m)];
+}
+
+std::string_view to_string(WorkerStatus s) {
+  static constexpr std::string_view names[] = {"idle", "busy", "unknown"};
+  return names[static_cast<int>(s)];
+}
+
+std::optional<AttemptStatus> parse_attempt_status(std::string_view name) {
+  for (int i = 0; i < attempt_status_count; ++i)
+    if (to_string(static_cast<AttemptStatus>(i)) == name) return static_cast<AttemptStatus>(i);
+  return std::nullopt;
+}
+
+}  // namespace arclight::store
+
+#include "arclight/store/store.hpp"
+
+namespace arclight::store {
+
+Rollout Store::get_rollout(RolloutId rollout_id) {
+  RolloutFilter filter;
+  filter.ids = {rollout_id};
+  Page<Rollout> page = query_rollouts(filter, {});
+  if (page.items.empty()) throw StoreError(StoreError::not_found, "no rollout " + std::to_string(rollout_id));
+  return std::move(page.items.front());
+}
+
+}  // namespace arclight::store

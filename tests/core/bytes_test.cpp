@@ -1,0 +1,51 @@
+#include "arclight/core/bytes.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+using namespace arclight;
+
+BOOST_AUTO_TEST_SUITE(bytes)
+
+BOOST_AUTO_TEST_CASE(scalars_and_strings_round_trip) {
+  std::string buf;
+  ByteWriter w(buf);
+  w.u8(250);
+  w.u16(65000);
+  w.u32(4000000000u);
+  w.u64(1ull << 60);
+  w.i64(-5);
+  w.f32(1.5f);
+  w.f64(-2.25);
+  w.boolean(true);
+  w.bytes("hello");
+  BOOST_TEST(buf.size() == 1u + 2 + 4 + 8 + 8 + 4 + 8 + 1 + 4 + 5);
+  ByteReader r(buf);
+  BOOST_TEST(r.u8() == 250);
+  BOOST_TEST(r.u16() == 65000);
+  BOOST_TEST(r.u32() == 4000000000u);
+  BOOST_TEST(r.u64() == 1ull << 60);
+  BOOST_TEST(r.i64() == -5);
+  BOOST_TEST(r.f32() == 1.5f);
+  BOOST_TEST(r.f64() == -2.25);
+  BOOST_TEST(r.boolean());
+  BOOST_TEST(r.bytes() == "hello");
+  r.expect_end();
+}
+
+BOOST_AUTO_TEST_CASE(reading_past_the_end_throws) {
+  std::string buf;
+  ByteWriter w(buf);
+  w.u32(100);  // claims 100 bytes follow
+  w.raw("ab", 2);
+  ByteReader r(buf);
+  BOOST_CHECK_THROW(r.bytes(), DecodeError);
+  ByteReader empty("");
+  BOOST_CHECK_THROW(empty.u8(), DecodeError);
+  ByteReader bad_bool("\x02");
+  BOOST_CHECK_THROW(bad_bool.boolean(), DecodeError);
+  ByteReader trailing("ab");
+  trailing.u8();
+  BOOST_CHECK_THROW(trailing.expect_end(), DecodeError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

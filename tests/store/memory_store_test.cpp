@@ -1,0 +1,154 @@
+#include "arclight/store/memory_store.hpp"
+
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <thread>
+
+#include "store_suite.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+
+namespace {
+class LocalHarness : public suite::Harness {
+ public:
+  Store& store() override { return store_; }
+  void advance(double seconds) override { clock_.advance(seconds); }
+  void scan() override { store_.check_health(); }
+  MemoryStore& memory() { return store_; }
+  ManualClock& clock() { return clock_; }
+
+ private:
+  ManualClock clock_;
+  MemoryStore store_{clock_};
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(memory_store)
+
+// The shared behaviour suite, each case on a fresh store.
+BOOST_DATA_TEST_CASE(store_suite, boost::unit_test::data::xrange(suite::cases().size()), index) {
+  auto [name, run] = suite::cases()[index];
+  BOOST_TEST_CONTEXT(name) {
+    LocalHarness h;
+    run(h);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(watchdog_thread_scans_on_its_own) {
+  SystemClock clock;
+  RolloutConfig config = suite::retrying_config();
+  config.unresponsive_seconds = 0.05;
+  MemoryStore store(clock, config);
+  Watchdog watchdog(store, watchdog_interval(config));
+  BOOST_TEST(watchdog_interval(config) <= 0.0125 + 1e-9);
+  RolloutId id = store.enqueue(suite::task("x", config)).id;
+  store.dequeue("w1");
+  // Bounded wait for the watchdog to notice the silence and requeue the rollout.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (store.get_rollout(id).status != RolloutStatus::requeuing && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  BOOST_TEST((store.get_rollout(id).status == RolloutStatus::requeuing));
+}
+
+BOOST_AUTO_TEST_CASE(watchdog_interval_is_bounded) {
+  RolloutConfig none;
+  BOOST_TEST(watchdog_interval(none) == 1.0);
+  RolloutConfig tiny;
+  tiny.timeout_seconds = 0.001;
+  BOOST_TEST(watchdog_interval(tiny) == 0.01);
+  RolloutConfig mid;
+  mid.timeout_seconds = 2;
+  mid.unresponsive_seconds = 0.4;
+  BOOST_TEST(watchdog_interval(mid) == 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(wait_for_rollouts_wakes_on_end) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  RolloutId id = store.enqueue(suite::task("x")).id;
+  auto ar = *store.dequeue("w1");
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    store.update_attempt(id, ar.attempt.id, suite::status_update(AttemptStatus::succeeded));
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto ended = store.wait_for_rollouts({id}, 10.0);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  finisher.join();
+  BOOST_TEST(ended.size() == 1u);
+  BOOST_TEST(waited < 5.0);  // woke on the end, not at the timeout
+}
+
+BOOST_AUTO_TEST_CASE(unknown_rollout_in_wait_is_refused) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  suite::expect_refused([&] { store.wait_for_rollouts({42}, 0.01); }, StoreError::not_found);
+}
+
+BOOST_AUTO_TEST_CASE(silent_workers_become_unknown) {
+  ManualClock clock;
+  RolloutConfig config;
+  config.unresponsive_seconds = 1;
+  MemoryStore store(clock, config);
+  store.heartbeat("w1");
+  clock.advance(2);
+  store.check_health();
+  BOOST_TEST((store.query_workers().at(0).status == WorkerStatus::unknown));
+  store.heartbeat("w1");
+  BOOST_TEST((store.query_workers().at(0).status == WorkerStatus::idle));
+}
+
+BOOST_AUTO_TEST_CASE(every_rollout_ends_exactly_once_under_random_faults) {
+  // A randomized run of many workers that succeed, fail, hang or vanish.
+  ManualClock clock;
+  RolloutConfig config = suite::retrying_config();
+  MemoryStore store(clock, config);
+  const int n = 300;
+  std::vector<NewRollout> batch(n);
+  for (int i = 0; i < n; ++i) batch[i].input = std::to_string(i);
+  store.enqueue(batch);
+  std::uint64_t rng = 12345;
+  auto next = [&rng] { rng = rng * 6364136223846793005ULL + 1442695040888963407ULL; return rng >> 33; };
+  std::vector<AttemptedRollout> in_flight;
+  for (int tick = 0; tick < 2000; ++tick) {
+    for (auto& ar : store.dequeue("w" + std::to_string(next() % 8), next() % 4)) in_flight.push_back(ar);
+    for (std::size_t i = 0; i < in_flight.size();) {
+      AttemptedRollout& ar = in_flight[i];
+      auto fate = next() % 10;
+      try {
+        if (fate < 3) store.add_span(suite::span_of(ar));
+        else if (fate < 5) store.update_attempt(ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::succeeded));
+        else if (fate < 6) store.update_attempt(ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::failed));
+        else if (fate < 7) store.cancel(ar.rollout.id);
+        // else: silence
+      } catch (const StoreError&) {
+        // refused: the attempt or rollout had moved on
+      }
+      if (fate >= 3 && fate < 7) {
+        in_flight[i] = in_flight.back();
+        in_flight.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    clock.advance(0.1);
+    store.check_health();
+  }
+  clock.advance(100);
+  store.check_health();
+  for (auto& ar : store.dequeue("closer", n)) store.cancel(ar.rollout.id);
+  Statistics stats = store.statistics();
+  std::uint64_t ended = stats.rollouts[int(RolloutStatus::succeeded)] + stats.rollouts[int(RolloutStatus::failed)] +
+                        stats.rollouts[int(RolloutStatus::cancelled)];
+  BOOST_TEST(ended == std::uint64_t(n));
+  auto page = store.query_rollouts({}, {});
+  BOOST_TEST(page.total == std::size_t(n));
+  for (const Rollout& r : page.items) {
+    BOOST_TEST(is_final(r.status), "rollout " << r.id << " is " << to_string(r.status));
+    BOOST_TEST(r.attempt_count <= config.max_attempts + 1);  // +1: the closer's dequeue
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,398 @@
+#pragma once
+// The store's behaviour, written once against the Store interface. It runs
+// against MemoryStore in-process (memory_store_test.cpp) and against the MPI
+// client talking to rank 0 (comm/remote_store_test.cpp).
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arclight/store/store.hpp"
+
+namespace arclight::store::suite {
+
+// What the suite needs besides the store: a way to let time pass and the watchdog run.
+class Harness {
+ public:
+  virtual ~Harness() = default;
+  virtual Store& store() = 0;
+  // Lets `seconds` pass on the store's clock.
+  virtual void advance(double seconds) = 0;
+  // Makes sure the watchdog has scanned since the last advance.
+  virtual void scan() = 0;
+};
+
+// The suite's rollout config: retries on every failure kind, 3 attempts, short limits.
+inline RolloutConfig retrying_config() {
+  RolloutConfig c;
+  c.timeout_seconds = 2.0;
+  c.unresponsive_seconds = 0.5;
+  c.max_attempts = 3;
+  c.retry_condition = bit(AttemptStatus::failed) | bit(AttemptStatus::timeout) | bit(AttemptStatus::unresponsive);
+  return c;
+}
+
+inline NewRollout task(std::string input, RolloutConfig config = retrying_config()) {
+  NewRollout r;
+  r.input = std::move(input);
+  r.config = config;
+  return r;
+}
+
+inline Span span_of(const AttemptedRollout& ar, std::string name = "llm") {
+  Span s;
+  s.rollout_id = ar.rollout.id;
+  s.attempt_id = ar.attempt.id;
+  s.name = std::move(name);
+  s.trace_id = "trace";
+  s.span_id = "span";
+  s.status = SpanStatus::ok;
+  s.attributes.push_back({"prompt", std::string(64, 'p')});
+  s.attributes.push_back({"reward", 0.5});
+  s.attributes.push_back({"done", true});
+  s.attributes.push_back({"tokens", TokenIds{1, 2, 3}});
+  s.attributes.push_back({"logprobs", Floats{-0.5f, -1.5f}});
+  return s;
+}
+
+inline AttemptUpdate status_update(AttemptStatus s) {
+  AttemptUpdate u;
+  u.status = s;
+  return u;
+}
+
+template <class F>
+void expect_refused(F&& f, StoreError::Code code = StoreError::invalid_transition) {
+  try {
+    f();
+    BOOST_ERROR("expected a StoreError");
+  } catch (const StoreError& e) {
+    BOOST_TEST(static_cast<int>(e.code()) == static_cast<int>(code), e.what());
+  }
+}
+
+inline void dequeue_is_fifo_and_creates_attempts(Harness& h) {
+  Store& s = h.store();
+  auto queued = s.enqueue({task("a"), task("b"), task("c")});
+  BOOST_TEST(queued.size() == 3u);
+  BOOST_TEST((queued[0].status == RolloutStatus::queuing));
+  auto got = s.dequeue("w1", 2);
+  BOOST_REQUIRE(got.size() == 2u);
+  BOOST_TEST(got[0].rollout.input == "a");
+  BOOST_TEST(got[1].rollout.input == "b");
+  BOOST_TEST((got[0].rollout.status == RolloutStatus::preparing));
+  BOOST_TEST((got[0].attempt.status == AttemptStatus::preparing));
+  BOOST_TEST(got[0].attempt.sequence_id == 1u);
+  BOOST_TEST(got[0].attempt.worker_id == "w1");
+  auto rest = s.dequeue("w2", 5);
+  BOOST_REQUIRE(rest.size() == 1u);
+  BOOST_TEST(rest[0].rollout.input == "c");
+  BOOST_TEST(s.dequeue("w2", 5).empty());
+}
+
+inline void first_span_starts_the_attempt_and_sequence_ids_increase(Harness& h) {
+  Store& s = h.store();
+  s.enqueue(task("x"));
+  auto ar = *s.dequeue("w1");
+  std::uint64_t first = s.add_span(span_of(ar));
+  BOOST_TEST((s.get_latest_attempt(ar.rollout.id).status == AttemptStatus::running));
+  BOOST_TEST((s.get_rollout(ar.rollout.id).status == RolloutStatus::running));
+  auto more = s.add_spans({span_of(ar), span_of(ar, "tool"), span_of(ar)});
+  BOOST_TEST(more.size() == 3u);
+  BOOST_TEST(first >= 1u);
+  BOOST_TEST(more[0] > first);
+  BOOST_TEST(more[1] > more[0]);
+  BOOST_TEST(more[2] > more[1]);
+  // Spans come back whole, in order.
+  SpanFilter f;
+  f.rollout_id = ar.rollout.id;
+  auto page = s.query_spans(f, {});
+  BOOST_REQUIRE(page.total == 4u);
+  BOOST_TEST(page.items[2].name == "tool");
+  BOOST_TEST(page.items[0].sequence_id == first);
+  BOOST_TEST((page.items[0].attributes == span_of(ar).attributes));
+  f.name = "tool";
+  BOOST_TEST(s.query_spans(f, {}).total == 1u);
+  f.name = "";
+  f.after_sequence_id = more[1];
+  BOOST_TEST(s.query_spans(f, {}).items.at(0).sequence_id == more[2]);
+}
+
+inline void success_ends_the_rollout_once(Harness& h) {
+  Store& s = h.store();
+  s.enqueue(task("x"));
+  auto ar = *s.dequeue("w1");
+  s.add_span(span_of(ar));
+  Attempt a = s.update_attempt(ar.rollout.id, latest_attempt, status_update(AttemptStatus::succeeded));
+  BOOST_TEST((a.status == AttemptStatus::succeeded));
+  BOOST_TEST(a.end_time >= a.start_time);
+  Rollout r = s.get_rollout(ar.rollout.id);
+  BOOST_TEST((r.status == RolloutStatus::succeeded));
+  BOOST_TEST(r.end_time > 0);
+  // Final means final.
+  expect_refused([&] { s.update_attempt(ar.rollout.id, ar.attempt.id, status_update(AttemptStatus::failed)); });
+  expect_refused([&] { s.add_span(span_of(ar)); });
+  expect_refused([&] { s.cancel(ar.rollout.id); });
+  BOOST_TEST(s.add_spans({span_of(ar)}) == (std::vector<std::uint64_t>{0}));
+}
+
+inline void failure_retries_up_to_max_attempts(Harness& h) {
+  Store& s = h.store();
+  RolloutId id = s.enqueue(task("x")).id;
+  for (std::uint32_t attempt = 1; attempt <= 3; ++attempt) {
+    auto ar = s.dequeue("w1");
+    BOOST_REQUIRE(ar.has_value());
+    BOOST_TEST(ar->rollout.id == id);
+    BOOST_TEST(ar->attempt.sequence_id == attempt);
+    s.update_attempt(id, ar->attempt.id, status_update(AttemptStatus::failed));
+    RolloutStatus want = attempt < 3 ? RolloutStatus::requeuing : RolloutStatus::failed;
+    BOOST_TEST((s.get_rollout(id).status == want), "attempt " << attempt);
+  }
+  BOOST_TEST(!s.dequeue("w1").has_value());
+  BOOST_TEST(s.query_attempts(id).size() == 3u);
+}
+
+inline void no_retry_without_the_condition(Harness& h) {
+  Store& s = h.store();
+  RolloutConfig c = retrying_config();
+  c.retry_condition = bit(AttemptStatus::timeout);
+  RolloutId id = s.enqueue(task("x", c)).id;
+  auto ar = *s.dequeue("w1");
+  s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::failed));
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::failed));
+}
+
+inline void requeued_rollouts_go_to_the_back(Harness& h) {
+  Store& s = h.store();
+  auto q = s.enqueue({task("a"), task("b")});
+  auto a = *s.dequeue("w1");
+  s.update_attempt(a.rollout.id, a.attempt.id, status_update(AttemptStatus::failed));
+  BOOST_TEST(s.dequeue("w1")->rollout.input == "b");
+  auto again = *s.dequeue("w1");
+  BOOST_TEST(again.rollout.input == "a");
+  BOOST_TEST(again.attempt.sequence_id == 2u);
+  BOOST_TEST((again.rollout.status == RolloutStatus::preparing));
+}
+
+inline void silence_makes_an_attempt_unresponsive_and_a_span_revives_it(Harness& h) {
+  Store& s = h.store();
+  RolloutId id = s.enqueue(task("x")).id;
+  auto first = *s.dequeue("hung");
+  s.add_span(span_of(first));
+  h.advance(0.8);  // past unresponsive_seconds (0.5), within timeout_seconds (2)
+  h.scan();
+  BOOST_TEST((s.query_attempts(id).at(0).status == AttemptStatus::unresponsive));
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::requeuing));
+  // Another runner takes it.
+  auto second = *s.dequeue("healthy");
+  BOOST_TEST(second.attempt.sequence_id == 2u);
+  // The hung runner wakes up: its span revives its own attempt, not the rollout.
+  BOOST_TEST(s.add_span(span_of(first)) > 0u);
+  BOOST_TEST((s.query_attempts(id).at(0).status == AttemptStatus::running));
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::preparing));
+  // The old attempt's success does not override the newer attempt's rollout...
+  s.update_attempt(id, first.attempt.id, status_update(AttemptStatus::succeeded));
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::preparing));
+  // ...the latest attempt's does.
+  s.add_span(span_of(second));
+  s.update_attempt(id, second.attempt.id, status_update(AttemptStatus::succeeded));
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::succeeded));
+}
+
+inline void a_timed_out_attempt_is_never_revived(Harness& h) {
+  Store& s = h.store();
+  RolloutConfig c = retrying_config();
+  c.unresponsive_seconds = 0;  // only the timeout applies
+  c.timeout_seconds = 0.5;
+  RolloutId id = s.enqueue(task("x", c)).id;
+  auto ar = *s.dequeue("w1");
+  s.add_span(span_of(ar));
+  h.advance(0.8);
+  h.scan();
+  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::timeout));
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::requeuing));
+  expect_refused([&] { s.add_span(span_of(ar)); });
+  expect_refused([&] { s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::running)); });
+}
+
+inline void heartbeats_keep_an_attempt_alive(Harness& h) {
+  Store& s = h.store();
+  RolloutId id = s.enqueue(task("x")).id;
+  auto ar = *s.dequeue("w1");
+  s.add_span(span_of(ar));
+  for (int i = 0; i < 3; ++i) {
+    h.advance(0.3);
+    s.heartbeat("w1");
+    h.scan();
+  }
+  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
+  h.advance(0.8);
+  h.scan();
+  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::unresponsive));
+}
+
+inline void cancelled_is_final(Harness& h) {
+  Store& s = h.store();
+  auto q = s.enqueue({task("a"), task("b")});
+  Rollout c = s.cancel(q[0].id);
+  BOOST_TEST((c.status == RolloutStatus::cancelled));
+  auto got = s.dequeue("w1");  // the cancelled one is skipped
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(got->rollout.id == q[1].id);
+  s.cancel(q[1].id);  // cancel a running one
+  expect_refused([&] { s.add_span(span_of(*got)); });
+  expect_refused([&] { s.update_attempt(q[1].id, got->attempt.id, status_update(AttemptStatus::succeeded)); });
+  expect_refused([&] { s.start_attempt(q[1].id, "w1"); });
+  RolloutUpdate back;
+  back.status = RolloutStatus::queuing;
+  expect_refused([&] { s.update_rollout(q[0].id, back); });
+  BOOST_TEST((s.get_rollout(q[1].id).status == RolloutStatus::cancelled));
+}
+
+inline void invalid_transitions_are_refused(Harness& h) {
+  Store& s = h.store();
+  RolloutId id = s.enqueue(task("x")).id;
+  RolloutUpdate to_running;
+  to_running.status = RolloutStatus::running;
+  expect_refused([&] { s.update_rollout(id, to_running); });
+  RolloutUpdate to_succeeded;
+  to_succeeded.status = RolloutStatus::succeeded;
+  expect_refused([&] { s.update_rollout(id, to_succeeded); });
+  auto ar = *s.dequeue("w1");
+  s.add_span(span_of(ar));
+  expect_refused([&] { s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::preparing)); });
+  expect_refused([&] { s.get_rollout(999999); }, StoreError::not_found);
+  expect_refused([&] { s.update_attempt(id, 999999, status_update(AttemptStatus::failed)); }, StoreError::not_found);
+  Span orphan = span_of(ar);
+  orphan.rollout_id = 999999;
+  expect_refused([&] { s.add_span(orphan); }, StoreError::not_found);
+  // A refused update changed nothing.
+  BOOST_TEST((s.get_rollout(id).status == RolloutStatus::running));
+  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
+}
+
+inline void start_rollout_skips_the_queue_and_start_attempt_retries(Harness& h) {
+  Store& s = h.store();
+  s.enqueue(task("queued"));
+  AttemptedRollout direct = s.start_rollout(task("direct"), "w1");
+  BOOST_TEST((direct.rollout.status == RolloutStatus::preparing));
+  BOOST_TEST(direct.attempt.sequence_id == 1u);
+  BOOST_TEST(s.dequeue("w2")->rollout.input == "queued");
+  AttemptedRollout retry = s.start_attempt(direct.rollout.id, "w3");
+  BOOST_TEST(retry.attempt.sequence_id == 2u);
+  BOOST_TEST(s.get_latest_attempt(direct.rollout.id).id == retry.attempt.id);
+  // The superseded attempt no longer moves the rollout.
+  s.update_attempt(direct.rollout.id, direct.attempt.id, status_update(AttemptStatus::failed));
+  BOOST_TEST((s.get_rollout(direct.rollout.id).status == RolloutStatus::preparing));
+}
+
+inline void queries_filter_and_page(Harness& h) {
+  Store& s = h.store();
+  std::vector<NewRollout> batch;
+  for (int i = 0; i < 10; ++i) {
+    NewRollout r = task("t" + std::to_string(i));
+    r.mode = i % 2 ? Mode::val : Mode::train;
+    batch.push_back(r);
+  }
+  auto q = s.enqueue(batch);
+  s.cancel(q[0].id);
+  RolloutFilter f;
+  f.ids = {q[0].id, q[1].id, q[2].id, q[3].id};
+  f.statuses = bit(RolloutStatus::queuing);
+  auto page = s.query_rollouts(f, {});
+  BOOST_TEST(page.total == 3u);
+  f.mode = Mode::val;
+  BOOST_TEST(s.query_rollouts(f, {}).total == 2u);
+  RolloutFilter all_ids;
+  for (auto& r : q) all_ids.ids.push_back(r.id);
+  Paging p;
+  p.offset = 4;
+  p.limit = 3;
+  auto paged = s.query_rollouts(all_ids, p);
+  BOOST_TEST(paged.total == 10u);
+  BOOST_REQUIRE(paged.items.size() == 3u);
+  BOOST_TEST(paged.items[0].input == "t4");
+  p.offset = 9;
+  BOOST_TEST(s.query_rollouts(all_ids, p).items.size() == 1u);
+  p.offset = 50;
+  BOOST_TEST(s.query_rollouts(all_ids, p).items.empty());
+}
+
+inline void resources_are_versioned_and_immutable(Harness& h) {
+  Store& s = h.store();
+  std::string name = "policy-" + std::to_string(reinterpret_cast<std::uintptr_t>(&h));
+  ResourcesVersion v1 = s.add_resources(name, "v1 checksum=abc");
+  BOOST_TEST(v1.version == 1u);
+  expect_refused([&] { s.add_resources(name, "again"); });
+  expect_refused([&] { s.update_resources(name + "-nope", "x"); }, StoreError::not_found);
+  ResourcesVersion v2 = s.update_resources(name, "v2 checksum=def");
+  BOOST_TEST(v2.version == 2u);
+  BOOST_TEST(v2.id != v1.id);
+  BOOST_TEST(s.get_resources(v1.id).content == "v1 checksum=abc");  // the old version is unchanged
+  BOOST_TEST(s.get_latest_resources(name).id == v2.id);
+  BOOST_TEST(s.get_latest_resources("").id == v2.id);
+  NewRollout r = task("uses v2");
+  r.resources_id = v2.id;
+  BOOST_TEST(s.enqueue(r).resources_id == v2.id);
+}
+
+inline void wait_for_rollouts_returns_the_ended(Harness& h) {
+  Store& s = h.store();
+  auto q = s.enqueue({task("a"), task("b")});
+  auto a = *s.dequeue("w1");
+  s.update_attempt(a.rollout.id, a.attempt.id, status_update(AttemptStatus::succeeded));
+  auto ended = s.wait_for_rollouts({q[0].id, q[1].id}, 0.05);
+  BOOST_REQUIRE(ended.size() == 1u);
+  BOOST_TEST(ended[0].id == q[0].id);
+  s.cancel(q[1].id);
+  BOOST_TEST(s.wait_for_rollouts({q[0].id, q[1].id}, 5.0).size() == 2u);
+}
+
+inline void workers_and_statistics(Harness& h) {
+  Store& s = h.store();
+  Statistics before = s.statistics();
+  s.enqueue({task("a"), task("b")});
+  auto ar = *s.dequeue("stats-worker");
+  s.add_spans({span_of(ar), span_of(ar)});
+  std::vector<Worker> workers = s.query_workers();
+  auto w = std::find_if(workers.begin(), workers.end(), [](const Worker& w) { return w.id == "stats-worker"; });
+  BOOST_REQUIRE(w != workers.end());
+  BOOST_TEST((w->status == WorkerStatus::busy));
+  BOOST_TEST(w->current_rollout == ar.rollout.id);
+  s.update_attempt(ar.rollout.id, ar.attempt.id, status_update(AttemptStatus::succeeded));
+  workers = s.query_workers();
+  w = std::find_if(workers.begin(), workers.end(), [](const Worker& w) { return w.id == "stats-worker"; });
+  BOOST_TEST((w->status == WorkerStatus::idle));
+  Statistics after = s.statistics();
+  BOOST_TEST(after.spans - before.spans == 2u);
+  BOOST_TEST(after.rollouts[int(RolloutStatus::succeeded)] - before.rollouts[int(RolloutStatus::succeeded)] == 1u);
+  BOOST_TEST(after.queue_length - before.queue_length == 1u);
+  BOOST_TEST(after.span_bytes > before.span_bytes);
+}
+
+// Every case, by name, for the harnesses to register.
+inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
+  return {
+      {"dequeue_is_fifo_and_creates_attempts", dequeue_is_fifo_and_creates_attempts},
+      {"first_span_starts_the_attempt_and_sequence_ids_increase", first_span_starts_the_attempt_and_sequence_ids_increase},
+      {"success_ends_the_rollout_once", success_ends_the_rollout_once},
+      {"failure_retries_up_to_max_attempts", failure_retries_up_to_max_attempts},
+      {"no_retry_without_the_condition", no_retry_without_the_condition},
+      {"requeued_rollouts_go_to_the_back", requeued_rollouts_go_to_the_back},
+      {"silence_makes_an_attempt_unresponsive_and_a_span_revives_it", silence_makes_an_attempt_unresponsive_and_a_span_revives_it},
+      {"a_timed_out_attempt_is_never_revived", a_timed_out_attempt_is_never_revived},
+      {"heartbeats_keep_an_attempt_alive", heartbeats_keep_an_attempt_alive},
+      {"cancelled_is_final", cancelled_is_final},
+      {"invalid_transitions_are_refused", invalid_transitions_are_refused},
+      {"start_rollout_skips_the_queue_and_start_attempt_retries", start_rollout_skips_the_queue_and_start_attempt_retries},
+      {"queries_filter_and_page", queries_filter_and_page},
+      {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
+      {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},
+      {"workers_and_statistics", workers_and_statistics},
+  };
+}
+
+}  // namespace arclight::store::suite
