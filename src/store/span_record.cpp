@@ -7,7 +7,7 @@ enum AttributeType : std::uint8_t { type_string = 0, type_number = 1, type_bool 
 template <class T>
 void put_array(ByteWriter& out, const std::vector<T>& values) {
   out.u32(static_cast<std::uint32_t>(values.size()));
-  out.raw(values.data(), values.size() * sizeof(T));
+  if (!values.empty()) out.raw(values.data(), values.size() * sizeof(T));
 }
 
 template <class T>
@@ -15,7 +15,7 @@ std::vector<T> get_array(ByteReader& in) {
   std::uint32_t n = in.count(sizeof(T));
   std::vector<T> values(n);
   std::string_view bytes = in.raw(n * sizeof(T));
-  std::memcpy(values.data(), bytes.data(), bytes.size());
+  if (n > 0) std::memcpy(values.data(), bytes.data(), bytes.size());
   return values;
 }
 }  // namespace

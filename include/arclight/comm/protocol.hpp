@@ -1,0 +1,149 @@
+#pragma once
+// The control plane's wire protocol: compact, versioned, little-endian binary.
+// No MPI here: the codec and the request handler are plain functions, so the
+// fuzzer and the tests drive them directly.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arclight/core/bytes.hpp"
+#include "arclight/store/store.hpp"
+
+namespace arclight::comm::wire {
+
+// Frame: magic u16 "AL", version u8, type u8 (top bit: reply), request id u32, body length u32, body.
+inline constexpr std::uint16_t magic = 0x4C41;
+inline constexpr std::uint8_t version = 1;
+inline constexpr std::size_t header_size = 12;
+inline constexpr std::size_t max_body = 1u << 30;
+
+enum class Type : std::uint8_t {
+  error = 0,
+  enqueue,
+  dequeue,
+  start_rollout,
+  start_attempt,
+  add_spans,
+  add_span,
+  update_attempt,
+  update_rollout,
+  query_rollouts,
+  query_attempts,
+  get_latest_attempt,
+  query_spans,
+  add_resources,
+  update_resources,
+  get_resources,
+  get_latest_resources,
+  wait_for_rollouts,
+  heartbeat,
+  query_workers,
+  statistics,
+  reset,  // tests only: the server replaces its store with a fresh one, when it was built to allow it
+  bye,    // a client is done; no reply
+  end_
+};
+
+struct Header {
+  Type type = Type::error;
+  bool reply = false;
+  std::uint32_t request_id = 0;
+  std::uint32_t body_length = 0;
+};
+
+// Checks a frame's length, magic, version and type; throws DecodeError on any mismatch.
+Header decode_header(std::string_view message);
+std::string_view body_of(std::string_view message);
+
+// Error replies carry a code and a message. Code 0: the request was malformed.
+inline constexpr std::uint8_t malformed = 0;
+inline constexpr std::uint8_t internal = 255;
+std::string encode_error(std::uint32_t request_id, std::uint8_t code, std::string_view message);
+
+// ---- values ----------------------------------------------------------------------------
+void put(ByteWriter& w, std::uint64_t v);
+void put(ByteWriter& w, std::uint32_t v);
+void put(ByteWriter& w, double v);
+void put(ByteWriter& w, const std::string& v);
+void put(ByteWriter& w, const store::RolloutConfig& v);
+void put(ByteWriter& w, const store::NewRollout& v);
+void put(ByteWriter& w, const store::Rollout& v);
+void put(ByteWriter& w, const store::Attempt& v);
+void put(ByteWriter& w, const store::AttemptedRollout& v);
+void put(ByteWriter& w, const store::Span& v);
+void put(ByteWriter& w, const store::AttemptUpdate& v);
+void put(ByteWriter& w, const store::RolloutUpdate& v);
+void put(ByteWriter& w, const store::RolloutFilter& v);
+void put(ByteWriter& w, const store::SpanFilter& v);
+void put(ByteWriter& w, const store::Paging& v);
+void put(ByteWriter& w, const store::ResourcesVersion& v);
+void put(ByteWriter& w, const store::Worker& v);
+void put(ByteWriter& w, const store::Statistics& v);
+
+void get(ByteReader& r, std::uint64_t& v);
+void get(ByteReader& r, std::uint32_t& v);
+void get(ByteReader& r, double& v);
+void get(ByteReader& r, std::string& v);
+void get(ByteReader& r, store::RolloutConfig& v);
+void get(ByteReader& r, store::NewRollout& v);
+void get(ByteReader& r, store::Rollout& v);
+void get(ByteReader& r, store::Attempt& v);
+void get(ByteReader& r, store::AttemptedRollout& v);
+void get(ByteReader& r, store::Span& v);
+void get(ByteReader& r, store::AttemptUpdate& v);
+void get(ByteReader& r, store::RolloutUpdate& v);
+void get(ByteReader& r, store::RolloutFilter& v);
+void get(ByteReader& r, store::SpanFilter& v);
+void get(ByteReader& r, store::Paging& v);
+void get(ByteReader& r, store::ResourcesVersion& v);
+void get(ByteReader& r, store::Worker& v);
+void get(ByteReader& r, store::Statistics& v);
+
+template <class T>
+void put(ByteWriter& w, const std::vector<T>& values) {
+  w.u32(static_cast<std::uint32_t>(values.size()));
+  for (const T& v : values) put(w, v);
+}
+template <class T>
+void get(ByteReader& r, std::vector<T>& values) {
+  std::uint32_t n = r.count(1);
+  values.clear();
+  values.reserve(std::min<std::uint32_t>(n, 1024));  // a corrupt count must not reserve gigabytes
+  for (std::uint32_t i = 0; i < n; ++i) get(r, values.emplace_back());
+}
+template <class T>
+void put(ByteWriter& w, const store::Page<T>& page) {
+  w.u64(page.total);
+  put(w, page.items);
+}
+template <class T>
+void get(ByteReader& r, store::Page<T>& page) {
+  page.total = r.u64();
+  get(r, page.items);
+}
+
+// A whole message: header, then each value in order.
+template <class... Values>
+std::string encode(Type type, bool reply, std::uint32_t request_id, const Values&... values) {
+  std::string out;
+  ByteWriter w(out);
+  w.u16(magic);
+  w.u8(version);
+  w.u8(static_cast<std::uint8_t>(type) | (reply ? 0x80 : 0));
+  w.u32(request_id);
+  w.u32(0);
+  (put(w, values), ...);
+  w.patch_u32(8, static_cast<std::uint32_t>(out.size() - header_size));
+  return out;
+}
+
+// Serves one request against a store and returns the reply (an error reply for
+// anything malformed or refused; never throws). Returns nullopt for a message
+// that takes no reply (bye). wait_for_rollouts is answered with what has ended
+// now; servers that wait park the request instead (see StoreServer).
+std::optional<std::string> handle_request(store::Store& store, std::string_view request);
+
+}  // namespace arclight::comm::wire

@@ -1,0 +1,118 @@
+#pragma once
+// The store over MPI: rank 0 serves its MemoryStore; every other rank holds a
+// RemoteStore with the same interface.
+#include <mpi.h>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "arclight/comm/protocol.hpp"
+#include "arclight/store/store.hpp"
+
+namespace arclight::comm {
+
+inline constexpr int tag_store_request = 101;
+inline constexpr int tag_store_reply = 102;
+
+// Serves a store to the other ranks of a communicator without blocking: each
+// poll() takes every request that has arrived (MPI_Improbe / MPI_Mrecv), answers
+// it with a non-blocking send, and answers parked wait_for_rollouts requests
+// when their rollouts end or their time is up. The caller interleaves poll()
+// with its own work (the algorithm); the store's watchdog runs on its own thread.
+class StoreServer {
+ public:
+  StoreServer(MPI_Comm comm, store::Store& store);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // Tests only: honour `reset` requests by switching to the store this returns.
+  void allow_reset(std::function<store::Store&()> fresh_store) { fresh_store_ = std::move(fresh_store); }
+
+  std::size_t poll();
+  // Polls until every other rank has said bye, or `stop` returns true.
+  void serve_until_all_done(const std::function<bool()>& stop = [] { return false; });
+
+  int clients_done() const { return clients_done_; }
+  std::uint64_t requests_served() const { return served_; }
+  std::uint64_t malformed_requests() const { return malformed_; }
+
+ private:
+  struct ParkedWait {
+    int source;
+    std::uint32_t request_id;
+    std::vector<store::RolloutId> ids;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  void reply(int source, std::string message);
+  void handle(int source, std::string_view message);
+  bool try_park(int source, std::string_view message);
+  void answer_parked_waits();
+  void complete_sends();
+
+  MPI_Comm comm_;
+  store::Store* store_;
+  std::function<store::Store&()> fresh_store_;
+  std::string buffer_;
+  std::vector<MPI_Request> send_requests_;
+  std::vector<std::string> send_buffers_;
+  std::vector<ParkedWait> parked_;
+  int clients_done_ = 0;
+  std::uint64_t served_ = 0;
+  std::uint64_t malformed_ = 0;
+};
+
+// The store as seen from a runner or trainer: each call is one request and one
+// reply to the server rank. Thread-safe. Refusals arrive as the same StoreError
+// the local store throws; a server that does not answer within reply_timeout
+// raises arclight::Error rather than hanging.
+class RemoteStore : public store::Store {
+ public:
+  RemoteStore(MPI_Comm comm, int server_rank, double reply_timeout_seconds = 60.0);
+  ~RemoteStore() override;  // says bye
+  using Store::dequeue;
+  using Store::enqueue;
+
+  std::vector<store::Rollout> enqueue(std::vector<store::NewRollout> rollouts) override;
+  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, std::size_t max_count) override;
+  store::AttemptedRollout start_rollout(store::NewRollout rollout, const std::string& worker_id) override;
+  store::AttemptedRollout start_attempt(store::RolloutId rollout_id, const std::string& worker_id) override;
+  std::vector<std::uint64_t> add_spans(std::vector<store::Span> spans) override;
+  std::uint64_t add_span(store::Span span) override;
+  store::Attempt update_attempt(store::RolloutId rollout_id, store::AttemptId attempt_id,
+                                const store::AttemptUpdate& update) override;
+  store::Rollout update_rollout(store::RolloutId rollout_id, const store::RolloutUpdate& update) override;
+  store::Page<store::Rollout> query_rollouts(const store::RolloutFilter& filter, store::Paging paging) override;
+  std::vector<store::Attempt> query_attempts(store::RolloutId rollout_id) override;
+  store::Attempt get_latest_attempt(store::RolloutId rollout_id) override;
+  store::Page<store::Span> query_spans(const store::SpanFilter& filter, store::Paging paging) override;
+  store::ResourcesVersion add_resources(const std::string& name, std::string content) override;
+  store::ResourcesVersion update_resources(const std::string& name, std::string content) override;
+  store::ResourcesVersion get_resources(store::ResourcesId id) override;
+  store::ResourcesVersion get_latest_resources(const std::string& name) override;
+  std::vector<store::Rollout> wait_for_rollouts(const std::vector<store::RolloutId>& ids, double timeout_seconds) override;
+  store::Worker heartbeat(const std::string& worker_id) override;
+  std::vector<store::Worker> query_workers() override;
+  store::Statistics statistics() override;
+
+  // Tests only: the server starts over with a fresh store.
+  void reset();
+  // Sends raw bytes as a request and returns the raw reply (tests of malformed input).
+  std::string exchange_raw(const std::string& request, double timeout_seconds);
+
+ private:
+  template <class Reply, class... Args>
+  Reply call(wire::Type type, double extra_wait, const Args&... args);
+  std::string exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds);
+
+  MPI_Comm comm_;
+  int server_;
+  double reply_timeout_;
+  std::mutex mutex_;
+  std::uint32_t next_request_id_ = 1;
+};
+
+}  // namespace arclight::comm

@@ -1,0 +1,426 @@
+#include "arclight/comm/protocol.hpp"
+
+#include "arclight/core/log.hpp"
+#include "arclight/store/span_record.hpp"
+
+namespace arclight::comm::wire {
+using namespace arclight::store;
+
+namespace {
+
+template <class Enum>
+Enum get_enum(ByteReader& r, int count, const char* what) {
+  std::uint8_t v = r.u8();
+  if (v >= count) throw DecodeError(log::concat("bad ", what, " ", int(v)));
+  return static_cast<Enum>(v);
+}
+template <class Enum>
+void put_enum(ByteWriter& w, Enum e) {
+  w.u8(static_cast<std::uint8_t>(e));
+}
+
+template <class T, class PutValue>
+void put_optional(ByteWriter& w, const std::optional<T>& v, PutValue put_value) {
+  w.boolean(v.has_value());
+  if (v) put_value(*v);
+}
+template <class T, class GetValue>
+void get_optional(ByteReader& r, std::optional<T>& v, GetValue get_value) {
+  if (r.boolean()) v = get_value();
+  else v.reset();
+}
+
+}  // namespace
+
+Header decode_header(std::string_view message) {
+  if (message.size() < header_size) throw DecodeError(log::concat("message of ", message.size(), " bytes is shorter than a header"));
+  ByteReader r(message);
+  if (r.u16() != magic) throw DecodeError("bad magic: not an arclight message");
+  std::uint8_t v = r.u8();
+  if (v != version) throw DecodeError(log::concat("wire version ", int(v), ", this binary speaks ", int(version)));
+  std::uint8_t type = r.u8();
+  Header h;
+  h.reply = (type & 0x80) != 0;
+  type &= 0x7F;
+  if (type >= static_cast<std::uint8_t>(Type::end_)) throw DecodeError(log::concat("unknown message type ", int(type)));
+  h.type = static_cast<Type>(type);
+  h.request_id = r.u32();
+  h.body_length = r.u32();
+  if (h.body_length != message.size() - header_size)
+    throw DecodeError(log::concat("length field says ", h.body_length, " body bytes, message has ", message.size() - header_size));
+  return h;
+}
+
+std::string_view body_of(std::string_view message) { return message.substr(header_size); }
+
+std::string encode_error(std::uint32_t request_id, std::uint8_t code, std::string_view message) {
+  std::string text(message.substr(0, 4096));
+  std::uint32_t code32 = code;
+  return encode(Type::error, true, request_id, code32, text);
+}
+
+// ---- values ----------------------------------------------------------------------------
+
+void put(ByteWriter& w, std::uint64_t v) { w.u64(v); }
+void put(ByteWriter& w, std::uint32_t v) { w.u32(v); }
+void put(ByteWriter& w, double v) { w.f64(v); }
+void put(ByteWriter& w, const std::string& v) { w.bytes(v); }
+void get(ByteReader& r, std::uint64_t& v) { v = r.u64(); }
+void get(ByteReader& r, std::uint32_t& v) { v = r.u32(); }
+void get(ByteReader& r, double& v) { v = r.f64(); }
+void get(ByteReader& r, std::string& v) { v = r.bytes(); }
+
+void put(ByteWriter& w, const RolloutConfig& v) {
+  w.f64(v.timeout_seconds);
+  w.f64(v.unresponsive_seconds);
+  w.u32(v.max_attempts);
+  w.u8(v.retry_condition);
+}
+void get(ByteReader& r, RolloutConfig& v) {
+  v.timeout_seconds = r.f64();
+  v.unresponsive_seconds = r.f64();
+  v.max_attempts = r.u32();
+  v.retry_condition = r.u8();
+}
+
+void put(ByteWriter& w, const NewRollout& v) {
+  w.bytes(v.input);
+  put_enum(w, v.mode);
+  w.u64(v.resources_id);
+  put_optional(w, v.config, [&](const RolloutConfig& c) { put(w, c); });
+  w.bytes(v.metadata);
+}
+void get(ByteReader& r, NewRollout& v) {
+  v.input = r.bytes();
+  v.mode = get_enum<Mode>(r, 3, "mode");
+  v.resources_id = r.u64();
+  get_optional(r, v.config, [&] { RolloutConfig c; get(r, c); return c; });
+  v.metadata = r.bytes();
+}
+
+void put(ByteWriter& w, const Rollout& v) {
+  w.u64(v.id);
+  w.bytes(v.input);
+  put_enum(w, v.mode);
+  w.u64(v.resources_id);
+  put_enum(w, v.status);
+  put(w, v.config);
+  w.bytes(v.metadata);
+  w.f64(v.start_time);
+  w.f64(v.end_time);
+  w.u32(v.attempt_count);
+}
+void get(ByteReader& r, Rollout& v) {
+  v.id = r.u64();
+  v.input = r.bytes();
+  v.mode = get_enum<Mode>(r, 3, "mode");
+  v.resources_id = r.u64();
+  v.status = get_enum<RolloutStatus>(r, rollout_status_count, "rollout status");
+  get(r, v.config);
+  v.metadata = r.bytes();
+  v.start_time = r.f64();
+  v.end_time = r.f64();
+  v.attempt_count = r.u32();
+}
+
+void put(ByteWriter& w, const Attempt& v) {
+  w.u64(v.id);
+  w.u64(v.rollout_id);
+  w.u32(v.sequence_id);
+  w.bytes(v.worker_id);
+  put_enum(w, v.status);
+  w.f64(v.start_time);
+  w.f64(v.end_time);
+  w.f64(v.last_heartbeat_time);
+}
+void get(ByteReader& r, Attempt& v) {
+  v.id = r.u64();
+  v.rollout_id = r.u64();
+  v.sequence_id = r.u32();
+  v.worker_id = r.bytes();
+  v.status = get_enum<AttemptStatus>(r, attempt_status_count, "attempt status");
+  v.start_time = r.f64();
+  v.end_time = r.f64();
+  v.last_heartbeat_time = r.f64();
+}
+
+void put(ByteWriter& w, const AttemptedRollout& v) {
+  put(w, v.rollout);
+  put(w, v.attempt);
+}
+void get(ByteReader& r, AttemptedRollout& v) {
+  get(r, v.rollout);
+  get(r, v.attempt);
+}
+
+void put(ByteWriter& w, const Span& v) {
+  w.u64(v.rollout_id);
+  w.u64(v.attempt_id);
+  w.u64(v.sequence_id);
+  encode_span_body(w, v);
+}
+void get(ByteReader& r, Span& v) {
+  v.rollout_id = r.u64();
+  v.attempt_id = r.u64();
+  v.sequence_id = r.u64();
+  decode_span_body(r, v);
+}
+
+void put(ByteWriter& w, const AttemptUpdate& v) {
+  put_optional(w, v.status, [&](AttemptStatus s) { put_enum(w, s); });
+  put_optional(w, v.worker_id, [&](const std::string& s) { w.bytes(s); });
+  put_optional(w, v.last_heartbeat_time, [&](double t) { w.f64(t); });
+}
+void get(ByteReader& r, AttemptUpdate& v) {
+  get_optional(r, v.status, [&] { return get_enum<AttemptStatus>(r, attempt_status_count, "attempt status"); });
+  get_optional(r, v.worker_id, [&] { return std::string(r.bytes()); });
+  get_optional(r, v.last_heartbeat_time, [&] { return r.f64(); });
+}
+
+void put(ByteWriter& w, const RolloutUpdate& v) {
+  put_optional(w, v.status, [&](RolloutStatus s) { put_enum(w, s); });
+  put_optional(w, v.mode, [&](Mode m) { put_enum(w, m); });
+  put_optional(w, v.resources_id, [&](ResourcesId id) { w.u64(id); });
+  put_optional(w, v.config, [&](const RolloutConfig& c) { put(w, c); });
+  put_optional(w, v.metadata, [&](const std::string& s) { w.bytes(s); });
+}
+void get(ByteReader& r, RolloutUpdate& v) {
+  get_optional(r, v.status, [&] { return get_enum<RolloutStatus>(r, rollout_status_count, "rollout status"); });
+  get_optional(r, v.mode, [&] { return get_enum<Mode>(r, 3, "mode"); });
+  get_optional(r, v.resources_id, [&] { return r.u64(); });
+  get_optional(r, v.config, [&] { RolloutConfig c; get(r, c); return c; });
+  get_optional(r, v.metadata, [&] { return std::string(r.bytes()); });
+}
+
+void put(ByteWriter& w, const RolloutFilter& v) {
+  w.u8(v.statuses);
+  put(w, v.ids);
+  put_optional(w, v.mode, [&](Mode m) { put_enum(w, m); });
+}
+void get(ByteReader& r, RolloutFilter& v) {
+  v.statuses = r.u8();
+  get(r, v.ids);
+  get_optional(r, v.mode, [&] { return get_enum<Mode>(r, 3, "mode"); });
+}
+
+void put(ByteWriter& w, const SpanFilter& v) {
+  w.u64(v.rollout_id);
+  w.u64(v.attempt_id);
+  w.bytes(v.name);
+  w.u64(v.after_sequence_id);
+}
+void get(ByteReader& r, SpanFilter& v) {
+  v.rollout_id = r.u64();
+  v.attempt_id = r.u64();
+  v.name = r.bytes();
+  v.after_sequence_id = r.u64();
+}
+
+void put(ByteWriter& w, const Paging& v) {
+  w.u64(v.offset);
+  w.u64(v.limit);
+}
+void get(ByteReader& r, Paging& v) {
+  v.offset = r.u64();
+  v.limit = r.u64();
+}
+
+void put(ByteWriter& w, const ResourcesVersion& v) {
+  w.u64(v.id);
+  w.bytes(v.name);
+  w.u64(v.version);
+  w.f64(v.create_time);
+  w.bytes(v.content);
+}
+void get(ByteReader& r, ResourcesVersion& v) {
+  v.id = r.u64();
+  v.name = r.bytes();
+  v.version = r.u64();
+  v.create_time = r.f64();
+  v.content = r.bytes();
+}
+
+void put(ByteWriter& w, const Worker& v) {
+  w.bytes(v.id);
+  put_enum(w, v.status);
+  w.f64(v.last_heartbeat_time);
+  w.u64(v.heartbeats);
+  w.u64(v.current_rollout);
+  w.u64(v.current_attempt);
+}
+void get(ByteReader& r, Worker& v) {
+  v.id = r.bytes();
+  v.status = get_enum<WorkerStatus>(r, 3, "worker status");
+  v.last_heartbeat_time = r.f64();
+  v.heartbeats = r.u64();
+  v.current_rollout = r.u64();
+  v.current_attempt = r.u64();
+}
+
+void put(ByteWriter& w, const Statistics& v) {
+  for (std::uint64_t n : v.rollouts) w.u64(n);
+  for (std::uint64_t n : v.attempts) w.u64(n);
+  w.u64(v.spans);
+  w.u64(v.span_bytes);
+  w.u64(v.workers);
+  w.u64(v.resources);
+  w.u64(v.queue_length);
+}
+void get(ByteReader& r, Statistics& v) {
+  for (std::uint64_t& n : v.rollouts) n = r.u64();
+  for (std::uint64_t& n : v.attempts) n = r.u64();
+  v.spans = r.u64();
+  v.span_bytes = r.u64();
+  v.workers = r.u64();
+  v.resources = r.u64();
+  v.queue_length = r.u64();
+}
+
+// ---- serving ----------------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+T read(ByteReader& r) {
+  T v{};
+  get(r, v);
+  return v;
+}
+
+std::string serve(Store& s, const Header& h, ByteReader& in) {
+  auto reply = [&](const auto&... values) { return encode(h.type, true, h.request_id, values...); };
+  // Each case decodes all its arguments and checks the end of the body before touching the store.
+  switch (h.type) {
+    case Type::enqueue: {
+      auto rollouts = read<std::vector<NewRollout>>(in);
+      in.expect_end();
+      return reply(s.enqueue(std::move(rollouts)));
+    }
+    case Type::dequeue: {
+      auto worker = read<std::string>(in);
+      auto max_count = read<std::uint32_t>(in);
+      in.expect_end();
+      return reply(s.dequeue(worker, max_count));
+    }
+    case Type::start_rollout: {
+      auto rollout = read<NewRollout>(in);
+      auto worker = read<std::string>(in);
+      in.expect_end();
+      return reply(s.start_rollout(std::move(rollout), worker));
+    }
+    case Type::start_attempt: {
+      auto id = read<std::uint64_t>(in);
+      auto worker = read<std::string>(in);
+      in.expect_end();
+      return reply(s.start_attempt(id, worker));
+    }
+    case Type::add_spans: {
+      auto spans = read<std::vector<Span>>(in);
+      in.expect_end();
+      return reply(s.add_spans(std::move(spans)));
+    }
+    case Type::add_span: {
+      auto span = read<Span>(in);
+      in.expect_end();
+      return reply(s.add_span(std::move(span)));
+    }
+    case Type::update_attempt: {
+      auto rollout = read<std::uint64_t>(in);
+      auto attempt = read<std::uint64_t>(in);
+      auto update = read<AttemptUpdate>(in);
+      in.expect_end();
+      return reply(s.update_attempt(rollout, attempt, update));
+    }
+    case Type::update_rollout: {
+      auto rollout = read<std::uint64_t>(in);
+      auto update = read<RolloutUpdate>(in);
+      in.expect_end();
+      return reply(s.update_rollout(rollout, update));
+    }
+    case Type::query_rollouts: {
+      auto filter = read<RolloutFilter>(in);
+      auto paging = read<Paging>(in);
+      in.expect_end();
+      return reply(s.query_rollouts(filter, paging));
+    }
+    case Type::query_attempts: {
+      auto rollout = read<std::uint64_t>(in);
+      in.expect_end();
+      return reply(s.query_attempts(rollout));
+    }
+    case Type::get_latest_attempt: {
+      auto rollout = read<std::uint64_t>(in);
+      in.expect_end();
+      return reply(s.get_latest_attempt(rollout));
+    }
+    case Type::query_spans: {
+      auto filter = read<SpanFilter>(in);
+      auto paging = read<Paging>(in);
+      in.expect_end();
+      return reply(s.query_spans(filter, paging));
+    }
+    case Type::add_resources:
+    case Type::update_resources: {
+      auto name = read<std::string>(in);
+      auto content = read<std::string>(in);
+      in.expect_end();
+      return reply(h.type == Type::add_resources ? s.add_resources(name, std::move(content))
+                                                 : s.update_resources(name, std::move(content)));
+    }
+    case Type::get_resources: {
+      auto id = read<std::uint64_t>(in);
+      in.expect_end();
+      return reply(s.get_resources(id));
+    }
+    case Type::get_latest_resources: {
+      auto name = read<std::string>(in);
+      in.expect_end();
+      return reply(s.get_latest_resources(name));
+    }
+    case Type::wait_for_rollouts: {
+      auto ids = read<std::vector<std::uint64_t>>(in);
+      read<double>(in);  // the timeout: a server that waits parks the request instead
+      in.expect_end();
+      return reply(s.wait_for_rollouts(ids, 0.0));
+    }
+    case Type::heartbeat: {
+      auto worker = read<std::string>(in);
+      in.expect_end();
+      return reply(s.heartbeat(worker));
+    }
+    case Type::query_workers:
+      in.expect_end();
+      return reply(s.query_workers());
+    case Type::statistics:
+      in.expect_end();
+      return reply(s.statistics());
+    case Type::error:
+    case Type::reset:
+    case Type::bye:
+    case Type::end_:
+      break;
+  }
+  throw DecodeError(log::concat("message type ", int(h.type), " is not a request this store serves"));
+}
+
+}  // namespace
+
+std::optional<std::string> handle_request(Store& store, std::string_view request) {
+  std::uint32_t request_id = 0;
+  try {
+    Header h = decode_header(request);
+    request_id = h.request_id;
+    if (h.reply) throw DecodeError("a reply sent as a request");
+    if (h.type == Type::bye) return std::nullopt;
+    ByteReader in(body_of(request));
+    return serve(store, h, in);
+  } catch (const StoreError& e) {
+    return encode_error(request_id, e.code(), e.what());
+  } catch (const DecodeError& e) {
+    return encode_error(request_id, malformed, std::string("malformed request: ") + e.what());
+  } catch (const std::exception& e) {
+    return encode_error(request_id, internal, std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace arclight::comm::wire

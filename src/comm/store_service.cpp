@@ -1,0 +1,274 @@
+#include "arclight/comm/store_service.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "arclight/core/log.hpp"
+
+namespace arclight::comm {
+using namespace arclight::store;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+}  // namespace
+
+// ---- server ------------------------------------------------------------------------------
+
+StoreServer::StoreServer(MPI_Comm comm, Store& store) : comm_(comm), store_(&store) {}
+
+StoreServer::~StoreServer() {
+  // Replies still in flight go to ranks that are exiting; don't wait for them forever.
+  for (MPI_Request& r : send_requests_) {
+    MPI_Cancel(&r);
+    MPI_Request_free(&r);
+  }
+}
+
+void StoreServer::reply(int source, std::string message) {
+  send_buffers_.push_back(std::move(message));
+  send_requests_.emplace_back();
+  const std::string& m = send_buffers_.back();
+  MPI_Isend(m.data(), static_cast<int>(m.size()), MPI_BYTE, source, tag_store_reply, comm_, &send_requests_.back());
+}
+
+void StoreServer::complete_sends() {
+  for (std::size_t i = 0; i < send_requests_.size();) {
+    int done = 0;
+    MPI_Test(&send_requests_[i], &done, MPI_STATUS_IGNORE);
+    if (done) {
+      send_requests_[i] = send_requests_.back();
+      send_requests_.pop_back();
+      send_buffers_[i] = std::move(send_buffers_.back());
+      send_buffers_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+bool StoreServer::try_park(int source, std::string_view message) {
+  wire::Header h = wire::decode_header(message);
+  if (h.type != wire::Type::wait_for_rollouts || h.reply) return false;
+  ByteReader in(wire::body_of(message));
+  ParkedWait wait;
+  wait.source = source;
+  wait.request_id = h.request_id;
+  wire::get(in, wait.ids);
+  double timeout = in.f64();
+  in.expect_end();
+  store_->wait_for_rollouts(wait.ids, 0.0);  // unknown ids are refused now, not at the deadline
+  wait.deadline = after(std::clamp(timeout, 0.0, 86400.0));
+  parked_.push_back(std::move(wait));
+  return true;
+}
+
+void StoreServer::handle(int source, std::string_view message) {
+  ++served_;
+  std::uint32_t request_id = 0;
+  try {
+    wire::Header h = wire::decode_header(message);
+    request_id = h.request_id;
+    if (h.type == wire::Type::bye) {
+      ++clients_done_;
+      return;
+    }
+    if (h.type == wire::Type::reset && !h.reply) {
+      if (!fresh_store_) throw DecodeError("reset is for tests; this server does not allow it");
+      store_ = &fresh_store_();
+      parked_.clear();
+      reply(source, wire::encode(wire::Type::reset, true, h.request_id));
+      return;
+    }
+    if (try_park(source, message)) return;
+  } catch (const StoreError& e) {
+    reply(source, wire::encode_error(request_id, e.code(), e.what()));
+    return;
+  } catch (const DecodeError& e) {
+    ++malformed_;
+    reply(source, wire::encode_error(request_id, wire::malformed, std::string("malformed request: ") + e.what()));
+    return;
+  }
+  std::optional<std::string> answer = wire::handle_request(*store_, message);
+  if (answer) reply(source, std::move(*answer));
+}
+
+void StoreServer::answer_parked_waits() {
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < parked_.size();) {
+    ParkedWait& w = parked_[i];
+    std::vector<Rollout> ended = store_->wait_for_rollouts(w.ids, 0.0);
+    if (ended.size() == w.ids.size() || now >= w.deadline) {
+      reply(w.source, wire::encode(wire::Type::wait_for_rollouts, true, w.request_id, ended));
+      parked_[i] = std::move(parked_.back());
+      parked_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+std::size_t StoreServer::poll() {
+  std::size_t handled = 0;
+  for (;;) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, tag_store_request, comm_, &flag, &msg, &status);
+    if (!flag) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    buffer_.resize(static_cast<std::size_t>(count));
+    MPI_Mrecv(buffer_.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    handle(status.MPI_SOURCE, buffer_);
+    ++handled;
+  }
+  if (!parked_.empty()) answer_parked_waits();
+  if (!send_requests_.empty()) complete_sends();
+  return handled;
+}
+
+void StoreServer::serve_until_all_done(const std::function<bool()>& stop) {
+  int size = 0;
+  MPI_Comm_size(comm_, &size);
+  int idle_polls = 0;
+  while (clients_done_ < size - 1 && !stop()) {
+    if (poll() > 0) {
+      idle_polls = 0;
+    } else if (++idle_polls < 1000) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+// ---- client ------------------------------------------------------------------------------
+
+RemoteStore::RemoteStore(MPI_Comm comm, int server_rank, double reply_timeout_seconds)
+    : comm_(comm), server_(server_rank), reply_timeout_(reply_timeout_seconds) {}
+
+RemoteStore::~RemoteStore() {
+  std::string bye = wire::encode(wire::Type::bye, false, 0);
+  MPI_Send(bye.data(), static_cast<int>(bye.size()), MPI_BYTE, server_, tag_store_request, comm_);
+}
+
+std::string RemoteStore::exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds) {
+  MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag_store_request, comm_);
+  const auto deadline = after(timeout_seconds);
+  int idle_polls = 0;
+  for (;;) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    MPI_Improbe(server_, tag_store_reply, comm_, &flag, &msg, &status);
+    if (flag) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      std::string reply(static_cast<std::size_t>(count), '\0');
+      MPI_Mrecv(reply.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      wire::Header h = wire::decode_header(reply);
+      if (h.request_id != request_id)
+        throw Error(log::concat("store reply for request ", h.request_id, " while waiting for ", request_id));
+      return reply;
+    }
+    if (Clock::now() > deadline)
+      throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds, " s"));
+    if (++idle_polls < 1000) sched_yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+template <class Reply, class... Args>
+Reply RemoteStore::call(wire::Type type, double extra_wait, const Args&... args) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::uint32_t id = next_request_id_++;
+  std::string reply = exchange(wire::encode(type, false, id, args...), id, reply_timeout_ + extra_wait);
+  wire::Header h = wire::decode_header(reply);
+  ByteReader in(wire::body_of(reply));
+  if (h.type == wire::Type::error) {
+    std::uint32_t code = in.u32();
+    std::string message(in.bytes());
+    if (code == StoreError::not_found || code == StoreError::invalid_transition || code == StoreError::invalid_argument)
+      throw StoreError(static_cast<StoreError::Code>(code), message);
+    throw Error("store: " + message);
+  }
+  if (h.type != type || !h.reply) throw DecodeError("store reply of the wrong type");
+  Reply out{};
+  if constexpr (!std::is_same_v<Reply, std::monostate>) wire::get(in, out);
+  in.expect_end();
+  return out;
+}
+
+std::vector<Rollout> RemoteStore::enqueue(std::vector<NewRollout> rollouts) {
+  return call<std::vector<Rollout>>(wire::Type::enqueue, 0, rollouts);
+}
+std::vector<AttemptedRollout> RemoteStore::dequeue(const std::string& worker_id, std::size_t max_count) {
+  auto count = static_cast<std::uint32_t>(std::min<std::size_t>(max_count, UINT32_MAX));
+  return call<std::vector<AttemptedRollout>>(wire::Type::dequeue, 0, worker_id, count);
+}
+AttemptedRollout RemoteStore::start_rollout(NewRollout rollout, const std::string& worker_id) {
+  return call<AttemptedRollout>(wire::Type::start_rollout, 0, rollout, worker_id);
+}
+AttemptedRollout RemoteStore::start_attempt(RolloutId rollout_id, const std::string& worker_id) {
+  return call<AttemptedRollout>(wire::Type::start_attempt, 0, rollout_id, worker_id);
+}
+std::vector<std::uint64_t> RemoteStore::add_spans(std::vector<Span> spans) {
+  return call<std::vector<std::uint64_t>>(wire::Type::add_spans, 0, spans);
+}
+std::uint64_t RemoteStore::add_span(Span span) { return call<std::uint64_t>(wire::Type::add_span, 0, span); }
+Attempt RemoteStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) {
+  return call<Attempt>(wire::Type::update_attempt, 0, rollout_id, attempt_id, update);
+}
+Rollout RemoteStore::update_rollout(RolloutId rollout_id, const RolloutUpdate& update) {
+  return call<Rollout>(wire::Type::update_rollout, 0, rollout_id, update);
+}
+Page<Rollout> RemoteStore::query_rollouts(const RolloutFilter& filter, Paging paging) {
+  return call<Page<Rollout>>(wire::Type::query_rollouts, 0, filter, paging);
+}
+std::vector<Attempt> RemoteStore::query_attempts(RolloutId rollout_id) {
+  return call<std::vector<Attempt>>(wire::Type::query_attempts, 0, rollout_id);
+}
+Attempt RemoteStore::get_latest_attempt(RolloutId rollout_id) {
+  return call<Attempt>(wire::Type::get_latest_attempt, 0, rollout_id);
+}
+Page<Span> RemoteStore::query_spans(const SpanFilter& filter, Paging paging) {
+  return call<Page<Span>>(wire::Type::query_spans, 0, filter, paging);
+}
+ResourcesVersion RemoteStore::add_resources(const std::string& name, std::string content) {
+  return call<ResourcesVersion>(wire::Type::add_resources, 0, name, content);
+}
+ResourcesVersion RemoteStore::update_resources(const std::string& name, std::string content) {
+  return call<ResourcesVersion>(wire::Type::update_resources, 0, name, content);
+}
+ResourcesVersion RemoteStore::get_resources(ResourcesId id) {
+  return call<ResourcesVersion>(wire::Type::get_resources, 0, id);
+}
+ResourcesVersion RemoteStore::get_latest_resources(const std::string& name) {
+  return call<ResourcesVersion>(wire::Type::get_latest_resources, 0, name);
+}
+std::vector<Rollout> RemoteStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) {
+  timeout_seconds = std::clamp(timeout_seconds, 0.0, 86400.0);
+  return call<std::vector<Rollout>>(wire::Type::wait_for_rollouts, timeout_seconds, ids, timeout_seconds);
+}
+Worker RemoteStore::heartbeat(const std::string& worker_id) { return call<Worker>(wire::Type::heartbeat, 0, worker_id); }
+std::vector<Worker> RemoteStore::query_workers() { return call<std::vector<Worker>>(wire::Type::query_workers, 0); }
+Statistics RemoteStore::statistics() { return call<Statistics>(wire::Type::statistics, 0); }
+void RemoteStore::reset() { call<std::monostate>(wire::Type::reset, 0); }
+
+std::string RemoteStore::exchange_raw(const std::string& request, double timeout_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint32_t id = 0;
+  try {
+    id = wire::decode_header(request).request_id;
+  } catch (const DecodeError&) {
+    // garbage: the server answers it with request id 0
+  }
+  return exchange(request, id, timeout_seconds);
+}
+
+}  // namespace arclight::comm

@@ -1,0 +1,111 @@
+// The store suite over MPI: rank 0 serves a MemoryStore (real clock, watchdog
+// thread), rank 1 runs every case through a RemoteStore. Run with mpirun -np 2.
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <mpi.h>
+
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <memory>
+#include <thread>
+
+#include "../store/store_suite.hpp"
+#include "arclight/comm/store_service.hpp"
+#include "arclight/store/memory_store.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+namespace wire = arclight::comm::wire;
+
+namespace {
+constexpr double watchdog_period = 0.02;
+comm::RemoteStore* client = nullptr;
+
+void sleep_for(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
+
+class RemoteHarness : public suite::Harness {
+ public:
+  RemoteHarness() { client->reset(); }
+  Store& store() override { return *client; }
+  void advance(double seconds) override { sleep_for(seconds); }
+  void scan() override { sleep_for(4 * watchdog_period); }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(remote_store)
+
+BOOST_DATA_TEST_CASE(store_suite, boost::unit_test::data::xrange(suite::cases().size()), index) {
+  auto [name, run] = suite::cases()[index];
+  BOOST_TEST_CONTEXT(name) {
+    RemoteHarness h;
+    run(h);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(malformed_requests_get_error_replies_and_the_server_carries_on) {
+  RemoteHarness h;
+  std::string good = wire::encode(wire::Type::statistics, false, 77);
+  std::string truncated = good.substr(0, 5);
+  std::string bad_version = good;
+  bad_version[2] = 9;
+  std::string unknown_type = good;
+  unknown_type[3] = 0x70;
+  for (const std::string& bad : {truncated, bad_version, unknown_type, std::string("garbage!garbage!")}) {
+    std::string reply = client->exchange_raw(bad, 10);
+    wire::Header header = wire::decode_header(reply);
+    BOOST_TEST((header.type == wire::Type::error));
+  }
+  // Still serving.
+  client->enqueue(suite::task("after the garbage"));
+  BOOST_TEST(client->statistics().queue_length == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_parked_wait_does_not_block_other_requests) {
+  RemoteHarness h;
+  RolloutId id = client->enqueue(suite::task("x")).id;
+  auto start = std::chrono::steady_clock::now();
+  auto ended = client->wait_for_rollouts({id}, 0.3);  // nothing ends it: the server answers at the deadline
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST(ended.empty());
+  BOOST_TEST(waited >= 0.25);
+  BOOST_TEST(waited < 10.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+bool init_unit_test() { return true; }
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  int rc = 0;
+  if (rank == 0) {
+    SystemClock clock;
+    std::unique_ptr<MemoryStore> store;
+    std::unique_ptr<Watchdog> watchdog;
+    auto fresh = [&]() -> Store& {
+      watchdog.reset();
+      store = std::make_unique<MemoryStore>(clock, suite::retrying_config());
+      watchdog = std::make_unique<Watchdog>(*store, watchdog_period);
+      return *store;
+    };
+    comm::StoreServer server(comm, fresh());
+    server.allow_reset(fresh);
+    server.serve_until_all_done();
+    watchdog.reset();
+  } else {
+    client = new comm::RemoteStore(comm, 0, 30.0);
+    rc = boost::unit_test::unit_test_main(init_unit_test, argc, argv);
+    delete client;
+  }
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Comm_free(&comm);
+  MPI_Finalize();
+  return worst;
+}
