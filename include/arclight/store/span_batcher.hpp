@@ -1,0 +1,46 @@
+#pragma once
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "arclight/store/store.hpp"
+
+namespace arclight::store {
+
+// Batches a runner's spans to the store: a batch goes when it holds max_spans,
+// or when its oldest span has waited max_delay_seconds (a thread of its own
+// sees to that), or on flush(). Each batch is also its attempts' heartbeat,
+// so an episode that stops producing spans stops heartbeating.
+class SpanBatcher {
+ public:
+  SpanBatcher(Store& store, std::size_t max_spans, double max_delay_seconds);
+  ~SpanBatcher();  // flushes what is left
+  SpanBatcher(const SpanBatcher&) = delete;
+  SpanBatcher& operator=(const SpanBatcher&) = delete;
+
+  void add(Span span);
+  // Sends what is buffered now; call it before ending an attempt.
+  void flush();
+
+  std::uint64_t batches_sent() const;
+  std::uint64_t spans_refused() const;  // the store said no: the attempt timed out, or its rollout ended
+
+ private:
+  void send_locked(std::unique_lock<std::mutex>& lock);
+
+  Store& store_;
+  const std::size_t max_spans_;
+  const double max_delay_;
+  mutable std::mutex mutex_;
+  std::mutex send_mutex_;  // one batch at a time, in order
+  std::condition_variable wake_;
+  std::vector<Span> buffer_;
+  std::chrono::steady_clock::time_point oldest_;
+  std::uint64_t batches_ = 0;
+  std::uint64_t refused_ = 0;
+  bool stop_ = false;
+  std::thread timer_;
+};
+
+}  // namespace arclight::store

@@ -1,0 +1,78 @@
+#include "arclight/store/span_batcher.hpp"
+
+#include <algorithm>
+
+namespace arclight::store {
+
+SpanBatcher::SpanBatcher(Store& store, std::size_t max_spans, double max_delay_seconds)
+    : store_(store), max_spans_(std::max<std::size_t>(1, max_spans)), max_delay_(max_delay_seconds) {
+  timer_ = std::thread([this] {
+    const auto delay = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(max_delay_));
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      if (buffer_.empty()) {
+        wake_.wait(lock, [this] { return stop_ || !buffer_.empty(); });
+      } else if (std::chrono::steady_clock::now() >= oldest_ + delay) {
+        send_locked(lock);
+      } else {
+        wake_.wait_until(lock, oldest_ + delay);
+      }
+    }
+  });
+}
+
+SpanBatcher::~SpanBatcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  timer_.join();
+  try {
+    flush();
+  } catch (...) {
+    // the store is gone: nothing left to tell it
+  }
+}
+
+void SpanBatcher::add(Span span) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (buffer_.empty()) {
+    oldest_ = std::chrono::steady_clock::now();
+    wake_.notify_all();
+  }
+  buffer_.push_back(std::move(span));
+  if (buffer_.size() >= max_spans_) send_locked(lock);
+}
+
+void SpanBatcher::flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  send_locked(lock);
+}
+
+void SpanBatcher::send_locked(std::unique_lock<std::mutex>& lock) {
+  // Lock order: send_mutex_, then mutex_. Batches leave one at a time, in the order they filled.
+  lock.unlock();
+  std::lock_guard<std::mutex> in_order(send_mutex_);
+  lock.lock();
+  if (buffer_.empty()) return;
+  std::vector<Span> batch;
+  batch.swap(buffer_);
+  lock.unlock();  // the runner keeps adding while the batch travels
+  std::vector<std::uint64_t> ids = store_.add_spans(std::move(batch));
+  lock.lock();
+  ++batches_;
+  refused_ += static_cast<std::uint64_t>(std::count(ids.begin(), ids.end(), 0u));
+}
+
+std::uint64_t SpanBatcher::batches_sent() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return batches_;
+}
+
+std::uint64_t SpanBatcher::spans_refused() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return refused_;
+}
+
+}  // namespace arclight::store

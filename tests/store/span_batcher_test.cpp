@@ -1,0 +1,90 @@
+#include "arclight/store/span_batcher.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <thread>
+
+#include "arclight/store/memory_store.hpp"
+#include "store_suite.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+
+namespace {
+struct Fixture {
+  ManualClock clock;
+  MemoryStore store{clock};
+  AttemptedRollout ar;
+  Fixture() {
+    store.enqueue(suite::task("x"));
+    ar = *store.dequeue("w1");
+  }
+  std::size_t stored() {
+    SpanFilter f;
+    f.rollout_id = ar.rollout.id;
+    return store.query_spans(f, {}).total;
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(span_batcher, Fixture)
+
+BOOST_AUTO_TEST_CASE(a_full_batch_goes_at_once) {
+  SpanBatcher batcher(store, 3, 60.0);
+  batcher.add(suite::span_of(ar));
+  batcher.add(suite::span_of(ar));
+  BOOST_TEST(stored() == 0u);
+  batcher.add(suite::span_of(ar));
+  BOOST_TEST(stored() == 3u);
+  BOOST_TEST(batcher.batches_sent() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_old_batch_goes_by_time) {
+  SpanBatcher batcher(store, 1000, 0.05);
+  batcher.add(suite::span_of(ar));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (stored() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  BOOST_TEST(stored() == 1u);
+  // The batch was the attempt's heartbeat: it is running now.
+  BOOST_TEST((store.get_latest_attempt(ar.rollout.id).status == AttemptStatus::running));
+}
+
+BOOST_AUTO_TEST_CASE(flush_and_destruction_send_the_rest_in_order) {
+  {
+    SpanBatcher batcher(store, 1000, 60.0);
+    for (int i = 0; i < 5; ++i) batcher.add(suite::span_of(ar, "s" + std::to_string(i)));
+    batcher.flush();
+    BOOST_TEST(stored() == 5u);
+    batcher.add(suite::span_of(ar, "last"));
+  }
+  SpanFilter f;
+  f.rollout_id = ar.rollout.id;
+  auto spans = store.query_spans(f, {}).items;
+  BOOST_REQUIRE(spans.size() == 6u);
+  BOOST_TEST(spans[0].name == "s0");
+  BOOST_TEST(spans[4].name == "s4");
+  BOOST_TEST(spans[5].name == "last");
+}
+
+BOOST_AUTO_TEST_CASE(refused_spans_are_counted) {
+  SpanBatcher batcher(store, 1000, 60.0);
+  store.cancel(ar.rollout.id);
+  batcher.add(suite::span_of(ar));
+  batcher.flush();
+  BOOST_TEST(batcher.spans_refused() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_adders_lose_nothing) {
+  SpanBatcher batcher(store, 7, 0.001);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 250; ++i) batcher.add(suite::span_of(ar));
+    });
+  for (auto& t : threads) t.join();
+  batcher.flush();
+  BOOST_TEST(stored() == 1000u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
