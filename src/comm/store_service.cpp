@@ -17,9 +17,28 @@ Clock::time_point after(double seconds) {
 }
 }  // namespace
 
+// ---- waiting ------------------------------------------------------------------------------
+
+IdleBackoff::IdleBackoff(MPI_Comm comm) {
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int ranks_on_node = 1;
+  MPI_Comm_size(node, &ranks_on_node);
+  MPI_Comm_free(&node);
+  const bool oversubscribed = ranks_on_node > static_cast<int>(std::thread::hardware_concurrency());
+  spin_polls_ = oversubscribed ? 0 : 20000;
+}
+
+void IdleBackoff::idle() {
+  ++idle_polls_;
+  if (idle_polls_ <= spin_polls_) return;
+  if (idle_polls_ <= spin_polls_ + 1000) sched_yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
 // ---- server ------------------------------------------------------------------------------
 
-StoreServer::StoreServer(MPI_Comm comm, Store& store) : comm_(comm), store_(&store) {}
+StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), backoff_(comm), store_(&store) {}
 
 StoreServer::~StoreServer() {
   // Replies still in flight go to ranks that are exiting; don't wait for them forever.
@@ -135,22 +154,16 @@ std::size_t StoreServer::poll() {
 void StoreServer::serve_until_all_done(const std::function<bool()>& stop) {
   int size = 0;
   MPI_Comm_size(comm_, &size);
-  int idle_polls = 0;
   while (clients_done_ < size - 1 && !stop()) {
-    if (poll() > 0) {
-      idle_polls = 0;
-    } else if (++idle_polls < 1000) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (poll() > 0) backoff_.reset();
+    else backoff_.idle();
   }
 }
 
 // ---- client ------------------------------------------------------------------------------
 
 RemoteStore::RemoteStore(MPI_Comm comm, int server_rank, double reply_timeout_seconds)
-    : comm_(comm), server_(server_rank), reply_timeout_(reply_timeout_seconds) {}
+    : comm_(comm), backoff_(comm), server_(server_rank), reply_timeout_(reply_timeout_seconds) {}
 
 RemoteStore::~RemoteStore() {
   std::string bye = wire::encode(wire::Type::bye, false, 0);
@@ -160,7 +173,7 @@ RemoteStore::~RemoteStore() {
 std::string RemoteStore::exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds) {
   MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag_store_request, comm_);
   const auto deadline = after(timeout_seconds);
-  int idle_polls = 0;
+  backoff_.reset();
   for (;;) {
     int flag = 0;
     MPI_Message msg;
@@ -178,8 +191,7 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
     }
     if (Clock::now() > deadline)
       throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds, " s"));
-    if (++idle_polls < 1000) sched_yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    backoff_.idle();
   }
 }
 
@@ -187,7 +199,8 @@ template <class Reply, class... Args>
 Reply RemoteStore::call(wire::Type type, double extra_wait, const Args&... args) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint32_t id = next_request_id_++;
-  std::string reply = exchange(wire::encode(type, false, id, args...), id, reply_timeout_ + extra_wait);
+  wire::encode_into(request_, type, false, id, args...);
+  std::string reply = exchange(request_, id, reply_timeout_ + extra_wait);
   wire::Header h = wire::decode_header(reply);
   ByteReader in(wire::body_of(reply));
   if (h.type == wire::Type::error) {

@@ -15,6 +15,13 @@ StoreError missing(const std::string& what) { return StoreError(StoreError::not_
 std::string name_of(const Rollout& r) { return log::concat("rollout ", r.id); }
 std::string name_of(const Attempt& a) { return log::concat("attempt ", a.id, " (#", a.sequence_id, " of rollout ", a.rollout_id, ")"); }
 
+std::string record_of(const Span& span) {
+  std::string record;
+  ByteWriter out(record);
+  encode_span_body(out, span);
+  return record;
+}
+
 template <class T>
 Page<T> page_of(std::vector<T>&& all, Paging paging) {
   Page<T> page;
@@ -218,9 +225,9 @@ AttemptedRollout MemoryStore::start_attempt(RolloutId rollout_id, const std::str
 
 // ---- spans and updates ---------------------------------------------------------------
 
-std::uint64_t MemoryStore::add_span_locked(Span&& span, double now) {
-  RolloutRecord& rollout = rollout_record(span.rollout_id);
-  AttemptRecord& rec = attempt_record(rollout, span.attempt_id);
+MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, AttemptId attempt_id, double now) {
+  RolloutRecord& rollout = rollout_record(rollout_id);
+  AttemptRecord& rec = attempt_record(rollout, attempt_id);
   Attempt& a = rec.attempt;
   if (is_final(rollout.rollout.status))
     throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) + ": span refused");
@@ -235,35 +242,56 @@ std::uint64_t MemoryStore::add_span_locked(Span&& span, double now) {
       w.status = WorkerStatus::busy;
     }
   }
+  return rec;
+}
+
+std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::string record) {
   StoredSpan& stored = rec.spans.emplace_back();
   stored.sequence_id = ++rec.last_sequence_id;
-  ByteWriter out(stored.record);
-  encode_span_body(out, span);
+  stored.record = std::move(record);
   stored.record.shrink_to_fit();
   ++stats_.spans;
   stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
   return stored.sequence_id;
 }
 
-std::uint64_t MemoryStore::add_span(Span span) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return add_span_locked(std::move(span), clock_.now());
-}
-
-std::vector<std::uint64_t> MemoryStore::add_spans(std::vector<Span> spans) {
+template <class Add>
+std::vector<std::uint64_t> MemoryStore::add_each(std::size_t count, const Add& add) {
   std::lock_guard<std::mutex> lock(mutex_);
   const double now = clock_.now();
   std::vector<std::uint64_t> ids;
-  ids.reserve(spans.size());
-  for (Span& span : spans) {
+  ids.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
     try {
-      ids.push_back(add_span_locked(std::move(span), now));
+      ids.push_back(add(i, now));
     } catch (const StoreError& e) {
       log::debug("span refused: ", e.what());
       ids.push_back(0);
     }
   }
   return ids;
+}
+
+std::uint64_t MemoryStore::add_span(Span span) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), record_of(span));
+}
+
+std::vector<std::uint64_t> MemoryStore::add_spans(std::vector<Span> spans) {
+  return add_each(spans.size(), [&](std::size_t i, double now) {
+    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), record_of(spans[i]));
+  });
+}
+
+std::uint64_t MemoryStore::add_span_record(const SpanRecordView& span) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), std::string(span.body));
+}
+
+std::vector<std::uint64_t> MemoryStore::add_span_records(const std::vector<SpanRecordView>& spans) {
+  return add_each(spans.size(), [&](std::size_t i, double now) {
+    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), std::string(spans[i].body));
+  });
 }
 
 Attempt MemoryStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) {

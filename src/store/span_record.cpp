@@ -41,6 +41,27 @@ void encode_span_body(ByteWriter& out, const Span& span) {
   }
 }
 
+std::string_view take_span_body(ByteReader& in) {
+  const std::size_t start = in.position();
+  for (int i = 0; i < 4; ++i) in.bytes();  // trace, span and parent ids, name
+  if (in.u8() > static_cast<std::uint8_t>(SpanStatus::error)) throw DecodeError("bad span status");
+  in.f64();
+  in.f64();
+  std::uint32_t n = in.count(6);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    in.bytes();
+    switch (in.u8()) {
+      case type_string: in.bytes(); break;
+      case type_number: in.f64(); break;
+      case type_bool: in.boolean(); break;
+      case type_tokens: in.raw(std::size_t(in.count(sizeof(std::int32_t))) * sizeof(std::int32_t)); break;
+      case type_floats: in.raw(std::size_t(in.count(sizeof(float))) * sizeof(float)); break;
+      default: throw DecodeError("bad attribute type");
+    }
+  }
+  return in.consumed_since(start);
+}
+
 void decode_span_body(ByteReader& in, Span& span) {
   span.trace_id = in.bytes();
   span.span_id = in.bytes();

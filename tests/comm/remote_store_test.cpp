@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     SystemClock clock;
     std::unique_ptr<MemoryStore> store;
     std::unique_ptr<Watchdog> watchdog;
-    auto fresh = [&]() -> Store& {
+    auto fresh = [&]() -> MemoryStore& {
       watchdog.reset();
       store = std::make_unique<MemoryStore>(clock, suite::retrying_config());
       watchdog = std::make_unique<Watchdog>(*store, watchdog_period);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "arclight/core/bytes.hpp"
-#include "arclight/store/store.hpp"
+#include "arclight/store/memory_store.hpp"
 
 namespace arclight::comm::wire {
 
@@ -125,10 +125,10 @@ void get(ByteReader& r, store::Page<T>& page) {
   get(r, page.items);
 }
 
-// A whole message: header, then each value in order.
+// A whole message: header, then each value in order, written over `out` (reusing its capacity).
 template <class... Values>
-std::string encode(Type type, bool reply, std::uint32_t request_id, const Values&... values) {
-  std::string out;
+void encode_into(std::string& out, Type type, bool reply, std::uint32_t request_id, const Values&... values) {
+  out.clear();
   ByteWriter w(out);
   w.u16(magic);
   w.u8(version);
@@ -137,13 +137,19 @@ std::string encode(Type type, bool reply, std::uint32_t request_id, const Values
   w.u32(0);
   (put(w, values), ...);
   w.patch_u32(8, static_cast<std::uint32_t>(out.size() - header_size));
+}
+
+template <class... Values>
+std::string encode(Type type, bool reply, std::uint32_t request_id, const Values&... values) {
+  std::string out;
+  encode_into(out, type, reply, request_id, values...);
   return out;
 }
 
-// Serves one request against a store and returns the reply (an error reply for
+// Serves one request against the store and returns the reply (an error reply for
 // anything malformed or refused; never throws). Returns nullopt for a message
 // that takes no reply (bye). wait_for_rollouts is answered with what has ended
 // now; servers that wait park the request instead (see StoreServer).
-std::optional<std::string> handle_request(store::Store& store, std::string_view request);
+std::optional<std::string> handle_request(store::MemoryStore& store, std::string_view request);
 
 }  // namespace arclight::comm::wire

@@ -17,6 +17,20 @@ namespace arclight::comm {
 inline constexpr int tag_store_request = 101;
 inline constexpr int tag_store_reply = 102;
 
+// How a rank waits for a message that has not arrived: spin (lowest latency) while
+// it has a core to itself, then yield, then sleep. On an oversubscribed node it
+// yields at once, so that the rank it waits for gets the core.
+class IdleBackoff {
+ public:
+  explicit IdleBackoff(MPI_Comm comm);
+  void idle();
+  void reset() { idle_polls_ = 0; }
+
+ private:
+  int spin_polls_;
+  int idle_polls_ = 0;
+};
+
 // Serves a store to the other ranks of a communicator without blocking: each
 // poll() takes every request that has arrived (MPI_Improbe / MPI_Mrecv), answers
 // it with a non-blocking send, and answers parked wait_for_rollouts requests
@@ -24,13 +38,13 @@ inline constexpr int tag_store_reply = 102;
 // with its own work (the algorithm); the store's watchdog runs on its own thread.
 class StoreServer {
  public:
-  StoreServer(MPI_Comm comm, store::Store& store);
+  StoreServer(MPI_Comm comm, store::MemoryStore& store);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
   // Tests only: honour `reset` requests by switching to the store this returns.
-  void allow_reset(std::function<store::Store&()> fresh_store) { fresh_store_ = std::move(fresh_store); }
+  void allow_reset(std::function<store::MemoryStore&()> fresh_store) { fresh_store_ = std::move(fresh_store); }
 
   std::size_t poll();
   // Polls until every other rank has said bye, or `stop` returns true.
@@ -54,8 +68,9 @@ class StoreServer {
   void complete_sends();
 
   MPI_Comm comm_;
-  store::Store* store_;
-  std::function<store::Store&()> fresh_store_;
+  IdleBackoff backoff_;
+  store::MemoryStore* store_;
+  std::function<store::MemoryStore&()> fresh_store_;
   std::string buffer_;
   std::vector<MPI_Request> send_requests_;
   std::vector<std::string> send_buffers_;
@@ -109,9 +124,11 @@ class RemoteStore : public store::Store {
   std::string exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds);
 
   MPI_Comm comm_;
+  IdleBackoff backoff_;
   int server_;
   double reply_timeout_;
   std::mutex mutex_;
+  std::string request_;  // reused: most requests fit the capacity of the last
   std::uint32_t next_request_id_ = 1;
 };
 

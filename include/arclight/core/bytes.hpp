@@ -74,6 +74,7 @@ class ByteReader {
   }
   std::size_t remaining() const { return in_.size() - pos_; }
   std::size_t position() const { return pos_; }
+  std::string_view consumed_since(std::size_t start) const { return in_.substr(start, pos_ - start); }
   void expect_end() const {
     if (pos_ != in_.size()) throw DecodeError("trailing bytes");
   }

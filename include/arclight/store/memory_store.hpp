@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "arclight/core/clock.hpp"
+#include "arclight/store/span_record.hpp"
 #include "arclight/store/store.hpp"
 
 namespace arclight::store {
@@ -30,6 +31,10 @@ class MemoryStore : public Store {
   AttemptedRollout start_attempt(RolloutId rollout_id, const std::string& worker_id) override;
   std::vector<std::uint64_t> add_spans(std::vector<Span> spans) override;
   std::uint64_t add_span(Span span) override;
+  // The same, for spans already in record form (as the wire protocol carries them): kept
+  // as they are, without decoding and encoding again. The bodies must have passed take_span_body.
+  std::vector<std::uint64_t> add_span_records(const std::vector<SpanRecordView>& spans);
+  std::uint64_t add_span_record(const SpanRecordView& span);
   Attempt update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) override;
   Rollout update_rollout(RolloutId rollout_id, const RolloutUpdate& update) override;
   Page<Rollout> query_rollouts(const RolloutFilter& filter, Paging paging) override;
@@ -77,7 +82,11 @@ class MemoryStore : public Store {
   // Moves an attempt to `status` (refusing invalid moves) and, when it is its rollout's
   // latest attempt, moves the rollout along: running, succeeded, or requeued / failed.
   void transition_attempt(AttemptRecord& attempt, AttemptStatus status, double now);
-  std::uint64_t add_span_locked(Span&& span, double now);
+  // Checks that an attempt takes spans now, marks it running and heartbeats it.
+  AttemptRecord& span_target(RolloutId rollout_id, AttemptId attempt_id, double now);
+  std::uint64_t store_record(AttemptRecord& attempt, std::string record);
+  template <class Add>
+  std::vector<std::uint64_t> add_each(std::size_t count, const Add& add);
   Worker& worker_record(const std::string& id, double now);
   void release_worker(const Attempt& attempt);
   Span decode(const AttemptRecord& attempt, const StoredSpan& stored) const;

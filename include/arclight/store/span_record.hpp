@@ -12,5 +12,15 @@ namespace arclight::store {
 void encode_span_body(ByteWriter& out, const Span& span);
 // Reads what encode_span_body wrote into `span`; throws DecodeError on malformed input.
 void decode_span_body(ByteReader& in, Span& span);
+// Checks one encoded span body without copying it and returns its bytes; throws
+// DecodeError on malformed input. Lets the store keep a span as it came off the wire.
+std::string_view take_span_body(ByteReader& in);
+
+// A span already in record form, as the wire carries it.
+struct SpanRecordView {
+  RolloutId rollout_id = 0;
+  AttemptId attempt_id = 0;
+  std::string_view body;  // encode_span_body's bytes
+};
 
 }  // namespace arclight::store
