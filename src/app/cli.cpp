@@ -53,6 +53,19 @@ void bind_config(CLI::App& train, Config& c) {
   opt("layout.trainers", c.layout.trainers, "trainer ranks: a count or a fraction of the worker ranks");
   opt("layout.runners", c.layout.runners, "runner ranks: a count, a fraction, or \"rest\"");
 
+  opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
+      ->check(CLI::NonNegativeNumber);
+  opt("rollout.unresponsive_seconds", c.rollout.unresponsive_seconds,
+      "an attempt without a heartbeat this long is unresponsive; 0: never")
+      ->check(CLI::NonNegativeNumber);
+  opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")->check(CLI::PositiveNumber);
+  opt("rollout.retry_condition", c.rollout.retry_condition, "attempt endings that requeue the rollout")
+      ->check(CLI::IsMember({"failed", "timeout", "unresponsive"}));
+
+  opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(CLI::PositiveNumber);
+  opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
+      ->check(CLI::PositiveNumber);
+
   opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
 }
 

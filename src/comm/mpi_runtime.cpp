@@ -8,6 +8,45 @@
 
 namespace arclight::comm {
 
+Communicator Communicator::duplicate(MPI_Comm parent) {
+  MPI_Comm comm;
+  MPI_Comm_dup(parent, &comm);
+  return Communicator(comm);
+}
+
+Communicator Communicator::split(MPI_Comm parent, int color, int key) {
+  MPI_Comm comm;
+  MPI_Comm_split(parent, color, key, &comm);
+  return Communicator(comm);
+}
+
+Communicator::~Communicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    Communicator dropped(comm_);
+    comm_ = other.comm_;
+    other.comm_ = MPI_COMM_NULL;
+  }
+  return *this;
+}
+
+int Communicator::rank() const {
+  int r = -1;
+  MPI_Comm_rank(comm_, &r);
+  return r;
+}
+
+int Communicator::size() const {
+  int s = 0;
+  MPI_Comm_size(comm_, &s);
+  return s;
+}
+
 MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   int provided = 0;
   // Checkpoint writers and the store's watchdog run on threads of their own.

@@ -117,3 +117,19 @@ BOOST_AUTO_TEST_CASE(inspect_takes_a_directory) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli_rollout)
+
+BOOST_AUTO_TEST_CASE(rollout_keys_come_from_the_file_and_are_checked) {
+  Invocation inv = parse({"train", "--config", workstation});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST(inv.config.rollout.max_attempts == 3);
+  BOOST_TEST(inv.config.rollout.retry_condition.size() == 3u);
+  TempToml bad("[rollout]\nretry_condition = [\"failed\", \"bored\"]\n");
+  BOOST_TEST(parse({"train", "--config", bad.path}).error.find("bored") != std::string::npos);
+  BOOST_TEST(parse({"train", "--rollout.max_attempts", "0"}).error != "");
+  Invocation list = parse({"train", "--rollout.retry_condition", "timeout"});
+  BOOST_TEST(list.config.rollout.retry_condition == (std::vector<std::string>{"timeout"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

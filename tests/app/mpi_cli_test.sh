@@ -65,5 +65,10 @@ mkdir -p "$work/ckpt"
 run_ranks 2 inspect "$work/ckpt"
 grep -q "no checkpoint in $work/ckpt" "$work/out" || fail "inspect: $(cat "$work/out")"
 
-echo "$((5 - (failures > 0 ? 1 : 0))) checks, $failures failure(s)"
+# 6. The real start-up: every worker checks in with the store on rank 0 over MPI.
+run_ranks 4 train --config configs/workstation.toml
+[ "$(codes)" = "4x0" ] || fail "start-up: exit codes $(codes)"
+grep -q "control plane: 3 worker(s) checked in" "$work/out" || fail "start-up: $(cat "$work/out" "$work/err")"
+
+echo "$((6 - failures)) passed, $failures failed"
 [ $failures = 0 ]

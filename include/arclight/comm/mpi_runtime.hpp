@@ -1,4 +1,6 @@
 #pragma once
+#include <mpi.h>
+
 #include <string>
 #include <vector>
 
@@ -6,6 +8,27 @@ namespace arclight::comm {
 
 // Owns MPI for the life of the process: init, the node-local view, collective
 // agreement on errors, and ending the whole job from any rank.
+// A communicator of its own for one purpose (the control plane, a group of trainers), freed on destruction.
+class Communicator {
+ public:
+  static Communicator duplicate(MPI_Comm parent);
+  static Communicator split(MPI_Comm parent, int color, int key);  // MPI_UNDEFINED gives a null one
+  Communicator() = default;
+  ~Communicator();
+  Communicator(Communicator&& other) noexcept : comm_(other.comm_) { other.comm_ = MPI_COMM_NULL; }
+  Communicator& operator=(Communicator&& other) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  MPI_Comm get() const { return comm_; }
+  explicit operator bool() const { return comm_ != MPI_COMM_NULL; }
+  int rank() const;
+  int size() const;
+
+ private:
+  explicit Communicator(MPI_Comm comm) : comm_(comm) {}
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
 class MpiRuntime {
  public:
   MpiRuntime(int& argc, char**& argv);

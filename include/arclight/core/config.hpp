@@ -23,6 +23,20 @@ struct LayoutConfig {
   std::string runners = "rest";
 };
 
+// The store's default RolloutConfig: how long an attempt may take and stay silent, and retries.
+struct RolloutDefaults {
+  double timeout_seconds = 300;       // from an attempt's start; 0: no limit
+  double unresponsive_seconds = 30;   // since its last heartbeat (a span batch); 0: no limit
+  int max_attempts = 3;
+  std::vector<std::string> retry_condition = {"failed", "timeout", "unresponsive"};
+};
+
+// How runners talk to the store.
+struct RunnerConfig {
+  int span_batch = 64;               // spans per batch to the store
+  double span_flush_seconds = 0.25;  // a batch waits at most this long; each batch is a heartbeat
+};
+
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
   int fatal_rank = -1;  // this rank raises a fatal error right after start-up
@@ -31,6 +45,8 @@ struct FaultConfig {
 struct Config {
   RunConfig run;
   LayoutConfig layout;
+  RolloutDefaults rollout;
+  RunnerConfig runner;
   FaultConfig faults;
 };
 
