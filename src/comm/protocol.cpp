@@ -216,6 +216,17 @@ void get(ByteReader& r, SpanFilter& v) {
   v.after_sequence_id = r.u64();
 }
 
+void put(ByteWriter& w, const AttemptFilter& v) {
+  w.u64(v.rollout_id);
+  w.u8(v.statuses);
+  w.bytes(v.worker_id);
+}
+void get(ByteReader& r, AttemptFilter& v) {
+  v.rollout_id = r.u64();
+  v.statuses = r.u8();
+  v.worker_id = r.bytes();
+}
+
 void put(ByteWriter& w, const Paging& v) {
   w.u64(v.offset);
   w.u64(v.limit);
@@ -358,9 +369,10 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
       return reply(s.query_rollouts(filter, paging));
     }
     case Type::query_attempts: {
-      auto rollout = read<std::uint64_t>(in);
+      auto filter = read<AttemptFilter>(in);
+      auto paging = read<Paging>(in);
       in.expect_end();
-      return reply(s.query_attempts(rollout));
+      return reply(s.query_attempts(filter, paging));
     }
     case Type::get_latest_attempt: {
       auto rollout = read<std::uint64_t>(in);

@@ -243,8 +243,8 @@ Rollout RemoteStore::update_rollout(RolloutId rollout_id, const RolloutUpdate& u
 Page<Rollout> RemoteStore::query_rollouts(const RolloutFilter& filter, Paging paging) {
   return call<Page<Rollout>>(wire::Type::query_rollouts, 0, filter, paging);
 }
-std::vector<Attempt> RemoteStore::query_attempts(RolloutId rollout_id) {
-  return call<std::vector<Attempt>>(wire::Type::query_attempts, 0, rollout_id);
+Page<Attempt> RemoteStore::query_attempts(const AttemptFilter& filter, Paging paging) {
+  return call<Page<Attempt>>(wire::Type::query_attempts, 0, filter, paging);
 }
 Attempt RemoteStore::get_latest_attempt(RolloutId rollout_id) {
   return call<Attempt>(wire::Type::get_latest_attempt, 0, rollout_id);

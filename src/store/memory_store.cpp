@@ -349,11 +349,21 @@ Page<Rollout> MemoryStore::query_rollouts(const RolloutFilter& filter, Paging pa
   return page_of(std::move(all), paging);
 }
 
-std::vector<Attempt> MemoryStore::query_attempts(RolloutId rollout_id) {
+Page<Attempt> MemoryStore::query_attempts(const AttemptFilter& filter, Paging paging) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<Attempt> out;
-  for (AttemptId id : rollout_record(rollout_id).attempts) out.push_back(attempts_[id - 1].attempt);
-  return out;
+  auto matches = [&](const Attempt& a) {
+    return (filter.statuses == 0 || (filter.statuses & bit(a.status))) &&
+           (filter.worker_id.empty() || filter.worker_id == a.worker_id);
+  };
+  std::vector<Attempt> all;
+  if (filter.rollout_id != 0) {
+    for (AttemptId id : rollout_record(filter.rollout_id).attempts)
+      if (matches(attempts_[id - 1].attempt)) all.push_back(attempts_[id - 1].attempt);
+  } else {
+    for (const AttemptRecord& rec : attempts_)
+      if (matches(rec.attempt)) all.push_back(rec.attempt);
+  }
+  return page_of(std::move(all), paging);
 }
 
 Attempt MemoryStore::get_latest_attempt(RolloutId rollout_id) {

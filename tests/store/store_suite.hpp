@@ -323,6 +323,34 @@ inline void queries_filter_and_page(Harness& h) {
   BOOST_TEST(s.query_rollouts(all_ids, p).items.empty());
 }
 
+inline void attempts_filter_and_page(Harness& h) {
+  Store& s = h.store();
+  RolloutId id = s.enqueue(task("x")).id;
+  std::string worker = "filter-" + std::to_string(id);
+  for (int i = 0; i < 3; ++i) {
+    auto ar = *s.dequeue(i == 1 ? worker : "someone-else");
+    s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::failed));
+  }
+  BOOST_TEST(s.query_attempts(id).size() == 3u);
+  AttemptFilter f;
+  f.rollout_id = id;
+  f.worker_id = worker;
+  auto mine = s.query_attempts(f, {});
+  BOOST_REQUIRE(mine.total == 1u);
+  BOOST_TEST(mine.items[0].sequence_id == 2u);
+  AttemptFilter failed;
+  failed.statuses = bit(AttemptStatus::failed);
+  Paging p;
+  p.offset = 1;
+  p.limit = 1;
+  auto page = s.query_attempts(failed, p);
+  BOOST_TEST(page.total >= 3u);
+  BOOST_TEST(page.items.size() == 1u);
+  AttemptFilter missing;
+  missing.rollout_id = 999999;
+  expect_refused([&] { s.query_attempts(missing, {}); }, StoreError::not_found);
+}
+
 inline void resources_are_versioned_and_immutable(Harness& h) {
   Store& s = h.store();
   std::string name = "policy-" + std::to_string(reinterpret_cast<std::uintptr_t>(&h));
@@ -391,6 +419,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"invalid_transitions_are_refused", invalid_transitions_are_refused},
       {"start_rollout_skips_the_queue_and_start_attempt_retries", start_rollout_skips_the_queue_and_start_attempt_retries},
       {"queries_filter_and_page", queries_filter_and_page},
+      {"attempts_filter_and_page", attempts_filter_and_page},
       {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
       {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},
       {"workers_and_statistics", workers_and_statistics},

@@ -90,6 +90,7 @@ class RemoteStore : public store::Store {
   ~RemoteStore() override;  // says bye
   using Store::dequeue;
   using Store::enqueue;
+  using Store::query_attempts;
 
   std::vector<store::Rollout> enqueue(std::vector<store::NewRollout> rollouts) override;
   std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, std::size_t max_count) override;
@@ -101,7 +102,7 @@ class RemoteStore : public store::Store {
                                 const store::AttemptUpdate& update) override;
   store::Rollout update_rollout(store::RolloutId rollout_id, const store::RolloutUpdate& update) override;
   store::Page<store::Rollout> query_rollouts(const store::RolloutFilter& filter, store::Paging paging) override;
-  std::vector<store::Attempt> query_attempts(store::RolloutId rollout_id) override;
+  store::Page<store::Attempt> query_attempts(const store::AttemptFilter& filter, store::Paging paging) override;
   store::Attempt get_latest_attempt(store::RolloutId rollout_id) override;
   store::Page<store::Span> query_spans(const store::SpanFilter& filter, store::Paging paging) override;
   store::ResourcesVersion add_resources(const std::string& name, std::string content) override;

@@ -24,6 +24,7 @@ class MemoryStore : public Store {
   explicit MemoryStore(const Clock& clock, RolloutConfig default_config = {});
   using Store::dequeue;
   using Store::enqueue;
+  using Store::query_attempts;
 
   std::vector<Rollout> enqueue(std::vector<NewRollout> rollouts) override;
   std::vector<AttemptedRollout> dequeue(const std::string& worker_id, std::size_t max_count) override;
@@ -38,7 +39,7 @@ class MemoryStore : public Store {
   Attempt update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) override;
   Rollout update_rollout(RolloutId rollout_id, const RolloutUpdate& update) override;
   Page<Rollout> query_rollouts(const RolloutFilter& filter, Paging paging) override;
-  std::vector<Attempt> query_attempts(RolloutId rollout_id) override;
+  Page<Attempt> query_attempts(const AttemptFilter& filter, Paging paging) override;
   Attempt get_latest_attempt(RolloutId rollout_id) override;
   Page<Span> query_spans(const SpanFilter& filter, Paging paging) override;
   ResourcesVersion add_resources(const std::string& name, std::string content) override;

@@ -35,7 +35,8 @@ class Store {
 
   // ---- queries ----
   virtual Page<Rollout> query_rollouts(const RolloutFilter& filter, Paging paging) = 0;
-  virtual std::vector<Attempt> query_attempts(RolloutId rollout_id) = 0;
+  // Attempts in id order (so a rollout's come in sequence).
+  virtual Page<Attempt> query_attempts(const AttemptFilter& filter, Paging paging) = 0;
   virtual Attempt get_latest_attempt(RolloutId rollout_id) = 0;
   virtual Page<Span> query_spans(const SpanFilter& filter, Paging paging) = 0;
 
@@ -68,6 +69,12 @@ class Store {
     return update_rollout(rollout_id, u);
   }
   Rollout get_rollout(RolloutId rollout_id);
+  // Every attempt of one rollout, first to latest.
+  std::vector<Attempt> query_attempts(RolloutId rollout_id) {
+    AttemptFilter filter;
+    filter.rollout_id = rollout_id;
+    return query_attempts(filter, {}).items;
+  }
 };
 
 }  // namespace arclight::store

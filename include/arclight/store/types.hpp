@@ -165,6 +165,12 @@ struct RolloutFilter {
   std::optional<Mode> mode;
 };
 
+struct AttemptFilter {
+  RolloutId rollout_id = 0;    // 0: every rollout
+  std::uint8_t statuses = 0;   // bits of AttemptStatus; 0: any
+  std::string worker_id;       // empty: any
+};
+
 struct SpanFilter {
   RolloutId rollout_id = 0;
   AttemptId attempt_id = latest_attempt;  // an attempt, latest_attempt, or 0 for every attempt
