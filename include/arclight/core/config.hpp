@@ -37,6 +37,16 @@ struct RunnerConfig {
   double span_flush_seconds = 0.25;  // a batch waits at most this long; each batch is a heartbeat
 };
 
+// The policy network. The vocabulary comes from the task.
+struct ModelConfig {
+  int d_model = 64;
+  int n_layers = 2;
+  int n_heads = 4;
+  int d_ff = 256;
+  int max_seq = 64;
+  std::string positions = "rotary";  // rotary or learned
+};
+
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
   int fatal_rank = -1;  // this rank raises a fatal error right after start-up
@@ -45,6 +55,7 @@ struct FaultConfig {
 struct Config {
   RunConfig run;
   LayoutConfig layout;
+  ModelConfig model;
   RolloutDefaults rollout;
   RunnerConfig runner;
   FaultConfig faults;

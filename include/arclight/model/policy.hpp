@@ -1,0 +1,71 @@
+#pragma once
+// The policy: a decoder-only transformer (LibTorch) behind a plain C++ face.
+// This header does not include LibTorch; the few translation units that pass
+// tensors (model, algo) include it themselves.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arclight/core/config.hpp"
+
+namespace at {
+class Tensor;
+}
+
+namespace arclight::model {
+
+struct Sampling {
+  double temperature = 1.0;
+  int top_k = 0;  // 0: the whole vocabulary
+};
+
+// One row of a generate call: the sampled tokens and their log-probs under the
+// distribution they were drawn from (temperature and top-k applied).
+struct Generation {
+  std::vector<std::int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+// A view of a float tensor's storage, for communication without LibTorch.
+struct FloatBuffer {
+  float* data = nullptr;
+  std::size_t size = 0;
+};
+
+class Policy {
+ public:
+  Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed);
+  ~Policy();
+  Policy(Policy&&) noexcept;
+  Policy& operator=(Policy&&) noexcept;
+
+  const ModelConfig& config() const;
+  int vocab_size() const;
+  std::size_t parameter_count() const;
+
+  // Continues every prompt by max_new_tokens, all rows in one batch. The prompts must
+  // have equal lengths (callers group them). With use_cache, each new token costs one
+  // step over a KV cache; without, each re-forwards the whole prefix.
+  std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts, int max_new_tokens,
+                                   const Sampling& sampling, bool use_cache = true);
+
+  // Logits [batch, length, vocab] for int64 tokens [batch, length] (a full forward, with autograd).
+  at::Tensor logits(const at::Tensor& tokens) const;
+  std::vector<at::Tensor> parameters() const;
+
+  // Parameters and their gradients as float buffers, in a fixed order on every rank.
+  std::vector<FloatBuffer> parameter_buffers();
+  std::vector<FloatBuffer> gradient_buffers();
+  // All parameters as one flat vector, and back (weight sync, checkpoints).
+  std::vector<float> flat_parameters() const;
+  void load_flat_parameters(const float* data, std::size_t size);
+
+  void seed_sampling(std::uint64_t seed);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace arclight::model
