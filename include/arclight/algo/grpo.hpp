@@ -1,0 +1,36 @@
+#pragma once
+// The GRPO objective: a PPO-clipped ratio against the behaviour log-probs, an
+// optional KL penalty to a frozen reference and an entropy bonus. Tensors are
+// declared, not included: only LibTorch translation units call these.
+#include <cstdint>
+
+namespace at {
+class Tensor;
+}
+
+namespace arclight::algo {
+
+struct LossConfig {
+  double clip_eps = 0.2;
+  double kl_coef = 0.0;       // weight of KL(policy || reference), k3 estimator
+  double entropy_coef = 0.0;  // weight of the entropy bonus
+  double temperature = 1.0;   // the sampling temperature: log-probs are taken at it
+};
+
+struct LossTerms {
+  double policy_loss = 0;
+  double kl = 0;
+  double entropy = 0;
+  double clip_fraction = 0;  // share of action tokens whose ratio was clipped
+  double action_tokens = 0;
+};
+
+// The loss to minimize, averaged over action tokens.
+// logits [B, T, V] from the policy on tokens [B, T] (int64); the others [B, T] float,
+// aligned with tokens: position i holds the values for token i, predicted at i - 1.
+// reference_logits may be undefined when kl_coef is 0.
+at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
+                     const at::Tensor& behaviour_logprobs, const at::Tensor& advantages,
+                     const at::Tensor& reference_logits, const LossConfig& config, LossTerms* terms);
+
+}  // namespace arclight::algo

@@ -1,0 +1,52 @@
+#include "arclight/algo/grpo.hpp"
+
+#include <torch/torch.h>
+
+namespace arclight::algo {
+
+at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
+                     const at::Tensor& behaviour_logprobs, const at::Tensor& advantages,
+                     const at::Tensor& reference_logits, const LossConfig& config, LossTerms* terms) {
+  // Token i is predicted by the logits at i - 1.
+  const std::int64_t t = tokens.size(1);
+  auto logp_all = torch::log_softmax(logits.narrow(1, 0, t - 1) / config.temperature, -1);
+  auto targets = tokens.narrow(1, 1, t - 1).unsqueeze(-1);
+  auto logp = logp_all.gather(-1, targets).squeeze(-1);
+  auto mask = action_mask.narrow(1, 1, t - 1).to(torch::kFloat);
+  auto old_logp = behaviour_logprobs.narrow(1, 1, t - 1);
+  auto adv = advantages.narrow(1, 1, t - 1);
+  auto count = mask.sum().clamp_min(1.0);
+
+  auto ratio = torch::exp(logp - old_logp);
+  auto clipped = ratio.clamp(1.0 - config.clip_eps, 1.0 + config.clip_eps);
+  auto surrogate = torch::min(ratio * adv, clipped * adv);
+  auto policy_loss = -(surrogate * mask).sum() / count;
+  auto loss = policy_loss;
+
+  at::Tensor kl, entropy;
+  if (config.kl_coef != 0.0) {
+    auto ref_logp = torch::log_softmax(reference_logits.narrow(1, 0, t - 1) / config.temperature, -1)
+                        .gather(-1, targets)
+                        .squeeze(-1)
+                        .detach();
+    auto delta = ref_logp - logp;
+    kl = ((torch::exp(delta) - delta - 1.0) * mask).sum() / count;
+    loss = loss + config.kl_coef * kl;
+  }
+  if (config.entropy_coef != 0.0 || terms) {
+    entropy = (-(logp_all.exp() * logp_all).sum(-1) * mask).sum() / count;
+    if (config.entropy_coef != 0.0) loss = loss - config.entropy_coef * entropy;
+  }
+  if (terms) {
+    torch::NoGradGuard no_grad;
+    terms->policy_loss = policy_loss.item<double>();
+    terms->kl = kl.defined() ? kl.item<double>() : 0.0;
+    terms->entropy = entropy.item<double>();
+    auto was_clipped = ((ratio - clipped).abs() > 1e-12).to(torch::kFloat);
+    terms->clip_fraction = ((was_clipped * mask).sum() / count).item<double>();
+    terms->action_tokens = mask.sum().item<double>();
+  }
+  return loss;
+}
+
+}  // namespace arclight::algo
