@@ -36,6 +36,37 @@ void bind_device(int device) {
 #endif
 }
 
+#ifdef ARCLIGHT_HAVE_CUDA
+namespace {
+void check(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) throw Error(log::concat(what, ": ", cudaGetErrorString(rc)));
+}
+}  // namespace
+
+DeviceFloats::DeviceFloats(int device, std::size_t size) : device_(device), size_(size) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  void* p = nullptr;
+  check(cudaMalloc(&p, size_ * sizeof(float)), "cudaMalloc");
+  data_ = static_cast<float*>(p);
+}
+DeviceFloats::~DeviceFloats() {
+  if (data_) cudaFree(data_);
+}
+void DeviceFloats::upload(const float* host) {
+  check(cudaMemcpy(data_, host, size_ * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
+}
+void DeviceFloats::download(float* host) const {
+  check(cudaMemcpy(host, data_, size_ * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
+}
+#else
+DeviceFloats::DeviceFloats(int device, std::size_t size) : device_(device), size_(size) {
+  throw Error("GPU memory was requested but this binary was built without CUDA");
+}
+DeviceFloats::~DeviceFloats() = default;
+void DeviceFloats::upload(const float*) {}
+void DeviceFloats::download(float*) const {}
+#endif
+
 std::string nccl_version() {
 #ifdef ARCLIGHT_HAVE_NCCL
   int code = 0;

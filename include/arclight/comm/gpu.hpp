@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <string>
 
 namespace arclight::comm {
@@ -8,6 +9,24 @@ int visible_gpu_count();
 
 // Makes `device` current for this process's CUDA calls; no-op for -1 (CPU).
 void bind_device(int device);
+
+// Floats in a GPU's memory (staging and tests). Throws where CUDA is absent.
+class DeviceFloats {
+ public:
+  DeviceFloats(int device, std::size_t size);
+  ~DeviceFloats();
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  void upload(const float* host);
+  void download(float* host) const;
+
+ private:
+  int device_;
+  std::size_t size_;
+  float* data_ = nullptr;
+};
 
 // The NCCL library's version as "2.x.y", or empty when NCCL was not compiled in.
 std::string nccl_version();

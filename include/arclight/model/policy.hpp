@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "arclight/core/config.hpp"
+#include "arclight/core/gradient_reducer.hpp"
 
 namespace at {
 class Tensor;
@@ -25,12 +26,6 @@ struct Sampling {
 struct Generation {
   std::vector<std::int32_t> tokens;
   std::vector<float> logprobs;
-};
-
-// A view of a float tensor's storage, for communication without LibTorch.
-struct FloatBuffer {
-  float* data = nullptr;
-  std::size_t size = 0;
 };
 
 class Policy {

@@ -1,0 +1,71 @@
+#pragma once
+// Gradient all-reduce among the trainers: MPI for host tensors, NCCL for CUDA tensors.
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arclight/core/gradient_reducer.hpp"
+
+namespace arclight::comm {
+
+struct ReducerConfig {
+  std::size_t bucket_bytes = 25u << 20;      // fused buffer per all-reduce
+  std::size_t first_bucket_bytes = 1u << 20;  // small, so communication starts early in backward
+  std::string compression = "none";           // none, bf16 or fp16: the sums travel in 16 bits
+};
+
+// Bucketed, fused, non-blocking MPI all-reduce. Buffers are assigned to buckets
+// from the last to the first (the order backward produces them), the first bucket
+// small; buckets go out strictly in bucket order, so the order is the same on every rank.
+class MpiReducer : public GradientReducer {
+ public:
+  MpiReducer(MPI_Comm comm, ReducerConfig config);
+  ~MpiReducer() override;
+  void begin(const std::vector<FloatBuffer>& buffers) override;
+  void ready(std::size_t index) override;
+  void finish() override;
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+  // The buffers of each bucket, in bucket order (for tests).
+  std::vector<std::vector<std::size_t>> bucket_members() const;
+
+ private:
+  struct Bucket {
+    std::vector<std::size_t> members;
+    std::size_t elements = 0;
+    std::vector<float> fused;
+    std::vector<std::uint16_t> packed;  // with compression
+    std::size_t waiting = 0;            // members not yet ready this step
+    bool launched = false;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  void plan(const std::vector<FloatBuffer>& buffers);
+  void launch_ready_buckets();
+  void unpack(Bucket& bucket);
+
+  MPI_Comm comm_;
+  ReducerConfig config_;
+  MPI_Op half_sum_ = MPI_OP_NULL;
+  std::vector<FloatBuffer> buffers_;
+  std::vector<std::size_t> bucket_of_;
+  std::vector<Bucket> buckets_;
+  std::size_t next_launch_ = 0;
+};
+
+// 16-bit float conversions used by compression (round to nearest even).
+std::uint16_t to_bf16(float value);
+float from_bf16(std::uint16_t value);
+std::uint16_t to_fp16(float value);
+float from_fp16(std::uint16_t value);
+
+// NCCL on CUDA buffers; built when NCCL is found. Throws where it cannot run.
+std::unique_ptr<GradientReducer> make_nccl_reducer(MPI_Comm comm, int device);
+bool nccl_available();
+
+// Chooses by where the buffers live: NCCL for CUDA buffers, MPI for host buffers.
+std::unique_ptr<GradientReducer> make_reducer(MPI_Comm comm, int device, const ReducerConfig& config);
+
+}  // namespace arclight::comm

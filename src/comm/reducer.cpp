@@ -1,0 +1,193 @@
+#include "arclight/comm/reducer.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::comm {
+
+// ---- 16-bit floats -------------------------------------------------------------------------
+
+std::uint16_t to_bf16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (std::isnan(value)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+float from_bf16(std::uint16_t value) {
+  std::uint32_t bits = static_cast<std::uint32_t>(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+std::uint16_t to_fp16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const std::uint32_t sign = (bits >> 16) & 0x8000;
+  const std::uint32_t abs = bits & 0x7FFFFFFF;
+  if (abs >= 0x7F800000) return static_cast<std::uint16_t>(sign | 0x7C00 | (abs > 0x7F800000 ? 0x200 : 0));
+  if (abs >= 0x477FF000) return static_cast<std::uint16_t>(sign | 0x7C00);  // rounds past the largest half
+  if (abs < 0x38800000) {  // a subnormal half (or zero)
+    float f;
+    std::memcpy(&f, &abs, sizeof f);
+    const float scaled = f * 16777216.0f;  // 2^24: units of the smallest subnormal
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(scaled)));
+  }
+  std::uint32_t rounded = abs + 0xFFF + ((abs >> 13) & 1);
+  return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000) >> 13));
+}
+
+float from_fp16(std::uint16_t value) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(value & 0x8000) << 16;
+  const std::uint32_t exponent = (value >> 10) & 0x1F;
+  const std::uint32_t mantissa = value & 0x3FF;
+  float out;
+  if (exponent == 0) {
+    out = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -out : out;
+  }
+  std::uint32_t bits = exponent == 0x1F ? (sign | 0x7F800000 | (mantissa << 13))
+                                        : (sign | ((exponent + 112) << 23) | (mantissa << 13));
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+namespace {
+template <float (*From)(std::uint16_t), std::uint16_t (*To)(float)>
+void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = To(From(a[i]) + From(b[i]));
+}
+}  // namespace
+
+// ---- MPI -------------------------------------------------------------------------------------
+
+MpiReducer::MpiReducer(MPI_Comm comm, ReducerConfig config) : comm_(comm), config_(std::move(config)) {
+  if (config_.compression == "bf16") {
+    MPI_Op_create(&half_sum<from_bf16, to_bf16>, 1, &half_sum_);
+  } else if (config_.compression == "fp16") {
+    MPI_Op_create(&half_sum<from_fp16, to_fp16>, 1, &half_sum_);
+  } else if (config_.compression != "none") {
+    throw UsageError("comm.compression = \"" + config_.compression + "\": expected none, bf16 or fp16");
+  }
+  if (config_.bucket_bytes < sizeof(float) || config_.first_bucket_bytes < sizeof(float))
+    throw UsageError("comm bucket sizes must hold at least one float");
+}
+
+MpiReducer::~MpiReducer() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (half_sum_ != MPI_OP_NULL && !finalized) MPI_Op_free(&half_sum_);
+}
+
+void MpiReducer::plan(const std::vector<FloatBuffer>& buffers) {
+  buckets_.clear();
+  bucket_of_.assign(buffers.size(), 0);
+  std::size_t limit = config_.first_bucket_bytes;
+  for (std::size_t i = buffers.size(); i-- > 0;) {
+    const std::size_t bytes = buffers[i].size * sizeof(float);
+    if (buckets_.empty() || (buckets_.back().elements > 0 && (buckets_.back().elements * sizeof(float) + bytes > limit))) {
+      if (!buckets_.empty()) limit = config_.bucket_bytes;
+      buckets_.emplace_back();
+    }
+    buckets_.back().members.push_back(i);
+    buckets_.back().elements += buffers[i].size;
+    bucket_of_[i] = buckets_.size() - 1;
+  }
+  for (Bucket& b : buckets_) {
+    if (b.elements > static_cast<std::size_t>(INT32_MAX)) throw Error("a gradient bucket exceeds 2^31 elements");
+    if (half_sum_ == MPI_OP_NULL) b.fused.resize(b.elements);
+    else b.packed.resize(b.elements);
+  }
+}
+
+std::vector<std::vector<std::size_t>> MpiReducer::bucket_members() const {
+  std::vector<std::vector<std::size_t>> out;
+  for (const Bucket& b : buckets_) out.push_back(b.members);
+  return out;
+}
+
+void MpiReducer::begin(const std::vector<FloatBuffer>& buffers) {
+  bool same = buffers.size() == buffers_.size();
+  for (std::size_t i = 0; same && i < buffers.size(); ++i) same = buffers[i].size == buffers_[i].size;
+  for (const FloatBuffer& b : buffers)
+    if (b.device >= 0) throw Error("MpiReducer: buffers on a GPU need the NCCL reducer");
+  if (!same) plan(buffers);
+  buffers_ = buffers;
+  for (Bucket& b : buckets_) {
+    b.waiting = b.members.size();
+    b.launched = false;
+  }
+  next_launch_ = 0;
+}
+
+void MpiReducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
+    Bucket& b = buckets_[next_launch_++];
+    std::size_t offset = 0;
+    for (std::size_t m : b.members) {
+      const FloatBuffer& buf = buffers_[m];
+      if (half_sum_ == MPI_OP_NULL) {
+        std::memcpy(b.fused.data() + offset, buf.data, buf.size * sizeof(float));
+      } else {
+        const bool bf16 = config_.compression == "bf16";
+        for (std::size_t k = 0; k < buf.size; ++k) b.packed[offset + k] = bf16 ? to_bf16(buf.data[k]) : to_fp16(buf.data[k]);
+      }
+      offset += buf.size;
+    }
+    const int count = static_cast<int>(b.elements);
+    if (half_sum_ == MPI_OP_NULL)
+      MPI_Iallreduce(MPI_IN_PLACE, b.fused.data(), count, MPI_FLOAT, MPI_SUM, comm_, &b.request);
+    else
+      MPI_Iallreduce(MPI_IN_PLACE, b.packed.data(), count, MPI_UINT16_T, half_sum_, comm_, &b.request);
+    b.launched = true;
+  }
+  // Give the outstanding all-reduces a chance to progress while backward goes on.
+  for (std::size_t i = 0; i < next_launch_; ++i) {
+    int done = 0;
+    if (buckets_[i].request != MPI_REQUEST_NULL) MPI_Test(&buckets_[i].request, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+void MpiReducer::ready(std::size_t index) {
+  if (index >= bucket_of_.size()) throw Error("MpiReducer::ready: no such buffer");
+  Bucket& b = buckets_[bucket_of_[index]];
+  if (b.waiting > 0) --b.waiting;
+  launch_ready_buckets();
+}
+
+void MpiReducer::unpack(Bucket& b) {
+  std::size_t offset = 0;
+  const bool bf16 = config_.compression == "bf16";
+  for (std::size_t m : b.members) {
+    const FloatBuffer& buf = buffers_[m];
+    if (half_sum_ == MPI_OP_NULL) {
+      std::memcpy(buf.data, b.fused.data() + offset, buf.size * sizeof(float));
+    } else {
+      for (std::size_t k = 0; k < buf.size; ++k) buf.data[k] = bf16 ? from_bf16(b.packed[offset + k]) : from_fp16(b.packed[offset + k]);
+    }
+    offset += buf.size;
+  }
+}
+
+void MpiReducer::finish() {
+  for (Bucket& b : buckets_) b.waiting = 0;
+  launch_ready_buckets();
+  for (Bucket& b : buckets_) {
+    MPI_Wait(&b.request, MPI_STATUS_IGNORE);
+    unpack(b);
+  }
+}
+
+std::unique_ptr<GradientReducer> make_reducer(MPI_Comm comm, int device, const ReducerConfig& config) {
+  if (device >= 0) return make_nccl_reducer(comm, device);
+  return std::make_unique<MpiReducer>(comm, config);
+}
+
+}  // namespace arclight::comm
