@@ -50,8 +50,16 @@ struct Policy::Impl : torch::nn::Module {
     auto angles = torch::outer(torch::arange(c.max_seq, torch::kFloat), inv_freq);
     cos_table = angles.cos();
     sin_table = angles.sin();
-    // Gradients exist from the start, so their buffers are stable for the reducer.
-    for (auto& p : parameters()) p.mutable_grad() = torch::zeros_like(p);
+    // Gradients exist from the start as views of one flat tensor: their buffers are stable and
+    // side by side, so the reducer all-reduces them in place (autograd accumulates into them).
+    std::int64_t total = 0;
+    for (auto& p : parameters()) total += p.numel();
+    flat_grad = torch::zeros({total});
+    std::int64_t offset = 0;
+    for (auto& p : parameters()) {
+      p.mutable_grad() = flat_grad.narrow(0, offset, p.numel()).view_as(p);
+      offset += p.numel();
+    }
   }
 
   torch::Tensor rotate(const torch::Tensor& x, std::int64_t start) const {
@@ -118,6 +126,7 @@ struct Policy::Impl : torch::nn::Module {
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear head{nullptr};
   torch::Tensor cos_table, sin_table;
+  torch::Tensor flat_grad;
   at::Generator generator = at::detail::createCPUGenerator(1);
 };
 
@@ -206,7 +215,8 @@ std::vector<FloatBuffer> Policy::parameter_buffers() {
 std::vector<FloatBuffer> Policy::gradient_buffers() {
   std::vector<FloatBuffer> out;
   for (auto& p : impl_->parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    if (!p.grad().defined() || !p.grad().is_contiguous())
+      throw Error("a gradient lost its place in the flat gradient buffer");
     out.push_back({p.grad().data_ptr<float>(), static_cast<std::size_t>(p.numel())});
   }
   return out;

@@ -122,6 +122,21 @@ BOOST_AUTO_TEST_CASE(same_seed_same_weights_and_flat_round_trip) {
   BOOST_TEST(total == a.parameter_count());
 }
 
+BOOST_AUTO_TEST_CASE(gradients_are_adjacent_views_that_backward_fills) {
+  Policy policy(small(), 20, 8);
+  auto before = policy.gradient_buffers();
+  for (std::size_t i = 0; i + 1 < before.size(); ++i) BOOST_TEST((before[i].data + before[i].size == before[i + 1].data));
+  auto tokens = torch::tensor({{1L, 2L, 3L, 4L}});
+  policy.logits(tokens).sum().backward();
+  auto after = policy.gradient_buffers();
+  double norm = 0;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    BOOST_TEST((after[i].data == before[i].data));
+    for (std::size_t k = 0; k < after[i].size; ++k) norm += std::abs(after[i].data[k]);
+  }
+  BOOST_TEST(norm > 0);
+}
+
 BOOST_AUTO_TEST_CASE(bad_shapes_are_refused) {
   ModelConfig odd = small();
   odd.n_heads = 3;

@@ -17,7 +17,9 @@ struct ReducerConfig {
   std::string compression = "none";           // none, bf16 or fp16: the sums travel in 16 bits
 };
 
-// Bucketed, fused, non-blocking MPI all-reduce. Buffers are assigned to buckets
+// Bucketed, fused MPI all-reduce, non-blocking for buckets that fill during backward. A bucket whose buffers lie side by side
+// in memory (gradients as views of one flat tensor, as the policy allocates them) is
+// reduced in place; others are copied into a fused buffer and back. Buffers are assigned to buckets
 // from the last to the first (the order backward produces them), the first bucket
 // small; buckets go out strictly in bucket order, so the order is the same on every rank.
 class MpiReducer : public GradientReducer {
@@ -36,6 +38,7 @@ class MpiReducer : public GradientReducer {
   struct Bucket {
     std::vector<std::size_t> members;
     std::size_t elements = 0;
+    float* in_place = nullptr;          // members adjacent in memory: reduce them where they are
     std::vector<float> fused;
     std::vector<std::uint16_t> packed;  // with compression
     std::size_t waiting = 0;            // members not yet ready this step
@@ -43,7 +46,7 @@ class MpiReducer : public GradientReducer {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   void plan(const std::vector<FloatBuffer>& buffers);
-  void launch_ready_buckets();
+  void launch_ready_buckets(bool blocking);
   void unpack(Bucket& bucket);
 
   MPI_Comm comm_;
