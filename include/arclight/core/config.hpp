@@ -33,6 +33,7 @@ struct RolloutDefaults {
 
 // How runners talk to the store.
 struct RunnerConfig {
+  int episodes_in_flight = 64;       // episodes a runner runs at once, batching their policy calls
   int span_batch = 64;               // spans per batch to the store
   double span_flush_seconds = 0.25;  // a batch waits at most this long; each batch is a heartbeat
 };
@@ -47,6 +48,41 @@ struct ModelConfig {
   std::string positions = "rotary";  // rotary or learned
 };
 
+// The task: which built-in agent, and its size.
+struct AgentConfig {
+  std::string name = "guess";
+  int guess_max = 31;      // guess: the secret is in 1..guess_max
+  int max_turns = 8;       // guess: turn limit
+  int arith_digits = 3;    // arith: digits per operand
+  int max_policy_calls = 64;       // an episode making more calls is a fault
+  double episode_timeout_seconds = 60;  // an episode running longer is a fault
+};
+
+// GRPO and its optimizer.
+struct GrpoConfig {
+  int tasks_per_step = 64;
+  int group_size = 8;              // G rollouts per task
+  std::string advantage = "per_step";  // per_step (returns-to-go, normalized per step) or trajectory
+  double gamma = 0.8;              // per_step: discount of later rewards
+  double clip_eps = 0.2;
+  double kl_coef = 0.0;
+  double entropy_coef = 0.0;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;
+  int micro_batch = 256;           // sequences per forward/backward (gradient accumulation)
+  int max_staleness = 0;           // train on a rollout only while current - its version <= this
+  double temperature = 1.0;        // sampling temperature for training rollouts
+  int validate_every = 10;         // steps between validations; 0: never
+};
+
+// How gradients travel among trainers.
+struct CommConfig {
+  double bucket_mb = 25;
+  double first_bucket_mb = 1;
+  std::string compression = "none";  // none, bf16, fp16
+};
+
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
   int fatal_rank = -1;  // this rank raises a fatal error right after start-up
@@ -56,6 +92,9 @@ struct Config {
   RunConfig run;
   LayoutConfig layout;
   ModelConfig model;
+  AgentConfig agent;
+  GrpoConfig grpo;
+  CommConfig comm;
   RolloutDefaults rollout;
   RunnerConfig runner;
   FaultConfig faults;

@@ -1,0 +1,53 @@
+#pragma once
+// Runs many episodes at once and batches their policy calls into one forward pass:
+// each episode runs on a thread of its own and blocks in generate(); when every live
+// episode is waiting, the batcher serves all their calls together, grouped by prompt
+// length. One episode at a time would leave the hardware idle.
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "arclight/agent/agent.hpp"
+#include "arclight/model/policy.hpp"
+
+namespace arclight::agent {
+
+class EpisodeBatcher {
+ public:
+  EpisodeBatcher(model::Policy& policy, model::Sampling sampling, std::uint64_t policy_version);
+
+  // Runs every episode to its end, each given an Llm backed by the shared policy.
+  // An episode's exception is caught and returned in its slot (nullptr: it ended normally).
+  std::vector<std::exception_ptr> run(const std::vector<std::function<void(Llm&)>>& episodes);
+
+  // Between runs only: the policy's weights and version change together.
+  void set_policy_version(std::uint64_t version) { version_ = version; }
+  void set_sampling(const model::Sampling& sampling) { sampling_ = sampling; }
+  std::uint64_t policy_calls() const { return calls_; }
+  std::uint64_t generated_tokens() const { return tokens_; }
+  std::uint64_t batches() const { return batches_; }  // generate calls on the policy
+
+ private:
+  struct Request {
+    const std::vector<std::int32_t>* prompt;
+    int max_new_tokens;
+    LlmResponse response;
+    std::exception_ptr error;  // the forward pass failed: the episode sees the exception
+    bool done = false;
+  };
+  class Handle;
+  LlmResponse submit(const std::vector<std::int32_t>& prompt, int max_new_tokens);
+  void serve(std::vector<Request*>& batch);
+
+  model::Policy& policy_;
+  model::Sampling sampling_;
+  std::uint64_t version_;
+  std::mutex mutex_;
+  std::condition_variable to_batcher_, to_episodes_;
+  std::vector<Request*> pending_;
+  int live_ = 0;
+  std::uint64_t calls_ = 0, tokens_ = 0, batches_ = 0;
+};
+
+}  // namespace arclight::agent

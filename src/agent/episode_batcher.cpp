@@ -1,0 +1,96 @@
+#include "arclight/agent/episode_batcher.hpp"
+
+#include <map>
+#include <thread>
+
+namespace arclight::agent {
+
+class EpisodeBatcher::Handle : public Llm {
+ public:
+  explicit Handle(EpisodeBatcher& owner) : owner_(owner) {}
+  LlmResponse generate(const std::vector<std::int32_t>& prompt, int max_new_tokens) override {
+    return owner_.submit(prompt, max_new_tokens);
+  }
+
+ private:
+  EpisodeBatcher& owner_;
+};
+
+EpisodeBatcher::EpisodeBatcher(model::Policy& policy, model::Sampling sampling, std::uint64_t policy_version)
+    : policy_(policy), sampling_(sampling), version_(policy_version) {}
+
+LlmResponse EpisodeBatcher::submit(const std::vector<std::int32_t>& prompt, int max_new_tokens) {
+  Request request{&prompt, max_new_tokens, {}, nullptr, false};
+  std::unique_lock<std::mutex> lock(mutex_);
+  pending_.push_back(&request);
+  to_batcher_.notify_one();
+  to_episodes_.wait(lock, [&] { return request.done; });
+  if (request.error) std::rethrow_exception(request.error);
+  return std::move(request.response);
+}
+
+void EpisodeBatcher::serve(std::vector<Request*>& batch) {
+  // One forward pass per group of equal prompt length and answer length.
+  std::map<std::pair<std::size_t, int>, std::vector<Request*>> groups;
+  for (Request* r : batch) groups[{r->prompt->size(), r->max_new_tokens}].push_back(r);
+  for (auto& [shape, requests] : groups) {
+    std::vector<std::vector<std::int32_t>> prompts;
+    for (Request* r : requests) prompts.push_back(*r->prompt);
+    std::vector<model::Generation> out;
+    try {
+      out = policy_.generate(prompts, shape.second, sampling_);
+    } catch (...) {
+      for (Request* r : requests) r->error = std::current_exception();
+      continue;
+    }
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      requests[i]->response.tokens = std::move(out[i].tokens);
+      requests[i]->response.logprobs = std::move(out[i].logprobs);
+      requests[i]->response.policy_version = version_;
+      tokens_ += static_cast<std::uint64_t>(shape.second);
+    }
+    calls_ += requests.size();
+    ++batches_;
+  }
+}
+
+std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::function<void(Llm&)>>& episodes) {
+  std::vector<std::exception_ptr> errors(episodes.size());
+  Handle llm(*this);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_ = static_cast<int>(episodes.size());
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(episodes.size());
+  for (std::size_t i = 0; i < episodes.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        episodes[i](llm);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      --live_;
+      to_batcher_.notify_one();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (live_ > 0) {
+    // Wait until every live episode is waiting for the policy, then serve them all at once.
+    to_batcher_.wait(lock, [&] { return live_ == 0 || static_cast<int>(pending_.size()) == live_; });
+    if (pending_.empty()) continue;
+    std::vector<Request*> batch;
+    batch.swap(pending_);
+    lock.unlock();
+    serve(batch);
+    lock.lock();
+    for (Request* r : batch) r->done = true;
+    to_episodes_.notify_all();
+  }
+  lock.unlock();
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+}  // namespace arclight::agent

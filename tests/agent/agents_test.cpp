@@ -1,0 +1,173 @@
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "arclight/agent/agent.hpp"
+#include "arclight/agent/episode_batcher.hpp"
+#include "arclight/core/error.hpp"
+
+using namespace arclight;
+using namespace arclight::agent;
+namespace tt = boost::test_tools;
+
+namespace {
+struct Recorder : Tracer {
+  std::vector<std::pair<double, int>> rewards;
+  std::map<std::string, double> metrics;
+  int calls = 0;
+  void llm_call(const std::vector<std::int32_t>&, const LlmResponse&) override { ++calls; }
+  void reward(double value, int step) override { rewards.emplace_back(value, step); }
+  void result(const std::map<std::string, double>& m) override { metrics = m; }
+  double total() const {
+    double t = 0;
+    for (auto& r : rewards) t += r.first;
+    return t;
+  }
+};
+
+// A policy that plays binary search on the guess task's tokens.
+struct BinarySearch : Llm {
+  int n;
+  explicit BinarySearch(int n) : n(n) {}
+  LlmResponse generate(const std::vector<std::int32_t>& prompt, int) override {
+    int lo = 1, hi = n;
+    for (std::size_t i = 1; i + 1 < prompt.size(); i += 2) {
+      if (prompt[i + 1] == n + 1) lo = prompt[i] + 1;  // higher
+      if (prompt[i + 1] == n + 2) hi = prompt[i] - 1;  // lower
+    }
+    return {{(lo + hi) / 2}, {-0.1f}, 3};
+  }
+};
+
+struct Constant : Llm {
+  std::vector<std::int32_t> tokens;
+  LlmResponse generate(const std::vector<std::int32_t>&, int max_new) override {
+    std::vector<std::int32_t> out(tokens.begin(), tokens.begin() + std::min<std::size_t>(max_new, tokens.size()));
+    return {out, std::vector<float>(out.size(), -1.f), 1};
+  }
+};
+
+AgentConfig guess_config(int n = 31, int turns = 8) {
+  AgentConfig c;
+  c.name = "guess";
+  c.guess_max = n;
+  c.max_turns = turns;
+  return c;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(agents)
+
+BOOST_AUTO_TEST_CASE(binary_search_is_optimal_and_known) {
+  BOOST_TEST(binary_search_mean_guesses(31) == 129.0 / 31, tt::tolerance(1e-9));
+  BOOST_TEST(binary_search_mean_guesses(15) == 49.0 / 15, tt::tolerance(1e-9));
+  BOOST_TEST(binary_search_mean_guesses(63) == 5.0952, tt::tolerance(1e-3));
+  auto agent = make_agent(guess_config());
+  double guesses = 0;
+  for (const std::string& task : agent->validation_tasks()) {
+    BinarySearch llm(31);
+    Recorder rec;
+    agent->run(task, llm, rec);
+    BOOST_TEST(rec.metrics["success"] == 1.0);
+    BOOST_TEST(rec.total() == std::log2(31.0) + 1.0, tt::tolerance(1e-9));  // every bit, plus the bonus
+    guesses += rec.metrics["guesses"];
+  }
+  BOOST_TEST(guesses / 31 == agent->reference_figures()["optimal_guesses"], tt::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(guess_fails_at_the_turn_limit_and_on_a_non_number) {
+  auto agent = make_agent(guess_config(31, 4));
+  Constant always_one;
+  always_one.tokens = {1};
+  Recorder rec;
+  agent->run("20", always_one, rec);
+  BOOST_TEST(rec.metrics["success"] == 0.0);
+  BOOST_TEST(rec.metrics["guesses"] == 4.0);
+  BOOST_TEST(rec.rewards.size() == 4u);
+  BOOST_TEST(rec.rewards[0].first == std::log2(31.0 / 30.0), tt::tolerance(1e-9));
+  BOOST_TEST(rec.rewards[1].first == 0.0);  // the same guess again removes nothing
+  Constant word;
+  word.tokens = {33};  // "lower": not a number
+  Recorder rec2;
+  agent->run("20", word, rec2);
+  BOOST_TEST(rec2.metrics["success"] == 0.0);
+  BOOST_TEST(rec2.metrics["guesses"] == 1.0);
+  BOOST_CHECK_THROW(agent->run("x", always_one, rec2), Error);
+  BOOST_CHECK_THROW(agent->run("99", always_one, rec2), Error);
+}
+
+BOOST_AUTO_TEST_CASE(arith_gives_credit_per_correct_digit) {
+  AgentConfig c;
+  c.name = "arith";
+  c.arith_digits = 3;
+  auto agent = make_agent(c);
+  // 123 + 989 = 1112: reversed digits 2,1,1,1 -> tokens 3,2,2,2.
+  Constant right;
+  right.tokens = {3, 2, 2, 2};
+  Recorder rec;
+  agent->run("123+989", right, rec);
+  BOOST_TEST(rec.metrics["token_accuracy"] == 1.0);
+  BOOST_TEST(rec.metrics["exact"] == 1.0);
+  Constant half;
+  half.tokens = {3, 2, 5, 5};
+  Recorder rec2;
+  agent->run("123+989", half, rec2);
+  BOOST_TEST(rec2.metrics["token_accuracy"] == 0.5);
+  BOOST_TEST(rec2.rewards.at(0).first == 0.5);
+  BOOST_TEST(agent->validation_tasks().size() == 64u);
+  BOOST_TEST(agent->validation_tasks() == make_agent(c)->validation_tasks());  // held out and fixed
+}
+
+BOOST_AUTO_TEST_CASE(unknown_agents_are_refused) {
+  AgentConfig c;
+  c.name = "chess";
+  BOOST_CHECK_THROW(make_agent(c), UsageError);
+  BOOST_TEST(agent_names().size() >= 2u);
+}
+
+BOOST_AUTO_TEST_CASE(traced_llm_traces_and_enforces_the_call_limit) {
+  Constant inner;
+  inner.tokens = {1};
+  Recorder rec;
+  TracedLlm llm(inner, rec, 2, 60);
+  llm.generate({0}, 1);
+  llm.generate({0}, 1);
+  BOOST_TEST(rec.calls == 2);
+  BOOST_CHECK_THROW(llm.generate({0}, 1), Error);
+}
+
+BOOST_AUTO_TEST_CASE(the_episode_batcher_runs_episodes_together) {
+  ModelConfig mc;
+  mc.d_model = 32;
+  mc.n_heads = 4;
+  mc.d_ff = 64;
+  mc.max_seq = 20;
+  auto agent = make_agent(guess_config(15, 6));
+  model::Policy policy(mc, agent->vocab_size(), 1);
+  EpisodeBatcher batcher(policy, {1.0, 0}, 7);
+  std::vector<Recorder> recorders(40);
+  std::vector<std::function<void(Llm&)>> episodes;
+  for (int i = 0; i < 40; ++i)
+    episodes.push_back([&, i](Llm& llm) {
+      if (i == 5) throw Error("a broken tool");
+      TracedLlm traced(llm, recorders[i], 64, 60);
+      agent->run(std::to_string(1 + i % 15), traced, recorders[i]);
+    });
+  auto errors = batcher.run(episodes);
+  BOOST_TEST(static_cast<bool>(errors[5]));
+  int finished = 0;
+  for (int i = 0; i < 40; ++i) {
+    if (i == 5) continue;
+    BOOST_TEST(!errors[i]);
+    finished += recorders[i].metrics.count("success");
+    BOOST_TEST(recorders[i].calls >= 1);
+  }
+  BOOST_TEST(finished == 39);
+  // Every call was served, in far fewer batched forward passes than calls.
+  std::uint64_t calls = 0;
+  for (auto& r : recorders) calls += r.calls;
+  BOOST_TEST(batcher.policy_calls() == calls);
+  BOOST_TEST(batcher.batches() * 4 < calls, batcher.batches() << " batches for " << calls << " calls");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
