@@ -1,0 +1,41 @@
+#pragma once
+// A trainer's optimizer step: GRPO loss on its shard, gradients summed across the
+// trainers by a GradientReducer, clipping, AdamW. No LibTorch in this header.
+#include <memory>
+#include <vector>
+
+#include "arclight/algo/sample.hpp"
+#include "arclight/core/config.hpp"
+#include "arclight/core/gradient_reducer.hpp"
+#include "arclight/model/policy.hpp"
+
+namespace arclight::algo {
+
+struct TrainStats {
+  double loss = 0;
+  double policy_loss = 0;
+  double kl = 0;
+  double entropy = 0;
+  double clip_fraction = 0;
+  double grad_norm = 0;       // before clipping, of the summed gradient
+  double action_tokens = 0;   // this trainer's
+};
+
+class Trainer {
+ public:
+  // reducer may be null for a single trainer.
+  Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer);
+  ~Trainer();
+  // One optimizer step. total_action_tokens counts the action tokens of every trainer's
+  // shard, so that K trainers on a split batch take the step one trainer would on all of it.
+  TrainStats step(const std::vector<Sample>& shard, double total_action_tokens);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Action tokens in samples (what total_action_tokens adds up).
+double action_tokens(const std::vector<Sample>& samples);
+
+}  // namespace arclight::algo

@@ -1,0 +1,138 @@
+#include "arclight/algo/adapter.hpp"
+
+#include <algorithm>
+
+#include "arclight/core/bytes.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::algo {
+namespace {
+
+template <class T>
+const T& attribute(const store::Span& span, const char* key) {
+  const store::AttributeValue* v = span.find(key);
+  if (!v || !std::holds_alternative<T>(*v))
+    throw DecodeError(log::concat("span '", span.name, "' (", span.sequence_id, ") lacks attribute '", key, "'"));
+  return std::get<T>(*v);
+}
+
+}  // namespace
+
+std::uint64_t Trajectory::oldest_version() const {
+  std::uint64_t oldest = UINT64_MAX;
+  for (const Call& c : calls) oldest = std::min(oldest, c.policy_version);
+  return calls.empty() ? 0 : oldest;
+}
+
+Trajectory read_trajectory(const std::vector<store::Span>& spans) {
+  Trajectory t;
+  std::vector<std::pair<int, double>> rewards;
+  for (const store::Span& span : spans) {
+    if (span.name == span_names::llm) {
+      Trajectory::Call call;
+      call.prompt = attribute<store::TokenIds>(span, "prompt_ids");
+      call.response = attribute<store::TokenIds>(span, "response_ids");
+      call.logprobs = attribute<store::Floats>(span, "logprobs");
+      call.policy_version = static_cast<std::uint64_t>(attribute<double>(span, "policy_version"));
+      if (call.logprobs.size() != call.response.size()) throw DecodeError("llm span: logprobs and response differ in length");
+      t.calls.push_back(std::move(call));
+    } else if (span.name == span_names::reward) {
+      rewards.emplace_back(static_cast<int>(attribute<double>(span, "step")), attribute<double>(span, "reward"));
+    } else if (span.name == span_names::result) {
+      for (const store::Attribute& a : span.attributes)
+        if (std::holds_alternative<double>(a.value)) t.metrics[a.key] = std::get<double>(a.value);
+    }
+  }
+  t.rewards.assign(t.calls.size(), 0.0);
+  for (auto [step, value] : rewards) {
+    if (step < 0 || step >= static_cast<int>(t.calls.size()))
+      throw DecodeError(log::concat("reward for step ", step, " of an episode with ", t.calls.size(), " policy calls"));
+    t.rewards[step] += value;
+  }
+  return t;
+}
+
+Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_advantages) {
+  Sample s;
+  if (t.calls.empty()) return s;
+  const Trajectory::Call& last = t.calls.back();
+  s.tokens = last.prompt;
+  s.tokens.insert(s.tokens.end(), last.response.begin(), last.response.end());
+  s.action_mask.assign(s.tokens.size(), 0);
+  s.behaviour_logprobs.assign(s.tokens.size(), 0.f);
+  s.advantages.assign(s.tokens.size(), 0.f);
+  s.policy_version = t.oldest_version();
+  for (std::size_t c = 0; c < t.calls.size(); ++c) {
+    const Trajectory::Call& call = t.calls[c];
+    const std::size_t start = call.prompt.size();
+    if (start + call.response.size() > s.tokens.size() ||
+        !std::equal(call.prompt.begin(), call.prompt.end(), s.tokens.begin()) ||
+        !std::equal(call.response.begin(), call.response.end(), s.tokens.begin() + start))
+      throw DecodeError(log::concat("policy call ", c, " is not a prefix of the episode's last prompt"));
+    for (std::size_t i = 0; i < call.response.size(); ++i) {
+      s.action_mask[start + i] = 1;
+      s.behaviour_logprobs[start + i] = call.logprobs[i];
+      s.advantages[start + i] = static_cast<float>(call_advantages.at(c));
+    }
+  }
+  return s;
+}
+
+std::vector<Sample> transition_samples(const Trajectory& t, const std::vector<double>& call_advantages) {
+  std::vector<Sample> out;
+  for (std::size_t c = 0; c < t.calls.size(); ++c) {
+    const Trajectory::Call& call = t.calls[c];
+    Sample s;
+    s.tokens = call.prompt;
+    s.tokens.insert(s.tokens.end(), call.response.begin(), call.response.end());
+    s.action_mask.assign(s.tokens.size(), 0);
+    s.behaviour_logprobs.assign(s.tokens.size(), 0.f);
+    s.advantages.assign(s.tokens.size(), 0.f);
+    for (std::size_t i = 0; i < call.response.size(); ++i) {
+      s.action_mask[call.prompt.size() + i] = 1;
+      s.behaviour_logprobs[call.prompt.size() + i] = call.logprobs[i];
+      s.advantages[call.prompt.size() + i] = static_cast<float>(call_advantages.at(c));
+    }
+    s.policy_version = call.policy_version;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string encode_samples(const std::vector<Sample>& samples) {
+  std::string out;
+  ByteWriter w(out);
+  w.u32(static_cast<std::uint32_t>(samples.size()));
+  for (const Sample& s : samples) {
+    w.u64(s.policy_version);
+    w.u32(static_cast<std::uint32_t>(s.tokens.size()));
+    w.raw(s.tokens.data(), s.tokens.size() * sizeof(std::int32_t));
+    w.raw(s.action_mask.data(), s.action_mask.size());
+    w.raw(s.behaviour_logprobs.data(), s.behaviour_logprobs.size() * sizeof(float));
+    w.raw(s.advantages.data(), s.advantages.size() * sizeof(float));
+  }
+  return out;
+}
+
+std::vector<Sample> decode_samples(std::string_view bytes) {
+  ByteReader r(bytes);
+  std::vector<Sample> out(r.count(12));
+  for (Sample& s : out) {
+    s.policy_version = r.u64();
+    const std::uint32_t n = r.count(13);
+    auto copy = [&](auto& vec) {
+      using T = typename std::decay_t<decltype(vec)>::value_type;
+      vec.resize(n);
+      std::string_view raw = r.raw(n * sizeof(T));
+      if (n) std::memcpy(vec.data(), raw.data(), raw.size());
+    };
+    copy(s.tokens);
+    copy(s.action_mask);
+    copy(s.behaviour_logprobs);
+    copy(s.advantages);
+  }
+  r.expect_end();
+  return out;
+}
+
+}  // namespace arclight::algo

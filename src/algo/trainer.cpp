@@ -1,0 +1,105 @@
+#include "arclight/algo/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include "arclight/algo/grpo.hpp"
+#include "arclight/core/error.hpp"
+
+namespace arclight::algo {
+
+double action_tokens(const std::vector<Sample>& samples) {
+  double n = 0;
+  for (const Sample& s : samples)
+    for (std::size_t i = 1; i < s.action_mask.size(); ++i) n += s.action_mask[i];  // position 0 is never predicted
+  return n;
+}
+
+struct Trainer::Impl {
+  Impl(model::Policy& p, const GrpoConfig& c, GradientReducer* r)
+      : policy(p), config(c), reducer(r),
+        optimizer(p.parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay)) {
+    loss_config.clip_eps = c.clip_eps;
+    loss_config.kl_coef = c.kl_coef;
+    loss_config.entropy_coef = c.entropy_coef;
+    loss_config.temperature = c.temperature;
+    if (c.kl_coef != 0.0) {
+      reference = std::make_unique<model::Policy>(p.config(), p.vocab_size(), 0);
+      auto w = p.flat_parameters();
+      reference->load_flat_parameters(w.data(), w.size());
+    }
+  }
+
+  // Pads a micro-batch to its longest sequence; padding is never an action.
+  void tensors(const std::vector<Sample>& shard, std::size_t begin, std::size_t end, torch::Tensor& tokens,
+               torch::Tensor& mask, torch::Tensor& logprobs, torch::Tensor& advantages) {
+    std::size_t length = 0;
+    for (std::size_t i = begin; i < end; ++i) length = std::max(length, shard[i].tokens.size());
+    const auto rows = static_cast<std::int64_t>(end - begin), cols = static_cast<std::int64_t>(length);
+    tokens = torch::zeros({rows, cols}, torch::kLong);
+    mask = torch::zeros({rows, cols});
+    logprobs = torch::zeros({rows, cols});
+    advantages = torch::zeros({rows, cols});
+    auto tok = tokens.accessor<std::int64_t, 2>();
+    auto m = mask.accessor<float, 2>();
+    auto lp = logprobs.accessor<float, 2>();
+    auto adv = advantages.accessor<float, 2>();
+    for (std::size_t i = begin; i < end; ++i) {
+      const Sample& s = shard[i];
+      for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+        tok[i - begin][t] = s.tokens[t];
+        m[i - begin][t] = s.action_mask[t];
+        lp[i - begin][t] = s.behaviour_logprobs[t];
+        adv[i - begin][t] = s.advantages[t];
+      }
+    }
+  }
+
+  model::Policy& policy;
+  GrpoConfig config;
+  GradientReducer* reducer;
+  torch::optim::AdamW optimizer;
+  LossConfig loss_config;
+  std::unique_ptr<model::Policy> reference;
+};
+
+Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
+    : impl_(std::make_unique<Impl>(policy, config, reducer)) {
+  if (config.micro_batch < 1) throw UsageError("grpo.micro_batch must be at least 1");
+}
+
+Trainer::~Trainer() = default;
+
+TrainStats Trainer::step(const std::vector<Sample>& shard, double total_action_tokens) {
+  Impl& m = *impl_;
+  TrainStats stats;
+  for (auto& p : m.policy.parameters()) p.mutable_grad().zero_();
+  const double total = std::max(1.0, total_action_tokens);
+  const std::size_t micro = static_cast<std::size_t>(m.config.micro_batch);
+  for (std::size_t begin = 0; begin < shard.size(); begin += micro) {
+    const std::size_t end = std::min(shard.size(), begin + micro);
+    torch::Tensor tokens, mask, logprobs, advantages;
+    m.tensors(shard, begin, end, tokens, mask, logprobs, advantages);
+    torch::Tensor reference_logits;
+    if (m.reference) {
+      torch::NoGradGuard no_grad;
+      reference_logits = m.reference->logits(tokens);
+    }
+    LossTerms terms;
+    auto loss = grpo_loss(m.policy.logits(tokens), tokens, mask, logprobs, advantages, reference_logits, m.loss_config, &terms);
+    // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
+    const double weight = terms.action_tokens / total;
+    (loss * weight).backward();
+    stats.loss += loss.item<double>() * weight;
+    stats.policy_loss += terms.policy_loss * weight;
+    stats.kl += terms.kl * weight;
+    stats.entropy += terms.entropy * weight;
+    stats.clip_fraction += terms.clip_fraction * weight;
+    stats.action_tokens += terms.action_tokens;
+  }
+  if (m.reducer) m.reducer->all_reduce(m.policy.gradient_buffers());
+  stats.grad_norm = torch::nn::utils::clip_grad_norm_(m.policy.parameters(), m.config.grad_clip > 0 ? m.config.grad_clip : 1e30);
+  m.optimizer.step();
+  return stats;
+}
+
+}  // namespace arclight::algo
