@@ -53,6 +53,44 @@ void bind_config(CLI::App& train, Config& c) {
   opt("layout.trainers", c.layout.trainers, "trainer ranks: a count or a fraction of the worker ranks");
   opt("layout.runners", c.layout.runners, "runner ranks: a count, a fraction, or \"rest\"");
 
+  opt("model.d_model", c.model.d_model, "width of the transformer")->check(CLI::PositiveNumber);
+  opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(CLI::PositiveNumber);
+  opt("model.n_heads", c.model.n_heads, "attention heads")->check(CLI::PositiveNumber);
+  opt("model.d_ff", c.model.d_ff, "width of the MLP")->check(CLI::PositiveNumber);
+  opt("model.max_seq", c.model.max_seq, "longest token sequence")->check(CLI::PositiveNumber);
+  opt("model.positions", c.model.positions, "rotary or learned")->check(CLI::IsMember({"rotary", "learned"}));
+
+  opt("agent.name", c.agent.name, "the built-in agent to train: guess or arith");
+  opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
+  opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(CLI::PositiveNumber);
+  opt("agent.arith_digits", c.agent.arith_digits, "arith: digits per operand")->check(CLI::Range(1, 9));
+  opt("agent.max_policy_calls", c.agent.max_policy_calls, "an episode making more policy calls fails")
+      ->check(CLI::PositiveNumber);
+  opt("agent.episode_timeout_seconds", c.agent.episode_timeout_seconds, "an episode running longer fails")
+      ->check(CLI::PositiveNumber);
+
+  opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(CLI::PositiveNumber);
+  opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(CLI::PositiveNumber);
+  opt("grpo.advantage", c.grpo.advantage, "per_step (returns-to-go normalized per step) or trajectory")
+      ->check(CLI::IsMember({"per_step", "trajectory"}));
+  opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
+  opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(CLI::NonNegativeNumber);
+  opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(CLI::NonNegativeNumber);
+  opt("grpo.entropy_coef", c.grpo.entropy_coef, "entropy bonus")->check(CLI::NonNegativeNumber);
+  opt("grpo.lr", c.grpo.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
+  opt("grpo.weight_decay", c.grpo.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(CLI::NonNegativeNumber);
+  opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(CLI::PositiveNumber);
+  opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
+      ->check(CLI::NonNegativeNumber);
+  opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(CLI::PositiveNumber);
+  opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(CLI::NonNegativeNumber);
+
+  opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(CLI::PositiveNumber);
+  opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(CLI::PositiveNumber);
+  opt("comm.compression", c.comm.compression, "gradients in transit: none, bf16 or fp16")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}));
+
   opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
       ->check(CLI::NonNegativeNumber);
   opt("rollout.unresponsive_seconds", c.rollout.unresponsive_seconds,
@@ -62,6 +100,8 @@ void bind_config(CLI::App& train, Config& c) {
   opt("rollout.retry_condition", c.rollout.retry_condition, "attempt endings that requeue the rollout")
       ->check(CLI::IsMember({"failed", "timeout", "unresponsive"}));
 
+  opt("runner.episodes_in_flight", c.runner.episodes_in_flight, "episodes a runner runs at once, batched")
+      ->check(CLI::PositiveNumber);
   opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(CLI::PositiveNumber);
   opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
       ->check(CLI::PositiveNumber);

@@ -9,26 +9,14 @@
 
 #include "arclight/ckpt/inspect.hpp"
 #include "arclight/comm/gpu.hpp"
-#include "arclight/comm/store_service.hpp"
+#include "arclight/app/training.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/layout.hpp"
 #include "arclight/core/placement.hpp"
 #include "arclight/model/compute_threads.hpp"
-#include "arclight/store/memory_store.hpp"
 
 namespace arclight::app {
 namespace {
-
-store::RolloutConfig rollout_config(const RolloutDefaults& d) {
-  store::RolloutConfig c;
-  c.timeout_seconds = d.timeout_seconds;
-  c.unresponsive_seconds = d.unresponsive_seconds;
-  c.max_attempts = static_cast<std::uint32_t>(d.max_attempts);
-  for (const std::string& name : d.retry_condition) c.retry_condition |= store::bit(*store::parse_attempt_status(name));
-  return c;
-}
-
-std::string worker_name(const Layout& layout, int rank) { return role_name(layout.roles[rank]) + "-" + std::to_string(rank); }
 
 Placement place_this_rank(const comm::MpiRuntime& mpi) {
   Placement p;
@@ -86,23 +74,8 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
   if (mpi.rank() == inv.config.faults.fatal_rank)
     throw Error("fault drill: rank " + std::to_string(mpi.rank()) + " fails fatally (faults.fatal_rank)");
 
-  // The control plane: rank 0 serves the store; every worker checks in over MPI.
-  comm::Communicator control = comm::Communicator::duplicate(MPI_COMM_WORLD);
-  if (mpi.rank() == 0) {
-    SystemClock clock;
-    store::RolloutConfig config = rollout_config(inv.config.rollout);
-    store::MemoryStore store(clock, config);
-    store::Watchdog watchdog(store, store::watchdog_interval(config));
-    comm::StoreServer server(control.get(), store);
-    server.serve_until_all_done();
-    log::progress(log::concat("control plane: ", store.statistics().workers, " worker(s) checked in"));
-  } else {
-    comm::RemoteStore client(control.get(), 0);
-    client.heartbeat(worker_name(layout, mpi.rank()));
-  }
   mpi.first_failure(false);  // every rank reached the end of start-up
-
-  if (mpi.rank() == 0) log::warn("the training loop is not built yet: start-up checks passed, nothing to train");
+  run_training(mpi, inv.config, layout, placement);
   return exit_ok;
 }
 
@@ -124,6 +97,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   if (inv.error.empty() && inv.command == Command::train) {
     try {
       layout = make_layout(inv.config.layout, mpi.size());
+      check_training_config(inv.config);
     } catch (const UsageError& e) {
       inv.error = e.what();
     }

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "arclight/core/log.hpp"
@@ -19,14 +20,14 @@ Clock::time_point after(double seconds) {
 
 // ---- waiting ------------------------------------------------------------------------------
 
-IdleBackoff::IdleBackoff(MPI_Comm comm) {
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int ranks_on_node = 1;
-  MPI_Comm_size(node, &ranks_on_node);
-  MPI_Comm_free(&node);
-  const bool oversubscribed = ranks_on_node > static_cast<int>(std::thread::hardware_concurrency());
-  spin_polls_ = oversubscribed ? 0 : 20000;
+IdleBackoff::IdleBackoff() {
+  static const int spin_polls = [] {
+    const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int ranks_on_node = local_size ? std::atoi(local_size) : 1;
+    const bool oversubscribed = ranks_on_node > static_cast<int>(std::thread::hardware_concurrency());
+    return oversubscribed ? 0 : 20000;
+  }();
+  spin_polls_ = spin_polls;
 }
 
 void IdleBackoff::idle() {
@@ -38,7 +39,7 @@ void IdleBackoff::idle() {
 
 // ---- server ------------------------------------------------------------------------------
 
-StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), backoff_(comm), store_(&store) {}
+StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), store_(&store) {}
 
 StoreServer::~StoreServer() {
   // Replies still in flight go to ranks that are exiting; don't wait for them forever.
@@ -163,7 +164,7 @@ void StoreServer::serve_until_all_done(const std::function<bool()>& stop) {
 // ---- client ------------------------------------------------------------------------------
 
 RemoteStore::RemoteStore(MPI_Comm comm, int server_rank, double reply_timeout_seconds)
-    : comm_(comm), backoff_(comm), server_(server_rank), reply_timeout_(reply_timeout_seconds) {}
+    : comm_(comm), server_(server_rank), reply_timeout_(reply_timeout_seconds) {}
 
 RemoteStore::~RemoteStore() {
   std::string bye = wire::encode(wire::Type::bye, false, 0);

@@ -19,10 +19,11 @@ inline constexpr int tag_store_reply = 102;
 
 // How a rank waits for a message that has not arrived: spin (lowest latency) while
 // it has a core to itself, then yield, then sleep. On an oversubscribed node it
-// yields at once, so that the rank it waits for gets the core.
+// yields at once, so that the rank it waits for gets the core. Not collective: the
+// node's rank count comes from the launcher (OMPI_COMM_WORLD_LOCAL_SIZE).
 class IdleBackoff {
  public:
-  explicit IdleBackoff(MPI_Comm comm);
+  IdleBackoff();
   void idle();
   void reset() { idle_polls_ = 0; }
 

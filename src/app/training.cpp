@@ -1,0 +1,526 @@
+#include "arclight/app/training.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "arclight/agent/agent.hpp"
+#include "arclight/agent/episode_batcher.hpp"
+#include "arclight/algo/adapter.hpp"
+#include "arclight/algo/advantages.hpp"
+#include "arclight/algo/trainer.hpp"
+#include "arclight/comm/reducer.hpp"
+#include "arclight/comm/store_service.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "arclight/store/memory_store.hpp"
+#include "arclight/store/span_batcher.hpp"
+
+namespace arclight::app {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+constexpr int tag_train = 201;
+constexpr int tag_stats = 202;
+enum : std::uint32_t { work_train = 1, work_stop = 2 };
+
+store::RolloutConfig rollout_config(const RolloutDefaults& d) {
+  store::RolloutConfig c;
+  c.timeout_seconds = d.timeout_seconds;
+  c.unresponsive_seconds = d.unresponsive_seconds;
+  c.max_attempts = static_cast<std::uint32_t>(d.max_attempts);
+  for (const std::string& name : d.retry_condition) c.retry_condition |= store::bit(*store::parse_attempt_status(name));
+  return c;
+}
+
+std::uint64_t fnv1a(const std::vector<float>& weights) {
+  std::uint64_t h = 1469598103934665603ULL;
+  const auto* p = reinterpret_cast<const unsigned char*>(weights.data());
+  for (std::size_t i = 0; i < weights.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+// The communicators of a training job.
+struct Channels {
+  comm::Communicator control;   // the store's requests and replies
+  comm::Communicator work;      // coordinator <-> trainers: batches and their figures
+  comm::Communicator trainers;  // gradients (trainers only)
+  comm::Communicator sync;      // weights: the trainer leader and the runners
+};
+
+Channels open_channels(const Layout& layout, int rank) {
+  Channels ch;
+  ch.control = comm::Communicator::duplicate(MPI_COMM_WORLD);
+  ch.work = comm::Communicator::duplicate(MPI_COMM_WORLD);
+  const RankRole& role = layout.roles[rank];
+  ch.trainers = comm::Communicator::split(MPI_COMM_WORLD, role.trainer ? 1 : MPI_UNDEFINED, rank);
+  const bool in_sync = role.runner || rank == layout.trainer_leader();
+  ch.sync = comm::Communicator::split(MPI_COMM_WORLD, in_sync ? 1 : MPI_UNDEFINED, rank);  // the leader is its rank 0
+  return ch;
+}
+
+// Weights travel as [version (int64)][floats]; a negative version means training is over.
+struct WeightMessage {
+  explicit WeightMessage(std::size_t parameters) : bytes(sizeof(std::int64_t) + parameters * sizeof(float)) {}
+  std::int64_t version() const {
+    std::int64_t v;
+    std::memcpy(&v, bytes.data(), sizeof v);
+    return v;
+  }
+  const float* weights() const { return reinterpret_cast<const float*>(bytes.data() + sizeof(std::int64_t)); }
+  void fill(std::int64_t version, const std::vector<float>& weights) {
+    std::memcpy(bytes.data(), &version, sizeof version);
+    if (!weights.empty()) std::memcpy(bytes.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
+  }
+  std::vector<char> bytes;
+};
+
+// ---- runner ---------------------------------------------------------------------------------
+
+// Writes an episode's record as spans of its attempt.
+class StoreTracer : public agent::Tracer {
+ public:
+  StoreTracer(store::SpanBatcher& batcher, const store::AttemptedRollout& ar) : batcher_(batcher), ar_(ar) {}
+  void llm_call(const std::vector<std::int32_t>& prompt, const agent::LlmResponse& r) override {
+    store::Span s = span(algo::span_names::llm);
+    s.attributes = {{"prompt_ids", store::TokenIds(prompt)},
+                    {"response_ids", store::TokenIds(r.tokens)},
+                    {"logprobs", store::Floats(r.logprobs)},
+                    {"policy_version", double(r.policy_version)}};
+    batcher_.add(std::move(s));
+  }
+  void reward(double value, int step) override {
+    store::Span s = span(algo::span_names::reward);
+    s.attributes = {{"reward", value}, {"step", double(step)}};
+    batcher_.add(std::move(s));
+  }
+  void result(const std::map<std::string, double>& metrics) override {
+    store::Span s = span(algo::span_names::result);
+    for (const auto& [k, v] : metrics) s.attributes.push_back({k, v});
+    batcher_.add(std::move(s));
+  }
+
+ private:
+  store::Span span(const char* name) {
+    store::Span s;
+    s.rollout_id = ar_.rollout.id;
+    s.attempt_id = ar_.attempt.id;
+    s.name = name;
+    s.status = store::SpanStatus::ok;
+    return s;
+  }
+  store::SpanBatcher& batcher_;
+  const store::AttemptedRollout& ar_;
+};
+
+void run_runner(const Config& config, const Channels& ch, int rank) {
+  comm::RemoteStore store(ch.control.get(), 0);
+  store::SpanBatcher spans(store, config.runner.span_batch, config.runner.span_flush_seconds);
+  auto agent = agent::make_agent(config.agent);
+  model::Policy policy(config.model, agent->vocab_size(), config.run.seed);
+  const model::Sampling train_sampling{config.grpo.temperature, 0}, greedy{1.0, 1};
+  agent::EpisodeBatcher batcher(policy, train_sampling, 0);
+  policy.seed_sampling(config.run.seed * 1000 + rank);
+  const std::string me = "runner-" + std::to_string(rank);
+
+  WeightMessage incoming(policy.parameter_count());
+  MPI_Request pending;
+  MPI_Ibcast(incoming.bytes.data(), static_cast<int>(incoming.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &pending);
+  for (;;) {
+    int arrived = 0;
+    MPI_Test(&pending, &arrived, MPI_STATUS_IGNORE);
+    if (arrived) {  // between episodes only: a new policy version
+      if (incoming.version() < 0) break;
+      policy.load_flat_parameters(incoming.weights(), policy.parameter_count());
+      batcher.set_policy_version(static_cast<std::uint64_t>(incoming.version()));
+      MPI_Ibcast(incoming.bytes.data(), static_cast<int>(incoming.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &pending);
+      continue;
+    }
+    std::vector<store::AttemptedRollout> got = store.dequeue(me, static_cast<std::size_t>(config.runner.episodes_in_flight));
+    if (got.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    for (store::Mode mode : {store::Mode::train, store::Mode::val}) {
+      std::vector<const store::AttemptedRollout*> these;
+      for (const auto& ar : got)
+        if ((ar.rollout.mode == store::Mode::train) == (mode == store::Mode::train)) these.push_back(&ar);
+      if (these.empty()) continue;
+      batcher.set_sampling(mode == store::Mode::train ? train_sampling : greedy);
+      std::vector<std::unique_ptr<StoreTracer>> tracers;
+      std::vector<std::function<void(agent::Llm&)>> episodes;
+      for (const store::AttemptedRollout* ar : these) {
+        tracers.push_back(std::make_unique<StoreTracer>(spans, *ar));
+        StoreTracer* tracer = tracers.back().get();
+        episodes.push_back([&, ar, tracer](agent::Llm& llm) {
+          agent::TracedLlm traced(llm, *tracer, config.agent.max_policy_calls, config.agent.episode_timeout_seconds);
+          agent->run(ar->rollout.input, traced, *tracer);
+        });
+      }
+      std::vector<std::exception_ptr> errors = batcher.run(episodes);
+      spans.flush();
+      for (std::size_t i = 0; i < these.size(); ++i) {
+        store::AttemptUpdate end;
+        end.status = errors[i] ? store::AttemptStatus::failed : store::AttemptStatus::succeeded;
+        if (errors[i]) {
+          try {
+            std::rethrow_exception(errors[i]);
+          } catch (const std::exception& e) {
+            log::debug("episode of rollout ", these[i]->rollout.id, " failed: ", e.what());
+          }
+        }
+        try {
+          store.update_attempt(these[i]->rollout.id, these[i]->attempt.id, end);
+        } catch (const store::StoreError& e) {
+          log::debug("late report refused: ", e.what());  // the rollout moved on without this attempt
+        }
+      }
+    }
+  }
+}
+
+// ---- trainer ---------------------------------------------------------------------------------
+
+void run_trainer(const Config& config, const Channels& ch, const Layout& layout, int rank) {
+  comm::RemoteStore store(ch.control.get(), 0);
+  auto agent = agent::make_agent(config.agent);
+  model::Policy policy(config.model, agent->vocab_size(), config.run.seed);
+  std::unique_ptr<GradientReducer> reducer;
+  if (ch.trainers.size() > 1) {
+    comm::ReducerConfig rc;
+    rc.bucket_bytes = static_cast<std::size_t>(config.comm.bucket_mb * (1 << 20));
+    rc.first_bucket_bytes = static_cast<std::size_t>(config.comm.first_bucket_mb * (1 << 20));
+    rc.compression = config.comm.compression;
+    reducer = std::make_unique<comm::MpiReducer>(ch.trainers.get(), rc);
+  }
+  algo::Trainer trainer(policy, config.grpo, reducer.get());
+  const bool leader = rank == layout.trainer_leader();
+  if (leader) store.add_resources("policy", "version=0 checksum=" + std::to_string(fnv1a(policy.flat_parameters())));
+  WeightMessage outgoing(policy.parameter_count());
+  comm::IdleBackoff backoff;
+  std::int64_t version = 0;
+  for (;;) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    MPI_Improbe(0, tag_train, ch.work.get(), &flag, &msg, &status);
+    if (!flag) {
+      backoff.idle();
+      continue;
+    }
+    backoff.reset();
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::string message(static_cast<std::size_t>(count), '\0');
+    MPI_Mrecv(message.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    ByteReader in(message);
+    const std::uint32_t kind = in.u32();
+    if (kind == work_stop) {
+      if (leader) {  // tell the runners
+        outgoing.fill(-1, {});
+        MPI_Request r;
+        MPI_Ibcast(outgoing.bytes.data(), static_cast<int>(outgoing.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+      }
+      break;
+    }
+    const double total_tokens = in.f64();
+    std::vector<algo::Sample> shard = algo::decode_samples(in.raw(in.remaining()));
+    auto t0 = Clock::now();
+    algo::TrainStats stats = trainer.step(shard, total_tokens);
+    const double train_seconds = seconds_since(t0);
+    ++version;
+    auto t1 = Clock::now();
+    if (leader) {
+      std::vector<float> weights = policy.flat_parameters();
+      store.update_resources("policy", log::concat("version=", version, " checksum=", fnv1a(weights)));
+      outgoing.fill(version, weights);
+      MPI_Request r;
+      MPI_Ibcast(outgoing.bytes.data(), static_cast<int>(outgoing.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    const double sync_seconds = seconds_since(t1);
+    double figures[] = {stats.loss, stats.policy_loss, stats.kl, stats.entropy, stats.clip_fraction, stats.grad_norm,
+                        stats.action_tokens, train_seconds, sync_seconds};
+    MPI_Send(figures, 9, MPI_DOUBLE, 0, tag_stats, ch.work.get());
+  }
+}
+
+// ---- coordinator ---------------------------------------------------------------------------
+
+struct EpisodeFigures {
+  double reward = 0, success = 0, tokens = 0;
+  std::map<std::string, double> metrics;  // sums over episodes
+  int episodes = 0, failed = 0;
+};
+
+class Coordinator {
+ public:
+  Coordinator(const Config& config, const Channels& ch, const Layout& layout)
+      : config_(config), ch_(ch), layout_(layout), store_(clock_, rollout_config(config.rollout)),
+        watchdog_(store_, store::watchdog_interval(store_.default_config())), server_(ch.control.get(), store_),
+        agent_(agent::make_agent(config.agent)), rng_(config.run.seed) {}
+
+  void run() {
+    std::filesystem::create_directories(config_.run.dir);
+    const std::string metrics_path = (std::filesystem::path(config_.run.dir) / "metrics.jsonl").string();
+    std::ofstream metrics(metrics_path, std::ios::app);
+    if (!metrics) throw UsageError("cannot write " + metrics_path);
+    auto reference = agent_->reference_figures();
+    log::progress(log::concat("training ", agent_->name(), " for ", config_.run.steps, " steps; metrics in ", metrics_path));
+    const auto start = Clock::now();
+    std::vector<store::RolloutId> next = enqueue_step();
+    for (int step = 1; step <= config_.run.steps; ++step) {
+      auto t0 = Clock::now();
+      std::vector<store::RolloutId> current = std::move(next);
+      wait_for(current);
+      // With staleness allowed, the next step's rollouts run while this one trains.
+      if (config_.grpo.max_staleness > 0 && step < config_.run.steps) next = enqueue_step();
+      const double rollout_seconds = seconds_since(t0);
+      EpisodeFigures fig;
+      double staleness = 0;
+      std::vector<algo::Sample> samples = build_samples(current, fig, staleness);
+      auto t1 = Clock::now();
+      double stats[9] = {0};
+      train(samples, stats);
+      const double step_seconds = seconds_since(t0);
+      ++version_;
+      if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next = enqueue_step();
+
+      std::ostringstream line, json;
+      const double n = std::max(1, fig.episodes);
+      auto field = [&](const char* name, double value, int precision) {
+        line << ' ' << name << '=' << std::fixed << std::setprecision(precision) << value;
+        json << ",\"" << name << "\":" << std::setprecision(6) << value;
+      };
+      line << "step=" << step;
+      json << "{\"step\":" << step;
+      field("version", double(version_), 0);
+      field("reward", fig.reward / n, 3);
+      field("success", fig.success / n, 3);
+      field("rollouts_per_s", fig.episodes / std::max(1e-9, step_seconds), 1);
+      field("tokens_per_s", fig.tokens / std::max(1e-9, step_seconds), 1);
+      field("loss", stats[0], 4);
+      field("grad_norm", stats[5], 3);
+      field("entropy", stats[3], 3);
+      field("staleness", staleness, 2);
+      field("failed", double(fig.failed), 0);
+      field("time_rollout", rollout_seconds, 2);
+      field("time_train", stats[7], 2);
+      field("time_sync", stats[8], 2);
+      field("elapsed", seconds_since(start), 1);
+      (void)t1;
+      if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps)) {
+        EpisodeFigures val = validate();
+        const double vn = std::max(1, val.episodes);
+        field("val_success", val.success / vn, 3);
+        for (const auto& [k, v] : val.metrics)
+          if (k != "success" && k[0] != '_') field(("val_" + k).c_str(), k == "guesses" ? v / std::max(1.0, val.metrics["_solved"]) : v / vn, 3);
+        for (const auto& [k, v] : reference) field(k.c_str(), v, 3);
+      }
+      log::progress(line.str());
+      metrics << json.str() << "}\n";
+      metrics.flush();
+    }
+  }
+
+  void shut_down() {
+    std::string stop;
+    ByteWriter w(stop);
+    w.u32(work_stop);
+    for (int t : layout_.trainers()) MPI_Send(stop.data(), static_cast<int>(stop.size()), MPI_BYTE, t, tag_train, ch_.work.get());
+    server_.serve_until_all_done();
+  }
+
+ private:
+  std::vector<store::RolloutId> enqueue_step() {
+    std::vector<store::NewRollout> batch;
+    for (int t = 0; t < config_.grpo.tasks_per_step; ++t) {
+      std::string task = agent_->make_task(rng_);
+      for (int g = 0; g < config_.grpo.group_size; ++g) {
+        store::NewRollout r;
+        r.input = task;
+        r.mode = store::Mode::train;
+        r.metadata = std::to_string(t);  // the GRPO group within its step
+        batch.push_back(std::move(r));
+      }
+    }
+    std::vector<store::RolloutId> ids;
+    for (const store::Rollout& r : store_.enqueue(std::move(batch))) ids.push_back(r.id);
+    return ids;
+  }
+
+  // Serves the store until every rollout in ids has ended.
+  void wait_for(const std::vector<store::RolloutId>& ids) {
+    for (;;) {
+      if (store_.wait_for_rollouts(ids, 0.0).size() == ids.size()) return;
+      if (server_.poll() > 0) backoff_.reset();
+      else backoff_.idle();
+    }
+  }
+
+  std::vector<store::Span> spans_of(store::RolloutId id) {
+    store::SpanFilter f;
+    f.rollout_id = id;
+    f.attempt_id = store::latest_attempt;
+    return store_.query_spans(f, {}).items;
+  }
+
+  std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig, double& staleness) {
+    std::map<std::string, std::vector<algo::Trajectory>> groups;
+    int stale = 0;
+    std::vector<double> lags;
+    for (const store::Rollout& r : store_.query_rollouts(store::RolloutFilter{0, ids, std::nullopt}, {}).items) {
+      if (r.status != store::RolloutStatus::succeeded) {
+        ++fig.failed;
+        continue;
+      }
+      algo::Trajectory t = algo::read_trajectory(spans_of(r.id));
+      add_figures(t, fig);
+      const double lag = double(version_) - double(t.oldest_version());
+      lags.push_back(lag);
+      if (lag > config_.grpo.max_staleness) {
+        ++stale;
+        continue;
+      }
+      groups[r.metadata].push_back(std::move(t));
+    }
+    staleness = lags.empty() ? 0 : *std::max_element(lags.begin(), lags.end());
+    if (stale) log::debug(stale, " rollouts past max_staleness were not trained on");
+    std::vector<algo::Sample> samples;
+    const bool per_step = config_.grpo.advantage == "per_step";
+    for (auto& [group, trajectories] : groups) {
+      std::vector<std::vector<double>> rewards;
+      for (const auto& t : trajectories) rewards.push_back(t.rewards);
+      auto advantages = algo::group_advantages(rewards, per_step, config_.grpo.gamma);
+      for (std::size_t i = 0; i < trajectories.size(); ++i) {
+        std::vector<double> per_call = advantages[i];
+        per_call.resize(trajectories[i].calls.size(), per_call.empty() ? 0.0 : per_call.back());
+        samples.push_back(algo::trajectory_sample(trajectories[i], per_call));
+      }
+    }
+    return samples;
+  }
+
+  static void add_figures(const algo::Trajectory& t, EpisodeFigures& fig) {
+    ++fig.episodes;
+    for (double r : t.rewards) fig.reward += r;
+    for (const auto& c : t.calls) fig.tokens += double(c.response.size());
+    auto it = t.metrics.find("success");
+    const double success = it == t.metrics.end() ? 0.0 : it->second;
+    fig.success += success;
+    for (const auto& [k, v] : t.metrics) fig.metrics[k] += k == "guesses" ? v * success : v;
+    fig.metrics["_solved"] += success;
+  }
+
+  void train(const std::vector<algo::Sample>& samples, double stats[9]) {
+    const std::vector<int> trainers = layout_.trainers();
+    std::vector<std::vector<algo::Sample>> shards(trainers.size());
+    for (std::size_t i = 0; i < samples.size(); ++i) shards[i % trainers.size()].push_back(samples[i]);
+    const double total = algo::action_tokens(samples);
+    std::vector<std::string> messages(trainers.size());
+    std::vector<MPI_Request> sends(trainers.size());
+    for (std::size_t k = 0; k < trainers.size(); ++k) {
+      ByteWriter w(messages[k]);
+      w.u32(work_train);
+      w.f64(total);
+      messages[k] += algo::encode_samples(shards[k]);
+      MPI_Isend(messages[k].data(), static_cast<int>(messages[k].size()), MPI_BYTE, trainers[k], tag_train, ch_.work.get(),
+                &sends[k]);
+    }
+    // Every trainer's figures: the loss terms are already weighted by their shard's share, so they add up.
+    std::size_t received = 0;
+    while (received < trainers.size()) {
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag_stats, ch_.work.get(), &flag, &status);
+      if (flag) {
+        double figures[9];
+        MPI_Recv(figures, 9, MPI_DOUBLE, status.MPI_SOURCE, tag_stats, ch_.work.get(), MPI_STATUS_IGNORE);
+        for (int i : {0, 1, 2, 3, 4}) stats[i] += figures[i];
+        if (status.MPI_SOURCE == layout_.trainer_leader()) {
+          stats[5] = figures[5];
+          stats[7] = figures[7];
+          stats[8] = figures[8];
+        }
+        ++received;
+        continue;
+      }
+      if (server_.poll() > 0) backoff_.reset();  // runners may be busy with stale-allowed rollouts
+      else backoff_.idle();
+    }
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+  }
+
+  EpisodeFigures validate() {
+    std::vector<store::NewRollout> batch;
+    for (const std::string& task : agent_->validation_tasks()) {
+      store::NewRollout r;
+      r.input = task;
+      r.mode = store::Mode::val;
+      batch.push_back(std::move(r));
+    }
+    std::vector<store::RolloutId> ids;
+    for (const store::Rollout& r : store_.enqueue(std::move(batch))) ids.push_back(r.id);
+    wait_for(ids);
+    EpisodeFigures fig;
+    for (store::RolloutId id : ids) {
+      if (store_.get_rollout(id).status != store::RolloutStatus::succeeded) {
+        ++fig.failed;
+        ++fig.episodes;
+        continue;
+      }
+      add_figures(algo::read_trajectory(spans_of(id)), fig);
+    }
+    return fig;
+  }
+
+  const Config& config_;
+  const Channels& ch_;
+  const Layout& layout_;
+  SystemClock clock_;
+  store::MemoryStore store_;
+  store::Watchdog watchdog_;
+  comm::StoreServer server_;
+  comm::IdleBackoff backoff_;
+  std::unique_ptr<agent::Agent> agent_;
+  std::mt19937_64 rng_;
+  std::uint64_t version_ = 0;
+};
+
+}  // namespace
+
+void check_training_config(const Config& config) {
+  if (config.layout.mode == "colocated")
+    throw UsageError("layout.mode = \"colocated\": the training loop runs split layouts only, for now");
+  auto agent = agent::make_agent(config.agent);
+  if (config.model.d_model % config.model.n_heads != 0 || (config.model.d_model / config.model.n_heads) % 2 != 0)
+    throw UsageError(log::concat("model.d_model = ", config.model.d_model, " must split into model.n_heads = ",
+                                 config.model.n_heads, " heads of an even size"));
+  if (config.model.max_seq < agent->max_sequence())
+    throw UsageError(log::concat("model.max_seq = ", config.model.max_seq, " is shorter than a ", agent->name(),
+                                 " episode (", agent->max_sequence(), " tokens)"));
+}
+
+void run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&) {
+  const int rank = mpi.rank();
+  Channels ch = open_channels(layout, rank);
+  if (rank == 0) {
+    Coordinator coordinator(config, ch, layout);
+    coordinator.run();
+    coordinator.shut_down();
+  } else if (layout.roles[rank].trainer) {
+    run_trainer(config, ch, layout, rank);
+  } else {
+    run_runner(config, ch, rank);
+  }
+}
+
+}  // namespace arclight::app
