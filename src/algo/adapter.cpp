@@ -99,6 +99,13 @@ std::vector<Sample> transition_samples(const Trajectory& t, const std::vector<do
   return out;
 }
 
+double action_tokens(const std::vector<Sample>& samples) {
+  double n = 0;
+  for (const Sample& s : samples)
+    for (std::size_t i = 1; i < s.action_mask.size(); ++i) n += s.action_mask[i];
+  return n;
+}
+
 std::string encode_samples(const std::vector<Sample>& samples) {
   std::string out;
   ByteWriter w(out);

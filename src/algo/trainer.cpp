@@ -7,13 +7,6 @@
 
 namespace arclight::algo {
 
-double action_tokens(const std::vector<Sample>& samples) {
-  double n = 0;
-  for (const Sample& s : samples)
-    for (std::size_t i = 1; i < s.action_mask.size(); ++i) n += s.action_mask[i];  // position 0 is never predicted
-  return n;
-}
-
 struct Trainer::Impl {
   Impl(model::Policy& p, const GrpoConfig& c, GradientReducer* r)
       : policy(p), config(c), reducer(r),

@@ -39,6 +39,9 @@ Sample trajectory_sample(const Trajectory& trajectory, const std::vector<double>
 // One sample per policy call (transition level).
 std::vector<Sample> transition_samples(const Trajectory& trajectory, const std::vector<double>& call_advantages);
 
+// Action tokens in samples: what the loss averages over (position 0 is never predicted).
+double action_tokens(const std::vector<Sample>& samples);
+
 // The samples of one training step, as the coordinator sends them to a trainer.
 std::string encode_samples(const std::vector<Sample>& samples);
 std::vector<Sample> decode_samples(std::string_view bytes);  // throws DecodeError

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "arclight/algo/sample.hpp"
+#include "arclight/algo/adapter.hpp"
 #include "arclight/core/config.hpp"
 #include "arclight/core/gradient_reducer.hpp"
 #include "arclight/model/policy.hpp"
@@ -34,8 +34,5 @@ class Trainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Action tokens in samples (what total_action_tokens adds up).
-double action_tokens(const std::vector<Sample>& samples);
 
 }  // namespace arclight::algo

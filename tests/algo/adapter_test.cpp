@@ -1,0 +1,95 @@
+#include "arclight/algo/adapter.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include "arclight/core/bytes.hpp"
+
+using namespace arclight;
+using namespace arclight::algo;
+
+namespace {
+store::Span llm(std::vector<std::int32_t> prompt, std::vector<std::int32_t> response, std::vector<float> logprobs,
+                double version) {
+  store::Span s;
+  s.name = span_names::llm;
+  s.attributes = {{"prompt_ids", store::TokenIds(prompt)},
+                  {"response_ids", store::TokenIds(response)},
+                  {"logprobs", store::Floats(logprobs)},
+                  {"policy_version", version}};
+  return s;
+}
+store::Span reward(double value, int step) {
+  store::Span s;
+  s.name = span_names::reward;
+  s.attributes = {{"reward", value}, {"step", double(step)}};
+  return s;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(adapter)
+
+BOOST_AUTO_TEST_CASE(a_multi_turn_episode_becomes_one_sequence_with_environment_tokens_masked) {
+  // BOS=0; turn 1 guesses 16, feedback 32; turn 2 guesses 8.
+  std::vector<store::Span> spans{llm({0}, {16}, {-1.5f}, 4), reward(1.0, 0), llm({0, 16, 32}, {8}, {-0.5f}, 5),
+                                 reward(2.0, 1)};
+  store::Span result;
+  result.name = span_names::result;
+  result.attributes = {{"success", 1.0}, {"guesses", 2.0}};
+  spans.push_back(result);
+  Trajectory t = read_trajectory(spans);
+  BOOST_TEST(t.calls.size() == 2u);
+  BOOST_TEST(t.rewards == (std::vector<double>{1.0, 2.0}));
+  BOOST_TEST(t.metrics["guesses"] == 2.0);
+  BOOST_TEST(t.oldest_version() == 4u);
+  Sample s = trajectory_sample(t, {0.5, -0.25});
+  BOOST_TEST(s.tokens == (std::vector<std::int32_t>{0, 16, 32, 8}));
+  BOOST_TEST(s.action_mask == (std::vector<std::uint8_t>{0, 1, 0, 1}));  // the feedback token 32 is not trained on
+  BOOST_TEST(s.behaviour_logprobs[1] == -1.5f);
+  BOOST_TEST(s.behaviour_logprobs[3] == -0.5f);
+  BOOST_TEST(s.advantages[1] == 0.5f);
+  BOOST_TEST(s.advantages[3] == -0.25f);
+  BOOST_TEST(s.advantages[2] == 0.0f);
+  BOOST_TEST(s.policy_version == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(transitions_give_one_sample_per_call) {
+  Trajectory t = read_trajectory({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8, 9}, {-0.5f, -0.1f}, 5)});
+  auto samples = transition_samples(t, {1.0, 2.0});
+  BOOST_REQUIRE(samples.size() == 2u);
+  BOOST_TEST(samples[1].tokens == (std::vector<std::int32_t>{0, 16, 32, 8, 9}));
+  BOOST_TEST(samples[1].action_mask == (std::vector<std::uint8_t>{0, 0, 0, 1, 1}));
+  BOOST_TEST(samples[1].advantages[4] == 2.0f);
+  BOOST_TEST(samples[1].policy_version == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
+  // The second prompt does not extend the first call.
+  Trajectory t = read_trajectory({llm({0}, {16}, {-1.f}, 1), llm({0, 17, 32}, {8}, {-1.f}, 1)});
+  BOOST_CHECK_THROW(trajectory_sample(t, {0, 0}), DecodeError);
+  store::Span bare;
+  bare.name = span_names::llm;
+  BOOST_CHECK_THROW(read_trajectory({bare}), DecodeError);
+  BOOST_CHECK_THROW(read_trajectory({llm({0}, {1}, {-1.f}, 1), reward(1.0, 3)}), DecodeError);  // no step 3
+  BOOST_CHECK_THROW(read_trajectory({llm({0}, {1, 2}, {-1.f}, 1)}), DecodeError);                // logprobs short
+}
+
+BOOST_AUTO_TEST_CASE(samples_round_trip_through_their_encoding) {
+  Sample a;
+  a.tokens = {0, 5, 7};
+  a.action_mask = {0, 1, 1};
+  a.behaviour_logprobs = {0, -1, -2};
+  a.advantages = {0, 0.5f, -0.5f};
+  a.policy_version = 9;
+  Sample empty;
+  auto back = decode_samples(encode_samples({a, empty}));
+  BOOST_REQUIRE(back.size() == 2u);
+  BOOST_TEST(back[0].tokens == a.tokens);
+  BOOST_TEST(back[0].advantages == a.advantages);
+  BOOST_TEST(back[0].policy_version == 9u);
+  BOOST_TEST(back[1].tokens.empty());
+  std::string bytes = encode_samples({a});
+  BOOST_CHECK_THROW(decode_samples(bytes.substr(0, bytes.size() - 1)), DecodeError);
+  BOOST_TEST(action_tokens({a}) == 2.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
