@@ -2,7 +2,7 @@
 # The real binary learns: on configs/tiny.toml (guess 1..7, fixed seed, 4 ranks), the mean
 # reward of the last 5 steps beats the first 5, and every step's line is in metrics.jsonl.
 set -u
-bin=$1; src=$2
+bin=$(realpath "$1"); src=$2
 mpirun=${MPIEXEC:-mpirun}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$src"
@@ -15,7 +15,8 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 lines=$(wc -l <"$work/run/metrics.jsonl" 2>/dev/null || echo 0)
 [ "$lines" = 25 ] || fail "metrics.jsonl has $lines lines, want 25"
 grep -q '^step=25 version=25 reward=' "$work/out" || fail "no progress line for step 25"
-read -r first last < <(python3 - "$work/run/metrics.jsonl" <<'PY'
+first=0; last=0
+[ -f "$work/run/metrics.jsonl" ] && read -r first last < <(python3 - "$work/run/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 r = [row["reward"] for row in rows]
@@ -24,5 +25,5 @@ PY
 )
 echo "mean reward, first 5 steps: $first; last 5 steps: $last"
 python3 -c "import sys; sys.exit(0 if $last > $first + 0.2 else 1)" || fail "reward did not rise ($first -> $last)"
-echo "$((3 - failures)) passed, $failures failed"
+echo "$((failures > 3 ? 0 : 3 - failures)) passed, $failures failed"
 [ $failures = 0 ]
