@@ -63,6 +63,15 @@ Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReduce
 Trainer::~Trainer() = default;
 
 TrainStats Trainer::step(const std::vector<Sample>& shard, double total_action_tokens) {
+  TrainStats first;
+  for (int epoch = 0; epoch < std::max(1, impl_->config.ppo_epochs); ++epoch) {
+    TrainStats stats = epoch_step(shard, total_action_tokens);
+    if (epoch == 0) first = stats;
+  }
+  return first;
+}
+
+TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_action_tokens) {
   Impl& m = *impl_;
   TrainStats stats;
   for (auto& p : m.policy.parameters()) p.mutable_grad().zero_();

@@ -81,6 +81,7 @@ void bind_config(CLI::App& train, Config& c) {
   opt("grpo.weight_decay", c.grpo.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
   opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(CLI::NonNegativeNumber);
   opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(CLI::PositiveNumber);
+  opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(CLI::PositiveNumber);
   opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
       ->check(CLI::NonNegativeNumber);
   opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(CLI::PositiveNumber);

@@ -26,11 +26,12 @@ class Trainer {
   // reducer may be null for a single trainer.
   Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer);
   ~Trainer();
-  // One optimizer step. total_action_tokens counts the action tokens of every trainer's
+  // grpo.ppo_epochs optimizer steps on one batch (figures from the first). total_action_tokens counts the action tokens of every trainer's
   // shard, so that K trainers on a split batch take the step one trainer would on all of it.
   TrainStats step(const std::vector<Sample>& shard, double total_action_tokens);
 
  private:
+  TrainStats epoch_step(const std::vector<Sample>& shard, double total_action_tokens);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

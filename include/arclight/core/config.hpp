@@ -71,6 +71,7 @@ struct GrpoConfig {
   double weight_decay = 0.0;
   double grad_clip = 1.0;
   int micro_batch = 256;           // sequences per forward/backward (gradient accumulation)
+  int ppo_epochs = 1;              // optimizer steps on each batch (PPO-style reuse; the clip keeps them close)
   int max_staleness = 0;           // train on a rollout only while current - its version <= this
   double temperature = 1.0;        // sampling temperature for training rollouts
   int validate_every = 10;         // steps between validations; 0: never
