@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <random>
 #include <sstream>
+#include <mutex>
 #include <thread>
 
 #include "arclight/agent/agent.hpp"
@@ -61,25 +62,102 @@ Channels open_channels(const Layout& layout, int rank) {
   ch.work = comm::Communicator::duplicate(MPI_COMM_WORLD);
   const RankRole& role = layout.roles[rank];
   ch.trainers = comm::Communicator::split(MPI_COMM_WORLD, role.trainer ? 1 : MPI_UNDEFINED, rank);
-  const bool in_sync = role.runner || rank == layout.trainer_leader();
+  const bool colocated = role.runner && role.trainer;
+  const bool in_sync = !colocated && (role.runner || rank == layout.trainer_leader());
   ch.sync = comm::Communicator::split(MPI_COMM_WORLD, in_sync ? 1 : MPI_UNDEFINED, rank);  // the leader is its rank 0
   return ch;
 }
 
-// Weights travel as [version (int64)][floats]; a negative version means training is over.
-struct WeightMessage {
-  explicit WeightMessage(std::size_t parameters) : bytes(sizeof(std::int64_t) + parameters * sizeof(float)) {}
-  std::int64_t version() const {
+// How new policy versions reach a runner: each trainer step publishes, runners poll between episodes.
+class WeightChannel {
+ public:
+  virtual ~WeightChannel() = default;
+  // Trainer side. Every trainer calls publish after each step; stop once at the end.
+  virtual void publish(std::int64_t version, const std::vector<float>& weights) = 0;
+  virtual void stop() = 0;
+  // Runner side, between episodes: loads a newer version into the policy if one has come.
+  // Returns false once training is over.
+  virtual bool poll(model::Policy& policy, std::uint64_t& version) = 0;
+};
+
+// Split layouts: the trainer leader broadcasts [version (int64)][floats] to the runners on
+// their own communicator (not through rank 0); runners keep an MPI_Ibcast posted. A
+// negative version ends training.
+class BroadcastWeights : public WeightChannel {
+ public:
+  // A rank outside the sync communicator (a trainer other than the leader) neither sends nor receives.
+  BroadcastWeights(MPI_Comm sync, std::size_t parameters, bool root)
+      : sync_(sync), root_(root && sync != MPI_COMM_NULL),
+        bytes_(sizeof(std::int64_t) + parameters * sizeof(float)) {
+    if (!root_ && sync_ != MPI_COMM_NULL) post();
+  }
+  void publish(std::int64_t version, const std::vector<float>& weights) override {
+    if (!root_) return;  // other trainers hold the same weights; the leader speaks for them
+    fill(version, weights);
+    send();
+  }
+  void stop() override {
+    if (!root_) return;
+    fill(-1, {});
+    send();
+  }
+  bool poll(model::Policy& policy, std::uint64_t& version) override {
+    if (sync_ == MPI_COMM_NULL) return true;
+    int arrived = 0;
+    MPI_Test(&pending_, &arrived, MPI_STATUS_IGNORE);
+    if (!arrived) return true;
     std::int64_t v;
-    std::memcpy(&v, bytes.data(), sizeof v);
-    return v;
+    std::memcpy(&v, bytes_.data(), sizeof v);
+    if (v < 0) return false;
+    policy.load_flat_parameters(reinterpret_cast<const float*>(bytes_.data() + sizeof v), policy.parameter_count());
+    version = static_cast<std::uint64_t>(v);
+    post();
+    return true;
   }
-  const float* weights() const { return reinterpret_cast<const float*>(bytes.data() + sizeof(std::int64_t)); }
+
+ private:
   void fill(std::int64_t version, const std::vector<float>& weights) {
-    std::memcpy(bytes.data(), &version, sizeof version);
-    if (!weights.empty()) std::memcpy(bytes.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
+    std::memcpy(bytes_.data(), &version, sizeof version);
+    if (!weights.empty()) std::memcpy(bytes_.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
   }
-  std::vector<char> bytes;
+  void post() { MPI_Ibcast(bytes_.data(), static_cast<int>(bytes_.size()), MPI_BYTE, 0, sync_, &pending_); }
+  void send() {
+    post();
+    MPI_Wait(&pending_, MPI_STATUS_IGNORE);
+  }
+  MPI_Comm sync_;
+  bool root_;
+  std::vector<char> bytes_;
+  MPI_Request pending_ = MPI_REQUEST_NULL;
+};
+
+// Colocated layouts: a rank's trainer thread hands its weights to the runner thread of the
+// same rank (every trainer holds the same weights after a step).
+class SharedWeights : public WeightChannel {
+ public:
+  void publish(std::int64_t version, const std::vector<float>& weights) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    version_ = version;
+    weights_ = weights;
+  }
+  void stop() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+  }
+  bool poll(model::Policy& policy, std::uint64_t& version) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (version_ >= 0 && static_cast<std::uint64_t>(version_) != version) {
+      policy.load_flat_parameters(weights_.data(), weights_.size());
+      version = static_cast<std::uint64_t>(version_);
+    }
+    return !stopped_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::int64_t version_ = -1;
+  std::vector<float> weights_;
+  bool stopped_ = false;
 };
 
 // ---- runner ---------------------------------------------------------------------------------
@@ -120,8 +198,7 @@ class StoreTracer : public agent::Tracer {
   const store::AttemptedRollout& ar_;
 };
 
-void run_runner(const Config& config, const Channels& ch, int rank) {
-  comm::RemoteStore store(ch.control.get(), 0);
+void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank) {
   store::SpanBatcher spans(store, config.runner.span_batch, config.runner.span_flush_seconds);
   auto agent = agent::make_agent(config.agent);
   model::Policy policy(config.model, agent->vocab_size(), config.run.seed);
@@ -130,19 +207,11 @@ void run_runner(const Config& config, const Channels& ch, int rank) {
   policy.seed_sampling(config.run.seed * 1000 + rank);
   const std::string me = "runner-" + std::to_string(rank);
 
-  WeightMessage incoming(policy.parameter_count());
-  MPI_Request pending;
-  MPI_Ibcast(incoming.bytes.data(), static_cast<int>(incoming.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &pending);
+  std::uint64_t version = 0;
   for (;;) {
-    int arrived = 0;
-    MPI_Test(&pending, &arrived, MPI_STATUS_IGNORE);
-    if (arrived) {  // between episodes only: a new policy version
-      if (incoming.version() < 0) break;
-      policy.load_flat_parameters(incoming.weights(), policy.parameter_count());
-      batcher.set_policy_version(static_cast<std::uint64_t>(incoming.version()));
-      MPI_Ibcast(incoming.bytes.data(), static_cast<int>(incoming.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &pending);
-      continue;
-    }
+    // Between episodes only: a new policy version, or the end.
+    if (!weights.poll(policy, version)) break;
+    batcher.set_policy_version(version);
     std::vector<store::AttemptedRollout> got = store.dequeue(me, static_cast<std::size_t>(config.runner.episodes_in_flight));
     if (got.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -188,8 +257,8 @@ void run_runner(const Config& config, const Channels& ch, int rank) {
 
 // ---- trainer ---------------------------------------------------------------------------------
 
-void run_trainer(const Config& config, const Channels& ch, const Layout& layout, int rank) {
-  comm::RemoteStore store(ch.control.get(), 0);
+void run_trainer(const Config& config, const Channels& ch, const Layout& layout, int rank, store::Store& store,
+                 WeightChannel& weights) {
   auto agent = agent::make_agent(config.agent);
   model::Policy policy(config.model, agent->vocab_size(), config.run.seed);
   std::unique_ptr<GradientReducer> reducer;
@@ -203,7 +272,6 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
   algo::Trainer trainer(policy, config.grpo, reducer.get());
   const bool leader = rank == layout.trainer_leader();
   if (leader) store.add_resources("policy", "version=0 checksum=" + std::to_string(fnv1a(policy.flat_parameters())));
-  WeightMessage outgoing(policy.parameter_count());
   comm::IdleBackoff backoff;
   std::int64_t version = 0;
   for (;;) {
@@ -223,12 +291,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     ByteReader in(message);
     const std::uint32_t kind = in.u32();
     if (kind == work_stop) {
-      if (leader) {  // tell the runners
-        outgoing.fill(-1, {});
-        MPI_Request r;
-        MPI_Ibcast(outgoing.bytes.data(), static_cast<int>(outgoing.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
-      }
+      weights.stop();  // tell the runners
       break;
     }
     const double total_tokens = in.f64();
@@ -238,14 +301,9 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     const double train_seconds = seconds_since(t0);
     ++version;
     auto t1 = Clock::now();
-    if (leader) {
-      std::vector<float> weights = policy.flat_parameters();
-      store.update_resources("policy", log::concat("version=", version, " checksum=", fnv1a(weights)));
-      outgoing.fill(version, weights);
-      MPI_Request r;
-      MPI_Ibcast(outgoing.bytes.data(), static_cast<int>(outgoing.bytes.size()), MPI_BYTE, 0, ch.sync.get(), &r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
-    }
+    std::vector<float> new_weights = policy.flat_parameters();
+    if (leader) store.update_resources("policy", log::concat("version=", version, " checksum=", fnv1a(new_weights)));
+    weights.publish(version, new_weights);
     const double sync_seconds = seconds_since(t1);
     double figures[] = {stats.loss, stats.policy_loss, stats.kl, stats.entropy, stats.clip_fraction, stats.grad_norm,
                         stats.action_tokens, train_seconds, sync_seconds};
@@ -498,8 +556,6 @@ class Coordinator {
 }  // namespace
 
 void check_training_config(const Config& config) {
-  if (config.layout.mode == "colocated")
-    throw UsageError("layout.mode = \"colocated\": the training loop runs split layouts only, for now");
   auto agent = agent::make_agent(config.agent);
   if (config.model.d_model % config.model.n_heads != 0 || (config.model.d_model / config.model.n_heads) % 2 != 0)
     throw UsageError(log::concat("model.d_model = ", config.model.d_model, " must split into model.n_heads = ",
@@ -516,11 +572,38 @@ void run_training(const comm::MpiRuntime& mpi, const Config& config, const Layou
     Coordinator coordinator(config, ch, layout);
     coordinator.run();
     coordinator.shut_down();
-  } else if (layout.roles[rank].trainer) {
-    run_trainer(config, ch, layout, rank);
-  } else {
-    run_runner(config, ch, rank);
+    return;
   }
+  // One store client per rank (it is thread-safe): each rank says bye once.
+  comm::RemoteStore store(ch.control.get(), 0);
+  const RankRole& role = layout.roles[rank];
+  if (role.runner && role.trainer) {
+    // Colocated: a trainer thread and a runner thread share the rank and hand weights over in memory.
+    SharedWeights weights;
+    std::exception_ptr trainer_error;
+    std::thread trainer([&] {
+      try {
+        run_trainer(config, ch, layout, rank, store, weights);
+      } catch (...) {
+        trainer_error = std::current_exception();
+        weights.stop();
+      }
+    });
+    try {
+      run_runner(config, store, weights, rank);
+    } catch (...) {
+      trainer.detach();  // the error ends the whole job (MPI_Abort) right after this
+      throw;
+    }
+    trainer.join();
+    if (trainer_error) std::rethrow_exception(trainer_error);
+    return;
+  }
+  auto agent = agent::make_agent(config.agent);
+  model::Policy sizing(config.model, agent->vocab_size(), config.run.seed);
+  BroadcastWeights weights(ch.sync.get(), sizing.parameter_count(), rank == layout.trainer_leader());
+  if (role.trainer) run_trainer(config, ch, layout, rank, store, weights);
+  else run_runner(config, store, weights, rank);
 }
 
 }  // namespace arclight::app

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The real binary learns: on configs/tiny.toml (guess 1..7, fixed seed, 4 ranks), the mean
-# reward of the last 5 steps beats the first 5, and every step's line is in metrics.jsonl.
+# The real binary learns: on configs/tiny.toml (guess 1..7, fixed seed), the mean reward of
+# the last 5 steps beats the first 5, and every step's line is in metrics.jsonl.
+# Usage: learning_smoke_test.sh BIN SOURCE_DIR [NP [extra train flags...]]
 set -u
-bin=$(realpath "$1"); src=$2
+bin=$(realpath "$1"); src=$2; np=${3:-4}; shift 3 2>/dev/null || shift $#
 mpirun=${MPIEXEC:-mpirun}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$src"
-timeout 170 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/run" >"$work/out" 2>"$work/err"
+timeout 170 "$mpirun" --oversubscribe --allow-run-as-root -np "$np" "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/run" "$@" >"$work/out" 2>"$work/err"
 rc=$?
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
