@@ -1,5 +1,6 @@
 #include "arclight/algo/trainer.hpp"
 
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/torch.h>
 
 #include "arclight/algo/grpo.hpp"
@@ -7,10 +8,35 @@
 
 namespace arclight::algo {
 
+namespace {
+// Runs after autograd has accumulated a parameter's gradient: tells the reducer, so that a
+// full bucket starts its all-reduce while backward goes on through earlier layers.
+class GradientReady : public torch::autograd::FunctionPostHook {
+ public:
+  GradientReady(GradientReducer*& armed, std::size_t index) : armed_(armed), index_(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (armed_) armed_->ready(index_);
+    return outputs;
+  }
+
+ private:
+  GradientReducer*& armed_;
+  std::size_t index_;
+};
+}  // namespace
+
 struct Trainer::Impl {
   Impl(model::Policy& p, const GrpoConfig& c, GradientReducer* r)
       : policy(p), config(c), reducer(r),
         optimizer(p.parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay)) {
+    if (reducer) {
+      auto params = p.parameters();
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        accumulators.push_back(torch::autograd::impl::grad_accumulator(params[i]));
+        accumulators.back()->add_post_hook(std::make_unique<GradientReady>(armed, i));
+      }
+    }
     loss_config.clip_eps = c.clip_eps;
     loss_config.kl_coef = c.kl_coef;
     loss_config.entropy_coef = c.entropy_coef;
@@ -53,6 +79,8 @@ struct Trainer::Impl {
   torch::optim::AdamW optimizer;
   LossConfig loss_config;
   std::unique_ptr<model::Policy> reference;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // held, so that their hooks stay
+  GradientReducer* armed = nullptr;  // set during the last micro-batch's backward
 };
 
 Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
@@ -90,7 +118,13 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     auto loss = grpo_loss(m.policy.logits(tokens), tokens, mask, logprobs, advantages, reference_logits, m.loss_config, &terms);
     // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
     const double weight = terms.action_tokens / total;
+    const bool last = end == shard.size();
+    if (last && m.reducer) {
+      m.reducer->begin(m.policy.gradient_buffers());
+      m.armed = m.reducer;
+    }
     (loss * weight).backward();
+    m.armed = nullptr;
     stats.loss += loss.item<double>() * weight;
     stats.policy_loss += terms.policy_loss * weight;
     stats.kl += terms.kl * weight;
@@ -98,7 +132,10 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     stats.clip_fraction += terms.clip_fraction * weight;
     stats.action_tokens += terms.action_tokens;
   }
-  if (m.reducer) m.reducer->all_reduce(m.policy.gradient_buffers());
+  if (m.reducer) {
+    if (shard.empty()) m.reducer->begin(m.policy.gradient_buffers());  // nothing to train on here: zeros join the sum
+    m.reducer->finish();
+  }
   stats.grad_norm = torch::nn::utils::clip_grad_norm_(m.policy.parameters(), m.config.grad_clip > 0 ? m.config.grad_clip : 1e30);
   m.optimizer.step();
   return stats;

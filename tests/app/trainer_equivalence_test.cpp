@@ -46,7 +46,10 @@ int main(int argc, char** argv) {
   gc.grad_clip = 0.5;  // clipping acts on the summed gradient, the same everywhere
   const int vocab = 11;
   model::Policy split(mc, vocab, 5), whole(mc, vocab, 5);
-  comm::MpiReducer reducer(MPI_COMM_WORLD, comm::ReducerConfig{});
+  comm::ReducerConfig rc;  // small buckets: several all-reduces start while backward runs
+  rc.first_bucket_bytes = 4 << 10;
+  rc.bucket_bytes = 16 << 10;
+  comm::MpiReducer reducer(MPI_COMM_WORLD, rc);
   algo::Trainer split_trainer(split, gc, &reducer), whole_trainer(whole, gc, nullptr);
   double worst = 0;
   for (int step = 0; step < 3; ++step) {
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     const double total = algo::action_tokens(batch);
     split_trainer.step(shard, total);
     whole_trainer.step(batch, total);
+    if (step == 0 && rank == 0) std::printf("%zu gradient buckets\n", reducer.bucket_count());
     auto a = split.flat_parameters(), b = whole.flat_parameters();
     for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
   }
