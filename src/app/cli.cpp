@@ -73,6 +73,8 @@ void bind_config(CLI::App& train, Config& c) {
   opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(CLI::PositiveNumber);
   opt("grpo.advantage", c.grpo.advantage, "per_step (returns-to-go normalized per step) or trajectory")
       ->check(CLI::IsMember({"per_step", "trajectory"}));
+  opt("grpo.samples", c.grpo.samples, "trajectory (one sequence per episode) or transition (one per policy call)")
+      ->check(CLI::IsMember({"trajectory", "transition"}));
   opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
   opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(CLI::NonNegativeNumber);
   opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(CLI::NonNegativeNumber);

@@ -461,7 +461,11 @@ class Coordinator {
       for (std::size_t i = 0; i < trajectories.size(); ++i) {
         std::vector<double> per_call = advantages[i];
         per_call.resize(trajectories[i].calls.size(), per_call.empty() ? 0.0 : per_call.back());
-        samples.push_back(algo::trajectory_sample(trajectories[i], per_call));
+        if (config_.grpo.samples == "transition") {
+          for (algo::Sample& s : algo::transition_samples(trajectories[i], per_call)) samples.push_back(std::move(s));
+        } else {
+          samples.push_back(algo::trajectory_sample(trajectories[i], per_call));
+        }
       }
     }
     return samples;

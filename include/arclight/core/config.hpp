@@ -64,6 +64,7 @@ struct GrpoConfig {
   int group_size = 8;              // G rollouts per task
   std::string advantage = "per_step";  // per_step (returns-to-go, normalized per step) or trajectory
   double gamma = 0.8;              // per_step: discount of later rewards
+  std::string samples = "trajectory";  // one sample per trajectory (environment tokens masked) or per policy call (transition)
   double clip_eps = 0.2;
   double kl_coef = 0.0;
   double entropy_coef = 0.0;
