@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_CASE(config_file_sets_sectioned_keys) {
   BOOST_TEST(inv.error == "");
   BOOST_TEST((inv.command == Command::train));
   BOOST_TEST(inv.config.run.dir == "runs/workstation");
-  BOOST_TEST(inv.config.run.steps == 200);
+  BOOST_TEST(inv.config.run.steps == 300);
   BOOST_TEST(inv.config.layout.trainers == "1");
 }
 
