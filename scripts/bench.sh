@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # scripts/bench.sh NAME: builds and runs benchmark NAME (bench/NAME.sh); its last line
-# is one JSON object of its figures. `scripts/bench.sh` alone lists the benchmarks.
+# is one JSON object of its figures. `scripts/bench.sh all` runs them all and ends with one
+# table (figure, ours, baseline, ratio). `scripts/bench.sh` alone lists the benchmarks.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 available=$(cd "$root/bench" && ls ./*.sh 2>/dev/null | sed 's|^\./||; s|\.sh$||' | xargs)
 name=${1:-}
+if [ "$name" = all ]; then
+  # Every benchmark in turn; then one table of figure, baseline and ratio.
+  results=$(mktemp); trap 'rm -f "$results"' EXIT
+  for b in $available; do
+    echo "== $b" >&2
+    last=$(bash "$root/scripts/bench.sh" "$b" | tee /dev/stderr | tail -n 1)
+    echo "$b $last" >>"$results"
+  done
+  python3 "$root/scripts/bench_table.py" <"$results"
+  exit 0
+fi
 if [ -z "$name" ] || [ ! -f "$root/bench/$name.sh" ]; then
-  echo "usage: scripts/bench.sh NAME   (benchmarks: ${available:-none yet})" >&2
+  echo "usage: scripts/bench.sh NAME|all   (benchmarks: ${available:-none yet})" >&2
   exit 2
 fi
 shift

@@ -13,6 +13,10 @@ packages=(
   # LibTorch falls back to the slow reference BLAS without an optimized one.
   libopenblas0-pthread
   clang libclang-rt-14-dev
+  # TensorBoard event files are protobuf records; the tests read them back with Python.
+  protobuf-compiler libprotobuf-dev python3-protobuf
+  # scripts/plot_metrics.py
+  python3-matplotlib
 )
 
 missing=()

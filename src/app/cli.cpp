@@ -47,6 +47,8 @@ void bind_config(CLI::App& train, Config& c) {
   opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
   opt("run.seed", c.run.seed, "random seed");
   opt("run.steps", c.run.steps, "training steps")->check(CLI::NonNegativeNumber);
+  opt("run.progress", c.run.progress, "auto (a progress bar when stderr is a terminal), bar or lines")
+      ->check(CLI::IsMember({"auto", "bar", "lines"}));
 
   opt("layout.mode", c.layout.mode, "split (runners and trainers apart) or colocated (every worker does both)")
       ->check(CLI::IsMember({"split", "colocated"}));

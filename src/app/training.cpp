@@ -1,4 +1,5 @@
 #include "arclight/app/training.hpp"
+#include "arclight/app/run_report.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -316,7 +317,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
 struct EpisodeFigures {
   double reward = 0, success = 0, tokens = 0;
   std::map<std::string, double> metrics;  // sums over episodes
-  int episodes = 0, failed = 0;
+  int episodes = 0, failed = 0, retries = 0;
 };
 
 class Coordinator {
@@ -327,12 +328,10 @@ class Coordinator {
         agent_(agent::make_agent(config.agent)), rng_(config.run.seed) {}
 
   void run() {
-    std::filesystem::create_directories(config_.run.dir);
-    const std::string metrics_path = (std::filesystem::path(config_.run.dir) / "metrics.jsonl").string();
-    std::ofstream metrics(metrics_path, std::ios::app);
-    if (!metrics) throw UsageError("cannot write " + metrics_path);
+    RunReport report(config_.run.dir, config_.run.steps, config_.run.progress);
     auto reference = agent_->reference_figures();
-    log::progress(log::concat("training ", agent_->name(), " for ", config_.run.steps, " steps; metrics in ", metrics_path));
+    report.note(log::concat("training ", agent_->name(), " for ", config_.run.steps, " steps; metrics in ",
+                            report.metrics_path(), ", TensorBoard events in ", report.events_path()));
     const auto start = Clock::now();
     std::vector<store::RolloutId> next = enqueue_step();
     for (int step = 1; step <= config_.run.steps; ++step) {
@@ -345,47 +344,41 @@ class Coordinator {
       EpisodeFigures fig;
       double staleness = 0;
       std::vector<algo::Sample> samples = build_samples(current, fig, staleness);
-      auto t1 = Clock::now();
       double stats[9] = {0};
       train(samples, stats);
       const double step_seconds = seconds_since(t0);
       ++version_;
       if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next = enqueue_step();
 
-      std::ostringstream line, json;
       const double n = std::max(1, fig.episodes);
-      auto field = [&](const char* name, double value, int precision) {
-        line << ' ' << name << '=' << std::fixed << std::setprecision(precision) << value;
-        json << ",\"" << name << "\":" << std::setprecision(6) << value;
+      std::vector<Figure> figures{
+          {"version", double(version_), 0},
+          {"reward", fig.reward / n, 3},
+          {"success", fig.success / n, 3},
+          {"rollouts", double(fig.episodes), 0},
+          {"rollouts_per_s", fig.episodes / std::max(1e-9, step_seconds), 1},
+          {"tokens_per_s", fig.tokens / std::max(1e-9, step_seconds), 1},
+          {"loss", stats[0], 4},
+          {"grad_norm", stats[5], 3},
+          {"entropy", stats[3], 3},
+          {"staleness", staleness, 2},
+          {"failed", double(fig.failed), 0},
+          {"retries", double(fig.retries), 0},
+          {"time_rollout", rollout_seconds, 2},
+          {"time_train", stats[7], 2},
+          {"time_sync", stats[8], 2},
+          {"elapsed", seconds_since(start), 1},
       };
-      line << "step=" << step;
-      json << "{\"step\":" << step;
-      field("version", double(version_), 0);
-      field("reward", fig.reward / n, 3);
-      field("success", fig.success / n, 3);
-      field("rollouts_per_s", fig.episodes / std::max(1e-9, step_seconds), 1);
-      field("tokens_per_s", fig.tokens / std::max(1e-9, step_seconds), 1);
-      field("loss", stats[0], 4);
-      field("grad_norm", stats[5], 3);
-      field("entropy", stats[3], 3);
-      field("staleness", staleness, 2);
-      field("failed", double(fig.failed), 0);
-      field("time_rollout", rollout_seconds, 2);
-      field("time_train", stats[7], 2);
-      field("time_sync", stats[8], 2);
-      field("elapsed", seconds_since(start), 1);
-      (void)t1;
       if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps)) {
         EpisodeFigures val = validate();
         const double vn = std::max(1, val.episodes);
-        field("val_success", val.success / vn, 3);
+        figures.push_back({"val_success", val.success / vn, 3});
         for (const auto& [k, v] : val.metrics)
-          if (k != "success" && k[0] != '_') field(("val_" + k).c_str(), k == "guesses" ? v / std::max(1.0, val.metrics["_solved"]) : v / vn, 3);
-        for (const auto& [k, v] : reference) field(k.c_str(), v, 3);
+          if (k != "success" && k[0] != '_')
+            figures.push_back({"val_" + k, k == "guesses" ? v / std::max(1.0, val.metrics["_solved"]) : v / vn, 3});
+        for (const auto& [k, v] : reference) figures.push_back({k, v, 3});
       }
-      log::progress(line.str());
-      metrics << json.str() << "}\n";
-      metrics.flush();
+      report.step(step, figures, seconds_since(start));
     }
   }
 
@@ -436,6 +429,7 @@ class Coordinator {
     int stale = 0;
     std::vector<double> lags;
     for (const store::Rollout& r : store_.query_rollouts(store::RolloutFilter{0, ids, std::nullopt}, {}).items) {
+      fig.retries += static_cast<int>(r.attempt_count) - 1;
       if (r.status != store::RolloutStatus::succeeded) {
         ++fig.failed;
         continue;

@@ -10,6 +10,7 @@ struct RunConfig {
   std::string dir = "runs/default";  // metrics, logs and checkpoints go here
   unsigned seed = 1;
   int steps = 100;
+  std::string progress = "auto";  // auto (a bar when stderr is a terminal), bar or lines
 };
 
 // Which rank does what. Rank 0 is always the coordinator.

@@ -1,0 +1,42 @@
+#pragma once
+// Where rank 0 reports each step: metrics.jsonl, TensorBoard event files, and the
+// terminal (a progress bar with ETA when stderr is a terminal, plain lines otherwise).
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arclight/app/event_writer.hpp"
+
+namespace arclight::app {
+
+struct Figure {
+  std::string name;
+  double value;
+  int precision;  // decimals on the terminal
+};
+
+class RunReport {
+ public:
+  // style: "auto" (a bar when stderr is a terminal), "bar" or "lines". A new run in a
+  // directory that holds an earlier run's metrics moves them to archive/<time>/ first.
+  RunReport(const std::string& run_dir, int total_steps, const std::string& style);
+  ~RunReport();
+  void step(int step, const std::vector<Figure>& figures, double elapsed_seconds);
+  void note(const std::string& line);  // a line on the terminal that the bar does not overwrite
+  const std::string& metrics_path() const { return metrics_path_; }
+  const std::string& events_path() const { return events_->path(); }
+
+ private:
+  void draw_bar(int step, const std::vector<Figure>& figures, double elapsed_seconds);
+  int total_steps_;
+  bool bar_;
+  std::string metrics_path_;
+  std::ofstream metrics_;
+  std::unique_ptr<EventWriter> events_;
+};
+
+// "1h02m", "3m05s", "42s".
+std::string format_duration(double seconds);
+
+}  // namespace arclight::app

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Turns the JSON lines of scripts/bench.sh NAME runs into one table: figure, ours, baseline, ratio.
+
+Input on stdin: lines "NAME {json}". Output: a markdown table."""
+import json
+import sys
+
+
+def rows(name, d):
+    if name == "store":
+        yield "store in-process ops/s (mix of 13 ops per rollout)", d["local_ops_per_s"], 250000, "target 250 k"
+        yield "store bytes per span", d["bytes_per_span"], d["payload_bytes_per_span"], "payload bytes"
+        for m in d.get("mpi", []):
+            yield f"store over MPI ops/s, {m['clients']} client(s)", m["mpi_ops_per_s"], m["raw_pingpong_per_s"], "raw 64 B ping-pong/s"
+    elif name == "allreduce":
+        for mb in (25, 100):
+            yield f"gradient all-reduce MB/s, {mb} MB", d[f"mb{mb}_reducer_MBps"], d[f"mb{mb}_raw_MBps"], "one MPI_Allreduce"
+    elif name == "generate":
+        yield "generation tokens/s", d["cached_tokens_per_s"], d["uncached_tokens_per_s"], "no KV cache"
+    elif name == "train":
+        # Time: lower is better, so the ratio is baseline over ours.
+        yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"
+
+
+def fmt(x):
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def main():
+    print("| figure | ours | baseline | baseline is | ratio |")
+    print("| --- | --- | --- | --- | --- |")
+    for line in sys.stdin:
+        name, _, payload = line.strip().partition(" ")
+        if not payload:
+            continue
+        d = json.loads(payload)
+        for figure, ours, base, what in rows(name, d):
+            ratio = base / ours if name == "train" else ours / base
+            print(f"| {figure} | {fmt(ours)} | {fmt(base)} | {what} | {ratio:.2f} |")
+
+
+main()

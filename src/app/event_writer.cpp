@@ -1,0 +1,80 @@
+#include "arclight/app/event_writer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "arclight/core/error.hpp"
+#include "event.pb.h"
+
+namespace arclight::app {
+namespace {
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
+struct Crc32cTable {
+  std::uint32_t entries[256];
+  Crc32cTable() {
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      entries[i] = c;
+    }
+  }
+};
+}  // namespace
+
+std::uint32_t crc32c(const void* data, std::size_t size) {
+  static const Crc32cTable table;
+  std::uint32_t crc = 0xFFFFFFFFu;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) crc = table.entries[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::uint32_t masked_crc32c(const void* data, std::size_t size) {
+  const std::uint32_t crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
+}
+
+EventWriter::EventWriter(const std::string& dir) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  path_ = (std::filesystem::path(dir) /
+           ("events.out.tfevents." + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) + "." +
+            host))
+              .string();
+  out_.open(path_, std::ios::binary | std::ios::app);
+  if (!out_) throw UsageError("cannot write " + path_);
+  tensorboard::Event event;
+  event.set_wall_time(std::chrono::duration<double>(now).count());
+  event.set_file_version("brain.Event:2");
+  record(event.SerializeAsString());
+}
+
+void EventWriter::scalars(std::int64_t step, const std::vector<std::pair<std::string, double>>& values,
+                          double wall_time) {
+  tensorboard::Event event;
+  event.set_wall_time(wall_time);
+  event.set_step(step);
+  for (const auto& [tag, value] : values) {
+    tensorboard::SummaryValue* v = event.mutable_summary()->add_value();
+    v->set_tag(tag);
+    v->set_simple_value(static_cast<float>(value));
+  }
+  record(event.SerializeAsString());
+  out_.flush();
+}
+
+void EventWriter::record(const std::string& data) {
+  const std::uint64_t length = data.size();
+  const std::uint32_t length_crc = masked_crc32c(&length, sizeof length);
+  const std::uint32_t data_crc = masked_crc32c(data.data(), data.size());
+  out_.write(reinterpret_cast<const char*>(&length), sizeof length);
+  out_.write(reinterpret_cast<const char*>(&length_crc), sizeof length_crc);
+  out_.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out_.write(reinterpret_cast<const char*>(&data_crc), sizeof data_crc);
+  if (!out_) throw Error("writing " + path_ + " failed");
+}
+
+}  // namespace arclight::app

@@ -1,0 +1,89 @@
+"""An independent reader of arclight's TensorBoard event files (Debian's python3-protobuf).
+
+Checks the TFRecord framing and both masked CRC-32C of every record, parses each Event with
+classes protoc generates from src/app/proto/event.proto, and compares every scalar with the
+same step's figure in metrics.jsonl. Usage: read_events.py RUN_DIR PROTO_DIR OUT_DIR"""
+import glob
+import importlib
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+
+def crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+TABLE = crc32c_table()
+
+
+def masked_crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def records(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    at = 0
+    while at < len(blob):
+        if len(blob) - at < 12:
+            raise SystemExit(f"{path}: truncated header at byte {at}")
+        header = blob[at:at + 8]
+        (length,) = struct.unpack("<Q", header)
+        (length_crc,) = struct.unpack("<I", blob[at + 8:at + 12])
+        if masked_crc32c(header) != length_crc:
+            raise SystemExit(f"{path}: bad length CRC at byte {at}")
+        data = blob[at + 12:at + 12 + length]
+        if len(data) != length or len(blob) < at + 16 + length:
+            raise SystemExit(f"{path}: truncated record at byte {at}")
+        (data_crc,) = struct.unpack("<I", blob[at + 12 + length:at + 16 + length])
+        if masked_crc32c(data) != data_crc:
+            raise SystemExit(f"{path}: bad data CRC at byte {at}")
+        yield data
+        at += 16 + length
+
+
+def main():
+    run_dir, proto_dir, out_dir = sys.argv[1:4]
+    subprocess.run(["protoc", f"--proto_path={proto_dir}", f"--python_out={out_dir}", "event.proto"], check=True)
+    sys.path.insert(0, out_dir)
+    event_pb2 = importlib.import_module("event_pb2")
+    metrics = {row["step"]: row for row in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))}
+    files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
+    if len(files) != 1:
+        raise SystemExit(f"expected one event file, found {files}")
+    events = [event_pb2.Event.FromString(r) for r in records(files[0])]
+    if events[0].file_version != "brain.Event:2":
+        raise SystemExit(f"first record is not the file version: {events[0]}")
+    checked = 0
+    steps = []
+    for e in events[1:]:
+        steps.append(e.step)
+        row = metrics[e.step]
+        tags = {v.tag: v.simple_value for v in e.summary.value}
+        if set(tags) != set(row) - {"step"}:
+            raise SystemExit(f"step {e.step}: tags {sorted(tags)} differ from metrics.jsonl's {sorted(row)}")
+        for tag, value in tags.items():
+            expected = row[tag]
+            if not math.isclose(value, expected, rel_tol=1e-5, abs_tol=1e-5):
+                raise SystemExit(f"step {e.step} {tag}: event {value} != metrics.jsonl {expected}")
+            checked += 1
+    if steps != sorted(metrics):
+        raise SystemExit(f"event steps {steps} != metrics.jsonl steps {sorted(metrics)}")
+    print(f"{len(events)} records, framing and CRCs good, {checked} scalars match metrics.jsonl")
+
+
+main()
