@@ -142,3 +142,41 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
 }
 
 }  // namespace arclight::algo
+
+namespace arclight::algo {
+
+OptimizerState Trainer::optimizer_state() const {
+  OptimizerState out;
+  auto& states = impl_->optimizer.state();
+  for (const auto& p : impl_->policy.parameters()) {
+    auto it = states.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    if (it == states.end()) return {};  // no step taken yet
+    auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    auto m = s.exp_avg().contiguous(), v = s.exp_avg_sq().contiguous();
+    out.exp_avg.insert(out.exp_avg.end(), m.data_ptr<float>(), m.data_ptr<float>() + m.numel());
+    out.exp_avg_sq.insert(out.exp_avg_sq.end(), v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
+    out.steps.push_back(s.step());
+  }
+  return out;
+}
+
+void Trainer::load_optimizer_state(const OptimizerState& state) {
+  auto params = impl_->policy.parameters();
+  if (state.exp_avg.empty()) return;  // saved before the first step
+  if (state.steps.size() != params.size() || state.exp_avg.size() != impl_->policy.parameter_count() ||
+      state.exp_avg_sq.size() != state.exp_avg.size())
+    throw UsageError("checkpoint: the optimizer state does not fit this model");
+  auto& states = impl_->optimizer.state();
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto n = params[i].numel();
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(state.steps[i]);
+    s->exp_avg(torch::from_blob(const_cast<float*>(state.exp_avg.data()) + offset, params[i].sizes()).clone());
+    s->exp_avg_sq(torch::from_blob(const_cast<float*>(state.exp_avg_sq.data()) + offset, params[i].sizes()).clone());
+    states[c10::guts::to_string(params[i].unsafeGetTensorImpl())] = std::move(s);
+    offset += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace arclight::algo

@@ -111,6 +111,13 @@ void bind_config(CLI::App& train, Config& c) {
   opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
       ->check(CLI::PositiveNumber);
 
+  opt("checkpoint.dir", c.checkpoint.dir, "where versions go; empty: <run.dir>/checkpoints");
+  opt("checkpoint.every_steps", c.checkpoint.every_steps, "a checkpoint every N steps; 0: not by steps")
+      ->check(CLI::NonNegativeNumber);
+  opt("checkpoint.every_minutes", c.checkpoint.every_minutes, "a checkpoint every T minutes; 0: not by time")
+      ->check(CLI::NonNegativeNumber);
+  opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept; 0: all")->check(CLI::NonNegativeNumber);
+
   opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
 }
 
@@ -141,6 +148,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   CLI::App* train = app.add_subcommand("train", "run the training job (rank 0 coordinates, the others run and train)");
   train->fallthrough();
   bind_config(*train, inv.config);
+  train->add_option("--resume", inv.resume, "continue from the latest checkpoint (auto) or from a version file")
+      ->configurable(false);
   train->add_flag("--dry-run", inv.dry_run, "print the effective configuration and every rank's role, then exit")
       ->configurable(false);
 

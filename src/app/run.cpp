@@ -75,8 +75,7 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
     throw Error("fault drill: rank " + std::to_string(mpi.rank()) + " fails fatally (faults.fatal_rank)");
 
   mpi.first_failure(false);  // every rank reached the end of start-up
-  run_training(mpi, inv.config, layout, placement);
-  return exit_ok;
+  return run_training(mpi, inv.config, layout, placement, inv.resume, inv.effective_config);
 }
 
 int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {

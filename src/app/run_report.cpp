@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
@@ -41,7 +42,28 @@ void archive_earlier_run(const fs::path& dir) {
 }
 }  // namespace
 
-RunReport::RunReport(const std::string& run_dir, int total_steps, const std::string& style)
+namespace {
+// One line of metrics.jsonl, as written by RunReport::step: {"step":N,"name":number,...}.
+bool parse_row(const std::string& line, std::int64_t& step, std::vector<std::pair<std::string, double>>& values) {
+  values.clear();
+  step = -1;
+  std::size_t at = 0;
+  while ((at = line.find('"', at)) != std::string::npos) {
+    const std::size_t end = line.find('"', at + 1);
+    if (end == std::string::npos || end + 1 >= line.size() || line[end + 1] != ':') return false;
+    const std::string key = line.substr(at + 1, end - at - 1);
+    const double value = std::strtod(line.c_str() + end + 2, nullptr);
+    if (key == "step") step = static_cast<std::int64_t>(value);
+    else values.emplace_back(key, value);
+    at = line.find_first_of(",}", end + 2);
+    if (at == std::string::npos) break;
+  }
+  return step >= 0;
+}
+}  // namespace
+
+RunReport::RunReport(const std::string& run_dir, int total_steps, const std::string& style,
+                     const std::string* resumed_history)
     : total_steps_(total_steps), bar_(style == "bar" || (style == "auto" && isatty(STDERR_FILENO))) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -51,6 +73,24 @@ RunReport::RunReport(const std::string& run_dir, int total_steps, const std::str
   metrics_.open(metrics_path_, std::ios::app);
   if (!metrics_) throw UsageError("cannot write " + metrics_path_);
   events_ = std::make_unique<EventWriter>(run_dir);
+  if (resumed_history) {
+    metrics_ << *resumed_history;
+    metrics_.flush();
+    std::istringstream rows(*resumed_history);
+    std::string line;
+    std::int64_t step;
+    std::vector<std::pair<std::string, double>> values;
+    const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    while (std::getline(rows, line))
+      if (parse_row(line, step, values)) events_->scalars(step, values, wall);
+  }
+}
+
+std::string RunReport::history() const {
+  std::ifstream in(metrics_path_);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
 }
 
 RunReport::~RunReport() {

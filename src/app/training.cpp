@@ -1,5 +1,7 @@
 #include "arclight/app/training.hpp"
 #include "arclight/app/run_report.hpp"
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/version.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -9,6 +11,8 @@
 #include <iomanip>
 #include <random>
 #include <sstream>
+#include <atomic>
+#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -31,7 +35,39 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 constexpr int tag_train = 201;
 constexpr int tag_stats = 202;
-enum : std::uint32_t { work_train = 1, work_stop = 2 };
+constexpr int tag_state = 203;
+enum : std::uint32_t { work_train = 1, work_stop = 2, work_save = 3, work_restore = 4 };
+
+// Set by SIGUSR1 or SIGTERM (Slurm's warning before pre-emption or the time limit): rank 0
+// checkpoints at the next step boundary and ends the job with exit_requeue.
+std::atomic<bool> stop_requested{false};
+extern "C" void request_stop(int) { stop_requested = true; }
+
+// A trainer's state as it travels to rank 0 for a checkpoint, and back on restore.
+std::string encode_state(std::int64_t version, const std::vector<float>& parameters, const algo::OptimizerState& o) {
+  std::string out;
+  ByteWriter w(out);
+  w.i64(version);
+  for (const std::vector<float>* v : {&parameters, &o.exp_avg, &o.exp_avg_sq}) {
+    w.u64(v->size());
+    if (!v->empty()) w.raw(v->data(), v->size() * sizeof(float));
+  }
+  w.u64(o.steps.size());
+  if (!o.steps.empty()) w.raw(o.steps.data(), o.steps.size() * sizeof(std::int64_t));
+  return out;
+}
+
+void decode_state(ByteReader& in, std::int64_t& version, std::vector<float>& parameters, algo::OptimizerState& o) {
+  version = in.i64();
+  for (std::vector<float>* v : {&parameters, &o.exp_avg, &o.exp_avg_sq}) {
+    v->resize(in.u64());
+    std::string_view raw = in.raw(v->size() * sizeof(float));
+    if (!v->empty()) std::memcpy(v->data(), raw.data(), raw.size());
+  }
+  o.steps.resize(in.u64());
+  std::string_view raw = in.raw(o.steps.size() * sizeof(std::int64_t));
+  if (!o.steps.empty()) std::memcpy(o.steps.data(), raw.data(), raw.size());
+}
 
 store::RolloutConfig rollout_config(const RolloutDefaults& d) {
   store::RolloutConfig c;
@@ -272,7 +308,13 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
   }
   algo::Trainer trainer(policy, config.grpo, reducer.get());
   const bool leader = rank == layout.trainer_leader();
-  if (leader) store.add_resources("policy", "version=0 checksum=" + std::to_string(fnv1a(policy.flat_parameters())));
+  if (leader) {
+    try {
+      store.get_latest_resources("policy");  // a resumed run: rank 0 restored the versions
+    } catch (const store::StoreError&) {
+      store.add_resources("policy", "version=0 checksum=" + std::to_string(fnv1a(policy.flat_parameters())));
+    }
+  }
   comm::IdleBackoff backoff;
   std::int64_t version = 0;
   for (;;) {
@@ -294,6 +336,20 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     if (kind == work_stop) {
       weights.stop();  // tell the runners
       break;
+    }
+    if (kind == work_save) {  // the leader hands rank 0 what a checkpoint holds
+      std::string state = encode_state(version, policy.flat_parameters(), trainer.optimizer_state());
+      MPI_Send(state.data(), static_cast<int>(state.size()), MPI_BYTE, 0, tag_state, ch.work.get());
+      continue;
+    }
+    if (kind == work_restore) {  // every trainer takes the saved weights and optimizer state
+      std::vector<float> parameters;
+      algo::OptimizerState optimizer;
+      decode_state(in, version, parameters, optimizer);
+      policy.load_flat_parameters(parameters.data(), parameters.size());
+      trainer.load_optimizer_state(optimizer);
+      weights.publish(version, parameters);
+      continue;
     }
     const double total_tokens = in.f64();
     std::vector<algo::Sample> shard = algo::decode_samples(in.raw(in.remaining()));
@@ -322,19 +378,36 @@ struct EpisodeFigures {
 
 class Coordinator {
  public:
-  Coordinator(const Config& config, const Channels& ch, const Layout& layout)
+  Coordinator(const Config& config, const Channels& ch, const Layout& layout, std::string resume,
+              std::string effective_config)
       : config_(config), ch_(ch), layout_(layout), store_(clock_, rollout_config(config.rollout)),
         watchdog_(store_, store::watchdog_interval(store_.default_config())), server_(ch.control.get(), store_),
-        agent_(agent::make_agent(config.agent)), rng_(config.run.seed) {}
+        agent_(agent::make_agent(config.agent)), rng_(config.run.seed), resume_(std::move(resume)),
+        effective_config_(std::move(effective_config)),
+        checkpoint_dir_(config.checkpoint.dir.empty()
+                            ? (std::filesystem::path(config.run.dir) / "checkpoints").string()
+                            : config.checkpoint.dir) {}
 
-  void run() {
-    RunReport report(config_.run.dir, config_.run.steps, config_.run.progress);
+  ~Coordinator() {
+    if (writer_.joinable()) writer_.join();
+  }
+
+  // Returns exit_ok, or exit_requeue when a signal asked the job to stop after a checkpoint.
+  int run() {
+    std::optional<ckpt::Checkpoint> restored = restore();
+    RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,
+                     restored ? &restored->metrics_jsonl : nullptr);
     auto reference = agent_->reference_figures();
-    report.note(log::concat("training ", agent_->name(), " for ", config_.run.steps, " steps; metrics in ",
-                            report.metrics_path(), ", TensorBoard events in ", report.events_path()));
+    const int first_step = restored ? static_cast<int>(restored->step) + 1 : 1;
+    report.note(log::concat(restored ? "resuming " : "training ", agent_->name(), " from step ", first_step, " to ",
+                            config_.run.steps, "; metrics in ", report.metrics_path(), ", TensorBoard events in ",
+                            report.events_path(), ", checkpoints in ", checkpoint_dir_));
     const auto start = Clock::now();
-    std::vector<store::RolloutId> next = enqueue_step();
-    for (int step = 1; step <= config_.run.steps; ++step) {
+    last_checkpoint_ = start;
+    const double elapsed_before = restored ? elapsed_in(restored->metrics_jsonl) : 0.0;
+    std::vector<store::RolloutId> next;
+    if (first_step <= config_.run.steps) next = enqueue_step();
+    for (int step = first_step; step <= config_.run.steps; ++step) {
       auto t0 = Clock::now();
       std::vector<store::RolloutId> current = std::move(next);
       wait_for(current);
@@ -348,7 +421,6 @@ class Coordinator {
       train(samples, stats);
       const double step_seconds = seconds_since(t0);
       ++version_;
-      if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next = enqueue_step();
 
       const double n = std::max(1, fig.episodes);
       std::vector<Figure> figures{
@@ -367,7 +439,7 @@ class Coordinator {
           {"time_rollout", rollout_seconds, 2},
           {"time_train", stats[7], 2},
           {"time_sync", stats[8], 2},
-          {"elapsed", seconds_since(start), 1},
+          {"elapsed", elapsed_before + seconds_since(start), 1},
       };
       if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps)) {
         EpisodeFigures val = validate();
@@ -378,11 +450,38 @@ class Coordinator {
             figures.push_back({"val_" + k, k == "guesses" ? v / std::max(1.0, val.metrics["_solved"]) : v / vn, 3});
         for (const auto& [k, v] : reference) figures.push_back({k, v, 3});
       }
-      report.step(step, figures, seconds_since(start));
+      // A checkpoint at the step boundary: every N steps, every T minutes, on a signal, and at the end.
+      const bool stop_now = stop_requested.load();
+      const bool due = (config_.checkpoint.every_steps > 0 && step % config_.checkpoint.every_steps == 0) ||
+                       (config_.checkpoint.every_minutes > 0 &&
+                        seconds_since(last_checkpoint_) >= 60 * config_.checkpoint.every_minutes) ||
+                       stop_now || step == config_.run.steps;
+      std::optional<ckpt::Checkpoint> snapshot;
+      if (due) {
+        auto t = Clock::now();
+        snapshot = capture(step);  // the blocking part: the state, copied to host memory
+        figures.push_back({"checkpoint_seconds", seconds_since(t), 3});
+        last_checkpoint_ = Clock::now();
+      }
+      report.step(step, figures, elapsed_before + seconds_since(start));
+      if (snapshot) {
+        snapshot->metrics_jsonl = report.history();
+        write_in_background(step, std::move(*snapshot));
+      }
+      if (stop_now) {
+        report.note(log::concat("stopping after step ", step, " on a signal; checkpoint in ", checkpoint_dir_,
+                                "; run again with --resume auto"));
+        finish_writing();
+        return exit_requeue;
+      }
+      if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next = enqueue_step();
     }
+    finish_writing();
+    return exit_ok;
   }
 
   void shut_down() {
+    finish_writing();
     std::string stop;
     ByteWriter w(stop);
     w.u32(work_stop);
@@ -391,6 +490,125 @@ class Coordinator {
   }
 
  private:
+  std::optional<ckpt::Checkpoint> restore() {
+    if (resume_.empty()) return std::nullopt;
+    std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
+    if (resume_ == "auto") {
+      found = ckpt::load_latest(checkpoint_dir_);
+      if (!found) {
+        log::info("no checkpoint in ", checkpoint_dir_, ": starting fresh");
+        return std::nullopt;
+      }
+    } else {
+      found = std::make_pair(resume_, ckpt::read_checkpoint(resume_));
+    }
+    ckpt::Checkpoint& c = found->second;
+    log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
+    for (std::size_t i = 0; i < c.policy_resources.size(); ++i) {
+      if (i == 0) store_.add_resources("policy", c.policy_resources[i]);
+      else store_.update_resources("policy", c.policy_resources[i]);
+    }
+    std::istringstream rng(c.coordinator_rng);
+    rng >> rng_;
+    if (!rng) throw ckpt::CorruptCheckpoint(found->first + ": the coordinator's random state does not read back");
+    version_ = static_cast<std::uint64_t>(c.policy_version);
+    algo::OptimizerState optimizer{c.exp_avg, c.exp_avg_sq, c.optimizer_steps};
+    std::string state = encode_state(c.policy_version, c.parameters, optimizer);
+    std::string message;
+    ByteWriter w(message);
+    w.u32(work_restore);
+    message += state;
+    // Any number of trainers (elastic restart): each takes the whole state. The store keeps
+    // being served meanwhile: a trainer may be waiting on it before it reads this.
+    std::vector<MPI_Request> sends(layout_.trainers().size());
+    for (std::size_t k = 0; k < sends.size(); ++k)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, layout_.trainers()[k], tag_train,
+                ch_.work.get(), &sends[k]);
+    for (;;) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) break;
+      if (server_.poll() > 0) backoff_.reset();
+      else backoff_.idle();
+    }
+    return std::move(c);
+  }
+
+  ckpt::Checkpoint capture(int step) {
+    std::string request;
+    ByteWriter(request).u32(work_save);
+    MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, layout_.trainer_leader(), tag_train,
+             ch_.work.get());
+    std::string state;
+    for (;;) {  // serve the store while the leader answers
+      int flag = 0;
+      MPI_Message msg;
+      MPI_Status status;
+      MPI_Improbe(layout_.trainer_leader(), tag_state, ch_.work.get(), &flag, &msg, &status);
+      if (flag) {
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        state.resize(static_cast<std::size_t>(count));
+        MPI_Mrecv(state.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        break;
+      }
+      if (server_.poll() > 0) backoff_.reset();
+      else backoff_.idle();
+    }
+    ckpt::Checkpoint c;
+    ByteReader in(state);
+    algo::OptimizerState optimizer;
+    decode_state(in, c.policy_version, c.parameters, optimizer);
+    c.exp_avg = std::move(optimizer.exp_avg);
+    c.exp_avg_sq = std::move(optimizer.exp_avg_sq);
+    c.optimizer_steps = std::move(optimizer.steps);
+    c.step = step;
+    c.config_toml = effective_config_;
+    c.arclight_version = std::string(build_info().version) + " " + build_info().git_hash;
+    c.created = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::ostringstream rng;
+    rng << rng_;
+    c.coordinator_rng = rng.str();
+    const store::Statistics stats = store_.statistics();
+    for (store::ResourcesId id = 1; id <= stats.resources; ++id) {
+      store::ResourcesVersion v = store_.get_resources(id);
+      if (v.name == "policy") c.policy_resources.push_back(v.content);
+    }
+    for (std::uint64_t n : stats.rollouts) c.store_statistics.push_back(static_cast<std::int64_t>(n));
+    for (std::uint64_t n : stats.attempts) c.store_statistics.push_back(static_cast<std::int64_t>(n));
+    c.store_statistics.push_back(static_cast<std::int64_t>(stats.spans));
+    return c;
+  }
+
+  // Training goes on while a thread writes and commits the version; one write at a time.
+  void write_in_background(int step, ckpt::Checkpoint c) {
+    finish_writing();
+    writer_ = std::thread([this, step, c = std::move(c)] {
+      try {
+        auto t = Clock::now();
+        std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c);
+        for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
+          log::debug("retention removed ", old);
+        log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(writer_mutex_);
+        writer_error_ = e.what();
+      }
+    });
+  }
+
+  void finish_writing() {
+    if (writer_.joinable()) writer_.join();
+    std::lock_guard<std::mutex> lock(writer_mutex_);
+    if (!writer_error_.empty()) throw Error("checkpoint: " + writer_error_);
+  }
+
+  // The elapsed seconds of the last row in a metrics history.
+  static double elapsed_in(const std::string& history) {
+    auto at = history.rfind("\"elapsed\":");
+    return at == std::string::npos ? 0.0 : std::atof(history.c_str() + at + 10);
+  }
+
   std::vector<store::RolloutId> enqueue_step() {
     std::vector<store::NewRollout> batch;
     for (int t = 0; t < config_.grpo.tasks_per_step; ++t) {
@@ -549,6 +767,13 @@ class Coordinator {
   std::unique_ptr<agent::Agent> agent_;
   std::mt19937_64 rng_;
   std::uint64_t version_ = 0;
+  std::string resume_;
+  std::string effective_config_;
+  std::string checkpoint_dir_;
+  Clock::time_point last_checkpoint_;
+  std::thread writer_;
+  std::mutex writer_mutex_;
+  std::string writer_error_;
 };
 
 }  // namespace
@@ -563,14 +788,17 @@ void check_training_config(const Config& config) {
                                  " episode (", agent->max_sequence(), " tokens)"));
 }
 
-void run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&) {
+int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,
+                 const std::string& resume, const std::string& effective_config) {
+  std::signal(SIGUSR1, request_stop);
+  std::signal(SIGTERM, request_stop);
   const int rank = mpi.rank();
   Channels ch = open_channels(layout, rank);
   if (rank == 0) {
-    Coordinator coordinator(config, ch, layout);
-    coordinator.run();
+    Coordinator coordinator(config, ch, layout, resume, effective_config);
+    const int code = coordinator.run();
     coordinator.shut_down();
-    return;
+    return code;
   }
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0);
@@ -595,13 +823,14 @@ void run_training(const comm::MpiRuntime& mpi, const Config& config, const Layou
     }
     trainer.join();
     if (trainer_error) std::rethrow_exception(trainer_error);
-    return;
+    return exit_ok;
   }
   auto agent = agent::make_agent(config.agent);
   model::Policy sizing(config.model, agent->vocab_size(), config.run.seed);
   BroadcastWeights weights(ch.sync.get(), sizing.parameter_count(), rank == layout.trainer_leader());
   if (role.trainer) run_trainer(config, ch, layout, rank, store, weights);
   else run_runner(config, store, weights, rank);
+  return exit_ok;
 }
 
 }  // namespace arclight::app

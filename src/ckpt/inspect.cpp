@@ -1,6 +1,5 @@
 #include "arclight/ckpt/inspect.hpp"
 
-#include <hdf5.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -8,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/error.hpp"
 
 namespace arclight::ckpt {
@@ -26,7 +26,14 @@ DirectoryReport inspect_directory(const std::string& dir) {
     VersionFile v;
     v.path = entry.path().string();
     v.bytes = entry.file_size();
-    v.is_hdf5 = H5Fis_hdf5(v.path.c_str()) > 0;
+    try {
+      Checkpoint c = read_checkpoint(v.path);
+      v.valid = true;
+      v.step = c.step;
+      v.policy_version = c.policy_version;
+    } catch (const CorruptCheckpoint& e) {
+      v.problem = e.what();
+    }
     report.versions.push_back(v);
   }
   std::sort(report.versions.begin(), report.versions.end(),
@@ -41,9 +48,11 @@ std::string describe(const DirectoryReport& report) {
     return out.str();
   }
   out << "checkpoints in " << report.dir << " (LATEST: " << (report.latest.empty() ? "none" : report.latest) << ")";
-  for (const VersionFile& v : report.versions)
-    out << "\n  " << fs::path(v.path).filename().string() << "  " << v.bytes << " bytes"
-        << (v.is_hdf5 ? "" : "  NOT an HDF5 file");
+  for (const VersionFile& v : report.versions) {
+    out << "\n  " << fs::path(v.path).filename().string() << "  " << v.bytes << " bytes  ";
+    if (v.valid) out << "step " << v.step << "  policy version " << v.policy_version << "  valid";
+    else out << "INVALID: " << v.problem;
+  }
   return out.str();
 }
 

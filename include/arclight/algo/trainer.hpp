@@ -21,6 +21,12 @@ struct TrainStats {
   double action_tokens = 0;   // this trainer's
 };
 
+// AdamW's moments, flat in the policy's parameter order, and its step count per tensor.
+struct OptimizerState {
+  std::vector<float> exp_avg, exp_avg_sq;  // empty before the first step
+  std::vector<std::int64_t> steps;
+};
+
 class Trainer {
  public:
   // reducer may be null for a single trainer.
@@ -29,6 +35,10 @@ class Trainer {
   // grpo.ppo_epochs optimizer steps on one batch (figures from the first). total_action_tokens counts the action tokens of every trainer's
   // shard, so that K trainers on a split batch take the step one trainer would on all of it.
   TrainStats step(const std::vector<Sample>& shard, double total_action_tokens);
+
+  // For checkpoints: the optimizer's state out, and back in (after the policy's weights).
+  OptimizerState optimizer_state() const;
+  void load_optimizer_state(const OptimizerState& state);
 
  private:
   TrainStats epoch_step(const std::vector<Sample>& shard, double total_action_tokens);

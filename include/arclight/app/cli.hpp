@@ -13,6 +13,7 @@ struct Invocation {
   Command command = Command::none;
   Config config;
   bool dry_run = false;
+  std::string resume;             // train --resume: "auto", a version file, or empty (a fresh run)
   std::string inspect_dir;
   log::Level log_level = log::Level::info;
   std::string effective_config;  // the TOML of every key's value, for --dry-run

@@ -18,13 +18,18 @@ struct Figure {
 
 class RunReport {
  public:
-  // style: "auto" (a bar when stderr is a terminal), "bar" or "lines". A new run in a
-  // directory that holds an earlier run's metrics moves them to archive/<time>/ first.
-  RunReport(const std::string& run_dir, int total_steps, const std::string& style);
+  // style: "auto" (a bar when stderr is a terminal), "bar" or "lines". Files an earlier run
+  // left in the directory move to archive/<time>/ first. A resumed run passes the metrics
+  // history its checkpoint holds: it becomes metrics.jsonl again and is replayed into the
+  // new event file, so the curves neither break nor repeat the steps after the checkpoint.
+  RunReport(const std::string& run_dir, int total_steps, const std::string& style,
+            const std::string* resumed_history = nullptr);
   ~RunReport();
   void step(int step, const std::vector<Figure>& figures, double elapsed_seconds);
   void note(const std::string& line);  // a line on the terminal that the bar does not overwrite
   const std::string& metrics_path() const { return metrics_path_; }
+  // Everything metrics.jsonl holds (what a checkpoint saves).
+  std::string history() const;
   const std::string& events_path() const { return events_->path(); }
 
  private:

@@ -5,13 +5,18 @@
 #include "arclight/core/layout.hpp"
 #include "arclight/core/placement.hpp"
 
+#include <string>
+
 namespace arclight::app {
 
 // Refuses, with UsageError, a configuration the job cannot train with (unknown agent,
 // a model that cannot hold the agent's episodes, a layout it cannot run).
 void check_training_config(const Config& config);
 
-// Runs this rank's part of the job; returns when training has ended on every rank.
-void run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement& placement);
+// Runs this rank's part of the job; returns its exit code when training has ended on every
+// rank: exit_ok, or on rank 0 exit_requeue after a signal-triggered checkpoint.
+// resume: "auto", a checkpoint version file, or empty.
+int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement& placement,
+                 const std::string& resume, const std::string& effective_config);
 
 }  // namespace arclight::app

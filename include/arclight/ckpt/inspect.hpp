@@ -7,7 +7,10 @@ namespace arclight::ckpt {
 struct VersionFile {
   std::string path;
   unsigned long long bytes = 0;
-  bool is_hdf5 = false;
+  bool valid = false;       // reads back and passes every checksum
+  std::string problem;      // why not
+  long long step = -1;
+  long long policy_version = -1;
 };
 
 struct DirectoryReport {

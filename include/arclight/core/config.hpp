@@ -86,6 +86,14 @@ struct CommConfig {
   std::string compression = "none";  // none, bf16, fp16
 };
 
+// Versioned checkpoints for restart.
+struct CheckpointConfig {
+  std::string dir;            // empty: <run.dir>/checkpoints
+  int every_steps = 50;       // 0: not by steps
+  double every_minutes = 0;   // 0: not by time
+  int keep = 3;               // newest versions kept; 0: all
+};
+
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
   int fatal_rank = -1;  // this rank raises a fatal error right after start-up
@@ -100,6 +108,7 @@ struct Config {
   CommConfig comm;
   RolloutDefaults rollout;
   RunnerConfig runner;
+  CheckpointConfig checkpoint;
   FaultConfig faults;
 };
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Checkpoints and restart with the real binary: periodic versions, resume (with another
+# layout), a corrupt version skipped, SIGUSR1 (checkpoint, exit 3, resume), and kill -9 of
+# rank 0 mid-run followed by --resume auto. Every wait is bounded.
+set -u
+bin=$(realpath "$1"); src=$2
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d); trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+cd "$src"
+checks=0; failures=0
+check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures=$((failures + 1)); fi; }
+train() {  # train NP RUN_DIR [flags...]
+  local np=$1 dir=$2; shift 2
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np "$np" "$bin" train --config configs/tiny.toml \
+    --run.dir "$dir" "$@" >"$work/out" 2>"$work/err"
+}
+steps_of() { grep -o '"step":[0-9]*' "$1/metrics.jsonl" | cut -d: -f2 | xargs; }
+
+# 1. Versions every 4 steps and at the end; the newest 3 are kept; h5dump reads them.
+train 4 "$work/a" --run.steps 10 --checkpoint.every_steps 4
+check '[ $? = 0 ]' "first run failed: $(tail -3 "$work/err")"
+check '[ "$(ls "$work/a/checkpoints" | xargs)" = "LATEST v00000004.h5 v00000008.h5 v00000010.h5" ]' \
+  "versions: $(ls "$work/a/checkpoints" | xargs)"
+check 'h5dump -H "$work/a/checkpoints/v00000010.h5" | grep -q "DATASET \"parameters\""' "h5dump cannot read a version"
+"$bin" inspect "$work/a/checkpoints" >"$work/inspect" 2>&1
+check 'grep -q "v00000010.h5 .* step 10  policy version 10  valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"
+
+# 2. Resume on 3 ranks instead of 4: steps and versions continue, metrics and events hold each step once.
+train 3 "$work/a" --run.steps 14 --checkpoint.every_steps 4 --resume auto
+check '[ $? = 0 ]' "resume failed: $(tail -3 "$work/err")"
+check 'grep -q "^step=11 version=11 " "$work/out"' "resume did not continue at step 11: $(head -12 "$work/out")"
+check '[ "$(steps_of "$work/a")" = "$(seq 1 14 | xargs)" ]' "metrics steps: $(steps_of "$work/a")"
+mkdir -p "$work/py"
+check '/usr/bin/python3 tests/app/read_events.py "$work/a" src/app/proto "$work/py" >/dev/null' "event file after resume"
+
+# 3. A corrupt newest version is skipped, with a warning, for the one before.
+size=$(stat -c %s "$work/a/checkpoints/v00000014.h5")
+printf '\xff\xff\xff\xff' | dd of="$work/a/checkpoints/v00000014.h5" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+train 4 "$work/a" --run.steps 13 --resume auto
+check 'grep -q "skipping checkpoint .*v00000014.h5" "$work/err"' "no warning for the corrupt version: $(cat "$work/err")"
+check 'grep -q "^step=13 version=13 " "$work/out"' "did not resume from step 12: $(grep -o "^step=[0-9]*" "$work/out" | head -2)"
+
+# 4. SIGUSR1: a checkpoint at the next step, exit code 3 (requeue), then resume.
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/b" --run.steps 100000 --checkpoint.every_steps 0 >"$work/out" 2>"$work/err" &
+job=$!
+for _ in $(seq 100); do [ -f "$work/b/metrics.jsonl" ] && [ "$(wc -l <"$work/b/metrics.jsonl")" -ge 3 ] && break; sleep 0.2; done
+kill -USR1 "$(pgrep -P $job)"  # mpirun (under timeout) forwards SIGUSR1 to every rank
+wait $job; rc=$?
+check '[ $rc = 3 ]' "SIGUSR1: exit code $rc, want 3: $(tail -3 "$work/err")"
+check '[ -f "$work/b/checkpoints/LATEST" ]' "SIGUSR1: no checkpoint"
+saved=$(steps_of "$work/b" | awk '{print $NF}')
+train 4 "$work/b" --run.steps $((saved + 2)) --resume auto
+check '[ $? = 0 ] && [ "$(steps_of "$work/b")" = "$(seq 1 $((saved + 2)) | xargs)" ]' "resume after SIGUSR1: $(steps_of "$work/b")"
+
+# 5. kill -9 of rank 0 mid-run; --resume auto finishes the run from the last version.
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/c" --run.steps 100000 --checkpoint.every_steps 2 >"$work/out" 2>"$work/err" &
+job=$!
+for _ in $(seq 100); do [ -f "$work/c/checkpoints/v00000004.h5" ] && break; sleep 0.2; done
+rank0=""
+for pid in $(pgrep -f "$bin train"); do
+  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && rank0=$pid
+done
+check '[ -n "$rank0" ]' "could not find rank 0"
+[ -n "$rank0" ] && kill -9 "$rank0"
+wait $job
+last=$(grep -o 'v[0-9]*' "$work/c/checkpoints/LATEST" | tr -d v | sed 's/^0*//')
+train 4 "$work/c" --run.steps $((last + 3)) --resume auto
+check '[ $? = 0 ]' "resume after kill -9: $(tail -3 "$work/err")"
+check '[ "$(steps_of "$work/c")" = "$(seq 1 $((last + 3)) | xargs)" ]' "steps after kill -9: $(steps_of "$work/c")"
+
+echo "$((checks - failures)) passed, $failures failed"
+[ $failures = 0 ]
