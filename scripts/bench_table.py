@@ -17,6 +17,12 @@ def rows(name, d):
             yield f"gradient all-reduce MB/s, {mb} MB", d[f"mb{mb}_reducer_MBps"], d[f"mb{mb}_raw_MBps"], "one MPI_Allreduce"
     elif name == "generate":
         yield "generation tokens/s", d["cached_tokens_per_s"], d["uncached_tokens_per_s"], "no KV cache"
+    elif name == "checkpoint":
+        # Times: the ratio is baseline over ours (above 1: ours is faster).
+        yield "checkpoint write+fsync seconds (ratio: dd / ours)", d["write_s"], d["dd_fsync_s"], "dd conv=fsync, same bytes"
+        yield "checkpoint write+fsync seconds (ratio: torch.save / ours)", d["write_s"], d["torch_save_fsync_s"], "torch.save + fsync"
+        yield "checkpoint blocking seconds (ratio: memcpy / ours)", d["blocking_s"], d["memcpy_s"], "memcpy, same bytes"
+        yield "restore seconds (ratio: read / ours)", d["restore_s"], d["cold_read_s"], "cat of the file (page cache)"
     elif name == "train":
         # Time: lower is better, so the ratio is baseline over ours.
         yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"
@@ -35,7 +41,7 @@ def main():
             continue
         d = json.loads(payload)
         for figure, ours, base, what in rows(name, d):
-            ratio = base / ours if name == "train" else ours / base
+            ratio = base / ours if name in ("train", "checkpoint") else ours / base
             print(f"| {figure} | {fmt(ours)} | {fmt(base)} | {what} | {ratio:.2f} |")
 
 

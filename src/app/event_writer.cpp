@@ -5,32 +5,11 @@
 #include <chrono>
 #include <filesystem>
 
+#include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
 #include "event.pb.h"
 
 namespace arclight::app {
-namespace {
-// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord uses.
-struct Crc32cTable {
-  std::uint32_t entries[256];
-  Crc32cTable() {
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      entries[i] = c;
-    }
-  }
-};
-}  // namespace
-
-std::uint32_t crc32c(const void* data, std::size_t size) {
-  static const Crc32cTable table;
-  std::uint32_t crc = 0xFFFFFFFFu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < size; ++i) crc = table.entries[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
-}
-
 std::uint32_t masked_crc32c(const void* data, std::size_t size) {
   const std::uint32_t crc = crc32c(data, size);
   return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;

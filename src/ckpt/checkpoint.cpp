@@ -12,6 +12,7 @@
 #include <functional>
 #include <regex>
 
+#include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 
@@ -19,22 +20,6 @@ namespace arclight::ckpt {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::uint32_t crc32c(const void* data, std::size_t size) {
-  static const auto table = [] {
-    std::vector<std::uint32_t> t(256);
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  std::uint32_t crc = 0xFFFFFFFFu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
-}
 
 // Closes an HDF5 handle when it goes out of scope.
 struct Handle {

@@ -49,3 +49,17 @@ BOOST_AUTO_TEST_CASE(reading_past_the_end_throws) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "arclight/core/crc32c.hpp"
+
+BOOST_AUTO_TEST_SUITE(crc)
+
+BOOST_AUTO_TEST_CASE(crc32c_known_values) {
+  // The standard check value of CRC-32C, and lengths that exercise both the 8-byte and byte paths.
+  BOOST_TEST(arclight::crc32c("123456789", 9) == 0xE3069283u);
+  BOOST_TEST(arclight::crc32c("", 0) == 0u);
+  std::string zeros(32, '\0');
+  BOOST_TEST(arclight::crc32c(zeros.data(), zeros.size()) == 0x8A9136AAu);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

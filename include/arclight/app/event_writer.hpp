@@ -9,7 +9,6 @@
 
 namespace arclight::app {
 
-std::uint32_t crc32c(const void* data, std::size_t size);
 std::uint32_t masked_crc32c(const void* data, std::size_t size);
 
 class EventWriter {
