@@ -17,6 +17,8 @@ packages=(
   protobuf-compiler libprotobuf-dev python3-protobuf
   # scripts/plot_metrics.py
   python3-matplotlib
+  # the Slurm tests start a one-node cluster; bc and hdf5-tools serve the benchmarks and tests
+  slurmctld slurmd slurm-client munge bc
 )
 
 missing=()

@@ -1,0 +1,90 @@
+#!/bin/bash
+# arclight on 16 nodes x 8 GPUs: sbatch slurm/train_128gpu.sh
+#
+# Ranks: one per GPU (128) plus the coordinator, rank 0, which lives on the first node
+# beside its 8 GPU ranks and uses no GPU (it serves the rollout store and runs GRPO's
+# bookkeeping on CPU). A rank's GPU is its node-local rank modulo the GPUs per node.
+#
+# Overrides, by environment (sbatch --export) or by sbatch options, which beat the #SBATCH lines:
+#   ARCLIGHT_CONFIG   configuration file            (configs/train_128gpu.toml)
+#   ARCLIGHT_CKPT     checkpoint directory           (runs/<job name>/checkpoints)
+#   ARCLIGHT_ARGS     extra `arclight train` flags, e.g. "--run.steps 500"
+#   ARCLIGHT_BIN      the binary                      (build/arclight)
+#   GPUS_PER_NODE     GPUs per node                   (8; 0 on CPU-only nodes)
+#   sbatch --nodes=N  node count; the rank count follows: N x GPUS_PER_NODE + 1
+#   ARCLIGHT_CHAIN    links left in the job chain (0: none). When the job is stopped by the
+#                     time limit or a pre-emption before training is done, it checkpoints and
+#                     submits its successor (afterany on this job), which resumes; a finished run
+#                     submits nothing. With no links left it requeues itself instead.
+#   ARCLIGHT_SBATCH_ARGS  sbatch options the successor is submitted with (the overrides this job had)
+#   ARCLIGHT_SCRIPT   the script the successor runs   (slurm/train_128gpu.sh)
+#
+#SBATCH --job-name=arclight
+#SBATCH --nodes=16
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --overcommit
+#SBATCH --exclusive
+#SBATCH --requeue
+#SBATCH --time=24:00:00
+#SBATCH --signal=B:USR1@600
+#SBATCH --output=slurm-%x-%j.out
+#SBATCH --error=slurm-%x-%j.out
+#SBATCH --open-mode=append
+
+set -uo pipefail
+cd "${SLURM_SUBMIT_DIR:-.}"
+
+config=${ARCLIGHT_CONFIG:-configs/train_128gpu.toml}
+bin=${ARCLIGHT_BIN:-build/arclight}
+ckpt=${ARCLIGHT_CKPT:-runs/${SLURM_JOB_NAME:-arclight}/checkpoints}
+gpus=${GPUS_PER_NODE:-8}
+nodes=${SLURM_JOB_NUM_NODES:-1}
+if [ "$gpus" -gt 0 ]; then ranks=$((nodes * gpus + 1)); else ranks=${SLURM_NTASKS:-2}; fi
+exit_requeue=3  # arclight's exit code after a signal-triggered checkpoint
+
+# NCCL: InfiniBand where present, its own CPU affinity (no binding by the launcher), and
+# errors that surface instead of hanging.
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+export NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-0}
+export NCCL_ASYNC_ERROR_HANDLING=1
+export NCCL_IGNORE_CPU_AFFINITY=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+
+echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $nodes node(s), $ranks ranks, config $config, checkpoints $ckpt"
+
+# Slurm's warning before the time limit or a pre-emption reaches this shell (B:USR1);
+# forward it to the job step, which checkpoints at its next step and exits with 3.
+forward() { echo "arclight: SIGUSR1 received, asking the job to checkpoint"; kill -USR1 "$step" 2>/dev/null; }
+trap forward USR1 TERM
+
+root=""
+[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+# rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
+# (oversubscription of one) lands on node 0 too.
+mpirun $root --oversubscribe --bind-to none -np "$ranks" \
+  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${ARCLIGHT_ARGS:-} &
+step=$!
+while :; do
+  wait "$step"; rc=$?
+  # wait returns early (>128) when a trapped signal arrives; the step is still running then.
+  kill -0 "$step" 2>/dev/null || break
+done
+echo "arclight: the job step exited with $rc"
+
+if [ "$rc" -eq "$exit_requeue" ]; then
+  # Checkpointed on a signal, training not done: the next link of the chain, or a requeue.
+  chain=${ARCLIGHT_CHAIN:-0}
+  if [ "$chain" -gt 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+    next=$(sbatch --parsable ${ARCLIGHT_SBATCH_ARGS:-} --dependency="afterany:$SLURM_JOB_ID" \
+      --export="ALL,ARCLIGHT_CHAIN=$((chain - 1))" "${ARCLIGHT_SCRIPT:-slurm/train_128gpu.sh}") &&
+      { echo "arclight: submitted the next link, job $next ($((chain - 1)) left after it)"; exit 0; }
+  fi
+  if [ -n "${SLURM_JOB_ID:-}" ] && scontrol requeue "$SLURM_JOB_ID"; then
+    echo "arclight: requeued job $SLURM_JOB_ID"
+    exit 0
+  fi
+  # Not requeueable (or outside Slurm): end in failure, so that an afternotok successor starts.
+  exit "$exit_requeue"
+fi
+exit "$rc"

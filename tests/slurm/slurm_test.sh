@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The real slurm/ scripts under a real one-node Slurm (Debian's munge, slurmctld, slurmd),
+# shrunk to this machine by sbatch options and environment: the same script, not a copy.
+# Exits 77 (ctest: skipped, with the reason printed) where Slurm cannot start.
+set -u
+bin=$(realpath "$1"); src=$2
+work=$(mktemp -d)
+cd "$src"
+source tests/slurm/local_cluster.sh
+trap 'scancel --quiet $(squeue -h -o %i 2>/dev/null) 2>/dev/null; sleep 1; cluster_stop; rm -rf "$work"' EXIT
+if ! cluster_start "$work/cluster"; then
+  echo "SKIP: Slurm cannot start on this machine: $cluster_why"
+  exit 77
+fi
+checks=0; failures=0
+check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures=$((failures + 1)); fi; }
+steps_of() { grep -o '"step":[0-9]*' "$1/metrics.jsonl" 2>/dev/null | cut -d: -f2 | xargs; }
+lines_of() { [ -f "$1/metrics.jsonl" ] && wc -l <"$1/metrics.jsonl" || echo 0; }
+# Submits slurm/$1 shrunk to 4 CPU ranks here; the run directory is $work/$2; extra arclight flags follow.
+submit() {
+  local script=$1 name=$2; shift 2
+  local shrink="--nodes=1 --ntasks=4 --gpus-per-node=0 --time=10 --output=$work/$name.out --error=$work/$name.out"
+  GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="$bin" ARCLIGHT_CKPT="$work/$name/checkpoints" \
+    ARCLIGHT_ARGS="--run.dir $work/$name $*" ARCLIGHT_SBATCH_ARGS="$shrink" ARCLIGHT_CHAIN=${CHAIN:-0} \
+    sbatch --parsable $shrink "slurm/$script"
+}
+restarts() { scontrol show job "$1" | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
+
+# 1. The job runs to completion.
+job=$(submit train_128gpu.sh done --run.steps 12)
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT|BOOT_FAIL|NODE_FAIL" 90)
+check '[ "$state" = COMPLETED ]' "job $job ended $state: $(tail -5 "$work/done.out")"
+check '[ "$(steps_of "$work/done")" = "$(seq 1 12 | xargs)" ]' "completed run's steps: $(steps_of "$work/done")"
+
+# 2. SIGUSR1 to the batch shell (Slurm's warning): checkpoint, requeue, resume, finish.
+job=$(submit train_128gpu.sh usr1 --run.steps 120 --checkpoint.every_steps 0)
+for _ in $(seq 120); do [ "$(lines_of "$work/usr1")" -ge 3 ] && break; sleep 0.5; done
+scancel --signal=USR1 --batch "$job"
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
+check '[ "$state" = COMPLETED ]' "USR1 job ended $state: $(tail -5 "$work/usr1.out")"
+check '[ "$(restarts "$job")" = 1 ]' "USR1 job restarted $(restarts "$job") times, want 1"
+check 'grep -q "requeued job $job" "$work/usr1.out"' "USR1: no requeue in the log"
+check 'grep -q "resuming guess from step" "$work/usr1.out"' "USR1: the requeued job did not resume"
+check '[ "$(steps_of "$work/usr1")" = "$(seq 1 120 | xargs)" ]' "USR1 run's steps: $(steps_of "$work/usr1")"
+
+# 3. scontrol requeue mid-run: the job restarts and resumes from its last checkpoint.
+job=$(submit train_128gpu.sh requeue --run.steps 200 --checkpoint.every_steps 5)
+for _ in $(seq 120); do [ "$(lines_of "$work/requeue")" -ge 12 ] && break; sleep 0.5; done
+scontrol requeue "$job"
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
+check '[ "$state" = COMPLETED ]' "requeued job ended $state: $(tail -5 "$work/requeue.out")"
+check '[ "$(restarts "$job")" -ge 1 ]' "the requeued job did not restart"
+check 'grep -q "resuming guess from step" "$work/requeue.out"' "the requeued job did not resume from a checkpoint"
+check '[ "$(steps_of "$work/requeue")" = "$(seq 1 200 | xargs)" ]' "requeued run's steps: $(steps_of "$work/requeue" | head -c 300)"
+
+# 4. The chain: a job stopped early submits its successor, which resumes; a finished job submits nothing.
+job=$(CHAIN=2 submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
+for _ in $(seq 120); do [ "$(lines_of "$work/chain")" -ge 3 ] && break; sleep 0.5; done
+scancel --signal=USR1 --batch "$job"
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
+check '[ "$state" = COMPLETED ]' "first link ended $state: $(tail -5 "$work/chain.out")"
+next=$(grep -o "submitted the next link, job [0-9]*" "$work/chain.out" | awk '{print $NF}')
+check '[ -n "$next" ]' "the first link submitted no successor: $(tail -5 "$work/chain.out")"
+if [ -n "$next" ]; then
+  state=$(wait_for_state "$next" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
+  check '[ "$state" = COMPLETED ]' "second link ended $state"
+  check '[ "$(steps_of "$work/chain")" = "$(seq 1 120 | xargs)" ]' "chain's steps: $(steps_of "$work/chain" | head -c 200)"
+  check '[ "$(grep -c "submitted the next link" "$work/chain.out")" = 1 ]' "a finished link submitted a successor"
+  check '[ -z "$(squeue -h -o %i)" ]' "jobs left in the queue: $(squeue -h)"
+fi
+
+echo "$checks checks: $((checks - failures)) passed, $failures failed"
+echo "$((checks - failures)) passed, $failures failed"
+[ $failures = 0 ]
