@@ -53,10 +53,14 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $nodes node(s), $ranks ranks, config $config, checkpoints $ckpt"
 
-# Slurm's warning before the time limit or a pre-emption reaches this shell (B:USR1);
-# forward it to the job step, which checkpoints at its next step and exits with 3.
-forward() { echo "arclight: SIGUSR1 received, asking the job to checkpoint"; kill -USR1 "$step" 2>/dev/null; }
-trap forward USR1 TERM
+# Slurm's warning before the time limit (B:USR1) reaches this shell: forward it to the job step,
+# which checkpoints at its next step and exits with 3; this script then requeues or chains.
+# SIGTERM means Slurm itself is ending the job (scontrol requeue, pre-emption, scancel): ask for
+# a checkpoint within KillWait the same way, but leave the requeue to Slurm.
+slurm_ends_it=0
+forward() { echo "arclight: $1 received, asking the job to checkpoint"; kill -USR1 "$step" 2>/dev/null; }
+trap 'forward SIGUSR1' USR1
+trap 'slurm_ends_it=1; forward SIGTERM' TERM
 
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
@@ -72,6 +76,10 @@ while :; do
 done
 echo "arclight: the job step exited with $rc"
 
+if [ "$rc" -eq "$exit_requeue" ] && [ "$slurm_ends_it" = 1 ]; then
+  echo "arclight: checkpointed; Slurm is ending or requeueing this job"
+  exit "$exit_requeue"
+fi
 if [ "$rc" -eq "$exit_requeue" ]; then
   # Checkpointed on a signal, training not done: the next link of the chain, or a requeue.
   chain=${ARCLIGHT_CHAIN:-0}
