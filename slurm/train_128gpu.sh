@@ -57,10 +57,10 @@ echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $node
 # which checkpoints at its next step and exits with 3; this script then requeues or chains.
 # SIGTERM means Slurm itself is ending the job (scontrol requeue, pre-emption, scancel): ask for
 # a checkpoint within KillWait the same way, but leave the requeue to Slurm.
-slurm_ends_it=0
+warned=0
 forward() { echo "arclight: $1 received, asking the job to checkpoint"; kill -USR1 "$step" 2>/dev/null; }
-trap 'forward SIGUSR1' USR1
-trap 'slurm_ends_it=1; forward SIGTERM' TERM
+trap 'warned=1; forward SIGUSR1' USR1
+trap 'forward SIGTERM' TERM
 
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
@@ -76,7 +76,9 @@ while :; do
 done
 echo "arclight: the job step exited with $rc"
 
-if [ "$rc" -eq "$exit_requeue" ] && [ "$slurm_ends_it" = 1 ]; then
+if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ]; then
+  # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel), which may
+  # reach this shell after they are done: Slurm decides what happens next.
   echo "arclight: checkpointed; Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi

@@ -19,7 +19,8 @@ lines_of() { [ -f "$1/metrics.jsonl" ] && wc -l <"$1/metrics.jsonl" || echo 0; }
 # Submits slurm/$1 shrunk to 4 CPU ranks here; the run directory is $work/$2; extra arclight flags follow.
 submit() {
   local script=$1 name=$2; shift 2
-  local shrink="--nodes=1 --ntasks=4 --gpus-per-node=0 --time=10 --output=$work/$name.out --error=$work/$name.out"
+  # --time=30: the scripts ask for SIGUSR1 10 minutes before the limit, which must not come during the test
+  local shrink="--nodes=1 --ntasks=4 --gpus-per-node=0 --time=30 --output=$work/$name.out --error=$work/$name.out"
   GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="$bin" ARCLIGHT_CKPT="$work/$name/checkpoints" \
     ARCLIGHT_ARGS="--run.dir $work/$name $*" ARCLIGHT_SBATCH_ARGS="$shrink" ARCLIGHT_CHAIN=${CHAIN:-0} \
     sbatch --parsable $shrink "slurm/$script"
@@ -48,7 +49,7 @@ job=$(submit train_128gpu.sh requeue --run.steps 200 --checkpoint.every_steps 5)
 for _ in $(seq 120); do [ "$(lines_of "$work/requeue")" -ge 12 ] && break; sleep 0.5; done
 scontrol requeue "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
-check '[ "$state" = COMPLETED ]' "requeued job ended $state: $(tail -5 "$work/requeue.out")"
+check '[ "$state" = COMPLETED ]' "requeued job ended $state: $(grep -v "^step=\|^rank\|^[0-9] " "$work/requeue.out" | tail -25; scontrol show job $job | grep -E "Restarts|ExitCode|Reason")"
 check '[ "$(restarts "$job")" -ge 1 ]' "the requeued job did not restart"
 check 'grep -q "resuming guess from step" "$work/requeue.out"' "the requeued job did not resume from a checkpoint"
 check '[ "$(steps_of "$work/requeue")" = "$(seq 1 200 | xargs)" ]' "requeued run's steps: $(steps_of "$work/requeue" | head -c 300)"
