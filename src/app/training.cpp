@@ -23,6 +23,7 @@
 #include "arclight/algo/trainer.hpp"
 #include "arclight/comm/reducer.hpp"
 #include "arclight/comm/store_service.hpp"
+#include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/store/memory_store.hpp"
@@ -78,12 +79,7 @@ store::RolloutConfig rollout_config(const RolloutDefaults& d) {
   return c;
 }
 
-std::uint64_t fnv1a(const std::vector<float>& weights) {
-  std::uint64_t h = 1469598103934665603ULL;
-  const auto* p = reinterpret_cast<const unsigned char*>(weights.data());
-  for (std::size_t i = 0; i < weights.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
+std::uint32_t checksum(const std::vector<float>& weights) { return crc32c(weights.data(), weights.size() * sizeof(float)); }
 
 // The communicators of a training job.
 struct Channels {
@@ -109,6 +105,8 @@ Channels open_channels(const Layout& layout, int rank) {
 class WeightChannel {
  public:
   virtual ~WeightChannel() = default;
+  // Called once by the rank's trainer or runner with its policy, before anything else.
+  virtual void attach(const model::Policy&) {}
   // Trainer side. Every trainer calls publish after each step; stop once at the end.
   virtual void publish(std::int64_t version, const std::vector<float>& weights) = 0;
   virtual void stop() = 0;
@@ -123,10 +121,12 @@ class WeightChannel {
 class BroadcastWeights : public WeightChannel {
  public:
   // A rank outside the sync communicator (a trainer other than the leader) neither sends nor receives.
-  BroadcastWeights(MPI_Comm sync, std::size_t parameters, bool root)
-      : sync_(sync), root_(root && sync != MPI_COMM_NULL),
-        bytes_(sizeof(std::int64_t) + parameters * sizeof(float)) {
-    if (!root_ && sync_ != MPI_COMM_NULL) post();
+  // The buffer is sized by attach() from the rank's own policy: no second copy of the model is built.
+  BroadcastWeights(MPI_Comm sync, bool root) : sync_(sync), root_(root && sync != MPI_COMM_NULL) {}
+  void attach(const model::Policy& policy) override {
+    if (sync_ == MPI_COMM_NULL) return;
+    bytes_.resize(sizeof(std::int64_t) + policy.parameter_count() * sizeof(float));
+    if (!root_) post();
   }
   void publish(std::int64_t version, const std::vector<float>& weights) override {
     if (!root_) return;  // other trainers hold the same weights; the leader speaks for them
@@ -239,6 +239,7 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
   store::SpanBatcher spans(store, config.runner.span_batch, config.runner.span_flush_seconds);
   auto agent = agent::make_agent(config.agent);
   model::Policy policy(config.model, agent->vocab_size(), config.run.seed);
+  weights.attach(policy);
   const model::Sampling train_sampling{config.grpo.temperature, 0}, greedy{1.0, 1};
   agent::EpisodeBatcher batcher(policy, train_sampling, 0);
   policy.seed_sampling(config.run.seed * 1000 + rank);
@@ -298,6 +299,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
                  WeightChannel& weights) {
   auto agent = agent::make_agent(config.agent);
   model::Policy policy(config.model, agent->vocab_size(), config.run.seed);
+  weights.attach(policy);
   std::unique_ptr<GradientReducer> reducer;
   if (ch.trainers.size() > 1) {
     comm::ReducerConfig rc;
@@ -312,7 +314,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     try {
       store.get_latest_resources("policy");  // a resumed run: rank 0 restored the versions
     } catch (const store::StoreError&) {
-      store.add_resources("policy", "version=0 checksum=" + std::to_string(fnv1a(policy.flat_parameters())));
+      store.add_resources("policy", "version=0 checksum=" + std::to_string(checksum(policy.flat_parameters())));
     }
   }
   comm::IdleBackoff backoff;
@@ -359,7 +361,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     ++version;
     auto t1 = Clock::now();
     std::vector<float> new_weights = policy.flat_parameters();
-    if (leader) store.update_resources("policy", log::concat("version=", version, " checksum=", fnv1a(new_weights)));
+    if (leader) store.update_resources("policy", log::concat("version=", version, " checksum=", checksum(new_weights)));
     weights.publish(version, new_weights);
     const double sync_seconds = seconds_since(t1);
     double figures[] = {stats.loss, stats.policy_loss, stats.kl, stats.entropy, stats.clip_fraction, stats.grad_norm,
@@ -825,9 +827,7 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
     if (trainer_error) std::rethrow_exception(trainer_error);
     return exit_ok;
   }
-  auto agent = agent::make_agent(config.agent);
-  model::Policy sizing(config.model, agent->vocab_size(), config.run.seed);
-  BroadcastWeights weights(ch.sync.get(), sizing.parameter_count(), rank == layout.trainer_leader());
+  BroadcastWeights weights(ch.sync.get(), rank == layout.trainer_leader());
   if (role.trainer) run_trainer(config, ch, layout, rank, store, weights);
   else run_runner(config, store, weights, rank);
   return exit_ok;
