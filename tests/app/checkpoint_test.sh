@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints and restart with the real binary: periodic versions, resume (with another
 # layout), a corrupt version skipped, SIGUSR1 (checkpoint, exit 3, resume), and kill -9 of
-# rank 0 mid-run followed by --resume auto. Every wait is bounded.
+# the coordinator, a trainer and a runner mid-run, each followed by --resume auto. Every wait is bounded.
 set -u
 bin=$(realpath "$1"); src=$2
 mpirun=${MPIEXEC:-mpirun}
@@ -53,22 +53,26 @@ saved=$(steps_of "$work/b" | awk '{print $NF}')
 train 4 "$work/b" --run.steps $((saved + 2)) --resume auto
 check '[ $? = 0 ] && [ "$(steps_of "$work/b")" = "$(seq 1 $((saved + 2)) | xargs)" ]' "resume after SIGUSR1: $(steps_of "$work/b")"
 
-# 5. kill -9 of rank 0 mid-run; --resume auto finishes the run from the last version.
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/c" --run.steps 100000 --checkpoint.every_steps 2 >"$work/out" 2>"$work/err" &
-job=$!
-for _ in $(seq 100); do [ -f "$work/c/checkpoints/v00000004.h5" ] && break; sleep 0.2; done
-rank0=""
-for pid in $(pgrep -f "$bin train"); do
-  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && rank0=$pid
+# 5. kill -9 of rank 0 (coordinator), rank 1 (trainer) and rank 2 (a runner) mid-run: each time
+# mpirun ends the job, and --resume auto finishes the run from the last version, every step once.
+for victim in 0 1 2; do
+  dir="$work/kill$victim"
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
+    --run.dir "$dir" --run.steps 100000 --checkpoint.every_steps 2 >"$work/out" 2>"$work/err" &
+  job=$!
+  for _ in $(seq 100); do [ -f "$dir/checkpoints/v00000004.h5" ] && break; sleep 0.2; done
+  pid=""
+  for p in $(pgrep -f "$bin train"); do
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim" && pid=$p
+  done
+  check '[ -n "$pid" ]' "could not find rank $victim"
+  [ -n "$pid" ] && kill -9 "$pid"
+  wait $job
+  last=$(grep -o 'v[0-9]*' "$dir/checkpoints/LATEST" | tr -d v | sed 's/^0*//')
+  train 4 "$dir" --run.steps $((last + 3)) --resume auto
+  check '[ $? = 0 ]' "resume after kill -9 of rank $victim: $(tail -3 "$work/err")"
+  check '[ "$(steps_of "$dir")" = "$(seq 1 $((last + 3)) | xargs)" ]' "steps after kill -9 of rank $victim: $(steps_of "$dir")"
 done
-check '[ -n "$rank0" ]' "could not find rank 0"
-[ -n "$rank0" ] && kill -9 "$rank0"
-wait $job
-last=$(grep -o 'v[0-9]*' "$work/c/checkpoints/LATEST" | tr -d v | sed 's/^0*//')
-train 4 "$work/c" --run.steps $((last + 3)) --resume auto
-check '[ $? = 0 ]' "resume after kill -9: $(tail -3 "$work/err")"
-check '[ "$(steps_of "$work/c")" = "$(seq 1 $((last + 3)) | xargs)" ]' "steps after kill -9: $(steps_of "$work/c")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]
