@@ -47,7 +47,6 @@ void EpisodeBatcher::serve(std::vector<Request*>& batch) {
       requests[i]->response.tokens = std::move(out[i].tokens);
       requests[i]->response.logprobs = std::move(out[i].logprobs);
       requests[i]->response.policy_version = version_;
-      tokens_ += static_cast<std::uint64_t>(shape.second);
     }
     calls_ += requests.size();
     ++batches_;

@@ -25,7 +25,6 @@ class EpisodeBatcher {
   void set_policy_version(std::uint64_t version) { version_ = version; }
   void set_sampling(const model::Sampling& sampling) { sampling_ = sampling; }
   std::uint64_t policy_calls() const { return calls_; }
-  std::uint64_t generated_tokens() const { return tokens_; }
   std::uint64_t batches() const { return batches_; }  // generate calls on the policy
 
  private:
@@ -47,7 +46,7 @@ class EpisodeBatcher {
   std::condition_variable to_batcher_, to_episodes_;
   std::vector<Request*> pending_;
   int live_ = 0;
-  std::uint64_t calls_ = 0, tokens_ = 0, batches_ = 0;
+  std::uint64_t calls_ = 0, batches_ = 0;
 };
 
 }  // namespace arclight::agent
