@@ -5,13 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <functional>
+#include <map>
 #include <regex>
+#include <set>
 
+#include "arclight/core/bytes.hpp"
 #include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -20,6 +23,8 @@ namespace arclight::ckpt {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr std::int64_t format_version = 2;
 
 // Closes an HDF5 handle when it goes out of scope.
 struct Handle {
@@ -43,97 +48,335 @@ void fsync_path(const std::string& path, bool directory) {
   if (rc != 0) throw Error("checkpoint: fsync of " + path + " failed");
 }
 
-class Writer {
- public:
-  explicit Writer(const std::string& path)
-      : file_(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "cannot create " + path) {}
-  void group(const char* name) { Handle g(H5Gcreate2(file_.id, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, name); }
-  template <class T>
-  void dataset(const std::string& name, const T* data, std::size_t count, hid_t type) {
-    hsize_t dims[1] = {count};
-    Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, name);
-    Handle set(H5Dcreate2(file_.id, name.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose, name);
-    if (count > 0 && H5Dwrite(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) throw Error("cannot write " + name);
-    // The checksum of the dataset's bytes, as an attribute: read back and compared on restore.
-    const std::uint32_t crc = crc32c(data, count * sizeof(T));
-    Handle aspace(H5Screate(H5S_SCALAR), H5Sclose, name);
-    Handle attr(H5Acreate2(set.id, "crc32c", H5T_NATIVE_UINT32, aspace.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, name);
-    H5Awrite(attr.id, H5T_NATIVE_UINT32, &crc);
+enum class Kind : std::uint8_t { u8, i64, f32, f64 };
+hid_t h5type(Kind k) {
+  switch (k) {
+    case Kind::u8: return H5T_NATIVE_UINT8;
+    case Kind::i64: return H5T_NATIVE_INT64;
+    case Kind::f32: return H5T_NATIVE_FLOAT;
+    case Kind::f64: return H5T_NATIVE_DOUBLE;
   }
-  void bytes(const std::string& name, const std::string& s) { dataset(name, s.data(), s.size(), H5T_NATIVE_UINT8); }
-  void floats(const std::string& name, const std::vector<float>& v) { dataset(name, v.data(), v.size(), H5T_NATIVE_FLOAT); }
-  void ints(const std::string& name, const std::vector<std::int64_t>& v) { dataset(name, v.data(), v.size(), H5T_NATIVE_INT64); }
-  void strings(const std::string& name, const std::vector<std::string>& v) {
-    // Length-prefixed, in one byte dataset: simple for any reader.
-    std::string packed;
-    for (const std::string& s : v) {
-      const std::uint32_t n = static_cast<std::uint32_t>(s.size());
-      packed.append(reinterpret_cast<const char*>(&n), sizeof n);
-      packed += s;
-    }
-    bytes(name, packed);
-  }
-  void close() {
-    H5Fflush(file_.id, H5F_SCOPE_GLOBAL);
-    H5Fclose(file_.id);
-    file_.id = -1;
-  }
+  return H5T_NATIVE_UINT8;
+}
+std::size_t kind_size(Kind k) { return k == Kind::u8 ? 1 : k == Kind::f32 ? 4 : 8; }
 
- private:
-  Handle file_;
+// One dataset as a rank holds it. Append-only blobs become a group of segments.
+struct Blob {
+  std::string path;
+  Kind kind = Kind::u8;
+  const void* data = nullptr;
+  std::uint64_t count = 0;
+  bool append_only = false;
 };
 
-class Reader {
- public:
-  explicit Reader(const std::string& path)
-      : path_(path), file_(open(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)") {}
-  template <class T>
-  std::vector<T> dataset(const std::string& name, hid_t type) {
-    if (H5Lexists(file_.id, name.c_str(), H5P_DEFAULT) <= 0) throw CorruptCheckpoint(path_ + ": no dataset " + name);
-    Handle set(H5Dopen2(file_.id, name.c_str(), H5P_DEFAULT), H5Dclose, path_ + ": cannot open " + name);
-    Handle space(H5Dget_space(set.id), H5Sclose, name);
-    hsize_t dims[1] = {0};
-    if (H5Sget_simple_extent_ndims(space.id) != 1) throw CorruptCheckpoint(path_ + ": " + name + " is not 1-D");
-    H5Sget_simple_extent_dims(space.id, dims, nullptr);
-    std::vector<T> out(dims[0]);
-    if (dims[0] > 0 && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-      throw CorruptCheckpoint(path_ + ": cannot read " + name);
-    std::uint32_t stored = 0;
-    Handle attr(H5Aopen(set.id, "crc32c", H5P_DEFAULT), H5Aclose, path_ + ": " + name + " has no checksum");
-    H5Aread(attr.id, H5T_NATIVE_UINT32, &stored);
-    if (stored != crc32c(out.data(), out.size() * sizeof(T)))
-      throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
-    return out;
+std::string pack_strings(const std::vector<std::string>& v) {
+  std::string packed;  // each a uint32 length and its bytes: simple for any reader
+  for (const std::string& s : v) {
+    const std::uint32_t n = static_cast<std::uint32_t>(s.size());
+    packed.append(reinterpret_cast<const char*>(&n), sizeof n);
+    packed += s;
   }
-  std::string bytes(const std::string& name) {
-    auto v = dataset<char>(name, H5T_NATIVE_UINT8);
-    return std::string(v.begin(), v.end());
-  }
-  std::vector<std::string> strings(const std::string& name) {
-    std::string packed = bytes(name);
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while (at < packed.size()) {
-      std::uint32_t n = 0;
-      if (packed.size() - at < sizeof n) throw CorruptCheckpoint(path_ + ": " + name + " is malformed");
-      std::memcpy(&n, packed.data() + at, sizeof n);
-      at += sizeof n;
-      if (packed.size() - at < n) throw CorruptCheckpoint(path_ + ": " + name + " is malformed");
-      out.push_back(packed.substr(at, n));
-      at += n;
-    }
-    return out;
-  }
+  return packed;
+}
 
- private:
-  static hid_t open(const std::string& path) {
-    H5E_BEGIN_TRY { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); }
+std::vector<std::string> unpack_strings(const std::string& packed, const std::string& what) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < packed.size()) {
+    std::uint32_t n = 0;
+    if (packed.size() - at < sizeof n) throw CorruptCheckpoint(what + " is malformed");
+    std::memcpy(&n, packed.data() + at, sizeof n);
+    at += sizeof n;
+    if (packed.size() - at < n) throw CorruptCheckpoint(what + " is malformed");
+    out.push_back(packed.substr(at, n));
+    at += n;
+  }
+  return out;
+}
+
+std::vector<TensorInfo> tensors_of(const Checkpoint& c) {
+  if (!c.tensors.empty()) return c.tensors;
+  return {TensorInfo{"all", c.parameters.size()}};
+}
+
+// What this rank writes, as blobs pointing into `c` and into `keep` (packed values; a deque
+// keeps them in place as it grows).
+std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std::string>& keep) {
+  std::vector<Blob> out;
+  auto bytes = [&](const std::string& path, const std::string& s, bool append_only = false) {
+    out.push_back({path, Kind::u8, s.data(), s.size(), append_only});
+  };
+  auto ints = [&](const std::string& path, const std::vector<std::int64_t>& v) {
+    out.push_back({path, Kind::i64, v.data(), v.size(), false});
+  };
+  if (part.meta_and_store) {
+    out.push_back({"/meta/format", Kind::i64, &format_version, 1, false});
+    out.push_back({"/meta/step", Kind::i64, &c.step, 1, false});
+    out.push_back({"/meta/policy_version", Kind::i64, &c.policy_version, 1, false});
+    bytes("/meta/config_toml", c.config_toml);
+    bytes("/meta/arclight_version", c.arclight_version);
+    out.push_back({"/meta/created", Kind::f64, &c.created, 1, false});
+    bytes("/meta/metrics_jsonl", c.metrics_jsonl, true);
+    bytes("/rng/coordinator", c.coordinator_rng);
+    keep.push_back(pack_strings(c.policy_resources));
+    bytes("/store/policy_resources", keep.back());
+    ints("/store/statistics", c.store_statistics);
+    bytes("/store/tables", c.store_tables);
+    bytes("/store/span_log", c.span_log, true);
+    ints("/store/untrained_rollouts", c.untrained_rollouts);
+  }
+  const std::vector<TensorInfo> tensors = tensors_of(c);
+  if (part.model_index) {
+    std::vector<std::string> names;
+    std::string sizes;
+    for (const TensorInfo& t : tensors) {
+      names.push_back(t.name);
+      const std::int64_t n = static_cast<std::int64_t>(t.size);
+      sizes.append(reinterpret_cast<const char*>(&n), sizeof n);
+    }
+    keep.push_back(pack_strings(names));
+    bytes("/model/tensor_names", keep.back());
+    keep.push_back(sizes);
+    out.push_back({"/model/tensor_sizes", Kind::i64, keep.back().data(), tensors.size(), false});
+    ints("/optim/steps", c.optimizer_steps);
+  }
+  std::size_t offset = 0;
+  const bool has_moments = !c.exp_avg.empty();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::size_t n = tensors[i].size;
+    const bool mine = part.all_tensors || std::find(part.tensors.begin(), part.tensors.end(), i) != part.tensors.end();
+    if (mine) {
+      const std::string& name = tensors[i].name;
+      out.push_back({"/model/parameters/" + name, Kind::f32, c.parameters.data() + offset, n, false});
+      out.push_back({"/optim/exp_avg/" + name, Kind::f32, has_moments ? c.exp_avg.data() + offset : nullptr,
+                     has_moments ? n : 0, false});
+      out.push_back({"/optim/exp_avg_sq/" + name, Kind::f32, has_moments ? c.exp_avg_sq.data() + offset : nullptr,
+                     has_moments ? n : 0, false});
+    }
+    offset += n;
+  }
+  return out;
+}
+
+// A link access list that resolves external links in `dir`, wherever the process runs.
+hid_t link_access(const std::string& dir) {
+  hid_t lapl = H5Pcreate(H5P_DATASET_ACCESS);
+  H5Pset_elink_prefix(lapl, (dir.empty() ? std::string(".") : dir).c_str());
+  return lapl;
+}
+
+hid_t open_file(const std::string& path) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access list");
+  H5Pset_elink_file_cache_size(fapl.id, 16);  // linked parents stay open across datasets
+  H5E_BEGIN_TRY { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id); }
+  H5E_END_TRY;
+  return -1;
+}
+
+// Where a dataset's data lives and what it holds: for the parent's datasets, so that an
+// unchanged one becomes a link to the file that holds it.
+struct Held {
+  std::string file, object;
+  Kind kind = Kind::u8;
+  std::uint64_t count = 0;
+  std::uint32_t crc = 0;
+};
+
+std::uint32_t read_crc(hid_t set, const std::string& what) {
+  std::uint32_t stored = 0;
+  Handle attr(H5Aopen(set, "crc32c", H5P_DEFAULT), H5Aclose, what + " has no checksum");
+  if (H5Aread(attr.id, H5T_NATIVE_UINT32, &stored) < 0) throw CorruptCheckpoint(what + ": unreadable checksum");
+  return stored;
+}
+
+std::uint64_t extent(hid_t set, const std::string& what) {
+  Handle space(H5Dget_space(set), H5Sclose, what);
+  if (H5Sget_simple_extent_ndims(space.id) != 1) throw CorruptCheckpoint(what + " is not 1-D");
+  hsize_t dims[1] = {0};
+  H5Sget_simple_extent_dims(space.id, dims, nullptr);
+  return dims[0];
+}
+
+Kind kind_of(hid_t set) {
+  Handle type(H5Dget_type(set), H5Tclose, "dataset type");
+  if (H5Tget_class(type.id) == H5T_FLOAT) return H5Tget_size(type.id) == 4 ? Kind::f32 : Kind::f64;
+  return H5Tget_size(type.id) == 1 ? Kind::u8 : Kind::i64;
+}
+
+// Every dataset of a version file, by path: where its data is held, with its checksum.
+struct LinkWalk {
+  std::string file_name, dir;
+  hid_t file;
+  std::map<std::string, Held>* held;
+  std::set<std::string>* linked;
+};
+
+herr_t visit_link(hid_t, const char* name, const H5L_info_t* info, void* arg) {
+  auto* walk = static_cast<LinkWalk*>(arg);
+  const std::string path = std::string("/") + name;
+  Held h;
+  if (info->type == H5L_TYPE_EXTERNAL) {
+    std::vector<char> value(info->u.val_size);
+    const char* file = nullptr;
+    const char* object = nullptr;
+    unsigned flags = 0;
+    if (H5Lget_val(walk->file, name, value.data(), value.size(), H5P_DEFAULT) < 0 ||
+        H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &object) < 0)
+      return -1;
+    h.file = file;
+    h.object = object;
+    if (walk->linked) walk->linked->insert(h.file);
+  } else if (info->type == H5L_TYPE_HARD) {
+    H5O_info_t o;
+    if (H5Oget_info_by_name(walk->file, name, &o, H5P_DEFAULT) < 0) return -1;
+    if (o.type != H5O_TYPE_DATASET) return 0;
+    h.file = walk->file_name;
+    h.object = path;
+  } else {
+    return 0;
+  }
+  if (walk->held) {
+    Handle lapl(link_access(walk->dir), H5Pclose, "link access");
+    hid_t set = -1;
+    H5E_BEGIN_TRY { set = H5Dopen2(walk->file, name, lapl.id); }
     H5E_END_TRY;
-    return -1;
+    if (set < 0) return 0;  // a dangling link: the dataset is written anew
+    Handle s(set, H5Dclose, path);
+    try {
+      h.kind = kind_of(set);
+      h.count = extent(set, path);
+      h.crc = read_crc(set, path);
+    } catch (const CorruptCheckpoint&) {
+      return 0;
+    }
+    (*walk->held)[path] = h;
   }
-  std::string path_;
-  Handle file_;
+  return 0;
+}
+
+void walk_links(const std::string& path, std::map<std::string, Held>* held, std::set<std::string>* linked) {
+  Handle file(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)");
+  LinkWalk walk{fs::path(path).filename().string(), fs::path(path).parent_path().string(), file.id, held, linked};
+  if (H5Lvisit(file.id, H5_INDEX_NAME, H5_ITER_INC, visit_link, &walk) < 0)
+    throw CorruptCheckpoint(path + ": its links do not read back");
+}
+
+// What a version writes: datasets (data, or a link to the file holding the same bytes).
+struct PlanEntry {
+  std::string path;
+  Kind kind = Kind::u8;
+  std::uint64_t count = 0;
+  std::uint32_t crc = 0;
+  int owner = 0;  // the rank of the write's communicator that writes the data
+  std::string link_file, link_object;  // set: an external link instead of data
+  std::uint64_t offset = 0;            // an append-only blob's segment: where it starts, in elements
 };
+
+void encode_entry(ByteWriter& w, const PlanEntry& e) {
+  w.bytes(e.path);
+  w.u8(static_cast<std::uint8_t>(e.kind));
+  w.u64(e.count);
+  w.u32(e.crc);
+  w.u32(static_cast<std::uint32_t>(e.owner));
+  w.bytes(e.link_file);
+  w.bytes(e.link_object);
+  w.u64(e.offset);
+}
+
+PlanEntry decode_entry(ByteReader& r) {
+  PlanEntry e;
+  e.path = std::string(r.bytes());
+  e.kind = static_cast<Kind>(r.u8());
+  e.count = r.u64();
+  e.crc = r.u32();
+  e.owner = static_cast<int>(r.u32());
+  e.link_file = std::string(r.bytes());
+  e.link_object = std::string(r.bytes());
+  e.offset = r.u64();
+  return e;
+}
+
+std::string segment_name(std::int64_t version) {
+  char name[16];
+  std::snprintf(name, sizeof name, "s%08lld", static_cast<long long>(version));
+  return name;
+}
+
+// Rank 0's decisions: which datasets link to the parent, which segments are new.
+struct Planner {
+  std::map<std::string, Held> parent;  // empty: a full version
+  std::int64_t version = 0;
+  std::vector<PlanEntry> entries;
+
+  void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
+    PlanEntry e{path, kind, count, crc, owner, "", "", 0};
+    auto it = parent.find(path);
+    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc) {
+      e.link_file = it->second.file;
+      e.link_object = it->second.object;
+    }
+    entries.push_back(std::move(e));
+  }
+
+  // The parent's segments, linked when they are a prefix of `blob`; the rest as one new segment.
+  void append_only(const Blob& blob) {
+    const std::size_t size = kind_size(blob.kind);
+    std::vector<std::pair<std::string, Held>> segments;
+    for (const auto& [path, held] : parent)
+      if (path.rfind(blob.path + "/s", 0) == 0) segments.emplace_back(path, held);
+    std::uint64_t prefix = 0;
+    bool is_prefix = true;
+    for (const auto& [path, held] : segments) {
+      if (held.kind != blob.kind || prefix + held.count > blob.count ||
+          crc32c(static_cast<const char*>(blob.data) + prefix * size, held.count * size) != held.crc) {
+        is_prefix = false;
+        break;
+      }
+      prefix += held.count;
+    }
+    if (!is_prefix) prefix = 0, segments.clear();
+    for (const auto& [path, held] : segments)
+      entries.push_back({path, held.kind, held.count, held.crc, 0, held.file, held.object, 0});
+    if (blob.count > prefix || segments.empty()) {
+      const char* tail = static_cast<const char*>(blob.data) + prefix * size;
+      entries.push_back({blob.path + "/" + segment_name(version), blob.kind, blob.count - prefix,
+                         crc32c(tail, (blob.count - prefix) * size), 0, "", "", prefix});
+    }
+  }
+};
+
+// The chain length of a committed version (0: full), or -1 when it cannot serve as a parent.
+std::int64_t chain_of(hid_t file) {
+  hid_t set = -1;
+  H5E_BEGIN_TRY { set = H5Dopen2(file, "/meta/chain", H5P_DEFAULT); }
+  H5E_END_TRY;
+  if (set < 0) return -1;
+  Handle s(set, H5Dclose, "/meta/chain");
+  std::int64_t chain = -1;
+  if (H5Dread(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &chain) < 0) return -1;
+  return chain;
+}
+
+std::string read_latest_name(const std::string& dir) {
+  std::string name;
+  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, name);
+  return name;
+}
+
+void create_groups(hid_t file, const std::vector<PlanEntry>& entries) {
+  std::set<std::string> groups;
+  for (const PlanEntry& e : entries)
+    for (std::size_t at = e.path.find('/', 1); at != std::string::npos; at = e.path.find('/', at + 1))
+      groups.insert(e.path.substr(0, at));
+  for (const std::string& g : groups)  // in name order: a group before its children
+    Handle(H5Gcreate2(file, g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "cannot create group " + g);
+}
+
+void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, path);
+  Handle attr(H5Acreate2(set, "crc32c", H5T_NATIVE_UINT32, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, path);
+  if (H5Awrite(attr.id, H5T_NATIVE_UINT32, &crc) < 0) throw Error("checkpoint: cannot write the checksum of " + path);
+}
 
 std::vector<std::int64_t> versions_in(const std::string& dir) {
   static const std::regex name{R"(v([0-9]{8})\.h5)"};
@@ -148,6 +391,59 @@ std::vector<std::int64_t> versions_in(const std::string& dir) {
   return out;
 }
 
+class Reader {
+ public:
+  explicit Reader(const std::string& path)
+      : path_(path), file_(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)"),
+        lapl_(link_access(fs::path(path).parent_path().string()), H5Pclose, "link access") {}
+
+  bool has(const std::string& name) const { return H5Lexists(file_.id, name.c_str(), H5P_DEFAULT) > 0; }
+
+  template <class T>
+  std::vector<T> dataset(const std::string& name, hid_t type) {
+    if (!has(name)) throw CorruptCheckpoint(path_ + ": no dataset " + name);
+    hid_t id = -1;
+    H5E_BEGIN_TRY { id = H5Dopen2(file_.id, name.c_str(), lapl_.id); }
+    H5E_END_TRY;
+    Handle set(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+    std::vector<T> out(extent(set.id, path_ + ": " + name));
+    if (!out.empty() && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+      throw CorruptCheckpoint(path_ + ": cannot read " + name);
+    if (read_crc(set.id, path_ + ": " + name) != crc32c(out.data(), out.size() * sizeof(T)))
+      throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
+    return out;
+  }
+  std::string bytes(const std::string& name) {
+    auto v = dataset<char>(name, H5T_NATIVE_UINT8);
+    return std::string(v.begin(), v.end());
+  }
+  std::int64_t one(const std::string& name) {
+    auto v = dataset<std::int64_t>(name, H5T_NATIVE_INT64);
+    if (v.size() != 1) throw CorruptCheckpoint(path_ + ": " + name + " is not one number");
+    return v[0];
+  }
+  // An append-only blob: its segments, in name (= version) order.
+  std::string segments(const std::string& group) {
+    if (!has(group)) throw CorruptCheckpoint(path_ + ": no group " + group);
+    Handle g(H5Gopen2(file_.id, group.c_str(), H5P_DEFAULT), H5Gclose, path_ + ": cannot open " + group);
+    std::vector<std::string> names;
+    auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+      static_cast<std::vector<std::string>*>(out)->push_back(name);
+      return 0;
+    };
+    if (H5Literate(g.id, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
+      throw CorruptCheckpoint(path_ + ": cannot list " + group);
+    std::string out;
+    for (const std::string& n : names) out += bytes(group + "/" + n);
+    return out;
+  }
+
+ private:
+  std::string path_;
+  Handle file_;
+  Handle lapl_;
+};
+
 }  // namespace
 
 std::string version_file_name(std::int64_t version) {
@@ -156,29 +452,160 @@ std::string version_file_name(std::int64_t version) {
   return name;
 }
 
-std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& c) {
-  fs::create_directories(dir);
+std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<TensorInfo>& tensors, int ranks) {
+  std::vector<std::vector<std::size_t>> out(static_cast<std::size_t>(std::max(1, ranks)));
+  std::size_t total = 0;
+  for (const TensorInfo& t : tensors) total += t.size;
+  std::size_t done = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    // The tensor goes to the rank whose equal share its midpoint falls in.
+    const double middle = double(done) + double(tensors[i].size) / 2;
+    std::size_t r = total == 0 ? 0 : static_cast<std::size_t>(middle * double(out.size()) / double(total));
+    out[std::min(r, out.size() - 1)].push_back(i);
+    done += tensors[i].size;
+  }
+  return out;
+}
+
+std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& c,
+                             const WriteOptions& options) {
+  const bool parallel = options.comm != MPI_COMM_NULL;
+  int me = 0, ranks = 1;
+  if (parallel) {
+    MPI_Comm_rank(options.comm, &me);
+    MPI_Comm_size(options.comm, &ranks);
+  }
   const std::string final_path = (fs::path(dir) / version_file_name(version)).string();
   const std::string tmp_path = final_path + ".tmp";
+  std::deque<std::string> keep;
+  std::vector<Blob> blobs = blobs_of(c, options.part, keep);
+
+  // 1. What every rank holds: path, kind, count and checksum, gathered at rank 0.
+  std::string mine;
   {
-    Writer w(tmp_path);
-    for (const char* g : {"/meta", "/model", "/optim", "/rng", "/store"}) w.group(g);
-    w.ints("/meta/step", {c.step});
-    w.ints("/meta/policy_version", {c.policy_version});
-    w.bytes("/meta/config_toml", c.config_toml);
-    w.bytes("/meta/arclight_version", c.arclight_version);
-    w.dataset("/meta/created", &c.created, 1, H5T_NATIVE_DOUBLE);
-    w.floats("/model/parameters", c.parameters);
-    w.floats("/optim/exp_avg", c.exp_avg);
-    w.floats("/optim/exp_avg_sq", c.exp_avg_sq);
-    w.ints("/optim/steps", c.optimizer_steps);
-    w.bytes("/rng/coordinator", c.coordinator_rng);
-    w.bytes("/meta/metrics_jsonl", c.metrics_jsonl);
-    w.strings("/store/policy_resources", c.policy_resources);
-    w.ints("/store/statistics", c.store_statistics);
-    w.close();
+    ByteWriter w(mine);
+    for (const Blob& b : blobs) {
+      if (b.append_only) continue;  // rank 0's, planned there
+      w.bytes(b.path);
+      w.u8(static_cast<std::uint8_t>(b.kind));
+      w.u64(b.count);
+      w.u32(crc32c(b.data, b.count * kind_size(b.kind)));
+    }
   }
-  // Commit: the file's bytes, then its name, then LATEST; each step survives a crash of the next.
+  std::vector<std::string> held_by(static_cast<std::size_t>(ranks));
+  if (parallel) {
+    int size = static_cast<int>(mine.size());
+    std::vector<int> sizes(static_cast<std::size_t>(ranks)), offsets(static_cast<std::size_t>(ranks));
+    MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, options.comm);
+    std::string all;
+    if (me == 0) {
+      int total = 0;
+      for (int r = 0; r < ranks; ++r) offsets[r] = total, total += sizes[r];
+      all.resize(static_cast<std::size_t>(total));
+    }
+    MPI_Gatherv(mine.data(), size, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, 0, options.comm);
+    if (me == 0)
+      for (int r = 0; r < ranks; ++r) held_by[r] = all.substr(offsets[r], sizes[r]);
+  } else {
+    held_by[0] = mine;
+  }
+
+  // 2. Rank 0 plans: full or incremental on LATEST, links for what did not change.
+  std::string plan;
+  if (me == 0) {
+    fs::create_directories(dir);
+    Planner planner;
+    planner.version = version;
+    std::string parent_name = options.full_every > 1 ? read_latest_name(dir) : "";
+    std::int64_t chain = 0;
+    if (!parent_name.empty()) {
+      const std::string parent_path = (fs::path(dir) / parent_name).string();
+      try {
+        std::int64_t parent_chain = -1;
+        {
+          Handle f(open_file(parent_path), H5Fclose, parent_path);
+          parent_chain = chain_of(f.id);
+        }
+        if (parent_chain >= 0 && parent_chain + 1 < options.full_every) {
+          walk_links(parent_path, &planner.parent, nullptr);
+          chain = parent_chain + 1;
+        }
+      } catch (const CorruptCheckpoint& e) {
+        log::warn("checkpoint: ", e.what(), "; writing a full version");
+      }
+    }
+    if (chain == 0) parent_name.clear(), planner.parent.clear();
+    for (int r = 0; r < ranks; ++r) {
+      ByteReader in(held_by[r]);
+      while (in.remaining() > 0) {
+        std::string path(in.bytes());
+        const Kind kind = static_cast<Kind>(in.u8());
+        const std::uint64_t count = in.u64();
+        planner.regular(path, kind, count, in.u32(), r);
+      }
+    }
+    for (const Blob& b : blobs)
+      if (b.append_only) planner.append_only(b);
+    keep.push_back(parent_name);
+    planner.entries.push_back({"/meta/parent", Kind::u8, parent_name.size(), crc32c(parent_name.data(), parent_name.size()), 0, "", "", 0});
+    planner.entries.push_back({"/meta/chain", Kind::i64, 1, crc32c(&chain, sizeof chain), 0, "", "", 0});
+    blobs.push_back({"/meta/parent", Kind::u8, keep.back().data(), parent_name.size(), false});
+    keep.emplace_back(reinterpret_cast<const char*>(&chain), sizeof chain);
+    blobs.push_back({"/meta/chain", Kind::i64, keep.back().data(), 1, false});
+    ByteWriter w(plan);
+    for (const PlanEntry& e : planner.entries) encode_entry(w, e);
+  }
+  if (parallel) {
+    std::uint64_t size = plan.size();
+    MPI_Bcast(&size, 1, MPI_UINT64_T, 0, options.comm);
+    plan.resize(size);
+    MPI_Bcast(plan.data(), static_cast<int>(size), MPI_BYTE, 0, options.comm);
+  }
+  std::vector<PlanEntry> entries;
+  for (ByteReader in(plan); in.remaining() > 0;) entries.push_back(decode_entry(in));
+
+  // 3. Every rank: create the file and its datasets together, write what it holds.
+  std::map<std::string, const Blob*> by_path;
+  for (const Blob& b : blobs) by_path[b.path] = &b;
+  {
+    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access list");
+    if (parallel) {
+      H5Pset_fapl_mpio(fapl.id, options.comm, MPI_INFO_NULL);
+      H5Pset_all_coll_metadata_ops(fapl.id, true);
+      H5Pset_coll_metadata_write(fapl.id, true);
+    }
+    Handle file(H5Fcreate(tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), H5Fclose,
+                "checkpoint: cannot create " + tmp_path);
+    create_groups(file.id, entries);
+    for (const PlanEntry& e : entries) {
+      if (!e.link_file.empty()) {
+        if (H5Lcreate_external(e.link_file.c_str(), e.link_object.c_str(), file.id, e.path.c_str(), H5P_DEFAULT,
+                               H5P_DEFAULT) < 0)
+          throw Error("checkpoint: cannot link " + e.path);
+        continue;
+      }
+      hsize_t dims[1] = {e.count};
+      Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, e.path);
+      Handle set(H5Dcreate2(file.id, e.path.c_str(), h5type(e.kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 H5Dclose, "checkpoint: cannot create " + e.path);
+      if (e.owner == me && e.count > 0) {
+        // A segment's path ends in its version; its data is its blob's tail.
+        auto it = by_path.find(e.path);
+        const Blob* b = it != by_path.end() ? it->second : by_path.at(e.path.substr(0, e.path.rfind('/')));
+        const char* data = static_cast<const char*>(b->data) + e.offset * kind_size(e.kind);
+        if (H5Dwrite(set.id, h5type(e.kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+          throw Error("checkpoint: cannot write " + e.path);
+      }
+      write_attribute(set.id, e.crc, e.path);
+    }
+    if (options.before_close && me == 0) options.before_close();
+    if (H5Fclose(file.id) < 0) throw Error("checkpoint: cannot close " + tmp_path);
+    file.id = -1;
+  }
+  if (parallel) MPI_Barrier(options.comm);  // every rank's bytes are in the file
+  if (me != 0) return final_path;
+
+  // 4. Commit: the file's bytes, then its name, then LATEST; each survives a crash of the next.
   fsync_path(tmp_path, false);
   fs::rename(tmp_path, final_path);
   fsync_path(dir, true);
@@ -197,25 +624,41 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
 Checkpoint read_checkpoint(const std::string& path) {
   Reader r(path);
   Checkpoint c;
-  auto one = [&](const char* name) {
-    auto v = r.dataset<std::int64_t>(name, H5T_NATIVE_INT64);
-    if (v.size() != 1) throw CorruptCheckpoint(path + ": " + name + " is not one number");
-    return v[0];
-  };
-  c.step = one("/meta/step");
-  c.policy_version = one("/meta/policy_version");
+  if (!r.has("/meta/format") || r.one("/meta/format") != format_version)
+    throw CorruptCheckpoint(path + ": not a checkpoint of format " + std::to_string(format_version));
+  c.step = r.one("/meta/step");
+  c.policy_version = r.one("/meta/policy_version");
   c.config_toml = r.bytes("/meta/config_toml");
   c.arclight_version = r.bytes("/meta/arclight_version");
   auto created = r.dataset<double>("/meta/created", H5T_NATIVE_DOUBLE);
   c.created = created.empty() ? 0 : created[0];
-  c.parameters = r.dataset<float>("/model/parameters", H5T_NATIVE_FLOAT);
-  c.exp_avg = r.dataset<float>("/optim/exp_avg", H5T_NATIVE_FLOAT);
-  c.exp_avg_sq = r.dataset<float>("/optim/exp_avg_sq", H5T_NATIVE_FLOAT);
+  c.parent = r.bytes("/meta/parent");
+  c.chain = r.one("/meta/chain");
+  const std::vector<std::string> names = unpack_strings(r.bytes("/model/tensor_names"), path + ": /model/tensor_names");
+  const std::vector<std::int64_t> sizes = r.dataset<std::int64_t>("/model/tensor_sizes", H5T_NATIVE_INT64);
+  if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (sizes[i] < 0) throw CorruptCheckpoint(path + ": a negative tensor size");
+    c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
+    auto append = [&](std::vector<float>& to, const std::string& group, bool may_be_empty) {
+      std::vector<float> v = r.dataset<float>(group + names[i], H5T_NATIVE_FLOAT);
+      if (v.size() != c.tensors.back().size && !(may_be_empty && v.empty()))
+        throw CorruptCheckpoint(path + ": " + group + names[i] + " has the wrong size");
+      to.insert(to.end(), v.begin(), v.end());
+    };
+    append(c.parameters, "/model/parameters/", false);
+    append(c.exp_avg, "/optim/exp_avg/", true);
+    append(c.exp_avg_sq, "/optim/exp_avg_sq/", true);
+  }
+  if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
   c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
   c.coordinator_rng = r.bytes("/rng/coordinator");
-  c.metrics_jsonl = r.bytes("/meta/metrics_jsonl");
-  c.policy_resources = r.strings("/store/policy_resources");
+  c.metrics_jsonl = r.segments("/meta/metrics_jsonl");
+  c.policy_resources = unpack_strings(r.bytes("/store/policy_resources"), path + ": /store/policy_resources");
   c.store_statistics = r.dataset<std::int64_t>("/store/statistics", H5T_NATIVE_INT64);
+  c.store_tables = r.bytes("/store/tables");
+  c.span_log = r.segments("/store/span_log");
+  c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);
   if (!c.exp_avg.empty() && (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
     throw CorruptCheckpoint(path + ": optimizer state and parameters differ in size");
   return c;
@@ -225,11 +668,8 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   std::vector<std::string> candidates;
-  if (std::ifstream latest{fs::path(dir) / "LATEST"}) {
-    std::string name;
-    std::getline(latest, name);
-    if (!name.empty()) candidates.push_back((fs::path(dir) / name).string());
-  }
+  const std::string latest = read_latest_name(dir);
+  if (!latest.empty()) candidates.push_back((fs::path(dir) / latest).string());
   std::vector<std::int64_t> versions = versions_in(dir);
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
     std::string p = (fs::path(dir) / version_file_name(*it)).string();
@@ -245,15 +685,60 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
   return std::nullopt;
 }
 
+std::vector<std::string> linked_files(const std::string& path) {
+  std::set<std::string> linked;
+  walk_links(path, nullptr, &linked);
+  return {linked.begin(), linked.end()};
+}
+
+VersionSizes version_sizes(const std::string& path) {
+  std::map<std::string, Held> held;
+  walk_links(path, &held, nullptr);
+  VersionSizes sizes;
+  std::error_code ec;
+  sizes.own = fs::file_size(path, ec);
+  const std::string me = fs::path(path).filename().string();
+  for (const auto& [name, h] : held)
+    if (h.file != me) sizes.linked += h.count * kind_size(h.kind);
+  return sizes;
+}
+
 std::vector<std::string> apply_retention(const std::string& dir, int keep) {
   std::vector<std::string> removed;
   if (keep <= 0) return removed;
   std::vector<std::int64_t> versions = versions_in(dir);
-  // Full versions link to nothing, so any older one may go.
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < versions.size(); ++i) {
-    const std::string p = (fs::path(dir) / version_file_name(versions[i])).string();
+  if (versions.size() <= static_cast<std::size_t>(keep)) return removed;
+  // The newest `keep` versions, and every file they link to (links point at the file that
+  // holds the data, so one level is the whole chain).
+  std::set<std::string> kept;
+  for (std::size_t i = versions.size() - static_cast<std::size_t>(keep); i < versions.size(); ++i) {
+    const std::string name = version_file_name(versions[i]);
+    kept.insert(name);
+    try {
+      for (const std::string& f : linked_files((fs::path(dir) / name).string())) kept.insert(f);
+    } catch (const CorruptCheckpoint& e) {
+      log::warn("retention: ", e.what(), "; keeping every older version");
+      return removed;
+    }
+  }
+  const std::int64_t newest = versions.back();
+  for (std::int64_t v : versions) {
+    const std::string name = version_file_name(v);
+    if (kept.count(name)) continue;
     std::error_code ec;
+    const std::string p = (fs::path(dir) / name).string();
     if (fs::remove(p, ec)) removed.push_back(p);
+  }
+  // Leftovers of writes that never committed (a crash mid-write), older than the newest version.
+  static const std::regex tmp_name{R"(v([0-9]{8})\.h5\.tmp)"};
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (std::regex_match(file, m, tmp_name) && std::stoll(m[1]) < newest) {
+      std::error_code rm;
+      if (fs::remove(e.path(), rm)) removed.push_back(e.path().string());
+    }
   }
   return removed;
 }

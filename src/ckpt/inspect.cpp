@@ -27,7 +27,10 @@ DirectoryReport inspect_directory(const std::string& dir) {
     v.path = entry.path().string();
     v.bytes = entry.file_size();
     try {
+      v.links_to = linked_files(v.path);
+      v.linked_bytes = version_sizes(v.path).linked;
       Checkpoint c = read_checkpoint(v.path);
+      v.parent = c.parent;
       v.valid = true;
       v.step = c.step;
       v.policy_version = c.policy_version;
@@ -49,9 +52,20 @@ std::string describe(const DirectoryReport& report) {
   }
   out << "checkpoints in " << report.dir << " (LATEST: " << (report.latest.empty() ? "none" : report.latest) << ")";
   for (const VersionFile& v : report.versions) {
-    out << "\n  " << fs::path(v.path).filename().string() << "  " << v.bytes << " bytes  ";
-    if (v.valid) out << "step " << v.step << "  policy version " << v.policy_version << "  valid";
-    else out << "INVALID: " << v.problem;
+    out << "\n  " << fs::path(v.path).filename().string() << "  own " << v.bytes << " bytes, linked " << v.linked_bytes
+        << " bytes  ";
+    if (v.valid) {
+      out << "step " << v.step << "  policy version " << v.policy_version << "  "
+          << (v.parent.empty() ? std::string("full") : "parent " + v.parent);
+      if (v.links_to.size() > 1 || (v.links_to.size() == 1 && v.links_to[0] != v.parent)) {
+        out << " (links to";
+        for (const std::string& f : v.links_to) out << " " << f;
+        out << ")";
+      }
+      out << "  valid";
+    } else {
+      out << "INVALID: " << v.problem;
+    }
   }
   return out.str();
 }

@@ -37,7 +37,46 @@ Checkpoint sample(std::int64_t step) {
   c.metrics_jsonl = "{\"step\":1,\"reward\":2}\n";
   c.policy_resources = {"version=0 checksum=1", "version=1 checksum=2"};
   c.store_statistics = {1, 2, 3};
+  c.store_tables = "tables";
+  c.span_log = "span-1;";
+  c.untrained_rollouts = {41, 42};
   return c;
+}
+
+// A model of four tensors where only the last one trains (a frozen base), with a growing
+// span log and metrics history: what an incremental version saves.
+Checkpoint frozen_base(std::int64_t step) {
+  Checkpoint c = sample(step);
+  c.tensors = {{"embed", 400}, {"block0", 300}, {"block1", 200}, {"head", 100}};
+  c.parameters.assign(1000, 0.5f);
+  c.exp_avg.assign(1000, 0.f);
+  c.exp_avg_sq.assign(1000, 0.f);
+  for (int i = 900; i < 1000; ++i) {
+    c.parameters[i] = float(step) + float(i);
+    c.exp_avg[i] = float(step);
+    c.exp_avg_sq[i] = float(step) * 2;
+  }
+  c.optimizer_steps = {0, 0, 0, step};
+  c.metrics_jsonl.clear();
+  c.span_log.clear();
+  for (int s = 1; s <= step; ++s) {
+    c.metrics_jsonl += "{\"step\":" + std::to_string(s) + "}\n";
+    c.span_log += "spans of step " + std::to_string(s) + ";";
+  }
+  return c;
+}
+
+void same(const Checkpoint& a, const Checkpoint& b) {
+  BOOST_TEST(a.step == b.step);
+  BOOST_TEST(a.parameters == b.parameters);
+  BOOST_TEST(a.exp_avg == b.exp_avg);
+  BOOST_TEST(a.exp_avg_sq == b.exp_avg_sq);
+  BOOST_TEST(a.optimizer_steps == b.optimizer_steps);
+  BOOST_TEST(a.metrics_jsonl == b.metrics_jsonl);
+  BOOST_TEST(a.span_log == b.span_log);
+  BOOST_TEST(a.store_tables == b.store_tables);
+  BOOST_TEST(a.untrained_rollouts == b.untrained_rollouts);
+  BOOST_TEST(a.tensors.size() == b.tensors.size());
 }
 
 void flip_byte_of(const fs::path& file, const std::string& needle) {
@@ -119,6 +158,96 @@ BOOST_AUTO_TEST_CASE(retention_keeps_the_newest) {
   BOOST_TEST(fs::exists(dir.path / "v00000005.h5"));
   BOOST_TEST(!fs::exists(dir.path / "v00000003.h5"));
   BOOST_TEST(apply_retention(dir.path.string(), 0).empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 3;
+  const std::string v1 = write_checkpoint(d, 1, frozen_base(1), incremental);
+  const std::string v2 = write_checkpoint(d, 2, frozen_base(2), incremental);
+  const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
+  const std::string v4 = write_checkpoint(d, 4, frozen_base(4), incremental);
+  same(read_checkpoint(v2), frozen_base(2));
+  same(read_checkpoint(v3), frozen_base(3));
+  BOOST_TEST(read_checkpoint(v1).chain == 0);
+  BOOST_TEST(read_checkpoint(v2).parent == "v00000001.h5");
+  BOOST_TEST(read_checkpoint(v3).chain == 2);
+  BOOST_TEST(read_checkpoint(v4).chain == 0);  // every third is full
+  BOOST_TEST(read_checkpoint(v4).parent.empty());
+  // Links go straight to the file holding the bytes: v3's frozen tensors are v1's, its
+  // earlier span log segments v1's and v2's.
+  BOOST_TEST(linked_files(v3) == (std::vector<std::string>{"v00000001.h5", "v00000002.h5"}));
+  BOOST_TEST(linked_files(v4).empty());
+  const VersionSizes full = version_sizes(v1), inc = version_sizes(v3);
+  BOOST_TEST(inc.linked >= 3u * 900 * sizeof(float));
+  BOOST_TEST(full.linked == 0u);
+  // Retention keeps what a kept version links to.
+  auto removed = apply_retention(d, 1);
+  BOOST_TEST(removed.size() == 3u);
+  removed = apply_retention(d, 2);
+  BOOST_TEST(removed.empty());
+  same(load_latest(d)->second, frozen_base(4));
+}
+
+BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 10;
+  for (int v = 1; v <= 4; ++v) write_checkpoint(d, v, frozen_base(v), incremental);
+  apply_retention(d, 1);
+  BOOST_TEST(fs::exists(dir.path / "v00000004.h5"));
+  BOOST_TEST(fs::exists(dir.path / "v00000001.h5"));  // holds the frozen tensors
+  same(load_latest(d)->second, frozen_base(4));
+}
+
+BOOST_AUTO_TEST_CASE(a_version_whose_parent_is_gone_is_skipped) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 10;
+  write_checkpoint(d, 1, frozen_base(1));  // full
+  write_checkpoint(d, 2, frozen_base(2), incremental);
+  const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
+  fs::remove(dir.path / "v00000002.h5");
+  BOOST_CHECK_THROW(read_checkpoint(v3), CorruptCheckpoint);
+  same(load_latest(d)->second, frozen_base(1));
+  // A bit flipped in the parent's bytes is caught through the link, too.
+  write_checkpoint(d, 4, frozen_base(4), incremental);  // links to v1's frozen tensors
+  flip_byte_of(dir.path / "v00000001.h5", "12345 678");
+  BOOST_CHECK_THROW(read_checkpoint((dir.path / "v00000001.h5").string()), CorruptCheckpoint);
+}
+
+BOOST_AUTO_TEST_CASE(append_only_state_is_written_as_new_segments) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 5;
+  write_checkpoint(d, 1, frozen_base(1), incremental);
+  write_checkpoint(d, 2, frozen_base(2), incremental);
+  // A history that is not an extension of the parent's (it was rewritten) is written whole.
+  Checkpoint rewritten = frozen_base(3);
+  rewritten.span_log = "something else entirely";
+  const std::string v3 = write_checkpoint(d, 3, rewritten, incremental);
+  same(read_checkpoint(v3), rewritten);
+  const std::string v2 = (dir.path / "v00000002.h5").string();
+  same(read_checkpoint(v2), frozen_base(2));
+  const std::string text = describe(inspect_directory(d));
+  BOOST_TEST(text.find("parent v00000001.h5") != std::string::npos, text);
+}
+
+BOOST_AUTO_TEST_CASE(tensors_are_partitioned_by_bytes) {
+  std::vector<TensorInfo> t{{"a", 100}, {"b", 100}, {"c", 100}, {"d", 100}};
+  auto parts = partition_tensors(t, 2);
+  BOOST_TEST(parts[0] == (std::vector<std::size_t>{0, 1}));
+  BOOST_TEST(parts[1] == (std::vector<std::size_t>{2, 3}));
+  parts = partition_tensors(t, 3);
+  std::size_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  BOOST_TEST(total == 4u);
+  BOOST_TEST(partition_tensors(t, 1)[0].size() == 4u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,18 @@
 // temporary name, fsynced and renamed, then LATEST replaced by rename, so that a crash at
 // any point leaves the previous version valid. Every dataset carries a CRC-32C attribute;
 // a version that is incomplete or fails a checksum is skipped, with a warning, for the one before.
+//
+// Incremental: a version links (HDF5 external links) to its parent's datasets that did not
+// change, and writes append-only state (the span log, the metrics) as new segments only;
+// every full_every-th version is full, so a restore follows a bounded chain.
+//
+// Parallel: with a communicator, its ranks create the file together (MPI-IO, collective
+// metadata) and each writes the datasets it holds: trainers their tensor shards, rank 0
+// the rest.
+#include <mpi.h>
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,8 +23,13 @@
 
 namespace arclight::ckpt {
 
-// Everything a run needs to go on as if nothing had happened, at a step boundary
-// (training is synchronous there: no rollout is in flight).
+// One parameter tensor of the policy, in the policy's parameter order.
+struct TensorInfo {
+  std::string name;
+  std::size_t size = 0;
+};
+
+// Everything a run needs to go on as if nothing had happened, at a step boundary.
 struct Checkpoint {
   // meta
   std::int64_t step = 0;
@@ -21,24 +37,55 @@ struct Checkpoint {
   std::string config_toml;        // the effective configuration of the run that saved
   std::string arclight_version;   // version and git hash
   double created = 0;             // seconds since the epoch
-  // model and optimizer (AdamW), flat in the policy's parameter order
+  std::string parent;             // read back: the version file this one links to ("" when full)
+  std::int64_t chain = 0;         // read back: versions since the last full one (0: full)
+  // model and optimizer (AdamW), flat in the policy's parameter order; `tensors` splits them
+  // into one dataset per tensor (empty: one tensor named "all")
+  std::vector<TensorInfo> tensors;
   std::vector<float> parameters;
-  std::vector<float> exp_avg, exp_avg_sq;
+  std::vector<float> exp_avg, exp_avg_sq;     // empty before the first step
   std::vector<std::int64_t> optimizer_steps;  // per parameter tensor
-  // the coordinator's random state (task generation) and the metrics history
+  // the coordinator's random state (task generation) and the metrics history (append-only)
   std::string coordinator_rng;
   std::string metrics_jsonl;
-  // the store: its policy resource versions (content strings) and its counters
+  // the store: policy resource versions (content strings), counters, its tables (rollouts,
+  // attempts, workers), the span log (append-only) and the rollouts not yet trained on
   std::vector<std::string> policy_resources;
   std::vector<std::int64_t> store_statistics;
+  std::string store_tables;
+  std::string span_log;
+  std::vector<std::int64_t> untrained_rollouts;
+};
+
+// Which parts of a Checkpoint a rank holds in a parallel write.
+struct Part {
+  bool meta_and_store = true;        // meta, rng, metrics and the store (rank 0)
+  bool model_index = true;           // the tensor names and sizes and the optimizer's step counts
+  bool all_tensors = true;           // every tensor's data (a write by one process)
+  std::vector<std::size_t> tensors;  // otherwise these tensors' data (indices into Checkpoint::tensors)
+};
+
+struct WriteOptions {
+  int full_every = 1;  // 1: every version is full; K: every K-th, the others incremental
+  // A parallel write: every rank of `comm` calls write_checkpoint for the same version, each
+  // with its part (rank 0 of comm holds meta_and_store and commits). MPI_COMM_NULL: alone.
+  MPI_Comm comm = MPI_COMM_NULL;
+  Part part;
+  // Fault drills: called on rank 0 once every dataset is written, before the file is closed.
+  std::function<void()> before_close;
 };
 
 std::string version_file_name(std::int64_t version);  // v00000042.h5
 
-// Writes `checkpoint` as version `version` in `dir` and makes it LATEST. Returns the path.
-std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& checkpoint);
+// Writes `checkpoint` as version `version` in `dir` and makes it LATEST; returns the path.
+// The parent of an incremental version is the LATEST version at the time of writing.
+std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& checkpoint,
+                             const WriteOptions& options = {});
 
-// Reads one version file, verifying every checksum; throws CorruptCheckpoint.
+// Which tensors each of `ranks` writers holds: contiguous runs of about equal bytes.
+std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<TensorInfo>& tensors, int ranks);
+
+// Reads one version file (following its links), verifying every checksum; throws CorruptCheckpoint.
 Checkpoint read_checkpoint(const std::string& path);
 
 // A version file that is incomplete, unreadable or fails a checksum: bad input.
@@ -50,7 +97,17 @@ struct CorruptCheckpoint : Error {
 // reported with a warning. nullopt when there is none.
 std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir);
 
-// Keeps the newest `keep` versions (0: all); returns the paths it removed.
+// Keeps the newest `keep` versions (0: all) and every version a kept one links to;
+// returns the paths it removed.
 std::vector<std::string> apply_retention(const std::string& dir, int keep);
+
+// The files (names in the same directory) whose datasets a version links to; throws CorruptCheckpoint.
+std::vector<std::string> linked_files(const std::string& path);
+
+// Bytes of dataset data held in the file itself and reached through its links.
+struct VersionSizes {
+  unsigned long long own = 0, linked = 0;
+};
+VersionSizes version_sizes(const std::string& path);
 
 }  // namespace arclight::ckpt

@@ -6,7 +6,10 @@ namespace arclight::ckpt {
 
 struct VersionFile {
   std::string path;
-  unsigned long long bytes = 0;
+  unsigned long long bytes = 0;         // the file's own size
+  unsigned long long linked_bytes = 0;  // dataset bytes it reaches through links to other versions
+  std::string parent;                   // the version it is incremental on; empty when full
+  std::vector<std::string> links_to;    // every version file it links to
   bool valid = false;       // reads back and passes every checksum
   std::string problem;      // why not
   long long step = -1;
