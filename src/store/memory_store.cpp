@@ -250,6 +250,7 @@ std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::string record) 
   stored.sequence_id = ++rec.last_sequence_id;
   stored.record = std::move(record);
   stored.record.shrink_to_fit();
+  span_log_.emplace_back(rec.attempt.id, static_cast<std::uint32_t>(rec.spans.size() - 1));
   ++stats_.spans;
   stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
   return stored.sequence_id;

@@ -151,4 +151,66 @@ BOOST_AUTO_TEST_CASE(every_rollout_ends_exactly_once_under_random_faults) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was_in_flight) {
+  ManualClock clock;
+  MemoryStore before(clock);
+  before.add_resources("policy", "version=0");
+  before.update_resources("policy", "version=1");
+  std::vector<RolloutId> ids;
+  for (const char* t : {"done", "running", "queued"}) ids.push_back(before.enqueue(suite::task(t)).id);
+  ids.push_back(before.enqueue(suite::task("failed", RolloutConfig{})).id);  // no retry
+  auto done = *before.dequeue("w1");
+  Span s;
+  s.rollout_id = done.rollout.id;
+  s.attempt_id = done.attempt.id;
+  s.name = "llm";
+  before.add_span(s);
+  before.update_attempt(done.rollout.id, done.attempt.id, suite::status_update(AttemptStatus::succeeded));
+  auto running = *before.dequeue("w2");
+  s.rollout_id = running.rollout.id;
+  s.attempt_id = running.attempt.id;
+  s.name = "half an episode";
+  before.add_span(s);
+  auto doomed = before.dequeue("w3", 2);  // "queued" and "failed"
+  before.update_attempt(doomed[1].rollout.id, doomed[1].attempt.id, suite::status_update(AttemptStatus::failed));
+  // "queued" goes back to the queue by hand: an attempt that never started
+  before.update_attempt(doomed[0].rollout.id, doomed[0].attempt.id, suite::status_update(AttemptStatus::unresponsive));
+
+  MemoryStore after(clock);
+  std::vector<RolloutId> requeued = after.import_state(before.export_tables(), before.export_span_log());
+  BOOST_TEST(requeued == (std::vector<RolloutId>{ids[1], ids[2]}));
+  BOOST_TEST((after.get_rollout(ids[0]).status == RolloutStatus::succeeded));
+  BOOST_TEST((after.get_rollout(ids[3]).status == RolloutStatus::failed));
+  BOOST_TEST(after.get_latest_resources("policy").content == "version=1");
+  SpanFilter f;
+  f.rollout_id = ids[0];
+  BOOST_TEST(after.query_spans(f, {}).items.at(0).name == "llm");
+  BOOST_TEST(after.statistics().spans == 2u);
+  // The in-flight attempt is over; its rollout runs again as attempt 2, and its old spans stay with attempt 1.
+  BOOST_TEST((after.get_latest_attempt(ids[1]).status == AttemptStatus::unresponsive));
+  auto again = after.dequeue("w9", 5);
+  BOOST_REQUIRE(again.size() == 2u);
+  BOOST_TEST(again[0].rollout.id == ids[1]);
+  BOOST_TEST(again[0].attempt.sequence_id == 2u);
+  f.rollout_id = ids[1];
+  BOOST_TEST(after.query_spans(f, {}).items.empty());  // latest attempt: nothing yet
+  f.attempt_id = 0;
+  BOOST_TEST(after.query_spans(f, {}).items.size() == 1u);
+  // Ids continue; the old workers are unknown until heard from.
+  BOOST_TEST(after.enqueue(suite::task("new")).id == 5u);
+  for (const Worker& w : after.query_workers())
+    if (w.id != "w9") BOOST_TEST((w.status == WorkerStatus::unknown));
+  // The span log is append-only: a later export extends the earlier one.
+  const std::string log_before = after.export_span_log();
+  s.rollout_id = again[0].rollout.id;
+  s.attempt_id = again[0].attempt.id;
+  after.add_span(s);
+  BOOST_TEST(after.export_span_log().rfind(log_before, 0) == 0u);
+  // A torn or foreign snapshot is refused.
+  MemoryStore other(clock);
+  BOOST_CHECK_THROW(other.import_state(before.export_tables().substr(0, 40), ""), DecodeError);
+  MemoryStore another(clock);
+  BOOST_CHECK_THROW(another.import_state(before.export_tables(), "garbage"), DecodeError);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -58,6 +58,17 @@ class MemoryStore : public Store {
 
   const RolloutConfig& default_config() const { return default_config_; }
 
+  // The whole store for a checkpoint, in two parts: its tables (rollouts, attempts, workers,
+  // resources) and its span log (every span record, in the order they came: append-only,
+  // so that a checkpoint writes only the part that is new since the last one).
+  std::string export_tables() const;
+  std::string export_span_log() const;
+  // Fills an empty store with what export_tables and export_span_log wrote. Rollouts that had
+  // not ended are requeued, keeping their attempt counts; an attempt that was in flight is
+  // marked unresponsive (its runner is gone); workers are unknown until they are heard from.
+  // Returns the ids of the requeued rollouts. Throws DecodeError on malformed input.
+  std::vector<RolloutId> import_state(std::string_view tables, std::string_view span_log);
+
  private:
   struct StoredSpan {
     std::uint64_t sequence_id;
@@ -103,6 +114,7 @@ class MemoryStore : public Store {
   std::unordered_map<std::string, Worker> workers_;
   std::vector<ResourcesVersion> resources_;  // by id - 1
   std::unordered_map<std::string, std::vector<ResourcesId>> resources_by_name_;
+  std::vector<std::pair<AttemptId, std::uint32_t>> span_log_;  // (attempt, index in its spans), as they came
   Statistics stats_;
 };
 
