@@ -9,6 +9,25 @@
 namespace arclight::algo {
 
 namespace {
+// grpo.train_blocks = N > 0: only the last N blocks, the final norm and the head train.
+std::vector<bool> trainable_mask(const model::Policy& p, int train_blocks) {
+  std::vector<bool> mask;
+  const int layers = p.config().n_layers;
+  for (const std::string& name : p.parameter_names()) {
+    bool trains = train_blocks <= 0 || name.rfind("ln_f.", 0) == 0 || name.rfind("head.", 0) == 0;
+    if (name.rfind("block", 0) == 0) trains = trains || std::stoi(name.substr(5)) >= layers - train_blocks;
+    mask.push_back(trains);
+  }
+  return mask;
+}
+
+std::vector<torch::Tensor> select(const std::vector<torch::Tensor>& all, const std::vector<bool>& mask) {
+  std::vector<torch::Tensor> out;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (mask[i]) out.push_back(all[i]);
+  return out;
+}
+
 // Runs after autograd has accumulated a parameter's gradient: tells the reducer, so that a
 // full bucket starts its all-reduce while backward goes on through earlier layers.
 class GradientReady : public torch::autograd::FunctionPostHook {
@@ -28,8 +47,8 @@ class GradientReady : public torch::autograd::FunctionPostHook {
 
 struct Trainer::Impl {
   Impl(model::Policy& p, const GrpoConfig& c, GradientReducer* r)
-      : policy(p), config(c), reducer(r),
-        optimizer(p.parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay)) {
+      : policy(p), config(c), reducer(r), trainable(trainable_mask(p, c.train_blocks)),
+        optimizer(select(p.parameters(), trainable), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay)) {
     if (reducer) {
       auto params = p.parameters();
       for (std::size_t i = 0; i < params.size(); ++i) {
@@ -76,6 +95,7 @@ struct Trainer::Impl {
   model::Policy& policy;
   GrpoConfig config;
   GradientReducer* reducer;
+  std::vector<bool> trainable;  // by parameter; a frozen one keeps its values and has no optimizer state
   torch::optim::AdamW optimizer;
   LossConfig loss_config;
   std::unique_ptr<model::Policy> reference;
@@ -136,7 +156,8 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     if (shard.empty()) m.reducer->begin(m.policy.gradient_buffers());  // nothing to train on here: zeros join the sum
     m.reducer->finish();
   }
-  stats.grad_norm = torch::nn::utils::clip_grad_norm_(m.policy.parameters(), m.config.grad_clip > 0 ? m.config.grad_clip : 1e30);
+  stats.grad_norm = torch::nn::utils::clip_grad_norm_(select(m.policy.parameters(), m.trainable),
+                                                      m.config.grad_clip > 0 ? m.config.grad_clip : 1e30);
   m.optimizer.step();
   return stats;
 }
@@ -148,7 +169,15 @@ namespace arclight::algo {
 OptimizerState Trainer::optimizer_state() const {
   OptimizerState out;
   auto& states = impl_->optimizer.state();
-  for (const auto& p : impl_->policy.parameters()) {
+  const auto params = impl_->policy.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (!impl_->trainable[i]) {  // frozen: zero moments, no steps
+      out.exp_avg.insert(out.exp_avg.end(), static_cast<std::size_t>(p.numel()), 0.f);
+      out.exp_avg_sq.insert(out.exp_avg_sq.end(), static_cast<std::size_t>(p.numel()), 0.f);
+      out.steps.push_back(0);
+      continue;
+    }
     auto it = states.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
     if (it == states.end()) return {};  // no step taken yet
     auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
@@ -170,6 +199,10 @@ void Trainer::load_optimizer_state(const OptimizerState& state) {
   std::size_t offset = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto n = params[i].numel();
+    if (!impl_->trainable[i]) {
+      offset += static_cast<std::size_t>(n);
+      continue;
+    }
     auto s = std::make_unique<torch::optim::AdamWParamState>();
     s->step(state.steps[i]);
     s->exp_avg(torch::from_blob(const_cast<float*>(state.exp_avg.data()) + offset, params[i].sizes()).clone());

@@ -90,6 +90,9 @@ void bind_config(CLI::App& train, Config& c) {
       ->check(CLI::NonNegativeNumber);
   opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(CLI::PositiveNumber);
   opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(CLI::NonNegativeNumber);
+  opt("grpo.train_blocks", c.grpo.train_blocks,
+      "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")
+      ->check(CLI::NonNegativeNumber);
 
   opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(CLI::PositiveNumber);
   opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(CLI::PositiveNumber);
@@ -116,9 +119,16 @@ void bind_config(CLI::App& train, Config& c) {
       ->check(CLI::NonNegativeNumber);
   opt("checkpoint.every_minutes", c.checkpoint.every_minutes, "a checkpoint every T minutes; 0: not by time")
       ->check(CLI::NonNegativeNumber);
-  opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept; 0: all")->check(CLI::NonNegativeNumber);
+  opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept (and what they link to); 0: all")
+      ->check(CLI::NonNegativeNumber);
+  opt("checkpoint.full_every", c.checkpoint.full_every,
+      "every K-th version is full; the others link to their parent's unchanged datasets; 1: all full")
+      ->check(CLI::PositiveNumber);
 
   opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
+  opt("faults.kill_in_checkpoint", c.faults.kill_in_checkpoint,
+      "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
+      ->check(CLI::NonNegativeNumber);
 }
 
 // CLI11's messages for config-file problems name the internal section; say it the user's way.

@@ -70,6 +70,36 @@ void decode_state(ByteReader& in, std::int64_t& version, std::vector<float>& par
   if (!o.steps.empty()) std::memcpy(o.steps.data(), raw.data(), raw.size());
 }
 
+std::string checkpoint_dir_of(const Config& config) {
+  return config.checkpoint.dir.empty() ? (std::filesystem::path(config.run.dir) / "checkpoints").string()
+                                       : config.checkpoint.dir;
+}
+
+// Writes checkpoint versions on a thread of its own, one at a time, while training goes on.
+// A parallel write is collective: a rank that fails cannot leave the others waiting, so a
+// failure ends the job with one message.
+class BackgroundWriter {
+ public:
+  ~BackgroundWriter() { wait(); }
+  void start(std::function<void()> write) {
+    wait();
+    thread_ = std::thread([write = std::move(write)] {
+      try {
+        write();
+      } catch (const std::exception& e) {
+        log::error("checkpoint: ", e.what());
+        MPI_Abort(MPI_COMM_WORLD, exit_failure);
+      }
+    });
+  }
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+};
+
 store::RolloutConfig rollout_config(const RolloutDefaults& d) {
   store::RolloutConfig c;
   c.timeout_seconds = d.timeout_seconds;
@@ -87,6 +117,7 @@ struct Channels {
   comm::Communicator work;      // coordinator <-> trainers: batches and their figures
   comm::Communicator trainers;  // gradients (trainers only)
   comm::Communicator sync;      // weights: the trainer leader and the runners
+  comm::Communicator checkpoint;  // rank 0 and the trainers: they write each version together
 };
 
 Channels open_channels(const Layout& layout, int rank) {
@@ -98,6 +129,7 @@ Channels open_channels(const Layout& layout, int rank) {
   const bool colocated = role.runner && role.trainer;
   const bool in_sync = !colocated && (role.runner || rank == layout.trainer_leader());
   ch.sync = comm::Communicator::split(MPI_COMM_WORLD, in_sync ? 1 : MPI_UNDEFINED, rank);  // the leader is its rank 0
+  ch.checkpoint = comm::Communicator::split(MPI_COMM_WORLD, rank == 0 || role.trainer ? 1 : MPI_UNDEFINED, rank);
   return ch;
 }
 
@@ -319,6 +351,23 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
   }
   comm::IdleBackoff backoff;
   std::int64_t version = 0;
+  // This trainer's share of every checkpoint: a run of tensors (parallel HDF5, one file).
+  std::vector<ckpt::TensorInfo> tensors;
+  {
+    const std::vector<std::string> names = policy.parameter_names();
+    const std::vector<FloatBuffer> buffers = policy.parameter_buffers();
+    for (std::size_t i = 0; i < names.size(); ++i) tensors.push_back({names[i], buffers[i].size});
+  }
+  const std::vector<int> all_trainers = layout.trainers();
+  const auto me = std::find(all_trainers.begin(), all_trainers.end(), rank) - all_trainers.begin();
+  ckpt::WriteOptions save_options;
+  save_options.full_every = config.checkpoint.full_every;
+  save_options.comm = ch.checkpoint.get();
+  save_options.part.meta_and_store = false;
+  save_options.part.model_index = leader;
+  save_options.part.all_tensors = false;
+  save_options.part.tensors = ckpt::partition_tensors(tensors, static_cast<int>(all_trainers.size()))[me];
+  BackgroundWriter writer;
   for (;;) {
     int flag = 0;
     MPI_Message msg;
@@ -337,11 +386,23 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     const std::uint32_t kind = in.u32();
     if (kind == work_stop) {
       weights.stop();  // tell the runners
+      writer.wait();
       break;
     }
-    if (kind == work_save) {  // the leader hands rank 0 what a checkpoint holds
-      std::string state = encode_state(version, policy.flat_parameters(), trainer.optimizer_state());
-      MPI_Send(state.data(), static_cast<int>(state.size()), MPI_BYTE, 0, tag_state, ch.work.get());
+    if (kind == work_save) {
+      // The blocking part: the state, copied to host memory; then rank 0 hears that training may go on.
+      const std::int64_t step = in.i64();
+      auto snapshot = std::make_shared<ckpt::Checkpoint>();
+      snapshot->tensors = tensors;
+      snapshot->parameters = policy.flat_parameters();
+      algo::OptimizerState optimizer = trainer.optimizer_state();
+      snapshot->exp_avg = std::move(optimizer.exp_avg);
+      snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
+      snapshot->optimizer_steps = std::move(optimizer.steps);
+      MPI_Send(nullptr, 0, MPI_BYTE, 0, tag_state, ch.work.get());
+      writer.start([&config, &save_options, step, snapshot] {
+        ckpt::write_checkpoint(checkpoint_dir_of(config), step, *snapshot, save_options);
+      });
       continue;
     }
     if (kind == work_restore) {  // every trainer takes the saved weights and optimizer state
@@ -386,13 +447,7 @@ class Coordinator {
         watchdog_(store_, store::watchdog_interval(store_.default_config())), server_(ch.control.get(), store_),
         agent_(agent::make_agent(config.agent)), rng_(config.run.seed), resume_(std::move(resume)),
         effective_config_(std::move(effective_config)),
-        checkpoint_dir_(config.checkpoint.dir.empty()
-                            ? (std::filesystem::path(config.run.dir) / "checkpoints").string()
-                            : config.checkpoint.dir) {}
-
-  ~Coordinator() {
-    if (writer_.joinable()) writer_.join();
-  }
+        checkpoint_dir_(checkpoint_dir_of(config)) {}
 
   // Returns exit_ok, or exit_requeue when a signal asked the job to stop after a checkpoint.
   int run() {
@@ -408,7 +463,13 @@ class Coordinator {
     last_checkpoint_ = start;
     const double elapsed_before = restored ? elapsed_in(restored->metrics_jsonl) : 0.0;
     std::vector<store::RolloutId> next;
-    if (first_step <= config_.run.steps) next = enqueue_step();
+    if (restored && !restored->untrained_rollouts.empty()) {
+      // The step's rollouts were enqueued (and perhaps run) before the save: they go on from
+      // the store as it was, requeued where they had not ended, and are trained on once.
+      for (std::int64_t id : restored->untrained_rollouts) next.push_back(static_cast<store::RolloutId>(id));
+    } else if (first_step <= config_.run.steps) {
+      next = enqueue_step();
+    }
     for (int step = first_step; step <= config_.run.steps; ++step) {
       auto t0 = Clock::now();
       std::vector<store::RolloutId> current = std::move(next);
@@ -418,9 +479,11 @@ class Coordinator {
       const double rollout_seconds = seconds_since(t0);
       EpisodeFigures fig;
       double staleness = 0;
-      std::vector<algo::Sample> samples = build_samples(current, fig, staleness);
+      std::vector<store::RolloutId> trained_on;
+      std::vector<algo::Sample> samples = build_samples(current, fig, staleness, trained_on);
       double stats[9] = {0};
       train(samples, stats);
+      record_trained(step, trained_on);
       const double step_seconds = seconds_since(t0);
       ++version_;
 
@@ -461,7 +524,7 @@ class Coordinator {
       std::optional<ckpt::Checkpoint> snapshot;
       if (due) {
         auto t = Clock::now();
-        snapshot = capture(step);  // the blocking part: the state, copied to host memory
+        snapshot = capture(step, next);  // the blocking part: the state, copied to host memory
         figures.push_back({"checkpoint_seconds", seconds_since(t), 3});
         last_checkpoint_ = Clock::now();
       }
@@ -473,17 +536,17 @@ class Coordinator {
       if (stop_now) {
         report.note(log::concat("stopping after step ", step, " on a signal; checkpoint in ", checkpoint_dir_,
                                 "; run again with --resume auto"));
-        finish_writing();
+        writer_.wait();
         return exit_requeue;
       }
       if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next = enqueue_step();
     }
-    finish_writing();
+    writer_.wait();
     return exit_ok;
   }
 
   void shut_down() {
-    finish_writing();
+    writer_.wait();
     std::string stop;
     ByteWriter w(stop);
     w.u32(work_stop);
@@ -506,9 +569,11 @@ class Coordinator {
     }
     ckpt::Checkpoint& c = found->second;
     log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
-    for (std::size_t i = 0; i < c.policy_resources.size(); ++i) {
-      if (i == 0) store_.add_resources("policy", c.policy_resources[i]);
-      else store_.update_resources("policy", c.policy_resources[i]);
+    try {
+      const std::vector<store::RolloutId> requeued = store_.import_state(c.store_tables, c.span_log);
+      if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
+    } catch (const DecodeError& e) {
+      throw ckpt::CorruptCheckpoint(found->first + ": the store does not read back: " + e.what());
     }
     std::istringstream rng(c.coordinator_rng);
     rng >> rng_;
@@ -536,73 +601,79 @@ class Coordinator {
     return std::move(c);
   }
 
-  ckpt::Checkpoint capture(int step) {
+  // The blocking part of a checkpoint: every trainer copies its state to host memory (and
+  // then writes its share of the file in the background); rank 0 copies the store.
+  ckpt::Checkpoint capture(int step, const std::vector<store::RolloutId>& untrained) {
     std::string request;
-    ByteWriter(request).u32(work_save);
-    MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, layout_.trainer_leader(), tag_train,
-             ch_.work.get());
-    std::string state;
-    for (;;) {  // serve the store while the leader answers
-      int flag = 0;
-      MPI_Message msg;
-      MPI_Status status;
-      MPI_Improbe(layout_.trainer_leader(), tag_state, ch_.work.get(), &flag, &msg, &status);
-      if (flag) {
-        int count = 0;
-        MPI_Get_count(&status, MPI_BYTE, &count);
-        state.resize(static_cast<std::size_t>(count));
-        MPI_Mrecv(state.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-        break;
-      }
-      if (server_.poll() > 0) backoff_.reset();
-      else backoff_.idle();
-    }
+    ByteWriter w(request);
+    w.u32(work_save);
+    w.i64(step);
+    const std::vector<int> trainers = layout_.trainers();
+    std::vector<MPI_Request> sends(trainers.size());
+    for (std::size_t k = 0; k < trainers.size(); ++k)
+      MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, trainers[k], tag_train, ch_.work.get(),
+                &sends[k]);
     ckpt::Checkpoint c;
-    ByteReader in(state);
-    algo::OptimizerState optimizer;
-    decode_state(in, c.policy_version, c.parameters, optimizer);
-    c.exp_avg = std::move(optimizer.exp_avg);
-    c.exp_avg_sq = std::move(optimizer.exp_avg_sq);
-    c.optimizer_steps = std::move(optimizer.steps);
     c.step = step;
+    c.policy_version = static_cast<std::int64_t>(version_);
     c.config_toml = effective_config_;
     c.arclight_version = std::string(build_info().version) + " " + build_info().git_hash;
     c.created = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::ostringstream rng;
     rng << rng_;
     c.coordinator_rng = rng.str();
-    const store::Statistics stats = store_.statistics();
-    for (store::ResourcesId id = 1; id <= stats.resources; ++id) {
-      store::ResourcesVersion v = store_.get_resources(id);
-      if (v.name == "policy") c.policy_resources.push_back(v.content);
+    c.store_tables = store_.export_tables();
+    c.span_log = store_.export_span_log();
+    for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
+    std::size_t copied = 0;
+    while (copied < trainers.size()) {  // serve the store while the trainers copy
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag_state, ch_.work.get(), &flag, &status);
+      if (flag) {
+        MPI_Recv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, tag_state, ch_.work.get(), MPI_STATUS_IGNORE);
+        ++copied;
+        continue;
+      }
+      if (server_.poll() > 0) backoff_.reset();
+      else backoff_.idle();
     }
-    for (std::uint64_t n : stats.rollouts) c.store_statistics.push_back(static_cast<std::int64_t>(n));
-    for (std::uint64_t n : stats.attempts) c.store_statistics.push_back(static_cast<std::int64_t>(n));
-    c.store_statistics.push_back(static_cast<std::int64_t>(stats.spans));
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
     return c;
   }
 
-  // Training goes on while a thread writes and commits the version; one write at a time.
+  // Rank 0's share of the version (meta, store, metrics) goes with the trainers' shards into
+  // one file; rank 0 commits it. Training goes on meanwhile; one write at a time.
   void write_in_background(int step, ckpt::Checkpoint c) {
-    finish_writing();
-    writer_ = std::thread([this, step, c = std::move(c)] {
-      try {
-        auto t = Clock::now();
-        std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c);
-        for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
-          log::debug("retention removed ", old);
-        log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(writer_mutex_);
-        writer_error_ = e.what();
-      }
+    ckpt::WriteOptions options;
+    options.full_every = config_.checkpoint.full_every;
+    options.comm = ch_.checkpoint.get();
+    options.part.model_index = false;
+    options.part.all_tensors = false;
+    if (config_.faults.kill_in_checkpoint == step)
+      options.before_close = [] {
+        log::warn("fault drill: rank 0 is killed in the middle of a checkpoint write (faults.kill_in_checkpoint)");
+        std::raise(SIGKILL);
+      };
+    writer_.start([this, step, options, c = std::move(c)] {
+      auto t = Clock::now();
+      std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
+      for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
+        log::debug("retention removed ", old);
+      log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
     });
   }
 
-  void finish_writing() {
-    if (writer_.joinable()) writer_.join();
-    std::lock_guard<std::mutex> lock(writer_mutex_);
-    if (!writer_error_.empty()) throw Error("checkpoint: " + writer_error_);
+  // Which rollouts each step trained on, as versions of the store's "trained" resource: a
+  // ledger in the store that travels with its checkpoints.
+  void record_trained(int step, const std::vector<store::RolloutId>& ids) {
+    std::string entry = "step=" + std::to_string(step) + " rollouts=";
+    for (std::size_t i = 0; i < ids.size(); ++i) entry += (i ? "," : "") + std::to_string(ids[i]);
+    try {
+      store_.update_resources("trained", std::move(entry));
+    } catch (const store::StoreError&) {
+      store_.add_resources("trained", std::move(entry));
+    }
   }
 
   // The elapsed seconds of the last row in a metrics history.
@@ -644,7 +715,8 @@ class Coordinator {
     return store_.query_spans(f, {}).items;
   }
 
-  std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig, double& staleness) {
+  std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig, double& staleness,
+                                         std::vector<store::RolloutId>& trained_on) {
     std::map<std::string, std::vector<algo::Trajectory>> groups;
     int stale = 0;
     std::vector<double> lags;
@@ -663,6 +735,7 @@ class Coordinator {
         continue;
       }
       groups[r.metadata].push_back(std::move(t));
+      trained_on.push_back(r.id);
     }
     staleness = lags.empty() ? 0 : *std::max_element(lags.begin(), lags.end());
     if (stale) log::debug(stale, " rollouts past max_staleness were not trained on");
@@ -773,9 +846,7 @@ class Coordinator {
   std::string effective_config_;
   std::string checkpoint_dir_;
   Clock::time_point last_checkpoint_;
-  std::thread writer_;
-  std::mutex writer_mutex_;
-  std::string writer_error_;
+  BackgroundWriter writer_;  // last: joined before the store it reads is gone
 };
 
 }  // namespace
@@ -785,6 +856,9 @@ void check_training_config(const Config& config) {
   if (config.model.d_model % config.model.n_heads != 0 || (config.model.d_model / config.model.n_heads) % 2 != 0)
     throw UsageError(log::concat("model.d_model = ", config.model.d_model, " must split into model.n_heads = ",
                                  config.model.n_heads, " heads of an even size"));
+  if (config.grpo.train_blocks > config.model.n_layers)
+    throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks, " exceeds model.n_layers = ",
+                                 config.model.n_layers));
   if (config.model.max_seq < agent->max_sequence())
     throw UsageError(log::concat("model.max_seq = ", config.model.max_seq, " is shorter than a ", agent->name(),
                                  " episode (", agent->max_sequence(), " tokens)"));

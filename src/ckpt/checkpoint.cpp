@@ -118,9 +118,6 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     out.push_back({"/meta/created", Kind::f64, &c.created, 1, false});
     bytes("/meta/metrics_jsonl", c.metrics_jsonl, true);
     bytes("/rng/coordinator", c.coordinator_rng);
-    keep.push_back(pack_strings(c.policy_resources));
-    bytes("/store/policy_resources", keep.back());
-    ints("/store/statistics", c.store_statistics);
     bytes("/store/tables", c.store_tables);
     bytes("/store/span_log", c.span_log, true);
     ints("/store/untrained_rollouts", c.untrained_rollouts);
@@ -654,8 +651,6 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
   c.coordinator_rng = r.bytes("/rng/coordinator");
   c.metrics_jsonl = r.segments("/meta/metrics_jsonl");
-  c.policy_resources = unpack_strings(r.bytes("/store/policy_resources"), path + ": /store/policy_resources");
-  c.store_statistics = r.dataset<std::int64_t>("/store/statistics", H5T_NATIVE_INT64);
   c.store_tables = r.bytes("/store/tables");
   c.span_log = r.segments("/store/span_log");
   c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);

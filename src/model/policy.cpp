@@ -206,6 +206,12 @@ at::Tensor Policy::logits(const at::Tensor& tokens) const { return impl_->forwar
 
 std::vector<at::Tensor> Policy::parameters() const { return impl_->parameters(); }
 
+std::vector<std::string> Policy::parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& item : impl_->named_parameters()) names.push_back(item.key());
+  return names;
+}
+
 std::vector<FloatBuffer> Policy::parameter_buffers() {
   std::vector<FloatBuffer> out;
   for (auto& p : impl_->parameters()) out.push_back({p.data_ptr<float>(), static_cast<std::size_t>(p.numel())});

@@ -21,9 +21,9 @@ train 4 "$work/a" --run.steps 10 --checkpoint.every_steps 4
 check '[ $? = 0 ]' "first run failed: $(tail -3 "$work/err")"
 check '[ "$(ls "$work/a/checkpoints" | xargs)" = "LATEST v00000004.h5 v00000008.h5 v00000010.h5" ]' \
   "versions: $(ls "$work/a/checkpoints" | xargs)"
-check 'h5dump -H "$work/a/checkpoints/v00000010.h5" | grep -q "DATASET \"parameters\""' "h5dump cannot read a version"
+check 'h5dump -H "$work/a/checkpoints/v00000010.h5" | grep -q "DATASET \"block0.qkv.weight\""' "h5dump cannot read a version"
 "$bin" inspect "$work/a/checkpoints" >"$work/inspect" 2>&1
-check 'grep -q "v00000010.h5 .* step 10  policy version 10  valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"
+check 'grep -q "v00000010.h5 .* step 10  policy version 10  parent v00000008.h5.*valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"
 
 # 2. Resume on 3 ranks instead of 4: steps and versions continue, metrics and events hold each step once.
 train 3 "$work/a" --run.steps 14 --checkpoint.every_steps 4 --resume auto

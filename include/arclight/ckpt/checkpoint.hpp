@@ -48,10 +48,8 @@ struct Checkpoint {
   // the coordinator's random state (task generation) and the metrics history (append-only)
   std::string coordinator_rng;
   std::string metrics_jsonl;
-  // the store: policy resource versions (content strings), counters, its tables (rollouts,
-  // attempts, workers), the span log (append-only) and the rollouts not yet trained on
-  std::vector<std::string> policy_resources;
-  std::vector<std::int64_t> store_statistics;
+  // the store: its tables (rollouts with their attempt counts, attempts, workers, resources
+  // such as the policy versions), its span log (append-only) and the rollouts not yet trained on
   std::string store_tables;
   std::string span_log;
   std::vector<std::int64_t> untrained_rollouts;

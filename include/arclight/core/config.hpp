@@ -77,6 +77,7 @@ struct GrpoConfig {
   int max_staleness = 0;           // train on a rollout only while current - its version <= this
   double temperature = 1.0;        // sampling temperature for training rollouts
   int validate_every = 10;         // steps between validations; 0: never
+  int train_blocks = 0;            // 0: the whole model trains; N: only the last N blocks and the final norm (a frozen base)
 };
 
 // How gradients travel among trainers.
@@ -92,11 +93,13 @@ struct CheckpointConfig {
   int every_steps = 50;       // 0: not by steps
   double every_minutes = 0;   // 0: not by time
   int keep = 3;               // newest versions kept; 0: all
+  int full_every = 4;         // every K-th version is full; the others link to what did not change
 };
 
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
   int fatal_rank = -1;  // this rank raises a fatal error right after start-up
+  int kill_in_checkpoint = 0;  // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
 };
 
 struct Config {

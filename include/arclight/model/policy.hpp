@@ -48,6 +48,8 @@ class Policy {
   // Logits [batch, length, vocab] for int64 tokens [batch, length] (a full forward, with autograd).
   at::Tensor logits(const at::Tensor& tokens) const;
   std::vector<at::Tensor> parameters() const;
+  // Their names ("embed.weight", "block0.qkv.weight", ...), in the same order.
+  std::vector<std::string> parameter_names() const;
 
   // Parameters and their gradients as float buffers, in a fixed order on every rank.
   std::vector<FloatBuffer> parameter_buffers();
