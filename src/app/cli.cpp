@@ -165,7 +165,9 @@ Invocation parse_command_line(int argc, const char* const* argv) {
 
   CLI::App* inspect = app.add_subcommand("inspect", "describe the checkpoints in a directory");
   inspect->fallthrough();
-  inspect->add_option("DIR", inv.inspect_dir, "checkpoint directory")->required();
+  inspect->add_option("DIR", inv.inspect_dir, "checkpoint directory, or one version file with --trained")->required();
+  inspect->add_flag("--trained", inv.inspect_trained,
+                    "how often each task was trained on, from the store in a version (the directory's newest valid one)");
 
   try {
     app.parse(argc, argv);

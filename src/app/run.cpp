@@ -7,7 +7,15 @@
 #include <sstream>
 #include <thread>
 
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/ckpt/inspect.hpp"
+#include "arclight/core/clock.hpp"
+#include "arclight/store/memory_store.hpp"
 #include "arclight/comm/gpu.hpp"
 #include "arclight/app/training.hpp"
 #include "arclight/core/error.hpp"
@@ -78,8 +86,41 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
   return run_training(mpi, inv.config, layout, placement, inv.resume, inv.effective_config);
 }
 
+// The store's ledger of trained rollouts (its "trained" resource versions, one per step),
+// counted by task: two runs that trained on the same tasks equally often print the same.
+int print_trained(const std::string& where) {
+  std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
+  if (std::filesystem::is_directory(where)) found = ckpt::load_latest(where);
+  else found = std::make_pair(where, ckpt::read_checkpoint(where));
+  if (!found) throw UsageError("inspect: no valid checkpoint in " + where);
+  SystemClock clock;
+  store::MemoryStore store(clock);
+  store.import_state(found->second.store_tables, found->second.span_log);
+  std::map<std::string, int> by_task;
+  std::set<store::RolloutId> seen;
+  int steps = 0, rollouts = 0, twice = 0;
+  for (store::ResourcesId id = 1; id <= store.statistics().resources; ++id) {
+    store::ResourcesVersion v = store.get_resources(id);
+    if (v.name != "trained") continue;
+    ++steps;
+    const auto at = v.content.find("rollouts=");
+    std::istringstream ids(at == std::string::npos ? "" : v.content.substr(at + 9));
+    for (std::string item; std::getline(ids, item, ',');) {
+      const store::RolloutId rollout = std::stoull(item);
+      if (!seen.insert(rollout).second) ++twice;
+      ++by_task[store.get_rollout(rollout).input];
+      ++rollouts;
+    }
+  }
+  for (const auto& [task, count] : by_task) std::printf("%d %s\n", count, task.c_str());
+  std::printf("%s: %d rollouts of %zu tasks trained on over %d steps; %d rollouts trained on twice\n",
+              found->first.c_str(), rollouts, by_task.size(), steps, twice);
+  return twice == 0 ? exit_ok : exit_failure;
+}
+
 int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {
   if (mpi.rank() != 0) return exit_ok;
+  if (inv.inspect_trained) return print_trained(inv.inspect_dir);
   ckpt::DirectoryReport report = ckpt::inspect_directory(inv.inspect_dir);
   std::printf("%s\n", ckpt::describe(report).c_str());
   return report.versions.empty() ? exit_failure : exit_ok;

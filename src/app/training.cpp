@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <atomic>
@@ -37,7 +38,11 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr int tag_train = 201;
 constexpr int tag_stats = 202;
 constexpr int tag_state = 203;
-enum : std::uint32_t { work_train = 1, work_stop = 2, work_save = 3, work_restore = 4 };
+enum : std::uint32_t { work_train = 1, work_stop = 2, work_save = 3, work_restore = 4, work_begin = 5 };
+
+// A runner's policy version before the first weights reach it: it samples nothing until then,
+// so that a resumed run never samples with freshly initialised weights.
+constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
 
 // Set by SIGUSR1 or SIGTERM (Slurm's warning before pre-emption or the time limit): rank 0
 // checkpoints at the next step boundary and ends the job with exit_requeue.
@@ -277,10 +282,14 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
   policy.seed_sampling(config.run.seed * 1000 + rank);
   const std::string me = "runner-" + std::to_string(rank);
 
-  std::uint64_t version = 0;
+  std::uint64_t version = no_version;
   for (;;) {
     // Between episodes only: a new policy version, or the end.
     if (!weights.poll(policy, version)) break;
+    if (version == no_version) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     batcher.set_policy_version(version);
     std::vector<store::AttemptedRollout> got = store.dequeue(me, static_cast<std::size_t>(config.runner.episodes_in_flight));
     if (got.empty()) {
@@ -403,6 +412,10 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
       writer.start([&config, &save_options, step, snapshot] {
         ckpt::write_checkpoint(checkpoint_dir_of(config), step, *snapshot, save_options);
       });
+      continue;
+    }
+    if (kind == work_begin) {  // a fresh run: the runners start from these weights
+      weights.publish(version, policy.flat_parameters());
       continue;
     }
     if (kind == work_restore) {  // every trainer takes the saved weights and optimizer state
@@ -555,7 +568,36 @@ class Coordinator {
   }
 
  private:
+  // Restores the newest (or the given) version, or tells the trainers that the run starts
+  // fresh; either way they publish the weights the runners start from.
   std::optional<ckpt::Checkpoint> restore() {
+    std::optional<ckpt::Checkpoint> restored = load();
+    std::string message;
+    ByteWriter w(message);
+    if (restored) {
+      const ckpt::Checkpoint& c = *restored;
+      w.u32(work_restore);
+      message += encode_state(c.policy_version, c.parameters, {c.exp_avg, c.exp_avg_sq, c.optimizer_steps});
+    } else {
+      w.u32(work_begin);
+    }
+    // Any number of trainers (elastic restart): each takes the whole state. The store keeps
+    // being served meanwhile: a trainer may be waiting on it before it reads this.
+    std::vector<MPI_Request> sends(layout_.trainers().size());
+    for (std::size_t k = 0; k < sends.size(); ++k)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, layout_.trainers()[k], tag_train,
+                ch_.work.get(), &sends[k]);
+    for (;;) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) break;
+      if (server_.poll() > 0) backoff_.reset();
+      else backoff_.idle();
+    }
+    return restored;
+  }
+
+  std::optional<ckpt::Checkpoint> load() {
     if (resume_.empty()) return std::nullopt;
     std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
     if (resume_ == "auto") {
@@ -579,25 +621,6 @@ class Coordinator {
     rng >> rng_;
     if (!rng) throw ckpt::CorruptCheckpoint(found->first + ": the coordinator's random state does not read back");
     version_ = static_cast<std::uint64_t>(c.policy_version);
-    algo::OptimizerState optimizer{c.exp_avg, c.exp_avg_sq, c.optimizer_steps};
-    std::string state = encode_state(c.policy_version, c.parameters, optimizer);
-    std::string message;
-    ByteWriter w(message);
-    w.u32(work_restore);
-    message += state;
-    // Any number of trainers (elastic restart): each takes the whole state. The store keeps
-    // being served meanwhile: a trainer may be waiting on it before it reads this.
-    std::vector<MPI_Request> sends(layout_.trainers().size());
-    for (std::size_t k = 0; k < sends.size(); ++k)
-      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, layout_.trainers()[k], tag_train,
-                ch_.work.get(), &sends[k]);
-    for (;;) {
-      int done = 0;
-      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) break;
-      if (server_.poll() > 0) backoff_.reset();
-      else backoff_.idle();
-    }
     return std::move(c);
   }
 
@@ -669,11 +692,14 @@ class Coordinator {
   void record_trained(int step, const std::vector<store::RolloutId>& ids) {
     std::string entry = "step=" + std::to_string(step) + " rollouts=";
     for (std::size_t i = 0; i < ids.size(); ++i) entry += (i ? "," : "") + std::to_string(ids[i]);
+    bool started = true;  // by an earlier step, perhaps of the run that saved the checkpoint
     try {
-      store_.update_resources("trained", std::move(entry));
+      store_.get_latest_resources("trained");
     } catch (const store::StoreError&) {
-      store_.add_resources("trained", std::move(entry));
+      started = false;
     }
+    if (started) store_.update_resources("trained", std::move(entry));
+    else store_.add_resources("trained", std::move(entry));
   }
 
   // The elapsed seconds of the last row in a metrics history.

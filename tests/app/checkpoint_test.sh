@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Checkpoints and restart with the real binary: periodic versions, resume (with another
-# layout), a corrupt version skipped, SIGUSR1 (checkpoint, exit 3, resume), and kill -9 of
-# the coordinator, a trainer and a runner mid-run, each followed by --resume auto. Every wait is bounded.
+# layout), a corrupt version skipped, SIGUSR1 (checkpoint, exit 3, resume), kill -9 of the
+# coordinator, a trainer and a runner mid-run (each followed by --resume auto, the tasks trained on
+# compared with an uninterrupted run), kill -9 inside a write, and a frozen base's incremental
+# versions. Every wait is bounded.
 set -u
 bin=$(realpath "$1"); src=$2
 mpirun=${MPIEXEC:-mpirun}
-work=$(mktemp -d); trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+work=$(mktemp -d); trap 'kill -9 $(jobs -p) 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 cd "$src"
 checks=0; failures=0
 check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures=$((failures + 1)); fi; }
@@ -13,12 +15,13 @@ train() {  # train NP RUN_DIR [flags...]
   local np=$1 dir=$2; shift 2
   timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np "$np" "$bin" train --config configs/tiny.toml \
     --run.dir "$dir" "$@" >"$work/out" 2>"$work/err"
+  rc=$?  # for the checks: inside check, $? would be check's own
 }
 steps_of() { grep -o '"step":[0-9]*' "$1/metrics.jsonl" | cut -d: -f2 | xargs; }
 
 # 1. Versions every 4 steps and at the end; the newest 3 are kept; h5dump reads them.
 train 4 "$work/a" --run.steps 10 --checkpoint.every_steps 4
-check '[ $? = 0 ]' "first run failed: $(tail -3 "$work/err")"
+check '[ $rc = 0 ]' "first run failed: $(tail -3 "$work/err")"
 check '[ "$(ls "$work/a/checkpoints" | xargs)" = "LATEST v00000004.h5 v00000008.h5 v00000010.h5" ]' \
   "versions: $(ls "$work/a/checkpoints" | xargs)"
 check 'h5dump -H "$work/a/checkpoints/v00000010.h5" | grep -q "DATASET \"block0.qkv.weight\""' "h5dump cannot read a version"
@@ -27,7 +30,7 @@ check 'grep -q "v00000010.h5 .* step 10  policy version 10  parent v00000008.h5.
 
 # 2. Resume on 3 ranks instead of 4: steps and versions continue, metrics and events hold each step once.
 train 3 "$work/a" --run.steps 14 --checkpoint.every_steps 4 --resume auto
-check '[ $? = 0 ]' "resume failed: $(tail -3 "$work/err")"
+check '[ $rc = 0 ]' "resume failed: $(tail -3 "$work/err")"
 check 'grep -q "^step=11 version=11 " "$work/out"' "resume did not continue at step 11: $(head -12 "$work/out")"
 check '[ "$(steps_of "$work/a")" = "$(seq 1 14 | xargs)" ]' "metrics steps: $(steps_of "$work/a")"
 mkdir -p "$work/py"
@@ -51,28 +54,59 @@ check '[ $rc = 3 ]' "SIGUSR1: exit code $rc, want 3: $(tail -3 "$work/err")"
 check '[ -f "$work/b/checkpoints/LATEST" ]' "SIGUSR1: no checkpoint"
 saved=$(steps_of "$work/b" | awk '{print $NF}')
 train 4 "$work/b" --run.steps $((saved + 2)) --resume auto
-check '[ $? = 0 ] && [ "$(steps_of "$work/b")" = "$(seq 1 $((saved + 2)) | xargs)" ]' "resume after SIGUSR1: $(steps_of "$work/b")"
+check '[ $rc = 0 ] && [ "$(steps_of "$work/b")" = "$(seq 1 $((saved + 2)) | xargs)" ]' "resume after SIGUSR1: $(steps_of "$work/b")"
 
-# 5. kill -9 of rank 0 (coordinator), rank 1 (trainer) and rank 2 (a runner) mid-run: each time
-# mpirun ends the job, and --resume auto finishes the run from the last version, every step once.
+# 5. kill -9 of rank 0 (coordinator), rank 1 (trainer) and rank 2 (a runner) at a point of a
+# run where the next step's rollouts are in flight (max_staleness 2): mpirun ends the job, and
+# --resume auto finishes it from the last version. Every step happens once, and every task is
+# trained on exactly as often as in a run that was never interrupted, counted from the store's
+# ledger in the last version.
+long=(--run.steps 60 --checkpoint.every_steps 2 --grpo.max_staleness 2)
+train 4 "$work/reference" "${long[@]}"
+check '[ $rc = 0 ]' "reference run failed: $(tail -3 "$work/err")"
+"$bin" inspect --trained "$work/reference/checkpoints" >"$work/reference.trained"
+check 'grep -q "7680 rollouts of .* over 60 steps; 0 rollouts trained on twice" "$work/reference.trained"' \
+  "reference ledger: $(tail -1 "$work/reference.trained")"
 for victim in 0 1 2; do
   dir="$work/kill$victim"
   timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
-    --run.dir "$dir" --run.steps 100000 --checkpoint.every_steps 2 >"$work/out" 2>"$work/err" &
+    --run.dir "$dir" "${long[@]}" >"$work/out" 2>"$work/err" &
   job=$!
-  for _ in $(seq 100); do [ -f "$dir/checkpoints/v00000004.h5" ] && break; sleep 0.2; done
+  for _ in $(seq 400); do [ -f "$dir/checkpoints/v00000004.h5" ] && break; sleep 0.05; done
   pid=""
   for p in $(pgrep -f "$bin train"); do
     tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim" && pid=$p
   done
   check '[ -n "$pid" ]' "could not find rank $victim"
   [ -n "$pid" ] && kill -9 "$pid"
-  wait $job
-  last=$(grep -o 'v[0-9]*' "$dir/checkpoints/LATEST" | tr -d v | sed 's/^0*//')
-  train 4 "$dir" --run.steps $((last + 3)) --resume auto
-  check '[ $? = 0 ]' "resume after kill -9 of rank $victim: $(tail -3 "$work/err")"
-  check '[ "$(steps_of "$dir")" = "$(seq 1 $((last + 3)) | xargs)" ]' "steps after kill -9 of rank $victim: $(steps_of "$dir")"
+  wait $job; rc=$?
+  check '[ $rc != 0 ]' "the run was over before rank $victim was killed"
+  train 4 "$dir" "${long[@]}" --resume auto
+  check '[ $rc = 0 ]' "resume after kill -9 of rank $victim: $(tail -3 "$work/err")"
+  check '[ "$(steps_of "$dir")" = "$(seq 1 60 | xargs)" ]' "steps after kill -9 of rank $victim: $(steps_of "$dir")"
+  "$bin" inspect --trained "$dir/checkpoints" >"$dir.trained"
+  check 'diff <(head -n -1 "$work/reference.trained") <(head -n -1 "$dir.trained") >/dev/null && grep -q "7680 rollouts.* 0 rollouts trained on twice" "$dir.trained"' \
+    "kill -9 of rank $victim: tasks trained on differ from the uninterrupted run: $(diff "$work/reference.trained" "$dir.trained" | head -5)"
 done
+
+# 6. kill -9 in the middle of a checkpoint write (rank 0 dies with the file written but not
+# closed or renamed): the previous version restores, and the leftover goes with the next retention.
+train 4 "$work/c" --run.steps 10 --checkpoint.every_steps 2 --faults.kill_in_checkpoint 6
+check '[ $rc != 0 ] && [ -f "$work/c/checkpoints/v00000006.h5.tmp" ] && grep -q v00000004.h5 "$work/c/checkpoints/LATEST"' \
+  "kill in a write: $(ls "$work/c/checkpoints" | xargs)"
+train 4 "$work/c" --run.steps 10 --checkpoint.every_steps 2 --resume auto
+check '[ $rc = 0 ] && grep -q "resuming from .*v00000004.h5" "$work/err"' "resume after a kill in a write: $(grep resuming "$work/err")"
+check '[ "$(steps_of "$work/c")" = "$(seq 1 10 | xargs)" ] && [ ! -e "$work/c/checkpoints/v00000006.h5.tmp" ]' \
+  "after a kill in a write: steps $(steps_of "$work/c"), files $(ls "$work/c/checkpoints" | xargs)"
+
+# 7. A frozen base (only the last block trains): versions link to the first full one's frozen tensors.
+train 4 "$work/d" --run.steps 6 --checkpoint.every_steps 2 --grpo.train_blocks 1 --checkpoint.full_every 3
+check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep -q "/model/parameters/embed.weight *External Link {v00000002.h5//model/parameters/embed.weight}"' \
+  "frozen embedding not linked: $(h5ls -r "$work/d/checkpoints/v00000006.h5" | grep embed)"
+check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep "/model/parameters/block0.qkv.weight" | grep -vq "External"' \
+  "a trained tensor was linked"
+"$bin" inspect "$work/d/checkpoints" >"$work/inspect" 2>&1
+check 'grep -q "v00000006.h5 .* parent v00000004.h5 (links to v00000002.h5 v00000004.h5)  valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -15,6 +15,7 @@ struct Invocation {
   bool dry_run = false;
   std::string resume;             // train --resume: "auto", a version file, or empty (a fresh run)
   std::string inspect_dir;
+  bool inspect_trained = false;  // inspect --trained: the store's ledger of trained rollouts, by task
   log::Level log_level = log::Level::info;
   std::string effective_config;  // the TOML of every key's value, for --dry-run
   std::string text;              // --help or --version text; print it and exit 0
