@@ -375,6 +375,25 @@ void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
   if (H5Awrite(attr.id, H5T_NATIVE_UINT32, &crc) < 0) throw Error("checkpoint: cannot write the checksum of " + path);
 }
 
+// Writes a dataset's data in pieces of at most 4 MB: one large write(2) into the page cache
+// was several times slower than the same bytes in pieces here (ext4), and the pieces are
+// what dd writes too.
+void write_in_pieces(hid_t set, hid_t file_space, const PlanEntry& e, const char* data) {
+  const hsize_t piece = (4u << 20) / kind_size(e.kind);
+  if (e.count <= piece) {
+    if (H5Dwrite(set, h5type(e.kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+      throw Error("checkpoint: cannot write " + e.path);
+    return;
+  }
+  for (hsize_t start = 0; start < e.count; start += piece) {
+    hsize_t count = std::min<hsize_t>(piece, e.count - start);
+    Handle memory(H5Screate_simple(1, &count, nullptr), H5Sclose, e.path);
+    if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, nullptr, &count, nullptr) < 0 ||
+        H5Dwrite(set, h5type(e.kind), memory.id, file_space, H5P_DEFAULT, data + start * kind_size(e.kind)) < 0)
+      throw Error("checkpoint: cannot write " + e.path);
+  }
+}
+
 std::vector<std::int64_t> versions_in(const std::string& dir) {
   static const std::regex name{R"(v([0-9]{8})\.h5)"};
   std::vector<std::int64_t> out;
@@ -398,17 +417,26 @@ class Reader {
 
   template <class T>
   std::vector<T> dataset(const std::string& name, hid_t type) {
+    std::vector<T> out;
+    append(name, type, out);
+    return out;
+  }
+  // Reads a dataset onto the end of `out` (no temporary copy), checking its checksum.
+  template <class T>
+  void append(const std::string& name, hid_t type, std::vector<T>& out) {
     if (!has(name)) throw CorruptCheckpoint(path_ + ": no dataset " + name);
     hid_t id = -1;
     H5E_BEGIN_TRY { id = H5Dopen2(file_.id, name.c_str(), lapl_.id); }
     H5E_END_TRY;
     Handle set(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
-    std::vector<T> out(extent(set.id, path_ + ": " + name));
-    if (!out.empty() && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    const std::size_t count = extent(set.id, path_ + ": " + name), at = out.size();
+    if (out.capacity() < at + count) out.reserve(std::max(at + count, 2 * out.capacity()));
+    out.resize(at + count);
+    T* data = out.data() + at;
+    if (count > 0 && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
       throw CorruptCheckpoint(path_ + ": cannot read " + name);
-    if (read_crc(set.id, path_ + ": " + name) != crc32c(out.data(), out.size() * sizeof(T)))
+    if (read_crc(set.id, path_ + ": " + name) != crc32c(data, count * sizeof(T)))
       throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
-    return out;
   }
   std::string bytes(const std::string& name) {
     auto v = dataset<char>(name, H5T_NATIVE_UINT8);
@@ -590,8 +618,7 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
         auto it = by_path.find(e.path);
         const Blob* b = it != by_path.end() ? it->second : by_path.at(e.path.substr(0, e.path.rfind('/')));
         const char* data = static_cast<const char*>(b->data) + e.offset * kind_size(e.kind);
-        if (H5Dwrite(set.id, h5type(e.kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-          throw Error("checkpoint: cannot write " + e.path);
+        write_in_pieces(set.id, space.id, e, data);
       }
       write_attribute(set.id, e.crc, e.path);
     }
@@ -634,14 +661,21 @@ Checkpoint read_checkpoint(const std::string& path) {
   const std::vector<std::string> names = unpack_strings(r.bytes("/model/tensor_names"), path + ": /model/tensor_names");
   const std::vector<std::int64_t> sizes = r.dataset<std::int64_t>("/model/tensor_sizes", H5T_NATIVE_INT64);
   if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
+  std::size_t total = 0;
+  for (std::int64_t n : sizes) {
+    if (n < 0) throw CorruptCheckpoint(path + ": a negative tensor size");
+    total += static_cast<std::size_t>(n);
+  }
+  c.parameters.reserve(total);
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (sizes[i] < 0) throw CorruptCheckpoint(path + ": a negative tensor size");
     c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
     auto append = [&](std::vector<float>& to, const std::string& group, bool may_be_empty) {
-      std::vector<float> v = r.dataset<float>(group + names[i], H5T_NATIVE_FLOAT);
-      if (v.size() != c.tensors.back().size && !(may_be_empty && v.empty()))
+      const std::size_t before = to.size();
+      r.append(group + names[i], H5T_NATIVE_FLOAT, to);
+      const std::size_t got = to.size() - before;
+      if (got != c.tensors.back().size && !(may_be_empty && got == 0))
         throw CorruptCheckpoint(path + ": " + group + names[i] + " has the wrong size");
-      to.insert(to.end(), v.begin(), v.end());
+      if (i == 0 && may_be_empty && got > 0) to.reserve(total);
     };
     append(c.parameters, "/model/parameters/", false);
     append(c.exp_avg, "/optim/exp_avg/", true);

@@ -237,6 +237,17 @@ BOOST_AUTO_TEST_CASE(append_only_state_is_written_as_new_segments) {
   BOOST_TEST(text.find("parent v00000001.h5") != std::string::npos, text);
 }
 
+BOOST_AUTO_TEST_CASE(a_large_dataset_is_written_in_pieces_and_reads_back) {
+  TempDir dir;
+  Checkpoint c = sample(1);
+  c.parameters.resize(1500000 + 7);  // 6 MB: two pieces and a bit
+  for (std::size_t i = 0; i < c.parameters.size(); ++i) c.parameters[i] = float(i % 9973) * 0.5f;
+  c.exp_avg.assign(c.parameters.size(), 0.25f);
+  c.exp_avg_sq.assign(c.parameters.size(), 0.125f);
+  const std::string path = write_checkpoint(dir.path.string(), 1, c);
+  same(read_checkpoint(path), c);
+}
+
 BOOST_AUTO_TEST_CASE(tensors_are_partitioned_by_bytes) {
   std::vector<TensorInfo> t{{"a", 100}, {"b", 100}, {"c", 100}, {"d", 100}};
   auto parts = partition_tensors(t, 2);
