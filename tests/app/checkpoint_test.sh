@@ -108,5 +108,13 @@ check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep "/model/parameters/bloc
 "$bin" inspect "$work/d/checkpoints" >"$work/inspect" 2>&1
 check 'grep -q "v00000006.h5 .* parent v00000004.h5 (links to v00000002.h5 v00000004.h5)  valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"
 
+# 8. Two trainers write their shards of each version into one file (parallel HDF5); one
+# trainer resumes from it (elastic restart).
+train 5 "$work/e" --run.steps 4 --checkpoint.every_steps 2 --layout.trainers 2
+check '[ $rc = 0 ]' "two trainers: $(tail -3 "$work/err")"
+train 3 "$work/e" --run.steps 6 --checkpoint.every_steps 2 --resume auto
+check '[ $rc = 0 ] && grep -q "resuming from .*v00000004.h5" "$work/err" && [ "$(steps_of "$work/e")" = "1 2 3 4 5 6" ]' \
+  "resume from two trainers' version: $(tail -3 "$work/err")"
+
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -1,0 +1,123 @@
+// Parallel checkpoint writes (mpirun -np 3): rank 0 holds meta and store, ranks 1 and 2 each
+// hold a share of the tensors; together they write one file that reads back whole.
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <mpi.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "arclight/ckpt/checkpoint.hpp"
+
+using namespace arclight;
+using namespace arclight::ckpt;
+namespace fs = std::filesystem;
+
+namespace {
+int rank_ = 0, size_ = 1;
+
+// Every rank builds the same state; what each writes is chosen by its Part.
+Checkpoint state(std::int64_t step) {
+  Checkpoint c;
+  c.step = step;
+  c.policy_version = step;
+  c.config_toml = "run.steps = 9\n";
+  c.arclight_version = "test";
+  c.tensors = {{"embed", 3000}, {"block0", 2000}, {"block1", 2000}, {"head", 1000}};
+  for (std::size_t i = 0; i < 8000; ++i) {
+    const bool trains = i >= 7000;  // only the head
+    c.parameters.push_back(float(i % 101) + (trains ? float(step) : 0.f));
+    c.exp_avg.push_back(trains ? float(step) : 0.f);
+    c.exp_avg_sq.push_back(trains ? float(step) * 0.5f : 0.f);
+  }
+  c.optimizer_steps = {0, 0, 0, step};
+  c.coordinator_rng = "rng " + std::to_string(step);
+  for (int s = 1; s <= step; ++s) c.metrics_jsonl += "{\"step\":" + std::to_string(s) + "}\n";
+  c.store_tables = "tables " + std::to_string(step);
+  c.span_log = std::string(static_cast<std::size_t>(step) * 100, 's');
+  c.untrained_rollouts = {step * 10 + 1, step * 10 + 2};
+  return c;
+}
+
+std::string shared_dir() {
+  std::string dir;
+  if (rank_ == 0) {
+    char name[] = "/tmp/arclight_pckpt_XXXXXX";
+    dir = mkdtemp(name);
+  }
+  int n = static_cast<int>(dir.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  dir.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(dir.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return dir;
+}
+
+WriteOptions options_for_rank(const Checkpoint& c, int full_every) {
+  WriteOptions o;
+  o.full_every = full_every;
+  o.comm = MPI_COMM_WORLD;
+  o.part.all_tensors = false;
+  o.part.meta_and_store = rank_ == 0;
+  o.part.model_index = rank_ == 1;
+  if (rank_ > 0) o.part.tensors = partition_tensors(c.tensors, size_ - 1)[static_cast<std::size_t>(rank_ - 1)];
+  return o;
+}
+
+void expect_same(const Checkpoint& a, const Checkpoint& b) {
+  BOOST_TEST(a.step == b.step);
+  BOOST_TEST(a.parameters == b.parameters);
+  BOOST_TEST(a.exp_avg == b.exp_avg);
+  BOOST_TEST(a.exp_avg_sq == b.exp_avg_sq);
+  BOOST_TEST(a.optimizer_steps == b.optimizer_steps);
+  BOOST_TEST(a.metrics_jsonl == b.metrics_jsonl);
+  BOOST_TEST(a.span_log == b.span_log);
+  BOOST_TEST(a.store_tables == b.store_tables);
+  BOOST_TEST(a.untrained_rollouts == b.untrained_rollouts);
+  BOOST_TEST(a.coordinator_rng == b.coordinator_rng);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(parallel_checkpoint)
+
+BOOST_AUTO_TEST_CASE(ranks_write_their_shares_into_one_file) {
+  BOOST_REQUIRE(size_ >= 2);
+  const std::string dir = shared_dir();
+  for (std::int64_t step = 1; step <= 4; ++step) {
+    Checkpoint c = state(step);
+    write_checkpoint(dir, step, c, options_for_rank(c, 3));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) {
+    for (std::int64_t step = 1; step <= 4; ++step)
+      expect_same(read_checkpoint((fs::path(dir) / version_file_name(step)).string()), state(step));
+    // Version 3 is incremental on 2, which is incremental on 1: the frozen tensors live in 1.
+    const std::string v3 = (fs::path(dir) / version_file_name(3)).string();
+    BOOST_TEST(read_checkpoint(v3).chain == 2);
+    BOOST_TEST(linked_files(v3) == (std::vector<std::string>{"v00000001.h5", "v00000002.h5"}));
+    BOOST_TEST(read_checkpoint((fs::path(dir) / version_file_name(4)).string()).chain == 0);
+    BOOST_TEST(load_latest(dir)->second.step == 4);
+    fs::remove_all(dir);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+bool init_unit_test() { return true; }
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  std::vector<char*> args(argv, argv + argc);
+  std::string quiet_log = "--log_level=nothing", quiet_report = "--report_level=no";
+  if (rank_ != 0) {
+    args.push_back(quiet_log.data());
+    args.push_back(quiet_report.data());
+  }
+  int rc = boost::unit_test::unit_test_main(init_unit_test, static_cast<int>(args.size()), args.data());
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
