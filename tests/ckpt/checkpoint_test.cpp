@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "arclight/ckpt/inspect.hpp"
+#include "same_checkpoint.hpp"
 
 using namespace arclight;
 using namespace arclight::ckpt;
@@ -64,18 +65,6 @@ Checkpoint frozen_base(std::int64_t step) {
   return c;
 }
 
-void same(const Checkpoint& a, const Checkpoint& b) {
-  BOOST_TEST(a.step == b.step);
-  BOOST_TEST(a.parameters == b.parameters);
-  BOOST_TEST(a.exp_avg == b.exp_avg);
-  BOOST_TEST(a.exp_avg_sq == b.exp_avg_sq);
-  BOOST_TEST(a.optimizer_steps == b.optimizer_steps);
-  BOOST_TEST(a.metrics_jsonl == b.metrics_jsonl);
-  BOOST_TEST(a.span_log == b.span_log);
-  BOOST_TEST(a.store_tables == b.store_tables);
-  BOOST_TEST(a.untrained_rollouts == b.untrained_rollouts);
-  BOOST_TEST(a.tensors.size() == b.tensors.size());
-}
 
 void flip_byte_of(const fs::path& file, const std::string& needle) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
@@ -168,8 +157,8 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   const std::string v2 = write_checkpoint(d, 2, frozen_base(2), incremental);
   const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
   const std::string v4 = write_checkpoint(d, 4, frozen_base(4), incremental);
-  same(read_checkpoint(v2), frozen_base(2));
-  same(read_checkpoint(v3), frozen_base(3));
+  expect_same(read_checkpoint(v2), frozen_base(2));
+  expect_same(read_checkpoint(v3), frozen_base(3));
   BOOST_TEST(read_checkpoint(v1).chain == 0);
   BOOST_TEST(read_checkpoint(v2).parent == "v00000001.h5");
   BOOST_TEST(read_checkpoint(v3).chain == 2);
@@ -187,7 +176,7 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   BOOST_TEST(removed.size() == 3u);
   removed = apply_retention(d, 2);
   BOOST_TEST(removed.empty());
-  same(load_latest(d)->second, frozen_base(4));
+  expect_same(load_latest(d)->second, frozen_base(4));
 }
 
 BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {
@@ -199,7 +188,7 @@ BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {
   apply_retention(d, 1);
   BOOST_TEST(fs::exists(dir.path / "v00000004.h5"));
   BOOST_TEST(fs::exists(dir.path / "v00000001.h5"));  // holds the frozen tensors
-  same(load_latest(d)->second, frozen_base(4));
+  expect_same(load_latest(d)->second, frozen_base(4));
 }
 
 BOOST_AUTO_TEST_CASE(a_version_whose_parent_is_gone_is_skipped) {
@@ -212,7 +201,7 @@ BOOST_AUTO_TEST_CASE(a_version_whose_parent_is_gone_is_skipped) {
   const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
   fs::remove(dir.path / "v00000002.h5");
   BOOST_CHECK_THROW(read_checkpoint(v3), CorruptCheckpoint);
-  same(load_latest(d)->second, frozen_base(1));
+  expect_same(load_latest(d)->second, frozen_base(1));
   // A bit flipped in the parent's bytes is caught through the link, too.
   write_checkpoint(d, 4, frozen_base(4), incremental);  // links to v1's frozen tensors
   flip_byte_of(dir.path / "v00000001.h5", "12345 678");
@@ -230,9 +219,9 @@ BOOST_AUTO_TEST_CASE(append_only_state_is_written_as_new_segments) {
   Checkpoint rewritten = frozen_base(3);
   rewritten.span_log = "something else entirely";
   const std::string v3 = write_checkpoint(d, 3, rewritten, incremental);
-  same(read_checkpoint(v3), rewritten);
+  expect_same(read_checkpoint(v3), rewritten);
   const std::string v2 = (dir.path / "v00000002.h5").string();
-  same(read_checkpoint(v2), frozen_base(2));
+  expect_same(read_checkpoint(v2), frozen_base(2));
   const std::string text = describe(inspect_directory(d));
   BOOST_TEST(text.find("parent v00000001.h5") != std::string::npos, text);
 }
@@ -245,7 +234,7 @@ BOOST_AUTO_TEST_CASE(a_large_dataset_is_written_in_pieces_and_reads_back) {
   c.exp_avg.assign(c.parameters.size(), 0.25f);
   c.exp_avg_sq.assign(c.parameters.size(), 0.125f);
   const std::string path = write_checkpoint(dir.path.string(), 1, c);
-  same(read_checkpoint(path), c);
+  expect_same(read_checkpoint(path), c);
 }
 
 BOOST_AUTO_TEST_CASE(tensors_are_partitioned_by_bytes) {

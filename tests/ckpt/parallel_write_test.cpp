@@ -1,14 +1,11 @@
 // Parallel checkpoint writes (mpirun -np 3): rank 0 holds meta and store, ranks 1 and 2 each
 // hold a share of the tensors; together they write one file that reads back whole.
-#define BOOST_TEST_NO_MAIN
-#define BOOST_TEST_ALTERNATIVE_INIT_API
-#include <mpi.h>
-
-#include <boost/test/unit_test.hpp>
+#include "../mpi_test_main.hpp"
 
 #include <filesystem>
 
 #include "arclight/ckpt/checkpoint.hpp"
+#include "same_checkpoint.hpp"
 
 using namespace arclight;
 using namespace arclight::ckpt;
@@ -64,18 +61,6 @@ WriteOptions options_for_rank(const Checkpoint& c, int full_every) {
   return o;
 }
 
-void expect_same(const Checkpoint& a, const Checkpoint& b) {
-  BOOST_TEST(a.step == b.step);
-  BOOST_TEST(a.parameters == b.parameters);
-  BOOST_TEST(a.exp_avg == b.exp_avg);
-  BOOST_TEST(a.exp_avg_sq == b.exp_avg_sq);
-  BOOST_TEST(a.optimizer_steps == b.optimizer_steps);
-  BOOST_TEST(a.metrics_jsonl == b.metrics_jsonl);
-  BOOST_TEST(a.span_log == b.span_log);
-  BOOST_TEST(a.store_tables == b.store_tables);
-  BOOST_TEST(a.untrained_rollouts == b.untrained_rollouts);
-  BOOST_TEST(a.coordinator_rng == b.coordinator_rng);
-}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(parallel_checkpoint)
@@ -103,21 +88,4 @@ BOOST_AUTO_TEST_CASE(ranks_write_their_shares_into_one_file) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-bool init_unit_test() { return true; }
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  std::vector<char*> args(argv, argv + argc);
-  std::string quiet_log = "--log_level=nothing", quiet_report = "--report_level=no";
-  if (rank_ != 0) {
-    args.push_back(quiet_log.data());
-    args.push_back(quiet_report.data());
-  }
-  int rc = boost::unit_test::unit_test_main(init_unit_test, static_cast<int>(args.size()), args.data());
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
-}
+int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }

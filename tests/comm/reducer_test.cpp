@@ -1,9 +1,5 @@
 // The gradient reducers under MPI (mpirun -np 3): every rank runs the same cases.
-#define BOOST_TEST_NO_MAIN
-#define BOOST_TEST_ALTERNATIVE_INIT_API
-#include <mpi.h>
-
-#include <boost/test/unit_test.hpp>
+#include "../mpi_test_main.hpp"
 
 #include <numeric>
 
@@ -159,24 +155,4 @@ BOOST_AUTO_TEST_CASE(known_encodings) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-bool init_unit_test() { return true; }
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  // Every rank runs every case (they are collective); rank 0 reports, naming skipped cases and why.
-  std::vector<char*> args(argv, argv + argc);
-  std::string quiet_log = "--log_level=nothing", quiet_report = "--report_level=no", suites = "--log_level=test_suite";
-  if (rank_ != 0) {
-    args.push_back(quiet_log.data());
-    args.push_back(quiet_report.data());
-  } else {
-    args.push_back(suites.data());
-  }
-  int rc = boost::unit_test::unit_test_main(init_unit_test, static_cast<int>(args.size()), args.data());
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return worst;
-}
+int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }
