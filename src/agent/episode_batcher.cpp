@@ -1,5 +1,6 @@
 #include "arclight/agent/episode_batcher.hpp"
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -7,20 +8,21 @@ namespace arclight::agent {
 
 class EpisodeBatcher::Handle : public Llm {
  public:
-  explicit Handle(EpisodeBatcher& owner) : owner_(owner) {}
+  Handle(EpisodeBatcher& owner, std::size_t episode) : owner_(owner), episode_(episode) {}
   LlmResponse generate(const std::vector<std::int32_t>& prompt, int max_new_tokens) override {
-    return owner_.submit(prompt, max_new_tokens);
+    return owner_.submit(episode_, prompt, max_new_tokens);
   }
 
  private:
   EpisodeBatcher& owner_;
+  std::size_t episode_;
 };
 
 EpisodeBatcher::EpisodeBatcher(model::Policy& policy, model::Sampling sampling, std::uint64_t policy_version)
     : policy_(policy), sampling_(sampling), version_(policy_version) {}
 
-LlmResponse EpisodeBatcher::submit(const std::vector<std::int32_t>& prompt, int max_new_tokens) {
-  Request request{&prompt, max_new_tokens, {}, nullptr, false};
+LlmResponse EpisodeBatcher::submit(std::size_t episode, const std::vector<std::int32_t>& prompt, int max_new_tokens) {
+  Request request{episode, &prompt, max_new_tokens, {}, nullptr, false};
   std::unique_lock<std::mutex> lock(mutex_);
   pending_.push_back(&request);
   to_batcher_.notify_one();
@@ -31,6 +33,7 @@ LlmResponse EpisodeBatcher::submit(const std::vector<std::int32_t>& prompt, int 
 
 void EpisodeBatcher::serve(std::vector<Request*>& batch) {
   // One forward pass per group of equal prompt length and answer length.
+  std::sort(batch.begin(), batch.end(), [](const Request* a, const Request* b) { return a->episode < b->episode; });
   std::map<std::pair<std::size_t, int>, std::vector<Request*>> groups;
   for (Request* r : batch) groups[{r->prompt->size(), r->max_new_tokens}].push_back(r);
   for (auto& [shape, requests] : groups) {
@@ -55,7 +58,6 @@ void EpisodeBatcher::serve(std::vector<Request*>& batch) {
 
 std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::function<void(Llm&)>>& episodes) {
   std::vector<std::exception_ptr> errors(episodes.size());
-  Handle llm(*this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     live_ = static_cast<int>(episodes.size());
@@ -65,6 +67,7 @@ std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::funct
   for (std::size_t i = 0; i < episodes.size(); ++i) {
     threads.emplace_back([&, i] {
       try {
+        Handle llm(*this, i);
         episodes[i](llm);
       } catch (...) {
         errors[i] = std::current_exception();

@@ -272,6 +272,27 @@ class StoreTracer : public agent::Tracer {
   const store::AttemptedRollout& ar_;
 };
 
+// The policy version a rollout was enqueued under: the "version=N" of its resources (0: none named).
+std::uint64_t required_version(store::Store& store, store::ResourcesId id, std::map<store::ResourcesId, std::uint64_t>& known) {
+  if (id == 0) return 0;
+  auto it = known.find(id);
+  if (it != known.end()) return it->second;
+  const std::string content = store.get_resources(id).content;
+  const auto at = content.find("version=");
+  const std::uint64_t version = at == std::string::npos ? 0 : std::strtoull(content.c_str() + at + 8, nullptr, 10);
+  return known[id] = version;
+}
+
+// The sampling seed of a batch of episodes: from the run's seed and its first rollout and
+// attempt, so that the same rollouts sample the same tokens in a resumed run, and nothing of
+// a runner's random state needs saving.
+std::uint64_t batch_seed(std::uint64_t seed, const store::AttemptedRollout& first) {
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull ^ (first.rollout.id << 8) ^ first.attempt.sequence_id;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;  // splitmix64's finaliser
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank) {
   store::SpanBatcher spans(store, config.runner.span_batch, config.runner.span_flush_seconds);
   auto agent = agent::make_agent(config.agent);
@@ -279,8 +300,8 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
   weights.attach(policy);
   const model::Sampling train_sampling{config.grpo.temperature, 0}, greedy{1.0, 1};
   agent::EpisodeBatcher batcher(policy, train_sampling, 0);
-  policy.seed_sampling(config.run.seed * 1000 + rank);
   const std::string me = "runner-" + std::to_string(rank);
+  std::map<store::ResourcesId, std::uint64_t> versions;  // of the policy resources rollouts name
 
   std::uint64_t version = no_version;
   for (;;) {
@@ -290,12 +311,22 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    batcher.set_policy_version(version);
     std::vector<store::AttemptedRollout> got = store.dequeue(me, static_cast<std::size_t>(config.runner.episodes_in_flight));
     if (got.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       continue;
     }
+    // Sample with the policy version a rollout was enqueued under, or a newer one: never older
+    // (the broadcast of a new version may still be on its way).
+    std::uint64_t needed = 0;
+    for (const auto& ar : got) needed = std::max(needed, required_version(store, ar.rollout.resources_id, versions));
+    bool training_over = false;
+    while (version < needed && !training_over) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      training_over = !weights.poll(policy, version);
+    }
+    if (training_over) break;
+    batcher.set_policy_version(version);
     for (store::Mode mode : {store::Mode::train, store::Mode::val}) {
       std::vector<const store::AttemptedRollout*> these;
       for (const auto& ar : got)
@@ -312,6 +343,7 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
           agent->run(ar->rollout.input, traced, *tracer);
         });
       }
+      policy.seed_sampling(batch_seed(config.run.seed, *these.front()));
       std::vector<std::exception_ptr> errors = batcher.run(episodes);
       spans.flush();
       for (std::size_t i = 0; i < these.size(); ++i) {
@@ -708,14 +740,25 @@ class Coordinator {
     return at == std::string::npos ? 0.0 : std::atof(history.c_str() + at + 10);
   }
 
+  // The latest policy resources: rollouts name them, and runners sample with that version or newer.
+  store::ResourcesId current_policy() {
+    try {
+      return store_.get_latest_resources("policy").id;
+    } catch (const store::StoreError&) {
+      return 0;  // the leader has not published version 0 yet: any first weights do
+    }
+  }
+
   std::vector<store::RolloutId> enqueue_step() {
     std::vector<store::NewRollout> batch;
+    const store::ResourcesId policy = current_policy();
     for (int t = 0; t < config_.grpo.tasks_per_step; ++t) {
       std::string task = agent_->make_task(rng_);
       for (int g = 0; g < config_.grpo.group_size; ++g) {
         store::NewRollout r;
         r.input = task;
         r.mode = store::Mode::train;
+        r.resources_id = policy;
         r.metadata = std::to_string(t);  // the GRPO group within its step
         batch.push_back(std::move(r));
       }
@@ -836,10 +879,12 @@ class Coordinator {
 
   EpisodeFigures validate() {
     std::vector<store::NewRollout> batch;
+    const store::ResourcesId policy = current_policy();
     for (const std::string& task : agent_->validation_tasks()) {
       store::NewRollout r;
       r.input = task;
       r.mode = store::Mode::val;
+      r.resources_id = policy;
       batch.push_back(std::move(r));
     }
     std::vector<store::RolloutId> ids;

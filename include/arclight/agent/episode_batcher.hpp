@@ -2,7 +2,9 @@
 // Runs many episodes at once and batches their policy calls into one forward pass:
 // each episode runs on a thread of its own and blocks in generate(); when every live
 // episode is waiting, the batcher serves all their calls together, grouped by prompt
-// length. One episode at a time would leave the hardware idle.
+// length. One episode at a time would leave the hardware idle. A batch's rows are in episode
+// order, whatever order the threads arrived in: with a seeded policy, the same episodes
+// sample the same tokens.
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -29,6 +31,7 @@ class EpisodeBatcher {
 
  private:
   struct Request {
+    std::size_t episode;
     const std::vector<std::int32_t>* prompt;
     int max_new_tokens;
     LlmResponse response;
@@ -36,7 +39,7 @@ class EpisodeBatcher {
     bool done = false;
   };
   class Handle;
-  LlmResponse submit(const std::vector<std::int32_t>& prompt, int max_new_tokens);
+  LlmResponse submit(std::size_t episode, const std::vector<std::int32_t>& prompt, int max_new_tokens);
   void serve(std::vector<Request*>& batch);
 
   model::Policy& policy_;
