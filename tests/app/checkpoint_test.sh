@@ -18,6 +18,21 @@ train() {  # train NP RUN_DIR [flags...]
   rc=$?  # for the checks: inside check, $? would be check's own
 }
 steps_of() { grep -o '"step":[0-9]*' "$1/metrics.jsonl" | cut -d: -f2 | xargs; }
+# train_and_kill NP RUN_DIR VICTIM_RANK VERSION [flags...]: kill -9 the rank once VERSION is written.
+train_and_kill() {
+  local np=$1 dir=$2 victim=$3 version=$4; shift 4
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np "$np" "$bin" train --config configs/tiny.toml \
+    --run.dir "$dir" "$@" >"$work/out" 2>"$work/err" &
+  local job=$! pid="" p
+  for _ in $(seq 400); do [ -f "$dir/checkpoints/$version" ] && break; sleep 0.05; done
+  for p in $(pgrep -f "$bin train"); do
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim" && pid=$p
+  done
+  check '[ -n "$pid" ]' "could not find rank $victim"
+  [ -n "$pid" ] && kill -9 "$pid"
+  wait $job; rc=$?
+  check '[ $rc != 0 ]' "the run in $dir was over before rank $victim was killed"
+}
 
 # 1. Versions every 4 steps and at the end; the newest 3 are kept; h5dump reads them.
 train 4 "$work/a" --run.steps 10 --checkpoint.every_steps 4
@@ -69,18 +84,7 @@ check 'grep -q "7680 rollouts of .* over 60 steps; 0 rollouts trained on twice" 
   "reference ledger: $(tail -1 "$work/reference.trained")"
 for victim in 0 1 2; do
   dir="$work/kill$victim"
-  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
-    --run.dir "$dir" "${long[@]}" >"$work/out" 2>"$work/err" &
-  job=$!
-  for _ in $(seq 400); do [ -f "$dir/checkpoints/v00000004.h5" ] && break; sleep 0.05; done
-  pid=""
-  for p in $(pgrep -f "$bin train"); do
-    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim" && pid=$p
-  done
-  check '[ -n "$pid" ]' "could not find rank $victim"
-  [ -n "$pid" ] && kill -9 "$pid"
-  wait $job; rc=$?
-  check '[ $rc != 0 ]' "the run was over before rank $victim was killed"
+  train_and_kill 4 "$dir" "$victim" v00000004.h5 "${long[@]}"
   train 4 "$dir" "${long[@]}" --resume auto
   check '[ $rc = 0 ]' "resume after kill -9 of rank $victim: $(tail -3 "$work/err")"
   check '[ "$(steps_of "$dir")" = "$(seq 1 60 | xargs)" ]' "steps after kill -9 of rank $victim: $(steps_of "$dir")"
@@ -124,17 +128,7 @@ state_of() { h5dump -g /model/parameters -g /optim "$1/checkpoints/v00000040.h5"
 rewards_of() { grep -o '"reward":[0-9.e-]*' "$1/metrics.jsonl" | xargs; }
 train 3 "$work/det_a" "${same[@]}"
 check '[ $rc = 0 ]' "deterministic reference: $(tail -3 "$work/err")"
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/det_b" "${same[@]}" >"$work/out" 2>"$work/err" &
-job=$!
-for _ in $(seq 400); do [ -f "$work/det_b/checkpoints/v00000008.h5" ] && break; sleep 0.05; done
-pid=""
-for p in $(pgrep -f "$bin train"); do
-  tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && pid=$p
-done
-[ -n "$pid" ] && kill -9 "$pid"
-wait $job; rc=$?
-check '[ $rc != 0 ]' "the deterministic run was over before it was killed"
+train_and_kill 3 "$work/det_b" 0 v00000008.h5 "${same[@]}"
 train 3 "$work/det_b" "${same[@]}" --resume auto
 check '[ $rc = 0 ] && [ "$(steps_of "$work/det_b")" = "$(seq 1 40 | xargs)" ]' "deterministic resume: $(tail -3 "$work/err")"
 check '[ "$(state_of "$work/det_a")" = "$(state_of "$work/det_b")" ]' \
