@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
               bytes / 1e6, blocking, memcpy_seconds, write_seconds, bytes / write_seconds / 1e6, rounds, read_seconds,
               inc_bytes / 1e6, full_bytes / 1e6);
   std::printf("{\"bytes\": %.0f, \"blocking_s\": %.4f, \"memcpy_s\": %.4f, \"write_s\": %.4f, \"restore_s\": %.4f, "
-              "\"incremental_ratio\": %.4f, \"file\": \"%s\"}\n",
-              bytes, blocking, memcpy_seconds, write_seconds, read_seconds, inc_bytes / full_bytes, path.c_str());
+              "\"incremental_ratio\": %.4f, \"incremental_bytes\": %.0f, \"full_bytes\": %.0f, \"file\": \"%s\"}\n",
+              bytes, blocking, memcpy_seconds, write_seconds, read_seconds, inc_bytes / full_bytes, inc_bytes, full_bytes,
+              path.c_str());
   return 0;
 }

@@ -7,6 +7,14 @@ import sys
 
 
 def rows(name, d):
+    """(figure, ours, baseline, what the baseline is, ratio); a time's ratio is baseline / ours
+    (above 1: ours is faster), other ratios ours / baseline."""
+    for figure, ours, base, what in figures(name, d):
+        ratio = base / ours if figure.endswith("/ ours)") else ours / base
+        yield figure, ours, base, what, ratio
+
+
+def figures(name, d):
     if name == "store":
         yield "store in-process ops/s (mix of 13 ops per rollout)", d["local_ops_per_s"], 250000, "target 250 k"
         yield "store bytes per span", d["bytes_per_span"], d["payload_bytes_per_span"], "payload bytes"
@@ -22,7 +30,8 @@ def rows(name, d):
         yield "checkpoint write+fsync seconds (ratio: dd / ours)", d["write_s"], d["dd_fsync_s"], "dd conv=fsync, same bytes"
         yield "checkpoint write+fsync seconds (ratio: torch.save / ours)", d["write_s"], d["torch_save_fsync_s"], "torch.save + fsync"
         yield "checkpoint blocking seconds (ratio: memcpy / ours)", d["blocking_s"], d["memcpy_s"], "memcpy, same bytes"
-        yield "restore seconds (ratio: read / ours)", d["restore_s"], d["cold_read_s"], "cat of the file (page cache)"
+        yield "restore seconds (ratio: read / ours)", d["restore_s"], d["read_s"], f"cat of the file ({d['read_kind']})"
+        yield "incremental version bytes, frozen base (ratio: ours / full)", d["incremental_bytes"], d["full_bytes"], "a full version"
     elif name == "train":
         # Time: lower is better, so the ratio is baseline over ours.
         yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"
@@ -40,8 +49,7 @@ def main():
         if not payload:
             continue
         d = json.loads(payload)
-        for figure, ours, base, what in rows(name, d):
-            ratio = base / ours if name in ("train", "checkpoint") else ours / base
+        for figure, ours, base, what, ratio in rows(name, d):
             print(f"| {figure} | {fmt(ours)} | {fmt(base)} | {what} | {ratio:.2f} |")
 
 

@@ -299,49 +299,6 @@ std::string segment_name(std::int64_t version) {
   return name;
 }
 
-// Rank 0's decisions: which datasets link to the parent, which segments are new.
-struct Planner {
-  std::map<std::string, Held> parent;  // empty: a full version
-  std::int64_t version = 0;
-  std::vector<PlanEntry> entries;
-
-  void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
-    PlanEntry e{path, kind, count, crc, owner, "", "", 0};
-    auto it = parent.find(path);
-    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc) {
-      e.link_file = it->second.file;
-      e.link_object = it->second.object;
-    }
-    entries.push_back(std::move(e));
-  }
-
-  // The parent's segments, linked when they are a prefix of `blob`; the rest as one new segment.
-  void append_only(const Blob& blob) {
-    const std::size_t size = kind_size(blob.kind);
-    std::vector<std::pair<std::string, Held>> segments;
-    for (const auto& [path, held] : parent)
-      if (path.rfind(blob.path + "/s", 0) == 0) segments.emplace_back(path, held);
-    std::uint64_t prefix = 0;
-    bool is_prefix = true;
-    for (const auto& [path, held] : segments) {
-      if (held.kind != blob.kind || prefix + held.count > blob.count ||
-          crc32c(static_cast<const char*>(blob.data) + prefix * size, held.count * size) != held.crc) {
-        is_prefix = false;
-        break;
-      }
-      prefix += held.count;
-    }
-    if (!is_prefix) prefix = 0, segments.clear();
-    for (const auto& [path, held] : segments)
-      entries.push_back({path, held.kind, held.count, held.crc, 0, held.file, held.object, 0});
-    if (blob.count > prefix || segments.empty()) {
-      const char* tail = static_cast<const char*>(blob.data) + prefix * size;
-      entries.push_back({blob.path + "/" + segment_name(version), blob.kind, blob.count - prefix,
-                         crc32c(tail, (blob.count - prefix) * size), 0, "", "", prefix});
-    }
-  }
-};
-
 // The chain length of a committed version (0: full), or -1 when it cannot serve as a parent.
 std::int64_t chain_of(hid_t file) {
   hid_t set = -1;
@@ -393,6 +350,83 @@ void write_in_pieces(hid_t set, hid_t file_space, const PlanEntry& e, const char
       throw Error("checkpoint: cannot write " + e.path);
   }
 }
+
+// Writes one segment of an append-only blob as a file of its own, <dir>/segments/<name>,
+// committed (temporary name, fsync, rename) before any version links to it. Returns the
+// link target's file name, relative to dir.
+std::string write_segment(const std::string& dir, const std::string& name, Kind kind, const void* data,
+                          std::uint64_t count, std::uint32_t crc) {
+  const fs::path segments = fs::path(dir) / "segments";
+  fs::create_directories(segments);
+  const std::string final_path = (segments / name).string(), tmp_path = final_path + ".tmp";
+  {
+    Handle file(H5Fcreate(tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                "checkpoint: cannot create " + tmp_path);
+    hsize_t dims[1] = {count};
+    Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, name);
+    Handle set(H5Dcreate2(file.id, "/data", h5type(kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+               "checkpoint: cannot create " + final_path);
+    PlanEntry e{"/data", kind, count, crc, 0, "", "", 0};
+    write_in_pieces(set.id, space.id, e, static_cast<const char*>(data));
+    write_attribute(set.id, crc, final_path);
+  }
+  fsync_path(tmp_path, false);
+  fs::rename(tmp_path, final_path);
+  fsync_path(segments.string(), true);
+  return "segments/" + name;
+}
+
+// Rank 0's decisions: which datasets link to the parent, which segments are new.
+struct Planner {
+  std::string dir;
+  std::map<std::string, Held> parent;    // the parent's datasets; empty: a full version
+  std::map<std::string, Held> segments;  // LATEST's append-only segments, linked even by a full version
+  std::int64_t version = 0;
+  std::vector<PlanEntry> entries;
+
+  void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
+    PlanEntry e{path, kind, count, crc, owner, "", "", 0};
+    auto it = parent.find(path);
+    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc) {
+      e.link_file = it->second.file;
+      e.link_object = it->second.object;
+    }
+    entries.push_back(std::move(e));
+  }
+
+  // LATEST's segments, linked when they are a prefix of `blob`; the rest as one new segment
+  // in a file of its own. Segments never change, so a full version links them too: the log
+  // is written once, not once per full version.
+  void append_only(const Blob& blob) {
+    const std::size_t size = kind_size(blob.kind);
+    std::vector<std::pair<std::string, Held>> segments;
+    for (const auto& [path, held] : this->segments)
+      if (path.rfind(blob.path + "/s", 0) == 0) segments.emplace_back(path, held);
+    std::uint64_t prefix = 0;
+    bool is_prefix = true;
+    for (const auto& [path, held] : segments) {
+      if (held.kind != blob.kind || prefix + held.count > blob.count ||
+          crc32c(static_cast<const char*>(blob.data) + prefix * size, held.count * size) != held.crc) {
+        is_prefix = false;
+        break;
+      }
+      prefix += held.count;
+    }
+    if (!is_prefix) prefix = 0, segments.clear();
+    for (const auto& [path, held] : segments)
+      entries.push_back({path, held.kind, held.count, held.crc, 0, held.file, held.object, 0});
+    if (blob.count > prefix || segments.empty()) {
+      const char* tail = static_cast<const char*>(blob.data) + prefix * size;
+      const std::uint64_t count = blob.count - prefix;
+      const std::uint32_t crc = crc32c(tail, count * size);
+      std::string file_name = blob.path.substr(1);
+      std::replace(file_name.begin(), file_name.end(), '/', '.');
+      file_name += "." + segment_name(version) + ".h5";
+      const std::string file = write_segment(dir, file_name, blob.kind, tail, count, crc);
+      entries.push_back({blob.path + "/" + segment_name(version), blob.kind, count, crc, 0, file, "/data", 0});
+    }
+  }
+};
 
 std::vector<std::int64_t> versions_in(const std::string& dir) {
   static const std::regex name{R"(v([0-9]{8})\.h5)"};
@@ -540,8 +574,9 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
   if (me == 0) {
     fs::create_directories(dir);
     Planner planner;
+    planner.dir = dir;
     planner.version = version;
-    std::string parent_name = options.full_every > 1 ? read_latest_name(dir) : "";
+    std::string parent_name = read_latest_name(dir);
     std::int64_t chain = 0;
     if (!parent_name.empty()) {
       const std::string parent_path = (fs::path(dir) / parent_name).string();
@@ -551,12 +586,14 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
           Handle f(open_file(parent_path), H5Fclose, parent_path);
           parent_chain = chain_of(f.id);
         }
+        walk_links(parent_path, &planner.segments, nullptr);
         if (parent_chain >= 0 && parent_chain + 1 < options.full_every) {
-          walk_links(parent_path, &planner.parent, nullptr);
+          planner.parent = planner.segments;
           chain = parent_chain + 1;
         }
       } catch (const CorruptCheckpoint& e) {
         log::warn("checkpoint: ", e.what(), "; writing a full version");
+        planner.segments.clear();
       }
     }
     if (chain == 0) parent_name.clear(), planner.parent.clear();
@@ -758,9 +795,16 @@ std::vector<std::string> apply_retention(const std::string& dir, int keep) {
     const std::string p = (fs::path(dir) / name).string();
     if (fs::remove(p, ec)) removed.push_back(p);
   }
+  // Segment files no kept version links to (a rewritten log, or a write that never committed).
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "segments", ec)) {
+    const std::string name = "segments/" + e.path().filename().string();
+    if (kept.count(name)) continue;
+    std::error_code rm;
+    if (fs::remove(e.path(), rm)) removed.push_back(e.path().string());
+  }
   // Leftovers of writes that never committed (a crash mid-write), older than the newest version.
   static const std::regex tmp_name{R"(v([0-9]{8})\.h5\.tmp)"};
-  std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string file = e.path().filename().string();

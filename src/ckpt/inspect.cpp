@@ -57,11 +57,15 @@ std::string describe(const DirectoryReport& report) {
     if (v.valid) {
       out << "step " << v.step << "  policy version " << v.policy_version << "  "
           << (v.parent.empty() ? std::string("full") : "parent " + v.parent);
-      if (v.links_to.size() > 1 || (v.links_to.size() == 1 && v.links_to[0] != v.parent)) {
-        out << " (links to";
-        for (const std::string& f : v.links_to) out << " " << f;
-        out << ")";
+      std::vector<std::string> versions;
+      std::size_t segments = 0;
+      for (const std::string& f : v.links_to) {
+        if (f.rfind("segments/", 0) == 0) ++segments;
+        else versions.push_back(f);
       }
+      out << " (links to";
+      for (const std::string& f : versions) out << " " << f;
+      out << (versions.empty() ? " " : " and ") << segments << " log segments)";
       out << "  valid";
     } else {
       out << "INVALID: " << v.problem;

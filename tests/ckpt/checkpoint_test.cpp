@@ -164,19 +164,36 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   BOOST_TEST(read_checkpoint(v3).chain == 2);
   BOOST_TEST(read_checkpoint(v4).chain == 0);  // every third is full
   BOOST_TEST(read_checkpoint(v4).parent.empty());
-  // Links go straight to the file holding the bytes: v3's frozen tensors are v1's, its
-  // earlier span log segments v1's and v2's.
-  BOOST_TEST(linked_files(v3) == (std::vector<std::string>{"v00000001.h5", "v00000002.h5"}));
-  BOOST_TEST(linked_files(v4).empty());
+  // Links go straight to the file holding the bytes: v3's frozen tensors are v1's, and every
+  // segment of the span log and the metrics is a file of its own, linked by full versions too.
+  const std::vector<std::string> segments{
+      "segments/meta.metrics_jsonl.s00000001.h5", "segments/meta.metrics_jsonl.s00000002.h5",
+      "segments/meta.metrics_jsonl.s00000003.h5", "segments/store.span_log.s00000001.h5",
+      "segments/store.span_log.s00000002.h5",     "segments/store.span_log.s00000003.h5"};
+  std::vector<std::string> v3_links = segments;
+  v3_links.push_back("v00000001.h5");
+  BOOST_TEST(linked_files(v3) == v3_links);
+  std::vector<std::string> v4_links = segments;
+  v4_links.insert(v4_links.begin() + 3, "segments/meta.metrics_jsonl.s00000004.h5");
+  v4_links.push_back("segments/store.span_log.s00000004.h5");
+  BOOST_TEST(linked_files(v4) == v4_links);  // full: no other version, only the log's segments
   const VersionSizes full = version_sizes(v1), inc = version_sizes(v3);
   BOOST_TEST(inc.linked >= 3u * 900 * sizeof(float));
-  BOOST_TEST(full.linked == 0u);
-  // Retention keeps what a kept version links to.
+  BOOST_TEST(full.linked == frozen_base(1).span_log.size() + frozen_base(1).metrics_jsonl.size());
+  // Retention keeps what a kept version links to: v4 is full, so v1 to v3 go, the log stays.
   auto removed = apply_retention(d, 1);
   BOOST_TEST(removed.size() == 3u);
   removed = apply_retention(d, 2);
   BOOST_TEST(removed.empty());
   expect_same(load_latest(d)->second, frozen_base(4));
+  // A log rewritten from the start leaves the old segments to retention.
+  Checkpoint rewritten = frozen_base(5);
+  rewritten.span_log = "another history";
+  write_checkpoint(d, 5, rewritten, incremental);
+  removed = apply_retention(d, 1);
+  BOOST_TEST(removed.size() == 4u);  // the span log's four segments; v5 links to v4's tensors
+  BOOST_TEST(fs::exists(dir.path / "v00000004.h5"));
+  expect_same(load_latest(d)->second, rewritten);
 }
 
 BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {
@@ -191,7 +208,7 @@ BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {
   expect_same(load_latest(d)->second, frozen_base(4));
 }
 
-BOOST_AUTO_TEST_CASE(a_version_whose_parent_is_gone_is_skipped) {
+BOOST_AUTO_TEST_CASE(a_version_whose_linked_file_is_gone_is_skipped) {
   TempDir dir;
   const std::string d = dir.path.string();
   WriteOptions incremental;
@@ -199,7 +216,7 @@ BOOST_AUTO_TEST_CASE(a_version_whose_parent_is_gone_is_skipped) {
   write_checkpoint(d, 1, frozen_base(1));  // full
   write_checkpoint(d, 2, frozen_base(2), incremental);
   const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
-  fs::remove(dir.path / "v00000002.h5");
+  fs::remove(dir.path / "segments" / "store.span_log.s00000002.h5");
   BOOST_CHECK_THROW(read_checkpoint(v3), CorruptCheckpoint);
   expect_same(load_latest(d)->second, frozen_base(1));
   // A bit flipped in the parent's bytes is caught through the link, too.

@@ -76,10 +76,14 @@ BOOST_AUTO_TEST_CASE(ranks_write_their_shares_into_one_file) {
   if (rank_ == 0) {
     for (std::int64_t step = 1; step <= 4; ++step)
       expect_same(read_checkpoint((fs::path(dir) / version_file_name(step)).string()), state(step));
-    // Version 3 is incremental on 2, which is incremental on 1: the frozen tensors live in 1.
+    // Version 3 is incremental on 2, which is incremental on 1: the frozen tensors live in 1
+    // (and the log's segments in files of their own).
     const std::string v3 = (fs::path(dir) / version_file_name(3)).string();
     BOOST_TEST(read_checkpoint(v3).chain == 2);
-    BOOST_TEST(linked_files(v3) == (std::vector<std::string>{"v00000001.h5", "v00000002.h5"}));
+    std::vector<std::string> versions_linked;
+    for (const std::string& f : linked_files(v3))
+      if (f[0] == 'v') versions_linked.push_back(f);
+    BOOST_TEST(versions_linked == (std::vector<std::string>{"v00000001.h5"}));
     BOOST_TEST(read_checkpoint((fs::path(dir) / version_file_name(4)).string()).chain == 0);
     BOOST_TEST(load_latest(dir)->second.step == 4);
     fs::remove_all(dir);
