@@ -1,7 +1,9 @@
 // Checkpoint costs, in one run: the blocking copy against memcpy of the same bytes, a full
 // write with fsync (bench/checkpoint.sh compares it with dd conv=fsync and torch.save), and
 // a restore, and an incremental version's size. Usage: bench_checkpoint DIR PARAMETERS [ROUNDS],
-// or bench_checkpoint --restore FILE (seconds to restore it).
+// or bench_checkpoint --restore FILE (seconds to restore it), or under mpirun
+// bench_checkpoint --parallel DIR PARAMETERS ROUNDS (rank 0 writes meta, the others the
+// tensors, as in training; seconds of the best full write on rank 0).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +18,46 @@ using namespace arclight;
 using Clock = std::chrono::steady_clock;
 static double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Twenty equal tensors of weights and AdamW moments.
+ckpt::Checkpoint model_state(std::size_t n) {
+  ckpt::Checkpoint c;
+  c.parameters.assign(n, 0.5f);
+  for (std::size_t i = 0; i < n; i += 4096) c.parameters[i] = float(i);
+  c.exp_avg.assign(n, 0.25f);
+  c.exp_avg_sq.assign(n, 0.125f);
+  for (int i = 0; i < 20; ++i) c.tensors.push_back({"t" + std::to_string(i), n / 20 + (i == 19 ? n % 20 : 0)});
+  c.optimizer_steps.assign(20, 1);
+  return c;
+}
+
+int parallel(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string dir = argv[2];
+  const ckpt::Checkpoint c = model_state(std::strtoull(argv[3], nullptr, 10));
+  ckpt::WriteOptions options;
+  options.comm = MPI_COMM_WORLD;
+  options.part.all_tensors = false;
+  options.part.meta_and_store = rank == 0;
+  options.part.model_index = rank == 1;
+  if (rank > 0) options.part.tensors = ckpt::partition_tensors(c.tensors, size - 1)[static_cast<std::size_t>(rank - 1)];
+  double best = 1e30;
+  for (int r = 1; r <= std::atoi(argv[4]); ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto t = Clock::now();
+    ckpt::write_checkpoint(dir, r, c, options);
+    MPI_Barrier(MPI_COMM_WORLD);
+    best = std::min(best, since(t));
+  }
+  if (rank == 0) std::printf("%.4f\n", best);
+  MPI_Finalize();
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--parallel") return parallel(argc, argv);
   if (argc == 3 && std::string(argv[1]) == "--restore") {  // seconds to restore one version
     auto t = Clock::now();
     ckpt::Checkpoint back = ckpt::read_checkpoint(argv[2]);
@@ -71,9 +112,7 @@ int main(int argc, char** argv) {
   // Incremental: a frozen base. Twenty tensors, of which only the last trains (5% of the
   // parameters, as when only the last blocks or an adapter train): the next version writes
   // that tensor and its moments, and links to the rest.
-  ckpt::Checkpoint frozen = c;
-  for (int i = 0; i < 20; ++i) frozen.tensors.push_back({"t" + std::to_string(i), n / 20 + (i == 19 ? n % 20 : 0)});
-  frozen.optimizer_steps.assign(20, 1);
+  ckpt::Checkpoint frozen = model_state(n);
   ckpt::WriteOptions incremental;
   incremental.full_every = 10;
   const std::string inc_dir = dir + "/incremental";

@@ -32,6 +32,9 @@ cat "$file" >/dev/null
 read_s=$(echo "$(date +%s.%N) - $start" | bc)
 drop
 restore_s=$("$root/build/bench/bench_checkpoint" --restore "$file")
+# The write as training does it: rank 0 and two trainers, one file, parallel HDF5 (MPI-IO).
+parallel_s=$(mpirun --oversubscribe --allow-run-as-root -np 3 "$root/build/bench/bench_checkpoint" --parallel \
+  "$dir/parallel" "$params" "$rounds")
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
 fi
@@ -50,15 +53,16 @@ for r in range(rounds):
 print(f"{best:.4f}")
 PY
 )
-/usr/bin/python3 - "$json" "$dd_s" "$torch_s" "$read_s" "$restore_s" "$cold" <<'PY'
+/usr/bin/python3 - "$json" "$dd_s" "$torch_s" "$read_s" "$restore_s" "$cold" "$parallel_s" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
 dd, torch_s, read_s, restore_s = (float(x) for x in sys.argv[2:6])
 d.update(dd_fsync_s=dd, torch_save_fsync_s=torch_s, read_s=read_s, restore_s=restore_s, read_kind=sys.argv[6],
+         parallel_write_s=float(sys.argv[7]), write_vs_dd_parallel=dd / float(sys.argv[7]),
          write_vs_dd=dd / d["write_s"], write_vs_torch=torch_s / d["write_s"],
          blocking_over_memcpy=d["blocking_s"] / d["memcpy_s"])
 d["restore_over_read"] = d["restore_s"] / read_s
-print(f"write+fsync vs dd conv=fsync: {d['write_vs_dd']:.2f}; vs torch.save+fsync: {d['write_vs_torch']:.2f}; "
+print(f"write+fsync vs dd conv=fsync: {d['write_vs_dd']:.2f} (parallel, 3 ranks: {d['write_vs_dd_parallel']:.2f}); vs torch.save+fsync: {d['write_vs_torch']:.2f}; "
       f"blocking/memcpy: {d['blocking_over_memcpy']:.2f}; restore/{d['read_kind']} read of the file: "
       f"{d['restore_over_read']:.2f}; incremental/full size (frozen base): {d['incremental_ratio']:.3f}")
 del d["file"]

@@ -28,6 +28,7 @@ def figures(name, d):
     elif name == "checkpoint":
         # Times: the ratio is baseline over ours (above 1: ours is faster).
         yield "checkpoint write+fsync seconds (ratio: dd / ours)", d["write_s"], d["dd_fsync_s"], "dd conv=fsync, same bytes"
+        yield "checkpoint parallel write+fsync seconds, 3 ranks (ratio: dd / ours)", d["parallel_write_s"], d["dd_fsync_s"], "dd conv=fsync, same bytes"
         yield "checkpoint write+fsync seconds (ratio: torch.save / ours)", d["write_s"], d["torch_save_fsync_s"], "torch.save + fsync"
         yield "checkpoint blocking seconds (ratio: memcpy / ours)", d["blocking_s"], d["memcpy_s"], "memcpy, same bytes"
         yield "restore seconds (ratio: read / ours)", d["restore_s"], d["read_s"], f"cat of the file ({d['read_kind']})"
