@@ -95,7 +95,7 @@ int print_trained(const std::string& where) {
   if (!found) throw UsageError("inspect: no valid checkpoint in " + where);
   SystemClock clock;
   store::MemoryStore store(clock);
-  store.import_state(found->second.store_tables, found->second.span_log);
+  store.import_state(found->second.store_tables, found->second.store_history, found->second.span_log);
   std::map<std::string, int> by_task;
   std::set<store::RolloutId> seen;
   int steps = 0, rollouts = 0, twice = 0;

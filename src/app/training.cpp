@@ -644,7 +644,7 @@ class Coordinator {
     ckpt::Checkpoint& c = found->second;
     log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
     try {
-      const std::vector<store::RolloutId> requeued = store_.import_state(c.store_tables, c.span_log);
+      const std::vector<store::RolloutId> requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
       if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
     } catch (const DecodeError& e) {
       throw ckpt::CorruptCheckpoint(found->first + ": the store does not read back: " + e.what());
@@ -678,6 +678,7 @@ class Coordinator {
     rng << rng_;
     c.coordinator_rng = rng.str();
     c.store_tables = store_.export_tables();
+    c.store_history = store_.export_history();
     c.span_log = store_.export_span_log();
     for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
     std::size_t copied = 0;

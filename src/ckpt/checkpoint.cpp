@@ -119,6 +119,7 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     bytes("/meta/metrics_jsonl", c.metrics_jsonl, true);
     bytes("/rng/coordinator", c.coordinator_rng);
     bytes("/store/tables", c.store_tables);
+    bytes("/store/history", c.store_history, true);
     bytes("/store/span_log", c.span_log, true);
     ints("/store/untrained_rollouts", c.untrained_rollouts);
   }
@@ -723,6 +724,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.coordinator_rng = r.bytes("/rng/coordinator");
   c.metrics_jsonl = r.segments("/meta/metrics_jsonl");
   c.store_tables = r.bytes("/store/tables");
+  c.store_history = r.segments("/store/history");
   c.span_log = r.segments("/store/span_log");
   c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);
   if (!c.exp_avg.empty() && (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))

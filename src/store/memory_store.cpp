@@ -126,6 +126,7 @@ void MemoryStore::set_rollout_status(RolloutRecord& rec, RolloutStatus status, d
   if (status == RolloutStatus::queuing || status == RolloutStatus::requeuing) queue_.emplace_back(r.id, ++rec.queue_ticket);
   if (is_final(status)) {
     r.end_time = now;
+    history_.push_back(HistoryEntry{HistoryEntry::rollout, r.id});
     for (AttemptId id : rec.attempts) {
       // Attempts of an ended rollout are no longer watched, and their workers are free.
       if (watched_.erase(id)) release_worker(attempts_[id - 1].attempt);
@@ -410,6 +411,7 @@ ResourcesVersion MemoryStore::add_resources(const std::string& name, std::string
   if (!inserted) throw refused("resources '" + name + "' exist already; update_resources adds a version");
   ResourcesVersion& v = resources_.emplace_back();
   v.id = resources_.size();
+  history_.push_back(HistoryEntry{HistoryEntry::resources, v.id});
   v.name = name;
   v.version = 1;
   v.create_time = clock_.now();
@@ -425,6 +427,7 @@ ResourcesVersion MemoryStore::update_resources(const std::string& name, std::str
   if (it == resources_by_name_.end()) throw missing("no resources '" + name + "'; add_resources creates them");
   ResourcesVersion& v = resources_.emplace_back();
   v.id = resources_.size();
+  history_.push_back(HistoryEntry{HistoryEntry::resources, v.id});
   v.name = name;
   v.version = it->second.size() + 1;
   v.create_time = clock_.now();

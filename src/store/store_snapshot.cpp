@@ -8,13 +8,71 @@
 namespace arclight::store {
 namespace {
 constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
-constexpr std::uint32_t tables_format = 1;
+constexpr std::uint32_t tables_format = 2;
 
 template <class Enum>
 Enum read_enum(ByteReader& in, int count, const char* what) {
   const std::uint8_t v = in.u8();
-  if (v >= count) throw DecodeError(std::string("store tables: bad ") + what + " " + std::to_string(v));
+  if (v >= count) throw DecodeError(std::string("store snapshot: bad ") + what + " " + std::to_string(v));
   return static_cast<Enum>(v);
+}
+
+void write_rollout(ByteWriter& w, const Rollout& r) {
+  w.u64(r.id);
+  w.bytes(r.input);
+  w.u8(static_cast<std::uint8_t>(r.mode));
+  w.u64(r.resources_id);
+  w.u8(static_cast<std::uint8_t>(r.status));
+  w.f64(r.config.timeout_seconds);
+  w.f64(r.config.unresponsive_seconds);
+  w.u32(r.config.max_attempts);
+  w.u8(r.config.retry_condition);
+  w.bytes(r.metadata);
+  w.f64(r.start_time);
+  w.f64(r.end_time);
+  w.u32(r.attempt_count);
+}
+
+Rollout read_rollout(ByteReader& in) {
+  Rollout r;
+  r.id = in.u64();
+  r.input = std::string(in.bytes());
+  r.mode = read_enum<Mode>(in, 3, "mode");
+  r.resources_id = in.u64();
+  r.status = read_enum<RolloutStatus>(in, rollout_status_count, "rollout status");
+  r.config.timeout_seconds = in.f64();
+  r.config.unresponsive_seconds = in.f64();
+  r.config.max_attempts = in.u32();
+  r.config.retry_condition = in.u8();
+  r.metadata = std::string(in.bytes());
+  r.start_time = in.f64();
+  r.end_time = in.f64();
+  r.attempt_count = in.u32();
+  return r;
+}
+
+void write_attempt(ByteWriter& w, const Attempt& a) {
+  w.u64(a.id);
+  w.u64(a.rollout_id);
+  w.u32(a.sequence_id);
+  w.bytes(a.worker_id);
+  w.u8(static_cast<std::uint8_t>(a.status));
+  w.f64(a.start_time);
+  w.f64(a.end_time);
+  w.f64(a.last_heartbeat_time);
+}
+
+Attempt read_attempt(ByteReader& in) {
+  Attempt a;
+  a.id = in.u64();
+  a.rollout_id = in.u64();
+  a.sequence_id = in.u32();
+  a.worker_id = std::string(in.bytes());
+  a.status = read_enum<AttemptStatus>(in, attempt_status_count, "attempt status");
+  a.start_time = in.f64();
+  a.end_time = in.f64();
+  a.last_heartbeat_time = in.f64();
+  return a;
 }
 }  // namespace
 
@@ -25,33 +83,16 @@ std::string MemoryStore::export_tables() const {
   w.u32(tables_magic);
   w.u32(tables_format);
   w.u64(rollouts_.size());
-  for (const RolloutRecord& rec : rollouts_) {
-    const Rollout& r = rec.rollout;
-    w.u64(r.id);
-    w.bytes(r.input);
-    w.u8(static_cast<std::uint8_t>(r.mode));
-    w.u64(r.resources_id);
-    w.u8(static_cast<std::uint8_t>(r.status));
-    w.f64(r.config.timeout_seconds);
-    w.f64(r.config.unresponsive_seconds);
-    w.u32(r.config.max_attempts);
-    w.u8(r.config.retry_condition);
-    w.bytes(r.metadata);
-    w.f64(r.start_time);
-    w.f64(r.end_time);
-    w.u32(r.attempt_count);
-  }
   w.u64(attempts_.size());
-  for (const AttemptRecord& rec : attempts_) {
-    const Attempt& a = rec.attempt;
-    w.u64(a.id);
-    w.u64(a.rollout_id);
-    w.u32(a.sequence_id);
-    w.bytes(a.worker_id);
-    w.u8(static_cast<std::uint8_t>(a.status));
-    w.f64(a.start_time);
-    w.f64(a.end_time);
-    w.f64(a.last_heartbeat_time);
+  w.u64(resources_.size());
+  std::vector<const RolloutRecord*> open;
+  for (const RolloutRecord& rec : rollouts_)
+    if (!is_final(rec.rollout.status)) open.push_back(&rec);
+  w.u64(open.size());
+  for (const RolloutRecord* rec : open) {
+    write_rollout(w, rec->rollout);
+    w.u32(static_cast<std::uint32_t>(rec->attempts.size()));
+    for (AttemptId id : rec->attempts) write_attempt(w, attempts_[id - 1].attempt);
   }
   std::vector<const Worker*> workers;
   for (const auto& [id, worker] : workers_) workers.push_back(&worker);
@@ -63,12 +104,28 @@ std::string MemoryStore::export_tables() const {
     w.f64(worker->last_heartbeat_time);
     w.u64(worker->heartbeats);
   }
-  w.u64(resources_.size());
-  for (const ResourcesVersion& v : resources_) {
-    w.bytes(v.name);
-    w.u64(v.version);
-    w.f64(v.create_time);
-    w.bytes(v.content);
+  return out;
+}
+
+std::string MemoryStore::export_history() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  ByteWriter w(out);
+  for (const HistoryEntry& e : history_) {
+    w.u8(e.kind);
+    if (e.kind == HistoryEntry::rollout) {
+      const RolloutRecord& rec = rollouts_[e.id - 1];
+      write_rollout(w, rec.rollout);
+      w.u32(static_cast<std::uint32_t>(rec.attempts.size()));
+      for (AttemptId id : rec.attempts) write_attempt(w, attempts_[id - 1].attempt);
+    } else {
+      const ResourcesVersion& v = resources_[e.id - 1];
+      w.u64(v.id);
+      w.bytes(v.name);
+      w.u64(v.version);
+      w.f64(v.create_time);
+      w.bytes(v.content);
+    }
   }
   return out;
 }
@@ -89,51 +146,39 @@ std::string MemoryStore::export_span_log() const {
   return out;
 }
 
-std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::string_view span_log) {
+std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::string_view history,
+                                                 std::string_view span_log) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!rollouts_.empty() || !attempts_.empty() || !resources_.empty())
     throw StoreError(StoreError::invalid_argument, "import_state needs an empty store");
   ByteReader in(tables);
   if (in.u32() != tables_magic || in.u32() != tables_format) throw DecodeError("store tables: unknown format");
-  const std::uint64_t rollouts = in.u64();
-  for (std::uint64_t i = 0; i < rollouts; ++i) {
-    RolloutRecord& rec = rollouts_.emplace_back();
-    Rollout& r = rec.rollout;
-    r.id = in.u64();
-    if (r.id != i + 1) throw DecodeError("store tables: rollout ids are not dense");
-    r.input = std::string(in.bytes());
-    r.mode = read_enum<Mode>(in, 3, "mode");
-    r.resources_id = in.u64();
-    r.status = read_enum<RolloutStatus>(in, rollout_status_count, "rollout status");
-    r.config.timeout_seconds = in.f64();
-    r.config.unresponsive_seconds = in.f64();
-    r.config.max_attempts = in.u32();
-    r.config.retry_condition = in.u8();
-    r.metadata = std::string(in.bytes());
-    r.start_time = in.f64();
-    r.end_time = in.f64();
-    r.attempt_count = in.u32();
-    ++stats_.rollouts[static_cast<int>(r.status)];
-  }
-  const std::uint64_t attempts = in.u64();
-  for (std::uint64_t i = 0; i < attempts; ++i) {
-    AttemptRecord& rec = attempts_.emplace_back();
-    Attempt& a = rec.attempt;
-    a.id = in.u64();
-    a.rollout_id = in.u64();
-    if (a.id != i + 1 || a.rollout_id == 0 || a.rollout_id > rollouts_.size())
-      throw DecodeError("store tables: an attempt out of place");
-    a.sequence_id = in.u32();
-    a.worker_id = std::string(in.bytes());
-    a.status = read_enum<AttemptStatus>(in, attempt_status_count, "attempt status");
-    a.start_time = in.f64();
-    a.end_time = in.f64();
-    a.last_heartbeat_time = in.f64();
-    rollouts_[a.rollout_id - 1].attempts.push_back(a.id);
-    ++stats_.attempts[static_cast<int>(a.status)];
-  }
-  const std::uint64_t workers = in.u64();
-  for (std::uint64_t i = 0; i < workers; ++i) {
+  const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
+  // Every id from 1 to its count comes exactly once, from the history or the tables.
+  if (rollout_count > tables.size() + history.size() || attempt_count > tables.size() + history.size() ||
+      resources_count > history.size())
+    throw DecodeError("store snapshot: counts beyond its size");
+  rollouts_.resize(rollout_count);
+  attempts_.resize(attempt_count);
+  resources_.resize(resources_count);
+  auto place = [&](ByteReader& from) -> RolloutId {
+    Rollout r = read_rollout(from);
+    if (r.id == 0 || r.id > rollouts_.size() || rollouts_[r.id - 1].rollout.id != 0)
+      throw DecodeError("store snapshot: a rollout out of place");
+    RolloutRecord& rec = rollouts_[r.id - 1];
+    rec.rollout = std::move(r);
+    const std::uint32_t attempts = from.u32();
+    for (std::uint32_t k = 0; k < attempts; ++k) {
+      Attempt a = read_attempt(from);
+      if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0 || a.rollout_id != rec.rollout.id)
+        throw DecodeError("store snapshot: an attempt out of place");
+      rec.attempts.push_back(a.id);
+      attempts_[a.id - 1].attempt = std::move(a);
+    }
+    return rec.rollout.id;
+  };
+  for (std::uint64_t open = in.u64(); open > 0; --open) place(in);
+  for (std::uint64_t workers = in.u64(); workers > 0; --workers) {
     Worker w;
     w.id = std::string(in.bytes());
     read_enum<WorkerStatus>(in, 3, "worker status");
@@ -142,18 +187,41 @@ std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::s
     w.heartbeats = in.u64();
     workers_[w.id] = w;
   }
-  const std::uint64_t resources = in.u64();
-  for (std::uint64_t i = 0; i < resources; ++i) {
-    ResourcesVersion& v = resources_.emplace_back();
-    v.id = resources_.size();
-    v.name = std::string(in.bytes());
-    v.version = in.u64();
-    v.create_time = in.f64();
-    v.content = std::string(in.bytes());
+  if (in.remaining() != 0) throw DecodeError("store tables: trailing bytes");
+
+  ByteReader past(history);
+  while (past.remaining() > 0) {
+    const std::uint8_t kind = past.u8();
+    if (kind == HistoryEntry::rollout) {
+      history_.push_back(HistoryEntry{HistoryEntry::rollout, place(past)});
+    } else if (kind == HistoryEntry::resources) {
+      const std::uint64_t id = past.u64();
+      if (id == 0 || id > resources_.size() || resources_[id - 1].id != 0)
+        throw DecodeError("store snapshot: resources out of place");
+      ResourcesVersion& v = resources_[id - 1];
+      v.id = id;
+      v.name = std::string(past.bytes());
+      v.version = past.u64();
+      v.create_time = past.f64();
+      v.content = std::string(past.bytes());
+      history_.push_back(HistoryEntry{HistoryEntry::resources, id});
+    } else {
+      throw DecodeError("store history: unknown record " + std::to_string(kind));
+    }
+  }
+  for (const RolloutRecord& rec : rollouts_) {
+    if (rec.rollout.id == 0) throw DecodeError("store snapshot: a rollout is missing");
+    ++stats_.rollouts[static_cast<int>(rec.rollout.status)];
+  }
+  for (const AttemptRecord& rec : attempts_) {
+    if (rec.attempt.id == 0) throw DecodeError("store snapshot: an attempt is missing");
+    ++stats_.attempts[static_cast<int>(rec.attempt.status)];
+  }
+  for (const ResourcesVersion& v : resources_) {
+    if (v.id == 0) throw DecodeError("store snapshot: a resources version is missing");
     resources_by_name_[v.name].push_back(v.id);
     ++stats_.resources;
   }
-  if (in.remaining() != 0) throw DecodeError("store tables: trailing bytes");
 
   ByteReader log(span_log);
   while (log.remaining() > 0) {

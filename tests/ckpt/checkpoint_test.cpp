@@ -37,6 +37,7 @@ Checkpoint sample(std::int64_t step) {
   c.coordinator_rng = "12345 678";
   c.metrics_jsonl = "{\"step\":1,\"reward\":2}\n";
   c.store_tables = "tables";
+  c.store_history = "history;";
   c.span_log = "span-1;";
   c.untrained_rollouts = {41, 42};
   return c;
@@ -58,9 +59,11 @@ Checkpoint frozen_base(std::int64_t step) {
   c.optimizer_steps = {0, 0, 0, step};
   c.metrics_jsonl.clear();
   c.span_log.clear();
+  c.store_history.clear();
   for (int s = 1; s <= step; ++s) {
     c.metrics_jsonl += "{\"step\":" + std::to_string(s) + "}\n";
     c.span_log += "spans of step " + std::to_string(s) + ";";
+    c.store_history += "rollouts ended in step " + std::to_string(s) + ";";
   }
   return c;
 }
@@ -166,20 +169,20 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   BOOST_TEST(read_checkpoint(v4).parent.empty());
   // Links go straight to the file holding the bytes: v3's frozen tensors are v1's, and every
   // segment of the span log and the metrics is a file of its own, linked by full versions too.
-  const std::vector<std::string> segments{
-      "segments/meta.metrics_jsonl.s00000001.h5", "segments/meta.metrics_jsonl.s00000002.h5",
-      "segments/meta.metrics_jsonl.s00000003.h5", "segments/store.span_log.s00000001.h5",
-      "segments/store.span_log.s00000002.h5",     "segments/store.span_log.s00000003.h5"};
-  std::vector<std::string> v3_links = segments;
+  auto segments_up_to = [](int last) {
+    std::vector<std::string> out;
+    for (const char* log : {"meta.metrics_jsonl", "store.history", "store.span_log"})
+      for (int v = 1; v <= last; ++v) out.push_back("segments/" + std::string(log) + ".s0000000" + std::to_string(v) + ".h5");
+    return out;
+  };
+  std::vector<std::string> v3_links = segments_up_to(3);
   v3_links.push_back("v00000001.h5");
   BOOST_TEST(linked_files(v3) == v3_links);
-  std::vector<std::string> v4_links = segments;
-  v4_links.insert(v4_links.begin() + 3, "segments/meta.metrics_jsonl.s00000004.h5");
-  v4_links.push_back("segments/store.span_log.s00000004.h5");
-  BOOST_TEST(linked_files(v4) == v4_links);  // full: no other version, only the log's segments
+  BOOST_TEST(linked_files(v4) == segments_up_to(4));  // full: no other version, only the logs' segments
   const VersionSizes full = version_sizes(v1), inc = version_sizes(v3);
   BOOST_TEST(inc.linked >= 3u * 900 * sizeof(float));
-  BOOST_TEST(full.linked == frozen_base(1).span_log.size() + frozen_base(1).metrics_jsonl.size());
+  BOOST_TEST(full.linked ==
+             frozen_base(1).span_log.size() + frozen_base(1).metrics_jsonl.size() + frozen_base(1).store_history.size());
   // Retention keeps what a kept version links to: v4 is full, so v1 to v3 go, the log stays.
   auto removed = apply_retention(d, 1);
   BOOST_TEST(removed.size() == 3u);

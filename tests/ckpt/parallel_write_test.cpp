@@ -32,6 +32,7 @@ Checkpoint state(std::int64_t step) {
   c.coordinator_rng = "rng " + std::to_string(step);
   for (int s = 1; s <= step; ++s) c.metrics_jsonl += "{\"step\":" + std::to_string(s) + "}\n";
   c.store_tables = "tables " + std::to_string(step);
+  c.store_history = std::string(static_cast<std::size_t>(step) * 10, 'h');
   c.span_log = std::string(static_cast<std::size_t>(step) * 100, 's');
   c.untrained_rollouts = {step * 10 + 1, step * 10 + 2};
   return c;

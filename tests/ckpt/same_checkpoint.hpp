@@ -13,6 +13,7 @@ inline void expect_same(const arclight::ckpt::Checkpoint& a, const arclight::ckp
   BOOST_TEST(a.metrics_jsonl == b.metrics_jsonl);
   BOOST_TEST(a.span_log == b.span_log);
   BOOST_TEST(a.store_tables == b.store_tables);
+  BOOST_TEST(a.store_history == b.store_history);
   BOOST_TEST(a.untrained_rollouts == b.untrained_rollouts);
   BOOST_TEST(a.coordinator_rng == b.coordinator_rng);
   BOOST_TEST(a.tensors.size() == b.tensors.size());

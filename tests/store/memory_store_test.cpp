@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   before.update_attempt(doomed[0].rollout.id, doomed[0].attempt.id, suite::status_update(AttemptStatus::unresponsive));
 
   MemoryStore after(clock);
-  std::vector<RolloutId> requeued = after.import_state(before.export_tables(), before.export_span_log());
+  std::vector<RolloutId> requeued = after.import_state(before.export_tables(), before.export_history(), before.export_span_log());
   BOOST_TEST(requeued == (std::vector<RolloutId>{ids[1], ids[2]}));
   BOOST_TEST((after.get_rollout(ids[0]).status == RolloutStatus::succeeded));
   BOOST_TEST((after.get_rollout(ids[3]).status == RolloutStatus::failed));
@@ -200,17 +200,28 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   BOOST_TEST(after.enqueue(suite::task("new")).id == 5u);
   for (const Worker& w : after.query_workers())
     if (w.id != "w9") BOOST_TEST((w.status == WorkerStatus::unknown));
-  // The span log is append-only: a later export extends the earlier one.
-  const std::string log_before = after.export_span_log();
+  // The span log and the history are append-only: a later export extends the earlier one.
+  const std::string log_before = after.export_span_log(), history_before = after.export_history();
   s.rollout_id = again[0].rollout.id;
   s.attempt_id = again[0].attempt.id;
   after.add_span(s);
   BOOST_TEST(after.export_span_log().rfind(log_before, 0) == 0u);
+  after.update_attempt(again[0].rollout.id, again[0].attempt.id, suite::status_update(AttemptStatus::succeeded));
+  after.update_resources("policy", "version=2");
+  BOOST_TEST(after.export_history().size() > history_before.size());
+  BOOST_TEST(after.export_history().rfind(history_before, 0) == 0u);
+  // And a second round trip keeps everything.
+  MemoryStore third(clock);
+  third.import_state(after.export_tables(), after.export_history(), after.export_span_log());
+  BOOST_TEST((third.get_rollout(again[0].rollout.id).status == RolloutStatus::succeeded));
+  BOOST_TEST(third.get_latest_resources("policy").content == "version=2");
+  BOOST_TEST(third.statistics().spans == after.statistics().spans);
+  BOOST_TEST(third.export_history() == after.export_history());
   // A torn or foreign snapshot is refused.
   MemoryStore other(clock);
-  BOOST_CHECK_THROW(other.import_state(before.export_tables().substr(0, 40), ""), DecodeError);
+  BOOST_CHECK_THROW(other.import_state(before.export_tables().substr(0, 40), before.export_history(), ""), DecodeError);
   MemoryStore another(clock);
-  BOOST_CHECK_THROW(another.import_state(before.export_tables(), "garbage"), DecodeError);
+  BOOST_CHECK_THROW(another.import_state(before.export_tables(), before.export_history(), "garbage"), DecodeError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -48,9 +48,11 @@ struct Checkpoint {
   // the coordinator's random state (task generation) and the metrics history (append-only)
   std::string coordinator_rng;
   std::string metrics_jsonl;
-  // the store: its tables (rollouts with their attempt counts, attempts, workers, resources
-  // such as the policy versions), its span log (append-only) and the rollouts not yet trained on
+  // the store: its tables (rollouts not ended, with their attempts; workers), its history
+  // (ended rollouts with their attempts, resource versions such as the policy's:
+  // append-only), its span log (append-only) and the rollouts not yet trained on
   std::string store_tables;
+  std::string store_history;
   std::string span_log;
   std::vector<std::int64_t> untrained_rollouts;
 };

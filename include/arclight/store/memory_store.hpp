@@ -58,16 +58,19 @@ class MemoryStore : public Store {
 
   const RolloutConfig& default_config() const { return default_config_; }
 
-  // The whole store for a checkpoint, in two parts: its tables (rollouts, attempts, workers,
-  // resources) and its span log (every span record, in the order they came: append-only,
-  // so that a checkpoint writes only the part that is new since the last one).
+  // The whole store for a checkpoint, in three parts. What never changes again is
+  // append-only, so that a checkpoint writes only what is new since the last one: the
+  // history (ended rollouts with their attempts, and resource versions, in the order they
+  // ended or were made) and the span log (every span record, in the order they came). The
+  // tables hold the rest: rollouts not ended yet with their attempts, workers, counters.
   std::string export_tables() const;
+  std::string export_history() const;
   std::string export_span_log() const;
-  // Fills an empty store with what export_tables and export_span_log wrote. Rollouts that had
-  // not ended are requeued, keeping their attempt counts; an attempt that was in flight is
-  // marked unresponsive (its runner is gone); workers are unknown until they are heard from.
+  // Fills an empty store with what the exports wrote. Rollouts that had not ended are
+  // requeued, keeping their attempt counts; an attempt that was in flight is marked
+  // unresponsive (its runner is gone); workers are unknown until they are heard from.
   // Returns the ids of the requeued rollouts. Throws DecodeError on malformed input.
-  std::vector<RolloutId> import_state(std::string_view tables, std::string_view span_log);
+  std::vector<RolloutId> import_state(std::string_view tables, std::string_view history, std::string_view span_log);
 
  private:
   struct StoredSpan {
@@ -115,6 +118,11 @@ class MemoryStore : public Store {
   std::vector<ResourcesVersion> resources_;  // by id - 1
   std::unordered_map<std::string, std::vector<ResourcesId>> resources_by_name_;
   std::vector<std::pair<AttemptId, std::uint32_t>> span_log_;  // (attempt, index in its spans), as they came
+  struct HistoryEntry {
+    enum Kind : std::uint8_t { rollout = 1, resources = 2 } kind;
+    std::uint64_t id;
+  };
+  std::vector<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made
   Statistics stats_;
 };
 
