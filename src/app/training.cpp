@@ -16,6 +16,7 @@
 #include <csignal>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "arclight/agent/agent.hpp"
 #include "arclight/agent/episode_batcher.hpp"
@@ -646,6 +647,13 @@ class Coordinator {
     try {
       const std::vector<store::RolloutId> requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
       if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
+      // The next version adds to the logs of this one when LATEST names it (not when a newer,
+      // corrupt version was skipped: then the next version holds the whole logs).
+      if (std::filesystem::path(found->first).filename() == ckpt::latest_version(checkpoint_dir_)) {
+        std::tie(logs_.history, logs_.spans) = store_.log_lengths();
+        logs_.history_bytes = c.store_history.size();
+        logs_.span_bytes = c.span_log.size();
+      }
     } catch (const DecodeError& e) {
       throw ckpt::CorruptCheckpoint(found->first + ": the store does not read back: " + e.what());
     }
@@ -677,9 +685,14 @@ class Coordinator {
     std::ostringstream rng;
     rng << rng_;
     c.coordinator_rng = rng.str();
+    // The store's append-only parts from where the last version ended: LATEST holds the rest.
     c.store_tables = store_.export_tables();
-    c.store_history = store_.export_history();
-    c.span_log = store_.export_span_log();
+    c.store_history = store_.export_history(logs_.history, &logs_.history);
+    c.store_history_offset = logs_.history_bytes;
+    logs_.history_bytes += c.store_history.size();
+    c.span_log = store_.export_span_log(logs_.spans, &logs_.spans);
+    c.span_log_offset = logs_.span_bytes;
+    logs_.span_bytes += c.span_log.size();
     for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
     std::size_t copied = 0;
     while (copied < trainers.size()) {  // serve the store while the trainers copy
@@ -918,6 +931,11 @@ class Coordinator {
   std::string effective_config_;
   std::string checkpoint_dir_;
   Clock::time_point last_checkpoint_;
+  // How much of the store's append-only logs LATEST holds: entries and bytes.
+  struct {
+    std::size_t history = 0, spans = 0;
+    std::uint64_t history_bytes = 0, span_bytes = 0;
+  } logs_;
   BackgroundWriter writer_;  // last: joined before the store it reads is gone
 };
 

@@ -67,6 +67,7 @@ struct Blob {
   const void* data = nullptr;
   std::uint64_t count = 0;
   bool append_only = false;
+  std::uint64_t offset = 0;  // append-only: elements before `data` that LATEST's segments hold
 };
 
 std::string pack_strings(const std::vector<std::string>& v) {
@@ -103,11 +104,11 @@ std::vector<TensorInfo> tensors_of(const Checkpoint& c) {
 // keeps them in place as it grows).
 std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std::string>& keep) {
   std::vector<Blob> out;
-  auto bytes = [&](const std::string& path, const std::string& s, bool append_only = false) {
-    out.push_back({path, Kind::u8, s.data(), s.size(), append_only});
+  auto bytes = [&](const std::string& path, const std::string& s, bool append_only = false, std::uint64_t offset = 0) {
+    out.push_back({path, Kind::u8, s.data(), s.size(), append_only, offset});
   };
   auto ints = [&](const std::string& path, const std::vector<std::int64_t>& v) {
-    out.push_back({path, Kind::i64, v.data(), v.size(), false});
+    out.push_back({path, Kind::i64, v.data(), v.size(), false, 0});
   };
   if (part.meta_and_store) {
     out.push_back({"/meta/format", Kind::i64, &format_version, 1, false});
@@ -119,8 +120,8 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     bytes("/meta/metrics_jsonl", c.metrics_jsonl, true);
     bytes("/rng/coordinator", c.coordinator_rng);
     bytes("/store/tables", c.store_tables);
-    bytes("/store/history", c.store_history, true);
-    bytes("/store/span_log", c.span_log, true);
+    bytes("/store/history", c.store_history, true, c.store_history_offset);
+    bytes("/store/span_log", c.span_log, true, c.span_log_offset);
     ints("/store/untrained_rollouts", c.untrained_rollouts);
   }
   const std::vector<TensorInfo> tensors = tensors_of(c);
@@ -312,11 +313,15 @@ std::int64_t chain_of(hid_t file) {
   return chain;
 }
 
-std::string read_latest_name(const std::string& dir) {
+}  // namespace
+
+std::string latest_version(const std::string& dir) {
   std::string name;
   if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, name);
   return name;
 }
+
+namespace {
 
 void create_groups(hid_t file, const std::vector<PlanEntry>& entries) {
   std::set<std::string> groups;
@@ -404,16 +409,23 @@ struct Planner {
     for (const auto& [path, held] : this->segments)
       if (path.rfind(blob.path + "/s", 0) == 0) segments.emplace_back(path, held);
     std::uint64_t prefix = 0;
-    bool is_prefix = true;
-    for (const auto& [path, held] : segments) {
-      if (held.kind != blob.kind || prefix + held.count > blob.count ||
-          crc32c(static_cast<const char*>(blob.data) + prefix * size, held.count * size) != held.crc) {
-        is_prefix = false;
-        break;
+    if (blob.offset > 0) {  // the caller knows that LATEST's segments hold the first blob.offset elements
+      for (const auto& [path, held] : segments) prefix += held.count;
+      if (prefix != blob.offset)
+        throw Error(log::concat("checkpoint: LATEST holds ", prefix, " elements of ", blob.path, ", not ", blob.offset));
+      prefix = 0;  // the blob's data is the tail only
+    } else {
+      bool is_prefix = true;
+      for (const auto& [path, held] : segments) {
+        if (held.kind != blob.kind || prefix + held.count > blob.count ||
+            crc32c(static_cast<const char*>(blob.data) + prefix * size, held.count * size) != held.crc) {
+          is_prefix = false;
+          break;
+        }
+        prefix += held.count;
       }
-      prefix += held.count;
+      if (!is_prefix) prefix = 0, segments.clear();
     }
-    if (!is_prefix) prefix = 0, segments.clear();
     for (const auto& [path, held] : segments)
       entries.push_back({path, held.kind, held.count, held.crc, 0, held.file, held.object, 0});
     if (blob.count > prefix || segments.empty()) {
@@ -577,7 +589,7 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
     Planner planner;
     planner.dir = dir;
     planner.version = version;
-    std::string parent_name = read_latest_name(dir);
+    std::string parent_name = latest_version(dir);
     std::int64_t chain = 0;
     if (!parent_name.empty()) {
       const std::string parent_path = (fs::path(dir) / parent_name).string();
@@ -736,7 +748,7 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   std::vector<std::string> candidates;
-  const std::string latest = read_latest_name(dir);
+  const std::string latest = latest_version(dir);
   if (!latest.empty()) candidates.push_back((fs::path(dir) / latest).string());
   std::vector<std::int64_t> versions = versions_in(dir);
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {

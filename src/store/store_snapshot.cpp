@@ -107,11 +107,13 @@ std::string MemoryStore::export_tables() const {
   return out;
 }
 
-std::string MemoryStore::export_history() const {
+std::string MemoryStore::export_history(std::size_t from, std::size_t* end) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
   ByteWriter w(out);
-  for (const HistoryEntry& e : history_) {
+  if (end) *end = history_.size();
+  for (std::size_t i = from; i < history_.size(); ++i) {
+    const HistoryEntry& e = history_[i];
     w.u8(e.kind);
     if (e.kind == HistoryEntry::rollout) {
       const RolloutRecord& rec = rollouts_[e.id - 1];
@@ -130,12 +132,14 @@ std::string MemoryStore::export_history() const {
   return out;
 }
 
-std::string MemoryStore::export_span_log() const {
+std::string MemoryStore::export_span_log(std::size_t from, std::size_t* end) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
-  out.reserve(stats_.span_bytes);
+  if (from == 0) out.reserve(stats_.span_bytes);
   ByteWriter w(out);
-  for (const auto& [attempt_id, index] : span_log_) {
+  if (end) *end = span_log_.size();
+  for (std::size_t i = from; i < span_log_.size(); ++i) {
+    const auto& [attempt_id, index] = span_log_[i];
     const AttemptRecord& rec = attempts_[attempt_id - 1];
     const StoredSpan& span = rec.spans[index];
     w.u64(rec.attempt.rollout_id);
@@ -144,6 +148,11 @@ std::string MemoryStore::export_span_log() const {
     w.bytes(span.record);
   }
   return out;
+}
+
+std::pair<std::size_t, std::size_t> MemoryStore::log_lengths() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {history_.size(), span_log_.size()};
 }
 
 std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::string_view history,

@@ -257,6 +257,29 @@ BOOST_AUTO_TEST_CASE(a_large_dataset_is_written_in_pieces_and_reads_back) {
   expect_same(read_checkpoint(path), c);
 }
 
+BOOST_AUTO_TEST_CASE(a_writer_may_hand_over_only_the_new_part_of_a_log) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 2;
+  write_checkpoint(d, 1, frozen_base(1), incremental);
+  // Version 2 gets only what the logs added since version 1, and where it begins.
+  Checkpoint tail = frozen_base(2);
+  const Checkpoint before = frozen_base(1);
+  tail.span_log = tail.span_log.substr(before.span_log.size());
+  tail.span_log_offset = before.span_log.size();
+  tail.store_history = tail.store_history.substr(before.store_history.size());
+  tail.store_history_offset = before.store_history.size();
+  const std::string v2 = write_checkpoint(d, 2, tail, incremental);
+  expect_same(read_checkpoint(v2), frozen_base(2));
+  // A full version (every second one) links the log's segments too; an offset LATEST does not hold is refused.
+  Checkpoint wrong = frozen_base(3);
+  wrong.span_log = "x";
+  wrong.span_log_offset = 1;
+  BOOST_CHECK_THROW(write_checkpoint(d, 3, wrong, incremental), Error);
+  BOOST_TEST(latest_version(d) == "v00000002.h5");
+}
+
 BOOST_AUTO_TEST_CASE(tensors_are_partitioned_by_bytes) {
   std::vector<TensorInfo> t{{"a", 100}, {"b", 100}, {"c", 100}, {"d", 100}};
   auto parts = partition_tensors(t, 2);

@@ -54,6 +54,9 @@ struct Checkpoint {
   std::string store_tables;
   std::string store_history;
   std::string span_log;
+  // Writing only: the bytes of the history and the span log before the parts above, which
+  // LATEST's segments hold already (0: the parts above are the whole logs). Read back: 0.
+  std::uint64_t store_history_offset = 0, span_log_offset = 0;
   std::vector<std::int64_t> untrained_rollouts;
 };
 
@@ -76,6 +79,9 @@ struct WriteOptions {
 };
 
 std::string version_file_name(std::int64_t version);  // v00000042.h5
+
+// The file name LATEST holds in `dir`; empty when there is none.
+std::string latest_version(const std::string& dir);
 
 // Writes `checkpoint` as version `version` in `dir` and makes it LATEST; returns the path.
 // The parent of an incremental version is the LATEST version at the time of writing.

@@ -63,9 +63,13 @@ class MemoryStore : public Store {
   // history (ended rollouts with their attempts, and resource versions, in the order they
   // ended or were made) and the span log (every span record, in the order they came). The
   // tables hold the rest: rollouts not ended yet with their attempts, workers, counters.
+  // The append-only parts from entry `from` on; `end` (when given) receives the entry count
+  // after them, the `from` of the next export.
   std::string export_tables() const;
-  std::string export_history() const;
-  std::string export_span_log() const;
+  std::string export_history(std::size_t from = 0, std::size_t* end = nullptr) const;
+  std::string export_span_log(std::size_t from = 0, std::size_t* end = nullptr) const;
+  // Entries in the history and in the span log: where the next exports begin.
+  std::pair<std::size_t, std::size_t> log_lengths() const;
   // Fills an empty store with what the exports wrote. Rollouts that had not ended are
   // requeued, keeping their attempt counts; an attempt that was in flight is marked
   // unresponsive (its runner is gone); workers are unknown until they are heard from.
