@@ -18,20 +18,23 @@ train() {  # train NP RUN_DIR [flags...]
   rc=$?  # for the checks: inside check, $? would be check's own
 }
 steps_of() { grep -o '"step":[0-9]*' "$1/metrics.jsonl" | cut -d: -f2 | xargs; }
-# train_and_kill NP RUN_DIR VICTIM_RANK VERSION [flags...]: kill -9 the rank once VERSION is written.
+# train_and_kill NP RUN_DIR VICTIM_RANK VERSION [flags...]: kill -9 the rank at a random point
+# (0 to 0.4 s) after VERSION is written.
 train_and_kill() {
   local np=$1 dir=$2 victim=$3 version=$4; shift 4
   timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np "$np" "$bin" train --config configs/tiny.toml \
     --run.dir "$dir" "$@" >"$work/out" 2>"$work/err" &
   local job=$! pid="" p
   for _ in $(seq 400); do [ -f "$dir/checkpoints/$version" ] && break; sleep 0.05; done
+  delay=0.$((RANDOM % 5))
+  sleep "$delay"
   for p in $(pgrep -f "$bin train"); do
     tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim" && pid=$p
   done
   check '[ -n "$pid" ]' "could not find rank $victim"
   [ -n "$pid" ] && kill -9 "$pid"
   wait $job; rc=$?
-  check '[ $rc != 0 ]' "the run in $dir was over before rank $victim was killed"
+  check '[ $rc != 0 ]' "the run in $dir was over before rank $victim was killed, $delay s after $version"
 }
 
 # 1. Versions every 4 steps and at the end; the newest 3 are kept; h5dump reads them.
