@@ -630,38 +630,78 @@ class Coordinator {
     return restored;
   }
 
+  // The version to resume from, restored into the store and the task generator; nullopt for
+  // a fresh run (which sets aside a checkpoint directory that holds versions).
   std::optional<ckpt::Checkpoint> load() {
-    if (resume_.empty()) return std::nullopt;
+    namespace fs = std::filesystem;
+    if (resume_.empty()) {
+      const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
+      if (!moved.empty())
+        log::warn("a fresh run: the versions in ", checkpoint_dir_, " are set aside in ", moved,
+                  " (run with --resume auto to continue them)");
+      return std::nullopt;
+    }
+    // A version restores when its store and random state read back too; otherwise the one before is tried.
+    auto accept = [this](const std::string& path, ckpt::Checkpoint& c) { restore_state(path, c); };
     std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
     if (resume_ == "auto") {
-      found = ckpt::load_latest(checkpoint_dir_);
+      found = ckpt::load_latest(checkpoint_dir_, accept);
       if (!found) {
         log::info("no checkpoint in ", checkpoint_dir_, ": starting fresh");
         return std::nullopt;
       }
     } else {
       found = std::make_pair(resume_, ckpt::read_checkpoint(resume_));
+      accept(found->first, found->second);
     }
     ckpt::Checkpoint& c = found->second;
     log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
-    try {
-      const std::vector<store::RolloutId> requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
-      if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
-      // The next version adds to the logs of this one when LATEST names it (not when a newer,
-      // corrupt version was skipped: then the next version holds the whole logs).
-      if (std::filesystem::path(found->first).filename() == ckpt::latest_version(checkpoint_dir_)) {
-        std::tie(logs_.history, logs_.spans) = store_.log_lengths();
-        logs_.history_bytes = c.store_history.size();
-        logs_.span_bytes = c.span_log.size();
-      }
-    } catch (const DecodeError& e) {
-      throw ckpt::CorruptCheckpoint(found->first + ": the store does not read back: " + e.what());
+    // One timeline: versions after this one are set aside, and the next version builds on
+    // this one, adding to its logs, when it is in this run's checkpoint directory.
+    std::error_code ec;
+    const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
+    if (fs::equivalent(found->first, here, ec)) {
+      const std::string set_aside = ckpt::supersede_newer_versions(checkpoint_dir_, c.step);
+      if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside (.superseded): ", set_aside);
+      ckpt::set_latest(checkpoint_dir_, here.filename().string());
+      std::tie(logs_.history, logs_.spans) = store_.log_lengths();
+      logs_.history_bytes = c.store_history.size();
+      logs_.span_bytes = c.span_log.size();
+    } else {
+      const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
+      if (!moved.empty()) log::warn("resuming from another directory: the versions in ", checkpoint_dir_, " are set aside in ", moved);
     }
-    std::istringstream rng(c.coordinator_rng);
-    rng >> rng_;
-    if (!rng) throw ckpt::CorruptCheckpoint(found->first + ": the coordinator's random state does not read back");
     version_ = static_cast<std::uint64_t>(c.policy_version);
     return std::move(c);
+  }
+
+  // Rebuilds the store and the task generator from a version; CorruptCheckpoint (and an
+  // empty store) when they do not read back.
+  void restore_state(const std::string& path, const ckpt::Checkpoint& c) {
+    std::mt19937_64 rng;
+    std::istringstream text(c.coordinator_rng);
+    text >> rng;
+    if (!text) throw ckpt::CorruptCheckpoint(path + ": the coordinator's random state does not read back");
+    std::vector<store::RolloutId> requeued;
+    try {
+      requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
+    } catch (const DecodeError& e) {
+      throw ckpt::CorruptCheckpoint(path + ": the store does not read back: " + e.what());
+    }
+    for (std::int64_t id : c.untrained_rollouts) {
+      bool known = id > 0;
+      try {
+        known = known && store_.get_rollout(static_cast<store::RolloutId>(id)).mode == store::Mode::train;
+      } catch (const store::StoreError&) {
+        known = false;
+      }
+      if (!known) {
+        store_.clear();
+        throw ckpt::CorruptCheckpoint(path + ": untrained rollout " + std::to_string(id) + " is not a training rollout of its store");
+      }
+    }
+    if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
+    rng_ = rng;
   }
 
   // The blocking part of a checkpoint: every trainer copies its state to host memory (and
@@ -685,13 +725,17 @@ class Coordinator {
     std::ostringstream rng;
     rng << rng_;
     c.coordinator_rng = rng.str();
-    // The store's append-only parts from where the last version ended: LATEST holds the rest.
-    c.store_tables = store_.export_tables();
-    c.store_history = store_.export_history(logs_.history, &logs_.history);
+    // One consistent snapshot of the store; of its append-only parts only what came since the
+    // last version (LATEST holds the rest).
+    store::MemoryStore::Snapshot snapshot = store_.export_state(logs_.history, logs_.spans);
+    c.store_tables = std::move(snapshot.tables);
+    c.store_history = std::move(snapshot.history);
+    c.span_log = std::move(snapshot.span_log);
     c.store_history_offset = logs_.history_bytes;
-    logs_.history_bytes += c.store_history.size();
-    c.span_log = store_.export_span_log(logs_.spans, &logs_.spans);
     c.span_log_offset = logs_.span_bytes;
+    logs_.history = snapshot.history_end;
+    logs_.spans = snapshot.span_log_end;
+    logs_.history_bytes += c.store_history.size();
     logs_.span_bytes += c.span_log.size();
     for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
     std::size_t copied = 0;
@@ -719,6 +763,11 @@ class Coordinator {
     options.comm = ch_.checkpoint.get();
     options.part.model_index = false;
     options.part.all_tensors = false;
+    // Should LATEST not hold the logs' earlier parts after all, the whole logs up to this version.
+    const std::size_t history_end = logs_.history, spans_end = logs_.spans;
+    options.whole_log = [this, history_end, spans_end](const std::string& path) {
+      return path == "/store/history" ? store_.export_history(0, history_end) : store_.export_span_log(0, spans_end);
+    };
     if (config_.faults.kill_in_checkpoint == step)
       options.before_close = [] {
         log::warn("fault drill: rank 0 is killed in the middle of a checkpoint write (faults.kill_in_checkpoint)");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -12,6 +13,9 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <chrono>
+#include <functional>
+#include <random>
 #include <set>
 
 #include "arclight/core/bytes.hpp"
@@ -184,6 +188,8 @@ struct Held {
 std::uint32_t read_crc(hid_t set, const std::string& what) {
   std::uint32_t stored = 0;
   Handle attr(H5Aopen(set, "crc32c", H5P_DEFAULT), H5Aclose, what + " has no checksum");
+  Handle space(H5Aget_space(attr.id), H5Sclose, what);
+  if (H5Sget_simple_extent_npoints(space.id) != 1) throw CorruptCheckpoint(what + ": its checksum is not one number");
   if (H5Aread(attr.id, H5T_NATIVE_UINT32, &stored) < 0) throw CorruptCheckpoint(what + ": unreadable checksum");
   return stored;
 }
@@ -194,6 +200,15 @@ std::uint64_t extent(hid_t set, const std::string& what) {
   hsize_t dims[1] = {0};
   H5Sget_simple_extent_dims(space.id, dims, nullptr);
   return dims[0];
+}
+
+// A dataset's length, when the file holds that many elements of `size` bytes: a corrupt
+// length is caught before anything is allocated for it.
+std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what) {
+  const std::uint64_t count = extent(set, what);
+  if (count > 0 && (count > (std::uint64_t(1) << 60) / size || H5Dget_storage_size(set) < count * size))
+    throw CorruptCheckpoint(what + ": its length exceeds the bytes stored");
+  return count;
 }
 
 Kind kind_of(hid_t set) {
@@ -301,16 +316,21 @@ std::string segment_name(std::int64_t version) {
   return name;
 }
 
-// The chain length of a committed version (0: full), or -1 when it cannot serve as a parent.
-std::int64_t chain_of(hid_t file) {
+// One number of a version's meta group (its chain length, its step), or -1 when it does not read.
+std::int64_t meta_number(hid_t file, const char* name) {
   hid_t set = -1;
-  H5E_BEGIN_TRY { set = H5Dopen2(file, "/meta/chain", H5P_DEFAULT); }
+  H5E_BEGIN_TRY { set = H5Dopen2(file, name, H5P_DEFAULT); }
   H5E_END_TRY;
   if (set < 0) return -1;
-  Handle s(set, H5Dclose, "/meta/chain");
-  std::int64_t chain = -1;
-  if (H5Dread(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &chain) < 0) return -1;
-  return chain;
+  Handle s(set, H5Dclose, name);
+  std::int64_t value = -1;
+  try {
+    if (extent(set, name) != 1) return -1;
+  } catch (const CorruptCheckpoint&) {
+    return -1;
+  }
+  if (H5Dread(set, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) return -1;
+  return value;
 }
 
 }  // namespace
@@ -388,12 +408,16 @@ struct Planner {
   std::map<std::string, Held> parent;    // the parent's datasets; empty: a full version
   std::map<std::string, Held> segments;  // LATEST's append-only segments, linked even by a full version
   std::int64_t version = 0;
+  std::string token;  // in the names of this write's segment files: a name is never reused
+  const std::function<std::string(const std::string&)>* whole_log = nullptr;
+  std::deque<std::string>* keep = nullptr;
   std::vector<PlanEntry> entries;
 
   void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
     PlanEntry e{path, kind, count, crc, owner, "", "", 0};
     auto it = parent.find(path);
-    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc) {
+    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc &&
+        it->second.file != version_file_name(version)) {
       e.link_file = it->second.file;
       e.link_object = it->second.object;
     }
@@ -403,18 +427,27 @@ struct Planner {
   // LATEST's segments, linked when they are a prefix of `blob`; the rest as one new segment
   // in a file of its own. Segments never change, so a full version links them too: the log
   // is written once, not once per full version.
-  void append_only(const Blob& blob) {
+  void append_only(Blob blob) {
     const std::size_t size = kind_size(blob.kind);
     std::vector<std::pair<std::string, Held>> segments;
     for (const auto& [path, held] : this->segments)
       if (path.rfind(blob.path + "/s", 0) == 0) segments.emplace_back(path, held);
     std::uint64_t prefix = 0;
-    if (blob.offset > 0) {  // the caller knows that LATEST's segments hold the first blob.offset elements
+    if (blob.offset > 0) {  // the caller says LATEST's segments hold the first blob.offset elements
       for (const auto& [path, held] : segments) prefix += held.count;
-      if (prefix != blob.offset)
-        throw Error(log::concat("checkpoint: LATEST holds ", prefix, " elements of ", blob.path, ", not ", blob.offset));
-      prefix = 0;  // the blob's data is the tail only
-    } else {
+      if (prefix != blob.offset) {
+        if (!whole_log || !*whole_log)
+          throw Error(log::concat("checkpoint: LATEST holds ", prefix, " elements of ", blob.path, ", not ", blob.offset));
+        log::warn("checkpoint: LATEST does not hold the first ", blob.offset, " bytes of ", blob.path,
+                  "; writing it whole");
+        keep->push_back((*whole_log)(blob.path));
+        blob.data = keep->back().data();
+        blob.count = keep->back().size() / size;
+        blob.offset = 0;
+      }
+      prefix = 0;
+    }
+    if (blob.offset == 0) {
       bool is_prefix = true;
       for (const auto& [path, held] : segments) {
         if (held.kind != blob.kind || prefix + held.count > blob.count ||
@@ -434,12 +467,22 @@ struct Planner {
       const std::uint32_t crc = crc32c(tail, count * size);
       std::string file_name = blob.path.substr(1);
       std::replace(file_name.begin(), file_name.end(), '/', '.');
-      file_name += "." + segment_name(version) + ".h5";
+      file_name += "." + segment_name(version) + "-" + token + ".h5";
       const std::string file = write_segment(dir, file_name, blob.kind, tail, count, crc);
       entries.push_back({blob.path + "/" + segment_name(version), blob.kind, count, crc, 0, file, "/data", 0});
     }
   }
 };
+
+// A token that makes this write's segment file names its own.
+std::string unique_token() {
+  std::random_device device;
+  const std::uint64_t x = (std::uint64_t(device()) << 32) ^ device() ^
+                          std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
 
 std::vector<std::int64_t> versions_in(const std::string& dir) {
   static const std::regex name{R"(v([0-9]{8})\.h5)"};
@@ -458,7 +501,19 @@ class Reader {
  public:
   explicit Reader(const std::string& path)
       : path_(path), file_(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)"),
-        lapl_(link_access(fs::path(path).parent_path().string()), H5Pclose, "link access") {}
+        lapl_(link_access(fs::path(path).parent_path().string()), H5Pclose, "link access") {
+    if (!has("/meta/links")) return;
+    const std::string links = bytes("/meta/links");
+    try {
+      for (ByteReader in(links); in.remaining() > 0;) {
+        std::string name(in.bytes());
+        const std::uint64_t count = in.u64();
+        linked_[name] = {count, in.u32()};
+      }
+    } catch (const DecodeError&) {
+      throw CorruptCheckpoint(path + ": /meta/links is malformed");
+    }
+  }
 
   bool has(const std::string& name) const { return H5Lexists(file_.id, name.c_str(), H5P_DEFAULT) > 0; }
 
@@ -476,14 +531,17 @@ class Reader {
     H5E_BEGIN_TRY { id = H5Dopen2(file_.id, name.c_str(), lapl_.id); }
     H5E_END_TRY;
     Handle set(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
-    const std::size_t count = extent(set.id, path_ + ": " + name), at = out.size();
+    const std::size_t count = stored_extent(set.id, sizeof(T), path_ + ": " + name), at = out.size();
     if (out.capacity() < at + count) out.reserve(std::max(at + count, 2 * out.capacity()));
     out.resize(at + count);
     T* data = out.data() + at;
     if (count > 0 && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
       throw CorruptCheckpoint(path_ + ": cannot read " + name);
-    if (read_crc(set.id, path_ + ": " + name) != crc32c(data, count * sizeof(T)))
-      throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
+    const std::uint32_t crc = crc32c(data, count * sizeof(T));
+    if (read_crc(set.id, path_ + ": " + name) != crc) throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
+    auto link = linked_.find(name);
+    if (link != linked_.end() && (link->second.first != count || link->second.second != crc))
+      throw CorruptCheckpoint(path_ + ": " + name + " links to data that changed since this version was written");
   }
   std::string bytes(const std::string& name) {
     auto v = dataset<char>(name, H5T_NATIVE_UINT8);
@@ -514,6 +572,7 @@ class Reader {
   std::string path_;
   Handle file_;
   Handle lapl_;
+  std::map<std::string, std::pair<std::uint64_t, std::uint32_t>> linked_;  // length and checksum a link must find
 };
 
 }  // namespace
@@ -539,8 +598,24 @@ std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<Tensor
   return out;
 }
 
-std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& c,
-                             const WriteOptions& options) {
+namespace {
+
+// LATEST's bytes: the file name, then a newline; written under a temporary name, fsynced, renamed.
+void commit_latest(const std::string& dir, const std::string& name) {
+  const std::string latest_tmp = (fs::path(dir) / "LATEST.tmp").string();
+  {
+    std::ofstream latest(latest_tmp, std::ios::trunc);
+    latest << name << "\n";
+    latest.close();
+    if (!latest) throw Error("checkpoint: cannot write " + latest_tmp);
+  }
+  fsync_path(latest_tmp, false);
+  fs::rename(latest_tmp, fs::path(dir) / "LATEST");
+  fsync_path(dir, true);
+}
+
+std::string write_version(const std::string& dir, std::int64_t version, const Checkpoint& c,
+                          const WriteOptions& options) {
   const bool parallel = options.comm != MPI_COMM_NULL;
   int me = 0, ranks = 1;
   if (parallel) {
@@ -589,16 +664,23 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
     Planner planner;
     planner.dir = dir;
     planner.version = version;
+    planner.token = unique_token();
+    planner.whole_log = &options.whole_log;
+    planner.keep = &keep;
     std::string parent_name = latest_version(dir);
     std::int64_t chain = 0;
     if (!parent_name.empty()) {
       const std::string parent_path = (fs::path(dir) / parent_name).string();
       try {
-        std::int64_t parent_chain = -1;
+        std::int64_t parent_chain = -1, parent_step = -1;
         {
           Handle f(open_file(parent_path), H5Fclose, parent_path);
-          parent_chain = chain_of(f.id);
+          parent_chain = meta_number(f.id, "/meta/chain");
+          parent_step = meta_number(f.id, "/meta/step");
         }
+        // A parent comes before this version: never link to the file that this one replaces.
+        if (parent_step < 0 || parent_step >= version)
+          throw CorruptCheckpoint(parent_path + " is not an earlier version (step " + std::to_string(parent_step) + ")");
         walk_links(parent_path, &planner.segments, nullptr);
         if (parent_chain >= 0 && parent_chain + 1 < options.full_every) {
           planner.parent = planner.segments;
@@ -627,6 +709,21 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
     blobs.push_back({"/meta/parent", Kind::u8, keep.back().data(), parent_name.size(), false});
     keep.emplace_back(reinterpret_cast<const char*>(&chain), sizeof chain);
     blobs.push_back({"/meta/chain", Kind::i64, keep.back().data(), 1, false});
+    // What each link must find (length and checksum): a linked file that was replaced since
+    // fails the read, even though its own checksums match.
+    std::string links;
+    {
+      ByteWriter lw(links);
+      for (const PlanEntry& e : planner.entries) {
+        if (e.link_file.empty()) continue;
+        lw.bytes(e.path);
+        lw.u64(e.count);
+        lw.u32(e.crc);
+      }
+    }
+    keep.push_back(links);
+    planner.entries.push_back({"/meta/links", Kind::u8, links.size(), crc32c(links.data(), links.size()), 0, "", "", 0});
+    blobs.push_back({"/meta/links", Kind::u8, keep.back().data(), links.size(), false});
     ByteWriter w(plan);
     for (const PlanEntry& e : planner.entries) encode_entry(w, e);
   }
@@ -663,37 +760,46 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
       Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, e.path);
       Handle set(H5Dcreate2(file.id, e.path.c_str(), h5type(e.kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                  H5Dclose, "checkpoint: cannot create " + e.path);
-      if (e.owner == me && e.count > 0) {
-        // A segment's path ends in its version; its data is its blob's tail.
-        auto it = by_path.find(e.path);
-        const Blob* b = it != by_path.end() ? it->second : by_path.at(e.path.substr(0, e.path.rfind('/')));
-        const char* data = static_cast<const char*>(b->data) + e.offset * kind_size(e.kind);
-        write_in_pieces(set.id, space.id, e, data);
-      }
+      if (e.owner == me && e.count > 0)
+        write_in_pieces(set.id, space.id, e, static_cast<const char*>(by_path.at(e.path)->data));
       write_attribute(set.id, e.crc, e.path);
     }
     if (options.before_close && me == 0) options.before_close();
-    if (H5Fclose(file.id) < 0) throw Error("checkpoint: cannot close " + tmp_path);
+    if (parallel && H5Fflush(file.id, H5F_SCOPE_GLOBAL) < 0) throw Error("checkpoint: cannot flush " + tmp_path);
+    const hid_t id = file.id;
     file.id = -1;
+    if (H5Fclose(id) < 0) throw Error("checkpoint: cannot close " + tmp_path);
   }
-  if (parallel) MPI_Barrier(options.comm);  // every rank's bytes are in the file
+  // Every rank's bytes are on disk (each rank fsyncs what it wrote, from its own node) before
+  // rank 0 commits.
+  fsync_path(tmp_path, false);
+  if (parallel) MPI_Barrier(options.comm);
   if (me != 0) return final_path;
 
   // 4. Commit: the file's bytes, then its name, then LATEST; each survives a crash of the next.
-  fsync_path(tmp_path, false);
   fs::rename(tmp_path, final_path);
   fsync_path(dir, true);
-  const std::string latest_tmp = (fs::path(dir) / "LATEST.tmp").string();
-  {
-    std::ofstream latest(latest_tmp, std::ios::trunc);
-    latest << version_file_name(version) << "\n";
-    if (!latest) throw Error("checkpoint: cannot write " + latest_tmp);
-  }
-  fsync_path(latest_tmp, false);
-  fs::rename(latest_tmp, fs::path(dir) / "LATEST");
-  fsync_path(dir, true);
+  commit_latest(dir, version_file_name(version));
   return final_path;
 }
+
+}  // namespace
+
+std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& c,
+                             const WriteOptions& options) {
+  if (options.comm == MPI_COMM_NULL) return write_version(dir, version, c, options);
+  // A parallel write is collective: a rank that fails alone would leave the others waiting
+  // in a collective call, so a failure ends the job here, with one message.
+  try {
+    return write_version(dir, version, c, options);
+  } catch (const std::exception& e) {
+    log::error("checkpoint: writing version ", version, " failed: ", e.what());
+    MPI_Abort(MPI_COMM_WORLD, exit_failure);
+  }
+  return {};
+}
+
+void set_latest(const std::string& dir, const std::string& version_file) { commit_latest(dir, version_file); }
 
 Checkpoint read_checkpoint(const std::string& path) {
   Reader r(path);
@@ -711,12 +817,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   const std::vector<std::string> names = unpack_strings(r.bytes("/model/tensor_names"), path + ": /model/tensor_names");
   const std::vector<std::int64_t> sizes = r.dataset<std::int64_t>("/model/tensor_sizes", H5T_NATIVE_INT64);
   if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
-  std::size_t total = 0;
-  for (std::int64_t n : sizes) {
+  for (std::int64_t n : sizes)
     if (n < 0) throw CorruptCheckpoint(path + ": a negative tensor size");
-    total += static_cast<std::size_t>(n);
-  }
-  c.parameters.reserve(total);
   for (std::size_t i = 0; i < names.size(); ++i) {
     c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
     auto append = [&](std::vector<float>& to, const std::string& group, bool may_be_empty) {
@@ -725,7 +827,6 @@ Checkpoint read_checkpoint(const std::string& path) {
       const std::size_t got = to.size() - before;
       if (got != c.tensors.back().size && !(may_be_empty && got == 0))
         throw CorruptCheckpoint(path + ": " + group + names[i] + " has the wrong size");
-      if (i == 0 && may_be_empty && got > 0) to.reserve(total);
     };
     append(c.parameters, "/model/parameters/", false);
     append(c.exp_avg, "/optim/exp_avg/", true);
@@ -744,25 +845,53 @@ Checkpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
-std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir) {
+std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
-  std::vector<std::string> candidates;
-  const std::string latest = latest_version(dir);
-  if (!latest.empty()) candidates.push_back((fs::path(dir) / latest).string());
+  // Newest first: a version renamed into place is committed even when a crash came before
+  // LATEST named it.
   std::vector<std::int64_t> versions = versions_in(dir);
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
-    std::string p = (fs::path(dir) / version_file_name(*it)).string();
-    if (std::find(candidates.begin(), candidates.end(), p) == candidates.end()) candidates.push_back(p);
-  }
-  for (const std::string& path : candidates) {
+    const std::string path = (fs::path(dir) / version_file_name(*it)).string();
     try {
-      return std::make_pair(path, read_checkpoint(path));
+      Checkpoint c = read_checkpoint(path);
+      if (accept) accept(path, c);
+      return std::make_pair(path, std::move(c));
     } catch (const CorruptCheckpoint& e) {
       log::warn("skipping checkpoint ", path, ": ", e.what());
     }
   }
+  if (!versions.empty())
+    throw CorruptCheckpoint(log::concat("none of the ", versions.size(), " versions in ", dir,
+                                        " restores (see the warnings above); move them aside to start afresh"));
   return std::nullopt;
+}
+
+std::string supersede_newer_versions(const std::string& dir, std::int64_t step) {
+  std::vector<std::string> moved;
+  for (std::int64_t v : versions_in(dir)) {
+    if (v <= step) continue;
+    const fs::path from = fs::path(dir) / version_file_name(v);
+    fs::rename(from, from.string() + ".superseded");
+    moved.push_back(from.filename().string());
+  }
+  if (!moved.empty()) fsync_path(dir, true);
+  std::string text;
+  for (const std::string& m : moved) text += (text.empty() ? "" : " ") + m;
+  return text;
+}
+
+std::string supersede_directory(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || (versions_in(dir).empty() && latest_version(dir).empty())) return {};
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  std::string to = fs::path(dir).lexically_normal().string();
+  if (!to.empty() && to.back() == '/') to.pop_back();
+  to += std::string(".superseded-") + stamp;
+  fs::rename(dir, to);
+  return to;
 }
 
 std::vector<std::string> linked_files(const std::string& path) {
@@ -788,11 +917,16 @@ std::vector<std::string> apply_retention(const std::string& dir, int keep) {
   if (keep <= 0) return removed;
   std::vector<std::int64_t> versions = versions_in(dir);
   if (versions.size() <= static_cast<std::size_t>(keep)) return removed;
-  // The newest `keep` versions, and every file they link to (links point at the file that
-  // holds the data, so one level is the whole chain).
+  // The newest `keep` versions, LATEST, and every file they link to (links point at the file
+  // that holds the data, so one level is the whole chain).
+  std::vector<std::string> kept_versions;
+  for (std::size_t i = versions.size() - static_cast<std::size_t>(keep); i < versions.size(); ++i)
+    kept_versions.push_back(version_file_name(versions[i]));
+  const std::string latest = latest_version(dir);
+  if (!latest.empty()) kept_versions.push_back(latest);
   std::set<std::string> kept;
-  for (std::size_t i = versions.size() - static_cast<std::size_t>(keep); i < versions.size(); ++i) {
-    const std::string name = version_file_name(versions[i]);
+  for (const std::string& name : kept_versions) {
+    if (!fs::exists(fs::path(dir) / name)) continue;
     kept.insert(name);
     try {
       for (const std::string& f : linked_files((fs::path(dir) / name).string())) kept.insert(f);

@@ -1,5 +1,6 @@
 #include "arclight/comm/mpi_runtime.hpp"
 
+#include <cstdio>
 #include <mpi.h>
 
 #include <cstdlib>
@@ -53,6 +54,12 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    if (rank_ == 0)
+      std::fprintf(stderr, "arclight: this MPI library does not support MPI_THREAD_MULTIPLE, which the checkpoint "
+                           "writers and colocated ranks need\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank_);

@@ -76,8 +76,28 @@ Attempt read_attempt(ByteReader& in) {
 }
 }  // namespace
 
-std::string MemoryStore::export_tables() const {
+MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::size_t span_log_from) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  Snapshot s;
+  s.tables = tables_locked();
+  s.history_end = history_.size();
+  s.span_log_end = span_log_.size();
+  s.history = history_locked(history_from, s.history_end);
+  s.span_log = span_log_locked(span_log_from, s.span_log_end);
+  return s;
+}
+
+std::string MemoryStore::export_history(std::size_t from, std::size_t until) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return history_locked(from, until);
+}
+
+std::string MemoryStore::export_span_log(std::size_t from, std::size_t until) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return span_log_locked(from, until);
+}
+
+std::string MemoryStore::tables_locked() const {
   std::string out;
   ByteWriter w(out);
   w.u32(tables_magic);
@@ -107,12 +127,10 @@ std::string MemoryStore::export_tables() const {
   return out;
 }
 
-std::string MemoryStore::export_history(std::size_t from, std::size_t* end) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::string MemoryStore::history_locked(std::size_t from, std::size_t until) const {
   std::string out;
   ByteWriter w(out);
-  if (end) *end = history_.size();
-  for (std::size_t i = from; i < history_.size(); ++i) {
+  for (std::size_t i = from; i < std::min(until, history_.size()); ++i) {
     const HistoryEntry& e = history_[i];
     w.u8(e.kind);
     if (e.kind == HistoryEntry::rollout) {
@@ -132,13 +150,10 @@ std::string MemoryStore::export_history(std::size_t from, std::size_t* end) cons
   return out;
 }
 
-std::string MemoryStore::export_span_log(std::size_t from, std::size_t* end) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) const {
   std::string out;
-  if (from == 0) out.reserve(stats_.span_bytes);
   ByteWriter w(out);
-  if (end) *end = span_log_.size();
-  for (std::size_t i = from; i < span_log_.size(); ++i) {
+  for (std::size_t i = from; i < std::min(until, span_log_.size()); ++i) {
     const auto& [attempt_id, index] = span_log_[i];
     const AttemptRecord& rec = attempts_[attempt_id - 1];
     const StoredSpan& span = rec.spans[index];
@@ -160,20 +175,56 @@ std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::s
   std::lock_guard<std::mutex> lock(mutex_);
   if (!rollouts_.empty() || !attempts_.empty() || !resources_.empty())
     throw StoreError(StoreError::invalid_argument, "import_state needs an empty store");
+  // A snapshot that does not read leaves the store empty, as it was.
+  try {
+    return import_locked(tables, history, span_log);
+  } catch (const std::bad_alloc&) {
+    clear_locked();
+    throw DecodeError("store snapshot: it asks for more memory than there is");
+  } catch (...) {
+    clear_locked();
+    throw;
+  }
+}
+
+void MemoryStore::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_locked();
+}
+
+void MemoryStore::clear_locked() {
+  rollouts_.clear();
+  attempts_.clear();
+  resources_.clear();
+  resources_by_name_.clear();
+  workers_.clear();
+  history_.clear();
+  span_log_.clear();
+  queue_.clear();
+  watched_.clear();
+  stats_ = Statistics{};
+}
+
+std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::string_view history,
+                                                  std::string_view span_log) {
   ByteReader in(tables);
   if (in.u32() != tables_magic || in.u32() != tables_format) throw DecodeError("store tables: unknown format");
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
-  // Every id from 1 to its count comes exactly once, from the history or the tables.
-  if (rollout_count > tables.size() + history.size() || attempt_count > tables.size() + history.size() ||
-      resources_count > history.size())
+  // Every id from 1 to its count comes exactly once, from the history or the tables: a
+  // count beyond what the bytes can hold (a record's least size) is refused before anything
+  // is allocated for it.
+  const std::size_t bytes = tables.size() + history.size();
+  if (rollout_count > bytes / 67 || attempt_count > bytes / 49 || resources_count > history.size() / 33)
     throw DecodeError("store snapshot: counts beyond its size");
   rollouts_.resize(rollout_count);
   attempts_.resize(attempt_count);
   resources_.resize(resources_count);
-  auto place = [&](ByteReader& from) -> RolloutId {
+  auto place = [&](ByteReader& from, bool ended) -> RolloutId {
     Rollout r = read_rollout(from);
     if (r.id == 0 || r.id > rollouts_.size() || rollouts_[r.id - 1].rollout.id != 0)
       throw DecodeError("store snapshot: a rollout out of place");
+    if (is_final(r.status) != ended || r.config.max_attempts < 1)
+      throw DecodeError("store snapshot: rollout " + std::to_string(r.id) + " is not what its place says");
     RolloutRecord& rec = rollouts_[r.id - 1];
     rec.rollout = std::move(r);
     const std::uint32_t attempts = from.u32();
@@ -181,12 +232,14 @@ std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::s
       Attempt a = read_attempt(from);
       if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0 || a.rollout_id != rec.rollout.id)
         throw DecodeError("store snapshot: an attempt out of place");
+      if (a.sequence_id != k + 1) throw DecodeError("store snapshot: attempts out of order");
       rec.attempts.push_back(a.id);
       attempts_[a.id - 1].attempt = std::move(a);
     }
+    if (attempts != rec.rollout.attempt_count) throw DecodeError("store snapshot: an attempt count that does not add up");
     return rec.rollout.id;
   };
-  for (std::uint64_t open = in.u64(); open > 0; --open) place(in);
+  for (std::uint64_t open = in.u64(); open > 0; --open) place(in, false);
   for (std::uint64_t workers = in.u64(); workers > 0; --workers) {
     Worker w;
     w.id = std::string(in.bytes());
@@ -202,7 +255,7 @@ std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::s
   while (past.remaining() > 0) {
     const std::uint8_t kind = past.u8();
     if (kind == HistoryEntry::rollout) {
-      history_.push_back(HistoryEntry{HistoryEntry::rollout, place(past)});
+      history_.push_back(HistoryEntry{HistoryEntry::rollout, place(past, true)});
     } else if (kind == HistoryEntry::resources) {
       const std::uint64_t id = past.u64();
       if (id == 0 || id > resources_.size() || resources_[id - 1].id != 0)

@@ -138,5 +138,11 @@ check '[ "$(state_of "$work/det_a")" = "$(state_of "$work/det_b")" ]' \
   "parameters after kill and resume differ from the uninterrupted run's (resumed from $(grep -o "resuming from [^:]*" "$work/err"))"
 check '[ "$(rewards_of "$work/det_a")" = "$(rewards_of "$work/det_b")" ]' "rewards differ after kill and resume"
 
+# 10. A fresh run (no --resume) into a directory that holds versions sets them aside, intact.
+train 4 "$work/a" --run.steps 2 --checkpoint.every_steps 2
+check '[ $rc = 0 ] && [ "$(ls "$work/a/checkpoints" | xargs)" = "LATEST segments v00000002.h5" ] && ls -d "$work/a/checkpoints.superseded-"* >/dev/null' \
+  "fresh run over old versions: $(ls "$work/a" | xargs)"
+check '"$bin" inspect "$work/a/checkpoints.superseded-"* | grep -q "step 13 .* valid"' "set-aside versions do not read"
+
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -69,6 +69,25 @@ Checkpoint frozen_base(std::int64_t step) {
 }
 
 
+// The files a version links to, without the write's token in segment file names
+// (segments/store.span_log.s00000002-<16 hex digits>.h5 -> segments/store.span_log.s00000002.h5).
+std::vector<std::string> links_of(const std::string& version) {
+  std::vector<std::string> out;
+  for (std::string f : linked_files(version)) {
+    const auto dash = f.rfind('-');
+    if (f.rfind("segments/", 0) == 0 && dash != std::string::npos) f = f.substr(0, dash) + ".h5";
+    out.push_back(f);
+  }
+  return out;
+}
+
+// The one segment file of a log at a version.
+fs::path segment_file(const fs::path& dir, const std::string& prefix) {
+  for (const auto& e : fs::directory_iterator(dir / "segments"))
+    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) return e.path();
+  return {};
+}
+
 void flip_byte_of(const fs::path& file, const std::string& needle) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -177,8 +196,8 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   };
   std::vector<std::string> v3_links = segments_up_to(3);
   v3_links.push_back("v00000001.h5");
-  BOOST_TEST(linked_files(v3) == v3_links);
-  BOOST_TEST(linked_files(v4) == segments_up_to(4));  // full: no other version, only the logs' segments
+  BOOST_TEST(links_of(v3) == v3_links);
+  BOOST_TEST(links_of(v4) == segments_up_to(4));  // full: no other version, only the logs' segments
   const VersionSizes full = version_sizes(v1), inc = version_sizes(v3);
   BOOST_TEST(inc.linked >= 3u * 900 * sizeof(float));
   BOOST_TEST(full.linked ==
@@ -219,7 +238,7 @@ BOOST_AUTO_TEST_CASE(a_version_whose_linked_file_is_gone_is_skipped) {
   write_checkpoint(d, 1, frozen_base(1));  // full
   write_checkpoint(d, 2, frozen_base(2), incremental);
   const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
-  fs::remove(dir.path / "segments" / "store.span_log.s00000002.h5");
+  BOOST_REQUIRE(fs::remove(segment_file(dir.path, "store.span_log.s00000002")));
   BOOST_CHECK_THROW(read_checkpoint(v3), CorruptCheckpoint);
   expect_same(load_latest(d)->second, frozen_base(1));
   // A bit flipped in the parent's bytes is caught through the link, too.
@@ -278,6 +297,59 @@ BOOST_AUTO_TEST_CASE(a_writer_may_hand_over_only_the_new_part_of_a_log) {
   wrong.span_log_offset = 1;
   BOOST_CHECK_THROW(write_checkpoint(d, 3, wrong, incremental), Error);
   BOOST_TEST(latest_version(d) == "v00000002.h5");
+}
+
+BOOST_AUTO_TEST_CASE(a_version_written_again_never_links_to_itself_and_stale_links_are_caught) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 10;
+  auto with_block1 = [](std::int64_t step, float shift) {
+    Checkpoint c = frozen_base(step);
+    for (int i = 400; i < 700; ++i) c.parameters[i] += shift;  // "block0"
+    return c;
+  };
+  write_checkpoint(d, 1, frozen_base(1), incremental);
+  write_checkpoint(d, 2, with_block1(2, 0.25f), incremental);
+  const std::string v3 = write_checkpoint(d, 3, with_block1(3, 0.25f), incremental);  // block0 links to v2
+  // Back to version 1 (as --resume PATH does) and on: version 2 again, with other values.
+  set_latest(d, "v00000001.h5");
+  const std::string v2 = write_checkpoint(d, 2, with_block1(2, 0.75f), incremental);
+  expect_same(read_checkpoint(v2), with_block1(2, 0.75f));
+  // The old version 3 linked to the old version 2's block0: that data is gone, and the read says so.
+  BOOST_CHECK_THROW(read_checkpoint(v3), CorruptCheckpoint);
+  // LATEST naming a later step than the one written is no parent: the version is full.
+  set_latest(d, "v00000003.h5");
+  BOOST_TEST(read_checkpoint(write_checkpoint(d, 2, frozen_base(2), incremental)).chain == 0);
+}
+
+BOOST_AUTO_TEST_CASE(restore_takes_the_newest_version_and_retention_keeps_latest) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  for (int v = 1; v <= 4; ++v) write_checkpoint(d, v, sample(v));
+  set_latest(d, "v00000002.h5");  // a crash between a version's rename and LATEST
+  BOOST_TEST(load_latest(d)->second.step == 4);  // renamed into place: committed
+  BOOST_TEST(apply_retention(d, 1).size() == 2u);  // v1 and v3; v4 is the newest, v2 is LATEST
+  BOOST_TEST(fs::exists(dir.path / "v00000002.h5"));
+  // A resumed run keeps one timeline: later versions are set aside, not read.
+  BOOST_TEST(supersede_newer_versions(d, 2) == "v00000004.h5");
+  BOOST_TEST(load_latest(d)->second.step == 2);
+  BOOST_TEST(fs::exists(dir.path / "v00000004.h5.superseded"));
+  // An accept hook may turn a version down (its store does not decode): the one before is used.
+  write_checkpoint(d, 3, sample(3));
+  auto found = load_latest(d, [](const std::string& path, Checkpoint&) {
+    if (path.find("v00000003") != std::string::npos) throw CorruptCheckpoint("test: turned down");
+  });
+  BOOST_TEST(found->second.step == 2);
+  // When no version restores, that is an error, not a fresh start.
+  flip_byte_of(dir.path / "v00000002.h5", "12345 678");
+  flip_byte_of(dir.path / "v00000003.h5", "12345 678");
+  BOOST_CHECK_THROW(load_latest(d), CorruptCheckpoint);
+  // A fresh run sets the whole directory aside.
+  const std::string moved = supersede_directory(d);
+  BOOST_TEST(moved.find(".superseded-") != std::string::npos);
+  BOOST_TEST(!fs::exists(dir.path));
+  fs::rename(moved, dir.path);  // for the TempDir's clean-up
 }
 
 BOOST_AUTO_TEST_CASE(tensors_are_partitioned_by_bytes) {

@@ -151,6 +151,8 @@ BOOST_AUTO_TEST_CASE(every_rollout_ends_exactly_once_under_random_faults) {
   }
 }
 
+MemoryStore::Snapshot snap(const MemoryStore& store) { return store.export_state(); }
+
 BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was_in_flight) {
   ManualClock clock;
   MemoryStore before(clock);
@@ -177,7 +179,7 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   before.update_attempt(doomed[0].rollout.id, doomed[0].attempt.id, suite::status_update(AttemptStatus::unresponsive));
 
   MemoryStore after(clock);
-  std::vector<RolloutId> requeued = after.import_state(before.export_tables(), before.export_history(), before.export_span_log());
+  std::vector<RolloutId> requeued = after.import_state(snap(before).tables, snap(before).history, snap(before).span_log);
   BOOST_TEST(requeued == (std::vector<RolloutId>{ids[1], ids[2]}));
   BOOST_TEST((after.get_rollout(ids[0]).status == RolloutStatus::succeeded));
   BOOST_TEST((after.get_rollout(ids[3]).status == RolloutStatus::failed));
@@ -201,27 +203,37 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   for (const Worker& w : after.query_workers())
     if (w.id != "w9") BOOST_TEST((w.status == WorkerStatus::unknown));
   // The span log and the history are append-only: a later export extends the earlier one.
-  const std::string log_before = after.export_span_log(), history_before = after.export_history();
+  const std::string log_before = snap(after).span_log, history_before = snap(after).history;
   s.rollout_id = again[0].rollout.id;
   s.attempt_id = again[0].attempt.id;
   after.add_span(s);
-  BOOST_TEST(after.export_span_log().rfind(log_before, 0) == 0u);
+  BOOST_TEST(snap(after).span_log.rfind(log_before, 0) == 0u);
   after.update_attempt(again[0].rollout.id, again[0].attempt.id, suite::status_update(AttemptStatus::succeeded));
   after.update_resources("policy", "version=2");
-  BOOST_TEST(after.export_history().size() > history_before.size());
-  BOOST_TEST(after.export_history().rfind(history_before, 0) == 0u);
+  BOOST_TEST(snap(after).history.size() > history_before.size());
+  BOOST_TEST(snap(after).history.rfind(history_before, 0) == 0u);
+  // An export from where the last one ended holds just what came since.
+  const auto [history_entries, span_entries] = after.log_lengths();
+  const MemoryStore::Snapshot tail = after.export_state(history_entries - 2, span_entries);
+  BOOST_TEST(history_before + tail.history == snap(after).history);
+  BOOST_TEST(tail.span_log.empty());
   // And a second round trip keeps everything.
   MemoryStore third(clock);
-  third.import_state(after.export_tables(), after.export_history(), after.export_span_log());
+  third.import_state(snap(after).tables, snap(after).history, snap(after).span_log);
   BOOST_TEST((third.get_rollout(again[0].rollout.id).status == RolloutStatus::succeeded));
   BOOST_TEST(third.get_latest_resources("policy").content == "version=2");
   BOOST_TEST(third.statistics().spans == after.statistics().spans);
-  BOOST_TEST(third.export_history() == after.export_history());
+  BOOST_TEST(snap(third).history == snap(after).history);
+  // A snapshot whose parts disagree (a rollout open in the tables and ended in the history) is refused, and leaves the store empty.
+  MemoryStore fourth(clock);
+  BOOST_CHECK_THROW(fourth.import_state(snap(before).tables, snap(after).history, ""), DecodeError);
+  BOOST_TEST(fourth.statistics().resources == 0u);
+  fourth.import_state(snap(after).tables, snap(after).history, snap(after).span_log);
   // A torn or foreign snapshot is refused.
   MemoryStore other(clock);
-  BOOST_CHECK_THROW(other.import_state(before.export_tables().substr(0, 40), before.export_history(), ""), DecodeError);
+  BOOST_CHECK_THROW(other.import_state(snap(before).tables.substr(0, 40), snap(before).history, ""), DecodeError);
   MemoryStore another(clock);
-  BOOST_CHECK_THROW(another.import_state(before.export_tables(), before.export_history(), "garbage"), DecodeError);
+  BOOST_CHECK_THROW(another.import_state(snap(before).tables, snap(before).history, "garbage"), DecodeError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

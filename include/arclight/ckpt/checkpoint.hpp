@@ -76,15 +76,21 @@ struct WriteOptions {
   Part part;
   // Fault drills: called on rank 0 once every dataset is written, before the file is closed.
   std::function<void()> before_close;
+  // Rank 0, when an append-only blob carries only its tail (an offset) and LATEST turns out
+  // not to hold the rest: the whole bytes of the blob at that path.
+  std::function<std::string(const std::string& blob_path)> whole_log;
 };
 
 std::string version_file_name(std::int64_t version);  // v00000042.h5
 
 // The file name LATEST holds in `dir`; empty when there is none.
 std::string latest_version(const std::string& dir);
+// Makes `version_file` LATEST (atomically): a resumed run's next version builds on it.
+void set_latest(const std::string& dir, const std::string& version_file);
 
 // Writes `checkpoint` as version `version` in `dir` and makes it LATEST; returns the path.
-// The parent of an incremental version is the LATEST version at the time of writing.
+// The parent of an incremental version is the LATEST version at the time of writing, when it
+// is an earlier step. A parallel write that fails ends the job (MPI_Abort) with one message.
 std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& checkpoint,
                              const WriteOptions& options = {});
 
@@ -99,12 +105,23 @@ struct CorruptCheckpoint : Error {
   explicit CorruptCheckpoint(const std::string& what) : Error(what, exit_usage) {}
 };
 
-// The newest valid version in `dir`: LATEST first, then older versions, each bad one
-// reported with a warning. nullopt when there is none.
-std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir);
+// The newest valid version in `dir` (by step: a version renamed into place is committed even
+// if a crash came before LATEST named it), each bad one skipped with a warning; `accept`
+// may reject one more (throwing CorruptCheckpoint), e.g. when its store does not decode.
+// nullopt when `dir` holds no version; CorruptCheckpoint when none of its versions restores.
+using Accept = std::function<void(const std::string& path, Checkpoint&)>;
+std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept = {});
 
-// Keeps the newest `keep` versions (0: all) and every version a kept one links to;
-// returns the paths it removed.
+// A resumed run continues one timeline: versions of later steps than the one it resumed
+// from are renamed to <name>.superseded (kept, never read). Returns their names.
+std::string supersede_newer_versions(const std::string& dir, std::int64_t step);
+// A fresh run into a directory that holds versions renames the directory to
+// <dir>.superseded-<UTC time> and returns that name (empty when there was nothing).
+std::string supersede_directory(const std::string& dir);
+
+// Keeps the newest `keep` versions (0: all), LATEST, and every file a kept one links to;
+// removes the rest, segment files no kept version links to, and leftovers of writes that
+// never committed. Returns the paths it removed.
 std::vector<std::string> apply_retention(const std::string& dir, int keep);
 
 // The files (names in the same directory) whose datasets a version links to; throws CorruptCheckpoint.

@@ -63,18 +63,25 @@ class MemoryStore : public Store {
   // history (ended rollouts with their attempts, and resource versions, in the order they
   // ended or were made) and the span log (every span record, in the order they came). The
   // tables hold the rest: rollouts not ended yet with their attempts, workers, counters.
-  // The append-only parts from entry `from` on; `end` (when given) receives the entry count
-  // after them, the `from` of the next export.
-  std::string export_tables() const;
-  std::string export_history(std::size_t from = 0, std::size_t* end = nullptr) const;
-  std::string export_span_log(std::size_t from = 0, std::size_t* end = nullptr) const;
-  // Entries in the history and in the span log: where the next exports begin.
+  struct Snapshot {
+    std::string tables, history, span_log;
+    std::size_t history_end = 0, span_log_end = 0;  // entries in the logs: where the next export begins
+  };
+  // One consistent snapshot, under one lock: the tables, and the history and the span log
+  // from the given entries on.
+  Snapshot export_state(std::size_t history_from = 0, std::size_t span_log_from = 0) const;
+  // The append-only parts between entries [from, until).
+  std::string export_history(std::size_t from, std::size_t until) const;
+  std::string export_span_log(std::size_t from, std::size_t until) const;
+  // Entries in the history and in the span log.
   std::pair<std::size_t, std::size_t> log_lengths() const;
   // Fills an empty store with what the exports wrote. Rollouts that had not ended are
   // requeued, keeping their attempt counts; an attempt that was in flight is marked
   // unresponsive (its runner is gone); workers are unknown until they are heard from.
   // Returns the ids of the requeued rollouts. Throws DecodeError on malformed input.
   std::vector<RolloutId> import_state(std::string_view tables, std::string_view history, std::string_view span_log);
+  // Empties the store: an imported state that turned out not to fit.
+  void clear();
 
  private:
   struct StoredSpan {
@@ -109,6 +116,12 @@ class MemoryStore : public Store {
   Worker& worker_record(const std::string& id, double now);
   void release_worker(const Attempt& attempt);
   Span decode(const AttemptRecord& attempt, const StoredSpan& stored) const;
+  // The exports' work, under a lock the caller holds.
+  std::string tables_locked() const;
+  std::string history_locked(std::size_t from, std::size_t until) const;
+  std::string span_log_locked(std::size_t from, std::size_t until) const;
+  std::vector<RolloutId> import_locked(std::string_view tables, std::string_view history, std::string_view span_log);
+  void clear_locked();
 
   const Clock& clock_;
   const RolloutConfig default_config_;
