@@ -23,6 +23,7 @@
 #include "arclight/algo/adapter.hpp"
 #include "arclight/algo/advantages.hpp"
 #include "arclight/algo/trainer.hpp"
+#include "arclight/comm/large_messages.hpp"
 #include "arclight/comm/reducer.hpp"
 #include "arclight/comm/store_service.hpp"
 #include "arclight/core/crc32c.hpp"
@@ -39,6 +40,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr int tag_train = 201;
 constexpr int tag_stats = 202;
 constexpr int tag_state = 203;
+constexpr int tag_restore = 204;  // the restored weights and moments, after their work_restore header
 enum : std::uint32_t { work_train = 1, work_stop = 2, work_save = 3, work_restore = 4, work_begin = 5 };
 
 // A runner's policy version before the first weights reach it: it samples nothing until then,
@@ -49,32 +51,6 @@ constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
 // checkpoints at the next step boundary and ends the job with exit_requeue.
 std::atomic<bool> stop_requested{false};
 extern "C" void request_stop(int) { stop_requested = true; }
-
-// A trainer's state as it travels to rank 0 for a checkpoint, and back on restore.
-std::string encode_state(std::int64_t version, const std::vector<float>& parameters, const algo::OptimizerState& o) {
-  std::string out;
-  ByteWriter w(out);
-  w.i64(version);
-  for (const std::vector<float>* v : {&parameters, &o.exp_avg, &o.exp_avg_sq}) {
-    w.u64(v->size());
-    if (!v->empty()) w.raw(v->data(), v->size() * sizeof(float));
-  }
-  w.u64(o.steps.size());
-  if (!o.steps.empty()) w.raw(o.steps.data(), o.steps.size() * sizeof(std::int64_t));
-  return out;
-}
-
-void decode_state(ByteReader& in, std::int64_t& version, std::vector<float>& parameters, algo::OptimizerState& o) {
-  version = in.i64();
-  for (std::vector<float>* v : {&parameters, &o.exp_avg, &o.exp_avg_sq}) {
-    v->resize(in.u64());
-    std::string_view raw = in.raw(v->size() * sizeof(float));
-    if (!v->empty()) std::memcpy(v->data(), raw.data(), raw.size());
-  }
-  o.steps.resize(in.u64());
-  std::string_view raw = in.raw(o.steps.size() * sizeof(std::int64_t));
-  if (!o.steps.empty()) std::memcpy(o.steps.data(), raw.data(), raw.size());
-}
 
 std::string checkpoint_dir_of(const Config& config) {
   return config.checkpoint.dir.empty() ? (std::filesystem::path(config.run.dir) / "checkpoints").string()
@@ -179,7 +155,7 @@ class BroadcastWeights : public WeightChannel {
   bool poll(model::Policy& policy, std::uint64_t& version) override {
     if (sync_ == MPI_COMM_NULL) return true;
     int arrived = 0;
-    MPI_Test(&pending_, &arrived, MPI_STATUS_IGNORE);
+    MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &arrived, MPI_STATUSES_IGNORE);
     if (!arrived) return true;
     std::int64_t v;
     std::memcpy(&v, bytes_.data(), sizeof v);
@@ -195,15 +171,15 @@ class BroadcastWeights : public WeightChannel {
     std::memcpy(bytes_.data(), &version, sizeof version);
     if (!weights.empty()) std::memcpy(bytes_.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
   }
-  void post() { MPI_Ibcast(bytes_.data(), static_cast<int>(bytes_.size()), MPI_BYTE, 0, sync_, &pending_); }
+  void post() { pending_ = comm::ibcast_large(bytes_.data(), bytes_.size(), 0, sync_); }
   void send() {
     post();
-    MPI_Wait(&pending_, MPI_STATUS_IGNORE);
+    MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
   }
   MPI_Comm sync_;
   bool root_;
   std::vector<char> bytes_;
-  MPI_Request pending_ = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> pending_;  // one broadcast, in chunks
 };
 
 // Colocated layouts: a rank's trainer thread hands its weights to the runner thread of the
@@ -452,9 +428,16 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
       continue;
     }
     if (kind == work_restore) {  // every trainer takes the saved weights and optimizer state
-      std::vector<float> parameters;
+      version = in.i64();
+      std::vector<float> parameters(in.u64());
       algo::OptimizerState optimizer;
-      decode_state(in, version, parameters, optimizer);
+      optimizer.exp_avg.resize(in.u64());
+      optimizer.exp_avg_sq.resize(optimizer.exp_avg.size());
+      optimizer.steps.resize(in.u64());
+      std::string_view steps = in.raw(optimizer.steps.size() * sizeof(std::int64_t));
+      if (!steps.empty()) std::memcpy(optimizer.steps.data(), steps.data(), steps.size());
+      for (std::vector<float>* v : {&parameters, &optimizer.exp_avg, &optimizer.exp_avg_sq})
+        comm::recv_large(v->data(), v->size() * sizeof(float), 0, tag_restore, ch.work.get());
       policy.load_flat_parameters(parameters.data(), parameters.size());
       trainer.load_optimizer_state(optimizer);
       weights.publish(version, parameters);
@@ -605,21 +588,32 @@ class Coordinator {
   // fresh; either way they publish the weights the runners start from.
   std::optional<ckpt::Checkpoint> restore() {
     std::optional<ckpt::Checkpoint> restored = load();
-    std::string message;
-    ByteWriter w(message);
+    // A header (the sizes and the small parts), then the weights and moments from the
+    // checkpoint's own buffers, in chunks (they may pass 2 GiB).
+    std::string header;
+    ByteWriter w(header);
     if (restored) {
       const ckpt::Checkpoint& c = *restored;
       w.u32(work_restore);
-      message += encode_state(c.policy_version, c.parameters, {c.exp_avg, c.exp_avg_sq, c.optimizer_steps});
+      w.i64(c.policy_version);
+      w.u64(c.parameters.size());
+      w.u64(c.exp_avg.size());
+      w.u64(c.optimizer_steps.size());
+      if (!c.optimizer_steps.empty()) w.raw(c.optimizer_steps.data(), c.optimizer_steps.size() * sizeof(std::int64_t));
     } else {
       w.u32(work_begin);
     }
     // Any number of trainers (elastic restart): each takes the whole state. The store keeps
     // being served meanwhile: a trainer may be waiting on it before it reads this.
     std::vector<MPI_Request> sends(layout_.trainers().size());
-    for (std::size_t k = 0; k < sends.size(); ++k)
-      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, layout_.trainers()[k], tag_train,
-                ch_.work.get(), &sends[k]);
+    for (std::size_t k = 0; k < layout_.trainers().size(); ++k) {
+      const int trainer = layout_.trainers()[k];
+      MPI_Isend(header.data(), static_cast<int>(header.size()), MPI_BYTE, trainer, tag_train, ch_.work.get(), &sends[k]);
+      if (!restored) continue;
+      for (const std::vector<float>* v : {&restored->parameters, &restored->exp_avg, &restored->exp_avg_sq})
+        for (MPI_Request r : comm::isend_large(v->data(), v->size() * sizeof(float), trainer, tag_restore, ch_.work.get()))
+          sends.push_back(r);
+    }
     for (;;) {
       int done = 0;
       MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
