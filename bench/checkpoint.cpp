@@ -36,13 +36,14 @@ int parallel(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::string dir = argv[2];
-  const ckpt::Checkpoint c = model_state(std::strtoull(argv[3], nullptr, 10));
+  const ckpt::Checkpoint whole = model_state(std::strtoull(argv[3], nullptr, 10));
   ckpt::WriteOptions options;
   options.comm = MPI_COMM_WORLD;
   options.part.all_tensors = false;
   options.part.meta_and_store = rank == 0;
   options.part.model_index = rank == 1;
-  if (rank > 0) options.part.tensors = ckpt::partition_tensors(c.tensors, size - 1)[static_cast<std::size_t>(rank - 1)];
+  if (rank > 0) options.part.tensors = ckpt::partition_tensors(whole.tensors, size - 1)[static_cast<std::size_t>(rank - 1)];
+  const ckpt::Checkpoint c = rank == 0 ? whole : ckpt::pack_tensors(whole, options.part.tensors);
   double best = 1e30;
   for (int r = 1; r <= std::atoi(argv[4]); ++r) {
     MPI_Barrier(MPI_COMM_WORLD);

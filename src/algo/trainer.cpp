@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/torch.h>
 
+#include <numeric>
+
 #include "arclight/algo/grpo.hpp"
 #include "arclight/core/error.hpp"
 
@@ -167,12 +169,25 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
 namespace arclight::algo {
 
 OptimizerState Trainer::optimizer_state() const {
+  std::vector<std::size_t> all(impl_->trainable.size());
+  std::iota(all.begin(), all.end(), std::size_t(0));
+  return optimizer_state_of(all);
+}
+
+OptimizerState Trainer::optimizer_state_of(const std::vector<std::size_t>& only) const {
   OptimizerState out;
   auto& states = impl_->optimizer.state();
   const auto params = impl_->policy.parameters();
+  std::size_t next = 0;  // in `only`
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
+    const bool wanted = next < only.size() && only[next] == i;
+    if (wanted) ++next;
     if (!impl_->trainable[i]) {  // frozen: zero moments, no steps
+      if (!wanted) {
+        out.steps.push_back(0);
+        continue;
+      }
       out.exp_avg.insert(out.exp_avg.end(), static_cast<std::size_t>(p.numel()), 0.f);
       out.exp_avg_sq.insert(out.exp_avg_sq.end(), static_cast<std::size_t>(p.numel()), 0.f);
       out.steps.push_back(0);
@@ -181,6 +196,10 @@ OptimizerState Trainer::optimizer_state() const {
     auto it = states.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
     if (it == states.end()) return {};  // no step taken yet
     auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    if (!wanted) {
+      out.steps.push_back(s.step());
+      continue;
+    }
     auto m = s.exp_avg().contiguous(), v = s.exp_avg_sq().contiguous();
     out.exp_avg.insert(out.exp_avg.end(), m.data_ptr<float>(), m.data_ptr<float>() + m.numel());
     out.exp_avg_sq.insert(out.exp_avg_sq.end(), v.data_ptr<float>(), v.data_ptr<float>() + v.numel());

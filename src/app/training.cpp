@@ -408,12 +408,15 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
       break;
     }
     if (kind == work_save) {
-      // The blocking part: the state, copied to host memory; then rank 0 hears that training may go on.
+      // The blocking part: this trainer's share of the state, copied to host memory; then rank 0
+      // hears that training may go on.
       const std::int64_t step = in.i64();
       auto snapshot = std::make_shared<ckpt::Checkpoint>();
       snapshot->tensors = tensors;
-      snapshot->parameters = policy.flat_parameters();
-      algo::OptimizerState optimizer = trainer.optimizer_state();
+      const std::vector<FloatBuffer> live = policy.parameter_buffers();
+      for (std::size_t i : save_options.part.tensors)
+        snapshot->parameters.insert(snapshot->parameters.end(), live[i].data, live[i].data + live[i].size);
+      algo::OptimizerState optimizer = trainer.optimizer_state_of(save_options.part.tensors);
       snapshot->exp_avg = std::move(optimizer.exp_avg);
       snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
       snapshot->optimizer_steps = std::move(optimizer.steps);

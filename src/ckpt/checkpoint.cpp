@@ -143,19 +143,22 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     out.push_back({"/model/tensor_sizes", Kind::i64, keep.back().data(), tensors.size(), false});
     ints("/optim/steps", c.optimizer_steps);
   }
+  // The flat vectors hold every tensor (all_tensors), or just this part's, one after another.
   std::size_t offset = 0;
   const bool has_moments = !c.exp_avg.empty();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const std::size_t n = tensors[i].size;
     const bool mine = part.all_tensors || std::find(part.tensors.begin(), part.tensors.end(), i) != part.tensors.end();
-    if (mine) {
-      const std::string& name = tensors[i].name;
-      out.push_back({"/model/parameters/" + name, Kind::f32, c.parameters.data() + offset, n, false});
-      out.push_back({"/optim/exp_avg/" + name, Kind::f32, has_moments ? c.exp_avg.data() + offset : nullptr,
-                     has_moments ? n : 0, false});
-      out.push_back({"/optim/exp_avg_sq/" + name, Kind::f32, has_moments ? c.exp_avg_sq.data() + offset : nullptr,
-                     has_moments ? n : 0, false});
-    }
+    if (!mine) continue;
+    if (offset + n > c.parameters.size() ||
+        (has_moments && (offset + n > c.exp_avg.size() || offset + n > c.exp_avg_sq.size())))
+      throw Error("checkpoint: the flat vectors do not hold tensor " + tensors[i].name);
+    const std::string& name = tensors[i].name;
+    out.push_back({"/model/parameters/" + name, Kind::f32, c.parameters.data() + offset, n, false});
+    out.push_back({"/optim/exp_avg/" + name, Kind::f32, has_moments ? c.exp_avg.data() + offset : nullptr,
+                   has_moments ? n : 0, false});
+    out.push_back({"/optim/exp_avg_sq/" + name, Kind::f32, has_moments ? c.exp_avg_sq.data() + offset : nullptr,
+                   has_moments ? n : 0, false});
     offset += n;
   }
   return out;
@@ -581,6 +584,23 @@ std::string version_file_name(std::int64_t version) {
   char name[32];
   std::snprintf(name, sizeof name, "v%08lld.h5", static_cast<long long>(version));
   return name;
+}
+
+Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>& tensors) {
+  Checkpoint part = whole;
+  part.parameters.clear();
+  part.exp_avg.clear();
+  part.exp_avg_sq.clear();
+  std::vector<std::size_t> offsets{0};
+  for (const TensorInfo& t : whole.tensors) offsets.push_back(offsets.back() + t.size);
+  for (std::size_t i : tensors) {
+    const std::size_t from = offsets.at(i), to = offsets.at(i + 1);
+    part.parameters.insert(part.parameters.end(), whole.parameters.begin() + from, whole.parameters.begin() + to);
+    if (whole.exp_avg.empty()) continue;
+    part.exp_avg.insert(part.exp_avg.end(), whole.exp_avg.begin() + from, whole.exp_avg.begin() + to);
+    part.exp_avg_sq.insert(part.exp_avg_sq.end(), whole.exp_avg_sq.begin() + from, whole.exp_avg_sq.begin() + to);
+  }
+  return part;
 }
 
 std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<TensorInfo>& tensors, int ranks) {

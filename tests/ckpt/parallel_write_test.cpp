@@ -70,8 +70,9 @@ BOOST_AUTO_TEST_CASE(ranks_write_their_shares_into_one_file) {
   BOOST_REQUIRE(size_ >= 2);
   const std::string dir = shared_dir();
   for (std::int64_t step = 1; step <= 4; ++step) {
-    Checkpoint c = state(step);
-    write_checkpoint(dir, step, c, options_for_rank(c, 3));
+    const Checkpoint c = state(step);
+    const WriteOptions options = options_for_rank(c, 3);
+    write_checkpoint(dir, step, rank_ == 0 ? c : pack_tensors(c, options.part.tensors), options);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank_ == 0) {

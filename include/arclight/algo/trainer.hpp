@@ -38,6 +38,9 @@ class Trainer {
 
   // For checkpoints: the optimizer's state out, and back in (after the policy's weights).
   OptimizerState optimizer_state() const;
+  // The same with the moments of the given parameter tensors only (indices in the policy's
+  // order, ascending), one after another; the step counts of all of them.
+  OptimizerState optimizer_state_of(const std::vector<std::size_t>& tensors) const;
   void load_optimizer_state(const OptimizerState& state);
 
  private:

@@ -65,7 +65,8 @@ struct Part {
   bool meta_and_store = true;        // meta, rng, metrics and the store (rank 0)
   bool model_index = true;           // the tensor names and sizes and the optimizer's step counts
   bool all_tensors = true;           // every tensor's data (a write by one process)
-  std::vector<std::size_t> tensors;  // otherwise these tensors' data (indices into Checkpoint::tensors)
+  std::vector<std::size_t> tensors;  // otherwise these tensors' data (indices into Checkpoint::tensors, ascending),
+                                     // which the flat vectors hold one after another (and nothing else)
 };
 
 struct WriteOptions {
@@ -96,6 +97,8 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
 
 // Which tensors each of `ranks` writers holds: contiguous runs of about equal bytes.
 std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<TensorInfo>& tensors, int ranks);
+// A checkpoint's flat vectors cut down to the given tensors, one after another (a Part's data).
+Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>& tensors);
 
 // Reads one version file (following its links), verifying every checksum; throws CorruptCheckpoint.
 Checkpoint read_checkpoint(const std::string& path);
