@@ -40,7 +40,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr int tag_train = 201;
 constexpr int tag_stats = 202;
 constexpr int tag_state = 203;
-constexpr int tag_restore = 204;  // the restored weights and moments, after their work_restore header
 enum : std::uint32_t { work_train = 1, work_stop = 2, work_save = 3, work_restore = 4, work_begin = 5 };
 
 // A runner's policy version before the first weights reach it: it samples nothing until then,
@@ -430,17 +429,17 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
       weights.publish(version, policy.flat_parameters());
       continue;
     }
-    if (kind == work_restore) {  // every trainer takes the saved weights and optimizer state
-      version = in.i64();
-      std::vector<float> parameters(in.u64());
-      algo::OptimizerState optimizer;
-      optimizer.exp_avg.resize(in.u64());
-      optimizer.exp_avg_sq.resize(optimizer.exp_avg.size());
-      optimizer.steps.resize(in.u64());
-      std::string_view steps = in.raw(optimizer.steps.size() * sizeof(std::int64_t));
-      if (!steps.empty()) std::memcpy(optimizer.steps.data(), steps.data(), steps.size());
-      for (std::vector<float>* v : {&parameters, &optimizer.exp_avg, &optimizer.exp_avg_sq})
-        comm::recv_large(v->data(), v->size() * sizeof(float), 0, tag_restore, ch.work.get());
+    if (kind == work_restore) {
+      // Every trainer reads the saved weights and optimizer state from the version itself (a
+      // shared file system, as for writing): rank 0 does not send the model to each of them.
+      const std::string path(in.bytes());
+      ckpt::Checkpoint saved = ckpt::read_checkpoint(path, ckpt::Contents::model);
+      version = saved.policy_version;
+      std::vector<float> parameters = std::move(saved.parameters);
+      algo::OptimizerState optimizer{std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)};
+      if (parameters.size() != policy.parameter_count())
+        throw UsageError(log::concat(path, " holds ", parameters.size(), " parameters; this model has ",
+                                     policy.parameter_count(), " (another model configuration?)"));
       policy.load_flat_parameters(parameters.data(), parameters.size());
       trainer.load_optimizer_state(optimizer);
       weights.publish(version, parameters);
@@ -591,32 +590,21 @@ class Coordinator {
   // fresh; either way they publish the weights the runners start from.
   std::optional<ckpt::Checkpoint> restore() {
     std::optional<ckpt::Checkpoint> restored = load();
-    // A header (the sizes and the small parts), then the weights and moments from the
-    // checkpoint's own buffers, in chunks (they may pass 2 GiB).
-    std::string header;
-    ByteWriter w(header);
+    // The trainers read the weights and moments from the version themselves.
+    std::string message;
+    ByteWriter w(message);
     if (restored) {
-      const ckpt::Checkpoint& c = *restored;
       w.u32(work_restore);
-      w.i64(c.policy_version);
-      w.u64(c.parameters.size());
-      w.u64(c.exp_avg.size());
-      w.u64(c.optimizer_steps.size());
-      if (!c.optimizer_steps.empty()) w.raw(c.optimizer_steps.data(), c.optimizer_steps.size() * sizeof(std::int64_t));
+      w.bytes(restored_path_);
     } else {
       w.u32(work_begin);
     }
     // Any number of trainers (elastic restart): each takes the whole state. The store keeps
     // being served meanwhile: a trainer may be waiting on it before it reads this.
     std::vector<MPI_Request> sends(layout_.trainers().size());
-    for (std::size_t k = 0; k < layout_.trainers().size(); ++k) {
-      const int trainer = layout_.trainers()[k];
-      MPI_Isend(header.data(), static_cast<int>(header.size()), MPI_BYTE, trainer, tag_train, ch_.work.get(), &sends[k]);
-      if (!restored) continue;
-      for (const std::vector<float>* v : {&restored->parameters, &restored->exp_avg, &restored->exp_avg_sq})
-        for (MPI_Request r : comm::isend_large(v->data(), v->size() * sizeof(float), trainer, tag_restore, ch_.work.get()))
-          sends.push_back(r);
-    }
+    for (std::size_t k = 0; k < sends.size(); ++k)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, layout_.trainers()[k], tag_train,
+                ch_.work.get(), &sends[k]);
     for (;;) {
       int done = 0;
       MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
@@ -669,6 +657,11 @@ class Coordinator {
       if (!moved.empty()) log::warn("resuming from another directory: the versions in ", checkpoint_dir_, " are set aside in ", moved);
     }
     version_ = static_cast<std::uint64_t>(c.policy_version);
+    restored_path_ = fs::equivalent(found->first, here, ec) ? here.string() : found->first;
+    // Rank 0 verified the model's checksums; the trainers read it again themselves.
+    c.parameters = {};
+    c.exp_avg = {};
+    c.exp_avg_sq = {};
     return std::move(c);
   }
 
@@ -977,6 +970,7 @@ class Coordinator {
   std::string effective_config_;
   std::string checkpoint_dir_;
   Clock::time_point last_checkpoint_;
+  std::string restored_path_;  // the version resumed from
   // How much of the store's append-only logs LATEST holds: entries and bytes.
   struct {
     std::size_t history = 0, spans = 0;

@@ -821,7 +821,7 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
 
 void set_latest(const std::string& dir, const std::string& version_file) { commit_latest(dir, version_file); }
 
-Checkpoint read_checkpoint(const std::string& path) {
+Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   Reader r(path);
   Checkpoint c;
   if (!r.has("/meta/format") || r.one("/meta/format") != format_version)
@@ -854,14 +854,15 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
   c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
+  if (!c.exp_avg.empty() && (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
+    throw CorruptCheckpoint(path + ": optimizer state and parameters differ in size");
+  if (contents == Contents::model) return c;
   c.coordinator_rng = r.bytes("/rng/coordinator");
   c.metrics_jsonl = r.segments("/meta/metrics_jsonl");
   c.store_tables = r.bytes("/store/tables");
   c.store_history = r.segments("/store/history");
   c.span_log = r.segments("/store/span_log");
   c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);
-  if (!c.exp_avg.empty() && (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
-    throw CorruptCheckpoint(path + ": optimizer state and parameters differ in size");
   return c;
 }
 

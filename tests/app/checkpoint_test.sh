@@ -144,5 +144,10 @@ check '[ $rc = 0 ] && [ "$(ls "$work/a/checkpoints" | xargs)" = "LATEST segments
   "fresh run over old versions: $(ls "$work/a" | xargs)"
 check '"$bin" inspect "$work/a/checkpoints.superseded-"* | grep -q "step 13 .* valid"' "set-aside versions do not read"
 
+# 11. A version of another model configuration is bad input: one message, a non-zero exit, no hang.
+train 4 "$work/e" --run.steps 8 --model.d_model 48 --resume auto
+check '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "parameters; this model has" "$work/err"' \
+  "resume with another model: rc $rc, $(grep -v "^--\|^ \|^$" "$work/err" | head -3)"
+
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -100,8 +100,10 @@ std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<Tensor
 // A checkpoint's flat vectors cut down to the given tensors, one after another (a Part's data).
 Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>& tensors);
 
-// Reads one version file (following its links), verifying every checksum; throws CorruptCheckpoint.
-Checkpoint read_checkpoint(const std::string& path);
+// Reads one version file (following its links), verifying every checksum; throws
+// CorruptCheckpoint. Contents::model: meta, model and optimizer only (what a trainer needs).
+enum class Contents { all, model };
+Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
 // A version file that is incomplete, unreadable or fails a checksum: bad input.
 struct CorruptCheckpoint : Error {

@@ -1,5 +1,5 @@
 #pragma once
-// MPI counts are ints: a message of more than 2 GiB (the weights of a 1.2 B parameter
+// MPI counts are ints: a broadcast of more than 2 GiB (the weights of a 1.2 B parameter
 // model are 4.8 GB) goes as several, of at most `chunk` bytes each, in order.
 #include <mpi.h>
 
@@ -10,11 +10,6 @@ namespace arclight::comm {
 
 inline constexpr std::size_t default_chunk = std::size_t(1) << 30;
 
-// Posts the sends of `size` bytes to `dest`; the caller completes the requests.
-std::vector<MPI_Request> isend_large(const void* data, std::size_t size, int dest, int tag, MPI_Comm comm,
-                                     std::size_t chunk = default_chunk);
-// Receives what isend_large sent (the caller knows `size`).
-void recv_large(void* data, std::size_t size, int source, int tag, MPI_Comm comm, std::size_t chunk = default_chunk);
 // Posts a broadcast of `size` bytes from `root`; the caller completes the requests (MPI_Testall).
 std::vector<MPI_Request> ibcast_large(void* data, std::size_t size, int root, MPI_Comm comm,
                                       std::size_t chunk = default_chunk);
