@@ -837,8 +837,20 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   const std::vector<std::string> names = unpack_strings(r.bytes("/model/tensor_names"), path + ": /model/tensor_names");
   const std::vector<std::int64_t> sizes = r.dataset<std::int64_t>("/model/tensor_sizes", H5T_NATIVE_INT64);
   if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
-  for (std::int64_t n : sizes)
-    if (n < 0) throw CorruptCheckpoint(path + ": a negative tensor size");
+  std::uint64_t total = 0;
+  for (std::int64_t n : sizes) {
+    if (n < 0 || std::uint64_t(n) > (std::uint64_t(1) << 40)) throw CorruptCheckpoint(path + ": a tensor size out of range");
+    total += std::uint64_t(n);
+  }
+  // Room for every tensor at once (address space only: the reads below check each length
+  // against the bytes stored), so that the reads go straight into place.
+  try {
+    c.parameters.reserve(total);
+    c.exp_avg.reserve(total);
+    c.exp_avg_sq.reserve(total);
+  } catch (const std::exception&) {
+    throw CorruptCheckpoint(path + ": its tensor sizes add up to more memory than there is");
+  }
   for (std::size_t i = 0; i < names.size(); ++i) {
     c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
     auto append = [&](std::vector<float>& to, const std::string& group, bool may_be_empty) {
