@@ -90,8 +90,8 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
 // counted by task: two runs that trained on the same tasks equally often print the same.
 int print_trained(const std::string& where) {
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
-  if (std::filesystem::is_directory(where)) found = ckpt::load_latest(where);
-  else found = std::make_pair(where, ckpt::read_checkpoint(where));
+  if (std::filesystem::is_directory(where)) found = ckpt::load_latest(where, {}, ckpt::Contents::no_tensor_data);
+  else found = std::make_pair(where, ckpt::read_checkpoint(where, ckpt::Contents::no_tensor_data));
   if (!found) throw UsageError("inspect: no valid checkpoint in " + where);
   SystemClock clock;
   store::MemoryStore store(clock);

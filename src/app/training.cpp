@@ -344,6 +344,22 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
 
 // ---- trainer ---------------------------------------------------------------------------------
 
+// A saved model fits this one when its tensors have the same names and sizes, in order.
+void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInfo>& mine, const std::string& path) {
+  bool fits = saved.tensors.size() == mine.size();
+  for (std::size_t i = 0; fits && i < mine.size(); ++i)
+    fits = saved.tensors[i].name == mine[i].name && saved.tensors[i].size == mine[i].size;
+  if (fits) return;
+  std::string why = log::concat(saved.tensors.size(), " tensors against ", mine.size());
+  for (std::size_t i = 0; i < std::min(mine.size(), saved.tensors.size()); ++i)
+    if (saved.tensors[i].name != mine[i].name || saved.tensors[i].size != mine[i].size) {
+      why = log::concat("its ", saved.tensors[i].name, " has ", saved.tensors[i].size, " values, this model's ",
+                        mine[i].name, " ", mine[i].size);
+      break;
+    }
+  throw UsageError(log::concat(path, " holds another model (", why, "): resume with the configuration that saved it"));
+}
+
 void run_trainer(const Config& config, const Channels& ch, const Layout& layout, int rank, store::Store& store,
                  WeightChannel& weights) {
   auto agent = agent::make_agent(config.agent);
@@ -427,22 +443,26 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     }
     if (kind == work_begin) {  // a fresh run: the runners start from these weights
       weights.publish(version, policy.flat_parameters());
+      MPI_Send(nullptr, 0, MPI_BYTE, 0, tag_state, ch.work.get());
       continue;
     }
     if (kind == work_restore) {
       // Every trainer reads the saved weights and optimizer state from the version itself (a
       // shared file system, as for writing): rank 0 does not send the model to each of them.
-      const std::string path(in.bytes());
-      ckpt::Checkpoint saved = ckpt::read_checkpoint(path, ckpt::Contents::model);
-      version = saved.policy_version;
-      std::vector<float> parameters = std::move(saved.parameters);
-      algo::OptimizerState optimizer{std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)};
-      if (parameters.size() != policy.parameter_count())
-        throw UsageError(log::concat(path, " holds ", parameters.size(), " parameters; this model has ",
-                                     policy.parameter_count(), " (another model configuration?)"));
-      policy.load_flat_parameters(parameters.data(), parameters.size());
-      trainer.load_optimizer_state(optimizer);
-      weights.publish(version, parameters);
+      // What goes wrong goes to rank 0, which reports it once.
+      std::string failure;
+      try {
+        const std::string path(in.bytes());
+        ckpt::Checkpoint saved = ckpt::read_checkpoint(path, ckpt::Contents::model);
+        check_fits(saved, tensors, path);
+        version = saved.policy_version;
+        policy.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
+        trainer.load_optimizer_state({std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
+        weights.publish(version, saved.parameters);
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+      MPI_Send(failure.data(), static_cast<int>(failure.size()), MPI_BYTE, 0, tag_state, ch.work.get());
       continue;
     }
     const double total_tokens = in.f64();
@@ -587,7 +607,8 @@ class Coordinator {
 
  private:
   // Restores the newest (or the given) version, or tells the trainers that the run starts
-  // fresh; either way they publish the weights the runners start from.
+  // fresh; either way they publish the weights the runners start from. The checkpoint
+  // directory changes (LATEST, versions set aside) only once every trainer has its state.
   std::optional<ckpt::Checkpoint> restore() {
     std::optional<ckpt::Checkpoint> restored = load();
     // The trainers read the weights and moments from the version themselves.
@@ -601,68 +622,103 @@ class Coordinator {
     }
     // Any number of trainers (elastic restart): each takes the whole state. The store keeps
     // being served meanwhile: a trainer may be waiting on it before it reads this.
-    std::vector<MPI_Request> sends(layout_.trainers().size());
-    for (std::size_t k = 0; k < sends.size(); ++k)
-      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, layout_.trainers()[k], tag_train,
-                ch_.work.get(), &sends[k]);
-    for (;;) {
-      int done = 0;
-      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) break;
-      if (server_.poll() > 0) backoff_.reset();
-      else backoff_.idle();
+    const std::vector<int> trainers = layout_.trainers();
+    std::vector<MPI_Request> sends(trainers.size());
+    for (std::size_t k = 0; k < trainers.size(); ++k)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, trainers[k], tag_train, ch_.work.get(),
+                &sends[k]);
+    std::string failure;
+    for (std::size_t replies = 0; replies < trainers.size();) {
+      int flag = 0;
+      MPI_Message msg;
+      MPI_Status status;
+      MPI_Improbe(MPI_ANY_SOURCE, tag_state, ch_.work.get(), &flag, &msg, &status);
+      if (!flag) {
+        if (server_.poll() > 0) backoff_.reset();
+        else backoff_.idle();
+        continue;
+      }
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      std::string reply(static_cast<std::size_t>(count), '\0');
+      MPI_Mrecv(reply.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      if (!reply.empty() && failure.empty()) failure = reply;
+      ++replies;
     }
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
+    commit_resume(restored ? &*restored : nullptr);
     return restored;
   }
 
-  // The version to resume from, restored into the store and the task generator; nullopt for
-  // a fresh run (which sets aside a checkpoint directory that holds versions).
+  // The version to resume from (its model checked, not kept: the trainers read it
+  // themselves), restored into the store and the task generator; nullopt for a fresh run.
   std::optional<ckpt::Checkpoint> load() {
     namespace fs = std::filesystem;
-    if (resume_.empty()) {
-      const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
-      if (!moved.empty())
-        log::warn("a fresh run: the versions in ", checkpoint_dir_, " are set aside in ", moved,
-                  " (run with --resume auto to continue them)");
-      return std::nullopt;
-    }
+    if (resume_.empty()) return std::nullopt;
     // A version restores when its store and random state read back too; otherwise the one before is tried.
     auto accept = [this](const std::string& path, ckpt::Checkpoint& c) { restore_state(path, c); };
     std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
     if (resume_ == "auto") {
-      found = ckpt::load_latest(checkpoint_dir_, accept);
+      found = ckpt::load_latest(checkpoint_dir_, accept, ckpt::Contents::no_tensor_data);
       if (!found) {
         log::info("no checkpoint in ", checkpoint_dir_, ": starting fresh");
         return std::nullopt;
       }
     } else {
-      found = std::make_pair(resume_, ckpt::read_checkpoint(resume_));
+      found = std::make_pair(resume_, ckpt::read_checkpoint(resume_, ckpt::Contents::no_tensor_data));
       accept(found->first, found->second);
     }
     ckpt::Checkpoint& c = found->second;
+    check_same_model(found->first, c.config_toml);
     log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
-    // One timeline: versions after this one are set aside, and the next version builds on
-    // this one, adding to its logs, when it is in this run's checkpoint directory.
     std::error_code ec;
     const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
-    if (fs::equivalent(found->first, here, ec)) {
-      const std::string set_aside = ckpt::supersede_newer_versions(checkpoint_dir_, c.step);
-      if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside (.superseded): ", set_aside);
-      ckpt::set_latest(checkpoint_dir_, here.filename().string());
-      std::tie(logs_.history, logs_.spans) = store_.log_lengths();
-      logs_.history_bytes = c.store_history.size();
-      logs_.span_bytes = c.span_log.size();
-    } else {
-      const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
-      if (!moved.empty()) log::warn("resuming from another directory: the versions in ", checkpoint_dir_, " are set aside in ", moved);
-    }
+    resumed_in_place_ = fs::equivalent(found->first, here, ec);
+    restored_path_ = resumed_in_place_ ? here.string() : found->first;
     version_ = static_cast<std::uint64_t>(c.policy_version);
-    restored_path_ = fs::equivalent(found->first, here, ec) ? here.string() : found->first;
-    // Rank 0 verified the model's checksums; the trainers read it again themselves.
-    c.parameters = {};
-    c.exp_avg = {};
-    c.exp_avg_sq = {};
     return std::move(c);
+  }
+
+  // A version continues only the model that saved it: every model.* setting the same (the
+  // trainers check the tensors' shapes too). Bad input otherwise, before anything changes.
+  void check_same_model(const std::string& path, const std::string& saved_config) const {
+    auto model_lines = [](const std::string& toml) {
+      std::vector<std::string> lines;
+      std::istringstream in(toml);
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("model.", 0) == 0) lines.push_back(line);
+      return lines;
+    };
+    const std::vector<std::string> saved = model_lines(saved_config), mine = model_lines(effective_config_);
+    if (saved == mine) return;
+    std::string differ;
+    for (const std::string& line : saved)
+      if (std::find(mine.begin(), mine.end(), line) == mine.end()) differ += (differ.empty() ? "" : ", ") + line;
+    throw UsageError(path + " holds another model (saved with " + differ +
+                     "): resume with the configuration that saved it");
+  }
+
+  // Once every trainer has its state: one timeline from here on. A version resumed from in
+  // this run's checkpoint directory becomes LATEST, and the next version adds to its logs; a
+  // version named by --resume PATH sets later ones aside (else --resume auto would go back to
+  // them). A fresh run, or one resumed from another directory, sets an old directory aside.
+  void commit_resume(const ckpt::Checkpoint* restored) {
+    if (restored && resumed_in_place_) {
+      if (resume_ != "auto") {
+        const std::string set_aside = ckpt::supersede_newer_versions(checkpoint_dir_, restored->step);
+        if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside: ", set_aside);
+      }
+      ckpt::set_latest(checkpoint_dir_, std::filesystem::path(restored_path_).filename().string());
+      std::tie(logs_.history, logs_.spans) = store_.log_lengths();
+      logs_.history_bytes = restored->store_history.size();
+      logs_.span_bytes = restored->span_log.size();
+      return;
+    }
+    const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
+    if (!moved.empty())
+      log::warn(restored ? "resuming from another directory" : "a fresh run", ": the versions in ", checkpoint_dir_,
+                " are set aside in ", moved, restored ? "" : " (run with --resume auto to continue them)");
   }
 
   // Rebuilds the store and the task generator from a version; CorruptCheckpoint (and an
@@ -970,7 +1026,8 @@ class Coordinator {
   std::string effective_config_;
   std::string checkpoint_dir_;
   Clock::time_point last_checkpoint_;
-  std::string restored_path_;  // the version resumed from
+  std::string restored_path_;     // the version resumed from
+  bool resumed_in_place_ = false;  // from a version in this run's checkpoint directory
   // How much of the store's append-only logs LATEST holds: entries and bytes.
   struct {
     std::size_t history = 0, spans = 0;

@@ -844,21 +844,23 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   }
   // Room for every tensor at once (address space only: the reads below check each length
   // against the bytes stored), so that the reads go straight into place.
-  try {
+  const bool keep_values = contents != Contents::no_tensor_data;
+  if (keep_values) {  // a failure here is this machine's memory, not the file: it is not skipped as corrupt
     c.parameters.reserve(total);
     c.exp_avg.reserve(total);
     c.exp_avg_sq.reserve(total);
-  } catch (const std::exception&) {
-    throw CorruptCheckpoint(path + ": its tensor sizes add up to more memory than there is");
   }
+  std::vector<float> scratch;  // no_tensor_data: each tensor read and checked here, then dropped
   for (std::size_t i = 0; i < names.size(); ++i) {
     c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
-    auto append = [&](std::vector<float>& to, const std::string& group, bool may_be_empty) {
+    auto append = [&](std::vector<float>& values, const std::string& group, bool may_be_empty) {
+      std::vector<float>& to = keep_values ? values : scratch;
       const std::size_t before = to.size();
       r.append(group + names[i], H5T_NATIVE_FLOAT, to);
       const std::size_t got = to.size() - before;
       if (got != c.tensors.back().size && !(may_be_empty && got == 0))
         throw CorruptCheckpoint(path + ": " + group + names[i] + " has the wrong size");
+      if (!keep_values) scratch.clear();
     };
     append(c.parameters, "/model/parameters/", false);
     append(c.exp_avg, "/optim/exp_avg/", true);
@@ -866,7 +868,8 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   }
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
   c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
-  if (!c.exp_avg.empty() && (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
+  if (keep_values && !c.exp_avg.empty() &&
+      (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
     throw CorruptCheckpoint(path + ": optimizer state and parameters differ in size");
   if (contents == Contents::model) return c;
   c.coordinator_rng = r.bytes("/rng/coordinator");
@@ -878,7 +881,8 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   return c;
 }
 
-std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept) {
+std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept,
+                                                              Contents contents) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   // Newest first: a version renamed into place is committed even when a crash came before
@@ -887,7 +891,7 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
     const std::string path = (fs::path(dir) / version_file_name(*it)).string();
     try {
-      Checkpoint c = read_checkpoint(path);
+      Checkpoint c = read_checkpoint(path, contents);
       if (accept) accept(path, c);
       return std::make_pair(path, std::move(c));
     } catch (const CorruptCheckpoint& e) {
@@ -900,12 +904,24 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
   return std::nullopt;
 }
 
+// ".superseded-<UTC time>-<token>": a name used once.
+std::string superseded_suffix() {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return std::string(".superseded-") + stamp + "-" + unique_token().substr(0, 8);
+}
+
 std::string supersede_newer_versions(const std::string& dir, std::int64_t step) {
   std::vector<std::string> moved;
-  for (std::int64_t v : versions_in(dir)) {
-    if (v <= step) continue;
-    const fs::path from = fs::path(dir) / version_file_name(v);
-    fs::rename(from, from.string() + ".superseded");
+  const std::string suffix = superseded_suffix();
+  std::vector<std::int64_t> versions = versions_in(dir);
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {  // newest first: a crash halfway keeps the order
+    if (*it <= step) continue;
+    const fs::path from = fs::path(dir) / version_file_name(*it);
+    std::error_code ec;
+    fs::rename(from, from.string() + suffix, ec);
+    if (ec) throw Error("checkpoint: cannot set " + from.string() + " aside: " + ec.message());
     moved.push_back(from.filename().string());
   }
   if (!moved.empty()) fsync_path(dir, true);
@@ -917,13 +933,11 @@ std::string supersede_newer_versions(const std::string& dir, std::int64_t step) 
 std::string supersede_directory(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec) || (versions_in(dir).empty() && latest_version(dir).empty())) return {};
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
   std::string to = fs::path(dir).lexically_normal().string();
   if (!to.empty() && to.back() == '/') to.pop_back();
-  to += std::string(".superseded-") + stamp;
-  fs::rename(dir, to);
+  to += superseded_suffix();
+  fs::rename(dir, to, ec);
+  if (ec) throw Error("checkpoint: cannot set " + dir + " aside: " + ec.message());
   return to;
 }
 

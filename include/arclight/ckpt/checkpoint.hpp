@@ -101,8 +101,9 @@ std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<Tensor
 Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>& tensors);
 
 // Reads one version file (following its links), verifying every checksum; throws
-// CorruptCheckpoint. Contents::model: meta, model and optimizer only (what a trainer needs).
-enum class Contents { all, model };
+// CorruptCheckpoint. Contents::model: meta, model and optimizer only (what a trainer needs);
+// no_tensor_data: everything read and checked, but the tensors' values not kept (rank 0).
+enum class Contents { all, model, no_tensor_data };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
 // A version file that is incomplete, unreadable or fails a checksum: bad input.
@@ -115,13 +116,15 @@ struct CorruptCheckpoint : Error {
 // may reject one more (throwing CorruptCheckpoint), e.g. when its store does not decode.
 // nullopt when `dir` holds no version; CorruptCheckpoint when none of its versions restores.
 using Accept = std::function<void(const std::string& path, Checkpoint&)>;
-std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept = {});
+std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept = {},
+                                                              Contents contents = Contents::all);
 
-// A resumed run continues one timeline: versions of later steps than the one it resumed
-// from are renamed to <name>.superseded (kept, never read). Returns their names.
+// A run resumed from an earlier version continues one timeline: versions of later steps are
+// renamed to <name>.superseded-<UTC time>-<token>, newest first (never read again; what only
+// they link to goes with the next retention). Returns their names.
 std::string supersede_newer_versions(const std::string& dir, std::int64_t step);
-// A fresh run into a directory that holds versions renames the directory to
-// <dir>.superseded-<UTC time> and returns that name (empty when there was nothing).
+// A fresh run into a directory that holds versions renames the directory, intact, to
+// <dir>.superseded-<UTC time>-<token> and returns that name (empty when there was nothing).
 std::string supersede_directory(const std::string& dir);
 
 // Keeps the newest `keep` versions (0: all), LATEST, and every file a kept one links to;
