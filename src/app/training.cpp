@@ -622,31 +622,9 @@ class Coordinator {
     }
     // Any number of trainers (elastic restart): each takes the whole state. The store keeps
     // being served meanwhile: a trainer may be waiting on it before it reads this.
-    const std::vector<int> trainers = layout_.trainers();
-    std::vector<MPI_Request> sends(trainers.size());
-    for (std::size_t k = 0; k < trainers.size(); ++k)
-      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, trainers[k], tag_train, ch_.work.get(),
-                &sends[k]);
-    std::string failure;
-    for (std::size_t replies = 0; replies < trainers.size();) {
-      int flag = 0;
-      MPI_Message msg;
-      MPI_Status status;
-      MPI_Improbe(MPI_ANY_SOURCE, tag_state, ch_.work.get(), &flag, &msg, &status);
-      if (!flag) {
-        if (server_.poll() > 0) backoff_.reset();
-        else backoff_.idle();
-        continue;
-      }
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      std::string reply(static_cast<std::size_t>(count), '\0');
-      MPI_Mrecv(reply.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-      if (!reply.empty() && failure.empty()) failure = reply;
-      ++replies;
-    }
-    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
-    if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
+    std::vector<MPI_Request> sends = tell_trainers(message);
+    for (const std::string& failure : answers_of_trainers(sends))
+      if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
     commit_resume(restored ? &*restored : nullptr);
     return restored;
   }
@@ -750,6 +728,38 @@ class Coordinator {
     rng_ = rng;
   }
 
+  // Sends `message` (which must outlive the requests) to every trainer.
+  std::vector<MPI_Request> tell_trainers(const std::string& message) {
+    const std::vector<int> trainers = layout_.trainers();
+    std::vector<MPI_Request> sends(trainers.size());
+    for (std::size_t k = 0; k < trainers.size(); ++k)
+      MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, trainers[k], tag_train, ch_.work.get(),
+                &sends[k]);
+    return sends;
+  }
+
+  // Every trainer's answer (tag_state) to what tell_trainers sent, serving the store meanwhile.
+  std::vector<std::string> answers_of_trainers(std::vector<MPI_Request>& sends) {
+    std::vector<std::string> replies;
+    while (replies.size() < sends.size()) {
+      int flag = 0;
+      MPI_Message msg;
+      MPI_Status status;
+      MPI_Improbe(MPI_ANY_SOURCE, tag_state, ch_.work.get(), &flag, &msg, &status);
+      if (!flag) {
+        if (server_.poll() > 0) backoff_.reset();
+        else backoff_.idle();
+        continue;
+      }
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      replies.emplace_back(static_cast<std::size_t>(count), '\0');
+      MPI_Mrecv(replies.back().data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    }
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    return replies;
+  }
+
   // The blocking part of a checkpoint: every trainer copies its state to host memory (and
   // then writes its share of the file in the background); rank 0 copies the store.
   ckpt::Checkpoint capture(int step, const std::vector<store::RolloutId>& untrained) {
@@ -757,11 +767,7 @@ class Coordinator {
     ByteWriter w(request);
     w.u32(work_save);
     w.i64(step);
-    const std::vector<int> trainers = layout_.trainers();
-    std::vector<MPI_Request> sends(trainers.size());
-    for (std::size_t k = 0; k < trainers.size(); ++k)
-      MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, trainers[k], tag_train, ch_.work.get(),
-                &sends[k]);
+    std::vector<MPI_Request> sends = tell_trainers(request);
     ckpt::Checkpoint c;
     c.step = step;
     c.policy_version = static_cast<std::int64_t>(version_);
@@ -772,7 +778,7 @@ class Coordinator {
     rng << rng_;
     c.coordinator_rng = rng.str();
     // One consistent snapshot of the store; of its append-only parts only what came since the
-    // last version (LATEST holds the rest).
+    // last version (LATEST holds the rest). The trainers copy their shares meanwhile.
     store::MemoryStore::Snapshot snapshot = store_.export_state(logs_.history, logs_.spans);
     c.store_tables = std::move(snapshot.tables);
     c.store_history = std::move(snapshot.history);
@@ -784,20 +790,7 @@ class Coordinator {
     logs_.history_bytes += c.store_history.size();
     logs_.span_bytes += c.span_log.size();
     for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
-    std::size_t copied = 0;
-    while (copied < trainers.size()) {  // serve the store while the trainers copy
-      int flag = 0;
-      MPI_Status status;
-      MPI_Iprobe(MPI_ANY_SOURCE, tag_state, ch_.work.get(), &flag, &status);
-      if (flag) {
-        MPI_Recv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, tag_state, ch_.work.get(), MPI_STATUS_IGNORE);
-        ++copied;
-        continue;
-      }
-      if (server_.poll() > 0) backoff_.reset();
-      else backoff_.idle();
-    }
-    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    answers_of_trainers(sends);  // they answer once they have copied
     return c;
   }
 
