@@ -16,7 +16,6 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
-  std::printf("%s", "");
   std::string json = "{";
   for (std::size_t megabytes : {25u, 100u}) {
     const std::size_t total = megabytes * (1u << 20) / sizeof(float);

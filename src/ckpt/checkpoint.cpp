@@ -336,15 +336,6 @@ std::int64_t meta_number(hid_t file, const char* name) {
   return value;
 }
 
-}  // namespace
-
-std::string latest_version(const std::string& dir) {
-  std::string name;
-  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, name);
-  return name;
-}
-
-namespace {
 
 void create_groups(hid_t file, const std::vector<PlanEntry>& entries) {
   std::set<std::string> groups;
@@ -364,19 +355,20 @@ void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
 // Writes a dataset's data in pieces of at most 4 MB: one large write(2) into the page cache
 // was several times slower than the same bytes in pieces here (ext4), and the pieces are
 // what dd writes too.
-void write_in_pieces(hid_t set, hid_t file_space, const PlanEntry& e, const char* data) {
-  const hsize_t piece = (4u << 20) / kind_size(e.kind);
-  if (e.count <= piece) {
-    if (H5Dwrite(set, h5type(e.kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-      throw Error("checkpoint: cannot write " + e.path);
+void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count, const char* data,
+                     const std::string& path) {
+  const hsize_t piece = (4u << 20) / kind_size(kind);
+  if (count <= piece) {
+    if (H5Dwrite(set, h5type(kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+      throw Error("checkpoint: cannot write " + path);
     return;
   }
-  for (hsize_t start = 0; start < e.count; start += piece) {
-    hsize_t count = std::min<hsize_t>(piece, e.count - start);
-    Handle memory(H5Screate_simple(1, &count, nullptr), H5Sclose, e.path);
-    if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, nullptr, &count, nullptr) < 0 ||
-        H5Dwrite(set, h5type(e.kind), memory.id, file_space, H5P_DEFAULT, data + start * kind_size(e.kind)) < 0)
-      throw Error("checkpoint: cannot write " + e.path);
+  for (hsize_t start = 0; start < count; start += piece) {
+    hsize_t n = std::min<hsize_t>(piece, count - start);
+    Handle memory(H5Screate_simple(1, &n, nullptr), H5Sclose, path);
+    if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
+        H5Dwrite(set, h5type(kind), memory.id, file_space, H5P_DEFAULT, data + start * kind_size(kind)) < 0)
+      throw Error("checkpoint: cannot write " + path);
   }
 }
 
@@ -395,8 +387,7 @@ std::string write_segment(const std::string& dir, const std::string& name, Kind 
     Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, name);
     Handle set(H5Dcreate2(file.id, "/data", h5type(kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
                "checkpoint: cannot create " + final_path);
-    PlanEntry e{"/data", kind, count, crc, 0, "", "", 0};
-    write_in_pieces(set.id, space.id, e, static_cast<const char*>(data));
+    write_in_pieces(set.id, space.id, kind, count, static_cast<const char*>(data), final_path);
     write_attribute(set.id, crc, final_path);
   }
   fsync_path(tmp_path, false);
@@ -419,8 +410,7 @@ struct Planner {
   void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
     PlanEntry e{path, kind, count, crc, owner, "", "", 0};
     auto it = parent.find(path);
-    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc &&
-        it->second.file != version_file_name(version)) {
+    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc) {
       e.link_file = it->second.file;
       e.link_object = it->second.object;
     }
@@ -579,6 +569,12 @@ class Reader {
 };
 
 }  // namespace
+
+std::string latest_version(const std::string& dir) {
+  std::string name;
+  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, name);
+  return name;
+}
 
 std::string version_file_name(std::int64_t version) {
   char name[32];
@@ -781,7 +777,7 @@ std::string write_version(const std::string& dir, std::int64_t version, const Ch
       Handle set(H5Dcreate2(file.id, e.path.c_str(), h5type(e.kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                  H5Dclose, "checkpoint: cannot create " + e.path);
       if (e.owner == me && e.count > 0)
-        write_in_pieces(set.id, space.id, e, static_cast<const char*>(by_path.at(e.path)->data));
+        write_in_pieces(set.id, space.id, e.kind, e.count, static_cast<const char*>(by_path.at(e.path)->data), e.path);
       write_attribute(set.id, e.crc, e.path);
     }
     if (options.before_close && me == 0) options.before_close();

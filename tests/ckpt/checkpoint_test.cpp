@@ -105,16 +105,7 @@ BOOST_AUTO_TEST_CASE(a_version_round_trips_and_becomes_latest) {
   const std::string path = write_checkpoint(dir.path.string(), 7, sample(7));
   BOOST_TEST(fs::path(path).filename().string() == "v00000007.h5");
   BOOST_TEST(!fs::exists(path + ".tmp"));
-  Checkpoint back = read_checkpoint(path);
-  Checkpoint want = sample(7);
-  BOOST_TEST(back.step == 7);
-  BOOST_TEST(back.parameters == want.parameters);
-  BOOST_TEST(back.exp_avg_sq == want.exp_avg_sq);
-  BOOST_TEST(back.optimizer_steps == want.optimizer_steps);
-  BOOST_TEST(back.store_tables == want.store_tables);
-  BOOST_TEST(back.untrained_rollouts == want.untrained_rollouts);
-  BOOST_TEST(back.metrics_jsonl == want.metrics_jsonl);
-  BOOST_TEST(back.coordinator_rng == want.coordinator_rng);
+  expect_same(read_checkpoint(path), sample(7));
   auto latest = load_latest(dir.path.string());
   BOOST_REQUIRE(latest.has_value());
   BOOST_TEST(latest->second.step == 7);
