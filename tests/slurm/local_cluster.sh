@@ -28,7 +28,12 @@ SlurmdPort=$((port + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$cluster_dir/run/munge.socket
+# cred_expire is also how long Slurm holds a requeued job back (cred_expire + 1 s): the slurmd
+# still refuses the job's old credential that long, so a requeued job that starts earlier is
+# killed ("Job credential revoked"). 10 s (the default is 120) keeps the requeue tests short;
+# the quick scheduler passes start the job soon after that delay ends.
+AuthInfo=socket=$cluster_dir/run/munge.socket,cred_expire=10
+SchedulerParameters=sched_interval=2,bf_interval=2
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -72,19 +77,30 @@ cluster_stop() {
   return 0
 }
 
-# Waits (bounded) until job $1 is in one of the states $2 (a regex); prints the state.
 job_state() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
-# A requeued job waits for a begin time Slurm sets some minutes ahead; tests start it now.
+# Waits (bounded) until job $1 is in one of the states $2 (a regex); prints the state it saw last.
+# A requeued job is left to Slurm's own delay (see cred_expire above): moving its start time
+# forward starts it before the node has let go of the old instance, and Slurm kills it.
 wait_for_state() {
   local job=$1 want=$2 seconds=${3:-120} state=""
   for _ in $(seq $((seconds * 2))); do
     state=$(job_state "$job")
     [[ "$state" =~ ^($want)$ ]] && { echo "$state"; return 0; }
-    if [ "$state" = PENDING ] && scontrol show job "$job" 2>/dev/null | grep -q 'Reason=BeginTime'; then
-      scontrol update JobId="$job" StartTime=now 2>/dev/null
-    fi
     sleep 0.5
   done
+  echo "gave up after $seconds s waiting for job $1 to be $want; it is ${state:-gone}:" \
+    "$(scontrol show job "$job" 2>/dev/null | grep -oE '(Reason|StartTime|Restarts)=[^ ]*' | xargs)" >&2
   echo "${state:-gone}"
+  return 1
+}
+
+# Waits (bounded) until the command $3 succeeds; on giving up says that it waited for $1.
+wait_until() {
+  local what=$1 seconds=$2 condition=$3
+  for _ in $(seq $((seconds * 2))); do
+    eval "$condition" && return 0
+    sleep 0.5
+  done
+  echo "gave up after $seconds s waiting for $what" >&2
   return 1
 }

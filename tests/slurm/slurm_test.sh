@@ -35,7 +35,7 @@ check '[ "$(steps_of "$work/done")" = "$(seq 1 12 | xargs)" ]' "completed run's 
 
 # 2. SIGUSR1 to the batch shell (Slurm's warning): checkpoint, requeue, resume, finish.
 job=$(submit train_128gpu.sh usr1 --run.steps 120 --checkpoint.every_steps 0)
-for _ in $(seq 120); do [ "$(lines_of "$work/usr1")" -ge 3 ] && break; sleep 0.5; done
+wait_until "3 steps of job $job" 60 '[ "$(lines_of "$work/usr1")" -ge 3 ]'
 scancel --signal=USR1 --batch "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
 check '[ "$state" = COMPLETED ]' "USR1 job ended $state: $(tail -5 "$work/usr1.out")"
@@ -46,7 +46,7 @@ check '[ "$(steps_of "$work/usr1")" = "$(seq 1 120 | xargs)" ]' "USR1 run's step
 
 # 3. scontrol requeue mid-run: the job restarts and resumes from its last checkpoint.
 job=$(submit train_128gpu.sh requeue --run.steps 200 --checkpoint.every_steps 5)
-for _ in $(seq 120); do [ "$(lines_of "$work/requeue")" -ge 12 ] && break; sleep 0.5; done
+wait_until "12 steps of job $job" 60 '[ "$(lines_of "$work/requeue")" -ge 12 ]'
 scontrol requeue "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
 check '[ "$state" = COMPLETED ]' "requeued job ended $state: $(grep -v "^step=\|^rank\|^[0-9] " "$work/requeue.out" | tail -25; scontrol show job $job | grep -E "Restarts|ExitCode|Reason")"
@@ -56,7 +56,7 @@ check '[ "$(steps_of "$work/requeue")" = "$(seq 1 200 | xargs)" ]' "requeued run
 
 # 4. The chain: a job stopped early submits its successor, which resumes; a finished job submits nothing.
 job=$(CHAIN=2 submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
-for _ in $(seq 120); do [ "$(lines_of "$work/chain")" -ge 3 ] && break; sleep 0.5; done
+wait_until "3 steps of job $job" 60 '[ "$(lines_of "$work/chain")" -ge 3 ]'
 scancel --signal=USR1 --batch "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
 check '[ "$state" = COMPLETED ]' "first link ended $state: $(tail -5 "$work/chain.out")"
