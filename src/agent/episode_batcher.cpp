@@ -22,11 +22,11 @@ EpisodeBatcher::EpisodeBatcher(model::Policy& policy, model::Sampling sampling, 
     : policy_(policy), sampling_(sampling), version_(policy_version) {}
 
 LlmResponse EpisodeBatcher::submit(std::size_t episode, const std::vector<std::int32_t>& prompt, int max_new_tokens) {
-  Request request{episode, &prompt, max_new_tokens, {}, nullptr, false};
+  Request request{episode, &prompt, max_new_tokens, {}, nullptr, false, {}};
   std::unique_lock<std::mutex> lock(mutex_);
   pending_.push_back(&request);
-  to_batcher_.notify_one();
-  to_episodes_.wait(lock, [&] { return request.done; });
+  if (batch_ready()) to_batcher_.notify_one();
+  request.served.wait(lock, [&] { return request.done; });
   if (request.error) std::rethrow_exception(request.error);
   return std::move(request.response);
 }
@@ -56,42 +56,66 @@ void EpisodeBatcher::serve(std::vector<Request*>& batch) {
   }
 }
 
+EpisodeBatcher::~EpisodeBatcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+  }
+  to_workers_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void EpisodeBatcher::work() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    to_workers_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    job();
+    lock.lock();
+  }
+}
+
 std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::function<void(Llm&)>>& episodes) {
   std::vector<std::exception_ptr> errors(episodes.size());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     live_ = static_cast<int>(episodes.size());
+    // Every episode needs a thread of its own at once (each blocks in generate until the batch
+    // is served); threads are kept for the next run: a new thread costs its stack and LibTorch's
+    // thread-local storage, set up and paged in again.
+    while (workers_.size() < episodes.size()) workers_.emplace_back([this] { work(); });
+    for (std::size_t i = 0; i < episodes.size(); ++i)
+      jobs_.push_back([&, i] {
+        try {
+          Handle llm(*this, i);
+          episodes[i](llm);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        --live_;  // the last touch of this run's state: run() may return once live_ is 0
+        if (batch_ready()) to_batcher_.notify_one();
+      });
   }
-  std::vector<std::thread> threads;
-  threads.reserve(episodes.size());
-  for (std::size_t i = 0; i < episodes.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        Handle llm(*this, i);
-        episodes[i](llm);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      --live_;
-      to_batcher_.notify_one();
-    });
-  }
+  to_workers_.notify_all();
   std::unique_lock<std::mutex> lock(mutex_);
   while (live_ > 0) {
     // Wait until every live episode is waiting for the policy, then serve them all at once.
-    to_batcher_.wait(lock, [&] { return live_ == 0 || static_cast<int>(pending_.size()) == live_; });
+    to_batcher_.wait(lock, [&] { return batch_ready(); });
     if (pending_.empty()) continue;
     std::vector<Request*> batch;
     batch.swap(pending_);
     lock.unlock();
     serve(batch);
     lock.lock();
-    for (Request* r : batch) r->done = true;
-    to_episodes_.notify_all();
+    for (Request* r : batch) {
+      r->done = true;
+      r->served.notify_one();  // each episode is woken by its own answer: no herd of 128 threads
+    }
   }
-  lock.unlock();
-  for (std::thread& t : threads) t.join();
   return errors;
 }
 

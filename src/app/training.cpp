@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <atomic>
 #include <csignal>
+#include <ctime>
+#include <sys/resource.h>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -26,6 +29,7 @@
 #include "arclight/comm/large_messages.hpp"
 #include "arclight/comm/reducer.hpp"
 #include "arclight/comm/store_service.hpp"
+#include "arclight/comm/waiting.hpp"
 #include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -50,6 +54,46 @@ constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
 // checkpoints at the next step boundary and ends the job with exit_requeue.
 std::atomic<bool> stop_requested{false};
 extern "C" void request_stop(int) { stop_requested = true; }
+
+// The CPU time this process spends generating or training, the compute of the run (the
+// figures of <run.dir>/usage.json): counted while at least one such section runs, so that the
+// runner and trainer threads of a colocated rank are not counted twice.
+class ComputeClock {
+ public:
+  class Section {
+   public:
+    explicit Section(ComputeClock& clock) : clock_(clock) { clock_.enter(); }
+    ~Section() { clock_.leave(); }
+    Section(const Section&) = delete;
+    Section& operator=(const Section&) = delete;
+
+   private:
+    ComputeClock& clock_;
+  };
+  double seconds() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return total_;
+  }
+
+ private:
+  static double process_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  }
+  void enter() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (active_++ == 0) entered_at_ = process_cpu_seconds();
+  }
+  void leave() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--active_ == 0) total_ += process_cpu_seconds() - entered_at_;
+  }
+  std::mutex mutex_;
+  int active_ = 0;
+  double entered_at_ = 0, total_ = 0;
+};
+ComputeClock compute_clock;
 
 std::string checkpoint_dir_of(const Config& config) {
   return config.checkpoint.dir.empty() ? (std::filesystem::path(config.run.dir) / "checkpoints").string()
@@ -173,7 +217,7 @@ class BroadcastWeights : public WeightChannel {
   void post() { pending_ = comm::ibcast_large(bytes_.data(), bytes_.size(), 0, sync_); }
   void send() {
     post();
-    MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+    comm::wait_all(pending_);
   }
   MPI_Comm sync_;
   bool root_;
@@ -320,7 +364,11 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
         });
       }
       policy.seed_sampling(batch_seed(config.run.seed, *these.front()));
-      std::vector<std::exception_ptr> errors = batcher.run(episodes);
+      std::vector<std::exception_ptr> errors;
+      {
+        ComputeClock::Section computing(compute_clock);
+        errors = batcher.run(episodes);
+      }
       spans.flush();
       for (std::size_t i = 0; i < these.size(); ++i) {
         store::AttemptUpdate end;
@@ -401,20 +449,13 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
   save_options.part.all_tensors = false;
   save_options.part.tensors = ckpt::partition_tensors(tensors, static_cast<int>(all_trainers.size()))[me];
   BackgroundWriter writer;
+  std::string message;
   for (;;) {
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status status;
-    MPI_Improbe(0, tag_train, ch.work.get(), &flag, &msg, &status);
-    if (!flag) {
+    if (!comm::try_receive(ch.work.get(), 0, tag_train, message)) {
       backoff.idle();
       continue;
     }
     backoff.reset();
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    std::string message(static_cast<std::size_t>(count), '\0');
-    MPI_Mrecv(message.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
     ByteReader in(message);
     const std::uint32_t kind = in.u32();
     if (kind == work_stop) {
@@ -468,7 +509,11 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     const double total_tokens = in.f64();
     std::vector<algo::Sample> shard = algo::decode_samples(in.raw(in.remaining()));
     auto t0 = Clock::now();
-    algo::TrainStats stats = trainer.step(shard, total_tokens);
+    algo::TrainStats stats;
+    {
+      ComputeClock::Section computing(compute_clock);
+      stats = trainer.step(shard, total_tokens);
+    }
     const double train_seconds = seconds_since(t0);
     ++version;
     auto t1 = Clock::now();
@@ -478,7 +523,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
     const double sync_seconds = seconds_since(t1);
     double figures[] = {stats.loss, stats.policy_loss, stats.kl, stats.entropy, stats.clip_fraction, stats.grad_norm,
                         stats.action_tokens, train_seconds, sync_seconds};
-    MPI_Send(figures, 9, MPI_DOUBLE, 0, tag_stats, ch.work.get());
+    MPI_Send(figures, sizeof figures, MPI_BYTE, 0, tag_stats, ch.work.get());
   }
 }
 
@@ -741,22 +786,12 @@ class Coordinator {
   // Every trainer's answer (tag_state) to what tell_trainers sent, serving the store meanwhile.
   std::vector<std::string> answers_of_trainers(std::vector<MPI_Request>& sends) {
     std::vector<std::string> replies;
+    std::string reply;
     while (replies.size() < sends.size()) {
-      int flag = 0;
-      MPI_Message msg;
-      MPI_Status status;
-      MPI_Improbe(MPI_ANY_SOURCE, tag_state, ch_.work.get(), &flag, &msg, &status);
-      if (!flag) {
-        if (server_.poll() > 0) backoff_.reset();
-        else backoff_.idle();
-        continue;
-      }
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      replies.emplace_back(static_cast<std::size_t>(count), '\0');
-      MPI_Mrecv(replies.back().data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, tag_state, reply)) replies.push_back(reply);
+      else serve_a_little();
     }
-    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    comm::wait_all(sends);
     return replies;
   }
 
@@ -870,13 +905,24 @@ class Coordinator {
     return ids;
   }
 
-  // Serves the store until every rollout in ids has ended.
+  // Serves the store until every rollout in ids has ended. Rollouts end by a request, or by the
+  // watchdog (a timeout): they are counted after requests and at least every 10 ms.
   void wait_for(const std::vector<store::RolloutId>& ids) {
+    auto counted = Clock::time_point{};
     for (;;) {
-      if (store_.wait_for_rollouts(ids, 0.0).size() == ids.size()) return;
-      if (server_.poll() > 0) backoff_.reset();
-      else backoff_.idle();
+      if (serve_a_little() > 0 || seconds_since(counted) > 0.01) {
+        if (store_.wait_for_rollouts(ids, 0.0).size() == ids.size()) return;
+        counted = Clock::now();
+      }
     }
+  }
+
+  // Answers the store's requests that have come; waits a little (IdleBackoff) when none had.
+  std::size_t serve_a_little() {
+    const std::size_t served = server_.poll();
+    if (served > 0) backoff_.reset();
+    else backoff_.idle();
+    return served;
   }
 
   std::vector<store::Span> spans_of(store::RolloutId id) {
@@ -957,15 +1003,15 @@ class Coordinator {
     }
     // Every trainer's figures: the loss terms are already weighted by their shard's share, so they add up.
     std::size_t received = 0;
+    std::string reply;
+    int source = 0;
     while (received < trainers.size()) {
-      int flag = 0;
-      MPI_Status status;
-      MPI_Iprobe(MPI_ANY_SOURCE, tag_stats, ch_.work.get(), &flag, &status);
-      if (flag) {
+      if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, tag_stats, reply, &source)) {
         double figures[9];
-        MPI_Recv(figures, 9, MPI_DOUBLE, status.MPI_SOURCE, tag_stats, ch_.work.get(), MPI_STATUS_IGNORE);
+        if (reply.size() != sizeof figures) throw Error(log::concat("trainer ", source, " sent figures of ", reply.size(), " bytes"));
+        std::memcpy(figures, reply.data(), sizeof figures);
         for (int i : {0, 1, 2, 3, 4}) stats[i] += figures[i];
-        if (status.MPI_SOURCE == layout_.trainer_leader()) {
+        if (source == layout_.trainer_leader()) {
           stats[5] = figures[5];
           stats[7] = figures[7];
           stats[8] = figures[8];
@@ -973,10 +1019,9 @@ class Coordinator {
         ++received;
         continue;
       }
-      if (server_.poll() > 0) backoff_.reset();  // runners may be busy with stale-allowed rollouts
-      else backoff_.idle();
+      serve_a_little();  // runners may be busy with stale-allowed rollouts
     }
-    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    comm::wait_all(sends);
   }
 
   EpisodeFigures validate() {
@@ -1044,18 +1089,16 @@ void check_training_config(const Config& config) {
                                  " episode (", agent->max_sequence(), " tokens)"));
 }
 
-int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,
-                 const std::string& resume, const std::string& effective_config) {
-  std::signal(SIGUSR1, request_stop);
-  std::signal(SIGTERM, request_stop);
-  const int rank = mpi.rank();
-  Channels ch = open_channels(layout, rank);
-  if (rank == 0) {
-    Coordinator coordinator(config, ch, layout, resume, effective_config);
-    const int code = coordinator.run();
-    coordinator.shut_down();
-    return code;
-  }
+namespace {
+int run_coordinator(const Config& config, const Channels& ch, const Layout& layout, const std::string& resume,
+                    const std::string& effective_config) {
+  Coordinator coordinator(config, ch, layout, resume, effective_config);
+  const int code = coordinator.run();
+  coordinator.shut_down();
+  return code;
+}
+
+int run_worker(const Config& config, const Channels& ch, const Layout& layout, int rank) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0);
   const RankRole& role = layout.roles[rank];
@@ -1085,6 +1128,42 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
   if (role.trainer) run_trainer(config, ch, layout, rank, store, weights);
   else run_runner(config, store, weights, rank);
   return exit_ok;
+}
+
+// Collective: every rank's CPU time (user, system) and compute time, gathered by rank 0 into
+// <run.dir>/usage.json, with the job's wall time and the node's cores.
+void write_usage(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, double wall_seconds) {
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  std::ostringstream mine;
+  mine << std::setprecision(6) << "{\"rank\": " << mpi.rank() << ", \"role\": \""
+       << (mpi.rank() == 0 ? std::string("coordinator") : role_name(layout.roles[mpi.rank()]))
+       << "\", \"user_seconds\": " << seconds(self.ru_utime) << ", \"system_seconds\": " << seconds(self.ru_stime)
+       << ", \"compute_seconds\": " << compute_clock.seconds() << "}";
+  const std::vector<std::string> all = mpi.gather(mine.str(), 0);
+  if (mpi.rank() != 0) return;
+  const std::filesystem::path path = std::filesystem::path(config.run.dir) / "usage.json";
+  std::ofstream out(path);
+  out << std::setprecision(6) << "{\"wall_seconds\": " << wall_seconds
+      << ", \"node_cores\": " << std::thread::hardware_concurrency() << ", \"ranks\": [\n";
+  for (std::size_t r = 0; r < all.size(); ++r) out << "  " << all[r] << (r + 1 < all.size() ? ",\n" : "\n");
+  out << "]}\n";
+  if (!out) log::warn("could not write ", path.string());
+}
+}  // namespace
+
+int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,
+                 const std::string& resume, const std::string& effective_config) {
+  std::signal(SIGUSR1, request_stop);
+  std::signal(SIGTERM, request_stop);
+  const auto start = Clock::now();
+  const int rank = mpi.rank();
+  Channels ch = open_channels(layout, rank);
+  const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config)
+                             : run_worker(config, ch, layout, rank);
+  write_usage(mpi, config, layout, seconds_since(start));
+  return code;
 }
 
 }  // namespace arclight::app

@@ -1,10 +1,6 @@
 #include "arclight/comm/store_service.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <cstdlib>
-#include <thread>
 
 #include "arclight/core/log.hpp"
 
@@ -17,25 +13,6 @@ Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 }  // namespace
-
-// ---- waiting ------------------------------------------------------------------------------
-
-IdleBackoff::IdleBackoff() {
-  static const int spin_polls = [] {
-    const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int ranks_on_node = local_size ? std::atoi(local_size) : 1;
-    const bool oversubscribed = ranks_on_node > static_cast<int>(std::thread::hardware_concurrency());
-    return oversubscribed ? 0 : 20000;
-  }();
-  spin_polls_ = spin_polls;
-}
-
-void IdleBackoff::idle() {
-  ++idle_polls_;
-  if (idle_polls_ <= spin_polls_) return;
-  if (idle_polls_ <= spin_polls_ + 1000) sched_yield();
-  else std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
 
 // ---- server ------------------------------------------------------------------------------
 
@@ -134,17 +111,9 @@ void StoreServer::answer_parked_waits() {
 
 std::size_t StoreServer::poll() {
   std::size_t handled = 0;
-  for (;;) {
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status status;
-    MPI_Improbe(MPI_ANY_SOURCE, tag_store_request, comm_, &flag, &msg, &status);
-    if (!flag) break;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    buffer_.resize(static_cast<std::size_t>(count));
-    MPI_Mrecv(buffer_.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-    handle(status.MPI_SOURCE, buffer_);
+  int source = 0;
+  while (try_receive(comm_, MPI_ANY_SOURCE, tag_store_request, buffer_, &source)) {
+    handle(source, buffer_);
     ++handled;
   }
   if (!parked_.empty()) answer_parked_waits();
@@ -175,16 +144,9 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
   MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag_store_request, comm_);
   const auto deadline = after(timeout_seconds);
   backoff_.reset();
+  std::string reply;
   for (;;) {
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status status;
-    MPI_Improbe(server_, tag_store_reply, comm_, &flag, &msg, &status);
-    if (flag) {
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      std::string reply(static_cast<std::size_t>(count), '\0');
-      MPI_Mrecv(reply.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+    if (try_receive(comm_, server_, tag_store_reply, reply)) {
       wire::Header h = wire::decode_header(reply);
       if (h.request_id != request_id)
         throw Error(log::concat("store reply for request ", h.request_id, " while waiting for ", request_id));

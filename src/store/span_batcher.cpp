@@ -12,7 +12,7 @@ SpanBatcher::SpanBatcher(Store& store, std::size_t max_spans, double max_delay_s
     while (!stop_) {
       if (buffer_.empty()) {
         wake_.wait(lock, [this] { return stop_ || !buffer_.empty(); });
-      } else if (std::chrono::steady_clock::now() >= oldest_ + delay) {
+      } else if (buffer_.size() >= max_spans_ || std::chrono::steady_clock::now() >= oldest_ + delay) {
         send_locked(lock);
       } else {
         wake_.wait_until(lock, oldest_ + delay);
@@ -42,7 +42,10 @@ void SpanBatcher::add(Span span) {
     wake_.notify_all();
   }
   buffer_.push_back(std::move(span));
-  if (buffer_.size() >= max_spans_) send_locked(lock);
+  // A full batch goes from the batcher's thread, so that the runner's threads never wait on
+  // the store; a runner that outpaces the store sends itself (and so waits).
+  if (buffer_.size() >= 4 * max_spans_) send_locked(lock);
+  else if (buffer_.size() == max_spans_) wake_.notify_all();
 }
 
 void SpanBatcher::flush() {

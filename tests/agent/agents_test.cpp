@@ -1,6 +1,12 @@
 #include <boost/test/unit_test.hpp>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <set>
 
 #include "arclight/agent/agent.hpp"
 #include "arclight/agent/episode_batcher.hpp"
@@ -136,14 +142,18 @@ BOOST_AUTO_TEST_CASE(traced_llm_traces_and_enforces_the_call_limit) {
   BOOST_CHECK_THROW(llm.generate({0}, 1), Error);
 }
 
-BOOST_AUTO_TEST_CASE(the_episode_batcher_runs_episodes_together) {
+ModelConfig small_model(int width) {
   ModelConfig mc;
-  mc.d_model = 32;
+  mc.d_model = width;
   mc.n_heads = 4;
-  mc.d_ff = 64;
+  mc.d_ff = 2 * width;
   mc.max_seq = 20;
+  return mc;
+}
+
+BOOST_AUTO_TEST_CASE(the_episode_batcher_runs_episodes_together) {
   auto agent = make_agent(guess_config(15, 6));
-  model::Policy policy(mc, agent->vocab_size(), 1);
+  model::Policy policy(small_model(32), agent->vocab_size(), 1);
   EpisodeBatcher batcher(policy, {1.0, 0}, 7);
   std::vector<Recorder> recorders(40);
   std::vector<std::function<void(Llm&)>> episodes;
@@ -168,6 +178,34 @@ BOOST_AUTO_TEST_CASE(the_episode_batcher_runs_episodes_together) {
   for (auto& r : recorders) calls += r.calls;
   BOOST_TEST(batcher.policy_calls() == calls);
   BOOST_TEST(batcher.batches() * 4 < calls, batcher.batches() << " batches for " << calls << " calls");
+}
+
+BOOST_AUTO_TEST_CASE(the_episode_batcher_keeps_its_threads_from_run_to_run) {
+  // A thread per episode, made anew at every run, cost runners a third of their CPU time
+  // (stacks and LibTorch's thread-local storage set up and paged in again).
+  auto agent = make_agent(guess_config(15, 6));
+  model::Policy policy(small_model(16), agent->vocab_size(), 1);
+  EpisodeBatcher batcher(policy, {1.0, 0}, 0);
+  std::mutex mutex;
+  auto run_on = [&](int count, std::set<long>& threads) {
+    std::vector<std::function<void(Llm&)>> episodes;
+    for (int i = 0; i < count; ++i)
+      episodes.push_back([&](Llm& llm) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          threads.insert(static_cast<long>(syscall(SYS_gettid)));
+        }
+        llm.generate({0}, 2);
+      });
+    for (const auto& e : batcher.run(episodes)) BOOST_TEST(!e);
+  };
+  std::set<long> first, second, third;
+  run_on(12, first);
+  run_on(12, second);
+  run_on(5, third);
+  BOOST_TEST(first.size() == 12u);  // each episode on a thread of its own
+  BOOST_TEST(second == first);
+  BOOST_TEST(std::includes(first.begin(), first.end(), third.begin(), third.end()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -29,12 +29,15 @@ struct Fixture {
 
 BOOST_FIXTURE_TEST_SUITE(span_batcher, Fixture)
 
-BOOST_AUTO_TEST_CASE(a_full_batch_goes_at_once) {
+BOOST_AUTO_TEST_CASE(a_full_batch_goes_at_once_from_the_batchers_thread) {
   SpanBatcher batcher(store, 3, 60.0);
   batcher.add(suite::span_of(ar));
   batcher.add(suite::span_of(ar));
   BOOST_TEST(stored() == 0u);
-  batcher.add(suite::span_of(ar));
+  batcher.add(suite::span_of(ar));  // full: sent now, not after the 60 s delay
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (stored() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   BOOST_TEST(stored() == 3u);
   BOOST_TEST(batcher.batches_sent() == 1u);
 }

@@ -10,27 +10,13 @@
 #include <vector>
 
 #include "arclight/comm/protocol.hpp"
+#include "arclight/comm/waiting.hpp"
 #include "arclight/store/store.hpp"
 
 namespace arclight::comm {
 
 inline constexpr int tag_store_request = 101;
 inline constexpr int tag_store_reply = 102;
-
-// How a rank waits for a message that has not arrived: spin (lowest latency) while
-// it has a core to itself, then yield, then sleep. On an oversubscribed node it
-// yields at once, so that the rank it waits for gets the core. Not collective: the
-// node's rank count comes from the launcher (OMPI_COMM_WORLD_LOCAL_SIZE).
-class IdleBackoff {
- public:
-  IdleBackoff();
-  void idle();
-  void reset() { idle_polls_ = 0; }
-
- private:
-  int spin_polls_;
-  int idle_polls_ = 0;
-};
 
 // Serves a store to the other ranks of a communicator without blocking: each
 // poll() takes every request that has arrived (MPI_Improbe / MPI_Mrecv), answers

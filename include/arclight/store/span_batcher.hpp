@@ -9,8 +9,8 @@
 namespace arclight::store {
 
 // Batches a runner's spans to the store: a batch goes when it holds max_spans,
-// or when its oldest span has waited max_delay_seconds (a thread of its own
-// sees to that), or on flush(). Each batch is also its attempts' heartbeat,
+// or when its oldest span has waited max_delay_seconds (a thread of its own sends
+// both), or on flush(). Each batch is also its attempts' heartbeat,
 // so an episode that stops producing spans stops heartbeating.
 class SpanBatcher {
  public:
