@@ -22,11 +22,11 @@ EpisodeBatcher::EpisodeBatcher(model::Policy& policy, model::Sampling sampling, 
     : policy_(policy), sampling_(sampling), version_(policy_version) {}
 
 LlmResponse EpisodeBatcher::submit(std::size_t episode, const std::vector<std::int32_t>& prompt, int max_new_tokens) {
-  Request request{episode, &prompt, max_new_tokens, {}, nullptr, false, {}};
+  Request request{episode, &prompt, max_new_tokens, {}, nullptr, false};
   std::unique_lock<std::mutex> lock(mutex_);
   pending_.push_back(&request);
   if (batch_ready()) to_batcher_.notify_one();
-  request.served.wait(lock, [&] { return request.done; });
+  answered_[episode].wait(lock, [&] { return request.done; });
   if (request.error) std::rethrow_exception(request.error);
   return std::move(request.response);
 }
@@ -87,6 +87,7 @@ std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::funct
     // is served); threads are kept for the next run: a new thread costs its stack and LibTorch's
     // thread-local storage, set up and paged in again.
     while (workers_.size() < episodes.size()) workers_.emplace_back([this] { work(); });
+    if (answered_.size() < episodes.size()) answered_ = std::vector<std::condition_variable>(episodes.size());
     for (std::size_t i = 0; i < episodes.size(); ++i)
       jobs_.push_back([&, i] {
         try {
@@ -111,10 +112,16 @@ std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::funct
     lock.unlock();
     serve(batch);
     lock.lock();
+    std::vector<std::size_t> answered;
     for (Request* r : batch) {
-      r->done = true;
-      r->served.notify_one();  // each episode is woken by its own answer: no herd of 128 threads
+      r->done = true;  // r may be gone as soon as the lock is released
+      answered.push_back(r->episode);
     }
+    // Each episode is woken by its own answer (no herd of 128 threads), once the lock is free
+    // for it to take.
+    lock.unlock();
+    for (std::size_t episode : answered) answered_[episode].notify_one();
+    lock.lock();
   }
   return errors;
 }

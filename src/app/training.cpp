@@ -55,20 +55,22 @@ constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
 std::atomic<bool> stop_requested{false};
 extern "C" void request_stop(int) { stop_requested = true; }
 
-// The CPU time this process spends generating or training, the compute of the run (the
-// figures of <run.dir>/usage.json): counted while at least one such section runs, so that the
-// runner and trainer threads of a colocated rank are not counted twice.
+// The CPU time a rank spends generating (a runner's forward passes) or training (a trainer's
+// steps), the compute of the run in <run.dir>/usage.json: the CPU time of the thread that
+// does it, so that a rank's waiting, store traffic and other threads are not counted. (Pool
+// threads of LibTorch, when a rank has more than one, are not counted either: an undercount.)
 class ComputeClock {
  public:
   class Section {
    public:
-    explicit Section(ComputeClock& clock) : clock_(clock) { clock_.enter(); }
-    ~Section() { clock_.leave(); }
+    explicit Section(ComputeClock& clock) : clock_(clock), started_(thread_cpu_seconds()) {}
+    ~Section() { clock_.add(thread_cpu_seconds() - started_); }
     Section(const Section&) = delete;
     Section& operator=(const Section&) = delete;
 
    private:
     ComputeClock& clock_;
+    double started_;
   };
   double seconds() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -76,22 +78,17 @@ class ComputeClock {
   }
 
  private:
-  static double process_cpu_seconds() {
+  static double thread_cpu_seconds() {
     timespec t{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
   }
-  void enter() {
+  void add(double seconds) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (active_++ == 0) entered_at_ = process_cpu_seconds();
-  }
-  void leave() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--active_ == 0) total_ += process_cpu_seconds() - entered_at_;
+    total_ += seconds;
   }
   std::mutex mutex_;
-  int active_ = 0;
-  double entered_at_ = 0, total_ = 0;
+  double total_ = 0;
 };
 ComputeClock compute_clock;
 
@@ -370,9 +367,12 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
         errors = batcher.run(episodes);
       }
       spans.flush();
+      // Every episode's end, in one request.
+      std::vector<store::AttemptReport> ends(these.size());
       for (std::size_t i = 0; i < these.size(); ++i) {
-        store::AttemptUpdate end;
-        end.status = errors[i] ? store::AttemptStatus::failed : store::AttemptStatus::succeeded;
+        ends[i].rollout_id = these[i]->rollout.id;
+        ends[i].attempt_id = these[i]->attempt.id;
+        ends[i].update.status = errors[i] ? store::AttemptStatus::failed : store::AttemptStatus::succeeded;
         if (errors[i]) {
           try {
             std::rethrow_exception(errors[i]);
@@ -380,12 +380,9 @@ void run_runner(const Config& config, store::Store& store, WeightChannel& weight
             log::debug("episode of rollout ", these[i]->rollout.id, " failed: ", e.what());
           }
         }
-        try {
-          store.update_attempt(these[i]->rollout.id, these[i]->attempt.id, end);
-        } catch (const store::StoreError& e) {
-          log::debug("late report refused: ", e.what());  // the rollout moved on without this attempt
-        }
       }
+      for (const store::ReportOutcome& outcome : store.update_attempts(ends))
+        if (!outcome.attempt) log::debug("late report refused: ", outcome.refusal);  // the rollout moved on without it
     }
   }
 }

@@ -177,6 +177,30 @@ void get(ByteReader& r, AttemptUpdate& v) {
   get_optional(r, v.last_heartbeat_time, [&] { return r.f64(); });
 }
 
+void put(ByteWriter& w, const AttemptReport& v) {
+  w.u64(v.rollout_id);
+  w.u64(v.attempt_id);
+  put(w, v.update);
+}
+void get(ByteReader& r, AttemptReport& v) {
+  v.rollout_id = r.u64();
+  v.attempt_id = r.u64();
+  get(r, v.update);
+}
+
+void put(ByteWriter& w, const ReportOutcome& v) {
+  put_optional(w, v.attempt, [&](const Attempt& a) { put(w, a); });
+  w.bytes(v.refusal);
+}
+void get(ByteReader& r, ReportOutcome& v) {
+  get_optional(r, v.attempt, [&] {
+    Attempt a;
+    get(r, a);
+    return a;
+  });
+  v.refusal = std::string(r.bytes());
+}
+
 void put(ByteWriter& w, const RolloutUpdate& v) {
   put_optional(w, v.status, [&](RolloutStatus s) { put_enum(w, s); });
   put_optional(w, v.mode, [&](Mode m) { put_enum(w, m); });
@@ -355,6 +379,11 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
       auto update = read<AttemptUpdate>(in);
       in.expect_end();
       return reply(s.update_attempt(rollout, attempt, update));
+    }
+    case Type::update_attempts: {
+      auto reports = read<std::vector<AttemptReport>>(in);
+      in.expect_end();
+      return reply(s.update_attempts(reports));
     }
     case Type::update_rollout: {
       auto rollout = read<std::uint64_t>(in);

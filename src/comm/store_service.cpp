@@ -200,6 +200,9 @@ std::uint64_t RemoteStore::add_span(Span span) { return call<std::uint64_t>(wire
 Attempt RemoteStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) {
   return call<Attempt>(wire::Type::update_attempt, 0, rollout_id, attempt_id, update);
 }
+std::vector<ReportOutcome> RemoteStore::update_attempts(const std::vector<AttemptReport>& reports) {
+  return call<std::vector<ReportOutcome>>(wire::Type::update_attempts, 0, reports);
+}
 Rollout RemoteStore::update_rollout(RolloutId rollout_id, const RolloutUpdate& update) {
   return call<Rollout>(wire::Type::update_rollout, 0, rollout_id, update);
 }

@@ -22,7 +22,7 @@ bool oversubscribed() {
 
 // Spinning helps only a rank with a core to itself; on an oversubscribed node it takes the
 // core from the rank it waits for, and yielding gives it to that rank.
-IdleBackoff::IdleBackoff() : spin_polls_(oversubscribed() ? 0 : 2000), yield_polls_(oversubscribed() ? 50 : 0) {}
+IdleBackoff::IdleBackoff() : spin_polls_(oversubscribed() ? 0 : 2000), yield_polls_(oversubscribed() ? 0 : 0) {}
 
 void IdleBackoff::idle() {
   ++idle_polls_;

@@ -35,6 +35,18 @@ std::optional<AttemptStatus> parse_attempt_status(std::string_view name) {
 
 namespace arclight::store {
 
+std::vector<ReportOutcome> Store::update_attempts(const std::vector<AttemptReport>& reports) {
+  std::vector<ReportOutcome> outcomes(reports.size());
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    try {
+      outcomes[i].attempt = update_attempt(reports[i].rollout_id, reports[i].attempt_id, reports[i].update);
+    } catch (const StoreError& e) {
+      outcomes[i].refusal = e.what();
+    }
+  }
+  return outcomes;
+}
+
 Rollout Store::get_rollout(RolloutId rollout_id) {
   RolloutFilter filter;
   filter.ids = {rollout_id};

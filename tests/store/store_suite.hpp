@@ -403,6 +403,38 @@ inline void workers_and_statistics(Harness& h) {
   BOOST_TEST(after.span_bytes > before.span_bytes);
 }
 
+inline void a_batch_of_reports_applies_each_and_refuses_one_by_one(Harness& h) {
+  Store& s = h.store();
+  s.enqueue({task("a"), task("b"), task("c")});
+  auto got = s.dequeue("batch-worker", 3);
+  BOOST_REQUIRE(got.size() == 3u);
+  s.update_attempt(got[2].rollout.id, got[2].attempt.id, status_update(AttemptStatus::succeeded));
+  std::vector<AttemptReport> reports(4);
+  for (int i = 0; i < 3; ++i) {
+    reports[i].rollout_id = got[i].rollout.id;
+    reports[i].attempt_id = got[i].attempt.id;
+  }
+  reports[0].update = status_update(AttemptStatus::succeeded);
+  reports[1].update = status_update(AttemptStatus::failed);
+  reports[2].update = status_update(AttemptStatus::failed);  // already succeeded: refused
+  reports[3].rollout_id = 999999;                            // no such rollout: refused
+  reports[3].attempt_id = 1;
+  reports[3].update = status_update(AttemptStatus::failed);
+  std::vector<ReportOutcome> outcomes = s.update_attempts(reports);
+  BOOST_REQUIRE(outcomes.size() == 4u);
+  BOOST_REQUIRE(outcomes[0].attempt.has_value());
+  BOOST_TEST((outcomes[0].attempt->status == AttemptStatus::succeeded));
+  BOOST_REQUIRE(outcomes[1].attempt.has_value());
+  BOOST_TEST((outcomes[1].attempt->status == AttemptStatus::failed));
+  BOOST_TEST(!outcomes[2].attempt.has_value());
+  BOOST_TEST(!outcomes[2].refusal.empty());
+  BOOST_TEST(!outcomes[3].attempt.has_value());
+  BOOST_TEST(outcomes[3].refusal.find("999999") != std::string::npos, outcomes[3].refusal);
+  BOOST_TEST((s.get_rollout(got[0].rollout.id).status == RolloutStatus::succeeded));
+  BOOST_TEST((s.get_rollout(got[2].rollout.id).status == RolloutStatus::succeeded));
+  BOOST_TEST(s.update_attempts({}).empty());
+}
+
 // Every case, by name, for the harnesses to register.
 inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
   return {
@@ -423,6 +455,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
       {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},
       {"workers_and_statistics", workers_and_statistics},
+      {"a_batch_of_reports_applies_each_and_refuses_one_by_one", a_batch_of_reports_applies_each_and_refuses_one_by_one},
   };
 }
 

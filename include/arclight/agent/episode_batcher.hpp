@@ -42,7 +42,6 @@ class EpisodeBatcher {
     LlmResponse response;
     std::exception_ptr error;  // the forward pass failed: the episode sees the exception
     bool done = false;
-    std::condition_variable served;
   };
   class Handle;
   LlmResponse submit(std::size_t episode, const std::vector<std::int32_t>& prompt, int max_new_tokens);
@@ -57,6 +56,7 @@ class EpisodeBatcher {
   std::mutex mutex_;
   std::condition_variable to_batcher_;
   std::vector<Request*> pending_;
+  std::vector<std::condition_variable> answered_;  // by episode: its request was served
   int live_ = 0;
   std::deque<std::function<void()>> jobs_;  // episodes no thread has taken yet
   std::condition_variable to_workers_;

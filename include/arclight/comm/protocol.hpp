@@ -44,6 +44,7 @@ enum class Type : std::uint8_t {
   statistics,
   reset,  // tests only: the server replaces its store with a fresh one, when it was built to allow it
   bye,    // a client is done; no reply
+  update_attempts,
   end_
 };
 
@@ -75,6 +76,8 @@ void put(ByteWriter& w, const store::Attempt& v);
 void put(ByteWriter& w, const store::AttemptedRollout& v);
 void put(ByteWriter& w, const store::Span& v);
 void put(ByteWriter& w, const store::AttemptUpdate& v);
+void put(ByteWriter& w, const store::AttemptReport& v);
+void put(ByteWriter& w, const store::ReportOutcome& v);
 void put(ByteWriter& w, const store::RolloutUpdate& v);
 void put(ByteWriter& w, const store::RolloutFilter& v);
 void put(ByteWriter& w, const store::SpanFilter& v);
@@ -95,6 +98,8 @@ void get(ByteReader& r, store::Attempt& v);
 void get(ByteReader& r, store::AttemptedRollout& v);
 void get(ByteReader& r, store::Span& v);
 void get(ByteReader& r, store::AttemptUpdate& v);
+void get(ByteReader& r, store::AttemptReport& v);
+void get(ByteReader& r, store::ReportOutcome& v);
 void get(ByteReader& r, store::RolloutUpdate& v);
 void get(ByteReader& r, store::RolloutFilter& v);
 void get(ByteReader& r, store::SpanFilter& v);

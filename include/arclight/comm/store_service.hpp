@@ -87,6 +87,7 @@ class RemoteStore : public store::Store {
   std::uint64_t add_span(store::Span span) override;
   store::Attempt update_attempt(store::RolloutId rollout_id, store::AttemptId attempt_id,
                                 const store::AttemptUpdate& update) override;
+  std::vector<store::ReportOutcome> update_attempts(const std::vector<store::AttemptReport>& reports) override;
   store::Rollout update_rollout(store::RolloutId rollout_id, const store::RolloutUpdate& update) override;
   store::Page<store::Rollout> query_rollouts(const store::RolloutFilter& filter, store::Paging paging) override;
   store::Page<store::Attempt> query_attempts(const store::AttemptFilter& filter, store::Paging paging) override;

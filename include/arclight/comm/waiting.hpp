@@ -19,7 +19,7 @@ namespace arclight::comm {
 
 class IdleBackoff {
  public:
-  static constexpr std::chrono::microseconds first_sleep{10}, max_sleep{1000};
+  static constexpr std::chrono::microseconds first_sleep{50}, max_sleep{1000};
   IdleBackoff();
   // One empty poll: spin, or sleep a little longer than last time.
   void idle();

@@ -31,6 +31,9 @@ class Store {
   // Stores one span and returns its sequence id; throws StoreError, saying why, when it is refused.
   virtual std::uint64_t add_span(Span span) = 0;
   virtual Attempt update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) = 0;
+  // Many update_attempt calls in order, as one request (a runner ends a batch of episodes at
+  // once): a refused report leaves the others standing and says why in its outcome.
+  virtual std::vector<ReportOutcome> update_attempts(const std::vector<AttemptReport>& reports);
   virtual Rollout update_rollout(RolloutId rollout_id, const RolloutUpdate& update) = 0;
 
   // ---- queries ----

@@ -151,6 +151,19 @@ struct AttemptUpdate {
   std::optional<double> last_heartbeat_time;
 };
 
+// One attempt's update in a batch of them (Store::update_attempts).
+struct AttemptReport {
+  RolloutId rollout_id = 0;
+  AttemptId attempt_id = 0;
+  AttemptUpdate update;
+};
+
+// What became of one report: the attempt as it is now, or why the store refused it.
+struct ReportOutcome {
+  std::optional<Attempt> attempt;
+  std::string refusal;  // when refused
+};
+
 struct RolloutUpdate {
   std::optional<RolloutStatus> status;
   std::optional<Mode> mode;
