@@ -9,6 +9,8 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools
   libcli11-dev
   libboost-test-dev
+  # the episode batcher runs each episode on a stack of its own (fibers)
+  libboost-context-dev
   libtorch-dev
   # LibTorch falls back to the slow reference BLAS without an optimized one.
   libopenblas0-pthread

@@ -1,5 +1,8 @@
 #include <malloc.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "arclight/app/run.hpp"
 
 int main(int argc, char** argv) {
@@ -9,6 +12,12 @@ int main(int argc, char** argv) {
   // the heap, to be reused.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // Rank 0 serves the store and waits by testing and sleeping (comm/waiting.hpp), never inside
+  // MPI but for its checkpoint writes: Open MPI's yield in every empty poll, its default where
+  // ranks outnumber cores, would only add a system call to each of its polls. (Other ranks keep
+  // it: they wait inside MPI in their all-reduces.) A user's own setting wins.
+  if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK"); rank && std::string_view(rank) == "0")
+    setenv("OMPI_MCA_mpi_yield_when_idle", "0", 0);
   arclight::comm::MpiRuntime mpi(argc, argv);
   return arclight::app::run(mpi, argc, argv);
 }

@@ -427,7 +427,7 @@ void run_trainer(const Config& config, const Channels& ch, const Layout& layout,
       store.add_resources("policy", "version=0 checksum=" + std::to_string(checksum(policy.flat_parameters())));
     }
   }
-  comm::IdleBackoff backoff;
+  comm::IdleBackoff backoff(comm::IdleBackoff::Awaiting::next_message);
   std::int64_t version = 0;
   // This trainer's share of every checkpoint: a run of tensors (parallel HDF5, one file).
   std::vector<ckpt::TensorInfo> tensors;
@@ -1053,7 +1053,7 @@ class Coordinator {
   store::MemoryStore store_;
   store::Watchdog watchdog_;
   comm::StoreServer server_;
-  comm::IdleBackoff backoff_;
+  comm::IdleBackoff backoff_{comm::IdleBackoff::Awaiting::next_message};
   std::unique_ptr<agent::Agent> agent_;
   std::mt19937_64 rng_;
   std::uint64_t version_ = 0;

@@ -22,17 +22,25 @@ bool oversubscribed() {
 
 // Spinning helps only a rank with a core to itself; on an oversubscribed node it takes the
 // core from the rank it waits for, and yielding gives it to that rank.
-IdleBackoff::IdleBackoff() : spin_polls_(oversubscribed() ? 0 : 2000), yield_polls_(oversubscribed() ? 0 : 0) {}
+IdleBackoff::IdleBackoff(Awaiting awaiting)
+    : yield_(oversubscribed()), busy_(!yield_ || awaiting == Awaiting::reply), reply_(awaiting == Awaiting::reply) {}
 
 void IdleBackoff::idle() {
-  ++idle_polls_;
-  if (idle_polls_ <= spin_polls_) return;
-  if (idle_polls_ <= spin_polls_ + yield_polls_) {
-    sched_yield();
+  const auto now = std::chrono::steady_clock::now();
+  if (!waiting_) {
+    waiting_ = true;
+    since_ = now;
+    sleep_ = first_sleep;
+    yielded_ = 0;
+  }
+  if (busy_ && (yield_ ? yielded_++ < yields : now - since_ < spin_time)) {
+    if (yield_) sched_yield();
     return;
   }
   std::this_thread::sleep_for(sleep_);
-  sleep_ = std::min(sleep_ * 2, max_sleep);
+  // Each wake-up costs a few microseconds of system time: sleep longer and longer, but while a
+  // reply is young it may come any moment.
+  if (!reply_ || now - since_ >= young) sleep_ = std::min(sleep_ * 2, max_sleep);
 }
 
 bool try_receive(MPI_Comm comm, int source, int tag, std::string& bytes, int* from) {
@@ -60,7 +68,7 @@ void wait_all(std::vector<MPI_Request>& requests, IdleBackoff& backoff) {
 }
 
 void wait_all(std::vector<MPI_Request>& requests) {
-  IdleBackoff backoff;
+  IdleBackoff backoff(IdleBackoff::Awaiting::reply);
   wait_all(requests, backoff);
 }
 

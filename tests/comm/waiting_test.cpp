@@ -37,7 +37,7 @@ BOOST_AUTO_TEST_CASE(try_receive_takes_what_has_come_and_nothing_else) {
     MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, 0, tag_test, MPI_COMM_WORLD);
   } else {
     std::set<int> heard;
-    IdleBackoff backoff;
+    IdleBackoff backoff(IdleBackoff::Awaiting::next_message);
     while (heard.size() < 2) {
       int from = -1;
       if (!try_receive(MPI_COMM_WORLD, MPI_ANY_SOURCE, tag_test, bytes, &from)) {

@@ -55,7 +55,7 @@ class StoreServer {
   void complete_sends();
 
   MPI_Comm comm_;
-  IdleBackoff backoff_;
+  IdleBackoff backoff_{IdleBackoff::Awaiting::next_message};
   store::MemoryStore* store_;
   std::function<store::MemoryStore&()> fresh_store_;
   std::string buffer_;
@@ -113,7 +113,7 @@ class RemoteStore : public store::Store {
   std::string exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds);
 
   MPI_Comm comm_;
-  IdleBackoff backoff_;
+  IdleBackoff backoff_{IdleBackoff::Awaiting::reply};
   int server_;
   double reply_timeout_;
   std::mutex mutex_;

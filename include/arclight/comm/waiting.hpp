@@ -5,10 +5,10 @@
 // poll, and where ranks outnumber cores (mpirun --oversubscribe) every empty poll calls
 // sched_yield, which the kernel bills as system time; a rank that waits seconds that way burns
 // its share of a core. So a rank never blocks inside MPI while it may wait long: it tests, and
-// between tests it spins while it has a core of its own (or yields a few times when it has
-// not, which hands the core straight to the rank it waits for), then sleeps, each sleep twice
-// the last, up to max_sleep. A short wait costs no latency; a long one about one wake-up per
-// max_sleep.
+// between tests it first spins (while it has a core of its own) or yields (which hands the core
+// straight to the rank it waits for, when it has not) for a short while, so that a quick answer
+// costs no latency, then sleeps, each sleep twice the last, up to max_sleep: a long wait costs
+// about one wake-up per max_sleep.
 #include <mpi.h>
 
 #include <chrono>
@@ -19,19 +19,29 @@ namespace arclight::comm {
 
 class IdleBackoff {
  public:
-  static constexpr std::chrono::microseconds first_sleep{50}, max_sleep{1000};
-  IdleBackoff();
-  // One empty poll: spin, or sleep a little longer than last time.
+  // What the rank waits for: the reply to what it sent (soon: worth yielding for, on an
+  // oversubscribed node), or whatever comes next (a server's requests, a trainer's next batch:
+  // not worth a core's worth of yields).
+  enum class Awaiting { reply, next_message };
+  // How long a wait spins (a core of its own), or how many times it yields (none), before it
+  // sleeps: a yield that hands the core over lasts until the other rank's time slice ends.
+  static constexpr std::chrono::microseconds spin_time{2000};
+  static constexpr int yields = 200;
+  // Then sleeps, short ones while a reply is young (a busy peer answers soon), then longer ones.
+  static constexpr std::chrono::microseconds first_sleep{50}, young{3000}, max_sleep{1000};
+  explicit IdleBackoff(Awaiting awaiting);
+  // One empty poll: spin or yield while the wait is young, else sleep a little longer than last time.
   void idle();
-  // Something arrived: the next wait starts short again.
-  void reset() {
-    idle_polls_ = 0;
-    sleep_ = first_sleep;
-  }
+  // Something arrived: the next wait starts afresh.
+  void reset() { waiting_ = false; }
 
  private:
-  int spin_polls_, yield_polls_;
-  int idle_polls_ = 0;
+  bool yield_;  // rather than spin: this node has more ranks than cores
+  bool busy_;   // spin or yield at all before sleeping
+  bool reply_;
+  bool waiting_ = false;
+  int yielded_ = 0;
+  std::chrono::steady_clock::time_point since_;
   std::chrono::microseconds sleep_ = first_sleep;
 };
 
