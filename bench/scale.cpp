@@ -1,0 +1,178 @@
+// Rank 0's capacity for a cluster, on one machine (mpirun -np 1+C): many logical runners,
+// multiplexed on C client ranks, each following a runner's message pattern with the sizes of
+// configs/train_128gpu.toml (arith, 9 digits: one policy call of 21 prompt and 10 response
+// tokens per episode, and a reward and a result span), against one rank 0 that serves its
+// store as training does (MemoryStore, watchdog, StoreServer). Every step: each logical runner
+// dequeues its share of the step's rollouts, sends their spans as one batch (below
+// runner.span_batch = 256), and ends them with one update_attempts. Rank 0 then checks that
+// every rollout succeeded with one attempt (none lost or answered twice) and that it saw every
+// worker; the clients' request latencies come to rank 0. Last line: one JSON object.
+//   bench_scale RUNNERS STEPS ROLLOUTS_PER_STEP STEP_SECONDS
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "arclight/comm/store_service.hpp"
+#include "arclight/store/memory_store.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+constexpr int prompt_tokens = 21, response_tokens = 10, spans_per_episode = 3;
+
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return 0;
+}
+
+// The spans of one arith episode, as a runner's tracer writes them.
+void add_episode_spans(const AttemptedRollout& ar, std::vector<Span>& out) {
+  Span llm;
+  llm.rollout_id = ar.rollout.id;
+  llm.attempt_id = ar.attempt.id;
+  llm.name = "llm.call";
+  llm.status = SpanStatus::ok;
+  llm.attributes = {{"prompt_ids", TokenIds(std::vector<std::int32_t>(prompt_tokens, 3))},
+                    {"response_ids", TokenIds(std::vector<std::int32_t>(response_tokens, 5))},
+                    {"logprobs", Floats(std::vector<float>(response_tokens, -0.5f))},
+                    {"policy_version", 7.0}};
+  Span reward = llm;
+  reward.name = "reward";
+  reward.attributes = {{"reward", 0.8}, {"step", 0.0}};
+  Span result = llm;
+  result.name = "result";
+  result.attributes = {{"token_accuracy", 0.8}, {"exact", 0.0}, {"success", 0.0}};
+  out.push_back(std::move(llm));
+  out.push_back(std::move(reward));
+  out.push_back(std::move(result));
+}
+
+double percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * double(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int runners = argc > 1 ? std::atoi(argv[1]) : 1024;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int per_step = argc > 3 ? std::atoi(argv[3]) : 8192;
+  const double step_seconds = argc > 4 ? std::atof(argv[4]) : 1.0;
+  const int clients = size - 1;
+  if (clients < 1 || runners < clients || per_step % runners != 0) {
+    if (rank == 0) std::fprintf(stderr, "bench_scale: need a client rank, a runner per client and rollouts per step divisible by runners\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  const int share = per_step / runners;  // rollouts per logical runner per step
+  std::vector<double> latencies;          // a client's, in seconds
+  double elapsed = 0;
+  long rss_before = 0, rss_after = 0;
+  bool checks_pass = true;
+  std::string why;
+  if (rank == 0) {
+    SystemClock clock;
+    RolloutConfig rc;
+    rc.timeout_seconds = 1800;
+    rc.unresponsive_seconds = 120;
+    MemoryStore store(clock, rc);
+    Watchdog watchdog(store, watchdog_interval(rc));
+    NewRollout task;
+    task.input = "123456789+987654321";
+    std::vector<NewRollout> all(static_cast<std::size_t>(steps) * per_step, task);
+    store.enqueue(std::move(all));  // the coordinator's part, not timed
+    rss_before = rss_kib();
+    comm::StoreServer server(MPI_COMM_WORLD, store);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Steady::now();
+    server.serve_until_all_done();
+    elapsed = std::chrono::duration<double>(Steady::now() - t0).count();
+    rss_after = rss_kib();
+    const Statistics stats = store.statistics();
+    const std::uint64_t expected = static_cast<std::uint64_t>(steps) * per_step;
+    if (stats.rollouts[int(RolloutStatus::succeeded)] != expected)
+      checks_pass = false, why += "succeeded " + std::to_string(stats.rollouts[int(RolloutStatus::succeeded)]) + " of " + std::to_string(expected) + "; ";
+    if (stats.attempts[int(AttemptStatus::succeeded)] != expected)
+      checks_pass = false, why += "attempts " + std::to_string(stats.attempts[int(AttemptStatus::succeeded)]) + "; ";
+    if (stats.spans != expected * spans_per_episode) checks_pass = false, why += "spans " + std::to_string(stats.spans) + "; ";
+    if (stats.workers != static_cast<std::uint64_t>(runners))
+      checks_pass = false, why += "workers seen " + std::to_string(stats.workers) + "; ";
+  } else {
+    comm::RemoteStore client(MPI_COMM_WORLD, 0);
+    const int first = (rank - 1) * runners / clients, mine = rank * runners / clients - first;
+    std::vector<std::string> names;
+    for (int k = 0; k < mine; ++k) names.push_back("runner-" + std::to_string(first + k));
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto timed = [&](auto&& call) {
+      const auto t = Steady::now();
+      call();
+      latencies.push_back(std::chrono::duration<double>(Steady::now() - t).count());
+    };
+    for (int s = 0; s < steps; ++s) {
+      // Every logical runner takes its share: all of them are in flight at once.
+      std::vector<std::vector<AttemptedRollout>> held(static_cast<std::size_t>(mine));
+      for (int k = 0; k < mine; ++k) timed([&] { held[k] = client.dequeue(names[k], static_cast<std::size_t>(share)); });
+      for (int k = 0; k < mine; ++k) {
+        std::vector<Span> spans;
+        for (const AttemptedRollout& ar : held[k]) add_episode_spans(ar, spans);
+        timed([&] { client.add_spans(std::move(spans)); });
+      }
+      for (int k = 0; k < mine; ++k) {
+        std::vector<AttemptReport> ends;
+        for (const AttemptedRollout& ar : held[k]) {
+          AttemptReport r;
+          r.rollout_id = ar.rollout.id;
+          r.attempt_id = ar.attempt.id;
+          r.update.status = AttemptStatus::succeeded;
+          ends.push_back(r);
+        }
+        timed([&] { client.update_attempts(ends); });
+      }
+    }
+  }  // the clients' byes end the server's loop
+  // The clients' latencies, to rank 0.
+  int count = static_cast<int>(latencies.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<double> all;
+  if (rank == 0) {
+    for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+    all.resize(static_cast<std::size_t>(offsets[size - 1] + counts[size - 1]));
+  }
+  MPI_Gatherv(latencies.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    const double rollouts = double(steps) * per_step;
+    const double rollouts_per_s = rollouts / elapsed, spans_per_s = rollouts * spans_per_episode / elapsed;
+    const double demand = per_step / step_seconds;
+    const double p50 = percentile(all, 0.50) * 1e3, p99 = percentile(all, 0.99) * 1e3;
+    const double bytes_per_rollout = double(rss_after - rss_before) * 1024.0 / rollouts;
+    std::printf("%d logical runners on %d ranks, %d steps of %d rollouts: %.0f rollouts/s, %.0f spans/s, "
+                "request latency p50 %.3f ms p99 %.3f ms; rank 0 grew %.0f bytes per rollout (it keeps every span); "
+                "demand %.0f rollouts/s (a step of %.2f s): capacity/demand %.2f; checks %s%s\n",
+                runners, clients, steps, per_step, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
+                step_seconds, rollouts_per_s / demand, checks_pass ? "passed" : "FAILED: ", why.c_str());
+    std::printf("{\"runners\": %d, \"client_ranks\": %d, \"rollouts_per_s\": %.0f, \"spans_per_s\": %.0f, "
+                "\"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, \"rank0_bytes_per_rollout\": %.0f, "
+                "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
+                runners, clients, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
+                rollouts_per_s / demand, checks_pass ? "true" : "false");
+  }
+  MPI_Finalize();
+  return checks_pass ? 0 : 1;
+}
