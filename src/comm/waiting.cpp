@@ -57,19 +57,14 @@ bool try_receive(MPI_Comm comm, int source, int tag, std::string& bytes, int* fr
   return true;
 }
 
-void wait_all(std::vector<MPI_Request>& requests, IdleBackoff& backoff) {
-  backoff.reset();
+void wait_all(std::vector<MPI_Request>& requests) {
+  IdleBackoff backoff(IdleBackoff::Awaiting::reply);
   for (;;) {
     int done = 0;
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
     backoff.idle();
   }
-}
-
-void wait_all(std::vector<MPI_Request>& requests) {
-  IdleBackoff backoff(IdleBackoff::Awaiting::reply);
-  wait_all(requests, backoff);
 }
 
 }  // namespace arclight::comm

@@ -49,8 +49,7 @@ class IdleBackoff {
 // into `bytes` (resized; its capacity is reused) and its sender into `from`. Never blocks.
 bool try_receive(MPI_Comm comm, int source, int tag, std::string& bytes, int* from = nullptr);
 
-// Completes every request, sleeping between tests as above.
+// Completes every request, sleeping between tests as for a reply.
 void wait_all(std::vector<MPI_Request>& requests);
-void wait_all(std::vector<MPI_Request>& requests, IdleBackoff& backoff);
 
 }  // namespace arclight::comm
