@@ -1,5 +1,6 @@
 #include "arclight/app/training.hpp"
 #include "arclight/app/run_report.hpp"
+#include "arclight/app/usage.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/version.hpp"
 
@@ -15,8 +16,6 @@
 #include <sstream>
 #include <atomic>
 #include <csignal>
-#include <ctime>
-#include <sys/resource.h>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -55,41 +54,7 @@ constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
 std::atomic<bool> stop_requested{false};
 extern "C" void request_stop(int) { stop_requested = true; }
 
-// The CPU time a rank spends generating (a runner's forward passes) or training (a trainer's
-// steps), the compute of the run in <run.dir>/usage.json: the CPU time of the thread that
-// does it, so that a rank's waiting, store traffic and other threads are not counted. (Pool
-// threads of LibTorch, when a rank has more than one, are not counted either: an undercount.)
-class ComputeClock {
- public:
-  class Section {
-   public:
-    explicit Section(ComputeClock& clock) : clock_(clock), started_(thread_cpu_seconds()) {}
-    ~Section() { clock_.add(thread_cpu_seconds() - started_); }
-    Section(const Section&) = delete;
-    Section& operator=(const Section&) = delete;
-
-   private:
-    ComputeClock& clock_;
-    double started_;
-  };
-  double seconds() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return total_;
-  }
-
- private:
-  static double thread_cpu_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-  }
-  void add(double seconds) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    total_ += seconds;
-  }
-  std::mutex mutex_;
-  double total_ = 0;
-};
+// The compute time of this rank (<run.dir>/usage.json).
 ComputeClock compute_clock;
 
 std::string checkpoint_dir_of(const Config& config) {
@@ -1127,27 +1092,6 @@ int run_worker(const Config& config, const Channels& ch, const Layout& layout, i
   return exit_ok;
 }
 
-// Collective: every rank's CPU time (user, system) and compute time, gathered by rank 0 into
-// <run.dir>/usage.json, with the job's wall time and the node's cores.
-void write_usage(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, double wall_seconds) {
-  rusage self{};
-  getrusage(RUSAGE_SELF, &self);
-  auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
-  std::ostringstream mine;
-  mine << std::setprecision(6) << "{\"rank\": " << mpi.rank() << ", \"role\": \""
-       << (mpi.rank() == 0 ? std::string("coordinator") : role_name(layout.roles[mpi.rank()]))
-       << "\", \"user_seconds\": " << seconds(self.ru_utime) << ", \"system_seconds\": " << seconds(self.ru_stime)
-       << ", \"compute_seconds\": " << compute_clock.seconds() << "}";
-  const std::vector<std::string> all = mpi.gather(mine.str(), 0);
-  if (mpi.rank() != 0) return;
-  const std::filesystem::path path = std::filesystem::path(config.run.dir) / "usage.json";
-  std::ofstream out(path);
-  out << std::setprecision(6) << "{\"wall_seconds\": " << wall_seconds
-      << ", \"node_cores\": " << std::thread::hardware_concurrency() << ", \"ranks\": [\n";
-  for (std::size_t r = 0; r < all.size(); ++r) out << "  " << all[r] << (r + 1 < all.size() ? ",\n" : "\n");
-  out << "]}\n";
-  if (!out) log::warn("could not write ", path.string());
-}
 }  // namespace
 
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,
@@ -1159,7 +1103,8 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
   Channels ch = open_channels(layout, rank);
   const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config)
                              : run_worker(config, ch, layout, rank);
-  write_usage(mpi, config, layout, seconds_since(start));
+  write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
+              (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;
 }
 

@@ -22,8 +22,7 @@ bool oversubscribed() {
 
 // Spinning helps only a rank with a core to itself; on an oversubscribed node it takes the
 // core from the rank it waits for, and yielding gives it to that rank.
-IdleBackoff::IdleBackoff(Awaiting awaiting)
-    : yield_(oversubscribed()), busy_(!yield_ || awaiting == Awaiting::reply), reply_(awaiting == Awaiting::reply) {}
+IdleBackoff::IdleBackoff(Awaiting awaiting) : yield_(oversubscribed()), reply_(awaiting == Awaiting::reply) {}
 
 void IdleBackoff::idle() {
   const auto now = std::chrono::steady_clock::now();
@@ -33,8 +32,9 @@ void IdleBackoff::idle() {
     sleep_ = first_sleep;
     yielded_ = 0;
   }
-  if (busy_ && (yield_ ? yielded_++ < yields : now - since_ < spin_time)) {
-    if (yield_) sched_yield();
+  if (!yield_ && now - since_ < spin_time) return;  // spinning costs nobody else a core
+  if (yield_ && reply_ && yielded_++ < yields) {
+    sched_yield();
     return;
   }
   std::this_thread::sleep_for(sleep_);

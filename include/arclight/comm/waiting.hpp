@@ -37,8 +37,7 @@ class IdleBackoff {
 
  private:
   bool yield_;  // rather than spin: this node has more ranks than cores
-  bool busy_;   // spin or yield at all before sleeping
-  bool reply_;
+  bool reply_;  // awaiting a reply
   bool waiting_ = false;
   int yielded_ = 0;
   std::chrono::steady_clock::time_point since_;
