@@ -1,4 +1,5 @@
 // guess: find a hidden number in 1..N; after each guess the environment says higher, lower or correct.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,6 +32,20 @@ class GuessAgent : public Agent {
     std::vector<std::string> tasks;
     for (int s = 1; s <= n_; ++s) tasks.push_back(std::to_string(s));
     return tasks;
+  }
+  // Guesses count only where the secret was found: the mean over solved episodes, comparable
+  // with binary search's optimum.
+  std::map<std::string, double> summarize(const std::vector<std::map<std::string, double>>& results) const override {
+    std::map<std::string, double> figures = Agent::summarize(results);
+    double solved = 0, guesses = 0;
+    for (const auto& metrics : results) {
+      const auto success = metrics.find("success"), turns = metrics.find("guesses");
+      if (success == metrics.end() || turns == metrics.end()) continue;
+      solved += success->second;
+      guesses += success->second * turns->second;
+    }
+    if (figures.count("guesses")) figures["guesses"] = guesses / std::max(1.0, solved);
+    return figures;
   }
   std::map<std::string, double> reference_figures() const override {
     return {{"optimal_guesses", binary_search_mean_guesses(n_)}};

@@ -21,6 +21,14 @@ double now_seconds() {
 }
 }  // namespace
 
+std::map<std::string, double> Agent::summarize(const std::vector<std::map<std::string, double>>& results) const {
+  std::map<std::string, double> means;
+  for (const auto& metrics : results)
+    for (const auto& [name, value] : metrics) means[name] += value;
+  for (auto& [name, sum] : means) sum /= double(results.size());
+  return means;
+}
+
 void register_agent(const std::string& name, AgentFactory factory) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   registry()[name] = std::move(factory);

@@ -17,6 +17,7 @@
 #include "arclight/core/clock.hpp"
 #include "arclight/store/memory_store.hpp"
 #include "arclight/comm/gpu.hpp"
+#include "arclight/comm/work_protocol.hpp"
 #include "arclight/app/training.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/layout.hpp"
@@ -103,10 +104,7 @@ int print_trained(const std::string& where) {
     store::ResourcesVersion v = store.get_resources(id);
     if (v.name != "trained") continue;
     ++steps;
-    const auto at = v.content.find("rollouts=");
-    std::istringstream ids(at == std::string::npos ? "" : v.content.substr(at + 9));
-    for (std::string item; std::getline(ids, item, ',');) {
-      const store::RolloutId rollout = std::stoull(item);
+    for (const store::RolloutId rollout : comm::work::decode_ledger_entry(v.content).rollouts) {
       if (!seen.insert(rollout).second) ++twice;
       ++by_task[store.get_rollout(rollout).input];
       ++rollouts;

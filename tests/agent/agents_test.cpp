@@ -123,6 +123,23 @@ BOOST_AUTO_TEST_CASE(arith_gives_credit_per_correct_digit) {
   BOOST_TEST(agent->validation_tasks() == make_agent(c)->validation_tasks());  // held out and fixed
 }
 
+BOOST_AUTO_TEST_CASE(validation_figures_are_means_and_guesses_count_only_solved_episodes) {
+  AgentConfig c;
+  c.name = "arith";
+  // Two episodes and one that failed (no metrics): each figure is the mean over all three.
+  const std::vector<std::map<std::string, double>> arith_results{
+      {{"token_accuracy", 1.0}, {"exact", 1.0}}, {{"token_accuracy", 0.5}, {"exact", 0.0}}, {}};
+  std::map<std::string, double> figures = make_agent(c)->summarize(arith_results);
+  BOOST_TEST(figures["token_accuracy"] == 0.5, tt::tolerance(1e-12));
+  BOOST_TEST(figures["exact"] == 1.0 / 3, tt::tolerance(1e-12));
+  // guess: an episode that ran out of turns says nothing about how fast the secret is found.
+  const std::vector<std::map<std::string, double>> guess_results{
+      {{"success", 1.0}, {"guesses", 3.0}}, {{"success", 1.0}, {"guesses", 5.0}}, {{"success", 0.0}, {"guesses", 8.0}}, {}};
+  figures = make_agent(guess_config())->summarize(guess_results);
+  BOOST_TEST(figures["success"] == 0.5, tt::tolerance(1e-12));
+  BOOST_TEST(figures["guesses"] == 4.0, tt::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(unknown_agents_are_refused) {
   AgentConfig c;
   c.name = "chess";

@@ -48,7 +48,10 @@ class Agent {
   virtual std::vector<std::string> validation_tasks() const = 0;
   // Runs one episode. Throws on a fault (bad task, broken tool): the attempt fails.
   virtual void run(const std::string& task, Llm& llm, Tracer& tracer) const = 0;
-  // A one-line summary of validation results (metric means), e.g. "optimal guesses 4.16".
+  // The validation figures of a set of episodes, from each one's result metrics (an empty map
+  // for an episode that failed): by default each metric's mean over all the episodes.
+  virtual std::map<std::string, double> summarize(const std::vector<std::map<std::string, double>>& results) const;
+  // Figures that validation results are read against, e.g. {"optimal_guesses": 4.16}.
   virtual std::map<std::string, double> reference_figures() const { return {}; }
 };
 

@@ -9,14 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "arclight/comm/channels.hpp"
 #include "arclight/comm/protocol.hpp"
 #include "arclight/comm/waiting.hpp"
 #include "arclight/store/store.hpp"
 
 namespace arclight::comm {
-
-inline constexpr int tag_store_request = 101;
-inline constexpr int tag_store_reply = 102;
 
 // Serves a store to the other ranks of a communicator without blocking: each
 // poll() takes every request that has arrived (MPI_Improbe / MPI_Mrecv), answers

@@ -1,0 +1,22 @@
+// Checkpoint writes in the background (roles.hpp), shared by the coordinator and the trainers.
+#include <mpi.h>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "roles.hpp"
+
+namespace arclight::app {
+
+void BackgroundWriter::start(std::function<void()> write) {
+  wait();
+  thread_ = std::thread([write = std::move(write)] {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      log::error("checkpoint: ", e.what());
+      MPI_Abort(MPI_COMM_WORLD, exit_failure);
+    }
+  });
+}
+
+}  // namespace arclight::app

@@ -1,0 +1,368 @@
+// Rank 0's step loop: enqueue a step's rollouts, serve the store while runners run them, turn
+// their spans into samples with advantages, have the trainers train, report, checkpoint.
+#include "coordinator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+
+#include "arclight/algo/advantages.hpp"
+#include "arclight/comm/waiting.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::app {
+namespace {
+
+// Set by SIGUSR1 or SIGTERM: rank 0 checkpoints at the next step boundary and ends the job
+// with exit_requeue.
+std::atomic<bool> stop_requested{false};
+extern "C" void request_stop(int) { stop_requested = true; }
+
+store::RolloutConfig rollout_config(const RolloutDefaults& d) {
+  store::RolloutConfig c;
+  c.timeout_seconds = d.timeout_seconds;
+  c.unresponsive_seconds = d.unresponsive_seconds;
+  c.max_attempts = static_cast<std::uint32_t>(d.max_attempts);
+  for (const std::string& name : d.retry_condition) c.retry_condition |= store::bit(*store::parse_attempt_status(name));
+  return c;
+}
+
+// The elapsed seconds of the last row in a metrics history.
+double elapsed_in(const std::string& history) {
+  auto at = history.rfind("\"elapsed\":");
+  return at == std::string::npos ? 0.0 : std::atof(history.c_str() + at + 10);
+}
+
+}  // namespace
+
+void stop_at_next_step_on_signals() {
+  std::signal(SIGUSR1, request_stop);
+  std::signal(SIGTERM, request_stop);
+}
+
+int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,
+                    const std::string& effective_config) {
+  Coordinator coordinator(config, ch, layout, resume, effective_config);
+  const int code = coordinator.run();
+  coordinator.shut_down();
+  return code;
+}
+
+Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, std::string resume,
+                         std::string effective_config)
+    : config_(config), ch_(ch), layout_(layout), store_(clock_, rollout_config(config.rollout)),
+      watchdog_(store_, store::watchdog_interval(store_.default_config())), server_(ch.control.get(), store_),
+      agent_(agent::make_agent(config.agent)), rng_(config.run.seed), resume_(std::move(resume)),
+      effective_config_(std::move(effective_config)), checkpoint_dir_(checkpoint_dir_of(config)) {}
+
+int Coordinator::run() {
+  std::optional<ckpt::Checkpoint> restored = restore();
+  RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,
+                   restored ? &restored->metrics_jsonl : nullptr);
+  const int first_step = restored ? static_cast<int>(restored->step) + 1 : 1;
+  report.note(log::concat(restored ? "resuming " : "training ", agent_->name(), " from step ", first_step, " to ",
+                          config_.run.steps, "; metrics in ", report.metrics_path(), ", TensorBoard events in ",
+                          report.events_path(), ", checkpoints in ", checkpoint_dir_));
+  start_ = last_checkpoint_ = Stopwatch::now();
+  elapsed_before_ = restored ? elapsed_in(restored->metrics_jsonl) : 0.0;
+  if (restored && !restored->untrained_rollouts.empty()) {
+    // The step's rollouts were enqueued (and perhaps run) before the save: they go on from
+    // the store as it was, requeued where they had not ended, and are trained on once.
+    for (std::int64_t id : restored->untrained_rollouts) next_.push_back(static_cast<store::RolloutId>(id));
+  } else if (first_step <= config_.run.steps) {
+    next_ = enqueue_step();
+  }
+  for (int step = first_step; step <= config_.run.steps; ++step) {
+    std::vector<Figure> figures = train_step(step);
+    if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps))
+      add_validation(figures);
+    const bool stop_now = stop_requested.load();
+    std::optional<ckpt::Checkpoint> snapshot;
+    if (checkpoint_due(step, stop_now)) {
+      const auto t = Stopwatch::now();
+      snapshot = capture(step, next_);  // the blocking part: the state, copied to host memory
+      figures.push_back({"checkpoint_seconds", seconds_since(t), 3});
+      last_checkpoint_ = Stopwatch::now();
+    }
+    report.step(step, figures, elapsed_before_ + seconds_since(start_));
+    if (snapshot) {
+      snapshot->metrics_jsonl = report.history();
+      write_in_background(step, std::move(*snapshot));
+    }
+    if (stop_now) {
+      report.note(log::concat("stopping after step ", step, " on a signal; checkpoint in ", checkpoint_dir_,
+                              "; run again with --resume auto"));
+      writer_.wait();
+      return exit_requeue;
+    }
+    if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next_ = enqueue_step();
+  }
+  writer_.wait();
+  return exit_ok;
+}
+
+void Coordinator::shut_down() {
+  writer_.wait();
+  const std::string stop = comm::work::encode(comm::work::Stop{});
+  for (int t : layout_.trainers())
+    MPI_Send(stop.data(), static_cast<int>(stop.size()), MPI_BYTE, t, comm::tag_work, ch_.work.get());
+  server_.serve_until_all_done();
+}
+
+// One step: its rollouts run to their end, their samples trained on. Returns the step's figures.
+std::vector<Figure> Coordinator::train_step(int step) {
+  const auto t0 = Stopwatch::now();
+  std::vector<store::RolloutId> current = std::move(next_);
+  next_.clear();
+  wait_for(current);
+  // With staleness allowed, the next step's rollouts run while this one trains.
+  if (config_.grpo.max_staleness > 0 && step < config_.run.steps) next_ = enqueue_step();
+  const double rollout_seconds = seconds_since(t0);
+  EpisodeFigures fig;
+  double staleness = 0;
+  std::vector<store::RolloutId> trained_on;
+  const std::vector<algo::Sample> samples = build_samples(current, fig, staleness, trained_on);
+  const comm::work::TrainerFigures trained = train(samples);
+  record_trained(step, trained_on);
+  const double step_seconds = seconds_since(t0);
+  ++version_;
+  const double n = std::max(1, fig.episodes);
+  return {
+      {"version", double(version_), 0},
+      {"reward", fig.reward / n, 3},
+      {"success", fig.success / n, 3},
+      {"rollouts", double(fig.episodes), 0},
+      {"rollouts_per_s", fig.episodes / std::max(1e-9, step_seconds), 1},
+      {"tokens_per_s", fig.tokens / std::max(1e-9, step_seconds), 1},
+      {"loss", trained.loss, 4},
+      {"grad_norm", trained.grad_norm, 3},
+      {"entropy", trained.entropy, 3},
+      {"staleness", staleness, 2},
+      {"failed", double(fig.failed), 0},
+      {"retries", double(fig.retries), 0},
+      {"time_rollout", rollout_seconds, 2},
+      {"time_train", trained.train_seconds, 2},
+      {"time_sync", trained.sync_seconds, 2},
+      {"elapsed", elapsed_before_ + seconds_since(start_), 1},
+  };
+}
+
+// The validation tasks, run greedily with the newest policy: the agent's figures, and the
+// reference figures to read them against.
+void Coordinator::add_validation(std::vector<Figure>& figures) {
+  const EpisodeFigures val = validate();
+  figures.push_back({"val_success", val.success / std::max(1, val.episodes), 3});
+  for (const auto& [name, value] : agent_->summarize(val.results))
+    if (name != "success") figures.push_back({"val_" + name, value, 3});
+  for (const auto& [name, value] : agent_->reference_figures()) figures.push_back({name, value, 3});
+}
+
+// The latest policy resources: rollouts name them, and runners sample with that version or newer.
+store::ResourcesId Coordinator::current_policy() {
+  try {
+    return store_.get_latest_resources("policy").id;
+  } catch (const store::StoreError&) {
+    return 0;  // the leader has not published version 0 yet: any first weights do
+  }
+}
+
+std::vector<store::RolloutId> Coordinator::enqueue_step() {
+  std::vector<store::NewRollout> batch;
+  const store::ResourcesId policy = current_policy();
+  for (int t = 0; t < config_.grpo.tasks_per_step; ++t) {
+    std::string task = agent_->make_task(rng_);
+    for (int g = 0; g < config_.grpo.group_size; ++g) {
+      store::NewRollout r;
+      r.input = task;
+      r.mode = store::Mode::train;
+      r.resources_id = policy;
+      r.metadata = std::to_string(t);  // the GRPO group within its step
+      batch.push_back(std::move(r));
+    }
+  }
+  std::vector<store::RolloutId> ids;
+  for (const store::Rollout& r : store_.enqueue(std::move(batch))) ids.push_back(r.id);
+  return ids;
+}
+
+// Serves the store until every rollout in ids has ended. Rollouts end by a request, or by the
+// watchdog (a timeout): they are counted after requests and at least every 10 ms.
+void Coordinator::wait_for(const std::vector<store::RolloutId>& ids) {
+  auto counted = Stopwatch::time_point{};
+  for (;;) {
+    if (serve_a_little() > 0 || seconds_since(counted) > 0.01) {
+      if (store_.wait_for_rollouts(ids, 0.0).size() == ids.size()) return;
+      counted = Stopwatch::now();
+    }
+  }
+}
+
+// Answers the store's requests that have come; waits a little (IdleBackoff) when none had.
+std::size_t Coordinator::serve_a_little() {
+  const std::size_t served = server_.poll();
+  if (served > 0) backoff_.reset();
+  else backoff_.idle();
+  return served;
+}
+
+std::vector<store::Span> Coordinator::spans_of(store::RolloutId id) {
+  store::SpanFilter f;
+  f.rollout_id = id;
+  f.attempt_id = store::latest_attempt;
+  return store_.query_spans(f, {}).items;
+}
+
+std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig,
+                                                     double& staleness, std::vector<store::RolloutId>& trained_on) {
+  std::map<std::string, std::vector<algo::Trajectory>> groups;
+  int stale = 0;
+  std::vector<double> lags;
+  for (const store::Rollout& r : store_.query_rollouts(store::RolloutFilter{0, ids, std::nullopt}, {}).items) {
+    fig.retries += static_cast<int>(r.attempt_count) - 1;
+    if (r.status != store::RolloutStatus::succeeded) {
+      ++fig.failed;
+      continue;
+    }
+    algo::Trajectory t = algo::read_trajectory(spans_of(r.id));
+    add_figures(t, fig);
+    const double lag = double(version_) - double(t.oldest_version());
+    lags.push_back(lag);
+    if (lag > config_.grpo.max_staleness) {
+      ++stale;
+      continue;
+    }
+    groups[r.metadata].push_back(std::move(t));
+    trained_on.push_back(r.id);
+  }
+  staleness = lags.empty() ? 0 : *std::max_element(lags.begin(), lags.end());
+  if (stale) log::debug(stale, " rollouts past max_staleness were not trained on");
+  return samples_of_groups(groups);
+}
+
+// GRPO: each trajectory's advantages relative to its group's, as samples of whole
+// trajectories or of single policy calls.
+std::vector<algo::Sample> Coordinator::samples_of_groups(
+    std::map<std::string, std::vector<algo::Trajectory>>& groups) const {
+  std::vector<algo::Sample> samples;
+  const bool per_step = config_.grpo.advantage == "per_step";
+  for (auto& [group, trajectories] : groups) {
+    std::vector<std::vector<double>> rewards;
+    for (const auto& t : trajectories) rewards.push_back(t.rewards);
+    auto advantages = algo::group_advantages(rewards, per_step, config_.grpo.gamma);
+    for (std::size_t i = 0; i < trajectories.size(); ++i) {
+      std::vector<double> per_call = advantages[i];
+      per_call.resize(trajectories[i].calls.size(), per_call.empty() ? 0.0 : per_call.back());
+      if (config_.grpo.samples == "transition") {
+        for (algo::Sample& s : algo::transition_samples(trajectories[i], per_call)) samples.push_back(std::move(s));
+      } else {
+        samples.push_back(algo::trajectory_sample(trajectories[i], per_call));
+      }
+    }
+  }
+  return samples;
+}
+
+void Coordinator::add_figures(const algo::Trajectory& t, EpisodeFigures& fig) {
+  ++fig.episodes;
+  for (double r : t.rewards) fig.reward += r;
+  for (const auto& c : t.calls) fig.tokens += double(c.response.size());
+  auto it = t.metrics.find("success");
+  fig.success += it == t.metrics.end() ? 0.0 : it->second;
+  fig.results.push_back(t.metrics);
+}
+
+// Sends every trainer its shard of the samples, serves the store meanwhile, and combines
+// their figures: the loss terms are already weighted by each shard's share, so they add up.
+comm::work::TrainerFigures Coordinator::train(const std::vector<algo::Sample>& samples) {
+  const std::vector<int> trainers = layout_.trainers();
+  std::vector<std::vector<algo::Sample>> shards(trainers.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) shards[i % trainers.size()].push_back(samples[i]);
+  const double total = algo::action_tokens(samples);
+  std::vector<std::string> messages(trainers.size());
+  std::vector<MPI_Request> sends(trainers.size());
+  for (std::size_t k = 0; k < trainers.size(); ++k) {
+    messages[k] = comm::work::encode(comm::work::Train{total, algo::encode_samples(shards[k])});
+    MPI_Isend(messages[k].data(), static_cast<int>(messages[k].size()), MPI_BYTE, trainers[k], comm::tag_work,
+              ch_.work.get(), &sends[k]);
+  }
+  comm::work::TrainerFigures sum;
+  std::size_t received = 0;
+  std::string reply;
+  int source = 0;
+  while (received < trainers.size()) {
+    if (!comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_figures, reply, &source)) {
+      serve_a_little();  // runners may be busy with stale-allowed rollouts
+      continue;
+    }
+    comm::work::TrainerFigures f;
+    try {
+      f = comm::work::decode_figures(reply);
+    } catch (const DecodeError& e) {
+      throw Error(log::concat("trainer ", source, ": ", e.what()));
+    }
+    sum.loss += f.loss;
+    sum.policy_loss += f.policy_loss;
+    sum.kl += f.kl;
+    sum.entropy += f.entropy;
+    sum.clip_fraction += f.clip_fraction;
+    if (source == layout_.trainer_leader()) {
+      sum.grad_norm = f.grad_norm;
+      sum.train_seconds = f.train_seconds;
+      sum.sync_seconds = f.sync_seconds;
+    }
+    ++received;
+  }
+  comm::wait_all(sends);
+  return sum;
+}
+
+EpisodeFigures Coordinator::validate() {
+  std::vector<store::NewRollout> batch;
+  const store::ResourcesId policy = current_policy();
+  for (const std::string& task : agent_->validation_tasks()) {
+    store::NewRollout r;
+    r.input = task;
+    r.mode = store::Mode::val;
+    r.resources_id = policy;
+    batch.push_back(std::move(r));
+  }
+  std::vector<store::RolloutId> ids;
+  for (const store::Rollout& r : store_.enqueue(std::move(batch))) ids.push_back(r.id);
+  wait_for(ids);
+  EpisodeFigures fig;
+  for (store::RolloutId id : ids) {
+    if (store_.get_rollout(id).status != store::RolloutStatus::succeeded) {
+      ++fig.failed;
+      ++fig.episodes;
+      fig.results.emplace_back();
+      continue;
+    }
+    add_figures(algo::read_trajectory(spans_of(id)), fig);
+  }
+  return fig;
+}
+
+// Sends `message` (which must outlive the requests) to every trainer.
+std::vector<MPI_Request> Coordinator::tell_trainers(const std::string& message) {
+  const std::vector<int> trainers = layout_.trainers();
+  std::vector<MPI_Request> sends(trainers.size());
+  for (std::size_t k = 0; k < trainers.size(); ++k)
+    MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, trainers[k], comm::tag_work, ch_.work.get(),
+              &sends[k]);
+  return sends;
+}
+
+// Every trainer's answer (tag_trainer_state) to what tell_trainers sent, serving the store meanwhile.
+std::vector<std::string> Coordinator::answers_of_trainers(std::vector<MPI_Request>& sends) {
+  std::vector<std::string> replies;
+  std::string reply;
+  while (replies.size() < sends.size()) {
+    if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_state, reply)) replies.push_back(reply);
+    else serve_a_little();
+  }
+  comm::wait_all(sends);
+  return replies;
+}
+
+}  // namespace arclight::app

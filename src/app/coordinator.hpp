@@ -1,0 +1,94 @@
+#pragma once
+// Rank 0 of a training job (app-private): the store, served to every other rank, and the
+// algorithm's step loop (coordinator.cpp); checkpoints and restore (coordinator_checkpoint.cpp).
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "arclight/agent/agent.hpp"
+#include "arclight/algo/adapter.hpp"
+#include "arclight/app/run_report.hpp"
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/comm/store_service.hpp"
+#include "arclight/comm/work_protocol.hpp"
+#include "arclight/store/memory_store.hpp"
+#include "roles.hpp"
+
+namespace arclight::app {
+
+// Sums over the episodes of a step (or of a validation).
+struct EpisodeFigures {
+  double reward = 0, success = 0, tokens = 0;
+  std::vector<std::map<std::string, double>> results;  // each episode's result metrics (empty: it failed)
+  int episodes = 0, failed = 0, retries = 0;
+};
+
+class Coordinator {
+ public:
+  Coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, std::string resume,
+              std::string effective_config);
+  // Returns exit_ok, or exit_requeue when a signal asked the job to stop after a checkpoint.
+  int run();
+  // Tells the trainers to stop and serves the store until every rank has said bye.
+  void shut_down();
+
+ private:
+  // ---- the step loop (coordinator.cpp) ----
+  std::vector<Figure> train_step(int step);
+  void add_validation(std::vector<Figure>& figures);
+  std::vector<store::RolloutId> enqueue_step();
+  store::ResourcesId current_policy();
+  void wait_for(const std::vector<store::RolloutId>& ids);
+  std::size_t serve_a_little();
+  std::vector<store::Span> spans_of(store::RolloutId id);
+  std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig,
+                                         double& staleness, std::vector<store::RolloutId>& trained_on);
+  std::vector<algo::Sample> samples_of_groups(std::map<std::string, std::vector<algo::Trajectory>>& groups) const;
+  static void add_figures(const algo::Trajectory& t, EpisodeFigures& fig);
+  comm::work::TrainerFigures train(const std::vector<algo::Sample>& samples);
+  EpisodeFigures validate();
+  std::vector<MPI_Request> tell_trainers(const std::string& message);
+  std::vector<std::string> answers_of_trainers(std::vector<MPI_Request>& sends);
+
+  // ---- checkpoints and restore (coordinator_checkpoint.cpp) ----
+  std::optional<ckpt::Checkpoint> restore();
+  std::optional<ckpt::Checkpoint> load();
+  void check_same_model(const std::string& path, const std::string& saved_config) const;
+  void commit_resume(const ckpt::Checkpoint* restored);
+  void restore_state(const std::string& path, const ckpt::Checkpoint& c);
+  bool checkpoint_due(int step, bool stop_requested) const;
+  ckpt::Checkpoint capture(int step, const std::vector<store::RolloutId>& untrained);
+  void write_in_background(int step, ckpt::Checkpoint c);
+  void record_trained(int step, const std::vector<store::RolloutId>& ids);
+
+  const Config& config_;
+  const comm::Channels& ch_;
+  const Layout& layout_;
+  SystemClock clock_;
+  store::MemoryStore store_;
+  store::Watchdog watchdog_;
+  comm::StoreServer server_;
+  comm::IdleBackoff backoff_{comm::IdleBackoff::Awaiting::next_message};
+  std::unique_ptr<agent::Agent> agent_;
+  std::mt19937_64 rng_;
+  std::uint64_t version_ = 0;
+  std::vector<store::RolloutId> next_;  // the next step's rollouts, once enqueued
+  std::string resume_;
+  std::string effective_config_;
+  std::string checkpoint_dir_;
+  Stopwatch::time_point start_, last_checkpoint_;
+  double elapsed_before_ = 0;      // the run's seconds before the version resumed from
+  std::string restored_path_;      // the version resumed from
+  bool resumed_in_place_ = false;  // from a version in this run's checkpoint directory
+  // How much of the store's append-only logs LATEST holds: entries and bytes.
+  struct {
+    std::size_t history = 0, spans = 0;
+    std::uint64_t history_bytes = 0, span_bytes = 0;
+  } logs_;
+  BackgroundWriter writer_;  // last: joined before the store it reads is gone
+};
+
+}  // namespace arclight::app

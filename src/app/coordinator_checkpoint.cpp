@@ -1,0 +1,212 @@
+// Rank 0's checkpoints: when one is due, the blocking capture of the state, the write in the
+// background with the trainers' shares; and at start, the restore of a version (or a fresh start).
+#include <csignal>
+#include <filesystem>
+#include <sstream>
+#include <tuple>
+
+#include "arclight/comm/work_protocol.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "arclight/core/version.hpp"
+#include "coordinator.hpp"
+
+namespace arclight::app {
+
+// Restores the newest (or the given) version, or tells the trainers that the run starts
+// fresh; either way they publish the weights the runners start from. The checkpoint
+// directory changes (LATEST, versions set aside) only once every trainer has its state.
+std::optional<ckpt::Checkpoint> Coordinator::restore() {
+  std::optional<ckpt::Checkpoint> restored = load();
+  // The trainers read the weights and moments from the version themselves.
+  const std::string message = restored ? comm::work::encode(comm::work::Restore{restored_path_})
+                                       : comm::work::encode(comm::work::Begin{});
+  // Any number of trainers (elastic restart): each takes the whole state. The store keeps
+  // being served meanwhile: a trainer may be waiting on it before it reads this.
+  std::vector<MPI_Request> sends = tell_trainers(message);
+  for (const std::string& failure : answers_of_trainers(sends))
+    if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
+  commit_resume(restored ? &*restored : nullptr);
+  return restored;
+}
+
+// The version to resume from (its model checked, not kept: the trainers read it
+// themselves), restored into the store and the task generator; nullopt for a fresh run.
+std::optional<ckpt::Checkpoint> Coordinator::load() {
+  namespace fs = std::filesystem;
+  if (resume_.empty()) return std::nullopt;
+  // A version restores when its store and random state read back too; otherwise the one before is tried.
+  auto accept = [this](const std::string& path, ckpt::Checkpoint& c) { restore_state(path, c); };
+  std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
+  if (resume_ == "auto") {
+    found = ckpt::load_latest(checkpoint_dir_, accept, ckpt::Contents::no_tensor_data);
+    if (!found) {
+      log::info("no checkpoint in ", checkpoint_dir_, ": starting fresh");
+      return std::nullopt;
+    }
+  } else {
+    found = std::make_pair(resume_, ckpt::read_checkpoint(resume_, ckpt::Contents::no_tensor_data));
+    accept(found->first, found->second);
+  }
+  ckpt::Checkpoint& c = found->second;
+  check_same_model(found->first, c.config_toml);
+  log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
+  std::error_code ec;
+  const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
+  resumed_in_place_ = fs::equivalent(found->first, here, ec);
+  restored_path_ = resumed_in_place_ ? here.string() : found->first;
+  version_ = static_cast<std::uint64_t>(c.policy_version);
+  return std::move(c);
+}
+
+// A version continues only the model that saved it: every model.* setting the same (the
+// trainers check the tensors' shapes too). Bad input otherwise, before anything changes.
+void Coordinator::check_same_model(const std::string& path, const std::string& saved_config) const {
+  auto model_lines = [](const std::string& toml) {
+    std::vector<std::string> lines;
+    std::istringstream in(toml);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("model.", 0) == 0) lines.push_back(line);
+    return lines;
+  };
+  const std::vector<std::string> saved = model_lines(saved_config), mine = model_lines(effective_config_);
+  if (saved == mine) return;
+  std::string differ;
+  for (const std::string& line : saved)
+    if (std::find(mine.begin(), mine.end(), line) == mine.end()) differ += (differ.empty() ? "" : ", ") + line;
+  throw UsageError(path + " holds another model (saved with " + differ + "): resume with the configuration that saved it");
+}
+
+// Once every trainer has its state: one timeline from here on. A version resumed from in
+// this run's checkpoint directory becomes LATEST, and the next version adds to its logs; a
+// version named by --resume PATH sets later ones aside (else --resume auto would go back to
+// them). A fresh run, or one resumed from another directory, sets an old directory aside.
+void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
+  if (restored && resumed_in_place_) {
+    if (resume_ != "auto") {
+      const std::string set_aside = ckpt::supersede_newer_versions(checkpoint_dir_, restored->step);
+      if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside: ", set_aside);
+    }
+    ckpt::set_latest(checkpoint_dir_, std::filesystem::path(restored_path_).filename().string());
+    std::tie(logs_.history, logs_.spans) = store_.log_lengths();
+    logs_.history_bytes = restored->store_history.size();
+    logs_.span_bytes = restored->span_log.size();
+    return;
+  }
+  const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
+  if (!moved.empty())
+    log::warn(restored ? "resuming from another directory" : "a fresh run", ": the versions in ", checkpoint_dir_,
+              " are set aside in ", moved, restored ? "" : " (run with --resume auto to continue them)");
+}
+
+// Rebuilds the store and the task generator from a version; CorruptCheckpoint (and an
+// empty store) when they do not read back.
+void Coordinator::restore_state(const std::string& path, const ckpt::Checkpoint& c) {
+  std::mt19937_64 rng;
+  std::istringstream text(c.coordinator_rng);
+  text >> rng;
+  if (!text) throw ckpt::CorruptCheckpoint(path + ": the coordinator's random state does not read back");
+  std::vector<store::RolloutId> requeued;
+  try {
+    requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
+  } catch (const DecodeError& e) {
+    throw ckpt::CorruptCheckpoint(path + ": the store does not read back: " + e.what());
+  }
+  for (std::int64_t id : c.untrained_rollouts) {
+    bool known = id > 0;
+    try {
+      known = known && store_.get_rollout(static_cast<store::RolloutId>(id)).mode == store::Mode::train;
+    } catch (const store::StoreError&) {
+      known = false;
+    }
+    if (!known) {
+      store_.clear();
+      throw ckpt::CorruptCheckpoint(path + ": untrained rollout " + std::to_string(id) +
+                                    " is not a training rollout of its store");
+    }
+  }
+  if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
+  rng_ = rng;
+}
+
+// A checkpoint at the step boundary: every N steps, every T minutes, on a signal, and at the end.
+bool Coordinator::checkpoint_due(int step, bool stop_requested) const {
+  const auto& every = config_.checkpoint;
+  return (every.every_steps > 0 && step % every.every_steps == 0) ||
+         (every.every_minutes > 0 && seconds_since(last_checkpoint_) >= 60 * every.every_minutes) || stop_requested ||
+         step == config_.run.steps;
+}
+
+// The blocking part of a checkpoint: every trainer copies its state to host memory (and
+// then writes its share of the file in the background); rank 0 copies the store.
+ckpt::Checkpoint Coordinator::capture(int step, const std::vector<store::RolloutId>& untrained) {
+  const std::string request = comm::work::encode(comm::work::Save{step});
+  std::vector<MPI_Request> sends = tell_trainers(request);
+  ckpt::Checkpoint c;
+  c.step = step;
+  c.policy_version = static_cast<std::int64_t>(version_);
+  c.config_toml = effective_config_;
+  c.arclight_version = std::string(build_info().version) + " " + build_info().git_hash;
+  c.created = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::ostringstream rng;
+  rng << rng_;
+  c.coordinator_rng = rng.str();
+  // One consistent snapshot of the store; of its append-only parts only what came since the
+  // last version (LATEST holds the rest). The trainers copy their shares meanwhile.
+  store::MemoryStore::Snapshot snapshot = store_.export_state(logs_.history, logs_.spans);
+  c.store_tables = std::move(snapshot.tables);
+  c.store_history = std::move(snapshot.history);
+  c.span_log = std::move(snapshot.span_log);
+  c.store_history_offset = logs_.history_bytes;
+  c.span_log_offset = logs_.span_bytes;
+  logs_.history = snapshot.history_end;
+  logs_.spans = snapshot.span_log_end;
+  logs_.history_bytes += c.store_history.size();
+  logs_.span_bytes += c.span_log.size();
+  for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
+  answers_of_trainers(sends);  // they answer once they have copied
+  return c;
+}
+
+// Rank 0's share of the version (meta, store, metrics) goes with the trainers' shards into
+// one file; rank 0 commits it. Training goes on meanwhile; one write at a time.
+void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
+  ckpt::WriteOptions options;
+  options.full_every = config_.checkpoint.full_every;
+  options.comm = ch_.checkpoint.get();
+  options.part.model_index = false;
+  options.part.all_tensors = false;
+  // Should LATEST not hold the logs' earlier parts after all, the whole logs up to this version.
+  const std::size_t history_end = logs_.history, spans_end = logs_.spans;
+  options.whole_log = [this, history_end, spans_end](const std::string& path) {
+    return path == "/store/history" ? store_.export_history(0, history_end) : store_.export_span_log(0, spans_end);
+  };
+  if (config_.faults.kill_in_checkpoint == step)
+    options.before_close = [] {
+      log::warn("fault drill: rank 0 is killed in the middle of a checkpoint write (faults.kill_in_checkpoint)");
+      std::raise(SIGKILL);
+    };
+  writer_.start([this, step, options, c = std::move(c)] {
+    const auto t = Stopwatch::now();
+    std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
+    for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
+      log::debug("retention removed ", old);
+    log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
+  });
+}
+
+// Which rollouts each step trained on, as versions of the store's "trained" resource: a
+// ledger in the store that travels with its checkpoints.
+void Coordinator::record_trained(int step, const std::vector<store::RolloutId>& ids) {
+  std::string entry = comm::work::encode(comm::work::LedgerEntry{step, {ids.begin(), ids.end()}});
+  bool started = true;  // by an earlier step, perhaps of the run that saved the checkpoint
+  try {
+    store_.get_latest_resources("trained");
+  } catch (const store::StoreError&) {
+    started = false;
+  }
+  if (started) store_.update_resources("trained", std::move(entry));
+  else store_.add_resources("trained", std::move(entry));
+}
+
+}  // namespace arclight::app

@@ -1,0 +1,61 @@
+#pragma once
+// The roles of a training job's ranks (app-private): each role's entry point, and what they share.
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "arclight/app/usage.hpp"
+#include "arclight/comm/channels.hpp"
+#include "arclight/core/config.hpp"
+#include "arclight/core/layout.hpp"
+#include "arclight/store/store.hpp"
+
+namespace arclight::app {
+
+class WeightChannel;
+
+using Stopwatch = std::chrono::steady_clock;
+inline double seconds_since(Stopwatch::time_point t) {
+  return std::chrono::duration<double>(Stopwatch::now() - t).count();
+}
+
+inline std::string checkpoint_dir_of(const Config& config) {
+  return config.checkpoint.dir.empty() ? (std::filesystem::path(config.run.dir) / "checkpoints").string()
+                                       : config.checkpoint.dir;
+}
+
+// Writes checkpoint versions on a thread of its own, one at a time, while training goes on.
+// A parallel write is collective: a rank that fails cannot leave the others waiting, so a
+// failure ends the job (MPI_Abort) with one message.
+class BackgroundWriter {
+ public:
+  ~BackgroundWriter() { wait(); }
+  void start(std::function<void()> write);
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::thread thread_;
+};
+
+// runner.cpp: takes rollouts from the store, runs their episodes with the newest policy it has,
+// and writes their spans; returns when the weight channel says training is over.
+void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute);
+
+// trainer_rank.cpp: serves the coordinator's requests (train, save, restore, begin) until it says stop.
+void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
+                 WeightChannel& weights, ComputeClock& compute);
+
+// coordinator.cpp: rank 0, the store and the algorithm. Returns exit_ok, or exit_requeue after
+// a signal asked the job to stop at a checkpoint.
+int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,
+                    const std::string& effective_config);
+
+// SIGUSR1 and SIGTERM (Slurm's warning before pre-emption or the time limit) ask rank 0 to
+// checkpoint at the next step boundary and end the job with exit_requeue.
+void stop_at_next_step_on_signals();
+
+}  // namespace arclight::app

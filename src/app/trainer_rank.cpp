@@ -1,0 +1,200 @@
+// The trainer rank: serves the coordinator's requests on the work communicator (train a
+// shard, save or restore its share of a checkpoint, begin a fresh run, stop), one function each.
+#include <algorithm>
+#include <memory>
+#include <variant>
+
+#include "arclight/agent/agent.hpp"
+#include "arclight/algo/trainer.hpp"
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/comm/reducer.hpp"
+#include "arclight/comm/waiting.hpp"
+#include "arclight/comm/work_protocol.hpp"
+#include "arclight/core/crc32c.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "arclight/model/policy.hpp"
+#include "roles.hpp"
+#include "weight_channel.hpp"
+
+namespace arclight::app {
+namespace {
+
+std::uint32_t checksum(const std::vector<float>& weights) { return crc32c(weights.data(), weights.size() * sizeof(float)); }
+
+// A saved model fits this one when its tensors have the same names and sizes, in order.
+void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInfo>& mine, const std::string& path) {
+  bool fits = saved.tensors.size() == mine.size();
+  for (std::size_t i = 0; fits && i < mine.size(); ++i)
+    fits = saved.tensors[i].name == mine[i].name && saved.tensors[i].size == mine[i].size;
+  if (fits) return;
+  std::string why = log::concat(saved.tensors.size(), " tensors against ", mine.size());
+  for (std::size_t i = 0; i < std::min(mine.size(), saved.tensors.size()); ++i)
+    if (saved.tensors[i].name != mine[i].name || saved.tensors[i].size != mine[i].size) {
+      why = log::concat("its ", saved.tensors[i].name, " has ", saved.tensors[i].size, " values, this model's ",
+                        mine[i].name, " ", mine[i].size);
+      break;
+    }
+  throw UsageError(log::concat(path, " holds another model (", why, "): resume with the configuration that saved it"));
+}
+
+std::unique_ptr<GradientReducer> make_reducer(const Config& config, const comm::Communicator& trainers) {
+  if (trainers.size() <= 1) return nullptr;
+  comm::ReducerConfig rc;
+  rc.bucket_bytes = static_cast<std::size_t>(config.comm.bucket_mb * (1 << 20));
+  rc.first_bucket_bytes = static_cast<std::size_t>(config.comm.first_bucket_mb * (1 << 20));
+  rc.compression = config.comm.compression;
+  return std::make_unique<comm::MpiReducer>(trainers.get(), rc);
+}
+
+class TrainerRank {
+ public:
+  TrainerRank(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
+              WeightChannel& weights, ComputeClock& compute)
+      : config_(config), ch_(ch), store_(store), weights_(weights), compute_(compute),
+        leader_(rank == layout.trainer_leader()), agent_(agent::make_agent(config.agent)),
+        policy_(config.model, agent_->vocab_size(), config.run.seed), reducer_(make_reducer(config, ch.trainers)),
+        trainer_(policy_, config.grpo, reducer_.get()) {
+    weights_.attach(policy_);
+    const std::vector<std::string> names = policy_.parameter_names();
+    const std::vector<FloatBuffer> buffers = policy_.parameter_buffers();
+    for (std::size_t i = 0; i < names.size(); ++i) tensors_.push_back({names[i], buffers[i].size});
+    // This trainer's share of every checkpoint: a run of tensors (parallel HDF5, one file).
+    const std::vector<int> all_trainers = layout.trainers();
+    const auto me = std::find(all_trainers.begin(), all_trainers.end(), rank) - all_trainers.begin();
+    save_options_.full_every = config.checkpoint.full_every;
+    save_options_.comm = ch.checkpoint.get();
+    save_options_.part.meta_and_store = false;
+    save_options_.part.model_index = leader_;
+    save_options_.part.all_tensors = false;
+    save_options_.part.tensors = ckpt::partition_tensors(tensors_, static_cast<int>(all_trainers.size()))[me];
+  }
+
+  void run() {
+    if (leader_) announce_first_version();
+    comm::IdleBackoff backoff(comm::IdleBackoff::Awaiting::next_message);
+    std::string message;
+    for (;;) {
+      if (!comm::try_receive(ch_.work.get(), 0, comm::tag_work, message)) {
+        backoff.idle();
+        continue;
+      }
+      backoff.reset();
+      const comm::work::Request request = comm::work::decode_request(message);
+      if (std::holds_alternative<comm::work::Stop>(request)) return stop();
+      std::visit([this](const auto& r) { serve(r); }, request);
+    }
+  }
+
+ private:
+  // Version 0 of the policy resource, unless rank 0 restored the versions of a resumed run.
+  void announce_first_version() {
+    try {
+      store_.get_latest_resources("policy");
+    } catch (const store::StoreError&) {
+      store_.add_resources("policy", comm::work::encode(comm::work::PolicyResource{0, checksum(policy_.flat_parameters())}));
+    }
+  }
+
+  void answer_state(const std::string& failure = {}) {
+    MPI_Send(failure.data(), static_cast<int>(failure.size()), MPI_BYTE, 0, comm::tag_trainer_state, ch_.work.get());
+  }
+
+  void stop() {
+    weights_.stop();  // tell the runners
+    writer_.wait();
+  }
+
+  void serve(const comm::work::Stop&) {}
+
+  // One training step on this trainer's shard; the new weights go to the runners and the
+  // figures to rank 0.
+  void serve(const comm::work::Train& request) {
+    const std::vector<algo::Sample> shard = algo::decode_samples(request.samples);
+    const auto t0 = Stopwatch::now();
+    algo::TrainStats stats;
+    {
+      ComputeClock::Section computing(compute_);
+      stats = trainer_.step(shard, request.total_tokens);
+    }
+    comm::work::TrainerFigures figures{stats.loss,      stats.policy_loss, stats.kl,
+                                       stats.entropy,   stats.clip_fraction, stats.grad_norm,
+                                       stats.action_tokens, seconds_since(t0), 0};
+    ++version_;
+    const auto t1 = Stopwatch::now();
+    std::vector<float> new_weights = policy_.flat_parameters();
+    if (leader_)
+      store_.update_resources("policy", comm::work::encode(comm::work::PolicyResource{
+                                            static_cast<std::uint64_t>(version_), checksum(new_weights)}));
+    weights_.publish(version_, new_weights);
+    figures.sync_seconds = seconds_since(t1);
+    const std::string reply = comm::work::encode(figures);
+    MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, comm::tag_trainer_figures, ch_.work.get());
+  }
+
+  // The blocking part: this trainer's share of the state, copied to host memory; then rank 0
+  // hears that training may go on, and the share is written in the background.
+  void serve(const comm::work::Save& request) {
+    auto snapshot = std::make_shared<ckpt::Checkpoint>();
+    snapshot->tensors = tensors_;
+    const std::vector<FloatBuffer> live = policy_.parameter_buffers();
+    for (std::size_t i : save_options_.part.tensors)
+      snapshot->parameters.insert(snapshot->parameters.end(), live[i].data, live[i].data + live[i].size);
+    algo::OptimizerState optimizer = trainer_.optimizer_state_of(save_options_.part.tensors);
+    snapshot->exp_avg = std::move(optimizer.exp_avg);
+    snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
+    snapshot->optimizer_steps = std::move(optimizer.steps);
+    answer_state();
+    writer_.start([this, step = request.step, snapshot] {
+      ckpt::write_checkpoint(checkpoint_dir_of(config_), step, *snapshot, save_options_);
+    });
+  }
+
+  // Every trainer reads the saved weights and optimizer state from the version itself (a
+  // shared file system, as for writing): rank 0 does not send the model to each of them.
+  // What goes wrong goes to rank 0, which reports it once.
+  void serve(const comm::work::Restore& request) {
+    std::string failure;
+    try {
+      ckpt::Checkpoint saved = ckpt::read_checkpoint(request.path, ckpt::Contents::model);
+      check_fits(saved, tensors_, request.path);
+      version_ = saved.policy_version;
+      policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
+      trainer_.load_optimizer_state({std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
+      weights_.publish(version_, saved.parameters);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    answer_state(failure);
+  }
+
+  // A fresh run: the runners start from these weights.
+  void serve(const comm::work::Begin&) {
+    weights_.publish(version_, policy_.flat_parameters());
+    answer_state();
+  }
+
+  const Config& config_;
+  const comm::Channels& ch_;
+  store::Store& store_;
+  WeightChannel& weights_;
+  ComputeClock& compute_;
+  const bool leader_;
+  std::unique_ptr<agent::Agent> agent_;
+  model::Policy policy_;
+  std::unique_ptr<GradientReducer> reducer_;
+  algo::Trainer trainer_;
+  std::int64_t version_ = 0;
+  std::vector<ckpt::TensorInfo> tensors_;
+  ckpt::WriteOptions save_options_;
+  BackgroundWriter writer_;  // last: joined before what it writes is gone
+};
+
+}  // namespace
+
+void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
+                 WeightChannel& weights, ComputeClock& compute) {
+  TrainerRank(config, ch, layout, rank, store, weights, compute).run();
+}
+
+}  // namespace arclight::app
