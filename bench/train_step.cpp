@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   mc.n_heads = 4;
   mc.d_ff = 256;
   mc.max_seq = length;
-  mc.positions = "learned";  // as in the PyTorch twin
+  mc.positions = Positions::learned;  // as in the PyTorch twin
   const int vocab = 35;
   model::Policy policy(mc, vocab, 1);
   GrpoConfig gc;

@@ -44,14 +44,26 @@ void bind_config(CLI::App& train, Config& c) {
   auto opt = [&train](const std::string& key, auto& field, const std::string& help) {
     return train.add_option("--" + key, field, help)->capture_default_str()->group("Configuration");
   };
+  // A mode binds as its name (so the effective configuration prints names) and is read into its enum.
+  auto mode = [&train](const std::string& key, auto& field, const std::string& help) {
+    using Mode = std::decay_t<decltype(field)>;
+    std::vector<std::string> names;
+    for (const auto& n : mode_names(Mode{})) names.push_back(n.name);
+    std::string choices;
+    for (std::size_t i = 0; i < names.size(); ++i) choices += (i ? (i + 1 == names.size() ? " or " : ", ") : "") + names[i];
+    return train
+        .add_option_function<std::string>(
+            "--" + key, [&field](const std::string& name) { field = *parse_mode<Mode>(name); }, help + ": " + choices)
+        ->default_str(name_of(field))
+        ->check(CLI::IsMember(names))
+        ->group("Configuration");
+  };
   opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
   opt("run.seed", c.run.seed, "random seed");
   opt("run.steps", c.run.steps, "training steps")->check(CLI::NonNegativeNumber);
-  opt("run.progress", c.run.progress, "auto (a progress bar when stderr is a terminal), bar or lines")
-      ->check(CLI::IsMember({"auto", "bar", "lines"}));
+  mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
 
-  opt("layout.mode", c.layout.mode, "split (runners and trainers apart) or colocated (every worker does both)")
-      ->check(CLI::IsMember({"split", "colocated"}));
+  mode("layout.mode", c.layout.mode, "runners and trainers apart, or every worker does both");
   opt("layout.trainers", c.layout.trainers, "trainer ranks: a count or a fraction of the worker ranks");
   opt("layout.runners", c.layout.runners, "runner ranks: a count, a fraction, or \"rest\"");
 
@@ -60,7 +72,7 @@ void bind_config(CLI::App& train, Config& c) {
   opt("model.n_heads", c.model.n_heads, "attention heads")->check(CLI::PositiveNumber);
   opt("model.d_ff", c.model.d_ff, "width of the MLP")->check(CLI::PositiveNumber);
   opt("model.max_seq", c.model.max_seq, "longest token sequence")->check(CLI::PositiveNumber);
-  opt("model.positions", c.model.positions, "rotary or learned")->check(CLI::IsMember({"rotary", "learned"}));
+  mode("model.positions", c.model.positions, "position encoding");
 
   opt("agent.name", c.agent.name, "the built-in agent to train: guess or arith");
   opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
@@ -73,10 +85,8 @@ void bind_config(CLI::App& train, Config& c) {
 
   opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(CLI::PositiveNumber);
   opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(CLI::PositiveNumber);
-  opt("grpo.advantage", c.grpo.advantage, "per_step (returns-to-go normalized per step) or trajectory")
-      ->check(CLI::IsMember({"per_step", "trajectory"}));
-  opt("grpo.samples", c.grpo.samples, "trajectory (one sequence per episode) or transition (one per policy call)")
-      ->check(CLI::IsMember({"trajectory", "transition"}));
+  mode("grpo.advantage", c.grpo.advantage, "returns-to-go normalized per step, or one per trajectory");
+  mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
   opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
   opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(CLI::NonNegativeNumber);
   opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(CLI::NonNegativeNumber);
@@ -96,8 +106,7 @@ void bind_config(CLI::App& train, Config& c) {
 
   opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(CLI::PositiveNumber);
   opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(CLI::PositiveNumber);
-  opt("comm.compression", c.comm.compression, "gradients in transit: none, bf16 or fp16")
-      ->check(CLI::IsMember({"none", "bf16", "fp16"}));
+  mode("comm.compression", c.comm.compression, "gradients in transit");
 
   opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
       ->check(CLI::NonNegativeNumber);

@@ -245,7 +245,7 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
 std::vector<algo::Sample> Coordinator::samples_of_groups(
     std::map<std::string, std::vector<algo::Trajectory>>& groups) const {
   std::vector<algo::Sample> samples;
-  const bool per_step = config_.grpo.advantage == "per_step";
+  const bool per_step = config_.grpo.advantage == Advantage::per_step;
   for (auto& [group, trajectories] : groups) {
     std::vector<std::vector<double>> rewards;
     for (const auto& t : trajectories) rewards.push_back(t.rewards);
@@ -253,7 +253,7 @@ std::vector<algo::Sample> Coordinator::samples_of_groups(
     for (std::size_t i = 0; i < trajectories.size(); ++i) {
       std::vector<double> per_call = advantages[i];
       per_call.resize(trajectories[i].calls.size(), per_call.empty() ? 0.0 : per_call.back());
-      if (config_.grpo.samples == "transition") {
+      if (config_.grpo.samples == SampleUnit::transition) {
         for (algo::Sample& s : algo::transition_samples(trajectories[i], per_call)) samples.push_back(std::move(s));
       } else {
         samples.push_back(algo::trajectory_sample(trajectories[i], per_call));

@@ -62,9 +62,9 @@ bool parse_row(const std::string& line, std::int64_t& step, std::vector<std::pai
 }
 }  // namespace
 
-RunReport::RunReport(const std::string& run_dir, int total_steps, const std::string& style,
-                     const std::string* resumed_history)
-    : total_steps_(total_steps), bar_(style == "bar" || (style == "auto" && isatty(STDERR_FILENO))) {
+RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style, const std::string* resumed_history)
+    : total_steps_(total_steps),
+      bar_(style == Progress::bar || (style == Progress::automatic && isatty(STDERR_FILENO))) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError("run.dir = \"" + run_dir + "\": " + ec.message());

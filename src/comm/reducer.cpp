@@ -69,13 +69,8 @@ void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 // ---- MPI -------------------------------------------------------------------------------------
 
 MpiReducer::MpiReducer(MPI_Comm comm, ReducerConfig config) : comm_(comm), config_(std::move(config)) {
-  if (config_.compression == "bf16") {
-    MPI_Op_create(&half_sum<from_bf16, to_bf16>, 1, &half_sum_);
-  } else if (config_.compression == "fp16") {
-    MPI_Op_create(&half_sum<from_fp16, to_fp16>, 1, &half_sum_);
-  } else if (config_.compression != "none") {
-    throw UsageError("comm.compression = \"" + config_.compression + "\": expected none, bf16 or fp16");
-  }
+  if (config_.compression == Compression::bf16) MPI_Op_create(&half_sum<from_bf16, to_bf16>, 1, &half_sum_);
+  if (config_.compression == Compression::fp16) MPI_Op_create(&half_sum<from_fp16, to_fp16>, 1, &half_sum_);
   if (config_.bucket_bytes < sizeof(float) || config_.first_bucket_bytes < sizeof(float))
     throw UsageError("comm bucket sizes must hold at least one float");
 }
@@ -152,7 +147,7 @@ void MpiReducer::launch_ready_buckets(bool blocking) {
       if (half_sum_ == MPI_OP_NULL) {
         std::memcpy(b.fused.data() + offset, buf.data, buf.size * sizeof(float));
       } else {
-        const bool bf16 = config_.compression == "bf16";
+        const bool bf16 = config_.compression == Compression::bf16;
         for (std::size_t k = 0; k < buf.size; ++k) b.packed[offset + k] = bf16 ? to_bf16(buf.data[k]) : to_fp16(buf.data[k]);
       }
       offset += buf.size;
@@ -180,7 +175,7 @@ void MpiReducer::ready(std::size_t index) {
 void MpiReducer::unpack(Bucket& b) {
   if (b.in_place) return;
   std::size_t offset = 0;
-  const bool bf16 = config_.compression == "bf16";
+  const bool bf16 = config_.compression == Compression::bf16;
   for (std::size_t m : b.members) {
     const FloatBuffer& buf = buffers_[m];
     if (half_sum_ == MPI_OP_NULL) {

@@ -68,12 +68,10 @@ Layout make_layout(const LayoutConfig& config, int world_size) {
   layout.roles.resize(world_size);
   layout.roles[0].coordinator = true;
 
-  if (config.mode == "colocated") {
+  if (config.mode == LayoutMode::colocated) {
     for (int r = 1; r < world_size; ++r) layout.roles[r].runner = layout.roles[r].trainer = true;
     return layout;
   }
-  if (config.mode != "split")
-    throw UsageError("layout.mode = \"" + config.mode + "\": expected \"split\" or \"colocated\"");
 
   const int trainers = parse_share("trainers", config.trainers, workers, false);
   int runners = parse_share("runners", config.runners, workers, true);

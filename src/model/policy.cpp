@@ -37,11 +37,9 @@ struct Policy::Impl : torch::nn::Module {
     if (c.d_model % c.n_heads != 0 || (c.d_model / c.n_heads) % 2 != 0)
       throw UsageError(log::concat("model.d_model = ", c.d_model, " must split into model.n_heads = ", c.n_heads,
                                    " heads of an even size"));
-    if (c.positions != "rotary" && c.positions != "learned")
-      throw UsageError("model.positions = \"" + c.positions + "\": expected \"rotary\" or \"learned\"");
     head_dim = c.d_model / c.n_heads;
     embed = register_module("embed", torch::nn::Embedding(vocab, c.d_model));
-    if (c.positions == "learned") position = register_module("position", torch::nn::Embedding(c.max_seq, c.d_model));
+    if (c.positions == Positions::learned) position = register_module("position", torch::nn::Embedding(c.max_seq, c.d_model));
     for (int l = 0; l < c.n_layers; ++l) blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c.d_model, c.d_ff)));
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
     head = register_module("head", torch::nn::Linear(c.d_model, vocab));

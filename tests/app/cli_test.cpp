@@ -10,6 +10,14 @@
 using namespace arclight;
 using namespace arclight::app;
 
+namespace arclight {
+// Boost.Test prints a mode by its name when a check fails.
+template <class Mode, class = decltype(mode_names(Mode{}))>
+std::ostream& operator<<(std::ostream& out, Mode mode) {
+  return out << name_of(mode);
+}
+}  // namespace arclight
+
 namespace {
 Invocation parse(std::vector<std::string> args) {
   args.insert(args.begin(), "arclight");
@@ -49,7 +57,7 @@ BOOST_AUTO_TEST_CASE(command_line_overrides_the_file) {
   Invocation inv = parse({"train", "--config", workstation, "--run.steps", "7", "--layout.mode", "colocated"});
   BOOST_TEST(inv.error == "");
   BOOST_TEST(inv.config.run.steps == 7);
-  BOOST_TEST(inv.config.layout.mode == "colocated");
+  BOOST_TEST(inv.config.layout.mode == LayoutMode::colocated);
   BOOST_TEST(inv.config.run.dir == "runs/workstation");  // untouched keys still come from the file
 }
 
@@ -77,6 +85,30 @@ BOOST_AUTO_TEST_CASE(wrong_type_is_an_error) {
   BOOST_TEST(inv.error.find("run.steps") != std::string::npos, inv.error);
   BOOST_TEST(parse({"train", "--run.seed", "1.5"}).error != "");
   BOOST_TEST(parse({"train", "--layout.mode", "mixed"}).error != "");
+}
+
+BOOST_AUTO_TEST_CASE(modes_are_read_into_enums_and_printed_by_name) {
+  TempToml toml("[grpo]\nadvantage = \"trajectory\"\nsamples = \"transition\"\n[model]\npositions = \"learned\"\n");
+  Invocation inv = parse({"train", "--config", toml.path, "--comm.compression", "bf16", "--run.progress", "lines",
+                          "--layout.mode", "colocated"});
+  BOOST_REQUIRE(inv.error == "");
+  BOOST_TEST(inv.config.grpo.advantage == Advantage::trajectory);
+  BOOST_TEST(inv.config.grpo.samples == SampleUnit::transition);
+  BOOST_TEST(inv.config.model.positions == Positions::learned);
+  BOOST_TEST(inv.config.comm.compression == Compression::bf16);
+  BOOST_TEST(inv.config.run.progress == Progress::lines);
+  BOOST_TEST(inv.config.layout.mode == LayoutMode::colocated);
+  for (const char* line : {"grpo.advantage=\"trajectory\"", "model.positions=\"learned\"", "comm.compression=\"bf16\"",
+                           "run.progress=\"lines\""})
+    BOOST_TEST(inv.effective_config.find(line) != std::string::npos, line << " in " << inv.effective_config);
+  const Invocation defaults = parse({"train"});
+  BOOST_TEST(defaults.config.grpo.advantage == Advantage::per_step);
+  BOOST_TEST(defaults.effective_config.find("grpo.samples=\"trajectory\"") != std::string::npos, defaults.effective_config);
+  for (const char* key : {"--run.progress", "--layout.mode", "--model.positions", "--grpo.advantage", "--grpo.samples",
+                          "--comm.compression"}) {
+    const std::string error = parse({"train", key, "int4"}).error;
+    BOOST_TEST(error.find(std::string(key).substr(2)) != std::string::npos, key << ": " << error);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(missing_config_file_is_an_error) {

@@ -12,7 +12,7 @@ using namespace arclight;
 using namespace arclight::model;
 
 namespace {
-ModelConfig small(const std::string& positions = "rotary") {
+ModelConfig small(Positions positions = Positions::rotary) {
   ModelConfig c;
   c.d_model = 32;
   c.n_layers = 2;
@@ -48,7 +48,7 @@ std::vector<float> full_forward_logprobs(Policy& policy, const std::vector<std::
 BOOST_AUTO_TEST_SUITE(policy)
 
 BOOST_AUTO_TEST_CASE(the_kv_cache_equals_a_full_forward) {
-  for (const std::string positions : {"rotary", "learned"}) {
+  for (const Positions positions : {Positions::rotary, Positions::learned}) {
     Policy policy(small(positions), 20, 7);
     auto p = prompts(5, 6, 20);
     policy.seed_sampling(99);
@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(the_kv_cache_equals_a_full_forward) {
     policy.seed_sampling(99);
     auto full = policy.generate(p, 10, {0.9, 0}, false);
     for (std::size_t r = 0; r < p.size(); ++r) {
-      BOOST_TEST(cached[r].tokens == full[r].tokens, positions);
+      BOOST_TEST(cached[r].tokens == full[r].tokens, name_of(positions));
       for (int i = 0; i < 10; ++i) BOOST_TEST(cached[r].logprobs[i] == full[r].logprobs[i], boost::test_tools::tolerance(1e-4f));
     }
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "arclight/app/event_writer.hpp"
+#include "arclight/core/config.hpp"
 
 namespace arclight::app {
 
@@ -18,12 +19,11 @@ struct Figure {
 
 class RunReport {
  public:
-  // style: "auto" (a bar when stderr is a terminal), "bar" or "lines". Files an earlier run
+  // style: a bar, lines, or (automatic) a bar when stderr is a terminal. Files an earlier run
   // left in the directory move to archive/<time>/ first. A resumed run passes the metrics
   // history its checkpoint holds: it becomes metrics.jsonl again and is replayed into the
   // new event file, so the curves neither break nor repeat the steps after the checkpoint.
-  RunReport(const std::string& run_dir, int total_steps, const std::string& style,
-            const std::string* resumed_history = nullptr);
+  RunReport(const std::string& run_dir, int total_steps, Progress style, const std::string* resumed_history = nullptr);
   ~RunReport();
   void step(int step, const std::vector<Figure>& figures, double elapsed_seconds);
   void note(const std::string& line);  // a line on the terminal that the bar does not overwrite

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "arclight/core/config.hpp"
 #include "arclight/core/gradient_reducer.hpp"
 
 namespace arclight::comm {
@@ -14,7 +15,7 @@ namespace arclight::comm {
 struct ReducerConfig {
   std::size_t bucket_bytes = 25u << 20;      // fused buffer per all-reduce
   std::size_t first_bucket_bytes = 1u << 20;  // small, so communication starts early in backward
-  std::string compression = "none";           // none, bf16 or fp16: the sums travel in 16 bits
+  Compression compression = Compression::none;  // bf16 or fp16: the sums travel in 16 bits
 };
 
 // Bucketed, fused MPI all-reduce, non-blocking for buckets that fill during backward. A bucket whose buffers lie side by side

@@ -1,23 +1,71 @@
 #pragma once
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // The configuration of a run, as plain structs. The app binds every field to a
 // TOML key and a command-line flag of the same name (section.key).
 namespace arclight {
 
+// Modes are enums from the moment the configuration is read; their names are what files and
+// flags say.
+enum class Progress { automatic, bar, lines };
+enum class LayoutMode { split, colocated };
+enum class Positions { rotary, learned };
+enum class Advantage { per_step, trajectory };
+enum class SampleUnit { trajectory, transition };
+enum class Compression { none, bf16, fp16 };
+
+template <class Mode>
+struct ModeName {
+  Mode mode;
+  const char* name;
+};
+// Every mode's name, found by overload on the mode's type (mode_names(Mode{})).
+inline constexpr ModeName<Progress> progress_names[] = {
+    {Progress::automatic, "auto"}, {Progress::bar, "bar"}, {Progress::lines, "lines"}};
+inline constexpr ModeName<LayoutMode> layout_mode_names[] = {{LayoutMode::split, "split"},
+                                                             {LayoutMode::colocated, "colocated"}};
+inline constexpr ModeName<Positions> positions_names[] = {{Positions::rotary, "rotary"}, {Positions::learned, "learned"}};
+inline constexpr ModeName<Advantage> advantage_names[] = {{Advantage::per_step, "per_step"},
+                                                          {Advantage::trajectory, "trajectory"}};
+inline constexpr ModeName<SampleUnit> sample_unit_names[] = {{SampleUnit::trajectory, "trajectory"},
+                                                             {SampleUnit::transition, "transition"}};
+inline constexpr ModeName<Compression> compression_names[] = {
+    {Compression::none, "none"}, {Compression::bf16, "bf16"}, {Compression::fp16, "fp16"}};
+constexpr const auto& mode_names(Progress) { return progress_names; }
+constexpr const auto& mode_names(LayoutMode) { return layout_mode_names; }
+constexpr const auto& mode_names(Positions) { return positions_names; }
+constexpr const auto& mode_names(Advantage) { return advantage_names; }
+constexpr const auto& mode_names(SampleUnit) { return sample_unit_names; }
+constexpr const auto& mode_names(Compression) { return compression_names; }
+
+template <class Mode>
+const char* name_of(Mode mode) {
+  for (const auto& n : mode_names(Mode{}))
+    if (n.mode == mode) return n.name;
+  return "?";
+}
+template <class Mode>
+std::optional<Mode> parse_mode(std::string_view name) {
+  for (const auto& n : mode_names(Mode{}))
+    if (name == n.name) return n.mode;
+  return std::nullopt;
+}
+
 struct RunConfig {
   std::string dir = "runs/default";  // metrics, logs and checkpoints go here
   unsigned seed = 1;
   int steps = 100;
-  std::string progress = "auto";  // auto (a bar when stderr is a terminal), bar or lines
+  Progress progress = Progress::automatic;  // auto: a bar when stderr is a terminal
 };
 
 // Which rank does what. Rank 0 is always the coordinator.
 struct LayoutConfig {
-  // "split": each worker rank is a runner or a trainer.
-  // "colocated": every worker rank is both, alternating phases (small runs).
-  std::string mode = "split";
+  // split: each worker rank is a runner or a trainer.
+  // colocated: every worker rank is both, alternating phases (small runs).
+  LayoutMode mode = LayoutMode::split;
   // A count ("2") or a fraction of the worker ranks ("0.25").
   std::string trainers = "1";
   // A count, a fraction, or "rest" for every worker rank that is not a trainer.
@@ -46,7 +94,7 @@ struct ModelConfig {
   int n_heads = 4;
   int d_ff = 256;
   int max_seq = 64;
-  std::string positions = "rotary";  // rotary or learned
+  Positions positions = Positions::rotary;
 };
 
 // The task: which built-in agent, and its size.
@@ -63,9 +111,10 @@ struct AgentConfig {
 struct GrpoConfig {
   int tasks_per_step = 64;
   int group_size = 8;              // G rollouts per task
-  std::string advantage = "per_step";  // per_step (returns-to-go, normalized per step) or trajectory
+  Advantage advantage = Advantage::per_step;  // per_step: returns-to-go, normalized per step
   double gamma = 0.8;              // per_step: discount of later rewards
-  std::string samples = "trajectory";  // one sample per trajectory (environment tokens masked) or per policy call (transition)
+  // One sample per trajectory (environment tokens masked) or per policy call (transition).
+  SampleUnit samples = SampleUnit::trajectory;
   double clip_eps = 0.2;
   double kl_coef = 0.0;
   double entropy_coef = 0.0;
@@ -84,7 +133,7 @@ struct GrpoConfig {
 struct CommConfig {
   double bucket_mb = 25;
   double first_bucket_mb = 1;
-  std::string compression = "none";  // none, bf16, fp16
+  Compression compression = Compression::none;
 };
 
 // Versioned checkpoints for restart.
