@@ -1,11 +1,8 @@
 // The store suite over MPI: rank 0 serves a MemoryStore (real clock, watchdog
 // thread), rank 1 runs every case through a RemoteStore. Run with mpirun -np 2.
-#define BOOST_TEST_NO_MAIN
-#define BOOST_TEST_ALTERNATIVE_INIT_API
-#include <mpi.h>
+#include "../mpi_test_main.hpp"
 
 #include <boost/test/data/test_case.hpp>
-#include <boost/test/unit_test.hpp>
 
 #include <memory>
 #include <thread>
@@ -74,38 +71,43 @@ BOOST_AUTO_TEST_CASE(a_parked_wait_does_not_block_other_requests) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-bool init_unit_test() { return true; }
+// The other ranks' client, for the whole program: it says bye to the server at the end.
+struct Client {
+  Client() {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);  // collective with rank 0's in serve()
+    client = new comm::RemoteStore(comm, 0, 30.0);
+  }
+  ~Client() {
+    delete client;
+    MPI_Comm_free(&comm);
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+BOOST_TEST_GLOBAL_FIXTURE(Client);
 
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+int serve() {
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  int rc = 0;
-  if (rank == 0) {
-    SystemClock clock;
-    std::unique_ptr<MemoryStore> store;
-    std::unique_ptr<Watchdog> watchdog;
-    auto fresh = [&]() -> MemoryStore& {
-      watchdog.reset();
-      store = std::make_unique<MemoryStore>(clock, suite::retrying_config());
-      watchdog = std::make_unique<Watchdog>(*store, watchdog_period);
-      return *store;
-    };
+  SystemClock clock;
+  std::unique_ptr<MemoryStore> store;
+  std::unique_ptr<Watchdog> watchdog;
+  auto fresh = [&]() -> MemoryStore& {
+    watchdog.reset();
+    store = std::make_unique<MemoryStore>(clock, suite::retrying_config());
+    watchdog = std::make_unique<Watchdog>(*store, watchdog_period);
+    return *store;
+  };
+  {
     comm::StoreServer server(comm, fresh());
     server.allow_reset(fresh);
     server.serve_until_all_done();
-    watchdog.reset();
-  } else {
-    client = new comm::RemoteStore(comm, 0, 30.0);
-    rc = boost::unit_test::unit_test_main(init_unit_test, argc, argv);
-    delete client;
   }
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  watchdog.reset();
   MPI_Comm_free(&comm);
-  MPI_Finalize();
-  return worst;
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  int rank = 0, size = 0;
+  return mpi_test_main(argc, argv, rank, size, serve);
 }

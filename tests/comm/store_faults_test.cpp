@@ -4,7 +4,7 @@
 //   rank 3: dies (falls silent for good) in the middle of its third episode
 //   every runner: the agent throws on "poison" tasks, every time
 // Rank 0 checks that every rollout ended exactly once, as the rules say.
-#include <mpi.h>
+#include "../mpi_test_main.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -21,16 +21,9 @@ using namespace arclight::store;
 namespace {
 constexpr int total_rollouts = 40;
 constexpr int poison_every = 10;  // rollouts 0, 10, 20, 30 always throw
-int failures = 0;
-int checks = 0;
+int rank_ = 0, size_ = 0;
 
-void check(bool ok, const std::string& what) {
-  ++checks;
-  if (!ok) {
-    ++failures;
-    std::printf("FAIL: %s\n", what.c_str());
-  }
-}
+void check(bool ok, const std::string& what) { BOOST_CHECK_MESSAGE(ok, what); }
 
 void sleep_for(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -185,25 +178,13 @@ void run_coordinator(MPI_Comm comm) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 4) {
-    if (rank == 0) std::printf("store_faults_test needs exactly 4 ranks\n");
-    MPI_Finalize();
-    return 2;
-  }
+BOOST_AUTO_TEST_CASE(every_rollout_ends_once_through_a_hung_a_dead_and_a_failing_runner) {
+  BOOST_REQUIRE_MESSAGE(size_ == 4, "the test needs exactly 4 ranks, not " << size_);
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  if (rank == 0) run_coordinator(comm);
-  else run_runner(comm, rank);
-  int worst = failures;
-  MPI_Allreduce(&failures, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("%d passed, %d failed\n", checks - failures, failures);
+  if (rank_ == 0) run_coordinator(comm);
+  else run_runner(comm, rank_);
   MPI_Comm_free(&comm);
-  MPI_Finalize();
-  return worst == 0 ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }

@@ -6,8 +6,6 @@
 
 namespace arclight::comm {
 
-// Owns MPI for the life of the process: init, the node-local view, collective
-// agreement on errors, and ending the whole job from any rank.
 // A communicator of its own for one purpose (the control plane, a group of trainers), freed on destruction.
 class Communicator {
  public:
@@ -29,6 +27,8 @@ class Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
+// Owns MPI for the life of the process: init, the node-local view, collective
+// agreement on errors, and ending the whole job from any rank.
 class MpiRuntime {
  public:
   MpiRuntime(int& argc, char**& argv);

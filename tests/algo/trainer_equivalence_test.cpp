@@ -1,9 +1,8 @@
 // K trainers on a split batch end with the same parameters as one trainer on the whole
 // batch (mpirun -np 2 or more). Every rank also trains the single-trainer reference itself.
-#include <mpi.h>
+#include "../mpi_test_main.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <random>
 
 #include "arclight/algo/trainer.hpp"
@@ -12,6 +11,8 @@
 using namespace arclight;
 
 namespace {
+int rank_ = 0, size_ = 1;
+
 std::vector<algo::Sample> make_batch(int count, int vocab, int step) {
   std::mt19937 rng(1234 + step);
   std::vector<algo::Sample> batch;
@@ -30,11 +31,7 @@ std::vector<algo::Sample> make_batch(int count, int vocab, int step) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+BOOST_AUTO_TEST_CASE(k_trainers_on_a_split_batch_end_like_one_on_the_whole) {
   ModelConfig mc;
   mc.d_model = 32;
   mc.n_heads = 4;
@@ -55,21 +52,18 @@ int main(int argc, char** argv) {
   for (int step = 0; step < 3; ++step) {
     auto batch = make_batch(13, vocab, step);
     std::vector<algo::Sample> shard;
-    for (std::size_t i = rank; i < batch.size(); i += size) shard.push_back(batch[i]);
+    for (std::size_t i = rank_; i < batch.size(); i += size_) shard.push_back(batch[i]);
     const double total = algo::action_tokens(batch);
     split_trainer.step(shard, total);
     whole_trainer.step(batch, total);
-    if (step == 0 && rank == 0) std::printf("%zu gradient buckets\n", reducer.bucket_count());
+    if (step == 0) BOOST_TEST(reducer.bucket_count() > 1u);
     auto a = split.flat_parameters(), b = whole.flat_parameters();
     for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
   }
   double everywhere = 0;
   MPI_Allreduce(&worst, &everywhere, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  const bool ok = everywhere < 1e-5;
-  if (rank == 0) {
-    std::printf("%d trainers vs 1: largest parameter difference after 3 steps %.3g (tolerance 1e-5)\n", size, everywhere);
-    std::printf("%d passed, %d failed\n", ok ? 1 : 0, ok ? 0 : 1);
-  }
-  MPI_Finalize();
-  return ok ? 0 : 1;
+  BOOST_TEST_MESSAGE(size_ << " trainers vs 1: largest parameter difference after 3 steps " << everywhere);
+  BOOST_TEST(everywhere < 1e-5);
 }
+
+int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }
