@@ -1,23 +1,13 @@
 #include "arclight/comm/protocol.hpp"
 
 #include "arclight/core/log.hpp"
+#include "arclight/store/record_codec.hpp"
 #include "arclight/store/span_record.hpp"
 
 namespace arclight::comm::wire {
 using namespace arclight::store;
 
 namespace {
-
-template <class Enum>
-Enum get_enum(ByteReader& r, int count, const char* what) {
-  std::uint8_t v = r.u8();
-  if (v >= count) throw DecodeError(log::concat("bad ", what, " ", int(v)));
-  return static_cast<Enum>(v);
-}
-template <class Enum>
-void put_enum(ByteWriter& w, Enum e) {
-  w.u8(static_cast<std::uint8_t>(e));
-}
 
 template <class T, class PutValue>
 void put_optional(ByteWriter& w, const std::optional<T>& v, PutValue put_value) {
@@ -70,78 +60,29 @@ void get(ByteReader& r, std::uint32_t& v) { v = r.u32(); }
 void get(ByteReader& r, double& v) { v = r.f64(); }
 void get(ByteReader& r, std::string& v) { v = r.bytes(); }
 
-void put(ByteWriter& w, const RolloutConfig& v) {
-  w.f64(v.timeout_seconds);
-  w.f64(v.unresponsive_seconds);
-  w.u32(v.max_attempts);
-  w.u8(v.retry_condition);
-}
-void get(ByteReader& r, RolloutConfig& v) {
-  v.timeout_seconds = r.f64();
-  v.unresponsive_seconds = r.f64();
-  v.max_attempts = r.u32();
-  v.retry_condition = r.u8();
-}
+// The store's own records: one codec (record_codec.hpp) serves the wire and the checkpoint's snapshot.
+void put(ByteWriter& w, const RolloutConfig& v) { encode_rollout_config(w, v); }
+void get(ByteReader& r, RolloutConfig& v) { v = decode_rollout_config(r); }
+void put(ByteWriter& w, const Rollout& v) { encode_rollout(w, v); }
+void get(ByteReader& r, Rollout& v) { v = decode_rollout(r); }
+void put(ByteWriter& w, const Attempt& v) { encode_attempt(w, v); }
+void get(ByteReader& r, Attempt& v) { v = decode_attempt(r); }
+void put(ByteWriter& w, const ResourcesVersion& v) { encode_resources(w, v); }
+void get(ByteReader& r, ResourcesVersion& v) { v = decode_resources(r); }
 
 void put(ByteWriter& w, const NewRollout& v) {
   w.bytes(v.input);
-  put_enum(w, v.mode);
+  encode_enum(w, v.mode);
   w.u64(v.resources_id);
-  put_optional(w, v.config, [&](const RolloutConfig& c) { put(w, c); });
+  put_optional(w, v.config, [&](const RolloutConfig& c) { encode_rollout_config(w, c); });
   w.bytes(v.metadata);
 }
 void get(ByteReader& r, NewRollout& v) {
   v.input = r.bytes();
-  v.mode = get_enum<Mode>(r, 3, "mode");
+  v.mode = decode_mode(r);
   v.resources_id = r.u64();
-  get_optional(r, v.config, [&] { RolloutConfig c; get(r, c); return c; });
+  get_optional(r, v.config, [&] { return decode_rollout_config(r); });
   v.metadata = r.bytes();
-}
-
-void put(ByteWriter& w, const Rollout& v) {
-  w.u64(v.id);
-  w.bytes(v.input);
-  put_enum(w, v.mode);
-  w.u64(v.resources_id);
-  put_enum(w, v.status);
-  put(w, v.config);
-  w.bytes(v.metadata);
-  w.f64(v.start_time);
-  w.f64(v.end_time);
-  w.u32(v.attempt_count);
-}
-void get(ByteReader& r, Rollout& v) {
-  v.id = r.u64();
-  v.input = r.bytes();
-  v.mode = get_enum<Mode>(r, 3, "mode");
-  v.resources_id = r.u64();
-  v.status = get_enum<RolloutStatus>(r, rollout_status_count, "rollout status");
-  get(r, v.config);
-  v.metadata = r.bytes();
-  v.start_time = r.f64();
-  v.end_time = r.f64();
-  v.attempt_count = r.u32();
-}
-
-void put(ByteWriter& w, const Attempt& v) {
-  w.u64(v.id);
-  w.u64(v.rollout_id);
-  w.u32(v.sequence_id);
-  w.bytes(v.worker_id);
-  put_enum(w, v.status);
-  w.f64(v.start_time);
-  w.f64(v.end_time);
-  w.f64(v.last_heartbeat_time);
-}
-void get(ByteReader& r, Attempt& v) {
-  v.id = r.u64();
-  v.rollout_id = r.u64();
-  v.sequence_id = r.u32();
-  v.worker_id = r.bytes();
-  v.status = get_enum<AttemptStatus>(r, attempt_status_count, "attempt status");
-  v.start_time = r.f64();
-  v.end_time = r.f64();
-  v.last_heartbeat_time = r.f64();
 }
 
 void put(ByteWriter& w, const AttemptedRollout& v) {
@@ -167,12 +108,12 @@ void get(ByteReader& r, Span& v) {
 }
 
 void put(ByteWriter& w, const AttemptUpdate& v) {
-  put_optional(w, v.status, [&](AttemptStatus s) { put_enum(w, s); });
+  put_optional(w, v.status, [&](AttemptStatus s) { encode_enum(w, s); });
   put_optional(w, v.worker_id, [&](const std::string& s) { w.bytes(s); });
   put_optional(w, v.last_heartbeat_time, [&](double t) { w.f64(t); });
 }
 void get(ByteReader& r, AttemptUpdate& v) {
-  get_optional(r, v.status, [&] { return get_enum<AttemptStatus>(r, attempt_status_count, "attempt status"); });
+  get_optional(r, v.status, [&] { return decode_attempt_status(r); });
   get_optional(r, v.worker_id, [&] { return std::string(r.bytes()); });
   get_optional(r, v.last_heartbeat_time, [&] { return r.f64(); });
 }
@@ -189,42 +130,38 @@ void get(ByteReader& r, AttemptReport& v) {
 }
 
 void put(ByteWriter& w, const ReportOutcome& v) {
-  put_optional(w, v.attempt, [&](const Attempt& a) { put(w, a); });
+  put_optional(w, v.attempt, [&](const Attempt& a) { encode_attempt(w, a); });
   w.bytes(v.refusal);
 }
 void get(ByteReader& r, ReportOutcome& v) {
-  get_optional(r, v.attempt, [&] {
-    Attempt a;
-    get(r, a);
-    return a;
-  });
+  get_optional(r, v.attempt, [&] { return decode_attempt(r); });
   v.refusal = std::string(r.bytes());
 }
 
 void put(ByteWriter& w, const RolloutUpdate& v) {
-  put_optional(w, v.status, [&](RolloutStatus s) { put_enum(w, s); });
-  put_optional(w, v.mode, [&](Mode m) { put_enum(w, m); });
+  put_optional(w, v.status, [&](RolloutStatus s) { encode_enum(w, s); });
+  put_optional(w, v.mode, [&](Mode m) { encode_enum(w, m); });
   put_optional(w, v.resources_id, [&](ResourcesId id) { w.u64(id); });
-  put_optional(w, v.config, [&](const RolloutConfig& c) { put(w, c); });
+  put_optional(w, v.config, [&](const RolloutConfig& c) { encode_rollout_config(w, c); });
   put_optional(w, v.metadata, [&](const std::string& s) { w.bytes(s); });
 }
 void get(ByteReader& r, RolloutUpdate& v) {
-  get_optional(r, v.status, [&] { return get_enum<RolloutStatus>(r, rollout_status_count, "rollout status"); });
-  get_optional(r, v.mode, [&] { return get_enum<Mode>(r, 3, "mode"); });
+  get_optional(r, v.status, [&] { return decode_rollout_status(r); });
+  get_optional(r, v.mode, [&] { return decode_mode(r); });
   get_optional(r, v.resources_id, [&] { return r.u64(); });
-  get_optional(r, v.config, [&] { RolloutConfig c; get(r, c); return c; });
+  get_optional(r, v.config, [&] { return decode_rollout_config(r); });
   get_optional(r, v.metadata, [&] { return std::string(r.bytes()); });
 }
 
 void put(ByteWriter& w, const RolloutFilter& v) {
   w.u8(v.statuses);
   put(w, v.ids);
-  put_optional(w, v.mode, [&](Mode m) { put_enum(w, m); });
+  put_optional(w, v.mode, [&](Mode m) { encode_enum(w, m); });
 }
 void get(ByteReader& r, RolloutFilter& v) {
   v.statuses = r.u8();
   get(r, v.ids);
-  get_optional(r, v.mode, [&] { return get_enum<Mode>(r, 3, "mode"); });
+  get_optional(r, v.mode, [&] { return decode_mode(r); });
 }
 
 void put(ByteWriter& w, const SpanFilter& v) {
@@ -260,34 +197,14 @@ void get(ByteReader& r, Paging& v) {
   v.limit = r.u64();
 }
 
-void put(ByteWriter& w, const ResourcesVersion& v) {
-  w.u64(v.id);
-  w.bytes(v.name);
-  w.u64(v.version);
-  w.f64(v.create_time);
-  w.bytes(v.content);
-}
-void get(ByteReader& r, ResourcesVersion& v) {
-  v.id = r.u64();
-  v.name = r.bytes();
-  v.version = r.u64();
-  v.create_time = r.f64();
-  v.content = r.bytes();
-}
-
+// A worker as the checkpoint keeps it, then what it works on now.
 void put(ByteWriter& w, const Worker& v) {
-  w.bytes(v.id);
-  put_enum(w, v.status);
-  w.f64(v.last_heartbeat_time);
-  w.u64(v.heartbeats);
+  encode_worker_liveness(w, v);
   w.u64(v.current_rollout);
   w.u64(v.current_attempt);
 }
 void get(ByteReader& r, Worker& v) {
-  v.id = r.bytes();
-  v.status = get_enum<WorkerStatus>(r, 3, "worker status");
-  v.last_heartbeat_time = r.f64();
-  v.heartbeats = r.u64();
+  v = decode_worker_liveness(r);
   v.current_rollout = r.u64();
   v.current_attempt = r.u64();
 }

@@ -4,76 +4,13 @@
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/store/memory_store.hpp"
+#include "arclight/store/record_codec.hpp"
 
 namespace arclight::store {
 namespace {
 constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
 constexpr std::uint32_t tables_format = 2;
 
-template <class Enum>
-Enum read_enum(ByteReader& in, int count, const char* what) {
-  const std::uint8_t v = in.u8();
-  if (v >= count) throw DecodeError(std::string("store snapshot: bad ") + what + " " + std::to_string(v));
-  return static_cast<Enum>(v);
-}
-
-void write_rollout(ByteWriter& w, const Rollout& r) {
-  w.u64(r.id);
-  w.bytes(r.input);
-  w.u8(static_cast<std::uint8_t>(r.mode));
-  w.u64(r.resources_id);
-  w.u8(static_cast<std::uint8_t>(r.status));
-  w.f64(r.config.timeout_seconds);
-  w.f64(r.config.unresponsive_seconds);
-  w.u32(r.config.max_attempts);
-  w.u8(r.config.retry_condition);
-  w.bytes(r.metadata);
-  w.f64(r.start_time);
-  w.f64(r.end_time);
-  w.u32(r.attempt_count);
-}
-
-Rollout read_rollout(ByteReader& in) {
-  Rollout r;
-  r.id = in.u64();
-  r.input = std::string(in.bytes());
-  r.mode = read_enum<Mode>(in, 3, "mode");
-  r.resources_id = in.u64();
-  r.status = read_enum<RolloutStatus>(in, rollout_status_count, "rollout status");
-  r.config.timeout_seconds = in.f64();
-  r.config.unresponsive_seconds = in.f64();
-  r.config.max_attempts = in.u32();
-  r.config.retry_condition = in.u8();
-  r.metadata = std::string(in.bytes());
-  r.start_time = in.f64();
-  r.end_time = in.f64();
-  r.attempt_count = in.u32();
-  return r;
-}
-
-void write_attempt(ByteWriter& w, const Attempt& a) {
-  w.u64(a.id);
-  w.u64(a.rollout_id);
-  w.u32(a.sequence_id);
-  w.bytes(a.worker_id);
-  w.u8(static_cast<std::uint8_t>(a.status));
-  w.f64(a.start_time);
-  w.f64(a.end_time);
-  w.f64(a.last_heartbeat_time);
-}
-
-Attempt read_attempt(ByteReader& in) {
-  Attempt a;
-  a.id = in.u64();
-  a.rollout_id = in.u64();
-  a.sequence_id = in.u32();
-  a.worker_id = std::string(in.bytes());
-  a.status = read_enum<AttemptStatus>(in, attempt_status_count, "attempt status");
-  a.start_time = in.f64();
-  a.end_time = in.f64();
-  a.last_heartbeat_time = in.f64();
-  return a;
-}
 }  // namespace
 
 MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::size_t span_log_from) const {
@@ -110,20 +47,15 @@ std::string MemoryStore::tables_locked() const {
     if (!is_final(rec.rollout.status)) open.push_back(&rec);
   w.u64(open.size());
   for (const RolloutRecord* rec : open) {
-    write_rollout(w, rec->rollout);
+    encode_rollout(w, rec->rollout);
     w.u32(static_cast<std::uint32_t>(rec->attempts.size()));
-    for (AttemptId id : rec->attempts) write_attempt(w, attempts_[id - 1].attempt);
+    for (AttemptId id : rec->attempts) encode_attempt(w, attempts_[id - 1].attempt);
   }
   std::vector<const Worker*> workers;
   for (const auto& [id, worker] : workers_) workers.push_back(&worker);
   std::sort(workers.begin(), workers.end(), [](const Worker* a, const Worker* b) { return a->id < b->id; });
   w.u64(workers.size());
-  for (const Worker* worker : workers) {
-    w.bytes(worker->id);
-    w.u8(static_cast<std::uint8_t>(worker->status));
-    w.f64(worker->last_heartbeat_time);
-    w.u64(worker->heartbeats);
-  }
+  for (const Worker* worker : workers) encode_worker_liveness(w, *worker);
   return out;
 }
 
@@ -135,16 +67,11 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
     w.u8(e.kind);
     if (e.kind == HistoryEntry::rollout) {
       const RolloutRecord& rec = rollouts_[e.id - 1];
-      write_rollout(w, rec.rollout);
+      encode_rollout(w, rec.rollout);
       w.u32(static_cast<std::uint32_t>(rec.attempts.size()));
-      for (AttemptId id : rec.attempts) write_attempt(w, attempts_[id - 1].attempt);
+      for (AttemptId id : rec.attempts) encode_attempt(w, attempts_[id - 1].attempt);
     } else {
-      const ResourcesVersion& v = resources_[e.id - 1];
-      w.u64(v.id);
-      w.bytes(v.name);
-      w.u64(v.version);
-      w.f64(v.create_time);
-      w.bytes(v.content);
+      encode_resources(w, resources_[e.id - 1]);
     }
   }
   return out;
@@ -209,15 +136,16 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
   // Every id from 1 to its count comes exactly once, from the history or the tables: a
   // count beyond what the bytes can hold (a record's least size) is refused before anything
-  // is allocated for it.
+  // is allocated for it. Resources versions are in the history only, each after its kind byte.
   const std::size_t bytes = tables.size() + history.size();
-  if (rollout_count > bytes / 67 || attempt_count > bytes / 49 || resources_count > history.size() / 33)
+  if (rollout_count > bytes / min_rollout_bytes || attempt_count > bytes / min_attempt_bytes ||
+      resources_count > history.size() / (sizeof(HistoryEntry::Kind) + min_resources_bytes))
     throw DecodeError("store snapshot: counts beyond its size");
   rollouts_.resize(rollout_count);
   attempts_.resize(attempt_count);
   resources_.resize(resources_count);
   auto place = [&](ByteReader& from, bool ended) -> RolloutId {
-    Rollout r = read_rollout(from);
+    Rollout r = decode_rollout(from);
     if (r.id == 0 || r.id > rollouts_.size() || rollouts_[r.id - 1].rollout.id != 0)
       throw DecodeError("store snapshot: a rollout out of place");
     if (is_final(r.status) != ended || r.config.max_attempts < 1)
@@ -226,7 +154,7 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
     rec.rollout = std::move(r);
     const std::uint32_t attempts = from.u32();
     for (std::uint32_t k = 0; k < attempts; ++k) {
-      Attempt a = read_attempt(from);
+      Attempt a = decode_attempt(from);
       if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0 || a.rollout_id != rec.rollout.id)
         throw DecodeError("store snapshot: an attempt out of place");
       if (a.sequence_id != k + 1) throw DecodeError("store snapshot: attempts out of order");
@@ -238,12 +166,8 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
   };
   for (std::uint64_t open = in.u64(); open > 0; --open) place(in, false);
   for (std::uint64_t workers = in.u64(); workers > 0; --workers) {
-    Worker w;
-    w.id = std::string(in.bytes());
-    read_enum<WorkerStatus>(in, 3, "worker status");
+    Worker w = decode_worker_liveness(in);
     w.status = WorkerStatus::unknown;  // a worker of the run that saved: not heard from since
-    w.last_heartbeat_time = in.f64();
-    w.heartbeats = in.u64();
     workers_[w.id] = w;
   }
   if (in.remaining() != 0) throw DecodeError("store tables: trailing bytes");
@@ -254,16 +178,11 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
     if (kind == HistoryEntry::rollout) {
       history_.push_back(HistoryEntry{HistoryEntry::rollout, place(past, true)});
     } else if (kind == HistoryEntry::resources) {
-      const std::uint64_t id = past.u64();
-      if (id == 0 || id > resources_.size() || resources_[id - 1].id != 0)
+      ResourcesVersion v = decode_resources(past);
+      if (v.id == 0 || v.id > resources_.size() || resources_[v.id - 1].id != 0)
         throw DecodeError("store snapshot: resources out of place");
-      ResourcesVersion& v = resources_[id - 1];
-      v.id = id;
-      v.name = std::string(past.bytes());
-      v.version = past.u64();
-      v.create_time = past.f64();
-      v.content = std::string(past.bytes());
-      history_.push_back(HistoryEntry{HistoryEntry::resources, id});
+      history_.push_back(HistoryEntry{HistoryEntry::resources, v.id});
+      resources_[v.id - 1] = std::move(v);
     } else {
       throw DecodeError("store history: unknown record " + std::to_string(kind));
     }

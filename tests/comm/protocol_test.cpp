@@ -126,6 +126,23 @@ BOOST_AUTO_TEST_CASE(a_lying_count_is_refused_without_allocating) {
   BOOST_TEST(error_code(*wire::handle_request(store, request)) == int(wire::malformed));
 }
 
+// A count's bound is the least encoding of what it counts: a larger one would refuse true messages.
+template <class T>
+std::size_t least_encoding() {
+  std::string bytes;
+  ByteWriter w(bytes);
+  wire::put(w, T{});
+  return bytes.size();
+}
+
+BOOST_AUTO_TEST_CASE(count_bounds_are_the_least_encodings) {
+  BOOST_TEST(wire::min_encoded_bytes<std::uint64_t> == least_encoding<std::uint64_t>());
+  BOOST_TEST(wire::min_encoded_bytes<Rollout> == least_encoding<Rollout>());
+  BOOST_TEST(wire::min_encoded_bytes<Attempt> == least_encoding<Attempt>());
+  BOOST_TEST(wire::min_encoded_bytes<AttemptedRollout> == least_encoding<AttemptedRollout>());
+  BOOST_TEST(wire::min_encoded_bytes<Worker> == least_encoding<Worker>());
+}
+
 BOOST_AUTO_TEST_CASE(random_mutations_never_crash_the_handler) {
   std::vector<NewRollout> rollouts{task("seed")};
   store.enqueue(rollouts);

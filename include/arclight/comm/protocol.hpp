@@ -11,6 +11,7 @@
 
 #include "arclight/core/bytes.hpp"
 #include "arclight/store/memory_store.hpp"
+#include "arclight/store/record_codec.hpp"
 
 namespace arclight::comm::wire {
 
@@ -109,6 +110,24 @@ void get(ByteReader& r, store::ResourcesVersion& v);
 void get(ByteReader& r, store::Worker& v);
 void get(ByteReader& r, store::Statistics& v);
 
+// The fewest bytes one encoded T takes, so that a count of them the body cannot hold is refused
+// before anything is allocated: the store's records' least sizes, one byte for the rest.
+template <class T>
+inline constexpr std::size_t min_encoded_bytes = 1;
+template <>
+inline constexpr std::size_t min_encoded_bytes<std::uint64_t> = sizeof(std::uint64_t);
+template <>
+inline constexpr std::size_t min_encoded_bytes<store::Rollout> = store::min_rollout_bytes;
+template <>
+inline constexpr std::size_t min_encoded_bytes<store::Attempt> = store::min_attempt_bytes;
+template <>
+inline constexpr std::size_t min_encoded_bytes<store::AttemptedRollout> =
+    store::min_rollout_bytes + store::min_attempt_bytes;
+// What a checkpoint keeps of a worker, then the rollout and the attempt it works on.
+template <>
+inline constexpr std::size_t min_encoded_bytes<store::Worker> =
+    store::min_worker_liveness_bytes + 2 * sizeof(std::uint64_t);
+
 template <class T>
 void put(ByteWriter& w, const std::vector<T>& values) {
   w.u32(static_cast<std::uint32_t>(values.size()));
@@ -116,7 +135,7 @@ void put(ByteWriter& w, const std::vector<T>& values) {
 }
 template <class T>
 void get(ByteReader& r, std::vector<T>& values) {
-  std::uint32_t n = r.count(1);
+  std::uint32_t n = r.count(min_encoded_bytes<T>);
   values.clear();
   values.reserve(std::min<std::uint32_t>(n, 1024));  // a corrupt count must not reserve gigabytes
   for (std::uint32_t i = 0; i < n; ++i) get(r, values.emplace_back());

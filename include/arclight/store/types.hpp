@@ -26,6 +26,8 @@ enum class SpanStatus : std::uint8_t { unset, ok, error };
 
 inline constexpr int rollout_status_count = 7;
 inline constexpr int attempt_status_count = 6;
+inline constexpr int mode_count = 3;
+inline constexpr int worker_status_count = 3;
 
 std::string_view to_string(RolloutStatus s);
 std::string_view to_string(AttemptStatus s);
