@@ -40,104 +40,148 @@ std::string version_text() {
   return out.str();
 }
 
-void bind_config(CLI::App& train, Config& c) {
-  auto opt = [&train](const std::string& key, auto& field, const std::string& help) {
-    return train.add_option("--" + key, field, help)->capture_default_str()->group("Configuration");
-  };
+// Binds each field of the configuration to its option --section.key (and TOML key).
+class ConfigBinder {
+ public:
+  explicit ConfigBinder(CLI::App& train) : train_(train) {}
+
+  template <class Field>
+  CLI::Option* opt(const std::string& key, Field& field, const std::string& help) {
+    return train_.add_option("--" + key, field, help)->capture_default_str()->group("Configuration");
+  }
+
   // A mode binds as its name (so the effective configuration prints names) and is read into its enum.
-  auto mode = [&train](const std::string& key, auto& field, const std::string& help) {
-    using Mode = std::decay_t<decltype(field)>;
+  template <class Mode>
+  CLI::Option* mode(const std::string& key, Mode& field, const std::string& help) {
     std::vector<std::string> names;
     for (const auto& n : mode_names(Mode{})) names.push_back(n.name);
     std::string choices;
     for (std::size_t i = 0; i < names.size(); ++i) choices += (i ? (i + 1 == names.size() ? " or " : ", ") : "") + names[i];
-    return train
+    return train_
         .add_option_function<std::string>(
             "--" + key, [&field](const std::string& name) { field = *parse_mode<Mode>(name); }, help + ": " + choices)
         ->default_str(name_of(field))
         ->check(CLI::IsMember(names))
         ->group("Configuration");
-  };
-  opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
-  opt("run.seed", c.run.seed, "random seed");
-  opt("run.steps", c.run.steps, "training steps")->check(CLI::NonNegativeNumber);
-  mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
+  }
 
-  mode("layout.mode", c.layout.mode, "runners and trainers apart, or every worker does both");
-  opt("layout.trainers", c.layout.trainers, "trainer ranks: a count or a fraction of the worker ranks");
-  opt("layout.runners", c.layout.runners, "runner ranks: a count, a fraction, or \"rest\"");
+ private:
+  CLI::App& train_;
+};
 
-  opt("model.d_model", c.model.d_model, "width of the transformer")->check(CLI::PositiveNumber);
-  opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(CLI::PositiveNumber);
-  opt("model.n_heads", c.model.n_heads, "attention heads")->check(CLI::PositiveNumber);
-  opt("model.d_ff", c.model.d_ff, "width of the MLP")->check(CLI::PositiveNumber);
-  opt("model.max_seq", c.model.max_seq, "longest token sequence")->check(CLI::PositiveNumber);
-  mode("model.positions", c.model.positions, "position encoding");
+void bind_run(ConfigBinder& b, Config& c) {
+  b.opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
+  b.opt("run.seed", c.run.seed, "random seed");
+  b.opt("run.steps", c.run.steps, "training steps")->check(CLI::NonNegativeNumber);
+  b.mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
+}
 
-  opt("agent.name", c.agent.name, "the built-in agent to train: guess or arith");
-  opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
-  opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(CLI::PositiveNumber);
-  opt("agent.arith_digits", c.agent.arith_digits, "arith: digits per operand")->check(CLI::Range(1, 9));
-  opt("agent.max_policy_calls", c.agent.max_policy_calls, "an episode making more policy calls fails")
+void bind_layout(ConfigBinder& b, Config& c) {
+  b.mode("layout.mode", c.layout.mode, "runners and trainers apart, or every worker does both");
+  b.opt("layout.trainers", c.layout.trainers, "trainer ranks: a count or a fraction of the worker ranks");
+  b.opt("layout.runners", c.layout.runners, "runner ranks: a count, a fraction, or \"rest\"");
+}
+
+void bind_model(ConfigBinder& b, Config& c) {
+  b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(CLI::PositiveNumber);
+  b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(CLI::PositiveNumber);
+  b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(CLI::PositiveNumber);
+  b.opt("model.d_ff", c.model.d_ff, "width of the MLP")->check(CLI::PositiveNumber);
+  b.opt("model.max_seq", c.model.max_seq, "longest token sequence")->check(CLI::PositiveNumber);
+  b.mode("model.positions", c.model.positions, "position encoding");
+}
+
+void bind_agent(ConfigBinder& b, Config& c) {
+  b.opt("agent.name", c.agent.name, "the built-in agent to train: guess or arith");
+  b.opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
+  b.opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(CLI::PositiveNumber);
+  b.opt("agent.arith_digits", c.agent.arith_digits, "arith: digits per operand")->check(CLI::Range(1, 9));
+  b.opt("agent.max_policy_calls", c.agent.max_policy_calls, "an episode making more policy calls fails")
       ->check(CLI::PositiveNumber);
-  opt("agent.episode_timeout_seconds", c.agent.episode_timeout_seconds, "an episode running longer fails")
+  b.opt("agent.episode_timeout_seconds", c.agent.episode_timeout_seconds, "an episode running longer fails")
       ->check(CLI::PositiveNumber);
+}
 
-  opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(CLI::PositiveNumber);
-  opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(CLI::PositiveNumber);
-  mode("grpo.advantage", c.grpo.advantage, "returns-to-go normalized per step, or one per trajectory");
-  mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
-  opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
-  opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(CLI::NonNegativeNumber);
-  opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(CLI::NonNegativeNumber);
-  opt("grpo.entropy_coef", c.grpo.entropy_coef, "entropy bonus")->check(CLI::NonNegativeNumber);
-  opt("grpo.lr", c.grpo.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
-  opt("grpo.weight_decay", c.grpo.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
-  opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(CLI::NonNegativeNumber);
-  opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(CLI::PositiveNumber);
-  opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(CLI::PositiveNumber);
-  opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
+void bind_grpo(ConfigBinder& b, Config& c) {
+  b.opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(CLI::PositiveNumber);
+  b.opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(CLI::PositiveNumber);
+  b.mode("grpo.advantage", c.grpo.advantage, "returns-to-go normalized per step, or one per trajectory");
+  b.mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
+  b.opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
+  b.opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.entropy_coef", c.grpo.entropy_coef, "entropy bonus")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.lr", c.grpo.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
+  b.opt("grpo.weight_decay", c.grpo.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(CLI::PositiveNumber);
+  b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(CLI::PositiveNumber);
+  b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
       ->check(CLI::NonNegativeNumber);
-  opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(CLI::PositiveNumber);
-  opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(CLI::NonNegativeNumber);
-  opt("grpo.train_blocks", c.grpo.train_blocks,
+  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(CLI::PositiveNumber);
+  b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.train_blocks", c.grpo.train_blocks,
       "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")
       ->check(CLI::NonNegativeNumber);
+}
 
-  opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(CLI::PositiveNumber);
-  opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(CLI::PositiveNumber);
-  mode("comm.compression", c.comm.compression, "gradients in transit");
+void bind_comm(ConfigBinder& b, Config& c) {
+  b.opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(CLI::PositiveNumber);
+  b.opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(CLI::PositiveNumber);
+  b.mode("comm.compression", c.comm.compression, "gradients in transit");
+}
 
-  opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
+void bind_rollout(ConfigBinder& b, Config& c) {
+  b.opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
       ->check(CLI::NonNegativeNumber);
-  opt("rollout.unresponsive_seconds", c.rollout.unresponsive_seconds,
+  b.opt("rollout.unresponsive_seconds", c.rollout.unresponsive_seconds,
       "an attempt without a heartbeat this long is unresponsive; 0: never")
       ->check(CLI::NonNegativeNumber);
-  opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")->check(CLI::PositiveNumber);
-  opt("rollout.retry_condition", c.rollout.retry_condition, "attempt endings that requeue the rollout")
+  b.opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")->check(CLI::PositiveNumber);
+  b.opt("rollout.retry_condition", c.rollout.retry_condition, "attempt endings that requeue the rollout")
       ->check(CLI::IsMember({"failed", "timeout", "unresponsive"}));
+}
 
-  opt("runner.episodes_in_flight", c.runner.episodes_in_flight, "episodes a runner runs at once, batched")
+void bind_runner(ConfigBinder& b, Config& c) {
+  b.opt("runner.episodes_in_flight", c.runner.episodes_in_flight, "episodes a runner runs at once, batched")
       ->check(CLI::PositiveNumber);
-  opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(CLI::PositiveNumber);
-  opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
+  b.opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(CLI::PositiveNumber);
+  b.opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
       ->check(CLI::PositiveNumber);
+}
 
-  opt("checkpoint.dir", c.checkpoint.dir, "where versions go; empty: <run.dir>/checkpoints");
-  opt("checkpoint.every_steps", c.checkpoint.every_steps, "a checkpoint every N steps; 0: not by steps")
+void bind_checkpoint(ConfigBinder& b, Config& c) {
+  b.opt("checkpoint.dir", c.checkpoint.dir, "where versions go; empty: <run.dir>/checkpoints");
+  b.opt("checkpoint.every_steps", c.checkpoint.every_steps, "a checkpoint every N steps; 0: not by steps")
       ->check(CLI::NonNegativeNumber);
-  opt("checkpoint.every_minutes", c.checkpoint.every_minutes, "a checkpoint every T minutes; 0: not by time")
+  b.opt("checkpoint.every_minutes", c.checkpoint.every_minutes, "a checkpoint every T minutes; 0: not by time")
       ->check(CLI::NonNegativeNumber);
-  opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept (and what they link to); 0: all")
+  b.opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept (and what they link to); 0: all")
       ->check(CLI::NonNegativeNumber);
-  opt("checkpoint.full_every", c.checkpoint.full_every,
+  b.opt("checkpoint.full_every", c.checkpoint.full_every,
       "every K-th version is full; the others link to their parent's unchanged datasets; 1: all full")
       ->check(CLI::PositiveNumber);
+}
 
-  opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
-  opt("faults.kill_in_checkpoint", c.faults.kill_in_checkpoint,
+void bind_faults(ConfigBinder& b, Config& c) {
+  b.opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
+  b.opt("faults.kill_in_checkpoint", c.faults.kill_in_checkpoint,
       "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
       ->check(CLI::NonNegativeNumber);
+}
+
+void bind_config(CLI::App& train, Config& c) {
+  ConfigBinder b(train);
+  bind_run(b, c);
+  bind_layout(b, c);
+  bind_model(b, c);
+  bind_agent(b, c);
+  bind_grpo(b, c);
+  bind_comm(b, c);
+  bind_rollout(b, c);
+  bind_runner(b, c);
+  bind_checkpoint(b, c);
+  bind_faults(b, c);
 }
 
 // CLI11's messages for config-file problems name the internal section; say it the user's way.

@@ -1,5 +1,7 @@
 #include "arclight/comm/protocol.hpp"
 
+#include <tuple>
+
 #include "arclight/core/log.hpp"
 #include "arclight/store/record_codec.hpp"
 #include "arclight/store/span_record.hpp"
@@ -252,33 +254,29 @@ SpanRecordView read_span_record(ByteReader& in) {
   return v;
 }
 
+// Reads a request's arguments and checks that its body ends there, then calls the store:
+// a bad request changes nothing. (A braced list reads the arguments in order.)
+template <class... Args, class Call>
+auto with_args(ByteReader& in, Call call) {
+  std::tuple<Args...> args{read<Args>(in)...};
+  in.expect_end();
+  return std::apply(call, std::move(args));
+}
+
+using Id = std::uint64_t;
+
 std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
   auto reply = [&](const auto&... values) { return encode(h.type, true, h.request_id, values...); };
-  // Each case decodes all its arguments and checks the end of the body before touching the store.
   switch (h.type) {
-    case Type::enqueue: {
-      auto rollouts = read<std::vector<NewRollout>>(in);
-      in.expect_end();
-      return reply(s.enqueue(std::move(rollouts)));
-    }
-    case Type::dequeue: {
-      auto worker = read<std::string>(in);
-      auto max_count = read<std::uint32_t>(in);
-      in.expect_end();
-      return reply(s.dequeue(worker, max_count));
-    }
-    case Type::start_rollout: {
-      auto rollout = read<NewRollout>(in);
-      auto worker = read<std::string>(in);
-      in.expect_end();
-      return reply(s.start_rollout(std::move(rollout), worker));
-    }
-    case Type::start_attempt: {
-      auto id = read<std::uint64_t>(in);
-      auto worker = read<std::string>(in);
-      in.expect_end();
-      return reply(s.start_attempt(id, worker));
-    }
+    case Type::enqueue:
+      return reply(with_args<std::vector<NewRollout>>(in, [&](auto rollouts) { return s.enqueue(std::move(rollouts)); }));
+    case Type::dequeue:
+      return reply(with_args<std::string, std::uint32_t>(in, [&](auto worker, auto n) { return s.dequeue(worker, n); }));
+    case Type::start_rollout:
+      return reply(with_args<NewRollout, std::string>(
+          in, [&](auto rollout, auto worker) { return s.start_rollout(std::move(rollout), worker); }));
+    case Type::start_attempt:
+      return reply(with_args<Id, std::string>(in, [&](auto id, auto worker) { return s.start_attempt(id, worker); }));
     case Type::add_spans: {
       std::vector<SpanRecordView> spans(in.count(min_span_bytes));
       for (SpanRecordView& span : spans) span = read_span_record(in);
@@ -290,82 +288,40 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
       in.expect_end();
       return reply(s.add_span_record(span));
     }
-    case Type::update_attempt: {
-      auto rollout = read<std::uint64_t>(in);
-      auto attempt = read<std::uint64_t>(in);
-      auto update = read<AttemptUpdate>(in);
-      in.expect_end();
-      return reply(s.update_attempt(rollout, attempt, update));
-    }
-    case Type::update_attempts: {
-      auto reports = read<std::vector<AttemptReport>>(in);
-      in.expect_end();
-      return reply(s.update_attempts(reports));
-    }
-    case Type::update_rollout: {
-      auto rollout = read<std::uint64_t>(in);
-      auto update = read<RolloutUpdate>(in);
-      in.expect_end();
-      return reply(s.update_rollout(rollout, update));
-    }
-    case Type::query_rollouts: {
-      auto filter = read<RolloutFilter>(in);
-      auto paging = read<Paging>(in);
-      in.expect_end();
-      return reply(s.query_rollouts(filter, paging));
-    }
-    case Type::query_attempts: {
-      auto filter = read<AttemptFilter>(in);
-      auto paging = read<Paging>(in);
-      in.expect_end();
-      return reply(s.query_attempts(filter, paging));
-    }
-    case Type::get_latest_attempt: {
-      auto rollout = read<std::uint64_t>(in);
-      in.expect_end();
-      return reply(s.get_latest_attempt(rollout));
-    }
-    case Type::query_spans: {
-      auto filter = read<SpanFilter>(in);
-      auto paging = read<Paging>(in);
-      in.expect_end();
-      return reply(s.query_spans(filter, paging));
-    }
+    case Type::update_attempt:
+      return reply(with_args<Id, Id, AttemptUpdate>(
+          in, [&](auto rollout, auto attempt, auto update) { return s.update_attempt(rollout, attempt, update); }));
+    case Type::update_attempts:
+      return reply(with_args<std::vector<AttemptReport>>(in, [&](auto reports) { return s.update_attempts(reports); }));
+    case Type::update_rollout:
+      return reply(with_args<Id, RolloutUpdate>(in, [&](auto id, auto update) { return s.update_rollout(id, update); }));
+    case Type::query_rollouts:
+      return reply(with_args<RolloutFilter, Paging>(in, [&](auto f, auto p) { return s.query_rollouts(f, p); }));
+    case Type::query_attempts:
+      return reply(with_args<AttemptFilter, Paging>(in, [&](auto f, auto p) { return s.query_attempts(f, p); }));
+    case Type::get_latest_attempt:
+      return reply(with_args<Id>(in, [&](auto id) { return s.get_latest_attempt(id); }));
+    case Type::query_spans:
+      return reply(with_args<SpanFilter, Paging>(in, [&](auto f, auto p) { return s.query_spans(f, p); }));
     case Type::add_resources:
-    case Type::update_resources: {
-      auto name = read<std::string>(in);
-      auto content = read<std::string>(in);
-      in.expect_end();
-      return reply(h.type == Type::add_resources ? s.add_resources(name, std::move(content))
-                                                 : s.update_resources(name, std::move(content)));
-    }
-    case Type::get_resources: {
-      auto id = read<std::uint64_t>(in);
-      in.expect_end();
-      return reply(s.get_resources(id));
-    }
-    case Type::get_latest_resources: {
-      auto name = read<std::string>(in);
-      in.expect_end();
-      return reply(s.get_latest_resources(name));
-    }
-    case Type::wait_for_rollouts: {
-      auto ids = read<std::vector<std::uint64_t>>(in);
-      read<double>(in);  // the timeout: a server that waits parks the request instead
-      in.expect_end();
-      return reply(s.wait_for_rollouts(ids, 0.0));
-    }
-    case Type::heartbeat: {
-      auto worker = read<std::string>(in);
-      in.expect_end();
-      return reply(s.heartbeat(worker));
-    }
+      return reply(with_args<std::string, std::string>(
+          in, [&](auto name, auto content) { return s.add_resources(name, std::move(content)); }));
+    case Type::update_resources:
+      return reply(with_args<std::string, std::string>(
+          in, [&](auto name, auto content) { return s.update_resources(name, std::move(content)); }));
+    case Type::get_resources:
+      return reply(with_args<Id>(in, [&](auto id) { return s.get_resources(id); }));
+    case Type::get_latest_resources:
+      return reply(with_args<std::string>(in, [&](auto name) { return s.get_latest_resources(name); }));
+    case Type::wait_for_rollouts:
+      // The timeout is read and dropped: a server that waits parks the request instead.
+      return reply(with_args<std::vector<Id>, double>(in, [&](auto ids, double) { return s.wait_for_rollouts(ids, 0.0); }));
+    case Type::heartbeat:
+      return reply(with_args<std::string>(in, [&](auto worker) { return s.heartbeat(worker); }));
     case Type::query_workers:
-      in.expect_end();
-      return reply(s.query_workers());
+      return reply(with_args<>(in, [&] { return s.query_workers(); }));
     case Type::statistics:
-      in.expect_end();
-      return reply(s.statistics());
+      return reply(with_args<>(in, [&] { return s.statistics(); }));
     case Type::error:
     case Type::reset:
     case Type::bye:
