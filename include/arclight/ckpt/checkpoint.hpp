@@ -91,7 +91,8 @@ void set_latest(const std::string& dir, const std::string& version_file);
 
 // Writes `checkpoint` as version `version` in `dir` and makes it LATEST; returns the path.
 // The parent of an incremental version is the LATEST version at the time of writing, when it
-// is an earlier step. A parallel write that fails ends the job (MPI_Abort) with one message.
+// is an earlier step. A failure throws, on the ranks that see it: a parallel write is
+// collective, so the caller must then end the job (the other ranks may wait in it for ever).
 std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& checkpoint,
                              const WriteOptions& options = {});
 
@@ -121,7 +122,8 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
 
 // A run resumed from an earlier version continues one timeline: versions of later steps are
 // renamed to <name>.superseded-<UTC time>-<token>, newest first (never read again; what only
-// they link to goes with the next retention). Returns their names.
+// they link to goes with the next retention). Returns their file names, separated by spaces
+// (empty when there was none).
 std::string supersede_newer_versions(const std::string& dir, std::int64_t step);
 // A fresh run into a directory that holds versions renames the directory, intact, to
 // <dir>.superseded-<UTC time>-<token> and returns that name (empty when there was nothing).

@@ -1,0 +1,178 @@
+// A checkpoint directory: its versions, LATEST, versions set aside, and retention.
+#include "directory.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/log.hpp"
+#include "hdf5_io.hpp"
+
+namespace arclight::ckpt {
+namespace fs = std::filesystem;
+
+std::vector<std::int64_t> versions_in(const std::string& dir) {
+  static const std::regex name{R"(v([0-9]{8})\.h5)"};
+  std::vector<std::int64_t> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (std::regex_match(file, m, name)) out.push_back(std::stoll(m[1]));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string unique_token() {
+  std::random_device device;
+  const std::uint64_t x = (std::uint64_t(device()) << 32) ^ device() ^
+                          std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+std::string version_file_name(std::int64_t version) {
+  char name[32];
+  std::snprintf(name, sizeof name, "v%08lld.h5", static_cast<long long>(version));
+  return name;
+}
+
+std::string latest_version(const std::string& dir) {
+  std::string name;
+  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, name);
+  return name;
+}
+
+// LATEST's bytes: the file name, then a newline; written under a temporary name, fsynced, renamed.
+void set_latest(const std::string& dir, const std::string& version_file) {
+  const std::string latest_tmp = (fs::path(dir) / "LATEST.tmp").string();
+  {
+    std::ofstream latest(latest_tmp, std::ios::trunc);
+    latest << version_file << "\n";
+    latest.close();
+    if (!latest) throw Error("checkpoint: cannot write " + latest_tmp);
+  }
+  fsync_path(latest_tmp, false);
+  fs::rename(latest_tmp, fs::path(dir) / "LATEST");
+  fsync_path(dir, true);
+}
+
+namespace {
+
+// ".superseded-<UTC time>-<token>": a name used once.
+std::string superseded_suffix() {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return std::string(".superseded-") + stamp + "-" + unique_token().substr(0, 8);
+}
+
+}  // namespace
+
+std::string supersede_newer_versions(const std::string& dir, std::int64_t step) {
+  std::vector<std::string> moved;
+  const std::string suffix = superseded_suffix();
+  std::vector<std::int64_t> versions = versions_in(dir);
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {  // newest first: a crash halfway keeps the order
+    if (*it <= step) continue;
+    const fs::path from = fs::path(dir) / version_file_name(*it);
+    std::error_code ec;
+    fs::rename(from, from.string() + suffix, ec);
+    if (ec) throw Error("checkpoint: cannot set " + from.string() + " aside: " + ec.message());
+    moved.push_back(from.filename().string());
+  }
+  if (!moved.empty()) fsync_path(dir, true);
+  std::string text;
+  for (const std::string& m : moved) text += (text.empty() ? "" : " ") + m;
+  return text;
+}
+
+std::string supersede_directory(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || (versions_in(dir).empty() && latest_version(dir).empty())) return {};
+  std::string to = fs::path(dir).lexically_normal().string();
+  if (!to.empty() && to.back() == '/') to.pop_back();
+  to += superseded_suffix();
+  fs::rename(dir, to, ec);
+  if (ec) throw Error("checkpoint: cannot set " + dir + " aside: " + ec.message());
+  return to;
+}
+
+namespace {
+
+// The newest `keep` of `versions`, LATEST, and every file they link to (links point at the
+// file that holds the data, so one level is the whole chain); nullopt when one does not read.
+std::optional<std::set<std::string>> kept_files(const std::string& dir, const std::vector<std::int64_t>& versions,
+                                                std::size_t keep) {
+  std::vector<std::string> kept_versions;
+  for (std::size_t i = versions.size() - keep; i < versions.size(); ++i)
+    kept_versions.push_back(version_file_name(versions[i]));
+  const std::string latest = latest_version(dir);
+  if (!latest.empty()) kept_versions.push_back(latest);
+  std::set<std::string> kept;
+  for (const std::string& name : kept_versions) {
+    if (!fs::exists(fs::path(dir) / name)) continue;
+    kept.insert(name);
+    try {
+      for (const std::string& f : linked_files((fs::path(dir) / name).string())) kept.insert(f);
+    } catch (const CorruptCheckpoint& e) {
+      log::warn("retention: ", e.what(), "; keeping every older version");
+      return std::nullopt;
+    }
+  }
+  return kept;
+}
+
+// Leftovers of writes that never committed (a crash mid-write), older than the newest version.
+void remove_leftovers(const std::string& dir, std::int64_t newest, std::vector<std::string>& removed) {
+  static const std::regex tmp_name{R"(v([0-9]{8})\.h5\.tmp)"};
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (std::regex_match(file, m, tmp_name) && std::stoll(m[1]) < newest) {
+      std::error_code rm;
+      if (fs::remove(e.path(), rm)) removed.push_back(e.path().string());
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> apply_retention(const std::string& dir, int keep) {
+  std::vector<std::string> removed;
+  if (keep <= 0) return removed;
+  std::vector<std::int64_t> versions = versions_in(dir);
+  if (versions.size() <= static_cast<std::size_t>(keep)) return removed;
+  const std::optional<std::set<std::string>> kept = kept_files(dir, versions, static_cast<std::size_t>(keep));
+  if (!kept) return removed;
+  for (std::int64_t v : versions) {
+    const std::string name = version_file_name(v);
+    if (kept->count(name)) continue;
+    std::error_code ec;
+    const std::string p = (fs::path(dir) / name).string();
+    if (fs::remove(p, ec)) removed.push_back(p);
+  }
+  // Segment files no kept version links to (a rewritten log, or a write that never committed).
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "segments", ec)) {
+    const std::string name = "segments/" + e.path().filename().string();
+    if (kept->count(name)) continue;
+    std::error_code rm;
+    if (fs::remove(e.path(), rm)) removed.push_back(e.path().string());
+  }
+  remove_leftovers(dir, versions.back(), removed);
+  return removed;
+}
+
+}  // namespace arclight::ckpt

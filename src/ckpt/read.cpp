@@ -1,0 +1,217 @@
+// Reading a version back, every checksum verified, and restoring the newest one that reads.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/bytes.hpp"
+#include "arclight/core/crc32c.hpp"
+#include "arclight/core/log.hpp"
+#include "directory.hpp"
+#include "hdf5_io.hpp"
+#include "plan.hpp"
+
+namespace arclight::ckpt {
+namespace fs = std::filesystem;
+
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path)
+      : path_(path), file_(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)"),
+        lapl_(link_access(fs::path(path).parent_path().string()), H5Pclose, "link access") {
+    if (!has("/meta/links")) return;
+    const std::string links = bytes("/meta/links");
+    try {
+      for (ByteReader in(links); in.remaining() > 0;) {
+        std::string name(in.bytes());
+        const std::uint64_t count = in.u64();
+        linked_[name] = {count, in.u32()};
+      }
+    } catch (const DecodeError&) {
+      throw CorruptCheckpoint(path + ": /meta/links is malformed");
+    }
+  }
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const { return H5Lexists(file_.id, name.c_str(), H5P_DEFAULT) > 0; }
+
+  template <class T>
+  std::vector<T> dataset(const std::string& name, hid_t type) {
+    std::vector<T> out;
+    append(name, type, out);
+    return out;
+  }
+  // Reads a dataset onto the end of `out` (no temporary copy), checking its checksum.
+  template <class T>
+  void append(const std::string& name, hid_t type, std::vector<T>& out) {
+    if (!has(name)) throw CorruptCheckpoint(path_ + ": no dataset " + name);
+    hid_t id = -1;
+    H5E_BEGIN_TRY { id = H5Dopen2(file_.id, name.c_str(), lapl_.id); }
+    H5E_END_TRY;
+    Handle set(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+    const std::size_t count = stored_extent(set.id, sizeof(T), path_ + ": " + name), at = out.size();
+    if (out.capacity() < at + count) out.reserve(std::max(at + count, 2 * out.capacity()));
+    out.resize(at + count);
+    T* data = out.data() + at;
+    if (count > 0 && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+      throw CorruptCheckpoint(path_ + ": cannot read " + name);
+    const std::uint32_t crc = crc32c(data, count * sizeof(T));
+    if (read_crc(set.id, path_ + ": " + name) != crc) throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
+    auto link = linked_.find(name);
+    if (link != linked_.end() && (link->second.first != count || link->second.second != crc))
+      throw CorruptCheckpoint(path_ + ": " + name + " links to data that changed since this version was written");
+  }
+  std::string bytes(const std::string& name) {
+    auto v = dataset<char>(name, H5T_NATIVE_UINT8);
+    return std::string(v.begin(), v.end());
+  }
+  std::int64_t one(const std::string& name) {
+    auto v = dataset<std::int64_t>(name, H5T_NATIVE_INT64);
+    if (v.size() != 1) throw CorruptCheckpoint(path_ + ": " + name + " is not one number");
+    return v[0];
+  }
+  // An append-only blob: its segments, in name (= version) order.
+  std::string segments(const std::string& group) {
+    if (!has(group)) throw CorruptCheckpoint(path_ + ": no group " + group);
+    Handle g(H5Gopen2(file_.id, group.c_str(), H5P_DEFAULT), H5Gclose, path_ + ": cannot open " + group);
+    std::vector<std::string> names;
+    auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+      static_cast<std::vector<std::string>*>(out)->push_back(name);
+      return 0;
+    };
+    if (H5Literate(g.id, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
+      throw CorruptCheckpoint(path_ + ": cannot list " + group);
+    std::string out;
+    for (const std::string& n : names) out += bytes(group + "/" + n);
+    return out;
+  }
+
+ private:
+  std::string path_;
+  Handle file_;
+  Handle lapl_;
+  std::map<std::string, std::pair<std::uint64_t, std::uint32_t>> linked_;  // length and checksum a link must find
+};
+
+void read_meta(Reader& r, Checkpoint& c) {
+  if (!r.has("/meta/format") || r.one("/meta/format") != format_version)
+    throw CorruptCheckpoint(r.path() + ": not a checkpoint of format " + std::to_string(format_version));
+  c.step = r.one("/meta/step");
+  c.policy_version = r.one("/meta/policy_version");
+  c.config_toml = r.bytes("/meta/config_toml");
+  c.arclight_version = r.bytes("/meta/arclight_version");
+  auto created = r.dataset<double>("/meta/created", H5T_NATIVE_DOUBLE);
+  c.created = created.empty() ? 0 : created[0];
+  c.parent = r.bytes("/meta/parent");
+  c.chain = r.one("/meta/chain");
+}
+
+// The model and the optimizer: every tensor read and checked; its values kept unless
+// no_tensor_data.
+void read_model(Reader& r, Checkpoint& c, Contents contents) {
+  const std::string& path = r.path();
+  const std::vector<std::string> names = unpack_strings(r.bytes("/model/tensor_names"), path + ": /model/tensor_names");
+  const std::vector<std::int64_t> sizes = r.dataset<std::int64_t>("/model/tensor_sizes", H5T_NATIVE_INT64);
+  if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
+  std::uint64_t total = 0;
+  for (std::int64_t n : sizes) {
+    if (n < 0 || std::uint64_t(n) > (std::uint64_t(1) << 40))
+      throw CorruptCheckpoint(path + ": a tensor size out of range");
+    total += std::uint64_t(n);
+  }
+  // Room for every tensor at once (address space only: the reads below check each length
+  // against the bytes stored), so that the reads go straight into place.
+  const bool keep_values = contents != Contents::no_tensor_data;
+  if (keep_values) {  // a failure here is this machine's memory, not the file: it is not skipped as corrupt
+    c.parameters.reserve(total);
+    c.exp_avg.reserve(total);
+    c.exp_avg_sq.reserve(total);
+  }
+  std::vector<float> scratch;  // no_tensor_data: each tensor read and checked here, then dropped
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
+    auto append = [&](std::vector<float>& values, const std::string& group, bool may_be_empty) {
+      std::vector<float>& to = keep_values ? values : scratch;
+      const std::size_t before = to.size();
+      r.append(group + names[i], H5T_NATIVE_FLOAT, to);
+      const std::size_t got = to.size() - before;
+      if (got != c.tensors.back().size && !(may_be_empty && got == 0))
+        throw CorruptCheckpoint(path + ": " + group + names[i] + " has the wrong size");
+      if (!keep_values) scratch.clear();
+    };
+    append(c.parameters, "/model/parameters/", false);
+    append(c.exp_avg, "/optim/exp_avg/", true);
+    append(c.exp_avg_sq, "/optim/exp_avg_sq/", true);
+  }
+  if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
+  c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
+  if (keep_values && !c.exp_avg.empty() &&
+      (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
+    throw CorruptCheckpoint(path + ": optimizer state and parameters differ in size");
+}
+
+void read_store(Reader& r, Checkpoint& c) {
+  c.coordinator_rng = r.bytes("/rng/coordinator");
+  c.metrics_jsonl = r.segments("/meta/metrics_jsonl");
+  c.store_tables = r.bytes("/store/tables");
+  c.store_history = r.segments("/store/history");
+  c.span_log = r.segments("/store/span_log");
+  c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path, Contents contents) {
+  Reader r(path);
+  Checkpoint c;
+  read_meta(r, c);
+  read_model(r, c, contents);
+  if (contents != Contents::model) read_store(r, c);
+  return c;
+}
+
+std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept,
+                                                              Contents contents) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  // Newest first: a version renamed into place is committed even when a crash came before
+  // LATEST named it.
+  std::vector<std::int64_t> versions = versions_in(dir);
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+    const std::string path = (fs::path(dir) / version_file_name(*it)).string();
+    try {
+      Checkpoint c = read_checkpoint(path, contents);
+      if (accept) accept(path, c);
+      return std::make_pair(path, std::move(c));
+    } catch (const CorruptCheckpoint& e) {
+      log::warn("skipping checkpoint ", path, ": ", e.what());
+    }
+  }
+  if (!versions.empty())
+    throw CorruptCheckpoint(log::concat("none of the ", versions.size(), " versions in ", dir,
+                                        " restores (see the warnings above); move them aside to start afresh"));
+  return std::nullopt;
+}
+
+std::vector<std::string> linked_files(const std::string& path) {
+  std::set<std::string> linked;
+  walk_links(path, nullptr, &linked);
+  return {linked.begin(), linked.end()};
+}
+
+VersionSizes version_sizes(const std::string& path) {
+  std::map<std::string, Held> held;
+  walk_links(path, &held, nullptr);
+  VersionSizes sizes;
+  std::error_code ec;
+  sizes.own = fs::file_size(path, ec);
+  const std::string me = fs::path(path).filename().string();
+  for (const auto& [name, h] : held)
+    if (h.file != me) sizes.linked += h.count * kind_size(h.kind);
+  return sizes;
+}
+
+}  // namespace arclight::ckpt
