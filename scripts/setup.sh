@@ -12,6 +12,8 @@ packages=(
   # the episode batcher runs each episode on a stack of its own (fibers)
   libboost-context-dev
   libtorch-dev
+  # safetensors headers (and config.json): outside input, read with a well-fuzzed JSON library
+  nlohmann-json3-dev
   # LibTorch falls back to the slow reference BLAS without an optimized one.
   libopenblas0-pthread
   clang libclang-rt-14-dev

@@ -19,6 +19,7 @@ LIBRARIES = [
     ("hdf5", re.compile(r"(hdf5|H5[A-Za-z]*)\.h$")),
     ("cli11", re.compile(r"CLI/")),
     ("protobuf", re.compile(r"(google/protobuf/|.*\.pb\.h$)")),
+    ("json", re.compile(r"nlohmann/")),
 ]
 # The C++ standard library (no extension) and the POSIX and glibc headers any module may use.
 SYSTEM = re.compile(r"([a-z_]+|(unistd|fcntl|malloc|sched|dlfcn|signal|errno|pthread)\.h|sys/[a-z_]+\.h)$")
