@@ -7,13 +7,13 @@
 
 namespace arclight::app {
 
-void BackgroundWriter::start(std::function<void()> write) {
+void BackgroundWriter::start(const std::string& what, std::function<void()> write) {
   wait();
-  thread_ = std::thread([write = std::move(write)] {
+  thread_ = std::thread([what, write = std::move(write)] {
     try {
       write();
     } catch (const std::exception& e) {
-      log::error("checkpoint: ", e.what());
+      log::error("checkpoint: ", what, " failed: ", e.what());
       MPI_Abort(MPI_COMM_WORLD, exit_failure);
     }
   });

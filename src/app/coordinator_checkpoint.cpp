@@ -186,7 +186,7 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
       log::warn("fault drill: rank 0 is killed in the middle of a checkpoint write (faults.kill_in_checkpoint)");
       std::raise(SIGKILL);
     };
-  writer_.start([this, step, options, c = std::move(c)] {
+  writer_.start(log::concat("writing version ", step), [this, step, options, c = std::move(c)] {
     const auto t = Stopwatch::now();
     std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
     for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))

@@ -32,7 +32,8 @@ inline std::string checkpoint_dir_of(const Config& config) {
 class BackgroundWriter {
  public:
   ~BackgroundWriter() { wait(); }
-  void start(std::function<void()> write);
+  // `what` names the write in the one message a failure ends the job with.
+  void start(const std::string& what, std::function<void()> write);
   void wait() {
     if (thread_.joinable()) thread_.join();
   }

@@ -145,7 +145,7 @@ class TrainerRank {
     snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
     snapshot->optimizer_steps = std::move(optimizer.steps);
     answer_state();
-    writer_.start([this, step = request.step, snapshot] {
+    writer_.start(log::concat("writing this trainer's share of version ", request.step), [this, step = request.step, snapshot] {
       ckpt::write_checkpoint(checkpoint_dir_of(config_), step, *snapshot, save_options_);
     });
   }
