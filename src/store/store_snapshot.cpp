@@ -131,6 +131,15 @@ void MemoryStore::clear_locked() {
 
 std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::string_view history,
                                                   std::string_view span_log) {
+  import_tables(tables, history);
+  import_history(history);
+  count_imported();
+  import_span_log(span_log);
+  return requeue_unended();
+}
+
+// The tables: what can still change (open rollouts, workers). Sizes the id-indexed tables.
+void MemoryStore::import_tables(std::string_view tables, std::string_view history) {
   ByteReader in(tables);
   if (in.u32() != tables_magic || in.u32() != tables_format) throw DecodeError("store tables: unknown format");
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
@@ -144,39 +153,44 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
   rollouts_.resize(rollout_count);
   attempts_.resize(attempt_count);
   resources_.resize(resources_count);
-  auto place = [&](ByteReader& from, bool ended) -> RolloutId {
-    Rollout r = decode_rollout(from);
-    if (r.id == 0 || r.id > rollouts_.size() || rollouts_[r.id - 1].rollout.id != 0)
-      throw DecodeError("store snapshot: a rollout out of place");
-    if (is_final(r.status) != ended || r.config.max_attempts < 1)
-      throw DecodeError("store snapshot: rollout " + std::to_string(r.id) + " is not what its place says");
-    RolloutRecord& rec = rollouts_[r.id - 1];
-    rec.rollout = std::move(r);
-    const std::uint32_t attempts = from.u32();
-    for (std::uint32_t k = 0; k < attempts; ++k) {
-      Attempt a = decode_attempt(from);
-      if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0 || a.rollout_id != rec.rollout.id)
-        throw DecodeError("store snapshot: an attempt out of place");
-      if (a.sequence_id != k + 1) throw DecodeError("store snapshot: attempts out of order");
-      rec.attempts.push_back(a.id);
-      attempts_[a.id - 1].attempt = std::move(a);
-    }
-    if (attempts != rec.rollout.attempt_count) throw DecodeError("store snapshot: an attempt count that does not add up");
-    return rec.rollout.id;
-  };
-  for (std::uint64_t open = in.u64(); open > 0; --open) place(in, false);
+  for (std::uint64_t open = in.u64(); open > 0; --open) place_rollout(in, false);
   for (std::uint64_t workers = in.u64(); workers > 0; --workers) {
     Worker w = decode_worker_liveness(in);
     w.status = WorkerStatus::unknown;  // a worker of the run that saved: not heard from since
     workers_[w.id] = w;
   }
   if (in.remaining() != 0) throw DecodeError("store tables: trailing bytes");
+}
 
+// A rollout and its attempts, into the places their ids name (each empty until then).
+RolloutId MemoryStore::place_rollout(ByteReader& from, bool ended) {
+  Rollout r = decode_rollout(from);
+  if (r.id == 0 || r.id > rollouts_.size() || rollouts_[r.id - 1].rollout.id != 0)
+    throw DecodeError("store snapshot: a rollout out of place");
+  if (is_final(r.status) != ended || r.config.max_attempts < 1)
+    throw DecodeError("store snapshot: rollout " + std::to_string(r.id) + " is not what its place says");
+  RolloutRecord& rec = rollouts_[r.id - 1];
+  rec.rollout = std::move(r);
+  const std::uint32_t attempts = from.u32();
+  for (std::uint32_t k = 0; k < attempts; ++k) {
+    Attempt a = decode_attempt(from);
+    if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0 || a.rollout_id != rec.rollout.id)
+      throw DecodeError("store snapshot: an attempt out of place");
+    if (a.sequence_id != k + 1) throw DecodeError("store snapshot: attempts out of order");
+    rec.attempts.push_back(a.id);
+    attempts_[a.id - 1].attempt = std::move(a);
+  }
+  if (attempts != rec.rollout.attempt_count) throw DecodeError("store snapshot: an attempt count that does not add up");
+  return rec.rollout.id;
+}
+
+// The history: ended rollouts and resources versions, in the order they came.
+void MemoryStore::import_history(std::string_view history) {
   ByteReader past(history);
   while (past.remaining() > 0) {
     const std::uint8_t kind = past.u8();
     if (kind == HistoryEntry::rollout) {
-      history_.push_back(HistoryEntry{HistoryEntry::rollout, place(past, true)});
+      history_.push_back(HistoryEntry{HistoryEntry::rollout, place_rollout(past, true)});
     } else if (kind == HistoryEntry::resources) {
       ResourcesVersion v = decode_resources(past);
       if (v.id == 0 || v.id > resources_.size() || resources_[v.id - 1].id != 0)
@@ -187,6 +201,10 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
       throw DecodeError("store history: unknown record " + std::to_string(kind));
     }
   }
+}
+
+// Every id placed (none missing), and the statistics and name index rebuilt.
+void MemoryStore::count_imported() {
   for (const RolloutRecord& rec : rollouts_) {
     if (rec.rollout.id == 0) throw DecodeError("store snapshot: a rollout is missing");
     ++stats_.rollouts[static_cast<int>(rec.rollout.status)];
@@ -200,7 +218,10 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
     resources_by_name_[v.name].push_back(v.id);
     ++stats_.resources;
   }
+}
 
+// The span log: each span's record kept as it is, under its attempt.
+void MemoryStore::import_span_log(std::string_view span_log) {
   ByteReader log(span_log);
   while (log.remaining() > 0) {
     const RolloutId rollout_id = log.u64();
@@ -218,8 +239,10 @@ std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::
     ++stats_.spans;
     stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
   }
+}
 
-  // What had not ended goes back to the queue; its runner's attempt is over.
+// What had not ended goes back to the queue; its runner's attempt is over.
+std::vector<RolloutId> MemoryStore::requeue_unended() {
   const double now = clock_.now();
   std::vector<RolloutId> requeued;
   for (RolloutRecord& rec : rollouts_) {

@@ -121,6 +121,13 @@ class MemoryStore : public Store {
   std::string history_locked(std::size_t from, std::size_t until) const;
   std::string span_log_locked(std::size_t from, std::size_t until) const;
   std::vector<RolloutId> import_locked(std::string_view tables, std::string_view history, std::string_view span_log);
+  // import_locked's steps (store_snapshot.cpp).
+  void import_tables(std::string_view tables, std::string_view history);
+  RolloutId place_rollout(ByteReader& from, bool ended);
+  void import_history(std::string_view history);
+  void count_imported();
+  void import_span_log(std::string_view span_log);
+  std::vector<RolloutId> requeue_unended();
   void clear_locked();
 
   const Clock& clock_;
