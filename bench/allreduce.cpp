@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
     std::vector<FloatBuffer> buffers;
     std::size_t placed = 0;
     while (placed < total) {
-      std::size_t n = std::min<std::size_t>(buffers.size() % 4 == 3 ? 1024 : (1u << 18), total - placed);  // 1 MB matrices, 4 KB biases
+      std::size_t n = std::min<std::size_t>(buffers.size() % 4 == 3 ? 1024 : (1u << 18),
+                                            total - placed);  // 1 MB matrices, 4 KB biases
       buffers.push_back({storage.data() + placed, n});
       placed += n;
     }
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
       std::printf("%zu MB in %zu buffers over %d ranks: reducer %.1f MB/s, raw MPI_Allreduce %.1f MB/s, ratio %.3f\n",
                   megabytes, buffers.size(), size, bytes / ours / 1e6, bytes / raw / 1e6, raw / ours);
       char part[200];
-      std::snprintf(part, sizeof part, "%s\"mb%zu_reducer_MBps\": %.1f, \"mb%zu_raw_MBps\": %.1f, \"mb%zu_ratio\": %.3f",
+      std::snprintf(part, sizeof part,
+                    "%s\"mb%zu_reducer_MBps\": %.1f, \"mb%zu_raw_MBps\": %.1f, \"mb%zu_ratio\": %.3f",
                     json.size() > 1 ? ", " : "", megabytes, bytes / ours / 1e6, megabytes, bytes / raw / 1e6, megabytes,
                     raw / ours);
       json += part;

@@ -42,7 +42,8 @@ int parallel(int argc, char** argv) {
   options.part.all_tensors = false;
   options.part.meta_and_store = rank == 0;
   options.part.model_index = rank == 1;
-  if (rank > 0) options.part.tensors = ckpt::partition_tensors(whole.tensors, size - 1)[static_cast<std::size_t>(rank - 1)];
+  if (rank > 0)
+    options.part.tensors = ckpt::partition_tensors(whole.tensors, size - 1)[static_cast<std::size_t>(rank - 1)];
   const ckpt::Checkpoint c = rank == 0 ? whole : ckpt::pack_tensors(whole, options.part.tensors);
   double best = 1e30;
   for (int r = 1; r <= std::atoi(argv[4]); ++r) {
@@ -132,13 +133,15 @@ int main(int argc, char** argv) {
   const double full_bytes = double(std::filesystem::file_size(full_path));
   const double inc_bytes = double(std::filesystem::file_size(inc_path));
 
-  std::printf("state %.0f MB: blocking copy %.3f s vs memcpy %.3f s; write+fsync %.3f s (%.0f MB/s, best of %d); "
-              "restore %.3f s; incremental version (5%% trains) %.1f MB of %.1f MB\n",
-              bytes / 1e6, blocking, memcpy_seconds, write_seconds, bytes / write_seconds / 1e6, rounds, read_seconds,
-              inc_bytes / 1e6, full_bytes / 1e6);
-  std::printf("{\"bytes\": %.0f, \"blocking_s\": %.4f, \"memcpy_s\": %.4f, \"write_s\": %.4f, \"restore_s\": %.4f, "
-              "\"incremental_ratio\": %.4f, \"incremental_bytes\": %.0f, \"full_bytes\": %.0f, \"file\": \"%s\"}\n",
-              bytes, blocking, memcpy_seconds, write_seconds, read_seconds, inc_bytes / full_bytes, inc_bytes, full_bytes,
-              path.c_str());
+  std::printf(
+      "state %.0f MB: blocking copy %.3f s vs memcpy %.3f s; write+fsync %.3f s (%.0f MB/s, best of %d); "
+      "restore %.3f s; incremental version (5%% trains) %.1f MB of %.1f MB\n",
+      bytes / 1e6, blocking, memcpy_seconds, write_seconds, bytes / write_seconds / 1e6, rounds, read_seconds,
+      inc_bytes / 1e6, full_bytes / 1e6);
+  std::printf(
+      "{\"bytes\": %.0f, \"blocking_s\": %.4f, \"memcpy_s\": %.4f, \"write_s\": %.4f, \"restore_s\": %.4f, "
+      "\"incremental_ratio\": %.4f, \"incremental_bytes\": %.0f, \"full_bytes\": %.0f, \"file\": \"%s\"}\n",
+      bytes, blocking, memcpy_seconds, write_seconds, read_seconds, inc_bytes / full_bytes, inc_bytes, full_bytes,
+      path.c_str());
   return 0;
 }

@@ -77,11 +77,13 @@ int main(int argc, char** argv) {
   const double step_seconds = argc > 4 ? std::atof(argv[4]) : 1.0;
   const int clients = size - 1;
   if (clients < 1 || runners < clients || per_step % runners != 0) {
-    if (rank == 0) std::fprintf(stderr, "bench_scale: need a client rank, a runner per client and rollouts per step divisible by runners\n");
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "bench_scale: need a client rank, a runner per client and rollouts per step divisible by runners\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int share = per_step / runners;  // rollouts per logical runner per step
-  std::vector<double> latencies;          // a client's, in seconds
+  std::vector<double> latencies;         // a client's, in seconds
   double elapsed = 0;
   long rss_before = 0, rss_after = 0;
   bool checks_pass = true;
@@ -107,10 +109,12 @@ int main(int argc, char** argv) {
     const Statistics stats = store.statistics();
     const std::uint64_t expected = static_cast<std::uint64_t>(steps) * per_step;
     if (stats.rollouts[int(RolloutStatus::succeeded)] != expected)
-      checks_pass = false, why += "succeeded " + std::to_string(stats.rollouts[int(RolloutStatus::succeeded)]) + " of " + std::to_string(expected) + "; ";
+      checks_pass = false, why += "succeeded " + std::to_string(stats.rollouts[int(RolloutStatus::succeeded)]) +
+                                  " of " + std::to_string(expected) + "; ";
     if (stats.attempts[int(AttemptStatus::succeeded)] != expected)
       checks_pass = false, why += "attempts " + std::to_string(stats.attempts[int(AttemptStatus::succeeded)]) + "; ";
-    if (stats.spans != expected * spans_per_episode) checks_pass = false, why += "spans " + std::to_string(stats.spans) + "; ";
+    if (stats.spans != expected * spans_per_episode)
+      checks_pass = false, why += "spans " + std::to_string(stats.spans) + "; ";
     if (stats.workers != static_cast<std::uint64_t>(runners))
       checks_pass = false, why += "workers seen " + std::to_string(stats.workers) + "; ";
   } else {
@@ -127,7 +131,8 @@ int main(int argc, char** argv) {
     for (int s = 0; s < steps; ++s) {
       // Every logical runner takes its share: all of them are in flight at once.
       std::vector<std::vector<AttemptedRollout>> held(static_cast<std::size_t>(mine));
-      for (int k = 0; k < mine; ++k) timed([&] { held[k] = client.dequeue(names[k], static_cast<std::size_t>(share)); });
+      for (int k = 0; k < mine; ++k)
+        timed([&] { held[k] = client.dequeue(names[k], static_cast<std::size_t>(share)); });
       for (int k = 0; k < mine; ++k) {
         std::vector<Span> spans;
         for (const AttemptedRollout& ar : held[k]) add_episode_spans(ar, spans);
@@ -155,23 +160,26 @@ int main(int argc, char** argv) {
     for (int r = 1; r < size; ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
     all.resize(static_cast<std::size_t>(offsets[size - 1] + counts[size - 1]));
   }
-  MPI_Gatherv(latencies.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(latencies.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE, 0,
+              MPI_COMM_WORLD);
   if (rank == 0) {
     const double rollouts = double(steps) * per_step;
     const double rollouts_per_s = rollouts / elapsed, spans_per_s = rollouts * spans_per_episode / elapsed;
     const double demand = per_step / step_seconds;
     const double p50 = percentile(all, 0.50) * 1e3, p99 = percentile(all, 0.99) * 1e3;
     const double bytes_per_rollout = double(rss_after - rss_before) * 1024.0 / rollouts;
-    std::printf("%d logical runners on %d ranks, %d steps of %d rollouts: %.0f rollouts/s, %.0f spans/s, "
-                "request latency p50 %.3f ms p99 %.3f ms; rank 0 grew %.0f bytes per rollout (it keeps every span); "
-                "demand %.0f rollouts/s (a step of %.2f s): capacity/demand %.2f; checks %s%s\n",
-                runners, clients, steps, per_step, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
-                step_seconds, rollouts_per_s / demand, checks_pass ? "passed" : "FAILED: ", why.c_str());
-    std::printf("{\"runners\": %d, \"client_ranks\": %d, \"rollouts_per_s\": %.0f, \"spans_per_s\": %.0f, "
-                "\"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, \"rank0_bytes_per_rollout\": %.0f, "
-                "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
-                runners, clients, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
-                rollouts_per_s / demand, checks_pass ? "true" : "false");
+    std::printf(
+        "%d logical runners on %d ranks, %d steps of %d rollouts: %.0f rollouts/s, %.0f spans/s, "
+        "request latency p50 %.3f ms p99 %.3f ms; rank 0 grew %.0f bytes per rollout (it keeps every span); "
+        "demand %.0f rollouts/s (a step of %.2f s): capacity/demand %.2f; checks %s%s\n",
+        runners, clients, steps, per_step, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
+        step_seconds, rollouts_per_s / demand, checks_pass ? "passed" : "FAILED: ", why.c_str());
+    std::printf(
+        "{\"runners\": %d, \"client_ranks\": %d, \"rollouts_per_s\": %.0f, \"spans_per_s\": %.0f, "
+        "\"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, \"rank0_bytes_per_rollout\": %.0f, "
+        "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
+        runners, clients, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand, rollouts_per_s / demand,
+        checks_pass ? "true" : "false");
   }
   MPI_Finalize();
   return checks_pass ? 0 : 1;

@@ -19,7 +19,8 @@ Span make_span(int i) {
   s.name = "llm.generate";
   s.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
   s.span_id = "00f067aa0ba902b7";
-  for (int k = 0; k < 8; ++k) s.attributes.push_back({"attr" + std::to_string(k), std::string(64, char('a' + (i + k) % 26))});
+  for (int k = 0; k < 8; ++k)
+    s.attributes.push_back({"attr" + std::to_string(k), std::string(64, char('a' + (i + k) % 26))});
   return s;
 }
 std::size_t payload_bytes(const Span& s) {
@@ -73,8 +74,9 @@ int main(int argc, char** argv) {
               ops_per_s, ops_per_s / 250000);
   std::printf("memory: %.0f bytes per stored span (rollouts and attempts included) for %zu payload bytes: %.2fx\n",
               per_span, payload, per_span / payload);
-  std::printf("{\"local_ops_per_s\": %.0f, \"local_ratio_to_target\": %.3f, \"bytes_per_span\": %.0f, "
-              "\"payload_bytes_per_span\": %zu, \"memory_overhead\": %.3f}\n",
-              ops_per_s, ops_per_s / 250000, per_span, payload, per_span / payload);
+  std::printf(
+      "{\"local_ops_per_s\": %.0f, \"local_ratio_to_target\": %.3f, \"bytes_per_span\": %.0f, "
+      "\"payload_bytes_per_span\": %zu, \"memory_overhead\": %.3f}\n",
+      ops_per_s, ops_per_s / 250000, per_span, payload, per_span / payload);
   return 0;
 }

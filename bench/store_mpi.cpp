@@ -22,7 +22,8 @@ Span make_span(const AttemptedRollout& ar, int i) {
   s.rollout_id = ar.rollout.id;
   s.attempt_id = ar.attempt.id;
   s.name = "llm.generate";
-  for (int k = 0; k < 8; ++k) s.attributes.push_back({"attr" + std::to_string(k), std::string(64, char('a' + (i + k) % 26))});
+  for (int k = 0; k < 8; ++k)
+    s.attributes.push_back({"attr" + std::to_string(k), std::string(64, char('a' + (i + k) % 26))});
   return s;
 }
 

@@ -26,7 +26,8 @@ inline int mpi_test_main(int argc, char** argv, int& rank, int& size, const std:
     rc = rank0_serves();
   } else {
     std::vector<char*> args(argv, argv + argc);
-    std::string quiet_log = "--log_level=nothing", quiet_report = "--report_level=no", suites = "--log_level=test_suite";
+    std::string quiet_log = "--log_level=nothing", quiet_report = "--report_level=no",
+                suites = "--log_level=test_suite";
     if (rank != (rank0_serves ? 1 : 0)) {
       args.push_back(quiet_log.data());
       args.push_back(quiet_report.data());

@@ -62,7 +62,8 @@ class ArithAgent : public Agent {
     }
     // One policy call: its reward is the share of correct digits.
     tracer.reward(double(right) / answer_digits, 0);
-    tracer.result({{"token_accuracy", double(right) / answer_digits}, {"exact", right == answer_digits ? 1.0 : 0.0},
+    tracer.result({{"token_accuracy", double(right) / answer_digits},
+                   {"exact", right == answer_digits ? 1.0 : 0.0},
                    {"success", right == answer_digits ? 1.0 : 0.0}});
   }
 

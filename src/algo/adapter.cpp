@@ -34,7 +34,8 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans) {
       call.response = attribute<store::TokenIds>(span, "response_ids");
       call.logprobs = attribute<store::Floats>(span, "logprobs");
       call.policy_version = static_cast<std::uint64_t>(attribute<double>(span, "policy_version"));
-      if (call.logprobs.size() != call.response.size()) throw DecodeError("llm span: logprobs and response differ in length");
+      if (call.logprobs.size() != call.response.size())
+        throw DecodeError("llm span: logprobs and response differ in length");
       t.calls.push_back(std::move(call));
     } else if (span.name == span_names::reward) {
       rewards.emplace_back(static_cast<int>(attribute<double>(span, "step")), attribute<double>(span, "reward"));

@@ -12,7 +12,8 @@ std::vector<double> returns_to_go(const std::vector<double>& rewards, double gam
   return out;
 }
 
-std::vector<double> normalize_within(const std::vector<double>& values, const std::vector<std::int64_t>& keys, double eps) {
+std::vector<double> normalize_within(const std::vector<double>& values, const std::vector<std::int64_t>& keys,
+                                     double eps) {
   struct Moments {
     double sum = 0, sum_sq = 0;
     int n = 0;

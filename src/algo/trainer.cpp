@@ -49,7 +49,10 @@ class GradientReady : public torch::autograd::FunctionPostHook {
 
 struct Trainer::Impl {
   Impl(model::Policy& p, const GrpoConfig& c, GradientReducer* r)
-      : policy(p), config(c), reducer(r), trainable(trainable_mask(p, c.train_blocks)),
+      : policy(p),
+        config(c),
+        reducer(r),
+        trainable(trainable_mask(p, c.train_blocks)),
         optimizer(select(p.parameters(), trainable), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay)) {
     if (reducer) {
       auto params = p.parameters();
@@ -102,7 +105,7 @@ struct Trainer::Impl {
   LossConfig loss_config;
   std::unique_ptr<model::Policy> reference;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // held, so that their hooks stay
-  GradientReducer* armed = nullptr;  // set during the last micro-batch's backward
+  GradientReducer* armed = nullptr;                                  // set during the last micro-batch's backward
 };
 
 Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
@@ -137,7 +140,8 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
       reference_logits = m.reference->logits(tokens);
     }
     LossTerms terms;
-    auto loss = grpo_loss(m.policy.logits(tokens), tokens, mask, logprobs, advantages, reference_logits, m.loss_config, &terms);
+    auto loss =
+        grpo_loss(m.policy.logits(tokens), tokens, mask, logprobs, advantages, reference_logits, m.loss_config, &terms);
     // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
     const double weight = terms.action_tokens / total;
     const bool last = end == shard.size();

@@ -56,7 +56,8 @@ class ConfigBinder {
     std::vector<std::string> names;
     for (const auto& n : mode_names(Mode{})) names.push_back(n.name);
     std::string choices;
-    for (std::size_t i = 0; i < names.size(); ++i) choices += (i ? (i + 1 == names.size() ? " or " : ", ") : "") + names[i];
+    for (std::size_t i = 0; i < names.size(); ++i)
+      choices += (i ? (i + 1 == names.size() ? " or " : ", ") : "") + names[i];
     return train_
         .add_option_function<std::string>(
             "--" + key, [&field](const std::string& name) { field = *parse_mode<Mode>(name); }, help + ": " + choices)
@@ -118,10 +119,12 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(CLI::PositiveNumber);
   b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
       ->check(CLI::NonNegativeNumber);
-  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(CLI::PositiveNumber);
-  b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(CLI::NonNegativeNumber);
+  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")
+      ->check(CLI::PositiveNumber);
+  b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")
+      ->check(CLI::NonNegativeNumber);
   b.opt("grpo.train_blocks", c.grpo.train_blocks,
-      "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")
+        "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")
       ->check(CLI::NonNegativeNumber);
 }
 
@@ -135,9 +138,10 @@ void bind_rollout(ConfigBinder& b, Config& c) {
   b.opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
       ->check(CLI::NonNegativeNumber);
   b.opt("rollout.unresponsive_seconds", c.rollout.unresponsive_seconds,
-      "an attempt without a heartbeat this long is unresponsive; 0: never")
+        "an attempt without a heartbeat this long is unresponsive; 0: never")
       ->check(CLI::NonNegativeNumber);
-  b.opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")->check(CLI::PositiveNumber);
+  b.opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")
+      ->check(CLI::PositiveNumber);
   b.opt("rollout.retry_condition", c.rollout.retry_condition, "attempt endings that requeue the rollout")
       ->check(CLI::IsMember({"failed", "timeout", "unresponsive"}));
 }
@@ -159,14 +163,14 @@ void bind_checkpoint(ConfigBinder& b, Config& c) {
   b.opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept (and what they link to); 0: all")
       ->check(CLI::NonNegativeNumber);
   b.opt("checkpoint.full_every", c.checkpoint.full_every,
-      "every K-th version is full; the others link to their parent's unchanged datasets; 1: all full")
+        "every K-th version is full; the others link to their parent's unchanged datasets; 1: all full")
       ->check(CLI::PositiveNumber);
 }
 
 void bind_faults(ConfigBinder& b, Config& c) {
   b.opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
   b.opt("faults.kill_in_checkpoint", c.faults.kill_in_checkpoint,
-      "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
+        "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
       ->check(CLI::NonNegativeNumber);
 }
 
@@ -219,8 +223,9 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   CLI::App* inspect = app.add_subcommand("inspect", "describe the checkpoints in a directory");
   inspect->fallthrough();
   inspect->add_option("DIR", inv.inspect_dir, "checkpoint directory, or one version file with --trained")->required();
-  inspect->add_flag("--trained", inv.inspect_trained,
-                    "how often each task was trained on, from the store in a version (the directory's newest valid one)");
+  inspect->add_flag(
+      "--trained", inv.inspect_trained,
+      "how often each task was trained on, from the store in a version (the directory's newest valid one)");
 
   try {
     app.parse(argc, argv);

@@ -51,10 +51,17 @@ int run_coordinator(const Config& config, const comm::Channels& ch, const Layout
 
 Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, std::string resume,
                          std::string effective_config)
-    : config_(config), ch_(ch), layout_(layout), store_(clock_, rollout_config(config.rollout)),
-      watchdog_(store_, store::watchdog_interval(store_.default_config())), server_(ch.control.get(), store_),
-      agent_(agent::make_agent(config.agent)), rng_(config.run.seed), resume_(std::move(resume)),
-      effective_config_(std::move(effective_config)), checkpoint_dir_(checkpoint_dir_of(config)) {}
+    : config_(config),
+      ch_(ch),
+      layout_(layout),
+      store_(clock_, rollout_config(config.rollout)),
+      watchdog_(store_, store::watchdog_interval(store_.default_config())),
+      server_(ch.control.get(), store_),
+      agent_(agent::make_agent(config.agent)),
+      rng_(config.run.seed),
+      resume_(std::move(resume)),
+      effective_config_(std::move(effective_config)),
+      checkpoint_dir_(checkpoint_dir_of(config)) {}
 
 int Coordinator::run() {
   std::optional<ckpt::Checkpoint> restored = restore();
@@ -201,8 +208,10 @@ void Coordinator::wait_for(const std::vector<store::RolloutId>& ids) {
 // Answers the store's requests that have come; waits a little (IdleBackoff) when none had.
 std::size_t Coordinator::serve_a_little() {
   const std::size_t served = server_.poll();
-  if (served > 0) backoff_.reset();
-  else backoff_.idle();
+  if (served > 0)
+    backoff_.reset();
+  else
+    backoff_.idle();
   return served;
 }
 
@@ -358,8 +367,10 @@ std::vector<std::string> Coordinator::answers_of_trainers(std::vector<MPI_Reques
   std::vector<std::string> replies;
   std::string reply;
   while (replies.size() < sends.size()) {
-    if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_state, reply)) replies.push_back(reply);
-    else serve_a_little();
+    if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_state, reply))
+      replies.push_back(reply);
+    else
+      serve_a_little();
   }
   comm::wait_all(sends);
   return replies;

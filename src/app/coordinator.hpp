@@ -45,7 +45,7 @@ class Coordinator {
   std::size_t serve_a_little();
   std::vector<store::Span> spans_of(store::RolloutId id);
   std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig,
-                                         double& staleness, std::vector<store::RolloutId>& trained_on);
+                                          double& staleness, std::vector<store::RolloutId>& trained_on);
   std::vector<algo::Sample> samples_of_groups(std::map<std::string, std::vector<algo::Trajectory>>& groups) const;
   static void add_figures(const algo::Trajectory& t, EpisodeFigures& fig);
   comm::work::TrainerFigures train(const std::vector<algo::Sample>& samples);

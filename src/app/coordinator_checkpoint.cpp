@@ -19,8 +19,8 @@ namespace arclight::app {
 std::optional<ckpt::Checkpoint> Coordinator::restore() {
   std::optional<ckpt::Checkpoint> restored = load();
   // The trainers read the weights and moments from the version themselves.
-  const std::string message = restored ? comm::work::encode(comm::work::Restore{restored_path_})
-                                       : comm::work::encode(comm::work::Begin{});
+  const std::string message =
+      restored ? comm::work::encode(comm::work::Restore{restored_path_}) : comm::work::encode(comm::work::Begin{});
   // Any number of trainers (elastic restart): each takes the whole state. The store keeps
   // being served meanwhile: a trainer may be waiting on it before it reads this.
   std::vector<MPI_Request> sends = tell_trainers(message);
@@ -74,7 +74,8 @@ void Coordinator::check_same_model(const std::string& path, const std::string& s
   std::string differ;
   for (const std::string& line : saved)
     if (std::find(mine.begin(), mine.end(), line) == mine.end()) differ += (differ.empty() ? "" : ", ") + line;
-  throw UsageError(path + " holds another model (saved with " + differ + "): resume with the configuration that saved it");
+  throw UsageError(path + " holds another model (saved with " + differ +
+                   "): resume with the configuration that saved it");
 }
 
 // Once every trainer has its state: one timeline from here on. A version resumed from in
@@ -205,8 +206,10 @@ void Coordinator::record_trained(int step, const std::vector<store::RolloutId>& 
   } catch (const store::StoreError&) {
     started = false;
   }
-  if (started) store_.update_resources("trained", std::move(entry));
-  else store_.add_resources("trained", std::move(entry));
+  if (started)
+    store_.update_resources("trained", std::move(entry));
+  else
+    store_.add_resources("trained", std::move(entry));
 }
 
 }  // namespace arclight::app

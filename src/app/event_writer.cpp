@@ -20,8 +20,8 @@ EventWriter::EventWriter(const std::string& dir) {
   gethostname(host, sizeof host - 1);
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   path_ = (std::filesystem::path(dir) /
-           ("events.out.tfevents." + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) + "." +
-            host))
+           ("events.out.tfevents." + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) +
+            "." + host))
               .string();
   out_.open(path_, std::ios::binary | std::ios::app);
   if (!out_) throw UsageError("cannot write " + path_);

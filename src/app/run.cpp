@@ -45,8 +45,8 @@ std::string hostname() {
 // Rank 0's table of every rank: role, host, local rank, device, threads.
 std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, const Placement& mine) {
   std::ostringstream row;
-  row << hostname() << ' ' << mine.local_rank << ' ' << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device))
-      << ' ' << mine.threads;
+  row << hostname() << ' ' << mine.local_rank << ' '
+      << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device)) << ' ' << mine.threads;
   std::vector<std::string> rows = mpi.gather(row.str(), 0);
   std::ostringstream table;
   table << "rank  role            host                  local  device   threads\n";
@@ -67,9 +67,11 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
   std::string table = placement_table(mpi, layout, placement);
   if (inv.dry_run) {
     if (mpi.rank() == 0) {
-      std::printf("# effective configuration\n%s\n# roles (%d ranks: %zu runner(s), %zu trainer(s), trainer leader rank %d)\n%s",
-                  inv.effective_config.c_str(), layout.world_size(), layout.runners().size(), layout.trainers().size(),
-                  layout.trainer_leader(), table.c_str());
+      std::printf(
+          "# effective configuration\n%s\n# roles (%d ranks: %zu runner(s), %zu trainer(s), trainer leader rank "
+          "%d)\n%s",
+          inv.effective_config.c_str(), layout.world_size(), layout.runners().size(), layout.trainers().size(),
+          layout.trainer_leader(), table.c_str());
       std::fflush(stdout);
     }
     return exit_ok;
@@ -91,8 +93,10 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
 // counted by task: two runs that trained on the same tasks equally often print the same.
 int print_trained(const std::string& where) {
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
-  if (std::filesystem::is_directory(where)) found = ckpt::load_latest(where, {}, ckpt::Contents::no_tensor_data);
-  else found = std::make_pair(where, ckpt::read_checkpoint(where, ckpt::Contents::no_tensor_data));
+  if (std::filesystem::is_directory(where))
+    found = ckpt::load_latest(where, {}, ckpt::Contents::no_tensor_data);
+  else
+    found = std::make_pair(where, ckpt::read_checkpoint(where, ckpt::Contents::no_tensor_data));
   if (!found) throw UsageError("inspect: no valid checkpoint in " + where);
   SystemClock clock;
   store::MemoryStore store(clock);

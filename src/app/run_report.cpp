@@ -19,9 +19,12 @@ namespace fs = std::filesystem;
 std::string format_duration(double seconds) {
   long s = std::lround(std::max(0.0, seconds));
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
 }
 
@@ -34,7 +37,8 @@ void archive_earlier_run(const fs::path& dir) {
     if (name == "metrics.jsonl" || name.rfind("events.out.tfevents.", 0) == 0) earlier.push_back(e.path());
   }
   if (earlier.empty()) return;
-  const auto stamp = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto stamp =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const fs::path to = dir / "archive" / std::to_string(stamp);
   fs::create_directories(to);
   for (const fs::path& p : earlier) fs::rename(p, to / p.filename());
@@ -53,8 +57,10 @@ bool parse_row(const std::string& line, std::int64_t& step, std::vector<std::pai
     if (end == std::string::npos || end + 1 >= line.size() || line[end + 1] != ':') return false;
     const std::string key = line.substr(at + 1, end - at - 1);
     const double value = std::strtod(line.c_str() + end + 2, nullptr);
-    if (key == "step") step = static_cast<std::int64_t>(value);
-    else values.emplace_back(key, value);
+    if (key == "step")
+      step = static_cast<std::int64_t>(value);
+    else
+      values.emplace_back(key, value);
     at = line.find_first_of(",}", end + 2);
     if (at == std::string::npos) break;
   }
@@ -98,8 +104,10 @@ RunReport::~RunReport() {
 }
 
 void RunReport::note(const std::string& line) {
-  if (bar_) std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
-  else log::progress(line);
+  if (bar_)
+    std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
+  else
+    log::progress(line);
 }
 
 void RunReport::step(int step, const std::vector<Figure>& figures, double elapsed_seconds) {
@@ -134,7 +142,8 @@ void RunReport::draw_bar(int step, const std::vector<Figure>& figures, double el
   const double eta = step > 0 ? elapsed_seconds / step * (total_steps_ - step) : 0.0;
   std::ostringstream tail;
   for (const Figure& f : figures)
-    if (f.name == "reward" || f.name == "success") tail << ' ' << f.name << ' ' << std::fixed << std::setprecision(3) << f.value;
+    if (f.name == "reward" || f.name == "success")
+      tail << ' ' << f.name << ' ' << std::fixed << std::setprecision(3) << f.value;
   std::fprintf(stderr, "\r\033[Kstep %d/%d [%s] %3.0f%% %s ETA %s%s", step, total_steps_, bar.c_str(), done * 100,
                format_duration(elapsed_seconds).c_str(), format_duration(eta).c_str(), tail.str().c_str());
   std::fflush(stderr);

@@ -73,9 +73,14 @@ std::uint64_t batch_seed(std::uint64_t seed, const store::AttemptedRollout& firs
 class Runner {
  public:
   Runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute)
-      : config_(config), store_(store), weights_(weights), compute_(compute),
-        spans_(store, config.runner.span_batch, config.runner.span_flush_seconds), agent_(agent::make_agent(config.agent)),
-        policy_(config.model, agent_->vocab_size(), config.run.seed), batcher_(policy_, train_sampling_, 0),
+      : config_(config),
+        store_(store),
+        weights_(weights),
+        compute_(compute),
+        spans_(store, config.runner.span_batch, config.runner.span_flush_seconds),
+        agent_(agent::make_agent(config.agent)),
+        policy_(config.model, agent_->vocab_size(), config.run.seed),
+        batcher_(policy_, train_sampling_, 0),
         me_("runner-" + std::to_string(rank)) {
     weights_.attach(policy_);
   }

@@ -20,7 +20,9 @@
 namespace arclight::app {
 namespace {
 
-std::uint32_t checksum(const std::vector<float>& weights) { return crc32c(weights.data(), weights.size() * sizeof(float)); }
+std::uint32_t checksum(const std::vector<float>& weights) {
+  return crc32c(weights.data(), weights.size() * sizeof(float));
+}
 
 // A saved model fits this one when its tensors have the same names and sizes, in order.
 void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInfo>& mine, const std::string& path) {
@@ -51,9 +53,15 @@ class TrainerRank {
  public:
   TrainerRank(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
               WeightChannel& weights, ComputeClock& compute)
-      : config_(config), ch_(ch), store_(store), weights_(weights), compute_(compute),
-        leader_(rank == layout.trainer_leader()), agent_(agent::make_agent(config.agent)),
-        policy_(config.model, agent_->vocab_size(), config.run.seed), reducer_(make_reducer(config, ch.trainers)),
+      : config_(config),
+        ch_(ch),
+        store_(store),
+        weights_(weights),
+        compute_(compute),
+        leader_(rank == layout.trainer_leader()),
+        agent_(agent::make_agent(config.agent)),
+        policy_(config.model, agent_->vocab_size(), config.run.seed),
+        reducer_(make_reducer(config, ch.trainers)),
         trainer_(policy_, config.grpo, reducer_.get()) {
     weights_.attach(policy_);
     const std::vector<std::string> names = policy_.parameter_names();
@@ -92,7 +100,8 @@ class TrainerRank {
     try {
       store_.get_latest_resources("policy");
     } catch (const store::StoreError&) {
-      store_.add_resources("policy", comm::work::encode(comm::work::PolicyResource{0, checksum(policy_.flat_parameters())}));
+      store_.add_resources("policy",
+                           comm::work::encode(comm::work::PolicyResource{0, checksum(policy_.flat_parameters())}));
     }
   }
 
@@ -117,9 +126,9 @@ class TrainerRank {
       ComputeClock::Section computing(compute_);
       stats = trainer_.step(shard, request.total_tokens);
     }
-    comm::work::TrainerFigures figures{stats.loss,      stats.policy_loss, stats.kl,
-                                       stats.entropy,   stats.clip_fraction, stats.grad_norm,
-                                       stats.action_tokens, seconds_since(t0), 0};
+    comm::work::TrainerFigures figures{stats.loss,          stats.policy_loss,   stats.kl,
+                                       stats.entropy,       stats.clip_fraction, stats.grad_norm,
+                                       stats.action_tokens, seconds_since(t0),   0};
     ++version_;
     const auto t1 = Stopwatch::now();
     std::vector<float> new_weights = policy_.flat_parameters();
@@ -145,9 +154,10 @@ class TrainerRank {
     snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
     snapshot->optimizer_steps = std::move(optimizer.steps);
     answer_state();
-    writer_.start(log::concat("writing this trainer's share of version ", request.step), [this, step = request.step, snapshot] {
-      ckpt::write_checkpoint(checkpoint_dir_of(config_), step, *snapshot, save_options_);
-    });
+    writer_.start(log::concat("writing this trainer's share of version ", request.step),
+                  [this, step = request.step, snapshot] {
+                    ckpt::write_checkpoint(checkpoint_dir_of(config_), step, *snapshot, save_options_);
+                  });
   }
 
   // Every trainer reads the saved weights and optimizer state from the version itself (a
@@ -160,7 +170,8 @@ class TrainerRank {
       check_fits(saved, tensors_, request.path);
       version_ = saved.policy_version;
       policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
-      trainer_.load_optimizer_state({std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
+      trainer_.load_optimizer_state(
+          {std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
       weights_.publish(version_, saved.parameters);
     } catch (const Error& e) {
       failure = e.what();

@@ -46,8 +46,10 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
     return exit_ok;
   }
   BroadcastWeights weights(ch.sync.get(), rank == layout.trainer_leader());
-  if (role.trainer) run_trainer(config, ch, layout, rank, store, weights, compute_clock);
-  else run_runner(config, store, weights, rank, compute_clock);
+  if (role.trainer)
+    run_trainer(config, ch, layout, rank, store, weights, compute_clock);
+  else
+    run_runner(config, store, weights, rank, compute_clock);
   return exit_ok;
 }
 
@@ -56,11 +58,11 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
 void check_training_config(const Config& config) {
   auto agent = agent::make_agent(config.agent);
   if (config.model.d_model % config.model.n_heads != 0 || (config.model.d_model / config.model.n_heads) % 2 != 0)
-    throw UsageError(log::concat("model.d_model = ", config.model.d_model, " must split into model.n_heads = ",
-                                 config.model.n_heads, " heads of an even size"));
+    throw UsageError(log::concat("model.d_model = ", config.model.d_model,
+                                 " must split into model.n_heads = ", config.model.n_heads, " heads of an even size"));
   if (config.grpo.train_blocks > config.model.n_layers)
-    throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks, " exceeds model.n_layers = ",
-                                 config.model.n_layers));
+    throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks,
+                                 " exceeds model.n_layers = ", config.model.n_layers));
   if (config.model.max_seq < agent->max_sequence())
     throw UsageError(log::concat("model.max_seq = ", config.model.max_seq, " is shorter than a ", agent->name(),
                                  " episode (", agent->max_sequence(), " tokens)"));
@@ -72,8 +74,8 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
   const auto start = Stopwatch::now();
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);
-  const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config)
-                             : run_worker(config, ch, layout, rank);
+  const int code =
+      rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config) : run_worker(config, ch, layout, rank);
   write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;

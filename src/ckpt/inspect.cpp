@@ -1,6 +1,5 @@
 #include "arclight/ckpt/inspect.hpp"
 
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -60,8 +59,10 @@ std::string describe(const DirectoryReport& report) {
       std::vector<std::string> versions;
       std::size_t segments = 0;
       for (const std::string& f : v.links_to) {
-        if (f.rfind("segments/", 0) == 0) ++segments;
-        else versions.push_back(f);
+        if (f.rfind("segments/", 0) == 0)
+          ++segments;
+        else
+          versions.push_back(f);
       }
       out << " (links to";
       for (const std::string& f : versions) out << " " << f;

@@ -39,7 +39,7 @@ struct PlanEntry {
   Kind kind = Kind::u8;
   std::uint64_t count = 0;
   std::uint32_t crc = 0;
-  int owner = 0;  // the rank of the write's communicator that writes the data
+  int owner = 0;                       // the rank of the write's communicator that writes the data
   std::string link_file, link_object;  // set: an external link instead of data
   std::uint64_t offset = 0;            // an append-only blob's segment: where it starts, in elements
 };

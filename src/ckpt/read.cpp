@@ -20,7 +20,8 @@ namespace {
 class Reader {
  public:
   explicit Reader(const std::string& path)
-      : path_(path), file_(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)"),
+      : path_(path),
+        file_(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)"),
         lapl_(link_access(fs::path(path).parent_path().string()), H5Pclose, "link access") {
     if (!has("/meta/links")) return;
     const std::string links = bytes("/meta/links");

@@ -20,9 +20,8 @@ std::vector<MPI_Request> in_chunks(std::size_t size, std::size_t chunk, const Po
 
 std::vector<MPI_Request> ibcast_large(void* data, std::size_t size, int root, MPI_Comm comm, std::size_t chunk) {
   char* bytes = static_cast<char*>(data);
-  return in_chunks(size, chunk, [&](std::size_t at, int n, MPI_Request* r) {
-    MPI_Ibcast(bytes + at, n, MPI_BYTE, root, comm, r);
-  });
+  return in_chunks(size, chunk,
+                   [&](std::size_t at, int n, MPI_Request* r) { MPI_Ibcast(bytes + at, n, MPI_BYTE, root, comm, r); });
 }
 
 }  // namespace arclight::comm

@@ -56,8 +56,9 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   if (provided < MPI_THREAD_MULTIPLE) {
     if (rank_ == 0)
-      std::fprintf(stderr, "arclight: this MPI library does not support MPI_THREAD_MULTIPLE, which the checkpoint "
-                           "writers and colocated ranks need\n");
+      std::fprintf(stderr,
+                   "arclight: this MPI library does not support MPI_THREAD_MULTIPLE, which the checkpoint "
+                   "writers and colocated ranks need\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Comm node;

@@ -18,14 +18,17 @@ void put_optional(ByteWriter& w, const std::optional<T>& v, PutValue put_value) 
 }
 template <class T, class GetValue>
 void get_optional(ByteReader& r, std::optional<T>& v, GetValue get_value) {
-  if (r.boolean()) v = get_value();
-  else v.reset();
+  if (r.boolean())
+    v = get_value();
+  else
+    v.reset();
 }
 
 }  // namespace
 
 Header decode_header(std::string_view message) {
-  if (message.size() < header_size) throw DecodeError(log::concat("message of ", message.size(), " bytes is shorter than a header"));
+  if (message.size() < header_size)
+    throw DecodeError(log::concat("message of ", message.size(), " bytes is shorter than a header"));
   ByteReader r(message);
   if (r.u16() != magic) throw DecodeError("bad magic: not an arclight message");
   std::uint8_t v = r.u8();
@@ -39,7 +42,8 @@ Header decode_header(std::string_view message) {
   h.request_id = r.u32();
   h.body_length = r.u32();
   if (h.body_length != message.size() - header_size)
-    throw DecodeError(log::concat("length field says ", h.body_length, " body bytes, message has ", message.size() - header_size));
+    throw DecodeError(
+        log::concat("length field says ", h.body_length, " body bytes, message has ", message.size() - header_size));
   return h;
 }
 
@@ -269,9 +273,11 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
   auto reply = [&](const auto&... values) { return encode(h.type, true, h.request_id, values...); };
   switch (h.type) {
     case Type::enqueue:
-      return reply(with_args<std::vector<NewRollout>>(in, [&](auto rollouts) { return s.enqueue(std::move(rollouts)); }));
+      return reply(
+          with_args<std::vector<NewRollout>>(in, [&](auto rollouts) { return s.enqueue(std::move(rollouts)); }));
     case Type::dequeue:
-      return reply(with_args<std::string, std::uint32_t>(in, [&](auto worker, auto n) { return s.dequeue(worker, n); }));
+      return reply(
+          with_args<std::string, std::uint32_t>(in, [&](auto worker, auto n) { return s.dequeue(worker, n); }));
     case Type::start_rollout:
       return reply(with_args<NewRollout, std::string>(
           in, [&](auto rollout, auto worker) { return s.start_rollout(std::move(rollout), worker); }));
@@ -294,13 +300,13 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
     case Type::update_attempts:
       return reply(with_args<std::vector<AttemptReport>>(in, [&](auto reports) { return s.update_attempts(reports); }));
     case Type::update_rollout:
-      return reply(with_args<Id, RolloutUpdate>(in, [&](auto id, auto update) { return s.update_rollout(id, update); }));
+      return reply(
+          with_args<Id, RolloutUpdate>(in, [&](auto id, auto update) { return s.update_rollout(id, update); }));
     case Type::query_rollouts:
       return reply(with_args<RolloutFilter, Paging>(in, [&](auto f, auto p) { return s.query_rollouts(f, p); }));
     case Type::query_attempts:
       return reply(with_args<AttemptFilter, Paging>(in, [&](auto f, auto p) { return s.query_attempts(f, p); }));
-    case Type::get_latest_attempt:
-      return reply(with_args<Id>(in, [&](auto id) { return s.get_latest_attempt(id); }));
+    case Type::get_latest_attempt: return reply(with_args<Id>(in, [&](auto id) { return s.get_latest_attempt(id); }));
     case Type::query_spans:
       return reply(with_args<SpanFilter, Paging>(in, [&](auto f, auto p) { return s.query_spans(f, p); }));
     case Type::add_resources:
@@ -309,24 +315,20 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
     case Type::update_resources:
       return reply(with_args<std::string, std::string>(
           in, [&](auto name, auto content) { return s.update_resources(name, std::move(content)); }));
-    case Type::get_resources:
-      return reply(with_args<Id>(in, [&](auto id) { return s.get_resources(id); }));
+    case Type::get_resources: return reply(with_args<Id>(in, [&](auto id) { return s.get_resources(id); }));
     case Type::get_latest_resources:
       return reply(with_args<std::string>(in, [&](auto name) { return s.get_latest_resources(name); }));
     case Type::wait_for_rollouts:
       // The timeout is read and dropped: a server that waits parks the request instead.
-      return reply(with_args<std::vector<Id>, double>(in, [&](auto ids, double) { return s.wait_for_rollouts(ids, 0.0); }));
-    case Type::heartbeat:
-      return reply(with_args<std::string>(in, [&](auto worker) { return s.heartbeat(worker); }));
-    case Type::query_workers:
-      return reply(with_args<>(in, [&] { return s.query_workers(); }));
-    case Type::statistics:
-      return reply(with_args<>(in, [&] { return s.statistics(); }));
+      return reply(
+          with_args<std::vector<Id>, double>(in, [&](auto ids, double) { return s.wait_for_rollouts(ids, 0.0); }));
+    case Type::heartbeat: return reply(with_args<std::string>(in, [&](auto worker) { return s.heartbeat(worker); }));
+    case Type::query_workers: return reply(with_args<>(in, [&] { return s.query_workers(); }));
+    case Type::statistics: return reply(with_args<>(in, [&] { return s.statistics(); }));
     case Type::error:
     case Type::reset:
     case Type::bye:
-    case Type::end_:
-      break;
+    case Type::end_: break;
   }
   throw DecodeError(log::concat("message type ", int(h.type), " is not a request this store serves"));
 }

@@ -32,7 +32,7 @@ std::uint16_t to_fp16(float value) {
   const std::uint32_t abs = bits & 0x7FFFFFFF;
   if (abs >= 0x7F800000) return static_cast<std::uint16_t>(sign | 0x7C00 | (abs > 0x7F800000 ? 0x200 : 0));
   if (abs >= 0x477FF000) return static_cast<std::uint16_t>(sign | 0x7C00);  // rounds past the largest half
-  if (abs < 0x38800000) {  // a subnormal half (or zero)
+  if (abs < 0x38800000) {                                                   // a subnormal half (or zero)
     float f;
     std::memcpy(&f, &abs, sizeof f);
     const float scaled = f * 16777216.0f;  // 2^24: units of the smallest subnormal
@@ -51,8 +51,8 @@ float from_fp16(std::uint16_t value) {
     out = std::ldexp(static_cast<float>(mantissa), -24);
     return sign ? -out : out;
   }
-  std::uint32_t bits = exponent == 0x1F ? (sign | 0x7F800000 | (mantissa << 13))
-                                        : (sign | ((exponent + 112) << 23) | (mantissa << 13));
+  std::uint32_t bits =
+      exponent == 0x1F ? (sign | 0x7F800000 | (mantissa << 13)) : (sign | ((exponent + 112) << 23) | (mantissa << 13));
   std::memcpy(&out, &bits, sizeof out);
   return out;
 }
@@ -87,7 +87,8 @@ void MpiReducer::plan(const std::vector<FloatBuffer>& buffers) {
   std::size_t limit = config_.first_bucket_bytes;
   for (std::size_t i = buffers.size(); i-- > 0;) {
     const std::size_t bytes = buffers[i].size * sizeof(float);
-    if (buckets_.empty() || (buckets_.back().elements > 0 && (buckets_.back().elements * sizeof(float) + bytes > limit))) {
+    if (buckets_.empty() ||
+        (buckets_.back().elements > 0 && (buckets_.back().elements * sizeof(float) + bytes > limit))) {
       if (!buckets_.empty()) limit = config_.bucket_bytes;
       buckets_.emplace_back();
     }
@@ -104,9 +105,12 @@ void MpiReducer::plan(const std::vector<FloatBuffer>& buffers) {
       const FloatBuffer& lo = buffers[b.members[k + 1]];
       adjacent = adjacent && lo.data + lo.size == hi.data;
     }
-    if (half_sum_ != MPI_OP_NULL) b.packed.resize(b.elements);
-    else if (adjacent) b.in_place = buffers[b.members.back()].data;
-    else b.fused.resize(b.elements);
+    if (half_sum_ != MPI_OP_NULL)
+      b.packed.resize(b.elements);
+    else if (adjacent)
+      b.in_place = buffers[b.members.back()].data;
+    else
+      b.fused.resize(b.elements);
   }
 }
 
@@ -137,8 +141,10 @@ void MpiReducer::launch_ready_buckets(bool blocking) {
     const int count = static_cast<int>(b.elements);
     b.launched = true;
     if (b.in_place) {
-      if (blocking) MPI_Allreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_);
-      else MPI_Iallreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_, &b.request);
+      if (blocking)
+        MPI_Allreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_);
+      else
+        MPI_Iallreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_, &b.request);
       continue;
     }
     std::size_t offset = 0;
@@ -148,15 +154,18 @@ void MpiReducer::launch_ready_buckets(bool blocking) {
         std::memcpy(b.fused.data() + offset, buf.data, buf.size * sizeof(float));
       } else {
         const bool bf16 = config_.compression == Compression::bf16;
-        for (std::size_t k = 0; k < buf.size; ++k) b.packed[offset + k] = bf16 ? to_bf16(buf.data[k]) : to_fp16(buf.data[k]);
+        for (std::size_t k = 0; k < buf.size; ++k)
+          b.packed[offset + k] = bf16 ? to_bf16(buf.data[k]) : to_fp16(buf.data[k]);
       }
       offset += buf.size;
     }
     void* data = half_sum_ == MPI_OP_NULL ? static_cast<void*>(b.fused.data()) : static_cast<void*>(b.packed.data());
     MPI_Datatype type = half_sum_ == MPI_OP_NULL ? MPI_FLOAT : MPI_UINT16_T;
     MPI_Op op = half_sum_ == MPI_OP_NULL ? MPI_SUM : half_sum_;
-    if (blocking) MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, comm_);
-    else MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm_, &b.request);
+    if (blocking)
+      MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, comm_);
+    else
+      MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm_, &b.request);
   }
   // Give the outstanding all-reduces a chance to progress while backward goes on.
   for (std::size_t i = 0; i < next_launch_; ++i) {
@@ -181,7 +190,8 @@ void MpiReducer::unpack(Bucket& b) {
     if (half_sum_ == MPI_OP_NULL) {
       std::memcpy(buf.data, b.fused.data() + offset, buf.size * sizeof(float));
     } else {
-      for (std::size_t k = 0; k < buf.size; ++k) buf.data[k] = bf16 ? from_bf16(b.packed[offset + k]) : from_fp16(b.packed[offset + k]);
+      for (std::size_t k = 0; k < buf.size; ++k)
+        buf.data[k] = bf16 ? from_bf16(b.packed[offset + k]) : from_fp16(b.packed[offset + k]);
     }
     offset += buf.size;
   }

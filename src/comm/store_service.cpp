@@ -125,8 +125,10 @@ void StoreServer::serve_until_all_done(const std::function<bool()>& stop) {
   int size = 0;
   MPI_Comm_size(comm_, &size);
   while (clients_done_ < size - 1 && !stop()) {
-    if (poll() > 0) backoff_.reset();
-    else backoff_.idle();
+    if (poll() > 0)
+      backoff_.reset();
+    else
+      backoff_.idle();
   }
 }
 
@@ -234,7 +236,9 @@ std::vector<Rollout> RemoteStore::wait_for_rollouts(const std::vector<RolloutId>
   timeout_seconds = std::clamp(timeout_seconds, 0.0, 86400.0);
   return call<std::vector<Rollout>>(wire::Type::wait_for_rollouts, timeout_seconds, ids, timeout_seconds);
 }
-Worker RemoteStore::heartbeat(const std::string& worker_id) { return call<Worker>(wire::Type::heartbeat, 0, worker_id); }
+Worker RemoteStore::heartbeat(const std::string& worker_id) {
+  return call<Worker>(wire::Type::heartbeat, 0, worker_id);
+}
 std::vector<Worker> RemoteStore::query_workers() { return call<std::vector<Worker>>(wire::Type::query_workers, 0); }
 Statistics RemoteStore::statistics() { return call<Statistics>(wire::Type::statistics, 0); }
 void RemoteStore::reset() { call<std::monostate>(wire::Type::reset, 0); }

@@ -23,7 +23,7 @@ std::uint32_t crc32c_table(std::uint32_t crc, const unsigned char* p, std::size_
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc, const unsigned char* p,
-                                                               std::size_t size) {
+                                                             std::size_t size) {
   std::uint64_t c = crc;
   for (; size >= 8; size -= 8, p += 8) {
     std::uint64_t word;

@@ -18,14 +18,14 @@ int parse_share(const std::string& key, const std::string& value, int workers, b
   errno = 0;
   if (value.find_first_of(".eE") == std::string::npos) {
     long count = std::strtol(begin, &end, 10);
-    if (end != begin && *end == '\0' && errno == 0 && count >= 0 && count <= 1000000)
-      return static_cast<int>(count);
+    if (end != begin && *end == '\0' && errno == 0 && count >= 0 && count <= 1000000) return static_cast<int>(count);
   } else {
     double fraction = std::strtod(begin, &end);
     if (end != begin && *end == '\0' && errno == 0 && fraction > 0.0 && fraction < 1.0)
       return std::max(1, static_cast<int>(std::lround(fraction * workers)));
   }
-  throw UsageError(log::concat("layout.", key, " = \"", value, "\": expected a count (e.g. \"2\"), a fraction in (0, 1) (e.g. \"0.25\")",
+  throw UsageError(log::concat("layout.", key, " = \"", value,
+                               "\": expected a count (e.g. \"2\"), a fraction in (0, 1) (e.g. \"0.25\")",
                                rest_allowed ? " or \"rest\"" : ""));
 }
 

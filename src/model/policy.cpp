@@ -39,8 +39,10 @@ struct Policy::Impl : torch::nn::Module {
                                    " heads of an even size"));
     head_dim = c.d_model / c.n_heads;
     embed = register_module("embed", torch::nn::Embedding(vocab, c.d_model));
-    if (c.positions == Positions::learned) position = register_module("position", torch::nn::Embedding(c.max_seq, c.d_model));
-    for (int l = 0; l < c.n_layers; ++l) blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c.d_model, c.d_ff)));
+    if (c.positions == Positions::learned)
+      position = register_module("position", torch::nn::Embedding(c.max_seq, c.d_model));
+    for (int l = 0; l < c.n_layers; ++l)
+      blocks.push_back(register_module("block" + std::to_string(l), std::make_shared<Block>(c.d_model, c.d_ff)));
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
     head = register_module("head", torch::nn::Linear(c.d_model, vocab));
     // Rotary tables: angle(position, i) = position / 10000^(2i / head_dim).

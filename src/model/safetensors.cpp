@@ -35,10 +35,22 @@ struct DTypeInfo {
 };
 // In the enum's order, so that a DType indexes it.
 constexpr std::array<DTypeInfo, 16> dtypes{{
-    {DType::boolean, "BOOL", 1}, {DType::u8, "U8", 1}, {DType::i8, "I8", 1}, {DType::f8_e5m2, "F8_E5M2", 1},
-    {DType::f8_e4m3, "F8_E4M3", 1}, {DType::f8_e8m0, "F8_E8M0", 1}, {DType::i16, "I16", 2}, {DType::u16, "U16", 2},
-    {DType::f16, "F16", 2}, {DType::bf16, "BF16", 2}, {DType::i32, "I32", 4}, {DType::u32, "U32", 4},
-    {DType::f32, "F32", 4}, {DType::i64, "I64", 8}, {DType::u64, "U64", 8}, {DType::f64, "F64", 8},
+    {DType::boolean, "BOOL", 1},
+    {DType::u8, "U8", 1},
+    {DType::i8, "I8", 1},
+    {DType::f8_e5m2, "F8_E5M2", 1},
+    {DType::f8_e4m3, "F8_E4M3", 1},
+    {DType::f8_e8m0, "F8_E8M0", 1},
+    {DType::i16, "I16", 2},
+    {DType::u16, "U16", 2},
+    {DType::f16, "F16", 2},
+    {DType::bf16, "BF16", 2},
+    {DType::i32, "I32", 4},
+    {DType::u32, "U32", 4},
+    {DType::f32, "F32", 4},
+    {DType::i64, "I64", 8},
+    {DType::u64, "U64", 8},
+    {DType::f64, "F64", 8},
 }};
 constexpr bool in_enum_order() {
   for (std::size_t i = 0; i < dtypes.size(); ++i)
@@ -196,8 +208,9 @@ TensorEntry entry_of(const std::string& name, const json& value, std::string_vie
   const auto bytes = tensor_bytes(t.dtype, t.shape);
   if (!bytes) fail(file, name, log::concat("shape ", shape_text(t.shape), " overflows"));
   if (*bytes != t.end - t.begin)
-    fail(file, name, log::concat("\"data_offsets\" [", t.begin, ", ", t.end, "] hold ", t.end - t.begin, " bytes, but ",
-                                 dtype_name(t.dtype), " ", shape_text(t.shape), " takes ", *bytes));
+    fail(file, name,
+         log::concat("\"data_offsets\" [", t.begin, ", ", t.end, "] hold ", t.end - t.begin, " bytes, but ",
+                     dtype_name(t.dtype), " ", shape_text(t.shape), " takes ", *bytes));
   return t;
 }
 
@@ -245,8 +258,9 @@ std::string header_text(const std::vector<TensorToWrite>& tensors, const std::ma
     if (!bytes)
       fail(path, t.name, log::concat("shape ", shape_text(t.shape), " has a negative dimension or overflows"));
     if (*bytes != t.bytes || (t.bytes > 0 && t.data == nullptr))
-      fail(path, t.name, log::concat("given ", t.bytes, " bytes, but ", dtype_name(t.dtype), " ", shape_text(t.shape),
-                                     " takes ", *bytes));
+      fail(path, t.name,
+           log::concat("given ", t.bytes, " bytes, but ", dtype_name(t.dtype), " ", shape_text(t.shape), " takes ",
+                       *bytes));
     root[t.name] = {{"dtype", std::string(dtype_name(t.dtype))},
                     {"shape", t.shape},
                     {"data_offsets", json::array({offset, offset + t.bytes})}};

@@ -13,7 +13,9 @@ StoreError refused(const std::string& what) { return StoreError(StoreError::inva
 StoreError missing(const std::string& what) { return StoreError(StoreError::not_found, what); }
 
 std::string name_of(const Rollout& r) { return log::concat("rollout ", r.id); }
-std::string name_of(const Attempt& a) { return log::concat("attempt ", a.id, " (#", a.sequence_id, " of rollout ", a.rollout_id, ")"); }
+std::string name_of(const Attempt& a) {
+  return log::concat("attempt ", a.id, " (#", a.sequence_id, " of rollout ", a.rollout_id, ")");
+}
 
 std::string record_of(const Span& span) {
   std::string record;
@@ -36,7 +38,8 @@ Page<T> page_of(std::vector<T>&& all, Paging paging) {
 
 MemoryStore::MemoryStore(const Clock& clock, RolloutConfig default_config)
     : clock_(clock), default_config_(default_config) {
-  if (default_config_.max_attempts < 1) throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
+  if (default_config_.max_attempts < 1)
+    throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
 }
 
 // ---- records ------------------------------------------------------------------
@@ -76,7 +79,8 @@ MemoryStore::RolloutRecord& MemoryStore::create_rollout(NewRollout&& in, Rollout
   return rec;
 }
 
-MemoryStore::AttemptRecord& MemoryStore::create_attempt(RolloutRecord& rollout, const std::string& worker_id, double now) {
+MemoryStore::AttemptRecord& MemoryStore::create_attempt(RolloutRecord& rollout, const std::string& worker_id,
+                                                        double now) {
   AttemptRecord& rec = attempts_.emplace_back();
   Attempt& a = rec.attempt;
   a.id = attempts_.size();
@@ -123,7 +127,8 @@ void MemoryStore::set_rollout_status(RolloutRecord& rec, RolloutStatus status, d
   --stats_.rollouts[static_cast<int>(r.status)];
   ++stats_.rollouts[static_cast<int>(status)];
   r.status = status;
-  if (status == RolloutStatus::queuing || status == RolloutStatus::requeuing) queue_.emplace_back(r.id, ++rec.queue_ticket);
+  if (status == RolloutStatus::queuing || status == RolloutStatus::requeuing)
+    queue_.emplace_back(r.id, ++rec.queue_ticket);
   if (is_final(status)) {
     r.end_time = now;
     history_.push_back(HistoryEntry{HistoryEntry::rollout, r.id});
@@ -162,9 +167,7 @@ void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, doubl
     case AttemptStatus::running:
       if (r.status == RolloutStatus::preparing) set_rollout_status(rollout, RolloutStatus::running, now);
       break;
-    case AttemptStatus::succeeded:
-      set_rollout_status(rollout, RolloutStatus::succeeded, now);
-      break;
+    case AttemptStatus::succeeded: set_rollout_status(rollout, RolloutStatus::succeeded, now); break;
     case AttemptStatus::failed:
     case AttemptStatus::timeout:
     case AttemptStatus::unresponsive:
@@ -173,8 +176,7 @@ void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, doubl
         set_rollout_status(rollout, retry ? RolloutStatus::requeuing : RolloutStatus::failed, now);
       }
       break;
-    case AttemptStatus::preparing:
-      break;
+    case AttemptStatus::preparing: break;
   }
 }
 
@@ -231,9 +233,11 @@ MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, Attem
   AttemptRecord& rec = attempt_record(rollout, attempt_id);
   Attempt& a = rec.attempt;
   if (is_final(rollout.rollout.status))
-    throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) + ": span refused");
+    throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) +
+                  ": span refused");
   if (is_final(a.status)) throw refused(name_of(a) + " is " + std::string(to_string(a.status)) + ": span refused");
-  if (a.status != AttemptStatus::running) transition_attempt(rec, AttemptStatus::running, now);  // first span, or revival
+  if (a.status != AttemptStatus::running)
+    transition_attempt(rec, AttemptStatus::running, now);  // first span, or revival
   a.last_heartbeat_time = now;
   if (!a.worker_id.empty()) {
     Worker& w = worker_record(a.worker_id, now);
@@ -315,7 +319,8 @@ Rollout MemoryStore::update_rollout(RolloutId rollout_id, const RolloutUpdate& u
   const double now = clock_.now();
   RolloutRecord& rec = rollout_record(rollout_id);
   Rollout& r = rec.rollout;
-  if (is_final(r.status)) throw refused(name_of(r) + " is " + std::string(to_string(r.status)) + ": it takes no more updates");
+  if (is_final(r.status))
+    throw refused(name_of(r) + " is " + std::string(to_string(r.status)) + ": it takes no more updates");
   // Validate everything before changing anything.
   if (update.status && *update.status != r.status && *update.status != RolloutStatus::cancelled &&
       *update.status != RolloutStatus::failed)
@@ -346,7 +351,8 @@ Page<Rollout> MemoryStore::query_rollouts(const RolloutFilter& filter, Paging pa
       if (matches(rec.rollout)) all.push_back(rec.rollout);
   } else {
     for (RolloutId id : filter.ids)
-      if (id != 0 && id <= rollouts_.size() && matches(rollouts_[id - 1].rollout)) all.push_back(rollouts_[id - 1].rollout);
+      if (id != 0 && id <= rollouts_.size() && matches(rollouts_[id - 1].rollout))
+        all.push_back(rollouts_[id - 1].rollout);
   }
   return page_of(std::move(all), paging);
 }
@@ -460,7 +466,8 @@ std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>
   std::unique_lock<std::mutex> lock(mutex_);
   for (RolloutId id : ids) rollout_record(id);  // every id must exist
   auto all_ended = [&] {
-    return std::all_of(ids.begin(), ids.end(), [&](RolloutId id) { return is_final(rollouts_[id - 1].rollout.status); });
+    return std::all_of(ids.begin(), ids.end(),
+                       [&](RolloutId id) { return is_final(rollouts_[id - 1].rollout.status); });
   };
   rollout_ended_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_seconds)), all_ended);
   std::vector<Rollout> out;
@@ -490,7 +497,8 @@ Statistics MemoryStore::statistics() {
   std::lock_guard<std::mutex> lock(mutex_);
   Statistics s = stats_;
   s.workers = workers_.size();
-  s.queue_length = s.rollouts[static_cast<int>(RolloutStatus::queuing)] + s.rollouts[static_cast<int>(RolloutStatus::requeuing)];
+  s.queue_length =
+      s.rollouts[static_cast<int>(RolloutStatus::queuing)] + s.rollouts[static_cast<int>(RolloutStatus::requeuing)];
   return s;
 }
 

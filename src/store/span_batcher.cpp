@@ -7,7 +7,8 @@ namespace arclight::store {
 SpanBatcher::SpanBatcher(Store& store, std::size_t max_spans, double max_delay_seconds)
     : store_(store), max_spans_(std::max<std::size_t>(1, max_spans)), max_delay_(max_delay_seconds) {
   timer_ = std::thread([this] {
-    const auto delay = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(max_delay_));
+    const auto delay =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(max_delay_));
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       if (buffer_.empty()) {
@@ -44,8 +45,10 @@ void SpanBatcher::add(Span span) {
   buffer_.push_back(std::move(span));
   // A full batch goes from the batcher's thread, so that the runner's threads never wait on
   // the store; a runner that outpaces the store sends itself (and so waits).
-  if (buffer_.size() >= 4 * max_spans_) send_locked(lock);
-  else if (buffer_.size() == max_spans_) wake_.notify_all();
+  if (buffer_.size() >= 4 * max_spans_)
+    send_locked(lock);
+  else if (buffer_.size() == max_spans_)
+    wake_.notify_all();
 }
 
 void SpanBatcher::flush() {

@@ -32,11 +32,26 @@ void encode_span_body(ByteWriter& out, const Span& span) {
   for (const Attribute& a : span.attributes) {
     out.bytes(a.key);
     switch (a.value.index()) {
-      case 0: out.u8(type_string); out.bytes(std::get<std::string>(a.value)); break;
-      case 1: out.u8(type_number); out.f64(std::get<double>(a.value)); break;
-      case 2: out.u8(type_bool); out.boolean(std::get<bool>(a.value)); break;
-      case 3: out.u8(type_tokens); put_array(out, std::get<TokenIds>(a.value)); break;
-      case 4: out.u8(type_floats); put_array(out, std::get<Floats>(a.value)); break;
+      case 0:
+        out.u8(type_string);
+        out.bytes(std::get<std::string>(a.value));
+        break;
+      case 1:
+        out.u8(type_number);
+        out.f64(std::get<double>(a.value));
+        break;
+      case 2:
+        out.u8(type_bool);
+        out.boolean(std::get<bool>(a.value));
+        break;
+      case 3:
+        out.u8(type_tokens);
+        put_array(out, std::get<TokenIds>(a.value));
+        break;
+      case 4:
+        out.u8(type_floats);
+        put_array(out, std::get<Floats>(a.value));
+        break;
     }
   }
 }

@@ -3,13 +3,14 @@
 namespace arclight::store {
 
 std::string_view to_string(RolloutStatus s) {
-  static constexpr std::string_view names[] = {"queuing",   "preparing", "running", "succeeded",
-                                               "failed",    "cancelled", "requeuing"};
+  static constexpr std::string_view names[] = {"queuing", "preparing", "running",  "succeeded",
+                                               "failed",  "cancelled", "requeuing"};
   return names[static_cast<int>(s)];
 }
 
 std::string_view to_string(AttemptStatus s) {
-  static constexpr std::string_view names[] = {"preparing", "running", "succeeded", "failed", "timeout", "unresponsive"};
+  static constexpr std::string_view names[] = {"preparing", "running", "succeeded",
+                                               "failed",    "timeout", "unresponsive"};
   return names[static_cast<int>(s)];
 }
 

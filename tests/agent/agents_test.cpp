@@ -133,8 +133,10 @@ BOOST_AUTO_TEST_CASE(validation_figures_are_means_and_guesses_count_only_solved_
   BOOST_TEST(figures["token_accuracy"] == 0.5, tt::tolerance(1e-12));
   BOOST_TEST(figures["exact"] == 1.0 / 3, tt::tolerance(1e-12));
   // guess: an episode that ran out of turns says nothing about how fast the secret is found.
-  const std::vector<std::map<std::string, double>> guess_results{
-      {{"success", 1.0}, {"guesses", 3.0}}, {{"success", 1.0}, {"guesses", 5.0}}, {{"success", 0.0}, {"guesses", 8.0}}, {}};
+  const std::vector<std::map<std::string, double>> guess_results{{{"success", 1.0}, {"guesses", 3.0}},
+                                                                 {{"success", 1.0}, {"guesses", 5.0}},
+                                                                 {{"success", 0.0}, {"guesses", 8.0}},
+                                                                 {}};
   figures = make_agent(guess_config())->summarize(guess_results);
   BOOST_TEST(figures["success"] == 0.5, tt::tolerance(1e-12));
   BOOST_TEST(figures["guesses"] == 4.0, tt::tolerance(1e-12));

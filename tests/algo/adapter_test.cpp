@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
   bare.name = span_names::llm;
   BOOST_CHECK_THROW(read_trajectory({bare}), DecodeError);
   BOOST_CHECK_THROW(read_trajectory({llm({0}, {1}, {-1.f}, 1), reward(1.0, 3)}), DecodeError);  // no step 3
-  BOOST_CHECK_THROW(read_trajectory({llm({0}, {1, 2}, {-1.f}, 1)}), DecodeError);                // logprobs short
+  BOOST_CHECK_THROW(read_trajectory({llm({0}, {1, 2}, {-1.f}, 1)}), DecodeError);               // logprobs short
 }
 
 BOOST_AUTO_TEST_CASE(samples_round_trip_through_their_encoding) {

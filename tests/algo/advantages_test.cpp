@@ -12,8 +12,8 @@ BOOST_AUTO_TEST_SUITE(advantages)
 BOOST_AUTO_TEST_CASE(returns_to_go_discount_later_rewards) {
   auto g = returns_to_go({1, 0, 2}, 0.5);
   BOOST_TEST(g[2] == 2.0, tt::tolerance(1e-12));
-  BOOST_TEST(g[1] == 1.0, tt::tolerance(1e-12));   // 0 + 0.5 * 2
-  BOOST_TEST(g[0] == 1.5, tt::tolerance(1e-12));   // 1 + 0.5 * 1
+  BOOST_TEST(g[1] == 1.0, tt::tolerance(1e-12));  // 0 + 0.5 * 2
+  BOOST_TEST(g[0] == 1.5, tt::tolerance(1e-12));  // 1 + 0.5 * 1
 }
 
 BOOST_AUTO_TEST_CASE(trajectory_advantages_are_group_z_scores) {

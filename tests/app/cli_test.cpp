@@ -103,7 +103,8 @@ BOOST_AUTO_TEST_CASE(modes_are_read_into_enums_and_printed_by_name) {
     BOOST_TEST(inv.effective_config.find(line) != std::string::npos, line << " in " << inv.effective_config);
   const Invocation defaults = parse({"train"});
   BOOST_TEST(defaults.config.grpo.advantage == Advantage::per_step);
-  BOOST_TEST(defaults.effective_config.find("grpo.samples=\"trajectory\"") != std::string::npos, defaults.effective_config);
+  BOOST_TEST(defaults.effective_config.find("grpo.samples=\"trajectory\"") != std::string::npos,
+             defaults.effective_config);
   for (const char* key : {"--run.progress", "--layout.mode", "--model.positions", "--grpo.advantage", "--grpo.samples",
                           "--comm.compression"}) {
     const std::string error = parse({"train", key, "int4"}).error;

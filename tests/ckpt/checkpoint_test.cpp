@@ -68,7 +68,6 @@ Checkpoint frozen_base(std::int64_t step) {
   return c;
 }
 
-
 // The files a version links to, without the write's token in segment file names
 // (segments/store.span_log.s00000002-<16 hex digits>.h5 -> segments/store.span_log.s00000002.h5).
 std::vector<std::string> links_of(const std::string& version) {
@@ -182,7 +181,8 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   auto segments_up_to = [](int last) {
     std::vector<std::string> out;
     for (const char* log : {"meta.metrics_jsonl", "store.history", "store.span_log"})
-      for (int v = 1; v <= last; ++v) out.push_back("segments/" + std::string(log) + ".s0000000" + std::to_string(v) + ".h5");
+      for (int v = 1; v <= last; ++v)
+        out.push_back("segments/" + std::string(log) + ".s0000000" + std::to_string(v) + ".h5");
     return out;
   };
   std::vector<std::string> v3_links = segments_up_to(3);
@@ -191,8 +191,8 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   BOOST_TEST(links_of(v4) == segments_up_to(4));  // full: no other version, only the logs' segments
   const VersionSizes full = version_sizes(v1), inc = version_sizes(v3);
   BOOST_TEST(inc.linked >= 3u * 900 * sizeof(float));
-  BOOST_TEST(full.linked ==
-             frozen_base(1).span_log.size() + frozen_base(1).metrics_jsonl.size() + frozen_base(1).store_history.size());
+  BOOST_TEST(full.linked == frozen_base(1).span_log.size() + frozen_base(1).metrics_jsonl.size() +
+                                frozen_base(1).store_history.size());
   // Retention keeps what a kept version links to: v4 is full, so v1 to v3 go, the log stays.
   auto removed = apply_retention(d, 1);
   BOOST_TEST(removed.size() == 3u);
@@ -318,8 +318,8 @@ BOOST_AUTO_TEST_CASE(restore_takes_the_newest_version_and_retention_keeps_latest
   TempDir dir;
   const std::string d = dir.path.string();
   for (int v = 1; v <= 4; ++v) write_checkpoint(d, v, sample(v));
-  set_latest(d, "v00000002.h5");  // a crash between a version's rename and LATEST
-  BOOST_TEST(load_latest(d)->second.step == 4);  // renamed into place: committed
+  set_latest(d, "v00000002.h5");                   // a crash between a version's rename and LATEST
+  BOOST_TEST(load_latest(d)->second.step == 4);    // renamed into place: committed
   BOOST_TEST(apply_retention(d, 1).size() == 2u);  // v1 and v3; v4 is the newest, v2 is LATEST
   BOOST_TEST(fs::exists(dir.path / "v00000002.h5"));
   // A resumed run keeps one timeline: later versions are set aside, not read.

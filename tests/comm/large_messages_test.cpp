@@ -15,7 +15,8 @@ BOOST_AUTO_TEST_CASE(a_broadcast_in_chunks_arrives_whole) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::vector<float> weights(1000, 0.f);
   if (rank == 0) std::iota(weights.begin(), weights.end(), 0.5f);
-  std::vector<MPI_Request> requests = ibcast_large(weights.data(), weights.size() * sizeof(float), 0, MPI_COMM_WORLD, 333);
+  std::vector<MPI_Request> requests =
+      ibcast_large(weights.data(), weights.size() * sizeof(float), 0, MPI_COMM_WORLD, 333);
   BOOST_TEST(requests.size() == 13u);  // 4000 bytes in chunks of 333
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
   BOOST_TEST(weights[999] == 999.5f);

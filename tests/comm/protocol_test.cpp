@@ -64,13 +64,15 @@ BOOST_AUTO_TEST_CASE(requests_round_trip_through_the_handler) {
   span.name = "llm";
   span.attributes = {{"ids", TokenIds{5, 6}}, {"lp", Floats{-1.f}}};
   std::vector<Span> spans{span, span};
-  auto seq = decode_reply<std::vector<std::uint64_t>>(*wire::handle_request(store, wire::encode(wire::Type::add_spans, false, 9, spans)));
+  auto seq = decode_reply<std::vector<std::uint64_t>>(
+      *wire::handle_request(store, wire::encode(wire::Type::add_spans, false, 9, spans)));
   BOOST_TEST(seq == (std::vector<std::uint64_t>{1, 2}));
 
   SpanFilter filter;
   filter.rollout_id = span.rollout_id;
   Paging paging;
-  auto page = decode_reply<Page<Span>>(*wire::handle_request(store, wire::encode(wire::Type::query_spans, false, 10, filter, paging)));
+  auto page = decode_reply<Page<Span>>(
+      *wire::handle_request(store, wire::encode(wire::Type::query_spans, false, 10, filter, paging)));
   BOOST_REQUIRE(page.total == 2u);
   BOOST_TEST((page.items[1].attributes == span.attributes));
   BOOST_TEST(page.items[1].sequence_id == 2u);
@@ -109,7 +111,8 @@ BOOST_AUTO_TEST_CASE(bad_headers_are_refused) {
   std::string reply_as_request = good;
   reply_as_request[3] = static_cast<char>(reply_as_request[3] | 0x80);
   std::string trailing = good + "x";
-  for (const std::string& bad : {bad_magic, bad_version, unknown_type, reply_as_request, trailing, std::string("\x41\x4c")}) {
+  for (const std::string& bad :
+       {bad_magic, bad_version, unknown_type, reply_as_request, trailing, std::string("\x41\x4c")}) {
     BOOST_TEST(error_code(*wire::handle_request(store, bad)) == int(wire::malformed));
   }
   // The version is checked and named.
@@ -158,7 +161,10 @@ BOOST_AUTO_TEST_CASE(random_mutations_never_crash_the_handler) {
       wire::encode(wire::Type::update_rollout, false, 4, ar.rollout.id, RolloutUpdate{}),
   };
   std::uint64_t rng = 42;
-  auto next = [&rng] { rng = rng * 6364136223846793005ULL + 1442695040888963407ULL; return rng >> 33; };
+  auto next = [&rng] {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return rng >> 33;
+  };
   for (int i = 0; i < 20000; ++i) {
     std::string m = seeds[next() % seeds.size()];
     for (int flips = 1 + next() % 4; flips > 0; --flips) m[next() % m.size()] = static_cast<char>(next());

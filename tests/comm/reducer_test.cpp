@@ -135,13 +135,11 @@ BOOST_AUTO_TEST_CASE(known_encodings) {
   BOOST_TEST(to_fp16(1.0f) == 0x3C00);
   BOOST_TEST(to_fp16(-2.0f) == 0xC000);
   BOOST_TEST(to_fp16(65504.0f) == 0x7BFF);
-  BOOST_TEST(to_fp16(1e6f) == 0x7C00);                    // overflow to infinity
-  BOOST_TEST(to_fp16(5.9604645e-8f) == 0x0001);           // the smallest subnormal
+  BOOST_TEST(to_fp16(1e6f) == 0x7C00);           // overflow to infinity
+  BOOST_TEST(to_fp16(5.9604645e-8f) == 0x0001);  // the smallest subnormal
   BOOST_TEST(from_fp16(0x0001) == 5.9604645e-8f);
-  for (float v : {0.0f, 0.5f, 3.0f, -7.25f, 1000.0f, 0.099975586f})
-    BOOST_TEST(from_fp16(to_fp16(v)) == v);
-  for (float v : {0.0f, 0.5f, 3.0f, -7.25f, 256.0f})
-    BOOST_TEST(from_bf16(to_bf16(v)) == v);
+  for (float v : {0.0f, 0.5f, 3.0f, -7.25f, 1000.0f, 0.099975586f}) BOOST_TEST(from_fp16(to_fp16(v)) == v);
+  for (float v : {0.0f, 0.5f, 3.0f, -7.25f, 256.0f}) BOOST_TEST(from_bf16(to_bf16(v)) == v);
   // Round to nearest even: 1 + 2^-8 is halfway between two bf16 values and goes to the even one.
   BOOST_TEST(from_bf16(to_bf16(1.0f + 1.0f / 256)) == 1.0f);
   BOOST_TEST(std::abs(from_fp16(to_fp16(0.1f)) - 0.1f) < 1e-4f);

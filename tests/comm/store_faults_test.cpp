@@ -81,7 +81,8 @@ void run_runner(MPI_Comm comm, int rank) {
           hung_once = true;
           batcher.flush();
           // Hang until another runner has taken this rollout over (bounded).
-          for (int i = 0; i < 300 && client->get_latest_attempt(ar.rollout.id).id == ar.attempt.id; ++i) sleep_for(0.05);
+          for (int i = 0; i < 300 && client->get_latest_attempt(ar.rollout.id).id == ar.attempt.id; ++i)
+            sleep_for(0.05);
         }
         if (poison) throw std::runtime_error("the agent's tool crashed");
         sleep_for(0.005);
@@ -113,14 +114,16 @@ void run_coordinator(MPI_Comm comm) {
   Watchdog watchdog(store, 0.02);
   comm::StoreServer server(comm, store);
   std::vector<NewRollout> tasks(total_rollouts);
-  for (int i = 0; i < total_rollouts; ++i) tasks[i].input = (i % poison_every == 0 ? "poison-" : "task-") + std::to_string(i);
+  for (int i = 0; i < total_rollouts; ++i)
+    tasks[i].input = (i % poison_every == 0 ? "poison-" : "task-") + std::to_string(i);
   auto queued = store.enqueue(tasks);
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   auto all_ended = [&] {
     Statistics s = store.statistics();
     return s.rollouts[int(RolloutStatus::succeeded)] + s.rollouts[int(RolloutStatus::failed)] +
-               s.rollouts[int(RolloutStatus::cancelled)] == std::uint64_t(total_rollouts);
+               s.rollouts[int(RolloutStatus::cancelled)] ==
+           std::uint64_t(total_rollouts);
   };
   bool stop_posted = false;
   // Serve until the two live runners said bye (the dead one never will), bounded.
@@ -146,13 +149,15 @@ void run_coordinator(MPI_Comm comm) {
     if (r.status == RolloutStatus::failed) ++failed;
     if (poison) {
       check(r.status == RolloutStatus::failed, r.input + " failed");
-      check(r.attempt_count == 3, r.input + " was tried max_attempts = 3 times, not " + std::to_string(r.attempt_count));
+      check(r.attempt_count == 3,
+            r.input + " was tried max_attempts = 3 times, not " + std::to_string(r.attempt_count));
     } else {
       check(r.status == RolloutStatus::succeeded, r.input + " succeeded");
     }
   }
   check(ids.size() == all.size(), "no rollout is duplicated");
-  check(succeeded == 36 && failed == 4, "36 succeeded and 4 failed, got " + std::to_string(succeeded) + "/" + std::to_string(failed));
+  check(succeeded == 36 && failed == 4,
+        "36 succeeded and 4 failed, got " + std::to_string(succeeded) + "/" + std::to_string(failed));
 
   // The hung runner's rollout and the dead runner's rollout were finished by others.
   int hung_taken_over = 0, dead_taken_over = 0;
@@ -172,7 +177,8 @@ void run_coordinator(MPI_Comm comm) {
   check(dead_taken_over == 1, "exactly one rollout was held by the dead runner, and was completed by another");
   for (const Worker& w : store.query_workers())
     if (w.id == "runner-3") check(w.status == WorkerStatus::unknown, "the dead runner is marked unknown");
-  std::printf("store statistics: %llu spans, %llu attempts unresponsive\n", (unsigned long long)store.statistics().spans,
+  std::printf("store statistics: %llu spans, %llu attempts unresponsive\n",
+              (unsigned long long)store.statistics().spans,
               (unsigned long long)store.statistics().attempts[int(AttemptStatus::unresponsive)]);
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -182,8 +188,10 @@ BOOST_AUTO_TEST_CASE(every_rollout_ends_once_through_a_hung_a_dead_and_a_failing
   BOOST_REQUIRE_MESSAGE(size_ == 4, "the test needs exactly 4 ranks, not " << size_);
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  if (rank_ == 0) run_coordinator(comm);
-  else run_runner(comm, rank_);
+  if (rank_ == 0)
+    run_coordinator(comm);
+  else
+    run_runner(comm, rank_);
   MPI_Comm_free(&comm);
 }
 

@@ -45,14 +45,14 @@ BOOST_AUTO_TEST_CASE(colocated_gives_every_worker_both_roles) {
 }
 
 BOOST_AUTO_TEST_CASE(impossible_layouts_are_refused) {
-  BOOST_CHECK_THROW(make_layout(LayoutConfig{}, 1), UsageError);         // one rank
-  BOOST_CHECK_THROW(make_layout(split("3"), 4), UsageError);            // no runner left
-  BOOST_CHECK_THROW(make_layout(split("0"), 4), UsageError);            // no trainer
-  BOOST_CHECK_THROW(make_layout(split("1", "0"), 4), UsageError);       // no runner
-  BOOST_CHECK_THROW(make_layout(split("2", "2"), 4), UsageError);       // more roles than ranks
-  BOOST_CHECK_THROW(make_layout(split("1", "1"), 4), UsageError);       // an idle rank
-  BOOST_CHECK_THROW(make_layout(split("one"), 4), UsageError);          // not a number
-  BOOST_CHECK_THROW(make_layout(split("1.5"), 4), UsageError);          // fraction out of range
+  BOOST_CHECK_THROW(make_layout(LayoutConfig{}, 1), UsageError);   // one rank
+  BOOST_CHECK_THROW(make_layout(split("3"), 4), UsageError);       // no runner left
+  BOOST_CHECK_THROW(make_layout(split("0"), 4), UsageError);       // no trainer
+  BOOST_CHECK_THROW(make_layout(split("1", "0"), 4), UsageError);  // no runner
+  BOOST_CHECK_THROW(make_layout(split("2", "2"), 4), UsageError);  // more roles than ranks
+  BOOST_CHECK_THROW(make_layout(split("1", "1"), 4), UsageError);  // an idle rank
+  BOOST_CHECK_THROW(make_layout(split("one"), 4), UsageError);     // not a number
+  BOOST_CHECK_THROW(make_layout(split("1.5"), 4), UsageError);     // fraction out of range
   BOOST_CHECK_THROW(make_layout(split("-1"), 4), UsageError);
 }
 

@@ -57,7 +57,8 @@ BOOST_AUTO_TEST_CASE(the_kv_cache_equals_a_full_forward) {
     auto full = policy.generate(p, 10, {0.9, 0}, false);
     for (std::size_t r = 0; r < p.size(); ++r) {
       BOOST_TEST(cached[r].tokens == full[r].tokens, name_of(positions));
-      for (int i = 0; i < 10; ++i) BOOST_TEST(cached[r].logprobs[i] == full[r].logprobs[i], boost::test_tools::tolerance(1e-4f));
+      for (int i = 0; i < 10; ++i)
+        BOOST_TEST(cached[r].logprobs[i] == full[r].logprobs[i], boost::test_tools::tolerance(1e-4f));
     }
   }
 }
@@ -105,7 +106,8 @@ BOOST_AUTO_TEST_CASE(samples_follow_their_logprobs) {
   }
   for (const auto& [token, n] : counts) {
     double expected = std::exp(logprob[token]) * 4000;
-    BOOST_TEST(std::abs(n - expected) < 5 * std::sqrt(expected) + 5, "token " << token << ": " << n << " vs " << expected);
+    BOOST_TEST(std::abs(n - expected) < 5 * std::sqrt(expected) + 5,
+               "token " << token << ": " << n << " vs " << expected);
   }
 }
 
@@ -125,7 +127,8 @@ BOOST_AUTO_TEST_CASE(same_seed_same_weights_and_flat_round_trip) {
 BOOST_AUTO_TEST_CASE(gradients_are_adjacent_views_that_backward_fills) {
   Policy policy(small(), 20, 8);
   auto before = policy.gradient_buffers();
-  for (std::size_t i = 0; i + 1 < before.size(); ++i) BOOST_TEST((before[i].data + before[i].size == before[i + 1].data));
+  for (std::size_t i = 0; i + 1 < before.size(); ++i)
+    BOOST_TEST((before[i].data + before[i].size == before[i + 1].data));
   auto tokens = torch::tensor({{1L, 2L, 3L, 4L}});
   policy.logits(tokens).sum().backward();
   auto after = policy.gradient_buffers();

@@ -19,10 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<DType> every_dtype = {DType::boolean, DType::u8,   DType::i8,   DType::f8_e5m2, DType::f8_e4m3,
-                                        DType::f8_e8m0, DType::i16,  DType::u16,  DType::f16,     DType::bf16,
-                                        DType::i32,     DType::u32,  DType::f32,  DType::i64,     DType::u64,
-                                        DType::f64};
+const std::vector<DType> every_dtype = {
+    DType::boolean, DType::u8,   DType::i8,  DType::f8_e5m2, DType::f8_e4m3, DType::f8_e8m0, DType::i16, DType::u16,
+    DType::f16,     DType::bf16, DType::i32, DType::u32,     DType::f32,     DType::i64,     DType::u64, DType::f64};
 
 struct TempDir {
   fs::path path;
@@ -46,8 +45,8 @@ std::string file_of(std::string_view header, std::string_view data = "") {
 }
 
 std::string entry(std::string_view dtype, std::string_view shape, std::string_view offsets) {
-  return "{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) + ",\"data_offsets\":" +
-         std::string(offsets) + "}";
+  return "{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) +
+         ",\"data_offsets\":" + std::string(offsets) + "}";
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
@@ -69,10 +68,9 @@ bool mentions(const ModelFileError& e, const std::string& fragment) {
 // `bytes` refused, with `fragment` and the file's name in the message, by the parser and by the mapped file.
 void expect_refused(const std::string& bytes, const std::string& fragment) {
   BOOST_TEST_CONTEXT("expecting \"" << fragment << "\"") {
-    BOOST_CHECK_EXCEPTION(parse_safetensors_header(bytes, bytes.size(), "bad.safetensors"), ModelFileError,
-                          [&](const ModelFileError& e) {
-                            return mentions(e, "bad.safetensors: ") && mentions(e, fragment);
-                          });
+    BOOST_CHECK_EXCEPTION(
+        parse_safetensors_header(bytes, bytes.size(), "bad.safetensors"), ModelFileError,
+        [&](const ModelFileError& e) { return mentions(e, "bad.safetensors: ") && mentions(e, fragment); });
     TempDir dir;
     write_bytes(dir.file("bad.safetensors"), bytes);
     BOOST_CHECK_EXCEPTION(SafetensorsFile::open(dir.file("bad.safetensors")), ModelFileError,
@@ -164,9 +162,10 @@ BOOST_AUTO_TEST_CASE(written_bytes_follow_the_spec) {
   const std::string header = bytes.substr(8, n);
   const std::string json = header.substr(0, header.find_last_not_of(' ') + 1);
   BOOST_TEST(header.size() - json.size() < 8u);
-  BOOST_TEST(json == "{\"__metadata__\":{\"format\":\"pt\"},"
-                     "\"a\":{\"data_offsets\":[24,26],\"dtype\":\"I16\",\"shape\":[1]},"
-                     "\"b\":{\"data_offsets\":[0,24],\"dtype\":\"F32\",\"shape\":[2,3]}}");
+  BOOST_TEST(json ==
+             "{\"__metadata__\":{\"format\":\"pt\"},"
+             "\"a\":{\"data_offsets\":[24,26],\"dtype\":\"I16\",\"shape\":[1]},"
+             "\"b\":{\"data_offsets\":[0,24],\"dtype\":\"F32\",\"shape\":[2,3]}}");
   BOOST_TEST(bytes.substr(8 + n) == std::string(a.begin(), a.end()) + std::string(b.begin(), b.end()));
 }
 

@@ -110,7 +110,10 @@ BOOST_AUTO_TEST_CASE(every_rollout_ends_exactly_once_under_random_faults) {
   for (int i = 0; i < n; ++i) batch[i].input = std::to_string(i);
   store.enqueue(batch);
   std::uint64_t rng = 12345;
-  auto next = [&rng] { rng = rng * 6364136223846793005ULL + 1442695040888963407ULL; return rng >> 33; };
+  auto next = [&rng] {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return rng >> 33;
+  };
   std::vector<AttemptedRollout> in_flight;
   for (int tick = 0; tick < 2000; ++tick) {
     for (auto& ar : store.dequeue("w" + std::to_string(next() % 8), next() % 4)) in_flight.push_back(ar);
@@ -118,10 +121,14 @@ BOOST_AUTO_TEST_CASE(every_rollout_ends_exactly_once_under_random_faults) {
       AttemptedRollout& ar = in_flight[i];
       auto fate = next() % 10;
       try {
-        if (fate < 3) store.add_span(suite::span_of(ar));
-        else if (fate < 5) store.update_attempt(ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::succeeded));
-        else if (fate < 6) store.update_attempt(ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::failed));
-        else if (fate < 7) store.cancel(ar.rollout.id);
+        if (fate < 3)
+          store.add_span(suite::span_of(ar));
+        else if (fate < 5)
+          store.update_attempt(ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::succeeded));
+        else if (fate < 6)
+          store.update_attempt(ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::failed));
+        else if (fate < 7)
+          store.cancel(ar.rollout.id);
         // else: silence
       } catch (const StoreError&) {
         // refused: the attempt or rollout had moved on
@@ -179,7 +186,8 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   before.update_attempt(doomed[0].rollout.id, doomed[0].attempt.id, suite::status_update(AttemptStatus::unresponsive));
 
   MemoryStore after(clock);
-  std::vector<RolloutId> requeued = after.import_state(snap(before).tables, snap(before).history, snap(before).span_log);
+  std::vector<RolloutId> requeued =
+      after.import_state(snap(before).tables, snap(before).history, snap(before).span_log);
   BOOST_TEST(requeued == (std::vector<RolloutId>{ids[1], ids[2]}));
   BOOST_TEST((after.get_rollout(ids[0]).status == RolloutStatus::succeeded));
   BOOST_TEST((after.get_rollout(ids[3]).status == RolloutStatus::failed));
@@ -224,7 +232,8 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   BOOST_TEST(third.get_latest_resources("policy").content == "version=2");
   BOOST_TEST(third.statistics().spans == after.statistics().spans);
   BOOST_TEST(snap(third).history == snap(after).history);
-  // A snapshot whose parts disagree (a rollout open in the tables and ended in the history) is refused, and leaves the store empty.
+  // A snapshot whose parts disagree (a rollout open in the tables and ended in the history) is refused, and leaves the
+  // store empty.
   MemoryStore fourth(clock);
   BOOST_CHECK_THROW(fourth.import_state(snap(before).tables, snap(after).history, ""), DecodeError);
   BOOST_TEST(fourth.statistics().resources == 0u);

@@ -37,8 +37,9 @@ std::string hex(std::string_view bytes) {
 // Every field differs from its default and from its neighbours of the same type, so that a field
 // dropped or two swapped show in the bytes encoded again. Fields in their declared order.
 Rollout some_rollout() {
-  return Rollout{7, "2+2", Mode::val, 3, RolloutStatus::running, RolloutConfig{30.5, 10, 3, bit(AttemptStatus::failed)},
-                 "m", 100.25, 0, 2};
+  return Rollout{
+      7,   "2+2",  Mode::val, 3, RolloutStatus::running, RolloutConfig{30.5, 10, 3, bit(AttemptStatus::failed)},
+      "m", 100.25, 0,         2};
 }
 Attempt some_attempt() { return Attempt{9, 7, 2, "w1", AttemptStatus::unresponsive, 101, 0, 102.5}; }
 ResourcesVersion some_resources() { return ResourcesVersion{2, "policy", 2, 99.5, std::string("v1\0x", 4)}; }
@@ -101,17 +102,45 @@ BOOST_AUTO_TEST_CASE(every_record_round_trips) {
 // Checkpoints hold these bytes: the encoding of the snapshot's format 2, as the code before the codec wrote it.
 BOOST_AUTO_TEST_CASE(the_encoding_is_the_checkpoints) {
   BOOST_TEST(hex(encoded(encode_rollout, some_rollout())) ==
-             "0700000000000000" "03000000" "322b32" "01" "0300000000000000" "02"
-             "0000000000803e40" "0000000000002440" "03000000" "08" "01000000" "6d"
-             "0000000000105940" "0000000000000000" "02000000");
+             "0700000000000000"
+             "03000000"
+             "322b32"
+             "01"
+             "0300000000000000"
+             "02"
+             "0000000000803e40"
+             "0000000000002440"
+             "03000000"
+             "08"
+             "01000000"
+             "6d"
+             "0000000000105940"
+             "0000000000000000"
+             "02000000");
   BOOST_TEST(hex(encoded(encode_attempt, some_attempt())) ==
-             "0900000000000000" "0700000000000000" "02000000" "02000000" "7731" "05"
-             "0000000000405940" "0000000000000000" "0000000000a05940");
+             "0900000000000000"
+             "0700000000000000"
+             "02000000"
+             "02000000"
+             "7731"
+             "05"
+             "0000000000405940"
+             "0000000000000000"
+             "0000000000a05940");
   BOOST_TEST(hex(encoded(encode_resources, some_resources())) ==
-             "0200000000000000" "06000000" "706f6c696379" "0200000000000000" "0000000000e05840"
-             "04000000" "76310078");
+             "0200000000000000"
+             "06000000"
+             "706f6c696379"
+             "0200000000000000"
+             "0000000000e05840"
+             "04000000"
+             "76310078");
   BOOST_TEST(hex(encoded(encode_worker_liveness, some_worker())) ==
-             "02000000" "7731" "01" "0000000000a05940" "0400000000000000");
+             "02000000"
+             "7731"
+             "01"
+             "0000000000a05940"
+             "0400000000000000");
 }
 
 BOOST_AUTO_TEST_CASE(the_least_sizes_are_those_of_records_with_empty_strings) {

@@ -16,9 +16,9 @@ BOOST_AUTO_TEST_CASE(round_trips_every_attribute_type) {
   span.status = SpanStatus::error;
   span.start_time = 1.25;
   span.end_time = 2.5;
-  span.attributes = {{"text", std::string("hello")}, {"n", 3.5},
-                     {"flag", false},               {"ids", TokenIds{7, -1, 1 << 30}},
-                     {"lp", Floats{-0.25f, 0.f}},   {"empty", TokenIds{}}};
+  span.attributes = {
+      {"text", std::string("hello")}, {"n", 3.5},           {"flag", false}, {"ids", TokenIds{7, -1, 1 << 30}},
+      {"lp", Floats{-0.25f, 0.f}},    {"empty", TokenIds{}}};
   std::string bytes;
   ByteWriter out(bytes);
   encode_span_body(out, span);

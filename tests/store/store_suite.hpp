@@ -439,23 +439,27 @@ inline void a_batch_of_reports_applies_each_and_refuses_one_by_one(Harness& h) {
 inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
   return {
       {"dequeue_is_fifo_and_creates_attempts", dequeue_is_fifo_and_creates_attempts},
-      {"first_span_starts_the_attempt_and_sequence_ids_increase", first_span_starts_the_attempt_and_sequence_ids_increase},
+      {"first_span_starts_the_attempt_and_sequence_ids_increase",
+       first_span_starts_the_attempt_and_sequence_ids_increase},
       {"success_ends_the_rollout_once", success_ends_the_rollout_once},
       {"failure_retries_up_to_max_attempts", failure_retries_up_to_max_attempts},
       {"no_retry_without_the_condition", no_retry_without_the_condition},
       {"requeued_rollouts_go_to_the_back", requeued_rollouts_go_to_the_back},
-      {"silence_makes_an_attempt_unresponsive_and_a_span_revives_it", silence_makes_an_attempt_unresponsive_and_a_span_revives_it},
+      {"silence_makes_an_attempt_unresponsive_and_a_span_revives_it",
+       silence_makes_an_attempt_unresponsive_and_a_span_revives_it},
       {"a_timed_out_attempt_is_never_revived", a_timed_out_attempt_is_never_revived},
       {"heartbeats_keep_an_attempt_alive", heartbeats_keep_an_attempt_alive},
       {"cancelled_is_final", cancelled_is_final},
       {"invalid_transitions_are_refused", invalid_transitions_are_refused},
-      {"start_rollout_skips_the_queue_and_start_attempt_retries", start_rollout_skips_the_queue_and_start_attempt_retries},
+      {"start_rollout_skips_the_queue_and_start_attempt_retries",
+       start_rollout_skips_the_queue_and_start_attempt_retries},
       {"queries_filter_and_page", queries_filter_and_page},
       {"attempts_filter_and_page", attempts_filter_and_page},
       {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
       {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},
       {"workers_and_statistics", workers_and_statistics},
-      {"a_batch_of_reports_applies_each_and_refuses_one_by_one", a_batch_of_reports_applies_each_and_refuses_one_by_one},
+      {"a_batch_of_reports_applies_each_and_refuses_one_by_one",
+       a_batch_of_reports_applies_each_and_refuses_one_by_one},
   };
 }
 

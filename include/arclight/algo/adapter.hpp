@@ -22,9 +22,9 @@ struct Trajectory {
     std::vector<float> logprobs;
     std::uint64_t policy_version = 0;
   };
-  std::vector<Call> calls;                 // in order
-  std::vector<double> rewards;             // per call; a call without a reward span gets 0
-  std::map<std::string, double> metrics;   // from the result span
+  std::vector<Call> calls;                // in order
+  std::vector<double> rewards;            // per call; a call without a reward span gets 0
+  std::map<std::string, double> metrics;  // from the result span
   std::uint64_t oldest_version() const;
 };
 

@@ -17,8 +17,8 @@ struct TrainStats {
   double kl = 0;
   double entropy = 0;
   double clip_fraction = 0;
-  double grad_norm = 0;       // before clipping, of the summed gradient
-  double action_tokens = 0;   // this trainer's
+  double grad_norm = 0;      // before clipping, of the summed gradient
+  double action_tokens = 0;  // this trainer's
 };
 
 // AdamW's moments, flat in the policy's parameter order, and its step count per tensor.
@@ -32,8 +32,8 @@ class Trainer {
   // reducer may be null for a single trainer.
   Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer);
   ~Trainer();
-  // grpo.ppo_epochs optimizer steps on one batch (figures from the first). total_action_tokens counts the action tokens of every trainer's
-  // shard, so that K trainers on a split batch take the step one trainer would on all of it.
+  // grpo.ppo_epochs optimizer steps on one batch (figures from the first). total_action_tokens counts the action tokens
+  // of every trainer's shard, so that K trainers on a split batch take the step one trainer would on all of it.
   TrainStats step(const std::vector<Sample>& shard, double total_action_tokens);
 
   // For checkpoints: the optimizer's state out, and back in (after the policy's weights).

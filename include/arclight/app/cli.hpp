@@ -13,7 +13,7 @@ struct Invocation {
   Command command = Command::none;
   Config config;
   bool dry_run = false;
-  std::string resume;             // train --resume: "auto", a version file, or empty (a fresh run)
+  std::string resume;  // train --resume: "auto", a version file, or empty (a fresh run)
   std::string inspect_dir;
   bool inspect_trained = false;  // inspect --trained: the store's ledger of trained rollouts, by task
   log::Level log_level = log::Level::info;

@@ -34,11 +34,11 @@ struct Checkpoint {
   // meta
   std::int64_t step = 0;
   std::int64_t policy_version = 0;
-  std::string config_toml;        // the effective configuration of the run that saved
-  std::string arclight_version;   // version and git hash
-  double created = 0;             // seconds since the epoch
-  std::string parent;             // read back: the version file this one links to ("" when full)
-  std::int64_t chain = 0;         // read back: versions since the last full one (0: full)
+  std::string config_toml;       // the effective configuration of the run that saved
+  std::string arclight_version;  // version and git hash
+  double created = 0;            // seconds since the epoch
+  std::string parent;            // read back: the version file this one links to ("" when full)
+  std::int64_t chain = 0;        // read back: versions since the last full one (0: full)
   // model and optimizer (AdamW), flat in the policy's parameter order; `tensors` splits them
   // into one dataset per tensor (empty: one tensor named "all")
   std::vector<TensorInfo> tensors;

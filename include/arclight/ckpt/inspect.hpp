@@ -10,15 +10,15 @@ struct VersionFile {
   unsigned long long linked_bytes = 0;  // dataset bytes it reaches through links to other versions
   std::string parent;                   // the version it is incremental on; empty when full
   std::vector<std::string> links_to;    // every version file it links to
-  bool valid = false;       // reads back and passes every checksum
-  std::string problem;      // why not
+  bool valid = false;                   // reads back and passes every checksum
+  std::string problem;                  // why not
   long long step = -1;
   long long policy_version = -1;
 };
 
 struct DirectoryReport {
   std::string dir;
-  std::string latest;               // what LATEST names, or empty
+  std::string latest;                 // what LATEST names, or empty
   std::vector<VersionFile> versions;  // v<NNNNNNNN>.h5, oldest first
 };
 

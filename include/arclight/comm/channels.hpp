@@ -6,9 +6,9 @@
 namespace arclight::comm {
 
 // Tags, by communicator. A tag is unique across the job so that a stray message names its channel.
-inline constexpr int tag_store_request = 101;  // control: a request to rank 0's store
-inline constexpr int tag_store_reply = 102;    // control: its reply
-inline constexpr int tag_work = 201;           // work: the coordinator's request to a trainer (work_protocol.hpp)
+inline constexpr int tag_store_request = 101;    // control: a request to rank 0's store
+inline constexpr int tag_store_reply = 102;      // control: its reply
+inline constexpr int tag_work = 201;             // work: the coordinator's request to a trainer (work_protocol.hpp)
 inline constexpr int tag_trainer_figures = 202;  // work: a trainer's figures after a training step
 inline constexpr int tag_trainer_state = 203;    // work: a trainer's answer to save, restore or begin
 // The sync communicator carries only broadcasts, the trainers' only all-reduces: no tags.

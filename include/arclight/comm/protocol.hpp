@@ -125,8 +125,8 @@ inline constexpr std::size_t min_encoded_bytes<store::AttemptedRollout> =
     store::min_rollout_bytes + store::min_attempt_bytes;
 // What a checkpoint keeps of a worker, then the rollout and the attempt it works on.
 template <>
-inline constexpr std::size_t min_encoded_bytes<store::Worker> =
-    store::min_worker_liveness_bytes + 2 * sizeof(std::uint64_t);
+inline constexpr std::size_t min_encoded_bytes<store::Worker> = store::min_worker_liveness_bytes +
+                                                                2 * sizeof(std::uint64_t);
 
 template <class T>
 void put(ByteWriter& w, const std::vector<T>& values) {

@@ -13,16 +13,16 @@
 namespace arclight::comm {
 
 struct ReducerConfig {
-  std::size_t bucket_bytes = 25u << 20;      // fused buffer per all-reduce
-  std::size_t first_bucket_bytes = 1u << 20;  // small, so communication starts early in backward
+  std::size_t bucket_bytes = 25u << 20;         // fused buffer per all-reduce
+  std::size_t first_bucket_bytes = 1u << 20;    // small, so communication starts early in backward
   Compression compression = Compression::none;  // bf16 or fp16: the sums travel in 16 bits
 };
 
-// Bucketed, fused MPI all-reduce, non-blocking for buckets that fill during backward. A bucket whose buffers lie side by side
-// in memory (gradients as views of one flat tensor, as the policy allocates them) is
-// reduced in place; others are copied into a fused buffer and back. Buffers are assigned to buckets
-// from the last to the first (the order backward produces them), the first bucket
-// small; buckets go out strictly in bucket order, so the order is the same on every rank.
+// Bucketed, fused MPI all-reduce, non-blocking for buckets that fill during backward. A bucket whose buffers lie side
+// by side in memory (gradients as views of one flat tensor, as the policy allocates them) is reduced in place; others
+// are copied into a fused buffer and back. Buffers are assigned to buckets from the last to the first (the order
+// backward produces them), the first bucket small; buckets go out strictly in bucket order, so the order is the same on
+// every rank.
 class MpiReducer : public GradientReducer {
  public:
   MpiReducer(MPI_Comm comm, ReducerConfig config);
@@ -39,7 +39,7 @@ class MpiReducer : public GradientReducer {
   struct Bucket {
     std::vector<std::size_t> members;
     std::size_t elements = 0;
-    float* in_place = nullptr;          // members adjacent in memory: reduce them where they are
+    float* in_place = nullptr;  // members adjacent in memory: reduce them where they are
     std::vector<float> fused;
     std::vector<std::uint16_t> packed;  // with compression
     std::size_t waiting = 0;            // members not yet ready this step

@@ -95,7 +95,8 @@ class RemoteStore : public store::Store {
   store::ResourcesVersion update_resources(const std::string& name, std::string content) override;
   store::ResourcesVersion get_resources(store::ResourcesId id) override;
   store::ResourcesVersion get_latest_resources(const std::string& name) override;
-  std::vector<store::Rollout> wait_for_rollouts(const std::vector<store::RolloutId>& ids, double timeout_seconds) override;
+  std::vector<store::Rollout> wait_for_rollouts(const std::vector<store::RolloutId>& ids,
+                                                double timeout_seconds) override;
   store::Worker heartbeat(const std::string& worker_id) override;
   std::vector<store::Worker> query_workers() override;
   store::Statistics statistics() override;

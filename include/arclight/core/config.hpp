@@ -27,7 +27,8 @@ inline constexpr ModeName<Progress> progress_names[] = {
     {Progress::automatic, "auto"}, {Progress::bar, "bar"}, {Progress::lines, "lines"}};
 inline constexpr ModeName<LayoutMode> layout_mode_names[] = {{LayoutMode::split, "split"},
                                                              {LayoutMode::colocated, "colocated"}};
-inline constexpr ModeName<Positions> positions_names[] = {{Positions::rotary, "rotary"}, {Positions::learned, "learned"}};
+inline constexpr ModeName<Positions> positions_names[] = {{Positions::rotary, "rotary"},
+                                                          {Positions::learned, "learned"}};
 inline constexpr ModeName<Advantage> advantage_names[] = {{Advantage::per_step, "per_step"},
                                                           {Advantage::trajectory, "trajectory"}};
 inline constexpr ModeName<SampleUnit> sample_unit_names[] = {{SampleUnit::trajectory, "trajectory"},
@@ -74,8 +75,8 @@ struct LayoutConfig {
 
 // The store's default RolloutConfig: how long an attempt may take and stay silent, and retries.
 struct RolloutDefaults {
-  double timeout_seconds = 300;       // from an attempt's start; 0: no limit
-  double unresponsive_seconds = 30;   // since its last heartbeat (a span batch); 0: no limit
+  double timeout_seconds = 300;      // from an attempt's start; 0: no limit
+  double unresponsive_seconds = 30;  // since its last heartbeat (a span batch); 0: no limit
   int max_attempts = 3;
   std::vector<std::string> retry_condition = {"failed", "timeout", "unresponsive"};
 };
@@ -100,19 +101,19 @@ struct ModelConfig {
 // The task: which built-in agent, and its size.
 struct AgentConfig {
   std::string name = "guess";
-  int guess_max = 31;      // guess: the secret is in 1..guess_max
-  int max_turns = 8;       // guess: turn limit
-  int arith_digits = 3;    // arith: digits per operand
-  int max_policy_calls = 64;       // an episode making more calls is a fault
+  int guess_max = 31;                   // guess: the secret is in 1..guess_max
+  int max_turns = 8;                    // guess: turn limit
+  int arith_digits = 3;                 // arith: digits per operand
+  int max_policy_calls = 64;            // an episode making more calls is a fault
   double episode_timeout_seconds = 60;  // an episode running longer is a fault
 };
 
 // GRPO and its optimizer.
 struct GrpoConfig {
   int tasks_per_step = 64;
-  int group_size = 8;              // G rollouts per task
+  int group_size = 8;                         // G rollouts per task
   Advantage advantage = Advantage::per_step;  // per_step: returns-to-go, normalized per step
-  double gamma = 0.8;              // per_step: discount of later rewards
+  double gamma = 0.8;                         // per_step: discount of later rewards
   // One sample per trajectory (environment tokens masked) or per policy call (transition).
   SampleUnit samples = SampleUnit::trajectory;
   double clip_eps = 0.2;
@@ -121,12 +122,12 @@ struct GrpoConfig {
   double lr = 1e-3;
   double weight_decay = 0.0;
   double grad_clip = 1.0;
-  int micro_batch = 256;           // sequences per forward/backward (gradient accumulation)
-  int ppo_epochs = 1;              // optimizer steps on each batch (PPO-style reuse; the clip keeps them close)
-  int max_staleness = 0;           // train on a rollout only while current - its version <= this
-  double temperature = 1.0;        // sampling temperature for training rollouts
-  int validate_every = 10;         // steps between validations; 0: never
-  int train_blocks = 0;            // 0: the whole model trains; N: only the last N blocks and the final norm (a frozen base)
+  int micro_batch = 256;     // sequences per forward/backward (gradient accumulation)
+  int ppo_epochs = 1;        // optimizer steps on each batch (PPO-style reuse; the clip keeps them close)
+  int max_staleness = 0;     // train on a rollout only while current - its version <= this
+  double temperature = 1.0;  // sampling temperature for training rollouts
+  int validate_every = 10;   // steps between validations; 0: never
+  int train_blocks = 0;      // 0: the whole model trains; N: only the last N blocks and the final norm (a frozen base)
 };
 
 // How gradients travel among trainers.
@@ -138,16 +139,16 @@ struct CommConfig {
 
 // Versioned checkpoints for restart.
 struct CheckpointConfig {
-  std::string dir;            // empty: <run.dir>/checkpoints
-  int every_steps = 50;       // 0: not by steps
-  double every_minutes = 0;   // 0: not by time
-  int keep = 3;               // newest versions kept; 0: all
-  int full_every = 4;         // every K-th version is full; the others link to what did not change
+  std::string dir;           // empty: <run.dir>/checkpoints
+  int every_steps = 50;      // 0: not by steps
+  double every_minutes = 0;  // 0: not by time
+  int keep = 3;              // newest versions kept; 0: all
+  int full_every = 4;        // every K-th version is full; the others link to what did not change
 };
 
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
-  int fatal_rank = -1;  // this rank raises a fatal error right after start-up
+  int fatal_rank = -1;         // this rank raises a fatal error right after start-up
   int kill_in_checkpoint = 0;  // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
 };
 

@@ -33,10 +33,25 @@ std::string concat(const Parts&... parts) {
   return out.str();
 }
 
-template <class... Parts> void trace(const Parts&... p) { if (enabled(Level::trace)) write(Level::trace, concat(p...)); }
-template <class... Parts> void debug(const Parts&... p) { if (enabled(Level::debug)) write(Level::debug, concat(p...)); }
-template <class... Parts> void info(const Parts&... p) { if (enabled(Level::info)) write(Level::info, concat(p...)); }
-template <class... Parts> void warn(const Parts&... p) { if (enabled(Level::warn)) write(Level::warn, concat(p...)); }
-template <class... Parts> void error(const Parts&... p) { if (enabled(Level::error)) write(Level::error, concat(p...)); }
+template <class... Parts>
+void trace(const Parts&... p) {
+  if (enabled(Level::trace)) write(Level::trace, concat(p...));
+}
+template <class... Parts>
+void debug(const Parts&... p) {
+  if (enabled(Level::debug)) write(Level::debug, concat(p...));
+}
+template <class... Parts>
+void info(const Parts&... p) {
+  if (enabled(Level::info)) write(Level::info, concat(p...));
+}
+template <class... Parts>
+void warn(const Parts&... p) {
+  if (enabled(Level::warn)) write(Level::warn, concat(p...));
+}
+template <class... Parts>
+void error(const Parts&... p) {
+  if (enabled(Level::error)) write(Level::error, concat(p...));
+}
 
 }  // namespace arclight::log

@@ -23,8 +23,24 @@ class ModelFileError : public Error {
 };
 
 // The safetensors dtypes whose elements are whole bytes (the sub-byte F4/F6 kinds are refused as unknown).
-enum class DType : std::uint8_t { boolean, u8, i8, f8_e5m2, f8_e4m3, f8_e8m0, i16, u16, f16, bf16, i32, u32, f32,
-                                  i64, u64, f64 };
+enum class DType : std::uint8_t {
+  boolean,
+  u8,
+  i8,
+  f8_e5m2,
+  f8_e4m3,
+  f8_e8m0,
+  i16,
+  u16,
+  f16,
+  bf16,
+  i32,
+  u32,
+  f32,
+  i64,
+  u64,
+  f64
+};
 
 std::size_t element_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // as the header spells it: "F32", "BF16", "BOOL", ...
@@ -35,14 +51,14 @@ std::optional<std::uint64_t> tensor_bytes(DType dtype, const std::vector<std::in
 struct TensorEntry {
   std::string name;
   DType dtype = DType::f32;
-  std::vector<std::int64_t> shape;  // [] for a scalar
+  std::vector<std::int64_t> shape;   // [] for a scalar
   std::uint64_t begin = 0, end = 0;  // [begin, end) in the data section
 };
 
 struct SafetensorsHeader {
-  std::vector<TensorEntry> tensors;  // in the order of their data (empty ones at one offset: by name)
+  std::vector<TensorEntry> tensors;             // in the order of their data (empty ones at one offset: by name)
   std::map<std::string, std::string> metadata;  // "__metadata__"
-  std::uint64_t data_offset = 0;  // where the data section starts in the file: 8 + N
+  std::uint64_t data_offset = 0;                // where the data section starts in the file: 8 + N
 };
 
 // The reference implementation's bound on N: a header past it is refused before it is parsed.

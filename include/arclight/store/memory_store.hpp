@@ -134,10 +134,10 @@ class MemoryStore : public Store {
   const RolloutConfig default_config_;
   mutable std::mutex mutex_;
   std::condition_variable rollout_ended_;
-  std::vector<RolloutRecord> rollouts_;  // by id - 1
-  std::vector<AttemptRecord> attempts_;  // by id - 1
+  std::vector<RolloutRecord> rollouts_;                    // by id - 1
+  std::vector<AttemptRecord> attempts_;                    // by id - 1
   std::deque<std::pair<RolloutId, std::uint64_t>> queue_;  // (rollout, ticket); stale entries are skipped
-  std::unordered_set<AttemptId> watched_;  // attempts the watchdog checks: not final, rollout not final
+  std::unordered_set<AttemptId> watched_;                  // attempts the watchdog checks: not final, rollout not final
   std::unordered_map<std::string, Worker> workers_;
   std::vector<ResourcesVersion> resources_;  // by id - 1
   std::unordered_map<std::string, std::vector<ResourcesId>> resources_by_name_;

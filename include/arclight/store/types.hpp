@@ -69,7 +69,7 @@ struct Rollout {
   ResourcesId resources_id = 0;
   RolloutStatus status = RolloutStatus::queuing;
   RolloutConfig config;
-  std::string metadata;  // opaque bytes
+  std::string metadata;   // opaque bytes
   double start_time = 0;  // when it was enqueued or started
   double end_time = 0;    // when it ended; 0 until then
   std::uint32_t attempt_count = 0;
@@ -175,15 +175,15 @@ struct RolloutUpdate {
 };
 
 struct RolloutFilter {
-  std::uint8_t statuses = 0;     // bits of RolloutStatus; 0: any
-  std::vector<RolloutId> ids;    // empty: any
+  std::uint8_t statuses = 0;   // bits of RolloutStatus; 0: any
+  std::vector<RolloutId> ids;  // empty: any
   std::optional<Mode> mode;
 };
 
 struct AttemptFilter {
-  RolloutId rollout_id = 0;    // 0: every rollout
-  std::uint8_t statuses = 0;   // bits of AttemptStatus; 0: any
-  std::string worker_id;       // empty: any
+  RolloutId rollout_id = 0;   // 0: every rollout
+  std::uint8_t statuses = 0;  // bits of AttemptStatus; 0: any
+  std::string worker_id;      // empty: any
 };
 
 struct SpanFilter {
