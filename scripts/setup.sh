@@ -17,6 +17,8 @@ packages=(
   # LibTorch falls back to the slow reference BLAS without an optimized one.
   libopenblas0-pthread
   clang libclang-rt-14-dev
+  # tests/format_test.sh: every C++ file in the style of .clang-format
+  clang-format
   # TensorBoard event files are protobuf records; the tests read them back with Python.
   protobuf-compiler libprotobuf-dev python3-protobuf
   # scripts/plot_metrics.py
