@@ -1,0 +1,95 @@
+#pragma once
+// A Hugging Face model directory, described and checked before any weight is used: config.json read into HfConfig
+// (Llama, Qwen2, Qwen3 and Mistral decoders, with transformers' defaults for absent keys), the tensors that config
+// implies, by transformers' names and shapes, and the safetensors weights (one file, or shards listed by
+// model.safetensors.index.json) checked against them. No LibTorch and no MPI here: the decoder wraps the bytes.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arclight/model/safetensors.hpp"
+
+namespace arclight::model {
+
+// The decoder architectures read, as config.json's "architectures"[0] spells them.
+inline constexpr std::string_view supported_architectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
+                                                               "Qwen3ForCausalLM", "MistralForCausalLM"};
+
+// config.json's fields, named as transformers names them. Every one is set: a key config.json leaves out takes the
+// default of the architecture's config class in transformers (hf_model.cpp lists them and where they come from).
+struct HfConfig {
+  std::string architecture;  // one of supported_architectures
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;  // divides num_attention_heads
+  int head_dim = 0;             // hidden_size / num_attention_heads unless config.json gives it (Qwen3 always does)
+  double rms_norm_eps = 0;
+  double rope_theta = 0;
+  bool tie_word_embeddings = false;  // lm_head is embed_tokens
+  bool attention_bias = false;       // q_proj, k_proj and v_proj have a bias: Qwen2 always, Llama/Qwen3 by config
+  bool o_proj_bias = false;          // o_proj has one too: Llama's and Qwen3's "attention_bias"
+  bool qk_norm = false;              // RMSNorm on each head's q and k before RoPE: Qwen3
+  struct RopeScaling {               // Llama 3.1's frequency scaling, the one kind read
+    std::string type;                // "llama3"
+    double factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+    int original_max_position_embeddings = 0;
+  };
+  std::optional<RopeScaling> rope_scaling;  // none: plain RoPE
+  std::optional<int> sliding_window;        // Mistral's window, or Qwen's when use_sliding_window; none: full
+  int max_position_embeddings = 0;
+  std::vector<int> eos_token_ids;  // "eos_token_id", an int or a list; empty when null
+  std::optional<int> bos_token_id;
+  std::string torch_dtype;  // "torch_dtype" (or transformers 5's "dtype"); empty when absent
+};
+
+// Parses and checks config.json's text; `name_for_errors` (the file) starts every error's message. Throws
+// ModelFileError naming the key: not JSON, an unsupported architecture, a value of the wrong JSON type, a size not
+// positive, heads that do not divide, a rope_scaling of another kind.
+HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for_errors);
+// `model_dir`/config.json, read and parsed.
+HfConfig read_hf_config(const std::string& model_dir);
+
+struct ExpectedTensor {
+  std::string name;  // transformers' state-dict name, e.g. "model.layers.0.self_attn.k_proj.weight"
+  std::vector<std::int64_t> shape;
+};
+// Every tensor a checkpoint of this config holds, in transformers' names and shapes (Linear weights [out, in]):
+// the embedding, each layer's norms, projections (and biases, q/k norms where the config has them), the final norm,
+// and lm_head unless the embeddings are tied.
+std::vector<ExpectedTensor> expected_tensors(const HfConfig& config);
+
+// A model directory's weights: model.safetensors, or, without it, the shards that model.safetensors.index.json's
+// "weight_map" names (each a plain file name in the directory, each opened once, each tensor in the shard the map
+// names). Every file is mapped and its header checked when opened.
+class HfWeights {
+ public:
+  static HfWeights open(const std::string& model_dir);
+  HfWeights(HfWeights&&) noexcept;
+  HfWeights& operator=(HfWeights&&) noexcept;
+  ~HfWeights();
+
+  bool has(std::string_view name) const;
+  const TensorEntry& entry(std::string_view name) const;  // throws ModelFileError for a name not there
+  std::string_view bytes(std::string_view name) const;    // in the mapping, valid while this object lives
+  std::vector<std::string> names() const;                 // sorted
+  std::size_t file_count() const;
+
+  // Every expected tensor there, with its shape and a floating dtype (F32, F16, BF16), and nothing else but what
+  // transformers itself ignores when loading (rotary_emb.inv_freq buffers; lm_head.weight of a tied model, which
+  // transformers overwrites with the embedding when it ties them). Throws one ModelFileError listing the problems,
+  // each naming its tensor (the first ten, then how many more).
+  void check_against(const HfConfig& config) const;
+
+ private:
+  HfWeights();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace arclight::model

@@ -1,0 +1,475 @@
+#include "arclight/model/hf_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "arclight/core/log.hpp"
+
+namespace arclight::model {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// transformers' defaults for a key config.json leaves out, per architecture, from the config classes
+// (src/transformers/models/<model>/configuration_<model>.py; transformers 4.5x __init__ arguments, unchanged in the
+// 5.x dataclass fields except rope_theta, which moved into rope_parameters with the same 10000 default):
+//   LlamaConfig:   vocab 32000, hidden 4096, intermediate 11008, layers 32, heads 32, kv heads None -> heads,
+//                  head_dim None -> hidden / heads, max positions 2048, rms eps 1e-6, rope_theta 10000,
+//                  attention_bias False (q, k, v and o), bos 1, eos 2, tie False.
+//   Qwen2Config:   vocab 151936, hidden 4096, intermediate 22016, layers 32, heads 32, kv heads 32 (not heads!),
+//                  head_dim hidden / heads (the modeling's getattr), max positions 32768, rms eps 1e-6,
+//                  rope_theta 10000, use_sliding_window False, sliding_window 4096, bos/eos None, tie False;
+//                  q, k, v always with a bias, o without (modeling_qwen2.py).
+//   Qwen3Config:   as Qwen2 but head_dim 128, attention_bias False (q, k, v and o), q_norm/k_norm per head.
+//   MistralConfig: vocab 32000, hidden 4096, intermediate 14336, layers 32, heads 32, kv heads 8,
+//                  head_dim None -> hidden / heads, max positions 4096 * 32, rms eps 1e-6, rope_theta 10000,
+//                  sliding_window 4096, bos 1, eos 2, tie False; no bias anywhere.
+struct Defaults {
+  std::string_view architecture;
+  int vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
+  int num_key_value_heads;  // 0: num_attention_heads
+  int head_dim;             // 0: hidden_size / num_attention_heads
+  int max_position_embeddings;
+  std::optional<int> bos, eos;
+};
+constexpr Defaults llama{"LlamaForCausalLM", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1, 2};
+constexpr Defaults qwen2{"Qwen2ForCausalLM", 151936, 4096, 22016, 32, 32, 32, 0, 32768, std::nullopt, std::nullopt};
+constexpr Defaults qwen3{"Qwen3ForCausalLM", 151936, 4096, 22016, 32, 32, 32, 128, 32768, std::nullopt, std::nullopt};
+constexpr Defaults mistral{"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1, 2};
+constexpr double default_rms_norm_eps = 1e-6;
+constexpr double default_rope_theta = 10000.0;
+constexpr int default_sliding_window = 4096;
+
+std::string supported_list() {
+  std::string out;
+  for (std::string_view a : supported_architectures) out += (out.empty() ? "" : ", ") + std::string(a);
+  return out;
+}
+
+// config.json's keys, read with their JSON types checked; every error names the file and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const json& object, const std::string& file, std::string prefix = "")
+      : object_(object), file_(file), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(std::string_view key, const std::string& what) const {
+    throw ModelFileError(log::concat(file_, ": key \"", prefix_, key, "\": ", what));
+  }
+  // The value, or nullptr when the key is absent or null (transformers' None: the default applies).
+  const json* find(std::string_view key) const {
+    const auto it = object_.find(std::string(key));
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool has(std::string_view key) const { return object_.contains(std::string(key)); }
+
+  int as_int(std::string_view key, const json& v) const {
+    if (!v.is_number_integer()) fail(key, log::concat("expected an integer, found ", v.type_name(), " ", dump(v)));
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())
+                               : v.get<std::int64_t>() < std::numeric_limits<int>::min() ||
+                                     v.get<std::int64_t>() > std::numeric_limits<int>::max())
+      fail(key, log::concat("integer ", dump(v), " out of range"));
+    return static_cast<int>(v.get<std::int64_t>());
+  }
+  std::optional<int> optional_int(std::string_view key) const {
+    const json* v = find(key);
+    return v ? std::optional<int>(as_int(key, *v)) : std::nullopt;
+  }
+  int positive(std::string_view key, int fallback) const {
+    const int value = optional_int(key).value_or(fallback);
+    if (value <= 0) fail(key, log::concat("must be positive, is ", value));
+    return value;
+  }
+  int required_positive(std::string_view key) const {
+    if (!find(key)) fail(key, "missing");
+    return positive(key, 0);
+  }
+  double number(std::string_view key, double fallback, bool positive_only = true) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_number()) fail(key, log::concat("expected a number, found ", v->type_name(), " ", dump(*v)));
+    const double value = v->get<double>();
+    if (!std::isfinite(value)) fail(key, log::concat("must be finite, is ", dump(*v)));
+    if (positive_only && !(value > 0)) fail(key, log::concat("must be positive, is ", dump(*v)));
+    return value;
+  }
+  double required_number(std::string_view key) const {
+    if (!find(key)) fail(key, "missing");
+    return number(key, 0);
+  }
+  bool boolean(std::string_view key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail(key, log::concat("expected true or false, found ", v->type_name(), " ", dump(*v)));
+    return v->get<bool>();
+  }
+  std::optional<std::string> string(std::string_view key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail(key, log::concat("expected a string, found ", v->type_name(), " ", dump(*v)));
+    return v->get<std::string>();
+  }
+
+  static std::string dump(const json& v) {
+    std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+  }
+
+ private:
+  const json& object_;
+  const std::string& file_;
+  std::string prefix_;
+};
+
+// rope_scaling (or transformers 5's rope_parameters): none, "default", or Llama 3.1's "llama3" with its four fields.
+std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& config, std::string_view key,
+                                                       const std::string& file) {
+  const json* v = config.find(key);
+  if (!v) return std::nullopt;
+  if (!v->is_object()) config.fail(key, log::concat("expected an object or null, found ", v->type_name()));
+  const ConfigReader rope(*v, file, std::string(key) + ".");
+  // transformers moves a legacy "type" to "rope_type" (configuration_llama.py, "BC: if there is a 'type' field").
+  std::string_view type_key = "type";
+  std::optional<std::string> type = rope.string("type");
+  if (auto rope_type = rope.string("rope_type")) {
+    type = rope_type;
+    type_key = "rope_type";
+  }
+  if (!type) config.fail(key, "has neither \"rope_type\" nor \"type\"");
+  if (*type == "default") return std::nullopt;
+  if (*type != "llama3")
+    rope.fail(type_key, log::concat("RoPE scaling \"", *type, "\" is not supported (supported: \"llama3\")"));
+  HfConfig::RopeScaling scaling;
+  scaling.type = *type;
+  scaling.factor = rope.required_number("factor");
+  scaling.low_freq_factor = rope.required_number("low_freq_factor");
+  scaling.high_freq_factor = rope.required_number("high_freq_factor");
+  scaling.original_max_position_embeddings = rope.required_positive("original_max_position_embeddings");
+  if (scaling.factor < 1) rope.fail("factor", log::concat("must be at least 1, is ", scaling.factor));
+  if (scaling.high_freq_factor <= scaling.low_freq_factor)
+    rope.fail("high_freq_factor", log::concat("must exceed low_freq_factor (", scaling.low_freq_factor, "), is ",
+                                              scaling.high_freq_factor));
+  return scaling;
+}
+
+[[noreturn]] void fail_file(const std::string& file, const std::string& what) {
+  throw ModelFileError(log::concat(file, ": ", what));
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_file(path, "cannot be opened");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail_file(path, "cannot be read");
+  return text;
+}
+
+json parse_json(std::string_view text, const std::string& file) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    fail_file(file, log::concat("not JSON: ", e.what()));
+  }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+constexpr std::string_view single_file = "model.safetensors";
+constexpr std::string_view index_file = "model.safetensors.index.json";
+constexpr std::size_t max_problems_listed = 10;
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for_errors) {
+  const std::string& file = name_for_errors;
+  const json root = parse_json(json_text, file);
+  if (!root.is_object()) fail_file(file, log::concat("expected a JSON object, found ", root.type_name()));
+  const ConfigReader config(root, file);
+
+  const json* architectures = config.find("architectures");
+  if (!architectures) config.fail("architectures", "missing (supported: " + supported_list() + ")");
+  if (!architectures->is_array() || architectures->empty() || !(*architectures)[0].is_string())
+    config.fail("architectures",
+                "expected a list whose first element is a string, found " + ConfigReader::dump(*architectures));
+  const std::string architecture = (*architectures)[0].get<std::string>();
+  const Defaults* defaults = nullptr;
+  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral})
+    if (d->architecture == architecture) defaults = d;
+  if (!defaults)
+    config.fail("architectures", log::concat("architecture \"", architecture,
+                                             "\" is not supported (supported: ", supported_list(), ")"));
+
+  HfConfig c;
+  c.architecture = architecture;
+  c.vocab_size = config.positive("vocab_size", defaults->vocab_size);
+  c.hidden_size = config.positive("hidden_size", defaults->hidden_size);
+  c.intermediate_size = config.positive("intermediate_size", defaults->intermediate_size);
+  c.num_hidden_layers = config.positive("num_hidden_layers", defaults->num_hidden_layers);
+  c.num_attention_heads = config.positive("num_attention_heads", defaults->num_attention_heads);
+  c.num_key_value_heads = config.positive(
+      "num_key_value_heads", defaults->num_key_value_heads ? defaults->num_key_value_heads : c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    config.fail("num_key_value_heads", log::concat(c.num_key_value_heads, " does not divide num_attention_heads (",
+                                                   c.num_attention_heads, ")"));
+  const std::optional<int> head_dim = config.optional_int("head_dim");
+  if (head_dim || defaults->head_dim) {
+    c.head_dim = config.positive("head_dim", defaults->head_dim);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      config.fail("hidden_size", log::concat(c.hidden_size, " is not a multiple of num_attention_heads (",
+                                             c.num_attention_heads, ") and head_dim is not given"));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) config.fail("head_dim", log::concat("must be even for RoPE, is ", c.head_dim));
+  c.max_position_embeddings = config.positive("max_position_embeddings", defaults->max_position_embeddings);
+  c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
+  c.rope_theta = config.number("rope_theta", default_rope_theta);
+  c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
+
+  const bool is_qwen2 = defaults == &qwen2, is_mistral = defaults == &mistral;
+  // Qwen2's q/k/v always have a bias and its o_proj never; Mistral has none; Llama and Qwen3 as attention_bias says.
+  const bool attention_bias = is_qwen2 || is_mistral ? false : config.boolean("attention_bias", false);
+  c.attention_bias = is_qwen2 || attention_bias;
+  c.o_proj_bias = attention_bias;
+  c.qk_norm = defaults == &qwen3;
+  if (defaults == &llama && config.boolean("mlp_bias", false))
+    config.fail("mlp_bias", "true is not supported (MLP projections with a bias)");
+
+  if (config.has("rope_parameters") && !config.has("rope_scaling")) {  // transformers 5 writes rope_parameters
+    c.rope_scaling = read_rope_scaling(config, "rope_parameters", file);
+    if (const json* p = config.find("rope_parameters"))
+      c.rope_theta = ConfigReader(*p, file, "rope_parameters.").number("rope_theta", c.rope_theta);
+  } else {
+    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
+  }
+  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings)
+    config.fail("rope_scaling",
+                log::concat("original_max_position_embeddings (", c.rope_scaling->original_max_position_embeddings,
+                            ") must be less than max_position_embeddings (", c.max_position_embeddings, ")"));
+
+  if (is_mistral) {
+    // Mistral's window applies whenever set (null in v0.2 and later); Qwen's only under use_sliding_window.
+    if (!config.has("sliding_window"))
+      c.sliding_window = default_sliding_window;
+    else if (config.find("sliding_window"))
+      c.sliding_window = config.positive("sliding_window", 0);
+  } else if (defaults != &llama && config.boolean("use_sliding_window", false)) {
+    c.sliding_window = config.has("sliding_window") ? config.optional_int("sliding_window") : default_sliding_window;
+    if (c.sliding_window && *c.sliding_window <= 0)
+      config.fail("sliding_window", log::concat("must be positive, is ", *c.sliding_window));
+  }
+
+  if (config.has("bos_token_id"))
+    c.bos_token_id = config.optional_int("bos_token_id");
+  else
+    c.bos_token_id = defaults->bos;
+  if (!config.has("eos_token_id")) {
+    if (defaults->eos) c.eos_token_ids = {*defaults->eos};
+  } else if (const json* eos = config.find("eos_token_id")) {
+    if (eos->is_array()) {
+      for (const json& id : *eos) c.eos_token_ids.push_back(config.as_int("eos_token_id", id));
+    } else {
+      c.eos_token_ids = {config.as_int("eos_token_id", *eos)};
+    }
+  }
+  for (int id : c.eos_token_ids)
+    if (id < 0 || id >= c.vocab_size)
+      config.fail("eos_token_id", log::concat("token ", id, " outside the vocabulary [0, ", c.vocab_size, ")"));
+  if (c.bos_token_id && (*c.bos_token_id < 0 || *c.bos_token_id >= c.vocab_size))
+    config.fail("bos_token_id",
+                log::concat("token ", *c.bos_token_id, " outside the vocabulary [0, ", c.vocab_size, ")"));
+  c.torch_dtype = config.string("torch_dtype").value_or(config.string("dtype").value_or(""));
+  return c;
+}
+
+HfConfig read_hf_config(const std::string& model_dir) {
+  const std::string path = (fs::path(model_dir) / "config.json").string();
+  return parse_hf_config(read_text(path), path);
+}
+
+std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
+  const std::int64_t v = c.vocab_size, h = c.hidden_size, i = c.intermediate_size;
+  const std::int64_t q = std::int64_t{c.num_attention_heads} * c.head_dim;
+  const std::int64_t kv = std::int64_t{c.num_key_value_heads} * c.head_dim;
+  std::vector<ExpectedTensor> out;
+  out.push_back({"model.embed_tokens.weight", {v, h}});
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    out.push_back({p + "input_layernorm.weight", {h}});
+    out.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    if (c.attention_bias) {
+      out.push_back({p + "self_attn.q_proj.bias", {q}});
+      out.push_back({p + "self_attn.k_proj.bias", {kv}});
+      out.push_back({p + "self_attn.v_proj.bias", {kv}});
+    }
+    out.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    if (c.o_proj_bias) out.push_back({p + "self_attn.o_proj.bias", {h}});
+    if (c.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
+    out.push_back({p + "post_attention_layernorm.weight", {h}});
+    out.push_back({p + "mlp.gate_proj.weight", {i, h}});
+    out.push_back({p + "mlp.up_proj.weight", {i, h}});
+    out.push_back({p + "mlp.down_proj.weight", {h, i}});
+  }
+  out.push_back({"model.norm.weight", {h}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {v, h}});
+  return out;
+}
+
+// ---- HfWeights ------------------------------------------------------------------------------------------------------
+
+struct HfWeights::State {
+  std::string dir;
+  std::vector<std::unique_ptr<SafetensorsFile>> files;  // behind pointers: the entries below point into them
+  struct Where {
+    const SafetensorsFile* file;
+    const TensorEntry* entry;
+  };
+  std::map<std::string, Where, std::less<>> tensors;
+
+  void add_file(const std::string& path) {
+    files.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(path)));
+  }
+  void add_tensor(const SafetensorsFile& file, const TensorEntry& entry) {
+    const auto [it, inserted] = tensors.emplace(entry.name, Where{&file, &entry});
+    if (!inserted)
+      fail_file(file.path(), log::concat("tensor '", entry.name, "' is also in ", it->second.file->path()));
+  }
+};
+
+HfWeights::HfWeights() : state_(std::make_unique<State>()) {}
+HfWeights::HfWeights(HfWeights&&) noexcept = default;
+HfWeights& HfWeights::operator=(HfWeights&&) noexcept = default;
+HfWeights::~HfWeights() = default;
+
+HfWeights HfWeights::open(const std::string& model_dir) {
+  HfWeights weights;
+  State& s = *weights.state_;
+  s.dir = model_dir;
+  const fs::path dir(model_dir);
+  // As transformers' from_pretrained: the single file first, the sharded index without it.
+  if (fs::exists(dir / single_file)) {
+    s.add_file((dir / single_file).string());
+    for (const TensorEntry& e : s.files[0]->header().tensors) s.add_tensor(*s.files[0], e);
+    return weights;
+  }
+  const std::string index_path = (dir / index_file).string();
+  if (!fs::exists(index_path))
+    fail_file(model_dir, log::concat("neither ", single_file, " nor ", index_file, " is there"));
+  const json index = parse_json(read_text(index_path), index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    fail_file(index_path, "expected an object with a \"weight_map\" object");
+  const json& map = index["weight_map"];
+  if (map.empty()) fail_file(index_path, "\"weight_map\" is empty");
+
+  std::map<std::string, std::size_t> shards;  // shard name -> position in s.files
+  for (const auto& [tensor, shard_value] : map.items()) {
+    if (!shard_value.is_string())
+      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "': expected a shard file name, found ",
+                                        ConfigReader::dump(shard_value)));
+    const std::string shard = shard_value.get<std::string>();
+    if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos ||
+        shard.find('\\') != std::string::npos || shard.find('\0') != std::string::npos)
+      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "': shard \"", shard,
+                                        "\" is not a plain file name in the model directory"));
+    if (shards.count(shard)) continue;
+    const fs::path path = dir / shard;
+    if (!fs::exists(path))
+      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "': shard \"", shard, "\" is missing"));
+    shards.emplace(shard, s.files.size());
+    s.add_file(path.string());
+  }
+  // Each tensor in the shard the map names, and each shard's tensors all in the map.
+  for (const auto& [tensor, shard_value] : map.items()) {
+    const SafetensorsFile& file = *s.files[shards.at(shard_value.get<std::string>())];
+    const TensorEntry* entry = file.find(tensor);
+    if (!entry)
+      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "' is not in its shard ", file.path()));
+    s.add_tensor(file, *entry);
+  }
+  for (const auto& file : s.files)
+    for (const TensorEntry& e : file->header().tensors)
+      if (!map.contains(e.name))
+        fail_file(file->path(), log::concat("tensor '", e.name, "' is not in ", index_file, "'s weight_map"));
+  return weights;
+}
+
+bool HfWeights::has(std::string_view name) const { return state_->tensors.find(name) != state_->tensors.end(); }
+
+const TensorEntry& HfWeights::entry(std::string_view name) const {
+  const auto it = state_->tensors.find(name);
+  if (it == state_->tensors.end()) fail_file(state_->dir, log::concat("no tensor '", name, "' in the weights"));
+  return *it->second.entry;
+}
+
+std::string_view HfWeights::bytes(std::string_view name) const {
+  const TensorEntry& e = entry(name);
+  return state_->tensors.find(name)->second.file->bytes(e);
+}
+
+std::vector<std::string> HfWeights::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, where] : state_->tensors) out.push_back(name);
+  return out;
+}
+
+std::size_t HfWeights::file_count() const { return state_->files.size(); }
+
+void HfWeights::check_against(const HfConfig& config) const {
+  std::vector<std::string> problems;
+  const auto check = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
+    const TensorEntry& e = *state_->tensors.find(name)->second.entry;
+    if (e.shape != shape)
+      problems.push_back(
+          log::concat("tensor '", name, "' has shape ", shape_text(e.shape), ", expected ", shape_text(shape)));
+    if (e.dtype != DType::f32 && e.dtype != DType::f16 && e.dtype != DType::bf16)
+      problems.push_back(
+          log::concat("tensor '", name, "' has dtype ", dtype_name(e.dtype), ", expected F32, F16 or BF16"));
+  };
+  std::set<std::string, std::less<>> expected;
+  for (const ExpectedTensor& t : expected_tensors(config)) {
+    expected.insert(t.name);
+    if (!has(t.name))
+      problems.push_back(log::concat("tensor '", t.name, "' is missing"));
+    else
+      check(t.name, t.shape);
+  }
+  for (const auto& [name, where] : state_->tensors) {
+    if (expected.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+    if (name == "lm_head.weight" && config.tie_word_embeddings) {
+      check(name, {config.vocab_size, config.hidden_size});
+      continue;
+    }
+    problems.push_back(log::concat("tensor '", name, "' is not one a ", config.architecture, " of this config has"));
+  }
+  if (problems.empty()) return;
+  std::string message = log::concat(state_->dir, ": the weights do not match config.json (", problems.size(),
+                                    problems.size() == 1 ? " problem):" : " problems):");
+  for (std::size_t i = 0; i < problems.size() && i < max_problems_listed; ++i) message += "\n  " + problems[i];
+  if (problems.size() > max_problems_listed)
+    message += log::concat("\n  and ", problems.size() - max_problems_listed, " more");
+  throw ModelFileError(message);
+}
+
+}  // namespace arclight::model

@@ -1,0 +1,40 @@
+// libFuzzer target for config.json's parser (parse_hf_config). Whatever it accepts must hold its promise: sizes
+// positive, the kv heads dividing the heads, an even head_dim, token ids inside the vocabulary, and, for a model of
+// a bounded number of layers, the expected tensors all of positive dimensions.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "arclight/model/hf_model.hpp"
+
+using namespace arclight::model;
+
+namespace {
+
+void check(const HfConfig& c) {
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_hidden_layers <= 0 ||
+      c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
+      c.num_attention_heads % c.num_key_value_heads != 0 || !(c.rms_norm_eps > 0) || !(c.rope_theta > 0))
+    std::abort();
+  for (int id : c.eos_token_ids)
+    if (id < 0 || id >= c.vocab_size) std::abort();
+  if (c.rope_scaling && (c.rope_scaling->type != "llama3" ||
+                         c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings))
+    std::abort();
+  if (c.num_hidden_layers > 64) return;  // the tensor list grows with the layers
+  for (const ExpectedTensor& t : expected_tensors(c))
+    for (std::int64_t d : t.shape)
+      if (d <= 0) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    check(parse_hf_config(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz/config.json"));
+  } catch (const ModelFileError&) {
+    // refused, as it should be; any other exception escapes and libFuzzer reports it
+  }
+  return 0;
+}

@@ -1,0 +1,400 @@
+// Hugging Face model directories: tiny ones of each architecture written here (config.json and safetensors weights,
+// in one file and in shards with an index), read with transformers' defaults and checked; then one malformation at a
+// time, each refused with a ModelFileError naming the key, the tensor or the shard.
+#include "arclight/model/hf_model.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace arclight;
+using namespace arclight::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "hf_model_test.XXXXXX").string();
+    path = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string dir() const { return path.string(); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Four tiny configs: GQA everywhere (2 or 4 heads over 1 or 2 kv heads), each architecture's peculiarity on.
+const std::string llama_config = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 16, "hidden_size": 8,
+  "intermediate_size": 12, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+  "max_position_embeddings": 256, "bos_token_id": 0, "eos_token_id": [1, 2], "torch_dtype": "bfloat16",
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 64}})";
+const std::string qwen2_config = R"({
+  "architectures": ["Qwen2ForCausalLM"], "vocab_size": 16, "hidden_size": 8, "intermediate_size": 12,
+  "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "rope_theta": 1000000.0,
+  "rms_norm_eps": 1e-05, "tie_word_embeddings": true, "rope_scaling": null, "sliding_window": null,
+  "use_sliding_window": false, "eos_token_id": 3, "bos_token_id": null})";
+const std::string qwen3_config = R"({
+  "architectures": ["Qwen3ForCausalLM"], "vocab_size": 16, "hidden_size": 8, "intermediate_size": 12,
+  "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 6,
+  "tie_word_embeddings": true, "eos_token_id": 5, "rope_theta": 1000000})";
+const std::string mistral_config = R"({
+  "architectures": ["MistralForCausalLM"], "vocab_size": 16, "hidden_size": 16, "intermediate_size": 24,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": null})";
+
+using Tensors = std::vector<ExpectedTensor>;
+
+// Writes `tensors` (zeros, of `dtype`, or I32 for those named in `int_tensors`) as model.safetensors, or in `shards`
+// files with an index.
+void write_weights(const TempDir& dir, const Tensors& tensors, int shards = 1, DType dtype = DType::bf16,
+                   const std::vector<std::string>& int_tensors = {}) {
+  std::size_t largest = 0;
+  for (const auto& t : tensors) largest = std::max<std::size_t>(largest, tensor_bytes(DType::f64, t.shape).value());
+  const std::vector<char> zeros(largest);
+  std::vector<std::vector<TensorToWrite>> files(shards);
+  std::string map;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    const bool is_int = std::find(int_tensors.begin(), int_tensors.end(), t.name) != int_tensors.end();
+    const DType d = is_int ? DType::i32 : dtype;
+    files[i % shards].push_back({t.name, d, t.shape, zeros.data(), tensor_bytes(d, t.shape).value()});
+    map += (map.empty() ? "" : ",") + ("\"" + t.name + "\":\"model-0000" + std::to_string(i % shards + 1) + "-of-0000" +
+                                       std::to_string(shards) + ".safetensors\"");
+  }
+  if (shards == 1) {
+    write_safetensors(dir.file("model.safetensors"), files[0]);
+    return;
+  }
+  for (int s = 0; s < shards; ++s)
+    write_safetensors(
+        dir.file("model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors"),
+        files[s]);
+  write_text(dir.file("model.safetensors.index.json"),
+             R"({"metadata": {"total_size": 0}, "weight_map": {)" + map + "}}");
+}
+
+bool mentions(const ModelFileError& e, const std::vector<std::string>& fragments) {
+  const std::string what = e.what();
+  bool ok = e.exit_code() == exit_usage;
+  for (const auto& f : fragments) ok = ok && what.find(f) != std::string::npos;
+  if (!ok) BOOST_TEST_MESSAGE("error \"" << what << "\" lacks one of the fragments");
+  return ok;
+}
+
+void expect_config_refused(const std::string& text, const std::vector<std::string>& fragments) {
+  BOOST_TEST_CONTEXT("expecting \"" << fragments.front() << "\"") {
+    BOOST_CHECK_EXCEPTION(parse_hf_config(text, "x/config.json"), ModelFileError, [&](const ModelFileError& e) {
+      return mentions(e, {"x/config.json: "}) && mentions(e, fragments);
+    });
+  }
+}
+
+// The Llama directory, its tensors changed by `edit`, expected to fail the check with every fragment named.
+void expect_weights_refused(const std::function<void(Tensors&)>& edit, const std::vector<std::string>& fragments,
+                            const std::vector<std::string>& int_tensors = {}) {
+  BOOST_TEST_CONTEXT("expecting \"" << fragments.front() << "\"") {
+    TempDir dir;
+    write_text(dir.file("config.json"), llama_config);
+    const HfConfig config = read_hf_config(dir.dir());
+    Tensors tensors = expected_tensors(config);
+    edit(tensors);
+    write_weights(dir, tensors, 1, DType::bf16, int_tensors);
+    const HfWeights weights = HfWeights::open(dir.dir());
+    BOOST_CHECK_EXCEPTION(weights.check_against(config), ModelFileError,
+                          [&](const ModelFileError& e) { return mentions(e, fragments); });
+  }
+}
+
+const ExpectedTensor& find(const Tensors& tensors, const std::string& name) {
+  const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; });
+  BOOST_REQUIRE(it != tensors.end());
+  return *it;
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  BOOST_REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(hf_model)
+
+BOOST_AUTO_TEST_CASE(llama_config_with_defaults_and_llama3_rope) {
+  const HfConfig c = parse_hf_config(llama_config, "config.json");
+  BOOST_TEST(c.architecture == "LlamaForCausalLM");
+  BOOST_TEST(c.head_dim == 4);  // hidden_size / num_attention_heads
+  BOOST_TEST(c.num_key_value_heads == 1);
+  BOOST_TEST(c.rope_theta == 10000.0);
+  BOOST_TEST(c.rms_norm_eps == 1e-6);
+  BOOST_TEST(!c.tie_word_embeddings);
+  BOOST_TEST(!c.attention_bias);
+  BOOST_TEST(!c.o_proj_bias);
+  BOOST_TEST(!c.qk_norm);
+  BOOST_TEST(!c.sliding_window.has_value());
+  BOOST_REQUIRE(c.rope_scaling.has_value());
+  BOOST_TEST(c.rope_scaling->type == "llama3");
+  BOOST_TEST(c.rope_scaling->factor == 8.0);
+  BOOST_TEST(c.rope_scaling->high_freq_factor == 4.0);
+  BOOST_TEST(c.rope_scaling->original_max_position_embeddings == 64);
+  BOOST_TEST((c.eos_token_ids == std::vector<int>{1, 2}));
+  BOOST_TEST(c.bos_token_id.value() == 0);
+  BOOST_TEST(c.torch_dtype == "bfloat16");
+
+  // Absent keys: LlamaConfig's defaults, num_key_value_heads falling back to num_attention_heads.
+  const HfConfig d = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"]})", "config.json");
+  BOOST_TEST(d.vocab_size == 32000);
+  BOOST_TEST(d.hidden_size == 4096);
+  BOOST_TEST(d.intermediate_size == 11008);
+  BOOST_TEST(d.num_hidden_layers == 32);
+  BOOST_TEST(d.num_key_value_heads == 32);
+  BOOST_TEST(d.head_dim == 128);
+  BOOST_TEST(d.max_position_embeddings == 2048);
+  BOOST_TEST(d.bos_token_id.value() == 1);
+  BOOST_TEST((d.eos_token_ids == std::vector<int>{2}));
+  BOOST_TEST(!d.rope_scaling.has_value());
+  // attention_bias puts a bias on q, k, v and o.
+  const HfConfig b = parse_hf_config(replaced(llama_config, "\"model_type\"", "\"attention_bias\": true, \"x\""), "c");
+  BOOST_TEST(b.attention_bias);
+  BOOST_TEST(b.o_proj_bias);
+  BOOST_TEST(expected_tensors(b).size() == expected_tensors(c).size() + 2 * 4);
+}
+
+BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
+  const HfConfig q2 = parse_hf_config(qwen2_config, "config.json");
+  BOOST_TEST(q2.attention_bias);  // Qwen2's q, k, v always have one
+  BOOST_TEST(!q2.o_proj_bias);
+  BOOST_TEST(q2.tie_word_embeddings);
+  BOOST_TEST(q2.rope_theta == 1e6);
+  BOOST_TEST(q2.rms_norm_eps == 1e-5);
+  BOOST_TEST(!q2.bos_token_id.has_value());
+  BOOST_TEST((q2.eos_token_ids == std::vector<int>{3}));
+  const HfConfig q2d = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"]})", "config.json");
+  BOOST_TEST(q2d.num_key_value_heads == 32);  // Qwen2Config's own default, not num_attention_heads
+  BOOST_TEST(q2d.vocab_size == 151936);
+  BOOST_TEST(q2d.intermediate_size == 22016);
+  BOOST_TEST(q2d.max_position_embeddings == 32768);
+  BOOST_TEST(q2d.rope_theta == 10000.0);
+  BOOST_TEST(!q2d.tie_word_embeddings);
+  BOOST_TEST(q2d.eos_token_ids.empty());
+  BOOST_TEST(!q2d.sliding_window.has_value());  // use_sliding_window defaults to false
+
+  const HfConfig q3 = parse_hf_config(qwen3_config, "config.json");
+  BOOST_TEST(q3.head_dim == 6);  // explicit, not hidden_size / heads
+  BOOST_TEST(q3.qk_norm);
+  BOOST_TEST(!q3.attention_bias);
+  BOOST_TEST(parse_hf_config(R"({"architectures": ["Qwen3ForCausalLM"]})", "c").head_dim == 128);
+
+  const HfConfig m = parse_hf_config(mistral_config, "config.json");
+  BOOST_TEST(!m.sliding_window.has_value());  // null: full attention
+  BOOST_TEST(m.head_dim == 4);
+  const HfConfig md = parse_hf_config(R"({"architectures": ["MistralForCausalLM"]})", "config.json");
+  BOOST_TEST(md.num_key_value_heads == 8);
+  BOOST_TEST(md.intermediate_size == 14336);
+  BOOST_TEST(md.max_position_embeddings == 131072);
+  BOOST_TEST(md.sliding_window.value() == 4096);
+  BOOST_TEST(md.bos_token_id.value() == 1);
+  BOOST_TEST(!md.attention_bias);
+}
+
+BOOST_AUTO_TEST_CASE(expected_tensors_per_architecture) {
+  const Tensors llama = expected_tensors(parse_hf_config(llama_config, "c"));
+  BOOST_TEST(llama.size() == 1 + 2 * 9 + 1 + 1u);
+  BOOST_TEST(llama.front().name == "model.embed_tokens.weight");
+  BOOST_TEST(llama.back().name == "lm_head.weight");
+  BOOST_TEST((find(llama, "model.layers.1.self_attn.k_proj.weight").shape == std::vector<std::int64_t>{4, 8}));
+  BOOST_TEST((find(llama, "model.layers.1.self_attn.q_proj.weight").shape == std::vector<std::int64_t>{8, 8}));
+  BOOST_TEST((find(llama, "model.layers.0.mlp.down_proj.weight").shape == std::vector<std::int64_t>{8, 12}));
+  BOOST_TEST((find(llama, "lm_head.weight").shape == std::vector<std::int64_t>{16, 8}));
+
+  const Tensors qwen2 = expected_tensors(parse_hf_config(qwen2_config, "c"));
+  BOOST_TEST(qwen2.size() == 1 + 2 * 12 + 1u);  // biases on q, k, v; tied: no lm_head
+  BOOST_TEST((find(qwen2, "model.layers.0.self_attn.v_proj.bias").shape == std::vector<std::int64_t>{4}));
+
+  const Tensors qwen3 = expected_tensors(parse_hf_config(qwen3_config, "c"));
+  BOOST_TEST(qwen3.size() == 1 + 11 + 1u);
+  BOOST_TEST((find(qwen3, "model.layers.0.self_attn.q_proj.weight").shape == std::vector<std::int64_t>{24, 8}));
+  BOOST_TEST((find(qwen3, "model.layers.0.self_attn.k_proj.weight").shape == std::vector<std::int64_t>{12, 8}));
+  BOOST_TEST((find(qwen3, "model.layers.0.self_attn.o_proj.weight").shape == std::vector<std::int64_t>{8, 24}));
+  BOOST_TEST((find(qwen3, "model.layers.0.self_attn.k_norm.weight").shape == std::vector<std::int64_t>{6}));
+
+  const Tensors mistral = expected_tensors(parse_hf_config(mistral_config, "c"));
+  BOOST_TEST(mistral.size() == 1 + 2 * 9 + 2u);
+  BOOST_TEST((find(mistral, "model.layers.0.self_attn.k_proj.weight").shape == std::vector<std::int64_t>{8, 16}));
+}
+
+BOOST_AUTO_TEST_CASE(each_architecture_one_file_and_sharded_passes_the_check) {
+  for (const std::string& text : {llama_config, qwen2_config, qwen3_config, mistral_config}) {
+    for (int shards : {1, 2, 3}) {
+      TempDir dir;
+      write_text(dir.file("config.json"), text);
+      const HfConfig config = read_hf_config(dir.dir());
+      BOOST_TEST_CONTEXT(config.architecture << " in " << shards << " file(s)") {
+        const Tensors tensors = expected_tensors(config);
+        write_weights(dir, tensors, shards, shards == 2 ? DType::f32 : DType::bf16);
+        const HfWeights weights = HfWeights::open(dir.dir());
+        BOOST_TEST(weights.file_count() == static_cast<std::size_t>(shards));
+        BOOST_TEST(weights.names().size() == tensors.size());
+        BOOST_CHECK_NO_THROW(weights.check_against(config));
+        const auto& k = weights.entry("model.layers.0.self_attn.k_proj.weight");
+        BOOST_TEST(k.shape == find(tensors, k.name).shape);
+        BOOST_TEST(weights.bytes(k.name).size() == tensor_bytes(k.dtype, k.shape).value());
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(what_transformers_ignores_is_accepted) {
+  TempDir dir;
+  write_text(dir.file("config.json"), qwen2_config);
+  const HfConfig config = read_hf_config(dir.dir());
+  Tensors tensors = expected_tensors(config);
+  tensors.push_back({"lm_head.weight", {16, 8}});  // a tied model may still carry it: tying overwrites it
+  tensors.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {2}});
+  write_weights(dir, tensors);
+  BOOST_CHECK_NO_THROW(HfWeights::open(dir.dir()).check_against(config));
+}
+
+BOOST_AUTO_TEST_CASE(weights_not_matching_the_config_are_refused) {
+  const std::string k_proj = "model.layers.1.self_attn.k_proj.weight";
+  const std::string up_proj = "model.layers.1.mlp.up_proj.weight";
+  const auto drop = [](const std::string& name) {
+    return [name](Tensors& t) {
+      t.erase(std::remove_if(t.begin(), t.end(), [&](const auto& e) { return e.name == name; }), t.end());
+    };
+  };
+  expect_weights_refused(drop(up_proj), {up_proj, "missing"});
+  expect_weights_refused(
+      [](Tensors& t) {
+        t.push_back({"model.layers.0.self_attn.extra.weight", {8}});
+      },
+      {"model.layers.0.self_attn.extra.weight", "LlamaForCausalLM"});
+  expect_weights_refused(
+      [&](Tensors& t) {
+        for (auto& e : t)
+          if (e.name == k_proj) e.shape = {8, 8};
+      },
+      {k_proj, "[8, 8]", "expected [4, 8]"});
+  expect_weights_refused([](Tensors&) {}, {"model.norm.weight", "I32"}, {"model.norm.weight"});
+  // Every problem in one message.
+  expect_weights_refused(
+      [&](Tensors& t) {
+        drop(up_proj)(t);
+        drop("lm_head.weight")(t);
+      },
+      {"2 problems", up_proj, "lm_head.weight"});
+  // An untied model's lm_head is no optional extra.
+  expect_weights_refused(drop("lm_head.weight"), {"'lm_head.weight' is missing"});
+  // Many problems: the first ten, then a count.
+  expect_weights_refused([](Tensors& t) { t.resize(1); }, {"20 problems", "and 10 more"});
+}
+
+BOOST_AUTO_TEST_CASE(malformed_configs_are_refused) {
+  expect_config_refused(replaced(llama_config, "LlamaForCausalLM", "GPT2LMHeadModel"),
+                        {"\"architectures\"", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM"});
+  expect_config_refused(R"({"vocab_size": 3})", {"\"architectures\"", "missing"});
+  expect_config_refused(R"({"architectures": "LlamaForCausalLM"})", {"\"architectures\"", "expected a list"});
+  expect_config_refused(replaced(llama_config, "\"hidden_size\": 8", "\"hidden_size\": \"8\""),
+                        {"\"hidden_size\"", "expected an integer", "string"});
+  expect_config_refused(replaced(llama_config, "\"hidden_size\": 8", "\"hidden_size\": 8.5"),
+                        {"\"hidden_size\"", "expected an integer"});
+  expect_config_refused(replaced(qwen2_config, "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": 1"),
+                        {"\"tie_word_embeddings\"", "expected true or false"});
+  expect_config_refused(replaced(qwen2_config, "\"rope_theta\": 1000000.0", "\"rope_theta\": \"big\""),
+                        {"\"rope_theta\"", "expected a number"});
+  expect_config_refused(replaced(llama_config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 0"),
+                        {"\"num_hidden_layers\"", "positive"});
+  expect_config_refused(replaced(llama_config, "\"vocab_size\": 16", "\"vocab_size\": 99999999999"),
+                        {"\"vocab_size\"", "out of range"});
+  expect_config_refused(replaced(mistral_config, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
+                        {"\"num_key_value_heads\"", "does not divide"});
+  expect_config_refused(replaced(mistral_config, "\"num_attention_heads\": 4", "\"num_attention_heads\": 6"),
+                        {"\"hidden_size\"", "not a multiple"});
+  expect_config_refused(replaced(llama_config, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
+                        {"\"rope_scaling.rope_type\"", "\"yarn\"", "not supported", "llama3"});
+  expect_config_refused(replaced(llama_config, "\"rope_type\": \"llama3\"", "\"type\": \"dynamic\""),
+                        {"\"dynamic\"", "not supported"});
+  expect_config_refused(replaced(llama_config, "\"factor\": 8.0,", ""), {"\"rope_scaling.factor\"", "missing"});
+  expect_config_refused(replaced(llama_config, "\"rope_scaling\": {", "\"rope_scaling\": 3, \"y\": {"),
+                        {"\"rope_scaling\"", "expected an object"});
+  expect_config_refused(replaced(llama_config, "[1, 2]", "[1, \"2\"]"), {"\"eos_token_id\"", "expected an integer"});
+  expect_config_refused(replaced(llama_config, "[1, 2]", "[1, 16]"), {"\"eos_token_id\"", "outside the vocabulary"});
+  expect_config_refused(replaced(qwen3_config, "\"head_dim\": 6", "\"head_dim\": 5"), {"\"head_dim\"", "even"});
+  expect_config_refused("{\"architectures\": [", {"not JSON"});
+  expect_config_refused("[1]", {"expected a JSON object"});
+
+  TempDir dir;
+  BOOST_CHECK_EXCEPTION(read_hf_config(dir.dir()), ModelFileError,
+                        [&](const ModelFileError& e) { return mentions(e, {dir.file("config.json")}); });
+}
+
+BOOST_AUTO_TEST_CASE(bad_weight_files_and_indexes_are_refused) {
+  const auto refused = [](const TempDir& dir, const std::vector<std::string>& fragments) {
+    BOOST_CHECK_EXCEPTION(HfWeights::open(dir.dir()), ModelFileError,
+                          [&](const ModelFileError& e) { return mentions(e, fragments); });
+  };
+  const Tensors tensors = expected_tensors(parse_hf_config(llama_config, "c"));
+  {
+    TempDir dir;  // no weights at all
+    refused(dir, {"model.safetensors", "model.safetensors.index.json"});
+  }
+  {
+    TempDir dir;  // a shard named but not there
+    write_weights(dir, tensors, 2);
+    fs::remove(dir.file("model-00002-of-00002.safetensors"));
+    refused(dir, {"model-00002-of-00002.safetensors", "missing"});
+  }
+  for (const std::string shard : {"../model-00001-of-00002.safetensors", "sub/x.safetensors", "..", ""}) {
+    TempDir dir;  // a shard outside the directory
+    write_weights(dir, tensors, 2);
+    std::ifstream in(dir.file("model.safetensors.index.json"));
+    const std::string index((std::istreambuf_iterator<char>(in)), {});
+    write_text(dir.file("model.safetensors.index.json"),
+               replaced(index, "\"model-00001-of-00002.safetensors\"", "\"" + shard + "\""));
+    refused(dir, {"\"" + shard + "\"", "not a plain file name", "model.embed_tokens.weight"});
+  }
+  {
+    TempDir dir;  // the map puts a tensor in a shard that lacks it
+    write_weights(dir, tensors, 2);
+    std::ifstream in(dir.file("model.safetensors.index.json"));
+    const std::string index((std::istreambuf_iterator<char>(in)), {});
+    write_text(dir.file("model.safetensors.index.json"), replaced(index, "\"model.embed_tokens.weight\":\"model-00001",
+                                                                  "\"model.embed_tokens.weight\":\"model-00002"));
+    refused(dir, {"model.embed_tokens.weight", "not in its shard"});
+  }
+  {
+    TempDir dir;  // a shard holds a tensor the map leaves out
+    write_weights(dir, tensors, 2);
+    std::ifstream in(dir.file("model.safetensors.index.json"));
+    const std::string index((std::istreambuf_iterator<char>(in)), {});
+    write_text(dir.file("model.safetensors.index.json"),
+               replaced(index, "\"model.norm.weight\":\"model-00002-of-00002.safetensors\",", ""));
+    refused(dir, {"model.norm.weight", "not in model.safetensors.index.json's weight_map"});
+  }
+  {
+    TempDir dir;
+    write_text(dir.file("model.safetensors.index.json"), R"({"weight_map": []})");
+    refused(dir, {"weight_map"});
+  }
+  {
+    TempDir dir;
+    write_weights(dir, tensors);
+    BOOST_CHECK_EXCEPTION(HfWeights::open(dir.dir()).entry("nope"), ModelFileError,
+                          [&](const ModelFileError& e) { return mentions(e, {"'nope'"}); });
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
