@@ -195,14 +195,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-}  // namespace
-
-HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for_errors) {
-  const std::string& file = name_for_errors;
-  const json root = parse_json(json_text, file);
-  if (!root.is_object()) fail_file(file, log::concat("expected a JSON object, found ", root.type_name()));
-  const ConfigReader config(root, file);
-
+// The architecture (architectures[0]) and its defaults: one of the supported four.
+const Defaults& architecture_of(const ConfigReader& config) {
   const json* architectures = config.find("architectures");
   if (!architectures) config.fail("architectures", "missing (supported: " + supported_list() + ")");
   if (!architectures->is_array() || architectures->empty() || !(*architectures)[0].is_string())
@@ -216,8 +210,11 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
     config.fail("architectures", log::concat("architecture \"", architecture,
                                              "\" is not supported (supported: ", supported_list(), ")"));
 
-  HfConfig c;
-  c.architecture = architecture;
+  return *defaults;
+}
+
+// The sizes: vocabulary, widths, layers, heads (grouped-query), head_dim, positions, norms.
+void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& c) {
   c.vocab_size = config.positive("vocab_size", defaults->vocab_size);
   c.hidden_size = config.positive("hidden_size", defaults->hidden_size);
   c.intermediate_size = config.positive("intermediate_size", defaults->intermediate_size);
@@ -242,7 +239,10 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
   c.rope_theta = config.number("rope_theta", default_rope_theta);
   c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
+}
 
+// Biases, q/k norms, RoPE and its scaling, the sliding window.
+void read_attention(const ConfigReader& config, const Defaults* defaults, const std::string& file, HfConfig& c) {
   const bool is_qwen2 = defaults == &qwen2, is_mistral = defaults == &mistral;
   // Qwen2's q/k/v always have a bias and its o_proj never; Mistral has none; Llama and Qwen3 as attention_bias says.
   const bool attention_bias = is_qwen2 || is_mistral ? false : config.boolean("attention_bias", false);
@@ -275,7 +275,10 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
     if (c.sliding_window && *c.sliding_window <= 0)
       config.fail("sliding_window", log::concat("must be positive, is ", *c.sliding_window));
   }
+}
 
+// The special tokens: bos and eos (one id or a list), inside the vocabulary.
+void read_special_tokens(const ConfigReader& config, const Defaults* defaults, HfConfig& c) {
   if (config.has("bos_token_id"))
     c.bos_token_id = config.optional_int("bos_token_id");
   else
@@ -295,6 +298,21 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   if (c.bos_token_id && (*c.bos_token_id < 0 || *c.bos_token_id >= c.vocab_size))
     config.fail("bos_token_id",
                 log::concat("token ", *c.bos_token_id, " outside the vocabulary [0, ", c.vocab_size, ")"));
+}
+
+}  // namespace
+
+HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for_errors) {
+  const std::string& file = name_for_errors;
+  const json root = parse_json(json_text, file);
+  if (!root.is_object()) fail_file(file, log::concat("expected a JSON object, found ", root.type_name()));
+  const ConfigReader config(root, file);
+  const Defaults* defaults = &architecture_of(config);
+  HfConfig c;
+  c.architecture = std::string(defaults->architecture);
+  read_sizes(config, defaults, c);
+  read_attention(config, defaults, file, c);
+  read_special_tokens(config, defaults, c);
   c.torch_dtype = config.string("torch_dtype").value_or(config.string("dtype").value_or(""));
   return c;
 }
