@@ -2,6 +2,8 @@
 // their spans into samples with advantages, have the trainers train, report, checkpoint.
 #include "coordinator.hpp"
 
+#include "arclight/app/run.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -97,7 +99,7 @@ int Coordinator::run() {
       snapshot->metrics_jsonl = report.history();
       write_in_background(step, std::move(*snapshot));
     }
-    if (stop_now) {
+    if (stop_now && step < config_.run.steps) {  // a run that is done exits 0, signal or not
       report.note(log::concat("stopping after step ", step, " on a signal; checkpoint in ", checkpoint_dir_,
                               "; run again with --resume auto"));
       writer_.wait();

@@ -5,6 +5,14 @@
 
 #include "arclight/app/run.hpp"
 
+namespace {
+// SIGUSR1 and SIGTERM must find their handlers from the first moments: before LibTorch's static
+// initialisers (a second or more) and MPI_Init. An executable's .preinit_array runs before any
+// shared library's initialisers; only loading and relocating the libraries comes earlier.
+void handle_signals_first() { arclight::app::stop_at_next_step_on_signals(); }
+__attribute__((section(".preinit_array"), used)) void (*const signals_first)() = &handle_signals_first;
+}  // namespace
+
 int main(int argc, char** argv) {
   // Each forward and backward pass allocates and frees tensors of a few MB. glibc maps blocks
   // past its mmap threshold afresh and unmaps them on free, so the kernel would page in and
@@ -18,6 +26,11 @@ int main(int argc, char** argv) {
   // it: they wait inside MPI in their all-reduces.) A user's own setting wins.
   if (const char* rank = std::getenv("OMPI_COMM_WORLD_RANK"); rank && std::string_view(rank) == "0")
     setenv("OMPI_MCA_mpi_yield_when_idle", "0", 0);
+  // Open MPI's sharedfp/lockedfile component, opened by every MPI_File_open (parallel HDF5),
+  // overflows a buffer on file paths of about 230 characters or more, and deep cluster paths
+  // are that long. HDF5 never uses shared file pointers: leave that component out (a user's
+  // own selection wins).
+  setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
   arclight::comm::MpiRuntime mpi(argc, argv);
   return arclight::app::run(mpi, argc, argv);
 }

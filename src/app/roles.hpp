@@ -55,8 +55,4 @@ void run_trainer(const Config& config, const comm::Channels& ch, const Layout& l
 int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,
                     const std::string& effective_config);
 
-// SIGUSR1 and SIGTERM (Slurm's warning before pre-emption or the time limit) ask rank 0 to
-// checkpoint at the next step boundary and end the job with exit_requeue.
-void stop_at_next_step_on_signals();
-
 }  // namespace arclight::app

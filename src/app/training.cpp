@@ -70,7 +70,6 @@ void check_training_config(const Config& config) {
 
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,
                  const std::string& resume, const std::string& effective_config) {
-  stop_at_next_step_on_signals();
   const auto start = Stopwatch::now();
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);

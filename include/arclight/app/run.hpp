@@ -8,4 +8,9 @@ namespace arclight::app {
 // dispatch. Returns the exit code; a fatal error on any rank ends every rank.
 int run(comm::MpiRuntime& mpi, int argc, const char* const* argv);
 
+// SIGUSR1 and SIGTERM (Slurm's warning before pre-emption or the time limit) ask rank 0 to
+// checkpoint at the next step boundary and end the job with exit_requeue. Called first thing
+// in main, so that a signal during start-up or a resume is not the default's death.
+void stop_at_next_step_on_signals();
+
 }  // namespace arclight::app

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Faults at the edges of a run (issue 17): signals during start-up and in the last step, and a
+# checkpoint path of 300 characters. Every run is bounded.
+# Usage: hardening_test.sh BUILD/arclight SOURCE_DIR
+set -u
+bin=$(realpath "$1"); src=$2
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d); trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+checks=0; failures=0
+check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures=$((failures + 1)); fi; }
+cd "$src"
+
+# Starts a run in the background; its rc lands in $work/rc.
+start() {  # start RUN_DIR [flags...]
+  local dir=$1; shift
+  rm -f "$work/rc"
+  (timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+     --run.dir "$dir" --run.progress lines "$@" >"$work/out" 2>"$work/err"; echo $? >"$work/rc") &
+}
+# Sends SIGUSR1 to every rank (as Slurm's --signal does) every 0.1 s from the moment a rank's
+# handler is there until the run has ended: signals land in start-up (LibTorch's static
+# initialisers, MPI_Init), in a resume, in steps. (Before the handler, in the dynamic loader's
+# first few hundred ms, the default action still ends a rank: no code of ours runs yet.)
+signal_until_done() {
+  local pid caught
+  for _ in $(seq 1200); do
+    [ -f "$work/rc" ] && return
+    for pid in $(pgrep -f "^$bin train"); do
+      caught=$(awk '/^SigCgt/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+      [ -n "$caught" ] && [ $((0x$caught & 0x200)) != 0 ] && kill -USR1 "$pid" 2>/dev/null
+    done
+    sleep 0.1
+  done
+}
+
+# 0. The handlers come before MPI_Init (and LibTorch's initialisers): when a rank first has
+# one, MPI has mapped none of its shared memory (PMIx, the vader segments) yet.
+start "$work/early" --run.steps 3
+seen=""
+for _ in $(seq 3000); do
+  [ -f "$work/rc" ] && break
+  for pid in $(pgrep -f "^$bin train"); do
+    caught=$(awk '/^SigCgt/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$caught" ] && [ $((0x$caught & 0x200)) != 0 ] || continue
+    if grep -qE 'pmix|vader_segment' "/proc/$pid/maps" 2>/dev/null; then seen="late"; else seen="early"; fi
+    break 2
+  done
+  sleep 0.01
+done
+wait
+check '[ "$seen" = early ]' "the SIGUSR1 handler came ${seen:-never} (after MPI_Init), not before it"
+
+# 1. Signals from the very start of a long run: it checkpoints at a step boundary and exits 3 (requeue).
+start "$work/a" --run.steps 100000 --checkpoint.every_steps 0
+signal_until_done
+check '[ "$(cat "$work/rc")" = 3 ]' "signals from start-up: exit $(cat "$work/rc"), not 3 (requeue): $(tail -3 "$work/err")"
+check '[ -f "$work/a/checkpoints/LATEST" ]' "signals from start-up: no checkpoint"
+
+# 2. The same on its resume: signals during the restore end it at its first step, exit 3 again.
+start "$work/a" --run.steps 100000 --checkpoint.every_steps 0 --resume auto
+signal_until_done
+check '[ "$(cat "$work/rc")" = 3 ]' "signals during a resume: exit $(cat "$work/rc"), not 3: $(tail -3 "$work/err")"
+check 'grep -q "resuming from" "$work/err"' "signals during a resume: it did not resume: $(tail -3 "$work/err")"
+
+# 3. A run whose every step is its last (one step): signals or not, it is done, exit 0.
+start "$work/b" --run.steps 1
+signal_until_done
+check '[ "$(cat "$work/rc")" = 0 ]' "signals in a one-step run: exit $(cat "$work/rc"), not 0 (done): $(tail -3 "$work/err")"
+
+# 4. A run directory, and so a checkpoint path, of 300 characters: checkpoints, then resumes.
+long=$work/$(printf 'd%.0s' $(seq 60))/$(printf 'e%.0s' $(seq 60))/$(printf 'f%.0s' $(seq 60))/$(printf 'g%.0s' $(seq 60))
+long=$long/$(printf 'h%.0s' $(seq $((300 - ${#long} - 1))))
+mkdir -p "$long"
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$long" --run.steps 2 --checkpoint.every_steps 1 >"$work/out" 2>"$work/err"
+rc=$?
+check '[ $rc = 0 ] && [ -f "$long/checkpoints/v00000002.h5" ]' \
+  "a ${#long}-character run directory: exit $rc, versions: $(ls "$long/checkpoints" 2>&1 | xargs): $(tail -2 "$work/err")"
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$long" --run.steps 3 --checkpoint.every_steps 1 --resume auto >"$work/out" 2>"$work/err"
+rc=$?
+check '[ $rc = 0 ] && grep -q "resuming from" "$work/err"' "resume from a ${#long}-character path: exit $rc: $(tail -2 "$work/err")"
+
+echo "$((checks - failures)) passed, $failures failed"
+[ $failures = 0 ]
