@@ -16,6 +16,7 @@ run_ranks() {
 }
 codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
 
+# Each case names a run.dir under $work: should a check regress, its training stays out of the source tree.
 # A mistake: exit code 2 on every rank, one error line holding EXPECT, within seconds (no training first).
 check_refused() {
   local what=$1 expect=$2; shift 2
@@ -34,11 +35,11 @@ cd "$src"
 # directories here are ones root cannot write either (a regular file, a path under /dev/null, /proc).
 touch "$work/a_file"
 check_refused "checkpoint.dir a file" "checkpoint.dir $work/a_file cannot hold checkpoints: it is not a directory" \
-  --checkpoint.dir "$work/a_file"
+  --checkpoint.dir "$work/a_file" --run.dir "$work/run"
 check_refused "checkpoint.dir under /dev/null" "checkpoint.dir /dev/null/ckpt cannot hold checkpoints: cannot create it" \
-  --checkpoint.dir /dev/null/ckpt
+  --checkpoint.dir /dev/null/ckpt --run.dir "$work/run"
 check_refused "checkpoint.dir in /proc" "checkpoint.dir /proc/arclight_ckpt cannot hold checkpoints" \
-  --checkpoint.dir /proc/arclight_ckpt
+  --checkpoint.dir /proc/arclight_ckpt --run.dir "$work/run"
 # The default, <run.dir>/checkpoints, is checked too.
 check_refused "run.dir a file" "checkpoint.dir $work/a_file/checkpoints cannot hold checkpoints" \
   --run.dir "$work/a_file"
@@ -52,10 +53,10 @@ run_ranks train --config configs/tiny.toml --run.dir "$work/run" --run.steps 1 -
 [ $failures = "$before" ] && passed=$((passed + 1))
 
 # Point 14: an empty --resume (an empty variable in a script) is not a fresh run.
-check_refused "empty --resume" "--resume needs auto or a version file" --resume ""
+check_refused "empty --resume" "--resume needs auto or a version file" --resume "" --run.dir "$work/run"
 
 # Point 6: a step's rollouts must fit in rank 0's memory.
-check_refused "huge tasks_per_step" "more than the 1000000 allowed" --grpo.tasks_per_step 2000000000
+check_refused "huge tasks_per_step" "more than the 1000000 allowed" --grpo.tasks_per_step 2000000000 --run.dir "$work/run"
 
 echo "$passed passed, $failures failed"
 [ $failures = 0 ]
