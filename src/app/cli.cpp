@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <sstream>
 
 #include "arclight/comm/gpu.hpp"
@@ -10,13 +11,62 @@
 namespace arclight::app {
 namespace {
 
+// A line of the config file that is not TOML; parse_command_line names the file.
+class TomlSyntaxError : public CLI::ParseError {
+ public:
+  explicit TomlSyntaxError(const std::string& msg)
+      : CLI::ParseError("TomlSyntaxError", msg, CLI::ExitCodes::BaseClass) {}
+};
+
+std::string trimmed(const std::string& line) {
+  const auto first = line.find_first_not_of(" \t\r");
+  return first == std::string::npos ? "" : line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+}
+
+// CLI11 reads a line it cannot parse (say "steps 3") as a flag named by the whole line, which
+// then reads as an unknown key; find such lines first. Multi-line arrays continue as CLI11 reads them.
+void check_toml_lines(const std::string& text) {
+  std::istringstream lines(text);
+  std::string raw;
+  bool in_array = false;
+  for (int n = 1; std::getline(lines, raw); ++n) {
+    const std::string line = trimmed(raw);
+    const auto fail = [&](const std::string& why) {
+      throw TomlSyntaxError("TOML syntax error at line " + std::to_string(n) + ": " + why + ": " + line);
+    };
+    if (in_array) {
+      in_array = line.empty() || line.back() != ']';
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      if (line.back() != ']') fail("a section header must end with ]");
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) fail("expected key = value");
+    if (trimmed(line.substr(0, eq)).empty()) fail("no key before =");
+    std::string value = trimmed(line.substr(eq + 1));
+    const auto comment = value.find('#');
+    if (comment != std::string::npos && value[0] != '"' && value[0] != '\'') value = trimmed(value.substr(0, comment));
+    if (value.empty()) fail("no value after =");
+    if ((value[0] == '"' || value[0] == '\'') && (value.size() < 2 || value.find(value[0], 1) == std::string::npos))
+      fail("unterminated string");
+    in_array = value[0] == '[' && value.back() != ']';
+  }
+  if (in_array) throw TomlSyntaxError("TOML syntax error: an array is not closed with ] by the end of the file");
+}
+
 // TOML sections become dotted option names of the train command: [layout] trainers = "1"
 // sets --layout.trainers. CLI11 parses the file; this only renames its items.
 class SectionedToml : public CLI::ConfigTOML {
  public:
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
+    const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
+    check_toml_lines(text);
+    std::istringstream again(text);
     std::vector<CLI::ConfigItem> flat;
-    for (CLI::ConfigItem& item : CLI::ConfigTOML::from_config(input)) {
+    for (CLI::ConfigItem& item : CLI::ConfigTOML::from_config(again)) {
       if (item.name == "++" || item.name == "--") continue;  // section open/close markers
       std::string name;
       for (const std::string& parent : item.parents) name += parent + ".";
@@ -39,6 +89,20 @@ std::string version_text() {
       << "parallel hdf5: " << (b.parallel_hdf5 ? "yes" : "no");
   return out.str();
 }
+
+// CLI11's PositiveNumber and NonNegativeNumber print their range up to the largest double (300
+// digits); these say it plainly. The message starts "= VALUE: " so user_message can write "key = VALUE: why".
+CLI::Validator number_at_least(double low, bool inclusive, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        double x = 0;
+        if (CLI::detail::lexical_cast(value, x) && (inclusive ? x >= low : x > low)) return "";
+        return "= " + value + ": must be " + what;
+      },
+      what);
+}
+const CLI::Validator positive = number_at_least(0, false, "a positive number");
+const CLI::Validator non_negative = number_at_least(0, true, "a number >= 0");
 
 // Binds each field of the configuration to its option --section.key (and TOML key).
 class ConfigBinder {
@@ -73,7 +137,7 @@ class ConfigBinder {
 void bind_run(ConfigBinder& b, Config& c) {
   b.opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
   b.opt("run.seed", c.run.seed, "random seed");
-  b.opt("run.steps", c.run.steps, "training steps")->check(CLI::NonNegativeNumber);
+  b.opt("run.steps", c.run.steps, "training steps")->check(non_negative);
   b.mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
 }
 
@@ -84,94 +148,91 @@ void bind_layout(ConfigBinder& b, Config& c) {
 }
 
 void bind_model(ConfigBinder& b, Config& c) {
-  b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(CLI::PositiveNumber);
-  b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(CLI::PositiveNumber);
-  b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(CLI::PositiveNumber);
-  b.opt("model.d_ff", c.model.d_ff, "width of the MLP")->check(CLI::PositiveNumber);
-  b.opt("model.max_seq", c.model.max_seq, "longest token sequence")->check(CLI::PositiveNumber);
+  b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(positive);
+  b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(positive);
+  b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(positive);
+  b.opt("model.d_ff", c.model.d_ff, "width of the MLP")->check(positive);
+  b.opt("model.max_seq", c.model.max_seq, "longest token sequence")->check(positive);
   b.mode("model.positions", c.model.positions, "position encoding");
 }
 
 void bind_agent(ConfigBinder& b, Config& c) {
   b.opt("agent.name", c.agent.name, "the built-in agent to train: guess or arith");
   b.opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
-  b.opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(CLI::PositiveNumber);
+  b.opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(positive);
   b.opt("agent.arith_digits", c.agent.arith_digits, "arith: digits per operand")->check(CLI::Range(1, 9));
   b.opt("agent.max_policy_calls", c.agent.max_policy_calls, "an episode making more policy calls fails")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
   b.opt("agent.episode_timeout_seconds", c.agent.episode_timeout_seconds, "an episode running longer fails")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
 }
 
 void bind_grpo(ConfigBinder& b, Config& c) {
-  b.opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(CLI::PositiveNumber);
-  b.opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(CLI::PositiveNumber);
+  b.opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(positive);
+  b.opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(positive);
   b.mode("grpo.advantage", c.grpo.advantage, "returns-to-go normalized per step, or one per trajectory");
   b.mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
   b.opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
-  b.opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(CLI::NonNegativeNumber);
-  b.opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(CLI::NonNegativeNumber);
-  b.opt("grpo.entropy_coef", c.grpo.entropy_coef, "entropy bonus")->check(CLI::NonNegativeNumber);
-  b.opt("grpo.lr", c.grpo.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
-  b.opt("grpo.weight_decay", c.grpo.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
-  b.opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(CLI::NonNegativeNumber);
-  b.opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(CLI::PositiveNumber);
-  b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(CLI::PositiveNumber);
+  b.opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(non_negative);
+  b.opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(non_negative);
+  b.opt("grpo.entropy_coef", c.grpo.entropy_coef, "entropy bonus")->check(non_negative);
+  b.opt("grpo.lr", c.grpo.lr, "AdamW learning rate")->check(positive);
+  b.opt("grpo.weight_decay", c.grpo.weight_decay, "AdamW weight decay")->check(non_negative);
+  b.opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(non_negative);
+  b.opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(positive);
+  b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(positive);
   b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
-      ->check(CLI::NonNegativeNumber);
-  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")
-      ->check(CLI::PositiveNumber);
-  b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
+  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(positive);
+  b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(non_negative);
   b.opt("grpo.train_blocks", c.grpo.train_blocks,
         "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
 }
 
 void bind_comm(ConfigBinder& b, Config& c) {
-  b.opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(CLI::PositiveNumber);
-  b.opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(CLI::PositiveNumber);
+  b.opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(positive);
+  b.opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(positive);
   b.mode("comm.compression", c.comm.compression, "gradients in transit");
 }
 
 void bind_rollout(ConfigBinder& b, Config& c) {
   b.opt("rollout.timeout_seconds", c.rollout.timeout_seconds, "an attempt's time limit from its start; 0: none")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   b.opt("rollout.unresponsive_seconds", c.rollout.unresponsive_seconds,
         "an attempt without a heartbeat this long is unresponsive; 0: never")
-      ->check(CLI::NonNegativeNumber);
-  b.opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")
-      ->check(CLI::PositiveNumber);
+      ->check(non_negative);
+  b.opt("rollout.max_attempts", c.rollout.max_attempts, "attempts per rollout, the first included")->check(positive);
   b.opt("rollout.retry_condition", c.rollout.retry_condition, "attempt endings that requeue the rollout")
       ->check(CLI::IsMember({"failed", "timeout", "unresponsive"}));
 }
 
 void bind_runner(ConfigBinder& b, Config& c) {
   b.opt("runner.episodes_in_flight", c.runner.episodes_in_flight, "episodes a runner runs at once, batched")
-      ->check(CLI::PositiveNumber);
-  b.opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(CLI::PositiveNumber);
+      ->check(positive);
+  b.opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(positive);
   b.opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
 }
 
 void bind_checkpoint(ConfigBinder& b, Config& c) {
   b.opt("checkpoint.dir", c.checkpoint.dir, "where versions go; empty: <run.dir>/checkpoints");
   b.opt("checkpoint.every_steps", c.checkpoint.every_steps, "a checkpoint every N steps; 0: not by steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   b.opt("checkpoint.every_minutes", c.checkpoint.every_minutes, "a checkpoint every T minutes; 0: not by time")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   b.opt("checkpoint.keep", c.checkpoint.keep, "newest versions kept (and what they link to); 0: all")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
   b.opt("checkpoint.full_every", c.checkpoint.full_every,
         "every K-th version is full; the others link to their parent's unchanged datasets; 1: all full")
-      ->check(CLI::PositiveNumber);
+      ->check(positive);
 }
 
 void bind_faults(ConfigBinder& b, Config& c) {
   b.opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
   b.opt("faults.kill_in_checkpoint", c.faults.kill_in_checkpoint,
         "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative);
 }
 
 void bind_config(CLI::App& train, Config& c) {
@@ -193,7 +254,28 @@ std::string user_message(const CLI::ParseError& e) {
   std::string what = e.what();
   const std::string extras = "INI was not able to parse train.";
   if (what.rfind(extras, 0) == 0) return "config: unknown key '" + what.substr(extras.size()) + "'";
+  if (dynamic_cast<const CLI::ValidationError*>(&e) && what.rfind("--", 0) == 0) {
+    what.erase(0, 2);  // "--key: = VALUE: why" (ours) or "--key: why" (CLI11's): the key as the file spells it
+    const auto colon = what.find(": ");
+    if (colon != std::string::npos && what.compare(colon, 4, ": = ") == 0) what.erase(colon, 1);
+  }
   return "config: " + what;
+}
+
+// Rollouts of one step live in rank 0's store until trained on (about a kilobyte each, more with
+// spans): a million is 10x a 128-GPU job's step yet fits in memory; 2e9 tasks grows rank 0 until it dies.
+constexpr std::int64_t max_rollouts_per_step = 1'000'000;
+
+// Checks across keys, after every key is read; "" when the configuration is fine.
+std::string check_invocation(const Invocation& inv, bool resume_given) {
+  if (resume_given && inv.resume.empty()) return "--resume needs auto or a version file";
+  const std::int64_t rollouts = std::int64_t{inv.config.grpo.tasks_per_step} * inv.config.grpo.group_size;
+  if (rollouts > max_rollouts_per_step)
+    return "config: grpo.tasks_per_step = " + std::to_string(inv.config.grpo.tasks_per_step) +
+           " times grpo.group_size = " + std::to_string(inv.config.grpo.group_size) + " is " +
+           std::to_string(rollouts) + " rollouts per step, more than the " + std::to_string(max_rollouts_per_step) +
+           " allowed";
+  return "";
 }
 
 }  // namespace
@@ -234,6 +316,9 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     app.exit(e, out, out);
     inv.text = out.str();
     return inv;
+  } catch (const TomlSyntaxError& e) {
+    inv.error = "config file " + app.get_config_ptr()->as<std::string>() + ": " + e.what();
+    return inv;
   } catch (const CLI::ParseError& e) {
     inv.error = user_message(e);
     return inv;
@@ -241,6 +326,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   inv.log_level = *log::parse_level(level_name);
   if (train->parsed()) {
     inv.command = Command::train;
+    inv.error = check_invocation(inv, train->count("--resume") > 0);
+    if (!inv.error.empty()) return inv;
     inv.effective_config = train->config_to_str(true, false);
   } else if (inspect->parsed()) {
     inv.command = Command::inspect;

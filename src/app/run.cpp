@@ -140,6 +140,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
     try {
       layout = make_layout(inv.config.layout, mpi.size());
       check_training_config(inv.config);
+      if (mpi.rank() == 0 && !inv.dry_run) check_checkpoint_dir(inv.config);  // a dry run leaves no trace
     } catch (const UsageError& e) {
       inv.error = e.what();
     }

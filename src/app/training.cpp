@@ -2,6 +2,11 @@
 // runner.cpp, trainer_rank.cpp) and how its weights arrive (weight_channel.hpp).
 #include "arclight/app/training.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <thread>
@@ -66,6 +71,24 @@ void check_training_config(const Config& config) {
   if (config.model.max_seq < agent->max_sequence())
     throw UsageError(log::concat("model.max_seq = ", config.model.max_seq, " is shorter than a ", agent->name(),
                                  " episode (", agent->max_sequence(), " tokens)"));
+}
+
+void check_checkpoint_dir(const Config& config) {
+  namespace fs = std::filesystem;
+  const std::string dir = checkpoint_dir_of(config);
+  const auto refuse = [&](const std::string& why) {
+    throw UsageError("checkpoint.dir " + dir + " cannot hold checkpoints: " + why);
+  };
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) refuse("it is not a directory");
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) refuse(ec ? "cannot create it (" + ec.message() + ")" : "it is not a directory");
+  // Permission bits do not tell (root, read-only mounts, ACLs): create a file, as a checkpoint will.
+  const std::string probe = (fs::path(dir) / (".arclight_probe_" + std::to_string(getpid()))).string();
+  const int fd = open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0) refuse(log::concat("it is not writable (", std::strerror(errno), ")"));
+  close(fd);
+  unlink(probe.c_str());
 }
 
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,

@@ -149,6 +149,51 @@ BOOST_AUTO_TEST_CASE(inspect_takes_a_directory) {
   BOOST_TEST(parse({"inspect"}).error != "");
 }
 
+// Issue 17, points 6, 14, 15: operator mistakes refused with one plain sentence.
+BOOST_AUTO_TEST_CASE(huge_steps_are_refused) {
+  // 2e9 tasks (or rollouts per task) is accepted by the types; rank 0 would grow until it died.
+  for (const char* key : {"--grpo.tasks_per_step", "--grpo.group_size"}) {
+    const Invocation inv = parse({"train", key, "2000000000"});
+    BOOST_TEST(inv.error.find("rollouts per step, more than the 1000000 allowed") != std::string::npos,
+               key << ": " << inv.error);
+  }
+  BOOST_TEST(parse({"train", "--grpo.tasks_per_step", "125000", "--grpo.group_size", "8"}).error == "");
+  BOOST_TEST(parse({"train", "--grpo.tasks_per_step", "125001", "--grpo.group_size", "8"}).error != "");
+}
+
+BOOST_AUTO_TEST_CASE(empty_resume_is_refused) {
+  // An empty variable in a script ($RESUME) must not start a fresh run over the old checkpoints.
+  BOOST_TEST(parse({"train", "--resume", ""}).error == "--resume needs auto or a version file");
+  BOOST_TEST(parse({"train", "--resume="}).error != "");  // CLI11 refuses this one itself
+  BOOST_TEST(parse({"train", "--resume", "auto"}).error == "");
+  BOOST_TEST(parse({"train"}).resume == "");
+}
+
+BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
+  BOOST_TEST(parse({"train", "--grpo.group_size", "0"}).error ==
+             "config: grpo.group_size = 0: must be a positive number");
+  BOOST_TEST(parse({"train", "--grpo.kl_coef", "-1"}).error == "config: grpo.kl_coef = -1: must be a number >= 0");
+  TempToml toml("[model]\nn_heads = -4\n");
+  BOOST_TEST(parse({"train", "--config", toml.path}).error == "config: model.n_heads = -4: must be a positive number");
+}
+
+BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_file_and_line) {
+  TempToml toml("# a comment\n[run]\nsteps 3\n");
+  const std::string error = parse({"train", "--config", toml.path}).error;
+  BOOST_TEST(error == "config file " + toml.path + ": TOML syntax error at line 3: expected key = value: steps 3");
+  for (const char* text : {"[run\nsteps = 3\n", "[run]\nsteps =\n", "[run]\ndir = \"runs/x\n", "= 3\n",
+                           "[rollout]\nretry_condition = [\"failed\",\n"}) {
+    TempToml bad(text);
+    const std::string e = parse({"train", "--config", bad.path}).error;
+    BOOST_TEST(e.find("TOML syntax error") != std::string::npos, text << ": " << e);
+  }
+  TempToml fine("[rollout]\nretry_condition = [\"failed\",\n  \"timeout\"]\n[run]\nsteps = 4  # few\n");
+  const Invocation inv = parse({"train", "--config", fine.path});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST(inv.config.rollout.retry_condition.size() == 2u);
+  BOOST_TEST(inv.config.run.steps == 4);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(cli_rollout)

@@ -13,6 +13,10 @@ namespace arclight::app {
 // a model that cannot hold the agent's episodes, a layout it cannot run).
 void check_training_config(const Config& config);
 
+// Creates the checkpoint directory if missing and refuses, with UsageError, one that cannot take
+// a file: found at start-up, not at the first checkpoint after training up to it. Rank 0's job.
+void check_checkpoint_dir(const Config& config);
+
 // Runs this rank's part of the job; returns its exit code when training has ended on every
 // rank: exit_ok, or on rank 0 exit_requeue after a signal-triggered checkpoint.
 // resume: "auto", a checkpoint version file, or empty.
