@@ -280,7 +280,6 @@ void Coordinator::add_figures(const algo::Trajectory& t, EpisodeFigures& fig) {
   for (const auto& c : t.calls) fig.tokens += double(c.response.size());
   auto it = t.metrics.find("success");
   fig.success += it == t.metrics.end() ? 0.0 : it->second;
-  fig.results.push_back(t.metrics);
 }
 
 // Sends every trainer its shard of the samples, serves the store meanwhile, and combines
@@ -349,7 +348,9 @@ EpisodeFigures Coordinator::validate() {
       fig.results.emplace_back();
       continue;
     }
-    add_figures(algo::read_trajectory(spans_of(id)), fig);
+    const algo::Trajectory t = algo::read_trajectory(spans_of(id));
+    add_figures(t, fig);
+    fig.results.push_back(t.metrics);
   }
   return fig;
 }

@@ -22,7 +22,7 @@ namespace arclight::app {
 // Sums over the episodes of a step (or of a validation).
 struct EpisodeFigures {
   double reward = 0, success = 0, tokens = 0;
-  std::vector<std::map<std::string, double>> results;  // each episode's result metrics (empty: it failed)
+  std::vector<std::map<std::string, double>> results;  // validation only: each episode's metrics (empty: failed)
   int episodes = 0, failed = 0, retries = 0;
 };
 

@@ -114,7 +114,7 @@ class TrainerRank {
     writer_.wait();
   }
 
-  void serve(const comm::work::Stop&) {}
+  void serve(const comm::work::Stop&) {}  // never reached: run() ends on stop
 
   // One training step on this trainer's shard; the new weights go to the runners and the
   // figures to rank 0.

@@ -8,21 +8,13 @@
 
 #include "arclight/ckpt/inspect.hpp"
 #include "same_checkpoint.hpp"
+#include "../temp_dir.hpp"
 
 using namespace arclight;
 using namespace arclight::ckpt;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char name[] = "/tmp/arclight_ckpt_XXXXXX";
-    path = mkdtemp(name);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 Checkpoint sample(std::int64_t step) {
   Checkpoint c;
   c.step = step;

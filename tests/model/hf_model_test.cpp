@@ -2,6 +2,7 @@
 // in one file and in shards with an index), read with transformers' defaults and checked; then one malformation at a
 // time, each refused with a ModelFileError naming the key, the tensor or the shard.
 #include "arclight/model/hf_model.hpp"
+#include "../temp_dir.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -20,17 +21,6 @@ using namespace arclight::model;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "hf_model_test.XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string dir() const { return path.string(); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

@@ -1,6 +1,7 @@
 // safetensors: written then read back for every dtype; the writer's bytes and the spec's own example checked byte
 // by byte; every malformed header, built by hand, refused with ModelFileError naming the file (and the tensor).
 #include "arclight/model/safetensors.hpp"
+#include "../temp_dir.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -22,16 +23,6 @@ namespace {
 const std::vector<DType> every_dtype = {
     DType::boolean, DType::u8,   DType::i8,  DType::f8_e5m2, DType::f8_e4m3, DType::f8_e8m0, DType::i16, DType::u16,
     DType::f16,     DType::bf16, DType::i32, DType::u32,     DType::f32,     DType::i64,     DType::u64, DType::f64};
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "safetensors_test.XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string le64(std::uint64_t v) {
   std::string out;
