@@ -23,6 +23,8 @@ packages=(
   protobuf-compiler libprotobuf-dev python3-protobuf
   # scripts/plot_metrics.py
   python3-matplotlib
+  # tests/model/hf_reference.py: tiny Hugging Face models and their logits, from a PyTorch nobody here built
+  python3-torch python3-numpy
   # the Slurm tests start a one-node cluster; bc and hdf5-tools serve the benchmarks and tests
   slurmctld slurmd slurm-client munge bc
 )

@@ -11,14 +11,14 @@
 namespace arclight::algo {
 
 namespace {
-// grpo.train_blocks = N > 0: only the last N blocks, the final norm and the head train.
+// grpo.train_blocks = N > 0: only the last N layers, the final norm and the head train (not the embeddings).
 std::vector<bool> trainable_mask(const model::Policy& p, int train_blocks) {
   std::vector<bool> mask;
-  const int layers = p.config().n_layers;
+  const int layers = p.architecture().num_layers;
   for (const std::string& name : p.parameter_names()) {
-    bool trains = train_blocks <= 0 || name.rfind("ln_f.", 0) == 0 || name.rfind("head.", 0) == 0;
-    if (name.rfind("block", 0) == 0) trains = trains || std::stoi(name.substr(5)) >= layers - train_blocks;
-    mask.push_back(trains);
+    const std::optional<int> layer = model::layer_of(name);
+    const bool head_or_final_norm = name.rfind("lm_head.", 0) == 0 || name.rfind("model.norm.", 0) == 0;
+    mask.push_back(train_blocks <= 0 || head_or_final_norm || (layer && *layer >= layers - train_blocks));
   }
   return mask;
 }
@@ -127,7 +127,7 @@ TrainStats Trainer::step(const std::vector<Sample>& shard, double total_action_t
 TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_action_tokens) {
   Impl& m = *impl_;
   TrainStats stats;
-  for (auto& p : m.policy.parameters()) p.mutable_grad().zero_();
+  m.policy.zero_gradients();
   const double total = std::max(1.0, total_action_tokens);
   const std::size_t micro = static_cast<std::size_t>(m.config.micro_batch);
   for (std::size_t begin = 0; begin < shard.size(); begin += micro) {

@@ -1,11 +1,15 @@
 #include "arclight/app/cli.hpp"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 
 #include "arclight/comm/gpu.hpp"
+#include "arclight/core/error.hpp"
 #include "arclight/core/version.hpp"
 
 namespace arclight::app {
@@ -148,6 +152,9 @@ void bind_layout(ConfigBinder& b, Config& c) {
 }
 
 void bind_model(ConfigBinder& b, Config& c) {
+  b.mode("model.source", c.model.source, "scratch: a transformer initialised here; hf: a Hugging Face model directory");
+  b.opt("model.path", c.model.path, "source = hf: the model directory (config.json, *.safetensors)");
+  b.mode("model.dtype", c.model.dtype, "the forward's compute type (parameters stay float32)");
   b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(positive);
   b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(positive);
   b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(positive);
@@ -309,6 +316,20 @@ Invocation parse_command_line(int argc, const char* const* argv) {
       "--trained", inv.inspect_trained,
       "how often each task was trained on, from the store in a version (the directory's newest valid one)");
 
+  CLI::App* exporter = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face model directory");
+  exporter->fallthrough();
+  ExportRequest& request = inv.export_request;
+  exporter
+      ->add_option("CHECKPOINT", request.checkpoint, "checkpoint directory (its newest valid version) or version file")
+      ->required();
+  exporter->add_option("--hf", request.hf_dir, "the model directory to write; must not exist or be empty")->required();
+  exporter->add_option("--model", request.source_dir,
+                       "the Hugging Face directory the run started from (its config and tokenizer files are copied); "
+                       "default: the run's model.path");
+  exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
+      ->check(positive)
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help or --version
@@ -331,10 +352,26 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.effective_config = train->config_to_str(true, false);
   } else if (inspect->parsed()) {
     inv.command = Command::inspect;
+  } else if (exporter->parsed()) {
+    inv.command = Command::export_model;
   } else {
     inv.text = app.help();
   }
   return inv;
+}
+
+Config config_from_toml(const std::string& toml) {
+  char path[] = "/tmp/arclight_config.XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) throw Error("cannot create a temporary file for the checkpoint's configuration");
+  const bool written = ::write(fd, toml.data(), toml.size()) == static_cast<ssize_t>(toml.size());
+  ::close(fd);
+  const char* argv[] = {"arclight", "train", "--config", path};
+  Invocation inv = written ? parse_command_line(4, argv) : Invocation{};
+  ::unlink(path);
+  if (!written) throw Error("cannot write a temporary file for the checkpoint's configuration");
+  if (!inv.error.empty()) throw UsageError("the checkpoint's configuration does not read: " + inv.error);
+  return inv.config;
 }
 
 }  // namespace arclight::app

@@ -22,7 +22,10 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/layout.hpp"
 #include "arclight/core/placement.hpp"
+#include "arclight/agent/agent.hpp"
+#include "arclight/model/architecture.hpp"
 #include "arclight/model/compute_threads.hpp"
+#include "arclight/model/hf_export.hpp"
 
 namespace arclight::app {
 namespace {
@@ -67,11 +70,15 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
   std::string table = placement_table(mpi, layout, placement);
   if (inv.dry_run) {
     if (mpi.rank() == 0) {
+      const auto agent = agent::make_agent(inv.config.agent);
+      const model::Architecture model = model::architecture_of(inv.config.model, agent->vocab_size());
       std::printf(
-          "# effective configuration\n%s\n# roles (%d ranks: %zu runner(s), %zu trainer(s), trainer leader rank "
-          "%d)\n%s",
-          inv.effective_config.c_str(), layout.world_size(), layout.runners().size(), layout.trainers().size(),
-          layout.trainer_leader(), table.c_str());
+          "# effective configuration\n%s\n# model (%s, compute %s)\n%s\n# roles (%d ranks: %zu runner(s), %zu "
+          "trainer(s), trainer leader rank %d)\n%s",
+          inv.effective_config.c_str(),
+          inv.config.model.source == ModelSource::hf ? inv.config.model.path.c_str() : "initialised here",
+          name_of(inv.config.model.dtype), model::describe(model).c_str(), layout.world_size(), layout.runners().size(),
+          layout.trainers().size(), layout.trainer_leader(), table.c_str());
       std::fflush(stdout);
     }
     return exit_ok;
@@ -91,16 +98,20 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
 
 // The store's ledger of trained rollouts (its "trained" resource versions, one per step),
 // counted by task: two runs that trained on the same tasks equally often print the same.
+// A checkpoint directory's newest valid version, or one version file: its path and contents.
+std::pair<std::string, ckpt::Checkpoint> find_checkpoint(const std::string& where, ckpt::Contents contents,
+                                                         const std::string& command) {
+  if (!std::filesystem::is_directory(where)) return std::make_pair(where, ckpt::read_checkpoint(where, contents));
+  auto found = ckpt::load_latest(where, {}, contents);
+  if (!found) throw UsageError(command + ": no valid checkpoint in " + where);
+  return std::move(*found);
+}
+
 int print_trained(const std::string& where) {
-  std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
-  if (std::filesystem::is_directory(where))
-    found = ckpt::load_latest(where, {}, ckpt::Contents::no_tensor_data);
-  else
-    found = std::make_pair(where, ckpt::read_checkpoint(where, ckpt::Contents::no_tensor_data));
-  if (!found) throw UsageError("inspect: no valid checkpoint in " + where);
+  const auto found = find_checkpoint(where, ckpt::Contents::no_tensor_data, "inspect");
   SystemClock clock;
   store::MemoryStore store(clock);
-  store.import_state(found->second.store_tables, found->second.store_history, found->second.span_log);
+  store.import_state(found.second.store_tables, found.second.store_history, found.second.span_log);
   std::map<std::string, int> by_task;
   std::set<store::RolloutId> seen;
   int steps = 0, rollouts = 0, twice = 0;
@@ -116,8 +127,40 @@ int print_trained(const std::string& where) {
   }
   for (const auto& [task, count] : by_task) std::printf("%d %s\n", count, task.c_str());
   std::printf("%s: %d rollouts of %zu tasks trained on over %d steps; %d rollouts trained on twice\n",
-              found->first.c_str(), rollouts, by_task.size(), steps, twice);
+              found.first.c_str(), rollouts, by_task.size(), steps, twice);
   return twice == 0 ? exit_ok : exit_failure;
+}
+
+// The model of a checkpoint as a Hugging Face directory, with the config and tokenizer of the model it started from.
+int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
+  if (mpi.rank() != 0) return exit_ok;
+  const ExportRequest& request = inv.export_request;
+  const auto [path, checkpoint] = find_checkpoint(request.checkpoint, ckpt::Contents::model, "export");
+  std::string source = request.source_dir;
+  if (source.empty()) {
+    const Config saved = config_from_toml(checkpoint.config_toml);
+    if (saved.model.source != ModelSource::hf)
+      throw UsageError("export: " + path +
+                       " is a run of a model initialised here (model.source = scratch), which has no Hugging Face "
+                       "architecture; runs of model.source = hf export");
+    source = saved.model.path;
+  }
+  std::vector<model::NamedWeights> weights;
+  std::size_t offset = 0;
+  for (const ckpt::TensorInfo& t : checkpoint.tensors) {
+    weights.push_back({t.name, checkpoint.parameters.data() + offset, t.size});
+    offset += t.size;
+  }
+  model::ExportOptions options;
+  options.max_shard_bytes = request.max_shard_bytes;
+  const model::ExportReport report = model::export_hf(source, weights, request.hf_dir, options);
+  std::string files;
+  for (const std::string& f : report.files) files += " " + f;
+  std::printf("%s (step %lld) -> %s: %llu bytes of %s weights;%s\n", path.c_str(),
+              static_cast<long long>(checkpoint.step), request.hf_dir.c_str(),
+              static_cast<unsigned long long>(report.weight_bytes),
+              std::string(model::dtype_name(report.dtype)).c_str(), files.c_str());
+  return exit_ok;
 }
 
 int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {
@@ -160,6 +203,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
     switch (inv.command) {
       case Command::train: return train(mpi, inv, layout);
       case Command::inspect: return inspect(mpi, inv);
+      case Command::export_model: return export_model(mpi, inv);
       case Command::none: return exit_ok;
     }
   } catch (const Error& e) {

@@ -15,6 +15,7 @@
 #include "arclight/comm/store_service.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "arclight/model/architecture.hpp"
 #include "roles.hpp"
 #include "weight_channel.hpp"
 
@@ -62,12 +63,13 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
 
 void check_training_config(const Config& config) {
   auto agent = agent::make_agent(config.agent);
-  if (config.model.d_model % config.model.n_heads != 0 || (config.model.d_model / config.model.n_heads) % 2 != 0)
-    throw UsageError(log::concat("model.d_model = ", config.model.d_model,
-                                 " must split into model.n_heads = ", config.model.n_heads, " heads of an even size"));
-  if (config.grpo.train_blocks > config.model.n_layers)
-    throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks,
-                                 " exceeds model.n_layers = ", config.model.n_layers));
+  // The ranks run on CPUs, where LibTorch has no float16 matrix products.
+  if (config.model.dtype == ComputeType::float16)
+    throw UsageError("model.dtype = float16 needs GPUs; on CPUs use bfloat16 or float32");
+  const model::Architecture architecture = model::architecture_of(config.model, agent->vocab_size());
+  if (config.grpo.train_blocks > architecture.num_layers)
+    throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks, " exceeds the model's ",
+                                 architecture.num_layers, " layers"));
   if (config.model.max_seq < agent->max_sequence())
     throw UsageError(log::concat("model.max_seq = ", config.model.max_seq, " is shorter than a ", agent->name(),
                                  " episode (", agent->max_sequence(), " tokens)"));

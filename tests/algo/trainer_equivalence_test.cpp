@@ -63,7 +63,9 @@ BOOST_AUTO_TEST_CASE(k_trainers_on_a_split_batch_end_like_one_on_the_whole) {
   double everywhere = 0;
   MPI_Allreduce(&worst, &everywhere, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   BOOST_TEST_MESSAGE(size_ << " trainers vs 1: largest parameter difference after 3 steps " << everywhere);
-  BOOST_TEST(everywhere < 1e-5);
+  // Sums in another order differ in the last bits; AdamW divides by sqrt(v), so where a gradient is near zero that
+  // moves a parameter by a small fraction of lr. A wrong reduction (a shard lost or counted twice) moves it by ~lr.
+  BOOST_TEST(everywhere < gc.lr / 100);
 }
 
 int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }

@@ -42,7 +42,7 @@ train 4 "$work/a" --run.steps 10 --checkpoint.every_steps 4
 check '[ $rc = 0 ]' "first run failed: $(tail -3 "$work/err")"
 check '[ "$(ls "$work/a/checkpoints" | xargs)" = "LATEST segments v00000004.h5 v00000008.h5 v00000010.h5" ]' \
   "versions: $(ls "$work/a/checkpoints" | xargs)"
-check 'h5dump -H "$work/a/checkpoints/v00000010.h5" | grep -q "DATASET \"block0.qkv.weight\""' "h5dump cannot read a version"
+check 'h5dump -H "$work/a/checkpoints/v00000010.h5" | grep -q "DATASET \"model.layers.0.self_attn.q_proj.weight\""' "h5dump cannot read a version"
 "$bin" inspect "$work/a/checkpoints" >"$work/inspect" 2>&1
 check 'grep -q "v00000010.h5 .* step 10  policy version 10  parent v00000008.h5.*valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"
 
@@ -108,9 +108,9 @@ check '[ "$(steps_of "$work/c")" = "$(seq 1 10 | xargs)" ] && [ ! -e "$work/c/ch
 
 # 7. A frozen base (only the last block trains): versions link to the first full one's frozen tensors.
 train 4 "$work/d" --run.steps 6 --checkpoint.every_steps 2 --grpo.train_blocks 1 --checkpoint.full_every 3
-check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep -q "/model/parameters/embed.weight *External Link {v00000002.h5//model/parameters/embed.weight}"' \
-  "frozen embedding not linked: $(h5ls -r "$work/d/checkpoints/v00000006.h5" | grep embed)"
-check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep "/model/parameters/block0.qkv.weight" | grep -vq "External"' \
+check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep -q "/model/parameters/model.embed_tokens.weight *External Link {v00000002.h5//model/parameters/model.embed_tokens.weight}"' \
+  "frozen embedding not linked: $(h5ls -r "$work/d/checkpoints/v00000006.h5" | grep embed_tokens)"
+check 'h5ls -r "$work/d/checkpoints/v00000006.h5" | grep "/model/parameters/model.layers.0.self_attn.q_proj.weight" | grep -vq "External"' \
   "a trained tensor was linked"
 "$bin" inspect "$work/d/checkpoints" >"$work/inspect" 2>&1
 check 'grep -Eq "v00000006.h5 .* parent v00000004.h5 \(links to v00000002.h5.* and [0-9]+ log segments\)  valid" "$work/inspect"' "inspect: $(cat "$work/inspect")"

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "arclight/core/config.hpp"
@@ -6,7 +7,15 @@
 
 namespace arclight::app {
 
-enum class Command { none, train, inspect };
+enum class Command { none, train, inspect, export_model };
+
+// export: a checkpoint's model as a Hugging Face directory.
+struct ExportRequest {
+  std::string checkpoint;  // a checkpoint directory (its newest valid version) or one version file
+  std::string hf_dir;      // the directory to write
+  std::string source_dir;  // the Hugging Face directory the run started from; empty: the run's model.path
+  std::uint64_t max_shard_bytes = 5'000'000'000;
+};
 
 // What the command line (and the config file it names) asked for.
 struct Invocation {
@@ -16,6 +25,7 @@ struct Invocation {
   std::string resume;  // train --resume: "auto", a version file, or empty (a fresh run)
   std::string inspect_dir;
   bool inspect_trained = false;  // inspect --trained: the store's ledger of trained rollouts, by task
+  ExportRequest export_request;
   log::Level log_level = log::Level::info;
   std::string effective_config;  // the TOML of every key's value, for --dry-run
   std::string text;              // --help or --version text; print it and exit 0
@@ -25,5 +35,8 @@ struct Invocation {
 // Parses argv and the TOML file given by --config. Never throws: bad input
 // comes back in `error`.
 Invocation parse_command_line(int argc, const char* const* argv);
+
+// The configuration a checkpoint saved (its effective TOML), read as a config file is; UsageError if it does not.
+Config config_from_toml(const std::string& toml);
 
 }  // namespace arclight::app

@@ -16,6 +16,8 @@ enum class Positions { rotary, learned };
 enum class Advantage { per_step, trajectory };
 enum class SampleUnit { trajectory, transition };
 enum class Compression { none, bf16, fp16 };
+enum class ModelSource { scratch, hf };
+enum class ComputeType { float32, bfloat16, float16 };
 
 template <class Mode>
 struct ModeName {
@@ -35,12 +37,18 @@ inline constexpr ModeName<SampleUnit> sample_unit_names[] = {{SampleUnit::trajec
                                                              {SampleUnit::transition, "transition"}};
 inline constexpr ModeName<Compression> compression_names[] = {
     {Compression::none, "none"}, {Compression::bf16, "bf16"}, {Compression::fp16, "fp16"}};
+inline constexpr ModeName<ModelSource> model_source_names[] = {{ModelSource::scratch, "scratch"},
+                                                               {ModelSource::hf, "hf"}};
+inline constexpr ModeName<ComputeType> compute_type_names[] = {
+    {ComputeType::float32, "float32"}, {ComputeType::bfloat16, "bfloat16"}, {ComputeType::float16, "float16"}};
 constexpr const auto& mode_names(Progress) { return progress_names; }
 constexpr const auto& mode_names(LayoutMode) { return layout_mode_names; }
 constexpr const auto& mode_names(Positions) { return positions_names; }
 constexpr const auto& mode_names(Advantage) { return advantage_names; }
 constexpr const auto& mode_names(SampleUnit) { return sample_unit_names; }
 constexpr const auto& mode_names(Compression) { return compression_names; }
+constexpr const auto& mode_names(ModelSource) { return model_source_names; }
+constexpr const auto& mode_names(ComputeType) { return compute_type_names; }
 
 template <class Mode>
 const char* name_of(Mode mode) {
@@ -89,12 +97,17 @@ struct RunnerConfig {
 };
 
 // The policy network. The vocabulary comes from the task.
+// The policy: a transformer initialised here (scratch: the sizes below) or a Hugging Face model directory (hf: its
+// config.json gives the sizes, and d_model .. d_ff and positions do not apply).
 struct ModelConfig {
+  ModelSource source = ModelSource::scratch;
+  std::string path;                          // hf: the model directory
+  ComputeType dtype = ComputeType::float32;  // the forward's type; parameters and optimizer state stay float32
   int d_model = 64;
   int n_layers = 2;
   int n_heads = 4;
   int d_ff = 256;
-  int max_seq = 64;
+  int max_seq = 64;  // the longest sequence of the run (the KV cache's size), for both sources
   Positions positions = Positions::rotary;
 };
 

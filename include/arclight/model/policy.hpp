@@ -9,6 +9,7 @@
 
 #include "arclight/core/config.hpp"
 #include "arclight/core/gradient_reducer.hpp"
+#include "arclight/model/architecture.hpp"
 
 namespace at {
 class Tensor;
@@ -17,17 +18,22 @@ class Tensor;
 namespace arclight::model {
 
 struct Sampling {
-  double temperature = 1.0;
-  int top_k = 0;  // 0: the whole vocabulary
+  double temperature = 1.0;  // 0: greedy (the most likely token)
+  int top_k = 0;             // 0: the whole vocabulary
+  double top_p = 1.0;        // the smallest set of most likely tokens whose probability reaches top_p
 };
 
-// One row of a generate call: the sampled tokens and their log-probs under the
-// distribution they were drawn from (temperature and top-k applied).
+// One row of a generate call: the sampled tokens and their log-probs under the distribution they were drawn from
+// (temperature, top-k and top-p applied; for greedy rows, the model's own distribution). A row that drew a stop
+// token ends with it.
 struct Generation {
   std::vector<std::int32_t> tokens;
   std::vector<float> logprobs;
+  bool stopped = false;  // ended at a stop token, not at max_new_tokens
 };
 
+// The one decoder (architecture.hpp) with its weights: drawn from `seed` for model.source = "scratch" (the same seed
+// gives the same weights on every rank), read from model.path for "hf" (ModelFileError naming the file or tensor).
 class Policy {
  public:
   Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed);
@@ -36,24 +42,28 @@ class Policy {
   Policy& operator=(Policy&&) noexcept;
 
   const ModelConfig& config() const;
+  const Architecture& architecture() const;
   int vocab_size() const;
   std::size_t parameter_count() const;
 
-  // Continues every prompt by max_new_tokens, all rows in one batch. The prompts must
-  // have equal lengths (callers group them). With use_cache, each new token costs one
+  // Continues every prompt by up to max_new_tokens, all rows in one batch, a row ending early at any of
+  // stop_tokens. The prompts must have equal lengths (callers group them). With use_cache, each new token costs one
   // step over a KV cache; without, each re-forwards the whole prefix.
   std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts, int max_new_tokens,
-                                   const Sampling& sampling, bool use_cache = true);
+                                   const Sampling& sampling, bool use_cache = true,
+                                   const std::vector<std::int32_t>& stop_tokens = {});
 
   // Logits [batch, length, vocab] for int64 tokens [batch, length] (a full forward, with autograd).
   at::Tensor logits(const at::Tensor& tokens) const;
   std::vector<at::Tensor> parameters() const;
-  // Their names ("embed.weight", "block0.qkv.weight", ...), in the same order.
+  // Their names, transformers' ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", ...), in the
+  // same order.
   std::vector<std::string> parameter_names() const;
 
   // Parameters and their gradients as float buffers, in a fixed order on every rank.
   std::vector<FloatBuffer> parameter_buffers();
   std::vector<FloatBuffer> gradient_buffers();
+  void zero_gradients();
   // All parameters as one flat vector, and back (weight sync, checkpoints).
   std::vector<float> flat_parameters() const;
   void load_flat_parameters(const float* data, std::size_t size);

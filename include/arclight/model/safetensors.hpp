@@ -17,9 +17,9 @@ namespace arclight::model {
 
 // A model file that cannot be used as it is: truncated, malformed, inconsistent. The message names the file and,
 // where there is one, the tensor.
-class ModelFileError : public Error {
+class ModelFileError : public UsageError {
  public:
-  explicit ModelFileError(const std::string& what) : Error(what, exit_usage) {}
+  explicit ModelFileError(const std::string& what) : UsageError(what) {}
 };
 
 // The safetensors dtypes whose elements are whole bytes (the sub-byte F4/F6 kinds are refused as unknown).

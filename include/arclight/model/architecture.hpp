@@ -1,0 +1,56 @@
+#pragma once
+// The shape of the one decoder that serves every policy: the sizes and switches that tell a transformer initialised
+// here (model.source = "scratch": LayerNorm, GELU, biases, rotary or learned positions) from a Hugging Face Llama,
+// Qwen2, Qwen3 or Mistral (RMSNorm, SwiGLU, grouped-query attention, RoPE with optional llama3 scaling, q/k norms).
+// No LibTorch here: the app checks a configuration with it before any rank builds a model.
+#include <optional>
+#include <string>
+
+#include "arclight/core/config.hpp"
+#include "arclight/model/hf_model.hpp"
+
+namespace arclight::model {
+
+enum class NormKind { layer_norm, rms_norm };
+enum class MlpKind { gelu, gated_silu };  // gated_silu: down(silu(gate(x)) * up(x)), Llama's SwiGLU
+
+struct Architecture {
+  std::string name;  // "scratch", or config.json's architecture ("Qwen3ForCausalLM", ...)
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;  // divides num_heads: each group of num_heads / num_kv_heads queries shares one key head
+  int head_dim = 0;
+  int max_seq = 0;  // the KV cache's capacity and the longest sequence a forward takes
+  NormKind norm = NormKind::rms_norm;
+  double norm_eps = 1e-6;
+  MlpKind mlp = MlpKind::gated_silu;
+  bool mlp_bias = false;
+  bool learned_positions = false;  // an embedding per position instead of RoPE
+  double rope_theta = 10000;
+  std::optional<HfConfig::RopeScaling> rope_scaling;  // llama3
+  bool qkv_bias = false, o_bias = false, lm_head_bias = false;
+  bool qk_norm = false;               // RMSNorm over each head's q and k before RoPE (Qwen3)
+  bool tied_embeddings = false;       // lm_head is embed_tokens
+  std::optional<int> sliding_window;  // a query sees itself and the window - 1 keys before it
+};
+
+// A transformer initialised here, for an agent's vocabulary.
+Architecture scratch_architecture(const ModelConfig& config, int vocab_size);
+// A Hugging Face model of this config.json, run with sequences of up to max_seq tokens.
+Architecture hf_architecture(const HfConfig& config, int max_seq);
+
+// The architecture model.source names: for hf, config.json is read and the weights' headers are checked against it
+// (ModelFileError naming the file, key or tensor). `agent_vocab` is the built-in agent's vocabulary, which must fit.
+Architecture architecture_of(const ModelConfig& config, int agent_vocab);
+
+std::size_t parameter_count(const Architecture& a);
+// One line for people: what the model is, its sizes and its peculiarities ("Qwen3ForCausalLM: 28 layers, ...").
+std::string describe(const Architecture& a);
+
+// The layer a parameter belongs to ("model.layers.3.mlp.up_proj.weight" -> 3), or none (embeddings, final norm, head).
+std::optional<int> layer_of(const std::string& parameter_name);
+
+}  // namespace arclight::model

@@ -1,0 +1,212 @@
+#include "decoder.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::model {
+
+Projection::Projection(std::int64_t in, std::int64_t out, bool with_bias) {
+  weight = register_parameter("weight", torch::empty({out, in}));
+  if (with_bias) bias = register_parameter("bias", torch::empty({out}));
+}
+
+Norm::Norm(std::int64_t dim, NormKind k, double e) : kind(k), eps(e) {
+  weight = register_parameter("weight", torch::ones({dim}));
+  if (kind == NormKind::layer_norm) bias = register_parameter("bias", torch::zeros({dim}));
+}
+
+Table::Table(std::int64_t rows, std::int64_t dim) { weight = register_parameter("weight", torch::empty({rows, dim})); }
+
+Attention::Attention(const Architecture& a) {
+  const std::int64_t q_width = std::int64_t{a.num_heads} * a.head_dim,
+                     kv_width = std::int64_t{a.num_kv_heads} * a.head_dim;
+  q_proj = register_module("q_proj", std::make_shared<Projection>(a.hidden_size, q_width, a.qkv_bias));
+  k_proj = register_module("k_proj", std::make_shared<Projection>(a.hidden_size, kv_width, a.qkv_bias));
+  v_proj = register_module("v_proj", std::make_shared<Projection>(a.hidden_size, kv_width, a.qkv_bias));
+  o_proj = register_module("o_proj", std::make_shared<Projection>(q_width, a.hidden_size, a.o_bias));
+  if (a.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<Norm>(a.head_dim, NormKind::rms_norm, a.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<Norm>(a.head_dim, NormKind::rms_norm, a.norm_eps));
+  }
+}
+
+Mlp::Mlp(const Architecture& a) {
+  if (a.mlp == MlpKind::gated_silu)
+    gate_proj =
+        register_module("gate_proj", std::make_shared<Projection>(a.hidden_size, a.intermediate_size, a.mlp_bias));
+  up_proj = register_module("up_proj", std::make_shared<Projection>(a.hidden_size, a.intermediate_size, a.mlp_bias));
+  down_proj =
+      register_module("down_proj", std::make_shared<Projection>(a.intermediate_size, a.hidden_size, a.mlp_bias));
+}
+
+Layer::Layer(const Architecture& a) {
+  self_attn = register_module("self_attn", std::make_shared<Attention>(a));
+  mlp = register_module("mlp", std::make_shared<Mlp>(a));
+  input_layernorm = register_module("input_layernorm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
+}
+
+Body::Body(const Architecture& a) {
+  embed_tokens = register_module("embed_tokens", std::make_shared<Table>(a.vocab_size, a.hidden_size));
+  if (a.learned_positions)
+    embed_positions = register_module("embed_positions", std::make_shared<Table>(a.max_seq, a.hidden_size));
+  auto list = register_module("layers", torch::nn::ModuleList());
+  for (int l = 0; l < a.num_layers; ++l) {
+    layers.push_back(std::make_shared<Layer>(a));
+    list->push_back(layers.back());  // named by its index: model.layers.<l>.
+  }
+  norm = register_module("norm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
+}
+
+torch::Tensor rope_inverse_frequencies(const Architecture& a) {
+  const auto exponents = torch::arange(0, a.head_dim, 2, torch::kLong).to(torch::kFloat) / a.head_dim;
+  auto inv_freq = 1.0 / torch::pow(a.rope_theta, exponents);
+  if (!a.rope_scaling) return inv_freq;
+  // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, the band between blended smoothly.
+  const HfConfig::RopeScaling& s = *a.rope_scaling;
+  const double old_context = s.original_max_position_embeddings;
+  const double low_freq_wavelen = old_context / s.low_freq_factor, high_freq_wavelen = old_context / s.high_freq_factor;
+  const auto wavelen = 2 * M_PI / inv_freq;
+  auto scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
+  const auto smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  const auto medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+  return torch::where(medium, smoothed, scaled);
+}
+
+Decoder::Decoder(const Architecture& architecture, torch::ScalarType compute_type)
+    : a_(architecture), compute_(compute_type) {
+  if (a_.num_heads % a_.num_kv_heads != 0 || a_.head_dim % 2 != 0)
+    throw UsageError(log::concat("a decoder of ", a_.num_heads, " heads, ", a_.num_kv_heads,
+                                 " key/value heads and head_dim ", a_.head_dim, " cannot be built"));
+  model_ = register_module("model", std::make_shared<Body>(a_));
+  if (!a_.tied_embeddings)
+    lm_head_ = register_module("lm_head", std::make_shared<Projection>(a_.hidden_size, a_.vocab_size, a_.lm_head_bias));
+  const auto angles = torch::outer(torch::arange(a_.max_seq, torch::kFloat), rope_inverse_frequencies(a_));
+  cos_table_ = angles.cos();
+  sin_table_ = angles.sin();
+}
+
+void Decoder::initialize() {
+  torch::NoGradGuard no_grad;
+  for (const auto& module : modules()) {
+    if (auto p = std::dynamic_pointer_cast<Projection>(module)) {
+      const double bound = 1.0 / std::sqrt(double(p->weight.size(1)));  // torch.nn.Linear's kaiming_uniform(a=√5)
+      p->weight.uniform_(-bound, bound);
+      if (p->bias.defined()) p->bias.uniform_(-bound, bound);
+    } else if (auto t = std::dynamic_pointer_cast<Table>(module)) {
+      t->weight.normal_();
+    } else if (auto n = std::dynamic_pointer_cast<Norm>(module)) {
+      n->weight.fill_(1);
+      if (n->bias.defined()) n->bias.zero_();
+    }
+  }
+}
+
+KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
+  KvCache cache;
+  const auto options = torch::TensorOptions().dtype(compute_);
+  for (int l = 0; l < a_.num_layers; ++l) {
+    cache.keys.push_back(torch::zeros({batch, a_.num_kv_heads, capacity, a_.head_dim}, options));
+    cache.values.push_back(torch::zeros({batch, a_.num_kv_heads, capacity, a_.head_dim}, options));
+  }
+  return cache;
+}
+
+torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) {
+  const std::int64_t t = tokens.size(1);
+  const std::int64_t start = cache ? cache->length : 0;
+  if (start + t > a_.max_seq)
+    throw Error(log::concat("a sequence of ", start + t, " tokens exceeds model.max_seq = ", a_.max_seq));
+  if (cache && start + t > cache->keys.at(0).size(2))
+    throw Error(log::concat("a sequence of ", start + t, " tokens overflows its KV cache"));
+  auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
+  if (model_->embed_positions)
+    x = x + torch::embedding(cast(model_->embed_positions->weight), torch::arange(start, start + t, torch::kLong));
+  const torch::Tensor blocked = blocked_keys(start, t);
+  for (std::size_t l = 0; l < model_->layers.size(); ++l) {
+    Layer& layer = *model_->layers[l];
+    x = x +
+        attend(*layer.self_attn, normalize(*layer.input_layernorm, x), blocked, static_cast<std::int64_t>(l), cache);
+    x = x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
+  }
+  if (cache) cache->length = start + t;
+  x = normalize(*model_->norm, x);
+  auto logits = lm_head_ ? project(*lm_head_, x) : torch::linear(x, cast(model_->embed_tokens->weight));
+  return logits.to(torch::kFloat);
+}
+
+torch::Tensor Decoder::cast(const torch::Tensor& parameter) const {
+  return parameter.scalar_type() == compute_ ? parameter : parameter.to(compute_);
+}
+
+torch::Tensor Decoder::project(const Projection& p, const torch::Tensor& x) const {
+  return p.bias.defined() ? torch::linear(x, cast(p.weight), cast(p.bias)) : torch::linear(x, cast(p.weight));
+}
+
+torch::Tensor Decoder::normalize(const Norm& n, const torch::Tensor& x) const {
+  if (n.kind == NormKind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, cast(n.weight), cast(n.bias), n.eps);
+  const auto h = x.to(torch::kFloat);
+  return cast(n.weight) * (h * torch::rsqrt(h.pow(2).mean(-1, true) + n.eps)).to(x.scalar_type());
+}
+
+// x [B, heads, T, head_dim] at positions start .. start + T - 1.
+torch::Tensor Decoder::rotate(const torch::Tensor& x, std::int64_t start) const {
+  const std::int64_t t = x.size(2), half = a_.head_dim / 2;
+  const auto c = cos_table_.narrow(0, start, t).to(x.scalar_type());
+  const auto s = sin_table_.narrow(0, start, t).to(x.scalar_type());
+  const auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+}
+
+// [T, start + T]: true where query start + i may not see key j (the future, or before the sliding window).
+torch::Tensor Decoder::blocked_keys(std::int64_t start, std::int64_t length) const {
+  const auto query = torch::arange(start, start + length, torch::kLong).unsqueeze(1);
+  const auto key = torch::arange(0, start + length, torch::kLong).unsqueeze(0);
+  auto blocked = key > query;
+  if (a_.sliding_window) blocked = blocked.logical_or(key <= query - *a_.sliding_window);
+  return blocked;
+}
+
+torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const torch::Tensor& blocked, std::int64_t layer,
+                              KvCache* cache) {
+  const std::int64_t b = x.size(0), t = x.size(1), d = a_.head_dim, kv = a_.num_kv_heads;
+  const std::int64_t groups = a_.num_heads / kv, start = cache ? cache->length : 0;
+  auto q = project(*attn.q_proj, x).view({b, t, a_.num_heads, d});
+  auto k = project(*attn.k_proj, x).view({b, t, kv, d});
+  auto v = project(*attn.v_proj, x).view({b, t, kv, d}).transpose(1, 2);
+  if (attn.q_norm) {
+    q = normalize(*attn.q_norm, q);
+    k = normalize(*attn.k_norm, k);
+  }
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
+  if (!a_.learned_positions) {
+    q = rotate(q, start);
+    k = rotate(k, start);
+  }
+  if (cache) {
+    cache->keys[layer].narrow(2, start, t).copy_(k);
+    cache->values[layer].narrow(2, start, t).copy_(v);
+    k = cache->keys[layer].narrow(2, 0, start + t);
+    v = cache->values[layer].narrow(2, 0, start + t);
+  }
+  // Query head h reads key head h / groups (transformers' repeat_kv), without copying the keys per group.
+  const auto grouped_q = q.reshape({b, kv, groups, t, d});
+  auto scores = torch::matmul(grouped_q, k.unsqueeze(2).transpose(-2, -1)) / std::sqrt(double(d));
+  scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
+  const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
+  const auto y = torch::matmul(probabilities, v.unsqueeze(2)).reshape({b, a_.num_heads, t, d});
+  return project(*attn.o_proj, y.transpose(1, 2).reshape({b, t, a_.num_heads * d}));
+}
+
+torch::Tensor Decoder::feed_forward(Mlp& mlp, const torch::Tensor& x) const {
+  if (mlp.gate_proj) return project(*mlp.down_proj, torch::silu(project(*mlp.gate_proj, x)) * project(*mlp.up_proj, x));
+  return project(*mlp.down_proj, torch::gelu(project(*mlp.up_proj, x)));
+}
+
+}  // namespace arclight::model

@@ -1,0 +1,99 @@
+#pragma once
+// The one decoder-only transformer behind every policy (LibTorch; private to the model module). Its parameters carry
+// transformers' state-dict names ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", ...), so a
+// Hugging Face checkpoint loads and exports by name, and a scratch model's checkpoints read the same way.
+// Parameters are float32 (the master copy the optimizer steps); the forward casts them to the compute type.
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "arclight/model/architecture.hpp"
+
+namespace arclight::model {
+
+// Keys and values of every layer for a batch: [batch, kv_heads, capacity, head_dim] each, in the compute type.
+struct KvCache {
+  std::vector<torch::Tensor> keys, values;
+  std::int64_t length = 0;
+};
+
+// A weight [out, in] and an optional bias [out], allocated uninitialised: a loaded model is written once.
+struct Projection : torch::nn::Module {
+  Projection(std::int64_t in, std::int64_t out, bool with_bias);
+  torch::Tensor weight, bias;
+};
+
+// LayerNorm (weight and bias) or RMSNorm (weight; computed in float32, as transformers does).
+struct Norm : torch::nn::Module {
+  Norm(std::int64_t dim, NormKind kind, double eps);
+  NormKind kind;
+  double eps;
+  torch::Tensor weight, bias;
+};
+
+struct Table : torch::nn::Module {  // an embedding table [rows, dim]
+  Table(std::int64_t rows, std::int64_t dim);
+  torch::Tensor weight;
+};
+
+struct Attention : torch::nn::Module {
+  explicit Attention(const Architecture& a);
+  std::shared_ptr<Projection> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<Norm> q_norm, k_norm;  // Qwen3 only
+};
+
+struct Mlp : torch::nn::Module {
+  explicit Mlp(const Architecture& a);
+  std::shared_ptr<Projection> gate_proj, up_proj, down_proj;  // gate_proj: gated_silu only
+};
+
+struct Layer : torch::nn::Module {
+  explicit Layer(const Architecture& a);
+  std::shared_ptr<Attention> self_attn;
+  std::shared_ptr<Mlp> mlp;
+  std::shared_ptr<Norm> input_layernorm, post_attention_layernorm;
+};
+
+struct Body : torch::nn::Module {
+  explicit Body(const Architecture& a);
+  std::shared_ptr<Table> embed_tokens, embed_positions;  // embed_positions: learned positions only
+  std::vector<std::shared_ptr<Layer>> layers;
+  std::shared_ptr<Norm> norm;
+};
+
+class Decoder : public torch::nn::Module {
+ public:
+  Decoder(const Architecture& architecture, torch::ScalarType compute_type);
+
+  // Draws every parameter as torch.nn's layers would (uniform by fan-in, unit normal embeddings, unit norms), from
+  // the global generator: a scratch model.
+  void initialize();
+  // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.
+  torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
+  KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
+
+  const Architecture& architecture() const { return a_; }
+  torch::ScalarType compute_type() const { return compute_; }
+
+ private:
+  torch::Tensor cast(const torch::Tensor& parameter) const;
+  torch::Tensor project(const Projection& p, const torch::Tensor& x) const;
+  torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
+  torch::Tensor rotate(const torch::Tensor& x, std::int64_t start) const;
+  torch::Tensor attend(Attention& attn, const torch::Tensor& x, const torch::Tensor& blocked, std::int64_t layer,
+                       KvCache* cache);
+  torch::Tensor feed_forward(Mlp& mlp, const torch::Tensor& x) const;
+  torch::Tensor blocked_keys(std::int64_t start, std::int64_t length) const;
+
+  Architecture a_;
+  torch::ScalarType compute_;
+  std::shared_ptr<Body> model_;
+  std::shared_ptr<Projection> lm_head_;  // none when tied to the embedding
+  torch::Tensor cos_table_, sin_table_;  // [max_seq, head_dim / 2], float32
+};
+
+// RoPE's inverse frequencies, [head_dim / 2] float32: theta^(-2i / head_dim), rescaled as Llama 3.1 does when the
+// architecture says llama3 (transformers' _compute_llama3_parameters).
+torch::Tensor rope_inverse_frequencies(const Architecture& a);
+
+}  // namespace arclight::model

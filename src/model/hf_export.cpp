@@ -1,0 +1,212 @@
+#include "arclight/model/hf_export.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "arclight/core/log.hpp"
+#include "arclight/model/hf_model.hpp"
+
+namespace arclight::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The files of a model directory besides its weights that a user of the export needs: the architecture, the
+// generation defaults and the tokenizer (whichever of them the source has).
+constexpr const char* companion_files[] = {"config.json",
+                                           "generation_config.json",
+                                           "tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "tokenizer.model",
+                                           "added_tokens.json",
+                                           "chat_template.jinja",
+                                           "chat_template.json"};
+
+DType dtype_of(const HfConfig& config, const std::string& source) {
+  if (config.torch_dtype.empty() || config.torch_dtype == "float32") return DType::f32;
+  if (config.torch_dtype == "bfloat16") return DType::bf16;
+  if (config.torch_dtype == "float16") return DType::f16;
+  throw ModelFileError(log::concat(source, "/config.json: torch_dtype \"", config.torch_dtype,
+                                   "\" cannot be exported (float32, bfloat16 or float16)"));
+}
+
+struct Placed {
+  const NamedWeights* weights;
+  std::vector<std::int64_t> shape;
+};
+
+// The weights by name, each one the config implies and no other, with the config's element counts; in the order of
+// expected_tensors (transformers' order), with their shapes.
+std::vector<Placed> weights_in_order(const HfConfig& config, const std::vector<NamedWeights>& weights,
+                                     const std::string& source) {
+  std::map<std::string, const NamedWeights*> by_name;
+  for (const NamedWeights& w : weights) by_name[w.name] = &w;
+  std::vector<Placed> out;
+  for (const ExpectedTensor& t : expected_tensors(config)) {
+    const auto it = by_name.find(t.name);
+    if (it == by_name.end())
+      throw ModelFileError(log::concat("export: the weights lack ", t.name, ", which ", source, " has"));
+    std::size_t elements = 1;
+    for (std::int64_t d : t.shape) elements *= static_cast<std::size_t>(d);
+    if (it->second->size != elements)
+      throw ModelFileError(
+          log::concat("export: ", t.name, " holds ", it->second->size, " values; ", source, " gives it ", elements));
+    out.push_back({it->second, t.shape});
+    by_name.erase(it);
+  }
+  if (!by_name.empty())
+    throw ModelFileError(log::concat("export: ", by_name.begin()->first, " is not a tensor of ", source));
+  return out;
+}
+
+std::vector<char> converted(const NamedWeights& w, DType dtype) {
+  std::vector<char> out(w.size * element_size(dtype));
+  if (dtype == DType::f32) {
+    std::memcpy(out.data(), w.data, out.size());
+    return out;
+  }
+  auto* bits = reinterpret_cast<std::uint16_t*>(out.data());
+  for (std::size_t i = 0; i < w.size; ++i)
+    bits[i] = dtype == DType::bf16 ? to_bfloat16(w.data[i]) : to_float16(w.data[i]);
+  return out;
+}
+
+// Consecutive runs of tensors of at most max_bytes each (a larger tensor alone), as transformers shards.
+std::vector<std::vector<Placed>> shards_of(const std::vector<Placed>& weights, DType dtype, std::uint64_t max_bytes) {
+  std::vector<std::vector<Placed>> shards(1);
+  std::uint64_t bytes = 0;
+  for (const Placed& w : weights) {
+    const std::uint64_t size = w.weights->size * element_size(dtype);
+    if (!shards.back().empty() && bytes + size > max_bytes) {
+      shards.emplace_back();
+      bytes = 0;
+    }
+    shards.back().push_back(w);
+    bytes += size;
+  }
+  return shards;
+}
+
+std::string shard_name(std::size_t index, std::size_t count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out.flush()) throw Error(log::concat("export: cannot write ", path.string()));
+}
+
+// The weights as safetensors in `dir`, sharded with an index past max_bytes; returns the file names.
+std::vector<std::string> write_weights(const fs::path& dir, const std::vector<Placed>& weights, DType dtype,
+                                       std::uint64_t max_bytes, std::uint64_t& total) {
+  const auto shards = shards_of(weights, dtype, max_bytes);
+  std::vector<std::string> files;
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string name = shards.size() == 1 ? "model.safetensors" : shard_name(s, shards.size());
+    std::vector<std::vector<char>> bytes;
+    std::vector<TensorToWrite> tensors;
+    for (const Placed& w : shards[s]) bytes.push_back(converted(*w.weights, dtype));
+    for (std::size_t i = 0; i < shards[s].size(); ++i) {
+      const Placed& w = shards[s][i];
+      tensors.push_back({w.weights->name, dtype, w.shape, bytes[i].data(), bytes[i].size()});
+      weight_map[w.weights->name] = name;
+      total += bytes[i].size();
+    }
+    write_safetensors((dir / name).string(), tensors, {{"format", "pt"}});
+    files.push_back(name);
+  }
+  if (shards.size() > 1) {
+    nlohmann::ordered_json index{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    files.push_back("model.safetensors.index.json");
+  }
+  return files;
+}
+
+void check_destination(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (!fs::is_directory(out, ec) || !fs::is_empty(out, ec))
+    throw UsageError(log::concat("export: ", out.string(), " exists and is not an empty directory"));
+}
+
+}  // namespace
+
+std::uint16_t to_bfloat16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if (std::isnan(value)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // quiet, sign kept
+  return static_cast<std::uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+
+std::uint16_t to_float16(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  const std::uint32_t sign = (bits >> 16) & 0x8000, magnitude = bits & 0x7FFFFFFF;
+  if (magnitude >= 0x7F800000) return static_cast<std::uint16_t>(sign | (magnitude > 0x7F800000 ? 0x7E00 : 0x7C00));
+  if (magnitude >= 0x477FF000) return static_cast<std::uint16_t>(sign | 0x7C00);  // rounds to 65536 or more: inf
+  std::uint32_t result, remainder, half;
+  if (magnitude < 0x38800000) {  // below float16's smallest normal: a subnormal
+    if (magnitude < 0x33000000) return static_cast<std::uint16_t>(sign);  // at most half the smallest subnormal
+    const std::uint32_t mantissa = (magnitude & 0x7FFFFF) | 0x800000;
+    const int shift = 126 - static_cast<int>(magnitude >> 23);
+    result = mantissa >> shift;
+    remainder = mantissa & ((1u << shift) - 1);
+    half = 1u << (shift - 1);
+  } else {
+    const std::uint32_t rebiased = magnitude - 0x38000000;  // exponent bias 127 -> 15
+    result = rebiased >> 13;
+    remainder = rebiased & 0x1FFF;
+    half = 0x1000;
+  }
+  if (remainder > half || (remainder == half && (result & 1))) ++result;  // a carry moves into the exponent
+  return static_cast<std::uint16_t>(sign | result);
+}
+
+ExportReport export_hf(const std::string& source_model_dir, const std::vector<NamedWeights>& weights,
+                       const std::string& out_dir, const ExportOptions& options) {
+  const HfConfig config = read_hf_config(source_model_dir);
+  const auto ordered = weights_in_order(config, weights, source_model_dir);
+  ExportReport report;
+  report.dtype = dtype_of(config, source_model_dir);
+  const fs::path out = fs::path(out_dir).lexically_normal();
+  check_destination(out);
+  const fs::path partial = out.string() + ".partial-" + std::to_string(::getpid());
+  fs::remove_all(partial);
+  fs::create_directories(partial);
+  report.files = write_weights(partial, ordered, report.dtype, options.max_shard_bytes, report.weight_bytes);
+  for (const char* name : companion_files) {
+    const fs::path from = fs::path(source_model_dir) / name;
+    if (!fs::is_regular_file(from)) continue;
+    fs::copy_file(from, partial / name);
+    report.files.push_back(name);
+  }
+  if (!fs::exists(partial / "generation_config.json")) {  // transformers derives one from the model's config
+    nlohmann::ordered_json generation{{"_from_model_config", true}};
+    if (config.bos_token_id) generation["bos_token_id"] = *config.bos_token_id;
+    if (config.eos_token_ids.size() == 1) generation["eos_token_id"] = config.eos_token_ids[0];
+    if (config.eos_token_ids.size() > 1) generation["eos_token_id"] = config.eos_token_ids;
+    write_text(partial / "generation_config.json", generation.dump(2) + "\n");
+    report.files.push_back("generation_config.json");
+  }
+  std::error_code ec;
+  fs::remove(out, ec);  // an empty directory, if any
+  fs::rename(partial, out);
+  return report;
+}
+
+}  // namespace arclight::model

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# model.source = "hf": the real binary trains tiny random Hugging Face models (made by tests/model/hf_reference.py)
+# on 3 ranks, checkpoints and resumes them, computes in bfloat16 when asked; --dry-run says which model it loads;
+# a model directory that does not fit ends the job on every rank with exit 2 and one message naming the problem.
+# Usage: hf_model_test.sh BUILD/arclight SOURCE_DIR
+set -u
+bin=$(realpath "$1"); src=$2
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+passed=0 failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cd "$src"
+/usr/bin/python3 tests/model/hf_reference.py "$work/models" >/dev/null || { echo "FAIL: hf_reference.py"; exit 1; }
+
+# arclight on 3 ranks, each printing "exit-code RANK CODE" when the binary ends; 150 s at most.
+run_ranks() {
+  timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 \
+    bash -c '"$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" "$@" >"$work/out" 2>"$work/err"
+}
+codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
+metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
+train() { run_ranks train --config configs/tiny.toml --model.source hf "$@"; }
+
+# --dry-run names the model and its shape.
+before=$failures
+train --model.path "$work/models/qwen3" --dry-run --run.dir "$work/dry"
+[ "$(codes)" = "3x0" ] || fail "dry run: exit codes '$(codes)': $(tail -3 "$work/err")"
+grep -q "^# model ($work/models/qwen3, compute float32)" "$work/out" || fail "dry run: no model heading"
+grep -q "^Qwen3ForCausalLM: 3 layers, hidden 24, 4 heads (2 key/value) of 10, .*q/k norms, tied embeddings" \
+  "$work/out" || fail "dry run: no model line: $(grep -A1 '# model' "$work/out")"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# Three steps of Qwen3, then a resume to five: the checkpoint holds the model under transformers' names.
+before=$failures
+train --model.path "$work/models/qwen3" --run.dir "$work/qwen3" --run.steps 3 --checkpoint.every_steps 3
+[ "$(codes)" = "3x0" ] || fail "qwen3: exit codes '$(codes)': $(tail -3 "$work/err")"
+[ "$(metric_lines "$work/qwen3")" = 3 ] || fail "qwen3: $(metric_lines "$work/qwen3") metric lines, want 3"
+h5dump -n "$work/qwen3/checkpoints/v00000003.h5" 2>/dev/null | grep -q "model.layers.2.self_attn.q_norm.weight" ||
+  fail "qwen3: the checkpoint lacks model.layers.2.self_attn.q_norm.weight"
+train --model.path "$work/models/qwen3" --run.dir "$work/qwen3" --run.steps 5 --resume auto
+[ "$(codes)" = "3x0" ] || fail "qwen3 resume: exit codes '$(codes)': $(tail -3 "$work/err")"
+[ "$(metric_lines "$work/qwen3")" = 5 ] || fail "qwen3 resume: $(metric_lines "$work/qwen3") metric lines, want 5"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# export: the trained Qwen3 as a Hugging Face directory (sharded when asked) that arclight loads again.
+before=$failures
+"$bin" export "$work/qwen3/checkpoints" --hf "$work/export" >"$work/out" 2>"$work/err" || fail "export: $(cat "$work/err")"
+grep -q "(step 5) -> $work/export: .* F32 weights; model.safetensors config.json generation_config.json" "$work/out" ||
+  fail "export: $(cat "$work/out")"
+"$bin" export "$work/qwen3/checkpoints/v00000003.h5" --hf "$work/sharded" --max-shard-bytes 20000 >"$work/out" 2>&1 ||
+  fail "sharded export: $(cat "$work/out")"
+[ -f "$work/sharded/model.safetensors.index.json" ] && [ -f "$work/sharded/model-00002-of-00004.safetensors" ] ||
+  fail "sharded export: $(ls "$work/sharded" | xargs)"
+for exported in export sharded; do
+  train --model.path "$work/$exported" --dry-run --run.dir "$work/dry"
+  [ "$(codes)" = "3x0" ] || fail "$exported does not load: $(tail -3 "$work/err")"
+done
+"$bin" export "$work/qwen3/checkpoints" --hf "$work/export" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "exists and is not an empty directory" "$work/err" || fail "export over a model: $(cat "$work/err")"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# Llama with bfloat16 compute, from bfloat16 shards (Mistral's), two steps each.
+for model in llama mistral; do
+  before=$failures
+  train --model.path "$work/models/$model" --run.dir "$work/$model" --run.steps 2 --model.dtype bfloat16
+  [ "$(codes)" = "3x0" ] || fail "$model bfloat16: exit codes '$(codes)': $(tail -3 "$work/err")"
+  [ "$(metric_lines "$work/$model")" = 2 ] || fail "$model bfloat16: $(metric_lines "$work/$model") metric lines"
+  [ $failures = "$before" ] && passed=$((passed + 1))
+done
+
+# Refused at start-up on every rank, with exit 2 and one error line holding EXPECT.
+check_refused() {
+  local what=$1 expect=$2; shift 2
+  local before=$failures
+  train --run.dir "$work/refused" "$@"
+  [ "$(codes)" = "3x2" ] || fail "$what: exit codes '$(codes)', want 3x2"
+  [ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "$what: $(grep -c 'error\]' "$work/err") error lines, want 1"
+  grep -qF -- "$expect" "$work/err" || fail "$what: message lacks '$expect': $(cat "$work/err")"
+  [ $failures = "$before" ] && passed=$((passed + 1))
+}
+cp -r "$work/models/mistral" "$work/one_shard_gone" && rm "$work/one_shard_gone/model-00002-of-00002.safetensors"
+check_refused "a missing shard" "model-00002-of-00002.safetensors" --model.path "$work/one_shard_gone"
+cp -r "$work/models/qwen2" "$work/gpt2"
+sed -i 's/Qwen2ForCausalLM/GPT2LMHeadModel/' "$work/gpt2/config.json"
+check_refused "an unknown architecture" 'architecture "GPT2LMHeadModel" is not supported' --model.path "$work/gpt2"
+check_refused "no model.path" 'model.source = "hf" needs model.path'
+check_refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
+
+echo "$passed passed, $failures failed"
+[ $failures = 0 ]

@@ -1,0 +1,170 @@
+// export_hf: a trained model out as a Hugging Face directory that loads back with the same tensors (float32 exactly,
+// bfloat16 and float16 rounded as torch rounds), sharded with an index past the shard size; weights that do not fit
+// the source's config are refused before anything is written.
+#include "arclight/model/hf_export.hpp"
+
+#include <boost/test/unit_test.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+#include "arclight/model/policy.hpp"
+#include "tiny_hf_model.hpp"
+
+using namespace arclight;
+using namespace arclight::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> awkward_floats() {
+  std::vector<float> v{0.0f,
+                       -0.0f,
+                       1.0f,
+                       -2.5f,
+                       65504.0f,
+                       65519.0f,
+                       65520.0f,
+                       1e-8f,
+                       5.96e-8f,
+                       2.98e-8f,
+                       6.1e-5f,
+                       std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::denorm_min(),
+                       std::numeric_limits<float>::max(),
+                       1e30f};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    std::uint32_t b = bits(rng);
+    float f;
+    std::memcpy(&f, &b, 4);
+    if (!std::isnan(f)) v.push_back(f);
+  }
+  std::normal_distribution<float> normal(0, 0.05f);
+  for (int i = 0; i < 100000; ++i) v.push_back(normal(rng));
+  return v;
+}
+
+ModelConfig hf_model(const std::string& dir) {
+  ModelConfig c;
+  c.source = ModelSource::hf;
+  c.path = dir;
+  c.max_seq = 32;
+  return c;
+}
+
+std::vector<NamedWeights> named(const std::vector<std::string>& names, const std::vector<float>& flat,
+                                const Policy& policy) {
+  std::vector<NamedWeights> out;
+  std::size_t offset = 0;
+  const auto parameters = policy.parameters();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto n = static_cast<std::size_t>(parameters[i].numel());
+    out.push_back({names[i], flat.data() + offset, n});
+    offset += n;
+  }
+  return out;
+}
+
+// A tiny Qwen3 with random weights (torch_dtype as given), loaded as a Policy.
+std::string random_qwen3(const TempDir& dir, const std::string& torch_dtype) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0, 0.3f);
+  std::string config = tiny_qwen3_config;
+  config.insert(config.rfind('}'), R"(, "torch_dtype": ")" + torch_dtype + "\", \"eos_token_id\": 3");
+  write_tiny_hf_model(dir, config, [&](std::size_t, std::size_t) { return normal(rng); });
+  std::ofstream(dir.file("tokenizer.json")) << "{}";
+  return dir.dir();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(hf_export)
+
+BOOST_AUTO_TEST_CASE(half_precision_rounds_as_torch_does) {
+  const auto values = awkward_floats();
+  const auto source = torch::from_blob(const_cast<float*>(values.data()), {static_cast<std::int64_t>(values.size())});
+  const auto bf16 = source.to(torch::kBFloat16).contiguous(), f16 = source.to(torch::kHalf).contiguous();
+  const auto* bf16_bits = reinterpret_cast<const std::uint16_t*>(bf16.data_ptr());
+  const auto* f16_bits = reinterpret_cast<const std::uint16_t*>(f16.data_ptr());
+  int bf16_wrong = 0, f16_wrong = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    bf16_wrong += to_bfloat16(values[i]) != bf16_bits[i];
+    f16_wrong += to_float16(values[i]) != f16_bits[i];
+    if (to_float16(values[i]) != f16_bits[i] && f16_wrong < 5)
+      BOOST_TEST_MESSAGE(values[i] << ": float16 " << to_float16(values[i]) << " vs torch " << f16_bits[i]);
+  }
+  BOOST_TEST(bf16_wrong == 0);
+  BOOST_TEST(f16_wrong == 0);
+  BOOST_TEST(std::isnan(torch::tensor(std::nanf("")).to(torch::kBFloat16).item<float>()));
+  BOOST_TEST((to_bfloat16(std::nanf("")) & 0x7FFF) > 0x7F80);
+  BOOST_TEST((to_float16(std::nanf("")) & 0x7FFF) > 0x7C00);
+}
+
+BOOST_AUTO_TEST_CASE(an_export_loads_back_with_the_same_tensors) {
+  for (const std::string dtype : {"float32", "bfloat16", "float16"}) {
+    TempDir source, out;
+    Policy trained(hf_model(random_qwen3(source, dtype)), 10, 1);
+    const auto names = trained.parameter_names();
+    const auto weights = trained.flat_parameters();
+    const std::string exported = out.file("export");
+    const ExportReport report = export_hf(source.dir(), named(names, weights, trained), exported);
+    BOOST_TEST(fs::exists(exported + "/tokenizer.json"));
+    BOOST_TEST(fs::exists(exported + "/generation_config.json"));
+    Policy loaded(hf_model(exported), 10, 1);
+    BOOST_TEST(loaded.parameter_names() == names);
+    const auto back = loaded.flat_parameters();
+    const auto type = dtype == "float32" ? torch::kFloat : dtype == "bfloat16" ? torch::kBFloat16 : torch::kHalf;
+    const auto expected = torch::tensor(weights).to(type).to(torch::kFloat);
+    BOOST_TEST(torch::equal(torch::tensor(back), expected), dtype);
+    BOOST_TEST(report.weight_bytes == weights.size() * (dtype == "float32" ? 4u : 2u));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(large_weights_go_into_shards_with_an_index) {
+  TempDir source, out;
+  Policy trained(hf_model(random_qwen3(source, "float32")), 10, 1);
+  const auto weights = trained.flat_parameters();
+  ExportOptions options;
+  options.max_shard_bytes = 4000;
+  const std::string exported = out.file("sharded");
+  const ExportReport report =
+      export_hf(source.dir(), named(trained.parameter_names(), weights, trained), exported, options);
+  BOOST_TEST(fs::exists(exported + "/model.safetensors.index.json"));
+  BOOST_TEST(!fs::exists(exported + "/model.safetensors"));
+  int shards = 0;
+  for (const auto& f : report.files) shards += f.rfind("model-", 0) == 0;
+  BOOST_TEST(shards > 2);
+  BOOST_TEST(HfWeights::open(exported).file_count() == static_cast<std::size_t>(shards));
+  Policy loaded(hf_model(exported), 10, 1);
+  BOOST_TEST(loaded.flat_parameters() == weights);
+}
+
+BOOST_AUTO_TEST_CASE(weights_that_do_not_fit_are_refused_before_writing) {
+  TempDir source, out;
+  Policy trained(hf_model(random_qwen3(source, "float32")), 10, 1);
+  const auto weights = trained.flat_parameters();
+  const auto all = named(trained.parameter_names(), weights, trained);
+  const std::string exported = out.file("refused");
+  auto missing = all;
+  missing.pop_back();
+  BOOST_CHECK_THROW(export_hf(source.dir(), missing, exported), ModelFileError);
+  auto extra = all;
+  extra.push_back({"lm_head.weight", weights.data(), 40 * 16});  // tied: the config has none
+  BOOST_CHECK_THROW(export_hf(source.dir(), extra, exported), ModelFileError);
+  auto short_one = all;
+  short_one[0].size -= 1;
+  BOOST_CHECK_THROW(export_hf(source.dir(), short_one, exported), ModelFileError);
+  BOOST_TEST(!fs::exists(exported));
+  fs::create_directories(exported);
+  std::ofstream(exported + "/keep.txt") << "a user's file";
+  BOOST_CHECK_THROW(export_hf(source.dir(), all, exported), UsageError);
+  BOOST_TEST(fs::exists(exported + "/keep.txt"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""Tiny random Hugging Face models of each architecture arclight reads, and their reference outputs.
+
+For each of Llama (with llama3 RoPE scaling), Qwen2 (q/k/v biases, tied embeddings), Qwen3 (q/k norms, head_dim
+apart from hidden_size / heads)
+(the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one) and Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
+shards), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
+  prompts         token ids of several lengths
+  logits          [prompt][position][vocab], float32, from a full forward
+  greedy          [prompt] -> the next `new_tokens` greedy tokens (each step a full forward, no cache)
+  greedy_logprobs [prompt] -> each greedy token's log-softmax
+
+The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral}.py (eager attention:
+RMSNorm in float32, rotate_half RoPE, repeat_kv, softmax in float32), so the check needs neither transformers nor
+safetensors: the files are written byte by byte after the safetensors specification.
+
+usage: hf_reference.py OUT_DIR
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+torch.manual_seed(20261130)
+
+ARCHITECTURES = {
+    "llama": {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+        "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "bos_token_id": 1,
+        "eos_token_id": 2, "tie_word_embeddings": False,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 64},
+    },
+    "qwen2": {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 80, "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True,
+        "use_sliding_window": False, "sliding_window": None, "eos_token_id": 3, "bos_token_id": None,
+    },
+    "qwen3": {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 72, "hidden_size": 24,
+        "intermediate_size": 40, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 10, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "tie_word_embeddings": True, "attention_bias": False, "eos_token_id": 5,
+    },
+    "mistral": {
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 64, "hidden_size": 32,
+        "intermediate_size": 56, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "max_position_embeddings": 1024, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 4,
+        "tie_word_embeddings": False,
+    },
+}
+STORED_AS_BF16 = {"mistral"}
+SHARDS = {"mistral": 2}
+PROMPT_LENGTHS = [1, 3, 7, 7, 12]  # two of one length: a batch
+NEW_TOKENS = 8
+
+
+def shape_facts(c):
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    return head_dim, c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
+
+
+def qkv_bias(c):
+    return c["model_type"] == "qwen2" or bool(c.get("attention_bias", False))
+
+
+def random_weights(c):
+    head_dim, q_width, kv_width = shape_facts(c)
+    h, f = c["hidden_size"], c["intermediate_size"]
+    w = {"model.embed_tokens.weight": torch.randn(c["vocab_size"], h),
+         "model.norm.weight": 1 + 0.1 * torch.randn(h)}
+    if not c["tie_word_embeddings"]:
+        w["lm_head.weight"] = 0.3 * torch.randn(c["vocab_size"], h)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes = {"self_attn.q_proj.weight": (q_width, h), "self_attn.k_proj.weight": (kv_width, h),
+                  "self_attn.v_proj.weight": (kv_width, h), "self_attn.o_proj.weight": (h, q_width),
+                  "mlp.gate_proj.weight": (f, h), "mlp.up_proj.weight": (f, h), "mlp.down_proj.weight": (h, f)}
+        for name, shape in shapes.items():
+            w[p + name] = torch.randn(*shape) / math.sqrt(shape[1])
+        if qkv_bias(c):
+            for n, width in (("q", q_width), ("k", kv_width), ("v", kv_width)):
+                w[p + f"self_attn.{n}_proj.bias"] = 0.2 * torch.randn(width)
+        if c["model_type"] == "qwen3":
+            w[p + "self_attn.q_norm.weight"] = 1 + 0.1 * torch.randn(head_dim)
+            w[p + "self_attn.k_norm.weight"] = 1 + 0.1 * torch.randn(head_dim)
+        w[p + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(h)
+        w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(h)
+    return w
+
+
+def write_safetensors(path, tensors, dtype):
+    """The format: u64 little-endian header length, the JSON header, the data (little-endian, row-major)."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        if dtype == "BF16":  # the upper 16 bits of each float32, which is what the truncated tensor holds exactly
+            data = (t.contiguous().view(torch.int32) >> 16).to(torch.int16).numpy().tobytes()
+        else:
+            data = t.contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def save_model(directory, c, weights, bf16, shards):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    dtype = "BF16" if bf16 else "F32"
+    names = sorted(weights)
+    if shards == 1:
+        write_safetensors(os.path.join(directory, "model.safetensors"), weights, dtype)
+        return
+    weight_map = {}
+    for s in range(shards):
+        file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: weights[n] for i, n in enumerate(names) if i % shards == s}
+        write_safetensors(os.path.join(directory, file), part, dtype)
+        weight_map.update({n: file for n in part})
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
+
+
+# ---- the forward, after transformers' modeling code ----
+
+def rms_norm(x, weight, eps):
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    return weight * (h * torch.rsqrt(variance + eps)).to(x.dtype)
+
+
+def inverse_frequencies(c, head_dim):
+    base = c["rope_theta"]
+    inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    s = c.get("rope_scaling")
+    if not s:
+        return inv_freq
+    # modeling_rope_utils._compute_llama3_parameters
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_context_len = s["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_context_len / low, old_context_len / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def repeat_kv(x, n_rep):
+    b, kv, t, d = x.shape
+    return x[:, :, None, :, :].expand(b, kv, n_rep, t, d).reshape(b, kv * n_rep, t, d)
+
+
+def linear(x, w, prefix):
+    y = x @ w[prefix + ".weight"].T
+    return y + w[prefix + ".bias"] if prefix + ".bias" in w else y
+
+
+def forward(c, w, ids):
+    head_dim, _, _ = shape_facts(c)
+    heads, kv_heads, eps = c["num_attention_heads"], c["num_key_value_heads"], c["rms_norm_eps"]
+    t = len(ids)
+    x = w["model.embed_tokens.weight"][torch.tensor(ids)].unsqueeze(0)
+    positions = torch.arange(t)[None, :].float()
+    freqs = (inverse_frequencies(c, head_dim)[None, :, None] @ positions[:, None, :]).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+    q_idx, kv_idx = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    allowed = kv_idx <= q_idx
+    if c.get("sliding_window") and (c["model_type"] == "mistral" or c.get("use_sliding_window")):
+        allowed &= kv_idx > q_idx - c["sliding_window"]
+    mask = torch.zeros(t, t).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = linear(h, w, p + "self_attn.q_proj").view(1, t, -1, head_dim)
+        k = linear(h, w, p + "self_attn.k_proj").view(1, t, -1, head_dim)
+        v = linear(h, w, p + "self_attn.v_proj").view(1, t, -1, head_dim).transpose(1, 2)
+        if c["model_type"] == "qwen3":
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, heads // kv_heads), repeat_kv(v, heads // kv_heads)
+        scores = torch.matmul(q, k.transpose(2, 3)) * head_dim ** -0.5 + mask
+        probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(probabilities, v).transpose(1, 2).reshape(1, t, -1)
+        x = x + linear(out, w, p + "self_attn.o_proj")
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        gated = torch.nn.functional.silu(linear(h, w, p + "mlp.gate_proj")) * linear(h, w, p + "mlp.up_proj")
+        x = x + linear(gated, w, p + "mlp.down_proj")
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
+    return (x @ head.T)[0]
+
+
+def greedy(c, w, prompt):
+    ids, tokens, logprobs = list(prompt), [], []
+    for _ in range(NEW_TOKENS):
+        logp = torch.log_softmax(forward(c, w, ids)[-1], -1)
+        token = int(logp.argmax())
+        tokens.append(token)
+        logprobs.append(float(logp[token]))
+        ids.append(token)
+    return tokens, logprobs
+
+
+def main():
+    out = sys.argv[1]
+    for name, c in ARCHITECTURES.items():
+        weights = random_weights(c)
+        bf16 = name in STORED_AS_BF16
+        if bf16:  # the reference computes with exactly the weights the file holds
+            weights = {n: t.to(torch.bfloat16).to(torch.float32) for n, t in weights.items()}
+        directory = os.path.join(out, name)
+        save_model(directory, c, weights, bf16, SHARDS.get(name, 1))
+        prompts = [torch.randint(0, c["vocab_size"], (n,)).tolist() for n in PROMPT_LENGTHS]
+        with torch.no_grad():
+            logits = [forward(c, weights, p).tolist() for p in prompts]
+            runs = [greedy(c, weights, p) for p in prompts]
+        reference = {"prompts": prompts, "logits": logits, "new_tokens": NEW_TOKENS,
+                     "greedy": [r[0] for r in runs], "greedy_logprobs": [r[1] for r in runs]}
+        with open(os.path.join(directory, "reference.json"), "w") as f:
+            json.dump(reference, f)
+        print(f"{name}: {sum(t.numel() for t in weights.values())} parameters, "
+              f"{'bf16, ' if bf16 else ''}{SHARDS.get(name, 1)} file(s)")
+
+
+if __name__ == "__main__":
+    main()
