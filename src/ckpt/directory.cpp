@@ -133,7 +133,57 @@ std::string supersede_directory(const std::string& dir) {
   to += superseded_suffix();
   fs::rename(dir, to, ec);
   if (ec) throw Error("checkpoint: cannot set " + dir + " aside: " + ec.message());
+  // The lock is on the file, not its name: moved back, it still keeps other jobs out of dir.
+  const fs::path lock = fs::path(to) / lock_file_name;
+  if (fs::exists(fs::symlink_status(lock, ec))) {
+    fs::create_directory(dir, ec);
+    fs::rename(lock, fs::path(dir) / lock_file_name, ec);
+    if (ec) throw Error("checkpoint: cannot keep the lock of " + dir + ": " + ec.message());
+  }
   return to;
+}
+
+namespace {
+
+// Who holds a lock file, as it says: "host H, PID P".
+std::string lock_holder(int fd) {
+  char text[256] = {0};
+  const ssize_t got = ::pread(fd, text, sizeof text - 1, 0);
+  std::string holder = got > 0 ? std::string(text, static_cast<std::size_t>(got)) : std::string();
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  return holder.empty() ? std::string("it does not say who") : printable(holder);
+}
+
+std::string this_host() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
+  const std::string path = (fs::path(dir) / lock_file_name).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw UsageError(what + " " + dir + ": cannot open its lock file " + path + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    const std::string holder = lock_holder(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    if (error == EWOULDBLOCK)
+      throw UsageError(what + " " + dir + " is in use by another job (" + holder +
+                       "): two jobs in one directory overwrite each other's checkpoints and metrics");
+    log::warn("cannot lock ", path, " (", std::strerror(error), "): a second job in ", dir, " would not be stopped");
+    return;
+  }
+  const std::string holder = "host " + printable(this_host()) + ", PID " + std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) < 0)
+    log::warn("cannot write who holds ", path, ": ", std::strerror(errno));
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the lock; the file stays, naming the last holder
 }
 
 namespace {

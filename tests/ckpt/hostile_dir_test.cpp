@@ -4,6 +4,7 @@
 // directory, a hang, a crash or a write through a link (issue 17, points 7 to 11 and 15).
 #include <hdf5.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 
@@ -235,6 +236,7 @@ BOOST_AUTO_TEST_CASE(two_datasets_on_the_same_bytes_skip_the_version) {
   write_versions(dir, 2);
   {
     Edit edit(dir.file("v00000002.h5"));  // the optimizer's moments read the parameters' bytes again
+    edit.remove("/meta/links");
     edit.remove("/optim/exp_avg/all");
     BOOST_REQUIRE(H5Lcreate_hard(edit.file, "/model/parameters/all", edit.file, "/optim/exp_avg/all", H5P_DEFAULT,
                                  H5P_DEFAULT) >= 0);
@@ -282,6 +284,16 @@ BOOST_AUTO_TEST_CASE(a_damaged_span_log_segment_leaves_every_version_restorable)
   const std::string text = describe(inspect_directory(dir.dir()));
   BOOST_TEST(text.find("DAMAGED") != std::string::npos, text);
   BOOST_TEST(text.find(first.filename().string()) != std::string::npos, text);
+  // The run goes on from it: its next version holds the logs it restored, whole again.
+  Checkpoint next = growing(4);
+  next.span_log = "spans of step 4;";
+  next.span_log_offset = c.span_log.size();
+  WriteOptions options;
+  options.full_every = 100;
+  options.whole_log = [&c](const std::string&) { return c.span_log + "spans of step 4;"; };
+  const Checkpoint v4 = read_checkpoint(write_checkpoint(dir.dir(), 4, next, options));
+  BOOST_TEST(v4.damaged_logs.empty());
+  BOOST_TEST(v4.span_log == "spans of step 2;spans of step 3;spans of step 4;");
 }
 
 // Point 9: temporaries are created anew, never written through a planted link.
@@ -319,6 +331,24 @@ BOOST_AUTO_TEST_CASE(retention_deletes_only_segment_names_and_never_through_a_li
   BOOST_CHECK_THROW(write_checkpoint(dir.dir(), 4, growing(4)), Error);
   apply_retention(dir.dir(), 1);
   BOOST_TEST(std::size_t(std::distance(fs::directory_iterator(outside.dir.path / "segments"), {})) == before);
+}
+
+// Point 12's mechanism: one holder at a time, named to the next; setting the directory aside keeps it.
+BOOST_AUTO_TEST_CASE(a_directory_lock_names_its_holder_and_survives_setting_the_directory_aside) {
+  TempDir dir;
+  const std::string checkpoints = dir.file("checkpoints");
+  fs::create_directory(checkpoints);
+  DirectoryLock held(checkpoints, "checkpoint.dir");
+  try {
+    DirectoryLock second(checkpoints, "checkpoint.dir");
+    BOOST_ERROR("a second lock was granted");
+  } catch (const UsageError& e) {
+    BOOST_TEST(std::string(e.what()).find("PID " + std::to_string(::getpid())) != std::string::npos, e.what());
+  }
+  write_checkpoint(checkpoints, 1, growing(1));
+  const std::string moved = supersede_directory(checkpoints);
+  BOOST_TEST(!moved.empty());
+  BOOST_CHECK_THROW(DirectoryLock(checkpoints, "checkpoint.dir"), UsageError);
 }
 
 // Point 15: LATEST is shown only when it names a version; anything else is one plain sentence.

@@ -132,7 +132,24 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
 std::string supersede_newer_versions(const std::string& dir, std::int64_t step);
 // A fresh run into a directory that holds versions renames the directory, intact, to
 // <dir>.superseded-<UTC time>-<token> and returns that name (empty when there was nothing).
+// Its lock file comes back into a new, empty <dir>: a DirectoryLock on it stays held.
 std::string supersede_directory(const std::string& dir);
+
+// One job at a time in a directory (run.dir, checkpoint.dir): an exclusive flock(2) on
+// <dir>/.arclight.lock, which names the holder's host and PID, held while this lives (the
+// kernel drops it when the process ends, however it ends). Throws UsageError naming the
+// holder when another job holds it; `what` names the directory in that message.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+inline constexpr const char* lock_file_name = ".arclight.lock";
 
 // Keeps the newest `keep` versions (0: all), LATEST, and every file a kept one links to;
 // removes the rest, segment files no kept version links to, and leftovers of writes that
