@@ -65,15 +65,18 @@ class Reader {
     if (id < 0 && !links_.refused.empty()) throw CorruptCheckpoint(path_ + ": " + name + ": " + links_.refused);
     return id;
   }
-  // A dataset's length as stored, before anything is read; `ranges` catches datasets that
-  // share bytes.
-  std::uint64_t stored_count(const std::string& name, std::size_t size, ByteRanges& ranges) {
-    Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+  // A dataset's length as stored, before anything is read, its bytes taken in `ranges`:
+  // datasets that share bytes would make a read allocate more than the files hold.
+  std::uint64_t take_stored(hid_t set, const std::string& name, std::size_t size, ByteRanges& ranges) {
     StoredBytes where;
-    const std::uint64_t count = stored_extent(set.id, size, path_ + ": " + name, &where);
+    const std::uint64_t count = stored_extent(set, size, path_ + ": " + name, &where);
     if (count > 0 && !ranges.take(where))
       throw CorruptCheckpoint(path_ + ": " + name + " points at bytes another dataset holds (a forged link or offset)");
     return count;
+  }
+  std::uint64_t stored_count(const std::string& name, std::size_t size, ByteRanges& ranges) {
+    Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+    return take_stored(set.id, name, size, ranges);
   }
   // The file a dataset links to, for messages; the dataset's own name when it is no link.
   std::string file_of(const std::string& name) {
@@ -95,10 +98,7 @@ class Reader {
   template <class T>
   void append(const std::string& name, hid_t type, std::vector<T>& out) {
     Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
-    StoredBytes where;
-    const std::size_t count = stored_extent(set.id, sizeof(T), path_ + ": " + name, &where), at = out.size();
-    if (count > 0 && !read_.take(where))
-      throw CorruptCheckpoint(path_ + ": " + name + " points at bytes another dataset holds (a forged link or offset)");
+    const std::size_t count = take_stored(set.id, name, sizeof(T), read_), at = out.size();
     if (out.capacity() < at + count) out.reserve(std::max(at + count, 2 * out.capacity()));
     out.resize(at + count);
     T* data = out.data() + at;
