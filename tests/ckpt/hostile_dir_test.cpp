@@ -164,6 +164,20 @@ BOOST_AUTO_TEST_CASE(an_external_link_to_a_symlink_is_refused) {
   expect_refused(dir, "not a regular file");
 }
 
+BOOST_AUTO_TEST_CASE(a_symlinked_segments_folder_is_not_read_through) {
+  TempDir dir;
+  Outside outside;
+  write_versions(dir, 2);
+  fs::rename(dir.path / "segments", outside.dir.path / "segments");
+  fs::create_directory_symlink(outside.dir.path / "segments", dir.path / "segments");
+  try {
+    read_checkpoint(dir.file("v00000002.h5"));
+    BOOST_ERROR("version 2 read its logs through a symlinked folder");
+  } catch (const CorruptCheckpoint& e) {
+    BOOST_TEST(std::string(e.what()).find("not a folder") != std::string::npos, e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(an_external_link_to_a_fifo_does_not_hang) {
   TempDir dir;
   write_versions(dir, 2);
