@@ -12,6 +12,20 @@
 #include "coordinator.hpp"
 
 namespace arclight::app {
+namespace {
+
+// A damaged segment of the span log or the metrics is left out of them: the model, the
+// optimizer and the run's position are intact, the record of past spans is not. Said loudly.
+void warn_of_damaged_logs(const std::string& path, const ckpt::Checkpoint& c) {
+  if (c.damaged_logs.empty()) return;
+  std::string files;
+  for (const std::string& d : c.damaged_logs) files += "\n  " + d;
+  log::warn("RESUMING WITH PART OF THE LOGS MISSING: ", path, " restores the model, the optimizer and the run's ",
+            "position, but these segments of its span log or metrics are damaged and left out:", files,
+            "\nthe next version writes the logs anew without them");
+}
+
+}  // namespace
 
 // Restores the newest (or the given) version, or tells the trainers that the run starts
 // fresh; either way they publish the weights the runners start from. The checkpoint
@@ -50,6 +64,7 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   }
   ckpt::Checkpoint& c = found->second;
   check_same_model(found->first, c.config_toml);
+  warn_of_damaged_logs(found->first, c);
   log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
   std::error_code ec;
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();

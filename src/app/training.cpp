@@ -9,9 +9,12 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "arclight/agent/agent.hpp"
+#include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/comm/store_service.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -75,6 +78,25 @@ void check_training_config(const Config& config) {
                                  " episode (", agent->max_sequence(), " tokens)"));
 }
 
+namespace {
+
+// One job at a time in run.dir and in checkpoint.dir, before anything there is moved aside:
+// rank 0 holds the locks until its process ends. A second job is refused (exit 2), naming
+// the holder's host and PID.
+void lock_job_directories(const Config& config) {
+  namespace fs = std::filesystem;
+  static std::vector<std::unique_ptr<ckpt::DirectoryLock>> locks;
+  locks.clear();  // a process that starts again takes them anew
+  const std::string checkpoints = checkpoint_dir_of(config);
+  std::error_code ec;
+  fs::create_directories(config.run.dir, ec);
+  locks.push_back(std::make_unique<ckpt::DirectoryLock>(config.run.dir, "run.dir"));
+  if (!fs::equivalent(config.run.dir, checkpoints, ec))
+    locks.push_back(std::make_unique<ckpt::DirectoryLock>(checkpoints, "checkpoint.dir"));
+}
+
+}  // namespace
+
 void check_checkpoint_dir(const Config& config) {
   namespace fs = std::filesystem;
   const std::string dir = checkpoint_dir_of(config);
@@ -91,6 +113,7 @@ void check_checkpoint_dir(const Config& config) {
   if (fd < 0) refuse(log::concat("it is not writable (", std::strerror(errno), ")"));
   close(fd);
   unlink(probe.c_str());
+  lock_job_directories(config);
 }
 
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,

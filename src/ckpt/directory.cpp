@@ -1,7 +1,14 @@
 // A checkpoint directory: its versions, LATEST, versions set aside, and retention.
 #include "directory.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -47,22 +54,43 @@ std::string version_file_name(std::int64_t version) {
   return name;
 }
 
+std::optional<std::string> read_small_file(const std::string& path, std::size_t limit) {
+  // Non-blocking, and only a regular file: a FIFO in its place must not hang the reader.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  std::string text(limit, '\0');
+  ssize_t got = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) got = ::read(fd, text.data(), limit);
+  ::close(fd);
+  if (got < 0) return std::nullopt;
+  text.resize(static_cast<std::size_t>(got));
+  return text;
+}
+
+bool is_version_file_name(const std::string& name) {
+  static const std::regex version_name{R"(v[0-9]{8}\.h5)"};
+  return std::regex_match(name, version_name);
+}
+
 std::string latest_version(const std::string& dir) {
-  std::string name;
-  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, name);
-  return name;
+  std::optional<std::string> text = read_small_file((fs::path(dir) / "LATEST").string(), 64);
+  if (!text) return {};
+  const std::string name = text->substr(0, text->find('\n'));
+  return is_version_file_name(name) ? name : std::string();  // anything else names no version of this directory
 }
 
 // LATEST's bytes: the file name, then a newline; written under a temporary name, fsynced, renamed.
 void set_latest(const std::string& dir, const std::string& version_file) {
   const std::string latest_tmp = (fs::path(dir) / "LATEST.tmp").string();
-  {
-    std::ofstream latest(latest_tmp, std::ios::trunc);
-    latest << version_file << "\n";
-    latest.close();
-    if (!latest) throw Error("checkpoint: cannot write " + latest_tmp);
-  }
-  fsync_path(latest_tmp, false);
+  const std::string text = version_file + "\n";
+  remove_stale(latest_tmp);
+  // O_EXCL | O_NOFOLLOW: a link planted under the temporary name fails the write, never redirects it.
+  const int fd = ::open(latest_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("checkpoint: cannot create " + latest_tmp + ": " + std::strerror(errno));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) throw Error("checkpoint: cannot write " + latest_tmp);
   fs::rename(latest_tmp, fs::path(dir) / "LATEST");
   fsync_path(dir, true);
 }
@@ -105,7 +133,57 @@ std::string supersede_directory(const std::string& dir) {
   to += superseded_suffix();
   fs::rename(dir, to, ec);
   if (ec) throw Error("checkpoint: cannot set " + dir + " aside: " + ec.message());
+  // The lock is on the file, not its name: moved back, it still keeps other jobs out of dir.
+  const fs::path lock = fs::path(to) / lock_file_name;
+  if (fs::exists(fs::symlink_status(lock, ec))) {
+    fs::create_directory(dir, ec);
+    fs::rename(lock, fs::path(dir) / lock_file_name, ec);
+    if (ec) throw Error("checkpoint: cannot keep the lock of " + dir + ": " + ec.message());
+  }
   return to;
+}
+
+namespace {
+
+// Who holds a lock file, as it says: "host H, PID P".
+std::string lock_holder(int fd) {
+  char text[256] = {0};
+  const ssize_t got = ::pread(fd, text, sizeof text - 1, 0);
+  std::string holder = got > 0 ? std::string(text, static_cast<std::size_t>(got)) : std::string();
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  return holder.empty() ? std::string("it does not say who") : printable(holder);
+}
+
+std::string this_host() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
+  const std::string path = (fs::path(dir) / lock_file_name).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw UsageError(what + " " + dir + ": cannot open its lock file " + path + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    const std::string holder = lock_holder(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    if (error == EWOULDBLOCK)
+      throw UsageError(what + " " + dir + " is in use by another job (" + holder +
+                       "): two jobs in one directory overwrite each other's checkpoints and metrics");
+    log::warn("cannot lock ", path, " (", std::strerror(error), "): a second job in ", dir, " would not be stopped");
+    return;
+  }
+  const std::string holder = "host " + printable(this_host()) + ", PID " + std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) < 0)
+    log::warn("cannot write who holds ", path, ": ", std::strerror(errno));
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the lock; the file stays, naming the last holder
 }
 
 namespace {
@@ -131,6 +209,28 @@ std::optional<std::set<std::string>> kept_files(const std::string& dir, const st
     }
   }
   return kept;
+}
+
+// The name of a segment file (plan.cpp: <log>.s<version>-<token>.h5), or of its temporary.
+bool is_segment_file_name(const std::string& name) {
+  static const std::regex segment_name{
+      R"((meta\.metrics_jsonl|store\.history|store\.span_log)\.s[0-9]{8}-[0-9a-f]{16}\.h5(\.tmp)?)"};
+  return std::regex_match(name, segment_name);
+}
+
+// Segment files no kept version links to (a rewritten log, or a write that never committed):
+// only names a write gives them, and only in a real segments folder (never through a link).
+void remove_unlinked_segments(const std::string& dir, const std::set<std::string>& kept,
+                              std::vector<std::string>& removed) {
+  const fs::path segments = fs::path(dir) / "segments";
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(segments, ec))) return;
+  for (const fs::directory_entry& e : fs::directory_iterator(segments, ec)) {
+    const std::string file = e.path().filename().string();
+    if (!is_segment_file_name(file) || kept.count("segments/" + file)) continue;
+    std::error_code rm;
+    if (!fs::is_directory(e.symlink_status(rm)) && fs::remove(e.path(), rm)) removed.push_back(e.path().string());
+  }
 }
 
 // Leftovers of writes that never committed (a crash mid-write), older than the newest version.
@@ -163,14 +263,7 @@ std::vector<std::string> apply_retention(const std::string& dir, int keep) {
     const std::string p = (fs::path(dir) / name).string();
     if (fs::remove(p, ec)) removed.push_back(p);
   }
-  // Segment files no kept version links to (a rewritten log, or a write that never committed).
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / "segments", ec)) {
-    const std::string name = "segments/" + e.path().filename().string();
-    if (kept->count(name)) continue;
-    std::error_code rm;
-    if (fs::remove(e.path(), rm)) removed.push_back(e.path().string());
-  }
+  remove_unlinked_segments(dir, *kept, removed);
   remove_leftovers(dir, versions.back(), removed);
   return removed;
 }

@@ -1,9 +1,12 @@
 #include "hdf5_io.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -18,6 +21,18 @@ void fsync_path(const std::string& path, bool directory) {
   if (rc != 0) throw Error("checkpoint: fsync of " + path + " failed");
 }
 
+void remove_stale(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw Error("checkpoint: cannot remove the stale " + path + ": " + std::strerror(errno));
+}
+
+void require_real_folder(const std::string& path) {
+  std::error_code ec;
+  fs::create_directory(path, ec);
+  if (!fs::is_directory(fs::symlink_status(path, ec)))
+    throw Error("checkpoint: " + path + " is not a folder (a symlink or a file in its place?): move it away");
+}
+
 hid_t h5type(Kind k) {
   switch (k) {
     case Kind::u8: return H5T_NATIVE_UINT8;
@@ -30,13 +45,80 @@ hid_t h5type(Kind k) {
 
 std::size_t kind_size(Kind k) { return k == Kind::u8 ? 1 : k == Kind::f32 ? 4 : 8; }
 
-hid_t link_access(const std::string& dir) {
-  hid_t lapl = H5Pcreate(H5P_DATASET_ACCESS);
-  H5Pset_elink_prefix(lapl, (dir.empty() ? std::string(".") : dir).c_str());
-  return lapl;
+std::string printable(const std::string& text) {
+  std::string out = text.substr(0, 1000);
+  for (char& ch : out)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return out;
+}
+
+std::string link_name_problem(const std::string& target) {
+  const fs::path t(target);
+  if (target.empty()) return "it names no file";
+  if (t.is_absolute()) return "it names an absolute path";
+  for (const fs::path& part : t)
+    if (part == "..") return "it climbs out of the checkpoint directory";
+  return {};
+}
+
+std::string link_target_problem(const std::string& dir, const std::string& target) {
+  std::string problem = link_name_problem(target);
+  if (!problem.empty()) return problem;
+  // Every step from dir down to the file by lstat: a symlinked folder leads anywhere.
+  fs::path at = dir.empty() ? fs::path(".") : fs::path(dir);
+  const fs::path t(target);
+  for (auto part = t.begin(); part != t.end(); ++part) {
+    at /= *part;
+    struct stat st;
+    if (::lstat(at.c_str(), &st) != 0) return "it is missing";
+    const bool last = std::next(part) == t.end();
+    if (last && !S_ISREG(st.st_mode)) return "it is not a regular file (a symlink, a FIFO or a device?)";
+    if (!last && !S_ISDIR(st.st_mode)) return "it is reached through something that is not a folder (a symlink?)";
+  }
+  return {};
+}
+
+namespace {
+
+// Called by HDF5 before it opens the file an external link names: only files inside the
+// checkpoint directory, read-only.
+herr_t check_external_link(const char*, const char*, const char* child_file, const char*, unsigned* acc_flags, hid_t,
+                           void* op_data) {
+  auto* policy = static_cast<LinkPolicy*>(op_data);
+  const std::string problem = link_target_problem(policy->dir(), child_file);
+  if (!problem.empty()) {
+    policy->refused = "a link to " + printable(child_file) + " is refused: " + problem;
+    return -1;
+  }
+  *acc_flags = H5F_ACC_RDONLY;
+  return 0;
+}
+
+void set_link_rules(hid_t list, const std::string& dir, LinkPolicy* policy) {
+  if (H5Pset_elink_prefix(list, dir.c_str()) < 0 || H5Pset_elink_cb(list, check_external_link, policy) < 0 ||
+      H5Pset_elink_acc_flags(list, H5F_ACC_RDONLY) < 0)
+    throw CorruptCheckpoint("checkpoint: cannot set up the link access of " + dir);
+}
+
+}  // namespace
+
+LinkPolicy::LinkPolicy(const std::string& dir)
+    : dir_(dir.empty() ? std::string(".") : dir),
+      dapl_(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose, "dataset access list"),
+      gapl_(H5Pcreate(H5P_GROUP_ACCESS), H5Pclose, "group access list") {
+  set_link_rules(dapl_.id, dir_, this);
+  set_link_rules(gapl_.id, dir_, this);
 }
 
 hid_t open_file(const std::string& path) {
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer for ever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st;
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    ::close(fd);
+    if (!regular) throw CorruptCheckpoint(printable(path) + ": not a regular file (a FIFO, a device or a folder?)");
+  }
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access list");
   H5Pset_elink_file_cache_size(fapl.id, 16);  // linked parents stay open across datasets
   H5E_BEGIN_TRY { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id); }
@@ -61,11 +143,59 @@ std::uint64_t extent(hid_t set, const std::string& what) {
   return dims[0];
 }
 
-std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what) {
+namespace {
+
+// Only what arclight writes: contiguous data in the file itself. External storage names
+// any file on the machine, a virtual dataset maps other files' data, and both can declare
+// any size.
+void check_layout(hid_t set, std::size_t size, const std::string& what) {
+  Handle dcpl(H5Dget_create_plist(set), H5Pclose, what);
+  if (H5Pget_external_count(dcpl.id) != 0)
+    throw CorruptCheckpoint(what +
+                            ": its data lies in other files (HDF5 external storage), which arclight never writes");
+  if (H5Pget_layout(dcpl.id) != H5D_CONTIGUOUS)
+    throw CorruptCheckpoint(what + ": its data is not stored contiguously (a virtual, chunked or compact dataset), " +
+                            "which arclight never writes");
+  Handle type(H5Dget_type(set), H5Tclose, what);
+  if (H5Tget_size(type.id) != size) throw CorruptCheckpoint(what + " has the wrong element type");
+}
+
+// The file that holds a dataset, by its descriptor: its identity and its real size.
+StoredBytes file_of(hid_t set, const std::string& what) {
+  Handle file(H5Iget_file_id(set), H5Fclose, what);
+  int* fd = nullptr;
+  struct stat st;
+  if (H5Fget_vfd_handle(file.id, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) < 0 || fd == nullptr ||
+      ::fstat(*fd, &st) != 0)
+    throw CorruptCheckpoint(what + ": the file that holds it cannot be examined");
+  return {st.st_dev, st.st_ino, 0, static_cast<std::uint64_t>(st.st_size)};
+}
+
+}  // namespace
+
+std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what, StoredBytes* where) {
+  check_layout(set, size, what);
   const std::uint64_t count = extent(set, what);
-  if (count > 0 && (count > (std::uint64_t(1) << 60) / size || H5Dget_storage_size(set) < count * size))
+  if (count == 0) return 0;
+  StoredBytes bytes = file_of(set, what);
+  const std::uint64_t file_size = bytes.end;
+  const haddr_t offset = H5Dget_offset(set);
+  if (count > (std::uint64_t(1) << 60) / size || offset == HADDR_UNDEF || offset > file_size ||
+      count * size > file_size - offset)
     throw CorruptCheckpoint(what + ": its length exceeds the bytes stored");
+  bytes.begin = offset;
+  bytes.end = offset + count * size;
+  if (where) *where = bytes;
   return count;
+}
+
+bool ByteRanges::take(const StoredBytes& bytes) {
+  std::map<std::uint64_t, std::uint64_t>& ranges = taken_[{bytes.device, bytes.inode}];
+  auto next = ranges.lower_bound(bytes.begin);
+  if (next != ranges.end() && next->first < bytes.end) return false;
+  if (next != ranges.begin() && std::prev(next)->second > bytes.begin) return false;
+  ranges.emplace_hint(next, bytes.begin, bytes.end);
+  return true;
 }
 
 Kind kind_of(hid_t set) {
@@ -74,15 +204,15 @@ Kind kind_of(hid_t set) {
   return H5Tget_size(type.id) == 1 ? Kind::u8 : Kind::i64;
 }
 
-std::int64_t meta_number(hid_t file, const char* name) {
+std::int64_t meta_number(hid_t file, const LinkPolicy& links, const char* name) {
   hid_t set = -1;
-  H5E_BEGIN_TRY { set = H5Dopen2(file, name, H5P_DEFAULT); }
+  H5E_BEGIN_TRY { set = H5Dopen2(file, name, links.datasets()); }
   H5E_END_TRY;
   if (set < 0) return -1;
   Handle s(set, H5Dclose, name);
   std::int64_t value = -1;
   try {
-    if (extent(set, name) != 1) return -1;
+    if (stored_extent(set, sizeof value, name) != 1) return -1;
   } catch (const CorruptCheckpoint&) {
     return -1;
   }
@@ -90,46 +220,65 @@ std::int64_t meta_number(hid_t file, const char* name) {
   return value;
 }
 
+std::string external_link_file(hid_t loc, const std::string& name, hid_t lapl, std::string* object) {
+  H5L_info_t info;
+  herr_t got = -1;
+  H5E_BEGIN_TRY { got = H5Lget_info(loc, name.c_str(), &info, lapl); }
+  H5E_END_TRY;
+  if (got < 0) throw CorruptCheckpoint(name + ": its link does not read");
+  if (info.type != H5L_TYPE_EXTERNAL) return {};
+  if (info.u.val_size > 4096) throw CorruptCheckpoint(name + ": its link's value is implausibly long");
+  std::vector<char> value(info.u.val_size);
+  const char* file = nullptr;
+  const char* linked_object = nullptr;
+  unsigned flags = 0;
+  if (H5Lget_val(loc, name.c_str(), value.data(), value.size(), lapl) < 0 ||
+      H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &linked_object) < 0)
+    throw CorruptCheckpoint(name + ": its link does not read");
+  if (object) *object = linked_object;
+  return file;
+}
+
 namespace {
 
 // What H5Lvisit hands each link of a version file.
 struct LinkWalk {
-  std::string file_name, dir;
+  std::string file_name;
   hid_t file;
+  const LinkPolicy& links;
   std::map<std::string, Held>* held;
   std::set<std::string>* linked;
+  std::string error;  // why the walk stopped: no exception may cross HDF5's C frames
 };
+
+// Where a link's data lives; false when it is no dataset (a group, a soft link).
+bool locate(LinkWalk& walk, const char* name, const H5L_info_t& info, Held& h) {
+  if (info.type == H5L_TYPE_EXTERNAL) {
+    h.file = external_link_file(walk.file, name, H5P_DEFAULT, &h.object);
+    const std::string problem = link_name_problem(h.file);
+    if (!problem.empty())
+      throw CorruptCheckpoint("/" + std::string(name) + " links to " + printable(h.file) + ": " + problem);
+    if (walk.linked) walk.linked->insert(h.file);
+    return true;
+  }
+  if (info.type != H5L_TYPE_HARD) return false;
+  H5O_info_t o;
+  if (H5Oget_info_by_name(walk.file, name, &o, H5P_DEFAULT) < 0) throw CorruptCheckpoint(std::string(name));
+  h.file = walk.file_name;
+  h.object = std::string("/") + name;
+  return o.type == H5O_TYPE_DATASET;
+}
 
 herr_t visit_link(hid_t, const char* name, const H5L_info_t* info, void* arg) {
   auto* walk = static_cast<LinkWalk*>(arg);
   const std::string path = std::string("/") + name;
-  Held h;
-  if (info->type == H5L_TYPE_EXTERNAL) {
-    std::vector<char> value(info->u.val_size);
-    const char* file = nullptr;
-    const char* object = nullptr;
-    unsigned flags = 0;
-    if (H5Lget_val(walk->file, name, value.data(), value.size(), H5P_DEFAULT) < 0 ||
-        H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &object) < 0)
-      return -1;
-    h.file = file;
-    h.object = object;
-    if (walk->linked) walk->linked->insert(h.file);
-  } else if (info->type == H5L_TYPE_HARD) {
-    H5O_info_t o;
-    if (H5Oget_info_by_name(walk->file, name, &o, H5P_DEFAULT) < 0) return -1;
-    if (o.type != H5O_TYPE_DATASET) return 0;
-    h.file = walk->file_name;
-    h.object = path;
-  } else {
-    return 0;
-  }
-  if (walk->held) {
-    Handle lapl(link_access(walk->dir), H5Pclose, "link access");
+  try {
+    Held h;
+    if (!locate(*walk, name, *info, h) || !walk->held) return 0;
     hid_t set = -1;
-    H5E_BEGIN_TRY { set = H5Dopen2(walk->file, name, lapl.id); }
+    H5E_BEGIN_TRY { set = H5Dopen2(walk->file, name, walk->links.datasets()); }
     H5E_END_TRY;
-    if (set < 0) return 0;  // a dangling link: the dataset is written anew
+    if (set < 0) return 0;  // a dangling link (or one refused): the dataset is written anew
     Handle s(set, H5Dclose, path);
     try {
       h.kind = kind_of(set);
@@ -139,17 +288,21 @@ herr_t visit_link(hid_t, const char* name, const H5L_info_t* info, void* arg) {
       return 0;
     }
     (*walk->held)[path] = h;
+    return 0;
+  } catch (const std::exception& e) {
+    walk->error = e.what();
+    return -1;
   }
-  return 0;
 }
 
 }  // namespace
 
 void walk_links(const std::string& path, std::map<std::string, Held>* held, std::set<std::string>* linked) {
   Handle file(open_file(path), H5Fclose, path + ": not a readable HDF5 file (incomplete?)");
-  LinkWalk walk{fs::path(path).filename().string(), fs::path(path).parent_path().string(), file.id, held, linked};
+  const LinkPolicy links(fs::path(path).parent_path().string());
+  LinkWalk walk{fs::path(path).filename().string(), file.id, links, held, linked, ""};
   if (H5Lvisit(file.id, H5_INDEX_NAME, H5_ITER_INC, visit_link, &walk) < 0)
-    throw CorruptCheckpoint(path + ": its links do not read back");
+    throw CorruptCheckpoint(path + ": its links do not read back" + (walk.error.empty() ? "" : ": " + walk.error));
 }
 
 void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
@@ -180,10 +333,13 @@ void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count
 std::string write_segment(const std::string& dir, const std::string& name, Kind kind, const void* data,
                           std::uint64_t count, std::uint32_t crc) {
   const fs::path segments = fs::path(dir) / "segments";
-  fs::create_directories(segments);
+  fs::create_directories(dir);
+  require_real_folder(segments.string());
   const std::string final_path = (segments / name).string(), tmp_path = final_path + ".tmp";
+  remove_stale(tmp_path);
   {
-    Handle file(H5Fcreate(tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+    // O_EXCL: a link planted under the temporary name makes the create fail, not write through it.
+    Handle file(H5Fcreate(tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                 "checkpoint: cannot create " + tmp_path);
     hsize_t dims[1] = {count};
     Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, name);

@@ -3,6 +3,8 @@
 // with their checksums, the links of a version file, and fsync.
 #include <hdf5.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <set>
@@ -27,26 +29,84 @@ struct Handle {
 };
 
 void fsync_path(const std::string& path, bool directory);
+// Removes a leftover temporary file (or a link planted in its place: the link, never what
+// it points to) so that the next write can create it with O_EXCL.
+void remove_stale(const std::string& path);
+// A real folder (created when missing): a symlink in its place would take writes anywhere.
+void require_real_folder(const std::string& path);
 
 // The element types a checkpoint's datasets have.
 enum class Kind : std::uint8_t { u8, i64, f32, f64 };
 hid_t h5type(Kind k);
 std::size_t kind_size(Kind k);
 
-// A link access list that resolves external links in `dir`, wherever the process runs.
-hid_t link_access(const std::string& dir);
-// The file, read-only; -1 when it does not open.
+// Why an external link's target names no file inside the checkpoint directory (an absolute
+// path, or one that climbs out with ".."); empty when it names one.
+std::string link_name_problem(const std::string& target);
+// The same, and why `target` in `dir` is no regular file of its own (missing, a symlink,
+// a FIFO, a device, or reached through a symlinked folder); empty when it is one.
+std::string link_target_problem(const std::string& dir, const std::string& target);
+
+// The access lists every read of a version uses: external links resolve in `dir`, wherever
+// the process runs, and only to files link_target_problem accepts (a checkpoint directory
+// is input: it must not make arclight read anything outside it). Not copyable: HDF5 holds
+// a pointer to it.
+class LinkPolicy {
+ public:
+  explicit LinkPolicy(const std::string& dir);
+  LinkPolicy(const LinkPolicy&) = delete;
+  LinkPolicy& operator=(const LinkPolicy&) = delete;
+  hid_t datasets() const { return dapl_.id; }  // for H5Dopen2, H5Lexists
+  hid_t groups() const { return gapl_.id; }    // for H5Gopen2
+  const std::string& dir() const { return dir_; }
+  // Why the last link was turned down; empty when none was.
+  std::string refused;
+
+ private:
+  std::string dir_;
+  Handle dapl_, gapl_;
+};
+
+// The file, read-only; -1 when it does not open. CorruptCheckpoint when it is no regular
+// file (checked without blocking: a FIFO must not hang the read).
 hid_t open_file(const std::string& path);
 
 std::uint32_t read_crc(hid_t set, const std::string& what);
 // A 1-D dataset's length.
 std::uint64_t extent(hid_t set, const std::string& what);
-// A dataset's length, when the file holds that many elements of `size` bytes: a corrupt
-// length is caught before anything is allocated for it.
-std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what);
+// Where a dataset's data lies: the file (device and inode) and the byte range in it.
+struct StoredBytes {
+  dev_t device = 0;
+  ino_t inode = 0;
+  std::uint64_t begin = 0, end = 0;
+};
+// A dataset's length, when the file holds that many elements of `size` bytes as arclight
+// writes them (contiguous, in the file itself: no external storage, no virtual dataset): a
+// forged length is caught before anything is allocated for it. Where the bytes lie goes to
+// `where` (untouched for an empty dataset).
+std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what, StoredBytes* where = nullptr);
+
+// The byte ranges a read has taken, by file: a forged version may point several datasets
+// at the same bytes (links, or overlapping offsets) to make a read allocate more than the
+// files hold; each byte is read once.
+class ByteRanges {
+ public:
+  // False when `bytes` overlaps a range taken before; otherwise takes it.
+  bool take(const StoredBytes& bytes);
+
+ private:
+  std::map<std::pair<dev_t, ino_t>, std::map<std::uint64_t, std::uint64_t>> taken_;  // begin -> end
+};
+
 Kind kind_of(hid_t set);
 // One number of a version's meta group (its chain length, its step), or -1 when it does not read.
-std::int64_t meta_number(hid_t file, const char* name);
+std::int64_t meta_number(hid_t file, const LinkPolicy& links, const char* name);
+// The file an external link `name` points to (and the object in it, into `object`); empty
+// when it is no external link. Throws CorruptCheckpoint when the link does not read.
+std::string external_link_file(hid_t loc, const std::string& name, hid_t lapl, std::string* object = nullptr);
+
+// Text from a file, fit for a message and a terminal: control bytes become '?'.
+std::string printable(const std::string& text);
 
 // Where a dataset's data lives and what it holds: for the parent's datasets, so that an
 // unchanged one becomes a link to the file that holds it.

@@ -8,6 +8,7 @@
 
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/error.hpp"
+#include "hdf5_io.hpp"
 
 namespace arclight::ckpt {
 namespace fs = std::filesystem;
@@ -17,7 +18,8 @@ DirectoryReport inspect_directory(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) throw UsageError("inspect: '" + dir + "' is not a directory");
   DirectoryReport report;
   report.dir = dir;
-  if (std::ifstream latest{fs::path(dir) / "LATEST"}) std::getline(latest, report.latest);
+  report.latest = latest_version(dir);
+  report.latest_names_no_version = report.latest.empty() && fs::exists(fs::symlink_status(fs::path(dir) / "LATEST"));
   static const std::regex version_name{R"(v[0-9]{8}\.h5)"};
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -30,6 +32,7 @@ DirectoryReport inspect_directory(const std::string& dir) {
       v.linked_bytes = version_sizes(v.path).linked;
       Checkpoint c = read_checkpoint(v.path);
       v.parent = c.parent;
+      v.damaged_logs = c.damaged_logs;
       v.valid = true;
       v.step = c.step;
       v.policy_version = c.policy_version;
@@ -49,7 +52,10 @@ std::string describe(const DirectoryReport& report) {
     out << "no checkpoint in " << report.dir;
     return out.str();
   }
-  out << "checkpoints in " << report.dir << " (LATEST: " << (report.latest.empty() ? "none" : report.latest) << ")";
+  out << "checkpoints in " << printable(report.dir) << " ("
+      << (report.latest_names_no_version ? std::string("LATEST does not name a version file")
+                                         : "LATEST: " + (report.latest.empty() ? std::string("none") : report.latest))
+      << ")";
   for (const VersionFile& v : report.versions) {
     out << "\n  " << fs::path(v.path).filename().string() << "  own " << v.bytes << " bytes, linked " << v.linked_bytes
         << " bytes  ";
@@ -68,8 +74,10 @@ std::string describe(const DirectoryReport& report) {
       for (const std::string& f : versions) out << " " << f;
       out << (versions.empty() ? " " : " and ") << segments << " log segments)";
       out << "  valid";
+      for (const std::string& damaged : v.damaged_logs)
+        out << "\n    DAMAGED, left out of its logs on restore: " << printable(damaged);
     } else {
-      out << "INVALID: " << v.problem;
+      out << "INVALID: " << printable(v.problem);
     }
   }
   return out.str();

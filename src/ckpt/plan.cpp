@@ -164,8 +164,9 @@ Parent choose_parent(Planner& planner, int full_every) {
       std::int64_t parent_chain = -1, parent_step = -1;
       {
         Handle f(open_file(parent_path), H5Fclose, parent_path);
-        parent_chain = meta_number(f.id, "/meta/chain");
-        parent_step = meta_number(f.id, "/meta/step");
+        const LinkPolicy links(planner.dir);
+        parent_chain = meta_number(f.id, links, "/meta/chain");
+        parent_step = meta_number(f.id, links, "/meta/step");
       }
       // A parent comes before this version: never link to the file that this one replaces.
       if (parent_step < 0 || parent_step >= planner.version)

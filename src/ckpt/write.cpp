@@ -62,7 +62,10 @@ std::vector<std::string> gather_descriptions(const VersionWrite& w) {
 // rank receives the plan.
 std::vector<PlanEntry> plan_on_rank0(VersionWrite& w, const std::vector<std::string>& described) {
   std::string plan;
-  if (w.me == 0) plan = plan_version(w.dir, w.version, w.options, described, w.blobs, w.keep);
+  if (w.me == 0) {
+    remove_stale(w.tmp_path);  // before the plan reaches the others: they create the file with it
+    plan = plan_version(w.dir, w.version, w.options, described, w.blobs, w.keep);
+  }
   if (w.parallel) {
     std::uint64_t size = plan.size();
     MPI_Bcast(&size, 1, MPI_UINT64_T, 0, w.options.comm);
@@ -80,7 +83,8 @@ hid_t create_file(const VersionWrite& w) {
     H5Pset_all_coll_metadata_ops(fapl.id, true);
     H5Pset_coll_metadata_write(fapl.id, true);
   }
-  return H5Fcreate(w.tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id);
+  // O_EXCL (rank 0 removed a stale one): a link planted under the name fails the create.
+  return H5Fcreate(w.tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id);
 }
 
 void create_groups(hid_t file, const std::vector<PlanEntry>& entries) {

@@ -58,6 +58,9 @@ struct Checkpoint {
   // LATEST's segments hold already (0: the parts above are the whole logs). Read back: 0.
   std::uint64_t store_history_offset = 0, span_log_offset = 0;
   std::vector<std::int64_t> untrained_rollouts;
+  // Read back: segments of the metrics or the span log that did not read and are left out
+  // of them, each "file (why)". The rest of the version is intact.
+  std::vector<std::string> damaged_logs;
 };
 
 // Which parts of a Checkpoint a rank holds in a parallel write.
@@ -101,9 +104,11 @@ std::vector<std::vector<std::size_t>> partition_tensors(const std::vector<Tensor
 // A checkpoint's flat vectors cut down to the given tensors, one after another (a Part's data).
 Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>& tensors);
 
-// Reads one version file (following its links), verifying every checksum; throws
-// CorruptCheckpoint. Contents::model: meta, model and optimizer only (what a trainer needs);
-// no_tensor_data: everything read and checked, but the tensors' values not kept (rank 0).
+// Reads one version file (following its links, only to files inside its directory), verifying
+// every checksum and every length against the bytes stored; throws CorruptCheckpoint, also
+// when a file named v<N>.h5 holds another step. A damaged segment of the metrics or the span
+// log is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta, model and optimizer only (what
+// a trainer needs); no_tensor_data: everything read and checked, but the tensors' values not kept (rank 0).
 enum class Contents { all, model, no_tensor_data };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
@@ -127,7 +132,24 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
 std::string supersede_newer_versions(const std::string& dir, std::int64_t step);
 // A fresh run into a directory that holds versions renames the directory, intact, to
 // <dir>.superseded-<UTC time>-<token> and returns that name (empty when there was nothing).
+// Its lock file comes back into a new, empty <dir>: a DirectoryLock on it stays held.
 std::string supersede_directory(const std::string& dir);
+
+// One job at a time in a directory (run.dir, checkpoint.dir): an exclusive flock(2) on
+// <dir>/.arclight.lock, which names the holder's host and PID, held while this lives (the
+// kernel drops it when the process ends, however it ends). Throws UsageError naming the
+// holder when another job holds it; `what` names the directory in that message.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+inline constexpr const char* lock_file_name = ".arclight.lock";
 
 // Keeps the newest `keep` versions (0: all), LATEST, and every file a kept one links to;
 // removes the rest, segment files no kept version links to, and leftovers of writes that

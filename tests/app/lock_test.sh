@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Two jobs on one directory (issue 17, point 12): while a job runs, a second one (fresh or
+# --resume auto, on its run.dir or its checkpoint.dir) exits 2 at start-up on every rank, naming
+# the first one's host and PID, and leaves the first job's checkpoints and metrics where they are.
+# Once the first job has ended, its directory is free again.
+# Usage: lock_test.sh BUILD/arclight SOURCE_DIR
+set -u
+bin=$(realpath "$1"); src=$2
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d)
+first=
+cleanup() {
+  [ -n "$first" ] && kill -9 "$first" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+passed=0 failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Runs arclight on 3 ranks, each rank printing "exit-code RANK CODE" after the binary ends; 60 s at most.
+run_ranks() {
+  timeout 60 "$mpirun" --oversubscribe --allow-run-as-root -np 3 \
+    bash -c '"$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" "$@" >"$work/out" 2>"$work/err"
+}
+codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
+
+check_refused() {
+  local what=$1 expect=$2; shift 2
+  local before=$failures
+  run_ranks train --config configs/tiny.toml "$@"
+  [ "$(codes)" = "3x2" ] || fail "$what: exit codes '$(codes)', want 3x2: $(tail -3 "$work/err")"
+  [ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "$what: $(grep -c 'error\]' "$work/err") error lines, want 1"
+  grep -qF -- "$expect" "$work/err" || fail "$what: message lacks '$expect': $(cat "$work/err")"
+  [ $failures = "$before" ] && passed=$((passed + 1))
+}
+
+cd "$src"
+run=$work/run
+# The first job: far more steps than the test lasts, a version every step.
+timeout 170 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$run" --run.steps 100000 --checkpoint.every_steps 1 >"$work/first.out" 2>"$work/first.err" &
+first=$!
+for _ in $(seq 240); do [ -f "$run/checkpoints/LATEST" ] && break; sleep 0.5; done
+[ -f "$run/checkpoints/LATEST" ] || { fail "the first job wrote no version: $(tail -5 "$work/first.err")"; exit 1; }
+
+# The lock file names the first job's rank 0: this host, a live arclight process.
+holder=$(cat "$run/.arclight.lock")
+pid=${holder##*PID }
+[ "$holder" = "host $(hostname), PID $pid" ] || fail "lock file says '$holder'"
+grep -q arclight "/proc/$pid/cmdline" 2>/dev/null || fail "PID $pid in the lock file is no arclight process"
+
+check_refused "a second fresh job" "run.dir $run is in use by another job ($holder)" --run.dir "$run"
+check_refused "a second job with --resume auto" "run.dir $run is in use by another job ($holder)" \
+  --run.dir "$run" --resume auto
+check_refused "a second job on the checkpoint.dir only" \
+  "checkpoint.dir $run/checkpoints is in use by another job ($holder)" \
+  --run.dir "$work/other" --checkpoint.dir "$run/checkpoints"
+
+# Nothing of the first job's was set aside, and it still runs.
+[ -z "$(ls -d "$run"/checkpoints.superseded-* 2>/dev/null)" ] || fail "the first job's checkpoints were set aside"
+[ ! -d "$run/archive" ] || fail "the first job's metrics were archived"
+kill -0 "$first" 2>/dev/null || fail "the first job ended: $(tail -5 "$work/first.err")"
+
+# Once it has ended (however: here kill -9 of the holder, and mpirun ends the rest), the lock is
+# gone with it and a job resumes there.
+kill -9 "$pid"
+wait "$first" 2>/dev/null
+first=
+before=$failures
+step=$(grep -o 'v[0-9]*' "$run/checkpoints/LATEST" | tr -dc 0-9 | sed 's/^0*//')
+run_ranks train --config configs/tiny.toml --run.dir "$run" --resume auto --run.steps $((step + 1))
+[ "$(codes)" = "3x0" ] || fail "resume after the first job: exit codes '$(codes)', want 3x0: $(tail -5 "$work/err")"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+echo "$passed passed, $failures failed"
+[ $failures = 0 ]
