@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 // The pre-tokenizer ByteLevel applies when its use_regex is true: GPT-2's pattern.
 constexpr const char* gpt2_pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 // Ids beyond this are refused: a file's claim is not a reason to allocate gigabytes.
-constexpr std::int64_t max_token_id = 1 << 24;
+constexpr std::int64_t max_token_id = 1 << 22;
 
 // tokenizer.json's keys, read with their JSON types checked; every error names the file and the key's path.
 class Reader {
