@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
+#include "unicode.hpp"
 
 namespace arclight::text {
 namespace {
@@ -32,10 +33,31 @@ std::string_view strip_newlines_left(std::string_view s) {
   return s.substr(std::min(s.find_first_not_of('\n'), s.size()));
 }
 std::string_view strip_newlines_right(std::string_view s) { return s.substr(0, s.find_last_not_of('\n') + 1); }
-std::string_view trim(std::string_view s) {  // Jinja's trim: Python's str.strip() (ASCII whitespace here)
-  const auto begin = s.find_first_not_of(" \t\n\r\v\f");
-  return begin == std::string_view::npos ? std::string_view()
-                                         : s.substr(begin, s.find_last_not_of(" \t\n\r\v\f") - begin + 1);
+// Python's str.isspace() for one code point: what Jinja's trim (str.strip()) removes in transformers' templates.
+bool is_python_space(std::uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+// The code point of the UTF-8 sequence at s[at] of length n.
+std::uint32_t code_point(std::string_view s, std::size_t at, std::size_t n) {
+  static constexpr std::uint8_t lead_mask[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+  std::uint32_t cp = static_cast<std::uint8_t>(s[at]) & lead_mask[n];
+  for (std::size_t i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<std::uint8_t>(s[at + i]) & 0x3F);
+  return cp;
+}
+std::string_view trim(std::string_view s) {
+  std::size_t begin = 0, end = s.size();
+  for (std::size_t n;
+       begin < end && (n = utf8_sequence_length(s, begin)) > 0 && is_python_space(code_point(s, begin, n));)
+    begin += n;
+  while (end > begin) {  // back to the start of the last character
+    std::size_t start = end - 1;
+    while (start > begin && (static_cast<std::uint8_t>(s[start]) & 0xC0) == 0x80 && end - start < 4) --start;
+    const std::size_t n = utf8_sequence_length(s, start);
+    if (n != end - start || !is_python_space(code_point(s, start, n))) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
 }
 
 // Qwen3's template: the index of the last user message that is not a tool response wrapped as one.
@@ -128,8 +150,10 @@ std::string render_llama3(const ChatTemplate& t, const Conversation& c, const Re
            std::string(has_system ? trim(c.messages[0].content) : "") + "<|eot_id|>";
   for (std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
-    if (m.role == "tool") {
-      out += llama3_header("ipython") + m.content + "<|eot_id|>";
+    if (m.role == "tool") {  // Llama 3.1 calls the tool's role ipython; 3.0's template writes the role as given
+      out += t.knowledge_cutoff ? llama3_header("ipython") + m.content
+                                : llama3_header("tool") + std::string(trim(m.content));
+      out += "<|eot_id|>";
     } else if (!m.tool_calls.empty()) {
       if (m.tool_calls.size() > 1) throw UsageError("chat template " + t.name + ": one tool call per message");
       out += llama3_header(m.role) + "{\"name\": \"" + m.tool_calls[0].name +

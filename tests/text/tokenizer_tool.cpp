@@ -3,6 +3,8 @@
 //   tokenizer_tool encode TOKENIZER_JSON HEX_LINES   one JSON line per input: {"ids":[...],"decoded":"<hex>"}
 //   tokenizer_tool decode TOKENIZER_JSON ID_LINES    one hex line per JSON array of ids: the decoded bytes
 //   tokenizer_tool bench TOKENIZER_JSON HEX_LINES R  encodes every line R times; prints tokens, seconds, tokens/s
+//   tokenizer_tool chat MODEL_DIR JSON_LINES       one JSON line per conversation ({"messages", "tools",
+//                                                  "add_generation_prompt", "enable_thinking"}): {"text":..,"ids":[..]}
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "arclight/text/chat_template.hpp"
 #include "arclight/text/tokenizer.hpp"
 
 namespace {
@@ -75,6 +80,23 @@ int bench(const arclight::text::Tokenizer& t, const char* lines_path, int rounds
   return 0;
 }
 
+int chat(const char* model_dir, const char* lines_path) {
+  const auto tokenizer = arclight::text::load_tokenizer(model_dir);
+  const auto chat_template = arclight::text::load_chat_template(model_dir);
+  std::ifstream in(lines_path);
+  for (std::string line; std::getline(in, line);) {
+    const auto request = nlohmann::json::parse(line);
+    arclight::text::RenderOptions options;
+    options.add_generation_prompt = request.value("add_generation_prompt", false);
+    if (request.contains("enable_thinking")) options.enable_thinking = request["enable_thinking"].get<bool>();
+    const auto conversation = arclight::text::parse_conversation(line);
+    const nlohmann::json out = {{"text", chat_template.render(conversation, options)},
+                                {"ids", arclight::text::encode_chat(chat_template, *tokenizer, conversation, options)}};
+    std::cout << out.dump() << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +105,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (std::string(argv[1]) == "chat") return chat(argv[2], argv[3]);
     const auto tokenizer = arclight::text::load_tokenizer(argv[2]);
     const std::string mode = argv[1];
     if (mode == "encode") return encode(*tokenizer, argv[3]);
