@@ -309,6 +309,15 @@ Invocation parse_command_line(int argc, const char* const* argv) {
       "--trained", inv.inspect_trained,
       "how often each task was trained on, from the store in a version (the directory's newest valid one)");
 
+  CLI::App* tokenize = app.add_subcommand("tokenize", "print the token ids of the text on stdin, as JSON");
+  tokenize->add_option("--model", inv.tokenize_model, "model directory (tokenizer.json, tokenizer_config.json)")
+      ->required();
+  tokenize->add_flag("--chat", inv.tokenize_chat,
+                     "stdin is a JSON list of chat messages (or {\"messages\", \"tools\"}), put in the chat template");
+  tokenize->add_option("--template", inv.tokenize_template, "chat template: chatml, qwen2.5, qwen3, llama3, llama3.1");
+  tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,
+                     "with --chat: end with the assistant's header, as for generation");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help or --version
@@ -331,6 +340,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.effective_config = train->config_to_str(true, false);
   } else if (inspect->parsed()) {
     inv.command = Command::inspect;
+  } else if (tokenize->parsed()) {
+    inv.command = Command::tokenize;
   } else {
     inv.text = app.help();
   }

@@ -23,6 +23,7 @@
 #include "arclight/core/layout.hpp"
 #include "arclight/core/placement.hpp"
 #include "arclight/model/compute_threads.hpp"
+#include "tokenize.hpp"
 
 namespace arclight::app {
 namespace {
@@ -160,6 +161,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
     switch (inv.command) {
       case Command::train: return train(mpi, inv, layout);
       case Command::inspect: return inspect(mpi, inv);
+      case Command::tokenize: return mpi.rank() == 0 ? tokenize(inv) : exit_ok;
       case Command::none: return exit_ok;
     }
   } catch (const Error& e) {

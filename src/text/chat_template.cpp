@@ -1,5 +1,6 @@
 #include "arclight/text/chat_template.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 

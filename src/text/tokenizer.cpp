@@ -515,7 +515,9 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json_text, cons
 std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
   const fs::path file = fs::is_directory(path) ? path / "tokenizer.json" : path;
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw TokenizerFileError(log::concat(file.string(), ": cannot be read"));
+  if (!in)
+    throw TokenizerFileError(
+        log::concat(file.string(), ": cannot be read (give a model directory or its tokenizer.json)"));
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   return parse_tokenizer_json(text, file.string());
 }
