@@ -9,256 +9,14 @@
 #include <queue>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 #include "arclight/core/log.hpp"
-#include "regex.hpp"
+#include "bpe_model.hpp"
 #include "unicode.hpp"
 
 namespace arclight::text {
 namespace {
 
-using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-// The pre-tokenizer ByteLevel applies when its use_regex is true: GPT-2's pattern.
-constexpr const char* gpt2_pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-// Ids beyond this are refused: a file's claim is not a reason to allocate gigabytes.
-constexpr std::int64_t max_token_id = 1 << 22;
-
-// tokenizer.json's keys, read with their JSON types checked; every error names the file and the key's path.
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw TokenizerFileError(log::concat(file_, ": key \"", key, "\": ", what));
-  }
-  const json& get(const json& object, const std::string& path, const char* key, json::value_t type) const {
-    const auto it = object.find(key);
-    const std::string where = path.empty() ? key : path + "." + key;
-    if (it == object.end()) fail(where, "missing");
-    if (it->type() != type && !(type == json::value_t::number_integer && it->is_number_integer()))
-      fail(where, log::concat("expected ", json(type).type_name(), ", found ", it->type_name()));
-    return *it;
-  }
-  // An optional key: its value, or `fallback` where absent or null.
-  bool flag(const json& object, const std::string& path, const char* key, bool fallback) const {
-    const auto it = object.find(key);
-    if (it == object.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) fail(path + "." + key, log::concat("expected boolean, found ", it->type_name()));
-    return it->get<bool>();
-  }
-  std::string string(const json& object, const std::string& path, const char* key) const {
-    return get(object, path, key, json::value_t::string).get<std::string>();
-  }
-  TokenId id(const json& value, const std::string& where) const {
-    if (!value.is_number_integer()) fail(where, log::concat("expected an integer id, found ", value.type_name()));
-    const auto v = value.get<std::int64_t>();
-    if (v < 0 || v >= max_token_id) fail(where, log::concat("id ", v, " out of range [0, ", max_token_id, ")"));
-    return static_cast<TokenId>(v);
-  }
-
- private:
-  std::string file_;
-};
-
-// A token's bytes as the ByteLevel decoder gives them: its characters mapped back to bytes, or its own UTF-8 where
-// one of them is outside the byte-level alphabet (added tokens such as "<|im_end|>" pass either way).
-std::string token_bytes(const std::string& token) {
-  auto bytes = bytes_of_byte_level(token);
-  return bytes ? std::move(*bytes) : token;
-}
-
-struct AddedToken {
-  std::string content;
-  TokenId id;
-  bool special, lstrip, rstrip;
-};
-
-struct Merge {
-  std::int32_t rank;
-  TokenId merged;
-};
-std::uint64_t pair_key(TokenId a, TokenId b) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
-}
-
-// One step of the pre-tokenizer: a Split (or ByteLevel with use_regex) cutting every piece further.
-struct SplitStep {
-  std::unique_ptr<Regex> regex;
-  bool keep_matches = true;
-};
-
-enum class Kind : std::uint8_t { none, normal, added, special };
-
-// Everything tokenizer.json says that encoding and decoding need.
-struct BpeModel {
-  std::unordered_map<std::string, TokenId> vocab;  // token bytes -> id
-  std::vector<std::string> bytes_of_id;
-  std::vector<Kind> kind_of_id;
-  std::array<TokenId, 256> byte_id{};
-  std::unordered_map<std::uint64_t, Merge> merges;
-  std::vector<AddedToken> added;
-  std::vector<SplitStep> steps;
-  bool nfc = false;
-  bool ignore_merges = false;
-};
-
-void set_token(BpeModel& m, TokenId id, std::string bytes, Kind kind) {
-  if (static_cast<std::size_t>(id) >= m.bytes_of_id.size()) {
-    m.bytes_of_id.resize(id + 1);
-    m.kind_of_id.resize(id + 1, Kind::none);
-  }
-  m.bytes_of_id[id] = std::move(bytes);
-  m.kind_of_id[id] = kind;
-}
-
-void read_vocab(const Reader& r, const json& model, BpeModel& m) {
-  const json& vocab = r.get(model, "model", "vocab", json::value_t::object);
-  m.vocab.reserve(vocab.size());
-  for (const auto& [token, value] : vocab.items()) {
-    const TokenId id = r.id(value, "model.vocab." + token);
-    std::string bytes = token_bytes(token);
-    m.vocab.emplace(bytes, id);
-    set_token(m, id, std::move(bytes), Kind::normal);
-  }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = m.vocab.find(std::string(1, static_cast<char>(b)));
-    if (it == m.vocab.end())
-      r.fail("model.vocab", log::concat("no token for byte ", b, " (\"", byte_level_char(b), "\"): not byte-level"));
-    m.byte_id[b] = it->second;
-  }
-}
-
-// A merge is "a b" (older files) or ["a", "b"] (tokenizers 0.20 on); its rank is its place in the list.
-void read_merges(const Reader& r, const json& model, BpeModel& m) {
-  const json& merges = r.get(model, "model", "merges", json::value_t::array);
-  m.merges.reserve(merges.size());
-  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const json& merge = merges[rank];
-    const std::string where = log::concat("model.merges[", rank, "]");
-    std::string left, right;
-    if (merge.is_string()) {
-      const auto& s = merge.get_ref<const std::string&>();
-      const auto space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-        r.fail(where, "a merge string is two tokens and one space, found \"" + s + "\"");
-      left = s.substr(0, space), right = s.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
-      left = merge[0].get<std::string>(), right = merge[1].get<std::string>();
-    } else {
-      r.fail(where, "expected \"a b\" or [\"a\", \"b\"], found " + merge.dump());
-    }
-    const auto a = m.vocab.find(token_bytes(left)), b = m.vocab.find(token_bytes(right));
-    const auto merged = m.vocab.find(token_bytes(left) + token_bytes(right));
-    if (a == m.vocab.end() || b == m.vocab.end() || merged == m.vocab.end())
-      r.fail(where,
-             "merges \"" + left + "\" and \"" + right + "\", which are not both in the vocabulary with their join");
-    m.merges.emplace(pair_key(a->second, b->second), Merge{static_cast<std::int32_t>(rank), merged->second});
-  }
-}
-
-void read_added_tokens(const Reader& r, const json& root, BpeModel& m) {
-  const auto it = root.find("added_tokens");
-  if (it == root.end() || it->is_null()) return;
-  if (!it->is_array()) r.fail("added_tokens", log::concat("expected array, found ", it->type_name()));
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& t = (*it)[i];
-    const std::string where = log::concat("added_tokens[", i, "]");
-    if (!t.is_object()) r.fail(where, log::concat("expected object, found ", t.type_name()));
-    AddedToken added{r.string(t, where, "content"), r.id(r.get(t, where, "id", json::value_t::number_integer), where),
-                     r.flag(t, where, "special", false), r.flag(t, where, "lstrip", false),
-                     r.flag(t, where, "rstrip", false)};
-    if (added.content.empty()) r.fail(where + ".content", "an empty added token");
-    set_token(m, added.id, token_bytes(added.content), added.special ? Kind::special : Kind::added);
-    m.added.push_back(std::move(added));
-  }
-}
-
-void read_normalizer(const Reader& r, const json& normalizer, const std::string& where, BpeModel& m) {
-  if (normalizer.is_null()) return;
-  if (!normalizer.is_object()) r.fail(where, log::concat("expected object, found ", normalizer.type_name()));
-  const std::string type = r.string(normalizer, where, "type");
-  if (type == "NFC") {
-    m.nfc = true;
-  } else if (type == "Sequence") {
-    const json& list = r.get(normalizer, where, "normalizers", json::value_t::array);
-    for (std::size_t i = 0; i < list.size(); ++i)
-      read_normalizer(r, list[i], log::concat(where, ".normalizers[", i, "]"), m);
-  } else {
-    r.fail(where + ".type", "normalizer \"" + type + "\" is not supported (NFC and Sequence are)");
-  }
-}
-
-void read_split(const Reader& r, const json& step, const std::string& where, BpeModel& m) {
-  const json& pattern = r.get(step, where, "pattern", json::value_t::object);
-  const bool is_regex = pattern.contains("Regex");
-  if (!is_regex && !pattern.contains("String"))
-    r.fail(where + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
-  const std::string text = r.string(pattern, where + ".pattern", is_regex ? "Regex" : "String");
-  const std::string behavior = r.string(step, where, "behavior");
-  if (behavior != "Isolated" && behavior != "Removed")
-    r.fail(where + ".behavior", "\"" + behavior + "\" is not supported (Isolated and Removed are)");
-  if (r.flag(step, where, "invert", false)) r.fail(where + ".invert", "an inverted Split is not supported");
-  try {
-    m.steps.push_back({std::make_unique<Regex>(text, !is_regex), behavior == "Isolated"});
-  } catch (const std::invalid_argument& e) {
-    r.fail(where + ".pattern", e.what());
-  }
-}
-
-// Returns whether a ByteLevel step was there: without one, this is not a byte-level BPE.
-bool read_pre_tokenizer(const Reader& r, const json& pre, const std::string& where, BpeModel& m) {
-  if (!pre.is_object()) r.fail(where, log::concat("expected object, found ", pre.type_name()));
-  const std::string type = r.string(pre, where, "type");
-  if (type == "Split") {
-    read_split(r, pre, where, m);
-    return false;
-  }
-  if (type == "ByteLevel") {
-    if (r.flag(pre, where, "add_prefix_space", false))
-      r.fail(where + ".add_prefix_space", "true is not supported (GPT-2, Llama 3 and Qwen set false)");
-    if (r.flag(pre, where, "use_regex", true)) m.steps.push_back({std::make_unique<Regex>(gpt2_pattern), true});
-    return true;
-  }
-  if (type != "Sequence")
-    r.fail(where + ".type", "pre-tokenizer \"" + type + "\" is not supported (Split, ByteLevel and Sequence are)");
-  const json& list = r.get(pre, where, "pretokenizers", json::value_t::array);
-  bool byte_level = false;
-  for (std::size_t i = 0; i < list.size(); ++i)
-    byte_level |= read_pre_tokenizer(r, list[i], log::concat(where, ".pretokenizers[", i, "]"), m);
-  return byte_level;
-}
-
-void check_model_kind(const Reader& r, const json& model) {
-  const auto type = model.find("type");
-  if (type != model.end() && *type != "BPE")
-    r.fail("model.type", "model \"" + type->dump() + "\" is not supported (BPE is)");
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const auto it = model.find(key);
-    if (it != model.end() && !it->is_null() && *it != "")
-      r.fail(std::string("model.") + key, "not supported (byte-level BPE leaves it empty)");
-  }
-  if (r.flag(model, "model", "byte_fallback", false))
-    r.fail("model.byte_fallback", "byte fallback (Llama 2, Mistral) is not supported yet");
-}
-
-BpeModel read_model(const json& root, const Reader& r) {
-  if (!root.is_object()) r.fail("(top level)", log::concat("expected object, found ", root.type_name()));
-  BpeModel m;
-  const json& model = r.get(root, "", "model", json::value_t::object);
-  check_model_kind(r, model);
-  m.ignore_merges = r.flag(model, "model", "ignore_merges", false);
-  read_vocab(r, model, m);
-  read_merges(r, model, m);
-  read_added_tokens(r, root, m);
-  const auto normalizer = root.find("normalizer");
-  if (normalizer != root.end()) read_normalizer(r, *normalizer, "normalizer", m);
-  const auto pre = root.find("pre_tokenizer");
-  if (pre == root.end() || pre->is_null() || !read_pre_tokenizer(r, *pre, "pre_tokenizer", m))
-    r.fail("pre_tokenizer", "no ByteLevel pre-tokenizer: only byte-level BPE is supported");
-  return m;
-}
 
 // BPE over one piece: merge the adjacent pair of lowest rank (the leftmost among equals) until no pair merges.
 // Short pieces keep the ranks of neighbouring pairs in an array and scan it; long ones (a run of thousands of
@@ -372,7 +130,10 @@ class BpeTokenizer final : public Tokenizer {
       if (skip_special && m_.kind_of_id[id] == Kind::special) continue;
       out += m_.bytes_of_id[id];
     }
-    return out;
+    // SentencePiece-style decoders take the space of the first word's U+2581 off again.
+    std::size_t spaces = 0;
+    while (spaces < m_.strip_leading_spaces && spaces < out.size() && out[spaces] == ' ') ++spaces;
+    return out.erase(0, spaces);
   }
 
   std::size_t vocab_size() const override { return m_.bytes_of_id.size(); }
@@ -380,7 +141,7 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<TokenId> token_id(std::string_view token) const override {
     for (const auto& added : m_.added)
       if (added.content == token) return added.id;
-    const auto it = m_.vocab.find(token_bytes(std::string(token)));
+    const auto it = m_.vocab.find(m_.key_of(std::string(token)));
     if (it == m_.vocab.end()) return std::nullopt;
     return it->second;
   }
@@ -404,14 +165,55 @@ class BpeTokenizer final : public Tokenizer {
   // Text between added tokens: normalised, cut into pieces by the pre-tokenizer, each piece merged.
   void encode_segment(std::string_view raw, std::vector<TokenId>& ids) const {
     if (raw.empty()) return;
-    const std::string normalized = m_.nfc ? to_nfc(raw) : std::string();
-    std::vector<std::string_view> pieces{m_.nfc ? std::string_view(normalized) : raw}, cut;
+    const std::string normalized = m_.normalizers.empty() ? std::string() : normalize(raw);
+    std::vector<std::string_view> pieces{m_.normalizers.empty() ? raw : std::string_view(normalized)}, cut;
     for (const SplitStep& step : m_.steps) {
       cut.clear();
       for (std::string_view piece : pieces) step.regex->split(piece, cut, step.keep_matches, true);
       pieces.swap(cut);
     }
     for (std::string_view piece : pieces) encode_piece(piece, ids);
+  }
+
+  std::string normalize(std::string_view raw) const {
+    std::string text(raw);
+    for (const NormalizerStep& step : m_.normalizers) {
+      if (step.type == NormalizerStep::Type::nfc) {
+        text = to_nfc(text);
+      } else if (step.type == NormalizerStep::Type::prepend) {
+        if (!text.empty()) text.insert(0, step.text);
+      } else {
+        for (std::size_t at = text.find(step.text); at != std::string::npos;
+             at = text.find(step.text, at + step.replacement.size()))
+          text.replace(at, step.text.size(), step.replacement);
+      }
+    }
+    return text;
+  }
+
+  // The symbols BPE starts from: each byte's token (byte-level), or each character's, falling back to its bytes'
+  // <0xAB> tokens, or else to the unknown token (characters).
+  std::vector<TokenId> initial_symbols(std::string_view piece) const {
+    std::vector<TokenId> symbols;
+    symbols.reserve(piece.size());
+    if (m_.byte_level) {
+      for (char c : piece) symbols.push_back(m_.byte_id[static_cast<std::uint8_t>(c)]);
+      return symbols;
+    }
+    for (std::size_t at = 0; at < piece.size();) {
+      const std::size_t n = std::max<std::size_t>(1, utf8_sequence_length(piece, at));  // an invalid byte alone
+      const auto it = m_.vocab.find(std::string(piece.substr(at, n)));
+      if (it != m_.vocab.end()) {
+        symbols.push_back(it->second);
+      } else if (std::all_of(piece.begin() + at, piece.begin() + at + n,
+                             [&](char c) { return m_.byte_id[static_cast<std::uint8_t>(c)] >= 0; })) {
+        for (std::size_t i = at; i < at + n; ++i) symbols.push_back(m_.byte_id[static_cast<std::uint8_t>(piece[i])]);
+      } else if (m_.unk && !(m_.fuse_unk && !symbols.empty() && symbols.back() == *m_.unk)) {
+        symbols.push_back(*m_.unk);
+      }
+      at += n;
+    }
+    return symbols;
   }
 
   void encode_piece(std::string_view piece, std::vector<TokenId>& ids) const {
@@ -425,9 +227,7 @@ class BpeTokenizer final : public Tokenizer {
       const auto it = cache_.find(key);
       if (it != cache_.end()) return ids.insert(ids.end(), it->second.begin(), it->second.end()), void();
     }
-    std::vector<TokenId> symbols(piece.size());
-    std::transform(piece.begin(), piece.end(), symbols.begin(),
-                   [&](char c) { return m_.byte_id[static_cast<std::uint8_t>(c)]; });
+    std::vector<TokenId> symbols = initial_symbols(piece);
     PieceMerger(m_).merge(symbols);
     ids.insert(ids.end(), symbols.begin(), symbols.end());
     if (piece.size() > 256) return;  // worth caching: words, not a megabyte of spaces
@@ -502,14 +302,7 @@ class ByteTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> parse_tokenizer_json(std::string_view json_text, const std::string& file) {
-  const Reader reader(file);
-  json root;
-  try {
-    root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
-    throw TokenizerFileError(log::concat(file, ": not JSON: ", e.what()));
-  }
-  return std::make_unique<BpeTokenizer>(read_model(root, reader));
+  return std::make_unique<BpeTokenizer>(read_bpe_model(json_text, file));
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {

@@ -6,6 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -177,12 +178,17 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
   refused([](json& j) { j["model"]["merges"].push_back("a q"); }, "model.merges[7]");
   refused([](json& j) { j["model"]["merges"].push_back(json::array({"a"})); }, "model.merges[7]");
   refused([](json& j) { j["model"]["type"] = "WordPiece"; }, "model.type");
-  refused([](json& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback");
+  refused([](json& j) { j["model"]["unk_token"] = "<nope>"; }, "model.unk_token");
   refused([](json& j) { j["added_tokens"][0].erase("id"); }, "added_tokens[0].id");
   refused([](json& j) { j["added_tokens"][1]["content"] = 5; }, "added_tokens[1].content");
   refused([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer.type");
   refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer.type");
-  refused([](json& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer");
+  refused(
+      [](json& j) {
+        j["pre_tokenizer"] = nullptr;  // no ByteLevel: characters, whose decoder is read
+        j["decoder"] = {{"type", "WordPiece"}};
+      },
+      "decoder.type");
   refused(
       [](json& j) {
         j["pre_tokenizer"] = {
@@ -202,6 +208,51 @@ BOOST_AUTO_TEST_CASE(reads_a_model_directory) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Llama 2's layout: no pre-tokenizer, spaces as U+2581 by the normalizer, BPE over characters, bytes of characters
+// without a token as <0xAB> tokens, a decoder that turns U+2581 back and strips the first space.
+BOOST_AUTO_TEST_CASE(sentencepiece_style_bpe_with_byte_fallback) {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  for (const char* t : {"\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"})
+    vocab[json::parse(std::string("\"") + t + "\"").get<std::string>()] = static_cast<int>(vocab.size());
+  json j = {{"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}}},
+            {"normalizer",
+             {{"type", "Sequence"},
+              {"normalizers",
+               {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+            {"pre_tokenizer", nullptr},
+            {"decoder",
+             {{"type", "Sequence"},
+              {"decoders",
+               {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                {{"type", "ByteFallback"}},
+                {{"type", "Fuse"}},
+                {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+            {"model",
+             {{"type", "BPE"},
+              {"byte_fallback", true},
+              {"unk_token", "<unk>"},
+              {"fuse_unk", true},
+              {"vocab", vocab},
+              {"merges", {"\u2581 a", "a b", "\u2581a b"}}}}};
+  const auto t = load(j);
+  const TokenId space = id_of(*t, "\u2581"), ab = id_of(*t, "\u2581ab");
+  BOOST_TEST(t->encode("ab ab") == (std::vector<TokenId>{ab, ab}));
+  BOOST_TEST(t->encode("b  a") == (std::vector<TokenId>{space, id_of(*t, "b"), space, id_of(*t, "\u2581a")}));
+  BOOST_TEST(t->encode("\xc3\xa9") == (std::vector<TokenId>{space, 3 + 0xc3, 3 + 0xa9}));  // é: no token, its bytes
+  for (const char* text : {"ab ab", " a", "caf\xc3\xa9 \xff", "b  a "}) BOOST_TEST(t->decode(t->encode(text)) == text);
+  BOOST_TEST(t->decode({1, ab}) == "<s> ab");
+  // Without byte fallback a character without a token is the unknown token, once for a run (fuse_unk).
+  j["model"]["byte_fallback"] = false;
+  BOOST_TEST(load(j)->encode("\xc3\xa9\xc3\xa9"
+                             "a") == (std::vector<TokenId>{space, 0, id_of(*t, "a")}));
+}
 
 BOOST_AUTO_TEST_CASE(byte_tokenizer) {
   const auto t = make_byte_tokenizer({"<|bos|>", "<|eos|>"});
