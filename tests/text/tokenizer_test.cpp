@@ -6,11 +6,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -199,6 +201,25 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
       "pre_tokenizer.pretokenizers[0].pattern");
   BOOST_CHECK_THROW(parse_tokenizer_json("{\"model\": ", "x.json"), TokenizerFileError);
   BOOST_CHECK_THROW(load_tokenizer("/nonexistent/dir"), TokenizerFileError);
+}
+
+BOOST_AUTO_TEST_CASE(threads_share_one_tokenizer) {
+  // Runners encode from several threads at once: the piece cache is shared, the answers must not change.
+  const auto t = load(tiny_tokenizer());
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i)
+    texts.push_back("hello ab" + std::string(i % 7, ' ') + std::to_string(i) + "abc<|end|>");
+  std::vector<std::vector<TokenId>> expected;
+  for (const auto& text : texts) expected.push_back(load(tiny_tokenizer())->encode(text));
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&] {
+      for (int round = 0; round < 20; ++round)
+        for (std::size_t i = 0; i < texts.size(); ++i) wrong += t->encode(texts[i]) != expected[i];
+    });
+  for (auto& thread : threads) thread.join();
+  BOOST_TEST(wrong.load() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(reads_a_model_directory) {
