@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
+#include "json_text.hpp"
 #include "unicode.hpp"
 
 namespace arclight::text {
@@ -90,7 +91,7 @@ void chatml_assistant(const ChatTemplate& t, const Message& m, bool after_last_q
   std::string_view content = m.content;
   std::string reasoning = m.reasoning_content.value_or("");
   const auto close = m.content.find("</think>");
-  if (!m.reasoning_content && close != std::string::npos) {
+  if (t.think && !m.reasoning_content && close != std::string::npos) {  // Qwen2.5 keeps the content whole
     content = strip_newlines_left(std::string_view(m.content).substr(m.content.rfind("</think>") + 8));
     const std::string_view before = strip_newlines_right(std::string_view(m.content).substr(0, close));
     const auto open = before.rfind("<think>");
@@ -152,7 +153,8 @@ std::string render_llama3(const ChatTemplate& t, const Conversation& c, const Re
   for (std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
     if (m.role == "tool") {  // Llama 3.1 calls the tool's role ipython; 3.0's template writes the role as given
-      out += t.knowledge_cutoff ? llama3_header("ipython") + m.content
+      // 3.1's template writes `content | tojson` for anything iterable, and a string is: the result comes quoted.
+      out += t.knowledge_cutoff ? llama3_header("ipython") + tojson(nlohmann::ordered_json(m.content))
                                 : llama3_header("tool") + std::string(trim(m.content));
       out += "<|eot_id|>";
     } else if (!m.tool_calls.empty()) {

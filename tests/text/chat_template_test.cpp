@@ -48,6 +48,13 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
       ChatTemplate::named("llama3").render(c, {true, std::nullopt}) ==
       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
       "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Only Qwen3 takes <think> blocks apart; plain ChatML and Qwen2.5 write the content as it is.
+  const auto thought =
+      chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "<think>T</think>A"}])");
+  BOOST_TEST(ChatTemplate::named("chatml").render(thought).find("assistant\n<think>T</think>A<|im_end|>") !=
+             std::string::npos);
+  BOOST_TEST(ChatTemplate::named("qwen3").render(thought).find("assistant\n<think>\nT\n</think>\n\nA<|im_end|>") !=
+             std::string::npos);
   const auto no_system = chat(R"([{"role": "user", "content": "U"}])");
   BOOST_TEST(ChatTemplate::named("qwen2.5").render(no_system).find("You are Qwen") != std::string::npos);
   BOOST_TEST(ChatTemplate::named("llama3.1").render(no_system).find("Cutting Knowledge Date") != std::string::npos);
@@ -66,6 +73,14 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
              std::string::npos);
   BOOST_TEST(text.find("<|im_start|>user\n<tool_response>\nR\n</tool_response><|im_end|>") != std::string::npos);
   BOOST_CHECK_THROW(ChatTemplate::named("llama3").render(c), UsageError);  // tool definitions: ChatML only
+  Conversation without_tools = c;
+  without_tools.tools.clear();
+  BOOST_TEST(
+      ChatTemplate::named("llama3.1")
+          .render(without_tools)
+          .find("<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"f\", \"parameters\": {\"b\": [1, 2.5], "
+                "\"a\": \"é\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n\"R\"<|eot_id|>") !=
+      std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
