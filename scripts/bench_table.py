@@ -33,6 +33,9 @@ def figures(name, d):
         yield "checkpoint blocking seconds (ratio: memcpy / ours)", d["blocking_s"], d["memcpy_s"], "memcpy, same bytes"
         yield "restore seconds (ratio: read / ours)", d["restore_s"], d["read_s"], f"cat of the file ({d['read_kind']})"
         yield "incremental version bytes, frozen base (ratio: ours / full)", d["incremental_bytes"], d["full_bytes"], "a full version"
+    elif name == "tokenizer":
+        for corpus in ("generated", "repository"):
+            yield f"tokenizer tokens/s, {corpus} text (Qwen3)", d[f"{corpus}_tokens_per_s"], d[f"{corpus}_js_tokens_per_s"], "tokenizers.js (Node)"
     elif name == "train":
         # Time: lower is better, so the ratio is baseline over ours.
         yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"

@@ -14,6 +14,10 @@ packages=(
   libtorch-dev
   # safetensors headers (and config.json): outside input, read with a well-fuzzed JSON library
   nlohmann-json3-dev
+  # the text module's tokenizers: Unicode regexes of tokenizer.json pre-tokenizers (UTF, UCP, JIT)
+  libpcre2-dev
+  # Qwen's tokenizer.json normalizes to NFC: ICU's normalizer (Unicode's reference library)
+  libicu-dev
   # LibTorch falls back to the slow reference BLAS without an optimized one.
   libopenblas0-pthread
   clang libclang-rt-14-dev

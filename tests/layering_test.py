@@ -20,6 +20,8 @@ LIBRARIES = [
     ("cli11", re.compile(r"CLI/")),
     ("protobuf", re.compile(r"(google/protobuf/|.*\.pb\.h$)")),
     ("json", re.compile(r"nlohmann/")),
+    ("pcre2", re.compile(r"pcre2\.h$")),
+    ("icu", re.compile(r"unicode/")),
 ]
 # The C++ standard library (no extension) and the POSIX and glibc headers any module may use.
 SYSTEM = re.compile(r"([a-z_]+|(unistd|fcntl|malloc|sched|dlfcn|signal|errno|pthread)\.h|sys/[a-z_]+\.h)$")

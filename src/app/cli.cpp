@@ -329,6 +329,14 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
       ->check(positive)
       ->capture_default_str();
+  CLI::App* tokenize = app.add_subcommand("tokenize", "print the token ids of the text on stdin, as JSON");
+  tokenize->add_option("--model", inv.tokenize_model, "model directory (tokenizer.json, tokenizer_config.json)")
+      ->required();
+  tokenize->add_flag("--chat", inv.tokenize_chat,
+                     "stdin is a JSON list of chat messages (or {\"messages\", \"tools\"}), put in the chat template");
+  tokenize->add_option("--template", inv.tokenize_template, "chat template: chatml, qwen2.5, qwen3, llama3, llama3.1");
+  tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,
+                     "with --chat: end with the assistant's header, as for generation");
 
   try {
     app.parse(argc, argv);
@@ -354,6 +362,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.command = Command::inspect;
   } else if (exporter->parsed()) {
     inv.command = Command::export_model;
+  } else if (tokenize->parsed()) {
+    inv.command = Command::tokenize;
   } else {
     inv.text = app.help();
   }

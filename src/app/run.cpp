@@ -26,6 +26,7 @@
 #include "arclight/model/architecture.hpp"
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/hf_export.hpp"
+#include "tokenize.hpp"
 
 namespace arclight::app {
 namespace {
@@ -204,6 +205,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
       case Command::train: return train(mpi, inv, layout);
       case Command::inspect: return inspect(mpi, inv);
       case Command::export_model: return export_model(mpi, inv);
+      case Command::tokenize: return mpi.rank() == 0 ? tokenize(inv) : exit_ok;
       case Command::none: return exit_ok;
     }
   } catch (const Error& e) {

@@ -7,7 +7,7 @@
 
 namespace arclight::app {
 
-enum class Command { none, train, inspect, export_model };
+enum class Command { none, train, inspect, export_model, tokenize };
 
 // export: a checkpoint's model as a Hugging Face directory.
 struct ExportRequest {
@@ -24,7 +24,11 @@ struct Invocation {
   bool dry_run = false;
   std::string resume;  // train --resume: "auto", a version file, or empty (a fresh run)
   std::string inspect_dir;
-  bool inspect_trained = false;  // inspect --trained: the store's ledger of trained rollouts, by task
+  bool inspect_trained = false;   // inspect --trained: the store's ledger of trained rollouts, by task
+  std::string tokenize_model;     // tokenize --model: a model directory or a tokenizer.json
+  bool tokenize_chat = false;     // tokenize --chat: stdin holds chat messages (JSON), rendered by the chat template
+  std::string tokenize_template;  // tokenize --template: the chat template by name, not recognised
+  bool tokenize_generation_prompt = false;  // tokenize --add-generation-prompt
   ExportRequest export_request;
   log::Level log_level = log::Level::info;
   std::string effective_config;  // the TOML of every key's value, for --dry-run

@@ -1,0 +1,73 @@
+#pragma once
+// Chat templates: messages (system, user, assistant with tool calls, tool) to the text a model was trained on, and
+// to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's <think> blocks, Qwen2.5's default
+// system prompt, Hermes-style <tool_call> JSON) and Llama 3 (3.0, and 3.1's system preamble). A model directory's
+// tokenizer_config.json `chat_template` (or chat_template.jinja) is recognised by its markers; a template that
+// matches none is an error unless a name is given.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arclight/text/tokenizer.hpp"
+
+namespace arclight::text {
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // as the template writes it: a JSON text (an object serialized like Jinja's tojson)
+};
+
+struct Message {
+  std::string role;  // system, user, assistant, tool
+  std::string content;
+  std::optional<std::string> reasoning_content;  // Qwen3: the assistant's thinking, when given apart
+  std::vector<ToolCall> tool_calls;
+};
+
+struct Conversation {
+  std::vector<Message> messages;
+  std::vector<std::string> tools;  // each tool's definition as JSON text, serialized like Jinja's tojson
+};
+
+// OpenAI-style JSON: a list of messages, or {"messages": [...], "tools": [...]}. Content may be a string, null, or
+// a list of {"type": "text", "text": ...} parts; tool call arguments an object or a JSON string. Throws UsageError.
+Conversation parse_conversation(std::string_view json_text);
+
+struct RenderOptions {
+  bool add_generation_prompt = false;   // end with the assistant's header: what the model continues
+  std::optional<bool> enable_thinking;  // Qwen3: false adds an empty <think></think> after that header
+};
+
+enum class TemplateFamily { chatml, llama3 };
+
+struct ChatTemplate {
+  TemplateFamily family = TemplateFamily::chatml;
+  std::string name;               // chatml, qwen2.5, qwen3, llama3, llama3.1
+  bool think = false;             // Qwen3: <think> blocks of assistant turns after the last user query
+  std::string default_system;     // Qwen2.5: the system prompt used when the conversation gives none
+  bool knowledge_cutoff = false;  // Llama 3.1: the "Cutting Knowledge Date" system preamble
+  std::string bos_token;          // Llama 3: <|begin_of_text|>, first in the text
+  std::string eos_token;          // tokenizer_config.json's eos_token, a stop token
+
+  // By name; throws UsageError naming the known ones.
+  static ChatTemplate named(std::string_view name);
+  // From a Jinja template's text by its markers; throws TokenizerFileError naming `where` where none matches.
+  static ChatTemplate recognize(std::string_view jinja, const std::string& where);
+
+  std::string render(const Conversation& conversation, const RenderOptions& options = {}) const;
+  // The tokens generation stops at: <|im_end|> or <|eot_id|> (and <|eom_id|>), <|endoftext|> or <|end_of_text|>,
+  // the configured EOS; those the tokenizer has.
+  std::vector<TokenId> stop_ids(const Tokenizer& tokenizer) const;
+};
+
+// A model directory's template: `name` when given, else recognised from tokenizer_config.json's chat_template (or
+// chat_template.jinja beside it); bos_token and eos_token from tokenizer_config.json. Throws TokenizerFileError.
+ChatTemplate load_chat_template(const std::filesystem::path& model_dir, std::string_view name = "");
+
+// The rendered text tokenized as Hugging Face's apply_chat_template does (special tokens in the text matched).
+std::vector<TokenId> encode_chat(const ChatTemplate& chat, const Tokenizer& tokenizer, const Conversation& conversation,
+                                 const RenderOptions& options = {});
+
+}  // namespace arclight::text

@@ -1,0 +1,272 @@
+#include "arclight/text/chat_template.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "arclight/core/log.hpp"
+#include "json_text.hpp"
+#include "unicode.hpp"
+
+namespace arclight::text {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The text of Qwen's templates, word for word (Qwen2.5 and Qwen3 share the tools block).
+constexpr std::string_view qwen_tools_head =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "
+    "signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view qwen_tools_tail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+constexpr std::string_view qwen25_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+// Llama 3.1's template writes these dates unless the caller passes others.
+constexpr std::string_view llama31_preamble = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+std::string_view strip_newlines_left(std::string_view s) {
+  return s.substr(std::min(s.find_first_not_of('\n'), s.size()));
+}
+std::string_view strip_newlines_right(std::string_view s) { return s.substr(0, s.find_last_not_of('\n') + 1); }
+// Python's str.isspace() for one code point: what Jinja's trim (str.strip()) removes in transformers' templates.
+bool is_python_space(std::uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+// The code point of the UTF-8 sequence at s[at] of length n.
+std::uint32_t code_point(std::string_view s, std::size_t at, std::size_t n) {
+  static constexpr std::uint8_t lead_mask[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+  std::uint32_t cp = static_cast<std::uint8_t>(s[at]) & lead_mask[n];
+  for (std::size_t i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<std::uint8_t>(s[at + i]) & 0x3F);
+  return cp;
+}
+std::string_view trim(std::string_view s) {
+  std::size_t begin = 0, end = s.size();
+  for (std::size_t n;
+       begin < end && (n = utf8_sequence_length(s, begin)) > 0 && is_python_space(code_point(s, begin, n));)
+    begin += n;
+  while (end > begin) {  // back to the start of the last character
+    std::size_t start = end - 1;
+    while (start > begin && (static_cast<std::uint8_t>(s[start]) & 0xC0) == 0x80 && end - start < 4) --start;
+    const std::size_t n = utf8_sequence_length(s, start);
+    if (n != end - start || !is_python_space(code_point(s, start, n))) break;
+    end = start;
+  }
+  return s.substr(begin, end - begin);
+}
+
+// Qwen3's template: the index of the last user message that is not a tool response wrapped as one.
+std::size_t last_query_index(const std::vector<Message>& messages) {
+  for (std::size_t i = messages.size(); i-- > 0;) {
+    const std::string& c = messages[i].content;
+    if (messages[i].role == "user" && !(starts_with(c, "<tool_response>") && ends_with(c, "</tool_response>")))
+      return i;
+  }
+  return messages.size() - 1;
+}
+
+void chatml_system(const ChatTemplate& t, const Conversation& c, std::string& out) {
+  const bool has_system = !c.messages.empty() && c.messages[0].role == "system";
+  const std::string system = has_system ? c.messages[0].content : t.default_system;
+  if (!c.tools.empty()) {
+    out += "<|im_start|>system\n";
+    if (!t.think || has_system) out += system + "\n\n";  // Qwen2.5 always writes one (its default at least)
+    out += qwen_tools_head;
+    for (const std::string& tool : c.tools) out += "\n" + tool;
+    out += qwen_tools_tail;
+  } else if (has_system || !system.empty()) {
+    out += "<|im_start|>system\n" + system + "<|im_end|>\n";
+  }
+}
+
+// An assistant turn: Qwen3 splits <think>...</think> off the content and writes it back only after the last query.
+void chatml_assistant(const ChatTemplate& t, const Message& m, bool after_last_query, bool last, std::string& out) {
+  std::string_view content = m.content;
+  std::string reasoning = m.reasoning_content.value_or("");
+  const auto close = m.content.find("</think>");
+  if (t.think && !m.reasoning_content && close != std::string::npos) {  // Qwen2.5 keeps the content whole
+    content = strip_newlines_left(std::string_view(m.content).substr(m.content.rfind("</think>") + 8));
+    const std::string_view before = strip_newlines_right(std::string_view(m.content).substr(0, close));
+    const auto open = before.rfind("<think>");
+    reasoning = std::string(strip_newlines_left(open == std::string_view::npos ? before : before.substr(open + 7)));
+  }
+  out += "<|im_start|>assistant\n";
+  if (t.think && after_last_query && (last || !reasoning.empty())) {
+    const std::string_view r = strip_newlines_right(strip_newlines_left(reasoning));
+    out += "<think>\n" + std::string(r) + "\n</think>\n\n" + std::string(strip_newlines_left(content));
+  } else {
+    out += content;
+  }
+  for (std::size_t i = 0; i < m.tool_calls.size(); ++i) {
+    if (i > 0 || !content.empty()) out += "\n";
+    out += "<tool_call>\n{\"name\": \"" + m.tool_calls[i].name + "\", \"arguments\": " + m.tool_calls[i].arguments +
+           "}\n</tool_call>";
+  }
+  out += "<|im_end|>\n";
+}
+
+std::string render_chatml(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
+  std::string out;
+  chatml_system(t, c, out);
+  const auto& ms = c.messages;
+  const std::size_t last_query = ms.empty() ? 0 : last_query_index(ms);
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    const Message& m = ms[i];
+    if (m.role == "user" || (m.role == "system" && i > 0)) {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    } else if (m.role == "assistant") {
+      chatml_assistant(t, m, i > last_query, i + 1 == ms.size(), out);
+    } else if (m.role == "tool") {
+      if (i == 0 || ms[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == ms.size() || ms[i + 1].role != "tool") out += "<|im_end|>\n";
+    }
+  }
+  if (options.add_generation_prompt) {
+    out += "<|im_start|>assistant\n";
+    if (t.think && options.enable_thinking == false) out += "<think>\n\n</think>\n\n";
+  }
+  return out;
+}
+
+std::string llama3_header(std::string_view role) {
+  return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
+}
+
+// Llama 3: each message under its role's header, trimmed, ended by <|eot_id|>; tool calls as Llama 3.1 writes them
+// ({"name": ..., "parameters": ...}) and tool results under the ipython role.
+std::string render_llama3(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
+  if (!c.tools.empty())
+    throw UsageError("chat template " + t.name + ": tool definitions are not supported (only ChatML's are)");
+  std::string out = t.bos_token;
+  const bool has_system = !c.messages.empty() && c.messages[0].role == "system";
+  if (t.knowledge_cutoff)
+    out += llama3_header("system") + std::string(llama31_preamble) +
+           std::string(has_system ? trim(c.messages[0].content) : "") + "<|eot_id|>";
+  for (std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0; i < c.messages.size(); ++i) {
+    const Message& m = c.messages[i];
+    if (m.role == "tool") {  // Llama 3.1 calls the tool's role ipython; 3.0's template writes the role as given
+      // 3.1's template writes `content | tojson` for anything iterable, and a string is: the result comes quoted.
+      out += t.knowledge_cutoff ? llama3_header("ipython") + tojson(nlohmann::ordered_json(m.content))
+                                : llama3_header("tool") + std::string(trim(m.content));
+      out += "<|eot_id|>";
+    } else if (!m.tool_calls.empty()) {
+      if (m.tool_calls.size() > 1) throw UsageError("chat template " + t.name + ": one tool call per message");
+      out += llama3_header(m.role) + "{\"name\": \"" + m.tool_calls[0].name +
+             "\", \"parameters\": " + m.tool_calls[0].arguments + "}<|eot_id|>";
+    } else {
+      out += llama3_header(m.role) + std::string(trim(m.content)) + "<|eot_id|>";
+    }
+  }
+  if (options.add_generation_prompt) out += llama3_header("assistant");
+  return out;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::named(std::string_view name) {
+  ChatTemplate t;
+  t.name = std::string(name);
+  if (name == "chatml") return t;
+  if (name == "qwen3") return t.think = true, t;
+  if (name == "qwen2.5") return t.default_system = std::string(qwen25_system), t;
+  t.family = TemplateFamily::llama3;
+  t.bos_token = "<|begin_of_text|>";
+  if (name == "llama3") return t;
+  if (name == "llama3.1") return t.knowledge_cutoff = true, t;
+  throw UsageError("chat template \"" + std::string(name) +
+                   "\" is not known (chatml, qwen2.5, qwen3, llama3, llama3.1)");
+}
+
+ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& where) {
+  const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
+  if (has("<|im_start|>")) {
+    if (has("<think>")) return named("qwen3");
+    return named(has(qwen25_system) ? "qwen2.5" : "chatml");
+  }
+  if (has("<|start_header_id|>")) return named(has("Cutting Knowledge Date") ? "llama3.1" : "llama3");
+  throw TokenizerFileError(where +
+                           ": a chat template arclight does not know (it recognises ChatML by <|im_start|> and "
+                           "Llama 3 by <|start_header_id|>); name one (chatml, qwen2.5, qwen3, llama3, llama3.1)");
+}
+
+std::string ChatTemplate::render(const Conversation& conversation, const RenderOptions& options) const {
+  return family == TemplateFamily::chatml ? render_chatml(*this, conversation, options)
+                                          : render_llama3(*this, conversation, options);
+}
+
+std::vector<TokenId> ChatTemplate::stop_ids(const Tokenizer& tokenizer) const {
+  std::vector<std::string> names = family == TemplateFamily::chatml
+                                       ? std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}
+                                       : std::vector<std::string>{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
+  if (!eos_token.empty()) names.push_back(eos_token);
+  std::vector<TokenId> ids;
+  for (const std::string& n : names)
+    if (const auto id = tokenizer.token_id(n); id && std::find(ids.begin(), ids.end(), *id) == ids.end())
+      ids.push_back(*id);
+  return ids;
+}
+
+namespace {
+
+// bos_token and eos_token are a string, {"content": ...} (older files), or null.
+std::string special_token(const nlohmann::json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"];
+  return "";
+}
+
+// chat_template is a string, or a list of {"name", "template"} of which "default" is the one.
+std::string template_text(const nlohmann::json& config, const fs::path& dir, const std::string& where) {
+  const auto it = config.find("chat_template");
+  if (it != config.end() && it->is_string()) return it->get<std::string>();
+  if (it != config.end() && it->is_array())
+    for (const auto& entry : *it)
+      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+          entry["template"].is_string())
+        return entry["template"];
+  if (it != config.end() && !it->is_null())
+    throw TokenizerFileError(where + ": key \"chat_template\": expected a string or a list with a \"default\"");
+  std::ifstream jinja(dir / "chat_template.jinja", std::ios::binary);  // where transformers 4.43+ saves it
+  if (!jinja) throw TokenizerFileError(where + ": no chat_template and no chat_template.jinja; name a template");
+  return {std::istreambuf_iterator<char>(jinja), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+ChatTemplate load_chat_template(const fs::path& model_dir, std::string_view name) {
+  const std::string where = (model_dir / "tokenizer_config.json").string();
+  nlohmann::json config = nlohmann::json::object();
+  if (std::ifstream in(model_dir / "tokenizer_config.json", std::ios::binary); in) {
+    try {
+      config = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw TokenizerFileError(where + ": not JSON: " + e.what());
+    }
+    if (!config.is_object()) throw TokenizerFileError(where + ": expected a JSON object");
+  } else if (name.empty()) {
+    throw TokenizerFileError(where + ": cannot be read, and no chat template was named");
+  }
+  ChatTemplate t = name.empty() ? ChatTemplate::recognize(template_text(config, model_dir, where), where)
+                                : ChatTemplate::named(name);
+  if (const std::string bos = special_token(config, "bos_token"); !bos.empty() && t.family == TemplateFamily::llama3)
+    t.bos_token = bos;
+  t.eos_token = special_token(config, "eos_token");
+  return t;
+}
+
+std::vector<TokenId> encode_chat(const ChatTemplate& chat, const Tokenizer& tokenizer, const Conversation& conversation,
+                                 const RenderOptions& options) {
+  return tokenizer.encode(chat.render(conversation, options), Specials::match);
+}
+
+}  // namespace arclight::text

@@ -1,0 +1,116 @@
+// Conversations from OpenAI-style JSON, and values serialized as Jinja's tojson writes them in Hugging Face's
+// templates (Python's json.dumps: ", " and ": " between items, non-ASCII kept).
+#include <nlohmann/json.hpp>
+
+#include "arclight/core/log.hpp"
+#include "arclight/text/chat_template.hpp"
+#include "json_text.hpp"
+
+namespace arclight::text {
+namespace {
+
+using json = nlohmann::ordered_json;  // keys in the order written: tojson keeps them so
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw UsageError(log::concat("chat messages: ", where, ": ", what));
+}
+
+void append_tojson(std::string& out, const json& value) {
+  if (value.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      out += first ? "" : ", ";
+      first = false;
+      out += json(key).dump() + ": ";
+      append_tojson(out, item);
+    }
+    out += '}';
+  } else if (value.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      out += i ? ", " : "";
+      append_tojson(out, value[i]);
+    }
+    out += ']';
+  } else {
+    out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+}
+
+// A string, null (""), or a list of text parts joined.
+std::string content_of(const json& message, const std::string& where) {
+  const auto it = message.find("content");
+  if (it == message.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array())
+    bad(where + ".content", log::concat("expected a string or a list of parts, found ", it->type_name()));
+  std::string text;
+  for (const json& part : *it) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      bad(where + ".content", "only {\"type\": \"text\", \"text\": ...} parts are supported, found " + part.dump());
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+ToolCall tool_call_of(const json& call, const std::string& where) {
+  const json& function = call.is_object() && call.contains("function") ? call["function"] : call;
+  if (!function.is_object() || !function.contains("name") || !function["name"].is_string())
+    bad(where, "a tool call needs a function name, found " + call.dump());
+  ToolCall out{function["name"].get<std::string>(), "{}"};
+  const auto arguments = function.find("arguments");
+  if (arguments != function.end() && !arguments->is_null())
+    out.arguments = arguments->is_string() ? arguments->get<std::string>() : tojson(*arguments);
+  return out;
+}
+
+Message message_of(const json& m, const std::string& where) {
+  if (!m.is_object()) bad(where, log::concat("expected an object, found ", m.type_name()));
+  if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "missing or not a string");
+  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}};
+  if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
+    bad(where + ".role", "\"" + out.role + "\" is not one of system, user, assistant, tool");
+  const auto reasoning = m.find("reasoning_content");
+  if (reasoning != m.end() && reasoning->is_string()) out.reasoning_content = reasoning->get<std::string>();
+  const auto calls = m.find("tool_calls");
+  if (calls != m.end() && !calls->is_null()) {
+    if (!calls->is_array()) bad(where + ".tool_calls", "expected a list");
+    for (std::size_t i = 0; i < calls->size(); ++i)
+      out.tool_calls.push_back(tool_call_of((*calls)[i], log::concat(where, ".tool_calls[", i, "]")));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string tojson(const nlohmann::ordered_json& value) {
+  std::string out;
+  append_tojson(out, value);
+  return out;
+}
+
+Conversation parse_conversation(std::string_view json_text) {
+  json root;
+  try {
+    root = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    bad("(input)", std::string("not JSON: ") + e.what());
+  }
+  const json* messages = &root;
+  Conversation out;
+  if (root.is_object()) {
+    if (!root.contains("messages")) bad("(input)", "an object needs \"messages\"");
+    messages = &root["messages"];
+    if (root.contains("tools") && !root["tools"].is_null()) {
+      if (!root["tools"].is_array()) bad("tools", "expected a list");
+      for (const json& tool : root["tools"]) out.tools.push_back(tojson(tool));
+    }
+  }
+  if (!messages->is_array()) bad("messages", log::concat("expected a list, found ", messages->type_name()));
+  for (std::size_t i = 0; i < messages->size(); ++i)
+    out.messages.push_back(message_of((*messages)[i], log::concat("messages[", i, "]")));
+  return out;
+}
+
+}  // namespace arclight::text

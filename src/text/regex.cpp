@@ -1,0 +1,78 @@
+#include "regex.hpp"
+
+#include <memory>
+#include <stdexcept>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+namespace arclight::text {
+namespace {
+
+pcre2_code* code_of(void* p) { return static_cast<pcre2_code*>(p); }
+
+// JIT code runs on a stack of its own: PCRE2's default 32 KiB fails on long runs of a repeated class, so each
+// thread gets a larger one, made on first use.
+pcre2_jit_stack* thread_jit_stack(void*) {
+  struct Stack {
+    pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    ~Stack() { pcre2_jit_stack_free(stack); }
+  };
+  thread_local Stack stack;
+  return stack.stack;
+}
+
+struct MatchResources {
+  pcre2_match_data* data;
+  pcre2_match_context* context;
+  ~MatchResources() {
+    pcre2_match_data_free(data);
+    pcre2_match_context_free(context);
+  }
+};
+
+}  // namespace
+
+Regex::Regex(const std::string& pattern, bool literal) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  const std::uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof message);
+    throw std::invalid_argument("regex \"" + pattern + "\" at offset " + std::to_string(offset) + ": " +
+                                reinterpret_cast<const char*>(message));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where JIT is missing, pcre2_match interprets: slower, same answer
+  code_ = code;
+}
+
+Regex::~Regex() { pcre2_code_free(code_of(code_)); }
+
+void Regex::split(std::string_view text, std::vector<std::string_view>& pieces, bool keep_matches,
+                  bool keep_gaps) const {
+  thread_local MatchResources match{pcre2_match_data_create(16, nullptr), pcre2_match_context_create(nullptr)};
+  thread_local bool stack_assigned = (pcre2_jit_stack_assign(match.context, thread_jit_stack, nullptr), true);
+  (void)stack_assigned;
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  std::size_t gap_start = 0, at = 0;
+  while (at <= text.size()) {
+    const int rc = pcre2_match(code_of(code_), subject, text.size(), at, 0, match.data, match.context);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) throw std::runtime_error("regex match failed with PCRE2 error " + std::to_string(rc));
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
+    const std::size_t begin = ovector[0], end = ovector[1];
+    if (end == begin) {  // an empty match splits nothing: look on from the next byte
+      at = begin + 1;
+      continue;
+    }
+    if (keep_gaps && begin > gap_start) pieces.push_back(text.substr(gap_start, begin - gap_start));
+    if (keep_matches) pieces.push_back(text.substr(begin, end - begin));
+    gap_start = at = end;
+  }
+  if (keep_gaps && gap_start < text.size()) pieces.push_back(text.substr(gap_start));
+}
+
+}  // namespace arclight::text

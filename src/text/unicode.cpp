@@ -1,0 +1,123 @@
+#include "unicode.hpp"
+
+#include <stdexcept>
+
+#include <unicode/bytestream.h>
+#include <unicode/normalizer2.h>
+#include <unicode/stringpiece.h>
+
+namespace arclight::text {
+namespace {
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the others for 256, 257, ... in order.
+struct ByteLevelAlphabet {
+  std::array<std::uint32_t, 256> char_of_byte{};
+  std::array<std::int16_t, 512> byte_of_char{};  // every character of the alphabet is below 512; -1: not one
+  ByteLevelAlphabet() {
+    byte_of_char.fill(-1);
+    std::uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+      char_of_byte[b] = printable ? b : next++;
+      byte_of_char[char_of_byte[b]] = static_cast<std::int16_t>(b);
+    }
+  }
+};
+const ByteLevelAlphabet& alphabet() {
+  static const ByteLevelAlphabet a;
+  return a;
+}
+
+void append_nfc(std::string& out, std::string_view valid_utf8) {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
+  if (U_FAILURE(status)) throw std::runtime_error(std::string("ICU NFC normalizer: ") + u_errorName(status));
+  icu::StringByteSink<std::string> sink(&out);
+  nfc->normalizeUTF8(0, icu::StringPiece(valid_utf8.data(), static_cast<std::int32_t>(valid_utf8.size())), sink,
+                     nullptr, status);
+  if (U_FAILURE(status)) throw std::runtime_error(std::string("ICU NFC normalization: ") + u_errorName(status));
+}
+
+}  // namespace
+
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(text[i]); };
+  const std::uint8_t lead = byte(at);
+  if (lead < 0x80) return 1;
+  std::size_t n;
+  std::uint32_t cp;
+  if (lead >= 0xC2 && lead <= 0xDF)
+    n = 2, cp = lead & 0x1F;
+  else if (lead >= 0xE0 && lead <= 0xEF)
+    n = 3, cp = lead & 0x0F;
+  else if (lead >= 0xF0 && lead <= 0xF4)
+    n = 4, cp = lead & 0x07;
+  else
+    return 0;
+  if (at + n > text.size()) return 0;
+  for (std::size_t i = 1; i < n; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(at + i) & 0x3F);
+  }
+  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  const bool surrogate = cp >= 0xD800 && cp <= 0xDFFF;
+  return overlong || surrogate || cp > 0x10FFFF ? 0 : n;
+}
+
+std::string to_nfc(std::string_view text) {
+  // Below U+0300 (lead bytes under 0xCC) every character is NFC-stable whatever follows: nothing to do.
+  bool may_change = false;
+  for (char c : text) may_change |= static_cast<std::uint8_t>(c) >= 0xCC;
+  if (!may_change) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  std::size_t run = 0, at = 0;
+  while (at < text.size()) {
+    const std::size_t n = utf8_sequence_length(text, at);
+    if (n > 0) {
+      at += n;
+      continue;
+    }
+    append_nfc(out, text.substr(run, at - run));
+    out += text[at];  // an invalid byte, kept
+    run = ++at;
+  }
+  append_nfc(out, text.substr(run));
+  return out;
+}
+
+std::optional<std::string> bytes_of_byte_level(std::string_view token) {
+  std::string bytes;
+  bytes.reserve(token.size());
+  for (std::size_t at = 0; at < token.size();) {
+    const std::size_t n = utf8_sequence_length(token, at);
+    if (n == 0 || n > 2) return std::nullopt;  // the alphabet is below U+0800: one or two bytes each
+    const auto b0 = static_cast<std::uint8_t>(token[at]);
+    const std::uint32_t cp = n == 1 ? b0 : ((b0 & 0x1F) << 6) | (static_cast<std::uint8_t>(token[at + 1]) & 0x3F);
+    if (cp >= 512 || alphabet().byte_of_char[cp] < 0) return std::nullopt;
+    bytes += static_cast<char>(alphabet().byte_of_char[cp]);
+    at += n;
+  }
+  return bytes;
+}
+
+std::string byte_level_char(std::uint8_t byte) {
+  std::string out;
+  append_utf8(out, alphabet().char_of_byte[byte]);
+  return out;
+}
+
+}  // namespace arclight::text

@@ -1,0 +1,24 @@
+#pragma once
+// Unicode helpers of the tokenizers: NFC normalisation (ICU) and GPT-2's byte-to-character map.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace arclight::text {
+
+// `text` in Normalization Form C. Stretches that are not valid UTF-8 are copied as they are (Hugging Face only
+// ever sees valid UTF-8; we keep every byte so that decode(encode(text)) gives the bytes back).
+std::string to_nfc(std::string_view text);
+
+// GPT-2's byte-level alphabet: each byte is written as one printable character (' ' as 'Ġ', '\n' as 'Ċ').
+// The bytes a token string spells in that alphabet, or nullopt where a character is outside it.
+std::optional<std::string> bytes_of_byte_level(std::string_view token);
+// The character (as UTF-8) that stands for `byte`.
+std::string byte_level_char(std::uint8_t byte);
+
+// The length of the valid UTF-8 sequence starting at text[at], or 0 where the bytes there are not one.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
+
+}  // namespace arclight::text

