@@ -155,6 +155,8 @@ void bind_model(ConfigBinder& b, Config& c) {
   b.mode("model.source", c.model.source, "scratch: a transformer initialised here; hf: a Hugging Face model directory");
   b.opt("model.path", c.model.path, "source = hf: the model directory (config.json, *.safetensors)");
   b.mode("model.dtype", c.model.dtype, "the forward's compute type (parameters stay float32)");
+  b.opt("model.chat_template", c.model.chat_template,
+        "source = hf: chatml, qwen2.5, qwen3, llama3 or llama3.1; empty: recognised from tokenizer_config.json");
   b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(positive);
   b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(positive);
   b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(positive);

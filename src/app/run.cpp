@@ -73,13 +73,15 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
     if (mpi.rank() == 0) {
       const auto agent = agent::make_agent(inv.config.agent);
       const model::Architecture model = model::architecture_of(inv.config.model, agent->vocab_size());
+      const std::string chat = chat_template_of(inv.config.model);
       std::printf(
-          "# effective configuration\n%s\n# model (%s, compute %s)\n%s\n# roles (%d ranks: %zu runner(s), %zu "
+          "# effective configuration\n%s\n# model (%s, compute %s%s)\n%s\n# roles (%d ranks: %zu runner(s), %zu "
           "trainer(s), trainer leader rank %d)\n%s",
           inv.effective_config.c_str(),
           inv.config.model.source == ModelSource::hf ? inv.config.model.path.c_str() : "initialised here",
-          name_of(inv.config.model.dtype), model::describe(model).c_str(), layout.world_size(), layout.runners().size(),
-          layout.trainers().size(), layout.trainer_leader(), table.c_str());
+          name_of(inv.config.model.dtype), chat.empty() ? "" : (", chat template " + chat).c_str(),
+          model::describe(model).c_str(), layout.world_size(), layout.runners().size(), layout.trainers().size(),
+          layout.trainer_leader(), table.c_str());
       std::fflush(stdout);
     }
     return exit_ok;

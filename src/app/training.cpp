@@ -19,6 +19,7 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/model/architecture.hpp"
+#include "arclight/text/chat_template.hpp"
 #include "roles.hpp"
 #include "weight_channel.hpp"
 
@@ -70,6 +71,7 @@ void check_training_config(const Config& config) {
   if (config.model.dtype == ComputeType::float16)
     throw UsageError("model.dtype = float16 needs GPUs; on CPUs use bfloat16 or float32");
   const model::Architecture architecture = model::architecture_of(config.model, agent->vocab_size());
+  chat_template_of(config.model);
   if (config.grpo.train_blocks > architecture.num_layers)
     throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks, " exceeds the model's ",
                                  architecture.num_layers, " layers"));
@@ -96,6 +98,12 @@ void lock_job_directories(const Config& config) {
 }
 
 }  // namespace
+
+std::string chat_template_of(const ModelConfig& model) {
+  if (model.source != ModelSource::hf) return {};
+  if (model.chat_template.empty() && !std::filesystem::exists(model.path + "/tokenizer_config.json")) return {};
+  return text::load_chat_template(model.path, model.chat_template).name;
+}
 
 void check_checkpoint_dir(const Config& config) {
   namespace fs = std::filesystem;

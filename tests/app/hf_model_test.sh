@@ -84,6 +84,16 @@ cp -r "$work/models/qwen2" "$work/gpt2"
 sed -i 's/Qwen2ForCausalLM/GPT2LMHeadModel/' "$work/gpt2/config.json"
 check_refused "an unknown architecture" 'architecture "GPT2LMHeadModel" is not supported' --model.path "$work/gpt2"
 check_refused "no model.path" 'model.source = "hf" needs model.path'
+check_refused "an unknown chat template name" "llama2" --model.path "$work/models/qwen3" --model.chat_template llama2
+cp -r "$work/models/qwen2" "$work/odd_template"
+echo '{"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}' >"$work/odd_template/tokenizer_config.json"
+check_refused "a chat template not recognised" "tokenizer_config.json" --model.path "$work/odd_template"
+before=$failures
+train --model.path "$work/odd_template" --model.chat_template chatml --dry-run --run.dir "$work/dry"
+[ "$(codes)" = "3x0" ] || fail "a named chat template: exit codes '$(codes)': $(tail -3 "$work/err")"
+grep -q "^# model ($work/odd_template, compute float32, chat template chatml)" "$work/out" ||
+  fail "a named chat template: $(grep '^# model' "$work/out")"
+[ $failures = "$before" ] && passed=$((passed + 1))
 check_refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
 
 echo "$passed passed, $failures failed"

@@ -12,6 +12,9 @@ namespace arclight::app {
 // Refuses, with UsageError, a configuration the job cannot train with (unknown agent,
 // a model that cannot hold the agent's episodes, a layout it cannot run).
 void check_training_config(const Config& config);
+// The chat template of a Hugging Face model (model.chat_template, or recognised from its tokenizer_config.json), by
+// name; empty for a scratch model or a directory without tokenizer files. UsageError when it is not known.
+std::string chat_template_of(const ModelConfig& model);
 
 // Creates the checkpoint directory if missing and refuses, with UsageError, one that cannot take
 // a file: found at start-up, not at the first checkpoint after training up to it. Rank 0's job.

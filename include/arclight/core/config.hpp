@@ -103,6 +103,7 @@ struct ModelConfig {
   ModelSource source = ModelSource::scratch;
   std::string path;                          // hf: the model directory
   ComputeType dtype = ComputeType::float32;  // the forward's type; parameters and optimizer state stay float32
+  std::string chat_template;  // hf: chatml, qwen2.5, qwen3, llama3, llama3.1; empty: recognised from the directory
   int d_model = 64;
   int n_layers = 2;
   int n_heads = 4;

@@ -18,9 +18,9 @@ using TokenId = std::int32_t;
 
 // A tokenizer file that cannot be used as it is: not JSON, a key missing or of the wrong type, a kind of model or
 // pre-tokenizer not supported. The message names the file and the key. Exit code 2, like a bad model file.
-class TokenizerFileError : public Error {
+class TokenizerFileError : public UsageError {
  public:
-  explicit TokenizerFileError(const std::string& what) : Error(what, exit_usage) {}
+  explicit TokenizerFileError(const std::string& what) : UsageError(what) {}
 };
 
 // Whether special added tokens (<|im_start|>, <|eot_id|>) written in the text become their ids (`match`, what
