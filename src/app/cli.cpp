@@ -157,6 +157,12 @@ void bind_model(ConfigBinder& b, Config& c) {
   b.mode("model.dtype", c.model.dtype, "the forward's compute type (parameters stay float32)");
   b.opt("model.chat_template", c.model.chat_template,
         "source = hf: chatml, qwen2.5, qwen3, llama3 or llama3.1; empty: recognised from tokenizer_config.json");
+  b.opt("model.lora_rank", c.model.lora_rank, "source = hf: train LoRA adapters of this rank only; 0: every weight")
+      ->check(CLI::Range(0, 4096));
+  b.opt("model.lora_alpha", c.model.lora_alpha, "LoRA: the adapters' output is scaled by lora_alpha / lora_rank")
+      ->check(positive);
+  b.opt("model.lora_targets", c.model.lora_targets, "LoRA: the projections with adapters: q, k, v, o, gate, up, down")
+      ->check(CLI::IsMember({"q", "k", "v", "o", "gate", "up", "down"}));
   b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(positive);
   b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(positive);
   b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(positive);
@@ -328,6 +334,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   exporter->add_option("--model", request.source_dir,
                        "the Hugging Face directory the run started from (its config and tokenizer files are copied); "
                        "default: the run's model.path");
+  exporter->add_flag("--merge-lora", request.merge_lora, "a LoRA run: merge the adapters into the model's weights");
   exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
       ->check(positive)
       ->capture_default_str();

@@ -26,6 +26,7 @@
 #include "arclight/model/architecture.hpp"
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/hf_export.hpp"
+#include "arclight/model/policy.hpp"
 #include "tokenize.hpp"
 
 namespace arclight::app {
@@ -134,25 +135,40 @@ int print_trained(const std::string& where) {
   return twice == 0 ? exit_ok : exit_failure;
 }
 
+// The weights of a LoRA run's checkpoint: the adapters it holds merged into the model they adapt.
+std::vector<std::pair<std::string, std::vector<float>>> merged_lora_weights(ModelConfig model,
+                                                                            const std::string& source,
+                                                                            const ckpt::Checkpoint& checkpoint) {
+  model.path = source;
+  model::Policy policy(model, 0, 0);
+  policy.load_flat_parameters(checkpoint.parameters.data(), checkpoint.parameters.size());
+  return policy.merged_weights();
+}
+
 // The model of a checkpoint as a Hugging Face directory, with the config and tokenizer of the model it started from.
 int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
   if (mpi.rank() != 0) return exit_ok;
   const ExportRequest& request = inv.export_request;
   const auto [path, checkpoint] = find_checkpoint(request.checkpoint, ckpt::Contents::model, "export");
-  std::string source = request.source_dir;
-  if (source.empty()) {
-    const Config saved = config_from_toml(checkpoint.config_toml);
-    if (saved.model.source != ModelSource::hf)
-      throw UsageError("export: " + path +
-                       " is a run of a model initialised here (model.source = scratch), which has no Hugging Face "
-                       "architecture; runs of model.source = hf export");
-    source = saved.model.path;
-  }
+  const Config saved = config_from_toml(checkpoint.config_toml);
+  if (saved.model.source != ModelSource::hf)
+    throw UsageError("export: " + path +
+                     " is a run of a model initialised here (model.source = scratch), which has no Hugging Face "
+                     "architecture; runs of model.source = hf export");
+  const std::string source = request.source_dir.empty() ? saved.model.path : request.source_dir;
   std::vector<model::NamedWeights> weights;
-  std::size_t offset = 0;
-  for (const ckpt::TensorInfo& t : checkpoint.tensors) {
-    weights.push_back({t.name, checkpoint.parameters.data() + offset, t.size});
-    offset += t.size;
+  std::vector<std::pair<std::string, std::vector<float>>> merged;
+  if (saved.model.lora_rank > 0) {
+    if (!request.merge_lora)
+      throw UsageError("export: " + path + " holds LoRA adapters only; --merge-lora writes them merged into " + source);
+    merged = merged_lora_weights(saved.model, source, checkpoint);
+    for (const auto& [name, values] : merged) weights.push_back({name, values.data(), values.size()});
+  } else {
+    std::size_t offset = 0;
+    for (const ckpt::TensorInfo& t : checkpoint.tensors) {
+      weights.push_back({t.name, checkpoint.parameters.data() + offset, t.size});
+      offset += t.size;
+    }
   }
   model::ExportOptions options;
   options.max_shard_bytes = request.max_shard_bytes;

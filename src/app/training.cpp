@@ -72,6 +72,7 @@ void check_training_config(const Config& config) {
     throw UsageError("model.dtype = float16 needs GPUs; on CPUs use bfloat16 or float32");
   const model::Architecture architecture = model::architecture_of(config.model, agent->vocab_size());
   chat_template_of(config.model);
+  model::lora_of(config.model);
   if (config.grpo.train_blocks > architecture.num_layers)
     throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks, " exceeds the model's ",
                                  architecture.num_layers, " layers"));

@@ -93,6 +93,17 @@ std::string describe(const Architecture& a) {
                      a.vocab_size, ", ", parameter_count(a), " parameters", extras);
 }
 
+LoraSpec lora_of(const ModelConfig& config) {
+  if (config.lora_rank <= 0) return {};
+  if (config.source != ModelSource::hf)
+    throw UsageError("model.lora_rank needs a pretrained model to adapt (model.source = \"hf\")");
+  if (config.lora_targets.empty()) throw UsageError("model.lora_targets is empty: no projection would train");
+  for (const std::string& t : config.lora_targets)
+    if (t != "q" && t != "k" && t != "v" && t != "o" && t != "gate" && t != "up" && t != "down")
+      throw UsageError("model.lora_targets: \"" + t + "\" is none of q, k, v, o, gate, up, down");
+  return {config.lora_rank, config.lora_alpha, config.lora_targets};
+}
+
 std::optional<int> layer_of(const std::string& parameter_name) {
   const std::string prefix = "model.layers.";
   if (parameter_name.rfind(prefix, 0) != 0) return std::nullopt;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -11,6 +12,16 @@ namespace arclight::model {
 Projection::Projection(std::int64_t in, std::int64_t out, bool with_bias) {
   weight = register_parameter("weight", torch::empty({out, in}));
   if (with_bias) bias = register_parameter("bias", torch::empty({out}));
+}
+
+Weight::Weight(std::int64_t rows, std::int64_t columns) {
+  weight = register_parameter("weight", torch::empty({rows, columns}));
+}
+
+void Projection::add_adapter(int rank, double alpha) {
+  lora_A = register_module("lora_A", std::make_shared<Weight>(rank, weight.size(1)));
+  lora_B = register_module("lora_B", std::make_shared<Weight>(weight.size(0), rank));
+  lora_scale = alpha / rank;
 }
 
 Norm::Norm(std::int64_t dim, NormKind k, double e) : kind(k), eps(e) {
@@ -78,14 +89,39 @@ torch::Tensor rope_inverse_frequencies(const Architecture& a) {
   return torch::where(medium, smoothed, scaled);
 }
 
-Decoder::Decoder(const Architecture& architecture, torch::ScalarType compute_type)
-    : a_(architecture), compute_(compute_type) {
+namespace {
+
+// The projection a LoRA target names in one layer.
+Projection& target_of(Layer& layer, const std::string& target) {
+  Attention& a = *layer.self_attn;
+  if (target == "q") return *a.q_proj;
+  if (target == "k") return *a.k_proj;
+  if (target == "v") return *a.v_proj;
+  if (target == "o") return *a.o_proj;
+  if (target == "up") return *layer.mlp->up_proj;
+  if (target == "down") return *layer.mlp->down_proj;
+  if (target == "gate" && layer.mlp->gate_proj) return *layer.mlp->gate_proj;
+  throw UsageError("model.lora_targets: this model has no \"" + target + "\" projection");
+}
+
+bool is_adapter(const std::string& name) { return name.find(".lora_") != std::string::npos; }
+
+}  // namespace
+
+Decoder::Decoder(const Architecture& architecture, torch::ScalarType compute_type, const LoraSpec& lora)
+    : a_(architecture), compute_(compute_type), lora_(lora) {
   if (a_.num_heads % a_.num_kv_heads != 0 || a_.head_dim % 2 != 0)
     throw UsageError(log::concat("a decoder of ", a_.num_heads, " heads, ", a_.num_kv_heads,
                                  " key/value heads and head_dim ", a_.head_dim, " cannot be built"));
   model_ = register_module("model", std::make_shared<Body>(a_));
   if (!a_.tied_embeddings)
     lm_head_ = register_module("lm_head", std::make_shared<Projection>(a_.hidden_size, a_.vocab_size, a_.lm_head_bias));
+  if (lora_.rank > 0) {
+    for (auto& layer : model_->layers)
+      for (const std::string& target : lora_.targets) target_of(*layer, target).add_adapter(lora_.rank, lora_.alpha);
+    for (auto& item : named_parameters())
+      if (!is_adapter(item.key())) item.value().set_requires_grad(false);
+  }
   const auto angles = torch::outer(torch::arange(a_.max_seq, torch::kFloat), rope_inverse_frequencies(a_));
   cos_table_ = angles.cos();
   sin_table_ = angles.sin();
@@ -105,6 +141,42 @@ void Decoder::initialize() {
       if (n->bias.defined()) n->bias.zero_();
     }
   }
+}
+
+void Decoder::initialize_adapters() {
+  torch::NoGradGuard no_grad;
+  for (const auto& module : modules()) {
+    auto p = std::dynamic_pointer_cast<Projection>(module);
+    if (!p || !p->lora_A) continue;
+    const double bound = 1.0 / std::sqrt(double(p->weight.size(1)));
+    p->lora_A->weight.uniform_(-bound, bound);
+    p->lora_B->weight.zero_();
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Decoder::trainable() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& item : named_parameters())
+    if (lora_.rank == 0 || is_adapter(item.key())) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Decoder::merged() {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> merged_weights;
+  for (auto& item : named_modules()) {
+    auto p = std::dynamic_pointer_cast<Projection>(item.value());
+    if (p && p->lora_A)
+      merged_weights[item.key() + ".weight"] =
+          p->weight + p->lora_scale * torch::matmul(p->lora_B->weight, p->lora_A->weight);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& item : named_parameters()) {
+    if (is_adapter(item.key())) continue;
+    const auto it = merged_weights.find(item.key());
+    out.emplace_back(item.key(), it == merged_weights.end() ? item.value().detach() : it->second);
+  }
+  return out;
 }
 
 KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
@@ -145,7 +217,9 @@ torch::Tensor Decoder::cast(const torch::Tensor& parameter) const {
 }
 
 torch::Tensor Decoder::project(const Projection& p, const torch::Tensor& x) const {
-  return p.bias.defined() ? torch::linear(x, cast(p.weight), cast(p.bias)) : torch::linear(x, cast(p.weight));
+  auto y = p.bias.defined() ? torch::linear(x, cast(p.weight), cast(p.bias)) : torch::linear(x, cast(p.weight));
+  if (p.lora_A) y = y + torch::linear(torch::linear(x, cast(p.lora_A->weight)), cast(p.lora_B->weight)) * p.lora_scale;
+  return y;
 }
 
 torch::Tensor Decoder::normalize(const Norm& n, const torch::Tensor& x) const {

@@ -17,10 +17,19 @@ struct KvCache {
   std::int64_t length = 0;
 };
 
-// A weight [out, in] and an optional bias [out], allocated uninitialised: a loaded model is written once.
+struct Weight : torch::nn::Module {  // one matrix, named "<module>.weight": a LoRA factor
+  Weight(std::int64_t rows, std::int64_t columns);
+  torch::Tensor weight;
+};
+
+// A weight [out, in] and an optional bias [out], allocated uninitialised: a loaded model is written once. With a LoRA
+// adapter, the output gains lora_scale * lora_B (lora_A x): A [rank, in], B [out, rank] (PEFT's names and init).
 struct Projection : torch::nn::Module {
   Projection(std::int64_t in, std::int64_t out, bool with_bias);
+  void add_adapter(int rank, double alpha);
   torch::Tensor weight, bias;
+  std::shared_ptr<Weight> lora_A, lora_B;
+  double lora_scale = 0;
 };
 
 // LayerNorm (weight and bias) or RMSNorm (weight; computed in float32, as transformers does).
@@ -63,11 +72,17 @@ struct Body : torch::nn::Module {
 
 class Decoder : public torch::nn::Module {
  public:
-  Decoder(const Architecture& architecture, torch::ScalarType compute_type);
+  Decoder(const Architecture& architecture, torch::ScalarType compute_type, const LoraSpec& lora = {});
 
   // Draws every parameter as torch.nn's layers would (uniform by fan-in, unit normal embeddings, unit norms), from
   // the global generator: a scratch model.
   void initialize();
+  // LoRA: A drawn as torch.nn.Linear's weight is, B zeros (the model starts as it was), from the global generator.
+  void initialize_adapters();
+  // What trains: the LoRA factors when there are adapters (the rest is frozen), else every parameter; by name.
+  std::vector<std::pair<std::string, torch::Tensor>> trainable();
+  // Every parameter but the LoRA factors, each projection with an adapter merged: W + scale * B A (for export).
+  std::vector<std::pair<std::string, torch::Tensor>> merged();
   // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
   KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
@@ -87,6 +102,7 @@ class Decoder : public torch::nn::Module {
 
   Architecture a_;
   torch::ScalarType compute_;
+  LoraSpec lora_;
   std::shared_ptr<Body> model_;
   std::shared_ptr<Projection> lm_head_;  // none when tied to the embedding
   torch::Tensor cos_table_, sin_table_;  // [max_seq, head_dim / 2], float32

@@ -38,6 +38,7 @@ void load_hf_weights(Decoder& decoder, const std::string& model_dir) {
   const HfWeights weights = HfWeights::open(model_dir);
   torch::NoGradGuard no_grad;
   for (auto& item : decoder.named_parameters()) {
+    if (item.key().find(".lora_") != std::string::npos) continue;  // adapters are ours, not the model's
     const TensorEntry& entry = weights.entry(item.key());
     const std::string_view bytes = weights.bytes(item.key());
     const auto source = torch::from_blob(const_cast<char*>(bytes.data()), entry.shape,
@@ -50,17 +51,22 @@ void load_hf_weights(Decoder& decoder, const std::string& model_dir) {
 
 struct Policy::Impl {
   Impl(const ModelConfig& c, const Architecture& a)
-      : config(c), decoder(std::make_shared<Decoder>(a, scalar_type_of(c.dtype))) {}
+      : config(c), decoder(std::make_shared<Decoder>(a, scalar_type_of(c.dtype), lora_of(c))) {
+    for (auto& [name, tensor] : decoder->trainable()) {
+      names.push_back(name);
+      trainable.push_back(tensor);
+    }
+  }
 
   // Gradients as views of one flat tensor: their buffers are stable and side by side, so the reducer all-reduces
   // them in place (autograd accumulates into them). Made when first needed: a runner never needs them.
   void attach_flat_gradients() {
     if (flat_grad.defined()) return;
     std::int64_t total = 0;
-    for (auto& p : decoder->parameters()) total += p.numel();
+    for (auto& p : trainable) total += p.numel();
     flat_grad = torch::zeros({total});
     std::int64_t offset = 0;
-    for (auto& p : decoder->parameters()) {
+    for (auto& p : trainable) {
       p.mutable_grad() = flat_grad.narrow(0, offset, p.numel()).view_as(p);
       offset += p.numel();
     }
@@ -91,6 +97,9 @@ struct Policy::Impl {
 
   ModelConfig config;
   std::shared_ptr<Decoder> decoder;
+  // What trains, syncs and checkpoints: every parameter, or only the LoRA adapters.
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> trainable;
   torch::Tensor flat_grad;
   at::Generator generator = at::detail::createCPUGenerator(1);
 };
@@ -98,10 +107,12 @@ struct Policy::Impl {
 Policy::Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed) {
   torch::manual_seed(seed);  // the same seed gives the same initial weights on every rank
   impl_ = std::make_unique<Impl>(config, architecture_of(config, vocab_size));
-  if (config.source == ModelSource::hf)
+  if (config.source == ModelSource::hf) {
     load_hf_weights(*impl_->decoder, config.path);
-  else
+    impl_->decoder->initialize_adapters();
+  } else {
     impl_->decoder->initialize();
+  }
   seed_sampling(seed);
 }
 
@@ -115,8 +126,17 @@ int Policy::vocab_size() const { return impl_->decoder->architecture().vocab_siz
 
 std::size_t Policy::parameter_count() const {
   std::size_t n = 0;
-  for (const auto& p : impl_->decoder->parameters()) n += static_cast<std::size_t>(p.numel());
+  for (const auto& p : impl_->trainable) n += static_cast<std::size_t>(p.numel());
   return n;
+}
+
+std::vector<std::pair<std::string, std::vector<float>>> Policy::merged_weights() const {
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  for (auto& [name, tensor] : impl_->decoder->merged()) {
+    const auto c = tensor.detach().to(torch::kFloat).contiguous();
+    out.emplace_back(name, std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel()));
+  }
+  return out;
 }
 
 void Policy::seed_sampling(std::uint64_t seed) { impl_->generator = at::detail::createCPUGenerator(seed); }
@@ -187,18 +207,13 @@ at::Tensor Policy::logits(const at::Tensor& tokens) const {
   return impl_->decoder->forward(tokens, nullptr);
 }
 
-std::vector<at::Tensor> Policy::parameters() const { return impl_->decoder->parameters(); }
+std::vector<at::Tensor> Policy::parameters() const { return impl_->trainable; }
 
-std::vector<std::string> Policy::parameter_names() const {
-  std::vector<std::string> names;
-  for (const auto& item : impl_->decoder->named_parameters()) names.push_back(item.key());
-  return names;
-}
+std::vector<std::string> Policy::parameter_names() const { return impl_->names; }
 
 std::vector<FloatBuffer> Policy::parameter_buffers() {
   std::vector<FloatBuffer> out;
-  for (auto& p : impl_->decoder->parameters())
-    out.push_back({p.data_ptr<float>(), static_cast<std::size_t>(p.numel())});
+  for (auto& p : impl_->trainable) out.push_back({p.data_ptr<float>(), static_cast<std::size_t>(p.numel())});
   return out;
 }
 
@@ -210,7 +225,7 @@ void Policy::zero_gradients() {
 std::vector<FloatBuffer> Policy::gradient_buffers() {
   impl_->attach_flat_gradients();
   std::vector<FloatBuffer> out;
-  for (auto& p : impl_->decoder->parameters()) {
+  for (auto& p : impl_->trainable) {
     if (!p.grad().defined() || !p.grad().is_contiguous())
       throw Error("a gradient lost its place in the flat gradient buffer");
     out.push_back({p.grad().data_ptr<float>(), static_cast<std::size_t>(p.numel())});
@@ -221,7 +236,7 @@ std::vector<FloatBuffer> Policy::gradient_buffers() {
 std::vector<float> Policy::flat_parameters() const {
   std::vector<float> out;
   out.reserve(parameter_count());
-  for (const auto& p : impl_->decoder->parameters()) {
+  for (const auto& p : impl_->trainable) {
     auto c = p.detach().contiguous();
     out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
@@ -233,7 +248,7 @@ void Policy::load_flat_parameters(const float* data, std::size_t size) {
     throw Error(log::concat("weights of ", size, " floats for a model of ", parameter_count(), " parameters"));
   torch::NoGradGuard no_grad;
   std::size_t offset = 0;
-  for (auto& p : impl_->decoder->parameters()) {
+  for (auto& p : impl_->trainable) {
     auto n = static_cast<std::size_t>(p.numel());
     std::memcpy(p.data_ptr<float>(), data + offset, n * sizeof(float));
     offset += n;

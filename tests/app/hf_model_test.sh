@@ -59,6 +59,25 @@ done
 [ $? = 2 ] && grep -q "exists and is not an empty directory" "$work/err" || fail "export over a model: $(cat "$work/err")"
 [ $failures = "$before" ] && passed=$((passed + 1))
 
+# LoRA: only the adapters train and go into the checkpoints (small versions); resume; export merged.
+before=$failures
+lora=(--model.path "$work/models/qwen3" --run.dir "$work/lora" --model.lora_rank 4 --model.lora_targets q v down)
+train "${lora[@]}" --run.steps 3 --checkpoint.every_steps 3
+[ "$(codes)" = "3x0" ] || fail "lora: exit codes '$(codes)': $(tail -3 "$work/err")"
+tensors=$(h5ls "$work/lora/checkpoints/v00000003.h5/model/parameters" 2>/dev/null | awk '{print $1}')
+[ "$(echo "$tensors" | wc -l)" = 18 ] || fail "lora: $(echo "$tensors" | wc -l) tensors in the checkpoint, want 18"
+echo "$tensors" | grep -qv "lora_" && fail "lora: the checkpoint holds a frozen tensor: $(echo "$tensors" | grep -v lora_ | head -1)"
+train "${lora[@]}" --run.steps 5 --resume auto
+[ "$(codes)" = "3x0" ] || fail "lora resume: exit codes '$(codes)': $(tail -3 "$work/err")"
+[ "$(metric_lines "$work/lora")" = 5 ] || fail "lora resume: $(metric_lines "$work/lora") metric lines, want 5"
+"$bin" export "$work/lora/checkpoints" --hf "$work/lora_export" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "holds LoRA adapters only; --merge-lora" "$work/err" || fail "lora export unmerged: $(cat "$work/err")"
+"$bin" export "$work/lora/checkpoints" --hf "$work/lora_export" --merge-lora >"$work/out" 2>"$work/err" ||
+  fail "lora export: $(cat "$work/err")"
+train --model.path "$work/lora_export" --dry-run --run.dir "$work/dry"
+[ "$(codes)" = "3x0" ] || fail "the merged export does not load: $(tail -3 "$work/err")"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
 # Llama with bfloat16 compute, from bfloat16 shards (Mistral's), two steps each.
 for model in llama mistral; do
   before=$failures

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 
 using namespace arclight;
@@ -253,6 +254,75 @@ BOOST_AUTO_TEST_CASE(a_hugging_face_model_that_does_not_fit_is_refused) {
   ModelConfig no_path = hf_model(whole);
   no_path.path.clear();
   BOOST_CHECK_THROW(Policy(no_path, 10, 1), UsageError);
+}
+
+ModelConfig with_lora(const TempDir& dir, std::vector<std::string> targets) {
+  ModelConfig c = hf_model(dir);
+  c.lora_rank = 3;
+  c.lora_alpha = 6;
+  c.lora_targets = std::move(targets);
+  return c;
+}
+
+void write_random_qwen3(const TempDir& dir) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 0.3f);
+  write_tiny_hf_model(dir, tiny_qwen3_config, [&](std::size_t, std::size_t) { return normal(rng); });
+}
+
+BOOST_AUTO_TEST_CASE(lora_trains_only_adapters_that_start_at_zero) {
+  TempDir dir;
+  write_random_qwen3(dir);
+  Policy plain(hf_model(dir), 10, 1), adapted(with_lora(dir, {"q", "v", "gate", "down"}), 10, 1);
+  const auto names = adapted.parameter_names();
+  BOOST_TEST(names.size() == 2u * 4u * 2u);  // 2 layers, 4 targets, A and B
+  for (const auto& n : names) BOOST_TEST(n.find(".lora_") != std::string::npos, n);
+  BOOST_TEST(names[0] == "model.layers.0.self_attn.q_proj.lora_A.weight");
+  const auto tokens = torch::tensor({{1L, 5L, 9L, 2L, 7L}});
+  BOOST_TEST(torch::equal(plain.logits(tokens), adapted.logits(tokens)));  // B = 0: the model as it was
+  adapted.zero_gradients();
+  adapted.logits(tokens).pow(2).sum().backward();
+  double b_gradient = 0;
+  const auto gradients = adapted.gradient_buffers();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i].find("lora_B") != std::string::npos)
+      for (std::size_t k = 0; k < gradients[i].size; ++k) b_gradient += std::abs(gradients[i].data[k]);
+  BOOST_TEST(b_gradient > 0);
+  for (const auto& p : plain.parameters()) BOOST_TEST(p.requires_grad());  // the plain model trains everything
+}
+
+BOOST_AUTO_TEST_CASE(merged_adapters_give_the_adapted_models_logits) {
+  TempDir dir;
+  write_random_qwen3(dir);
+  Policy plain(hf_model(dir), 10, 1), adapted(with_lora(dir, {"q", "k", "v", "o", "gate", "up", "down"}), 10, 1);
+  std::vector<float> adapters(adapted.parameter_count());
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0, 0.2f);
+  for (float& a : adapters) a = normal(rng);
+  adapted.load_flat_parameters(adapters.data(), adapters.size());
+  std::vector<float> merged;
+  std::vector<std::string> merged_names;
+  for (const auto& [name, values] : adapted.merged_weights()) {
+    merged_names.push_back(name);
+    merged.insert(merged.end(), values.begin(), values.end());
+  }
+  BOOST_TEST(merged_names == plain.parameter_names());
+  plain.load_flat_parameters(merged.data(), merged.size());
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::tensor({{3L, 1L, 4L, 1L, 5L, 9L}});
+  const auto difference = (plain.logits(tokens) - adapted.logits(tokens)).abs().max().item<double>();
+  BOOST_TEST(difference < 1e-4);
+  BOOST_TEST(adapted.logits(tokens).abs().max().item<double>() > 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(lora_needs_a_pretrained_model_and_known_targets) {
+  ModelConfig scratch = small();
+  scratch.lora_rank = 2;
+  BOOST_CHECK_THROW(Policy(scratch, 20, 1), UsageError);
+  TempDir dir;
+  write_random_qwen3(dir);
+  BOOST_CHECK_THROW(Policy(with_lora(dir, {"q", "w"}), 10, 1), UsageError);
+  BOOST_CHECK_THROW(Policy(with_lora(dir, {}), 10, 1), UsageError);
 }
 
 BOOST_AUTO_TEST_CASE(bad_shapes_are_refused) {

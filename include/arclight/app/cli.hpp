@@ -15,6 +15,7 @@ struct ExportRequest {
   std::string hf_dir;      // the directory to write
   std::string source_dir;  // the Hugging Face directory the run started from; empty: the run's model.path
   std::uint64_t max_shard_bytes = 5'000'000'000;
+  bool merge_lora = false;  // a LoRA run: the adapters merged into the model's weights
 };
 
 // What the command line (and the config file it names) asked for.

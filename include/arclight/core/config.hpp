@@ -104,6 +104,11 @@ struct ModelConfig {
   std::string path;                          // hf: the model directory
   ComputeType dtype = ComputeType::float32;  // the forward's type; parameters and optimizer state stay float32
   std::string chat_template;  // hf: chatml, qwen2.5, qwen3, llama3, llama3.1; empty: recognised from the directory
+  // LoRA (hf): lora_rank > 0 freezes the model and trains low-rank adapters on the projections named in lora_targets
+  // (q, k, v, o, gate, up, down), each adding (lora_alpha / lora_rank) * B A x.
+  int lora_rank = 0;
+  double lora_alpha = 16;
+  std::vector<std::string> lora_targets{"q", "k", "v", "o"};
   int d_model = 64;
   int n_layers = 2;
   int n_heads = 4;

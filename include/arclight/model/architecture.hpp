@@ -5,6 +5,7 @@
 // No LibTorch here: the app checks a configuration with it before any rank builds a model.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "arclight/core/config.hpp"
 #include "arclight/model/hf_model.hpp"
@@ -36,6 +37,15 @@ struct Architecture {
   bool tied_embeddings = false;       // lm_head is embed_tokens
   std::optional<int> sliding_window;  // a query sees itself and the window - 1 keys before it
 };
+
+// Low-rank adapters on some projections of every layer; rank 0: none.
+struct LoraSpec {
+  int rank = 0;
+  double alpha = 16;
+  std::vector<std::string> targets;  // q, k, v, o, gate, up, down
+};
+// model.lora_*, checked: a rank for a Hugging Face model only, known targets, gate only for gated MLPs.
+LoraSpec lora_of(const ModelConfig& config);
 
 // A transformer initialised here, for an agent's vocabulary.
 Architecture scratch_architecture(const ModelConfig& config, int vocab_size);

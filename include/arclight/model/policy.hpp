@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arclight/core/config.hpp"
@@ -44,6 +45,8 @@ class Policy {
   const ModelConfig& config() const;
   const Architecture& architecture() const;
   int vocab_size() const;
+  // "Parameters" below are what trains, syncs to the runners and goes into checkpoints: every weight of the model,
+  // or, with LoRA (model.lora_rank > 0), only the adapters, the model itself frozen.
   std::size_t parameter_count() const;
 
   // Continues every prompt by up to max_new_tokens, all rows in one batch, a row ending early at any of
@@ -67,6 +70,9 @@ class Policy {
   // All parameters as one flat vector, and back (weight sync, checkpoints).
   std::vector<float> flat_parameters() const;
   void load_flat_parameters(const float* data, std::size_t size);
+
+  // Every weight of the model by transformers' name, each LoRA adapter merged into its projection (export).
+  std::vector<std::pair<std::string, std::vector<float>>> merged_weights() const;
 
   void seed_sampling(std::uint64_t seed);
 
