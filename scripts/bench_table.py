@@ -36,6 +36,9 @@ def figures(name, d):
     elif name == "tokenizer":
         for corpus in ("generated", "repository"):
             yield f"tokenizer tokens/s, {corpus} text (Qwen3)", d[f"{corpus}_tokens_per_s"], d[f"{corpus}_js_tokens_per_s"], "tokenizers.js (Node)"
+    elif name == "model":
+        yield "model peak RSS bytes, 100 M-parameter Llama (aim <= 1.3)", d["peak_rss_bytes"], d["weight_bytes"], "float32 weight bytes"
+        yield "model generation tokens/s, KV cache (aim >= 1)", d["tokens_per_s"], d["pytorch_tokens_per_s"], "PyTorch loop, KV cache"
     elif name == "train":
         # Time: lower is better, so the ratio is baseline over ours.
         yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"

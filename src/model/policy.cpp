@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -34,16 +35,29 @@ torch::ScalarType scalar_type_of(DType dtype, const std::string& tensor) {
 }
 
 // Every parameter from the directory's safetensors, by name, converted to float32 in place: one copy of the weights.
+// Copied in slices of a few MB, each slice's pages of the mapping released once copied, so that the peak resident
+// set is the parameters and one slice, not the parameters and the file.
 void load_hf_weights(Decoder& decoder, const std::string& model_dir) {
+  constexpr std::int64_t slice_bytes = std::int64_t{8} << 20;
   const HfWeights weights = HfWeights::open(model_dir);
   torch::NoGradGuard no_grad;
   for (auto& item : decoder.named_parameters()) {
     if (item.key().find(".lora_") != std::string::npos) continue;  // adapters are ours, not the model's
     const TensorEntry& entry = weights.entry(item.key());
     const std::string_view bytes = weights.bytes(item.key());
-    const auto source = torch::from_blob(const_cast<char*>(bytes.data()), entry.shape,
-                                         torch::TensorOptions().dtype(scalar_type_of(entry.dtype, item.key())));
-    item.value().copy_(source.view(item.value().sizes()));
+    const auto type = scalar_type_of(entry.dtype, item.key());
+    const auto source =
+        torch::from_blob(const_cast<char*>(bytes.data()), entry.shape, torch::TensorOptions().dtype(type))
+            .view(item.value().sizes())
+            .view(-1);
+    const auto target = item.value().view(-1);  // parameters are contiguous
+    const std::int64_t element = static_cast<std::int64_t>(c10::elementSize(type));
+    const std::int64_t step = std::max<std::int64_t>(1, slice_bytes / element);
+    for (std::int64_t begin = 0; begin < source.numel(); begin += step) {
+      const std::int64_t n = std::min(step, source.numel() - begin);
+      target.narrow(0, begin, n).copy_(source.narrow(0, begin, n));
+      SafetensorsFile::release(bytes.substr(begin * element, n * element));
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -411,6 +412,16 @@ std::string_view SafetensorsFile::bytes(const TensorEntry& tensor) const {
   if (mapping_ == nullptr || tensor.begin > tensor.end || tensor.end > data_size)
     fail(path_, tensor.name, "not in this file's data section");
   return {mapping_ + header_.data_offset + tensor.begin, static_cast<std::size_t>(tensor.end - tensor.begin)};
+}
+
+void SafetensorsFile::release(std::string_view bytes) {
+  if (bytes.empty()) return;
+  // Whole pages covering the view (the mapping is read-only and private, never written, so a neighbour's pages in
+  // the same page only read back from the file).
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 // ---- writing ------------------------------------------------------------------------------------------------------

@@ -87,6 +87,10 @@ class SafetensorsFile {
   // The tensor's bytes in the mapping, valid while this object lives. Throws ModelFileError for an entry that does
   // not lie in this file's data section.
   std::string_view bytes(const TensorEntry& tensor) const;
+  // Drops the pages under `bytes` (a view of some mapping of this class) from the process's resident set: a loader
+  // calls it on what it has copied, so the mapping's pages do not stay counted next to the copy. The pages read back
+  // from the file if touched again. Advisory: errors are ignored.
+  static void release(std::string_view bytes);
 
  private:
   SafetensorsFile() = default;
