@@ -1,5 +1,7 @@
 #include "arclight/model/architecture.hpp"
 
+#include <utility>
+
 #include "arclight/core/log.hpp"
 
 namespace arclight::model {
@@ -50,17 +52,22 @@ Architecture hf_architecture(const HfConfig& c, int max_seq) {
 }
 
 Architecture architecture_of(const ModelConfig& config, int agent_vocab) {
-  if (config.source == ModelSource::scratch) return scratch_architecture(config, agent_vocab);
+  return check_model(config, agent_vocab).architecture;
+}
+
+CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
+  if (config.source == ModelSource::scratch) return {scratch_architecture(config, agent_vocab), std::nullopt};
   if (config.path.empty()) throw UsageError("model.source = \"hf\" needs model.path, the model directory");
   const HfConfig hf = read_hf_config(config.path);
-  HfWeights::open(config.path).check_against(hf);
+  HfWeights weights = HfWeights::open(config.path);
+  weights.check_against(hf);
   if (agent_vocab > hf.vocab_size)
     throw UsageError(log::concat("the agent's vocabulary of ", agent_vocab, " tokens exceeds the model's (",
                                  hf.vocab_size, " in ", config.path, "/config.json)"));
   if (config.max_seq > hf.max_position_embeddings)
     throw UsageError(log::concat("model.max_seq = ", config.max_seq, " exceeds the model's max_position_embeddings (",
                                  hf.max_position_embeddings, ")"));
-  return hf_architecture(hf, config.max_seq);
+  return {hf_architecture(hf, config.max_seq), std::move(weights)};
 }
 
 std::size_t parameter_count(const Architecture& a) {

@@ -37,9 +37,8 @@ torch::ScalarType scalar_type_of(DType dtype, const std::string& tensor) {
 // Every parameter from the directory's safetensors, by name, converted to float32 in place: one copy of the weights.
 // Copied in slices of a few MB, each slice's pages of the mapping released once copied, so that the peak resident
 // set is the parameters and one slice, not the parameters and the file.
-void load_hf_weights(Decoder& decoder, const std::string& model_dir) {
+void load_hf_weights(Decoder& decoder, const HfWeights& weights) {
   constexpr std::int64_t slice_bytes = std::int64_t{8} << 20;
-  const HfWeights weights = HfWeights::open(model_dir);
   torch::NoGradGuard no_grad;
   for (auto& item : decoder.named_parameters()) {
     if (item.key().find(".lora_") != std::string::npos) continue;  // adapters are ours, not the model's
@@ -101,7 +100,8 @@ struct Policy::Impl {
     if (s.top_p < 1.0) {
       // Keep the most likely tokens until their probability reaches top_p (the first one always).
       auto [sorted, order] = logits.sort(-1, /*descending=*/true);
-      const auto before = sorted.softmax(-1).cumsum(-1) - sorted.softmax(-1);
+      const auto probabilities = sorted.softmax(-1);
+      const auto before = probabilities.cumsum(-1) - probabilities;
       logits = logits.scatter(-1, order, sorted.masked_fill(before >= s.top_p, minus_infinity));
     }
     auto logp = torch::log_softmax(logits, -1);
@@ -120,9 +120,10 @@ struct Policy::Impl {
 
 Policy::Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed) {
   torch::manual_seed(seed);  // the same seed gives the same initial weights on every rank
-  impl_ = std::make_unique<Impl>(config, architecture_of(config, vocab_size));
-  if (config.source == ModelSource::hf) {
-    load_hf_weights(*impl_->decoder, config.path);
+  const CheckedModel model = check_model(config, vocab_size);
+  impl_ = std::make_unique<Impl>(config, model.architecture);
+  if (model.weights) {
+    load_hf_weights(*impl_->decoder, *model.weights);
     impl_->decoder->initialize_adapters();
   } else {
     impl_->decoder->initialize();

@@ -7,17 +7,11 @@ set -u
 bin=$(realpath "$1"); src=$2
 mpirun=${MPIEXEC:-mpirun}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-passed=0 failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$src/tests/app/ranks.sh"
+ranks_timeout=150
 cd "$src"
 /usr/bin/python3 tests/model/hf_reference.py "$work/models" >/dev/null || { echo "FAIL: hf_reference.py"; exit 1; }
 
-# arclight on 3 ranks, each printing "exit-code RANK CODE" when the binary ends; 150 s at most.
-run_ranks() {
-  timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 \
-    bash -c '"$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" "$@" >"$work/out" 2>"$work/err"
-}
-codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
 metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 train() { run_ranks train --config configs/tiny.toml --model.source hf "$@"; }
 
@@ -87,33 +81,25 @@ for model in llama mistral; do
   [ $failures = "$before" ] && passed=$((passed + 1))
 done
 
-# Refused at start-up on every rank, with exit 2 and one error line holding EXPECT.
-check_refused() {
-  local what=$1 expect=$2; shift 2
-  local before=$failures
-  train --run.dir "$work/refused" "$@"
-  [ "$(codes)" = "3x2" ] || fail "$what: exit codes '$(codes)', want 3x2"
-  [ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "$what: $(grep -c 'error\]' "$work/err") error lines, want 1"
-  grep -qF -- "$expect" "$work/err" || fail "$what: message lacks '$expect': $(cat "$work/err")"
-  [ $failures = "$before" ] && passed=$((passed + 1))
-}
+# Refused at start-up on every rank, with exit 2 and one error line holding EXPECT (ranks.sh).
+refused() { check_refused "$1" "$2" --model.source hf --run.dir "$work/refused" "${@:3}"; }
 cp -r "$work/models/mistral" "$work/one_shard_gone" && rm "$work/one_shard_gone/model-00002-of-00002.safetensors"
-check_refused "a missing shard" "model-00002-of-00002.safetensors" --model.path "$work/one_shard_gone"
+refused "a missing shard" "model-00002-of-00002.safetensors" --model.path "$work/one_shard_gone"
 cp -r "$work/models/qwen2" "$work/gpt2"
 sed -i 's/Qwen2ForCausalLM/GPT2LMHeadModel/' "$work/gpt2/config.json"
-check_refused "an unknown architecture" 'architecture "GPT2LMHeadModel" is not supported' --model.path "$work/gpt2"
-check_refused "no model.path" 'model.source = "hf" needs model.path'
-check_refused "an unknown chat template name" "llama2" --model.path "$work/models/qwen3" --model.chat_template llama2
+refused "an unknown architecture" 'architecture "GPT2LMHeadModel" is not supported' --model.path "$work/gpt2"
+refused "no model.path" 'model.source = "hf" needs model.path'
+refused "an unknown chat template name" "llama2" --model.path "$work/models/qwen3" --model.chat_template llama2
 cp -r "$work/models/qwen2" "$work/odd_template"
 echo '{"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}' >"$work/odd_template/tokenizer_config.json"
-check_refused "a chat template not recognised" "tokenizer_config.json" --model.path "$work/odd_template"
+refused "a chat template not recognised" "tokenizer_config.json" --model.path "$work/odd_template"
 before=$failures
 train --model.path "$work/odd_template" --model.chat_template chatml --dry-run --run.dir "$work/dry"
 [ "$(codes)" = "3x0" ] || fail "a named chat template: exit codes '$(codes)': $(tail -3 "$work/err")"
 grep -q "^# model ($work/odd_template, compute float32, chat template chatml)" "$work/out" ||
   fail "a named chat template: $(grep '^# model' "$work/out")"
 [ $failures = "$before" ] && passed=$((passed + 1))
-check_refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
+refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
 
 echo "$passed passed, $failures failed"
 [ $failures = 0 ]

@@ -15,25 +15,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-passed=0 failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# Runs arclight on 3 ranks, each rank printing "exit-code RANK CODE" after the binary ends; 60 s at most.
-run_ranks() {
-  timeout 60 "$mpirun" --oversubscribe --allow-run-as-root -np 3 \
-    bash -c '"$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" "$@" >"$work/out" 2>"$work/err"
-}
-codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
-
-check_refused() {
-  local what=$1 expect=$2; shift 2
-  local before=$failures
-  run_ranks train --config configs/tiny.toml "$@"
-  [ "$(codes)" = "3x2" ] || fail "$what: exit codes '$(codes)', want 3x2: $(tail -3 "$work/err")"
-  [ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "$what: $(grep -c 'error\]' "$work/err") error lines, want 1"
-  grep -qF -- "$expect" "$work/err" || fail "$what: message lacks '$expect': $(cat "$work/err")"
-  [ $failures = "$before" ] && passed=$((passed + 1))
-}
+source "$src/tests/app/ranks.sh"
 
 cd "$src"
 run=$work/run

@@ -6,28 +6,8 @@ set -u
 bin=$(realpath "$1"); src=$2
 mpirun=${MPIEXEC:-mpirun}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-passed=0 failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# Runs arclight on 3 ranks, each rank printing "exit-code RANK CODE" after the binary ends; 60 s at most.
-run_ranks() {
-  timeout 60 "$mpirun" --oversubscribe --allow-run-as-root -np 3 \
-    bash -c '"$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" "$@" >"$work/out" 2>"$work/err"
-}
-codes() { grep -h '^exit-code' "$work/out" | awk '{print $3}' | sort | uniq -c | awk '{print $1 "x" $2}' | xargs; }
-
-# Each case names a run.dir under $work: should a check regress, its training stays out of the source tree.
-# A mistake: exit code 2 on every rank, one error line holding EXPECT, within seconds (no training first).
-check_refused() {
-  local what=$1 expect=$2; shift 2
-  local start=$SECONDS before=$failures
-  run_ranks train --config configs/tiny.toml "$@"
-  [ "$(codes)" = "3x2" ] || fail "$what: exit codes '$(codes)', want 3x2"
-  [ "$(grep -c 'error\]' "$work/err")" = 1 ] || fail "$what: $(grep -c 'error\]' "$work/err") error lines, want 1"
-  grep -qF -- "$expect" "$work/err" || fail "$what: message lacks '$expect': $(cat "$work/err")"
-  [ $((SECONDS - start)) -lt 30 ] || fail "$what: took $((SECONDS - start)) s"
-  [ $failures = "$before" ] && passed=$((passed + 1))
-}
+source "$src/tests/app/ranks.sh"
+refusal_limit=30  # start-up checks: no training first
 
 cd "$src"
 

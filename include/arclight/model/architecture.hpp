@@ -56,6 +56,13 @@ Architecture hf_architecture(const HfConfig& config, int max_seq);
 // (ModelFileError naming the file, key or tensor). `agent_vocab` is the built-in agent's vocabulary, which must fit.
 Architecture architecture_of(const ModelConfig& config, int agent_vocab);
 
+// The same, keeping the weights it opened and checked (hf; none for scratch): a model is then read from them.
+struct CheckedModel {
+  Architecture architecture;
+  std::optional<HfWeights> weights;
+};
+CheckedModel check_model(const ModelConfig& config, int agent_vocab);
+
 std::size_t parameter_count(const Architecture& a);
 // One line for people: what the model is, its sizes and its peculiarities ("Qwen3ForCausalLM: 28 layers, ...").
 std::string describe(const Architecture& a);
