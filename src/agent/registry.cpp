@@ -9,11 +9,13 @@ namespace arclight::agent {
 
 std::unique_ptr<Agent> make_guess_agent(const AgentConfig& config);
 std::unique_ptr<Agent> make_arith_agent(const AgentConfig& config);
+std::unique_ptr<Agent> make_external_agent(const AgentConfig& config);
 
 namespace {
 std::mutex registry_mutex;
 std::map<std::string, AgentFactory>& registry() {
-  static std::map<std::string, AgentFactory> agents{{"guess", make_guess_agent}, {"arith", make_arith_agent}};
+  static std::map<std::string, AgentFactory> agents{
+      {"guess", make_guess_agent}, {"arith", make_arith_agent}, {"external", make_external_agent}};
   return agents;
 }
 double now_seconds() {

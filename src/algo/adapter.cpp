@@ -1,6 +1,7 @@
 #include "arclight/algo/adapter.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/log.hpp"
@@ -14,6 +15,20 @@ const T& attribute(const store::Span& span, const char* key) {
   if (!v || !std::holds_alternative<T>(*v))
     throw DecodeError(log::concat("span '", span.name, "' (", span.sequence_id, ") lacks attribute '", key, "'"));
   return std::get<T>(*v);
+}
+
+// The primary reward of an Agent Lightning annotation span: agentlightning.reward.0.value (v0.3), or the attribute
+// `reward` (v0.2). None for an annotation that carries no reward (a tag or a link only).
+std::optional<double> agl_reward(const store::Span& span) {
+  for (const char* key : {"agentlightning.reward.0.value", "reward"}) {
+    const store::AttributeValue* v = span.find(key);
+    if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
+  }
+  return std::nullopt;
+}
+
+bool reported_metrics(const std::vector<store::Span>& spans) {
+  return std::any_of(spans.begin(), spans.end(), [](const store::Span& s) { return s.name == span_names::result; });
 }
 
 }  // namespace
@@ -42,7 +57,16 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans) {
     } else if (span.name == span_names::result) {
       for (const store::Attribute& a : span.attributes)
         if (std::holds_alternative<double>(a.value)) t.metrics[a.key] = std::get<double>(a.value);
+    } else if (span.name == span_names::agl_annotation) {
+      // Agent Lightning's reward: it goes to the latest policy call before it; one before any call has none to go to.
+      const std::optional<double> value = agl_reward(span);
+      if (value && !t.calls.empty()) rewards.emplace_back(static_cast<int>(t.calls.size()) - 1, *value);
     }
+  }
+  if (!reported_metrics(spans)) {  // an outside agent that reports no figures is measured by its total reward
+    double total = 0;
+    for (const auto& reward : rewards) total += reward.second;
+    t.metrics["reward"] = total;
   }
   t.rewards.assign(t.calls.size(), 0.0);
   for (auto [step, value] : rewards) {

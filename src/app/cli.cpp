@@ -172,7 +172,7 @@ void bind_model(ConfigBinder& b, Config& c) {
 }
 
 void bind_agent(ConfigBinder& b, Config& c) {
-  b.opt("agent.name", c.agent.name, "the built-in agent to train: guess or arith");
+  b.opt("agent.name", c.agent.name, "the agent to train: guess or arith (built in), or external (agent.command)");
   b.opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
   b.opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(positive);
   b.opt("agent.arith_digits", c.agent.arith_digits, "arith: digits per operand")->check(CLI::Range(1, 9));
@@ -180,6 +180,10 @@ void bind_agent(ConfigBinder& b, Config& c) {
       ->check(positive);
   b.opt("agent.episode_timeout_seconds", c.agent.episode_timeout_seconds, "an episode running longer fails")
       ->check(positive);
+  b.opt("agent.command", c.agent.command, "external: the agent's command line (argv), run on every runner rank");
+  b.opt("agent.workers", c.agent.workers, "external: agent processes per runner rank")->check(CLI::Range(1, 4096));
+  b.opt("agent.tasks", c.agent.tasks, "external: training tasks, a JSON Lines file (one task per line)");
+  b.opt("agent.validation_tasks", c.agent.validation_tasks, "external: validation tasks, a JSON Lines file");
 }
 
 void bind_grpo(ConfigBinder& b, Config& c) {
@@ -228,6 +232,15 @@ void bind_runner(ConfigBinder& b, Config& c) {
   b.opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(positive);
   b.opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
       ->check(positive);
+  b.opt("runner.http_host", c.runner.http_host, "external agents: the address the runner's endpoint binds to");
+  b.opt("runner.http_port", c.runner.http_port, "external agents: the endpoint's port; 0: any free port")
+      ->check(CLI::Range(0, 65535));
+  b.opt("runner.http_max_body_bytes", c.runner.http_max_body_bytes, "a larger request body is refused (413)")
+      ->check(CLI::Range(std::size_t(1024), std::size_t(1) << 32));
+  b.opt("runner.http_timeout_seconds", c.runner.http_timeout_seconds, "idle or half-sent connections close after this")
+      ->check(positive);
+  b.opt("runner.decode_rows", c.runner.decode_rows, "sequences a runner's endpoint decodes together")
+      ->check(CLI::Range(1, 4096));
 }
 
 void bind_checkpoint(ConfigBinder& b, Config& c) {

@@ -46,6 +46,11 @@ class BackgroundWriter {
 // and writes their spans; returns when the weight channel says training is over.
 void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute);
 
+// external_runner.cpp: a runner whose episodes are outside agent processes (agent.name = "external"), served by an
+// OpenAI-compatible endpoint that needs `secret` (the job's bearer token); returns as run_runner does.
+void run_external_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank,
+                         ComputeClock& compute, const std::string& secret);
+
 // trainer_rank.cpp: serves the coordinator's requests (train, save, restore, begin) until it says stop.
 void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
                  WeightChannel& weights, ComputeClock& compute);

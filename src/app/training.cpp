@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <mpi.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -29,7 +32,32 @@ namespace {
 // The compute time of this rank (<run.dir>/usage.json).
 ComputeClock compute_clock;
 
-int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank) {
+// The runner of the configured agent: built in, or outside processes behind an endpoint.
+void run_runner_of(const Config& config, store::Store& store, WeightChannel& weights, int rank,
+                   const std::string& secret) {
+  if (config.agent.name == "external")
+    run_external_runner(config, store, weights, rank, compute_clock, secret);
+  else
+    run_runner(config, store, weights, rank, compute_clock);
+}
+
+// The job's secret, the bearer token of every endpoint it opens: random on rank 0, handed to every rank.
+std::string share_job_secret(int rank) {
+  char secret[33] = {};
+  if (rank == 0) {
+    unsigned char bytes[16];
+    const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes))
+      throw Error(log::concat("cannot read /dev/urandom for the job's secret: ", std::strerror(errno)));
+    close(fd);
+    for (int i = 0; i < 16; ++i) std::snprintf(secret + 2 * i, 3, "%02x", bytes[i]);
+  }
+  MPI_Bcast(secret, 32, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return std::string(secret, 32);
+}
+
+int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank,
+               const std::string& secret) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0);
   const RankRole& role = layout.roles[rank];
@@ -46,7 +74,7 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
       }
     });
     try {
-      run_runner(config, store, weights, rank, compute_clock);
+      run_runner_of(config, store, weights, rank, secret);
     } catch (...) {
       trainer.detach();  // the error ends the whole job (MPI_Abort) right after this
       throw;
@@ -59,7 +87,7 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
   if (role.trainer)
     run_trainer(config, ch, layout, rank, store, weights, compute_clock);
   else
-    run_runner(config, store, weights, rank, compute_clock);
+    run_runner_of(config, store, weights, rank, secret);
   return exit_ok;
 }
 
@@ -130,8 +158,9 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
   const auto start = Stopwatch::now();
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);
-  const int code =
-      rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config) : run_worker(config, ch, layout, rank);
+  const std::string secret = share_job_secret(rank);
+  const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config)
+                             : run_worker(config, ch, layout, rank, secret);
   write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;

@@ -25,11 +25,17 @@ void BroadcastWeights::stop() {
   send();
 }
 
+bool BroadcastWeights::arrived(std::uint64_t) {
+  if (sync_ == MPI_COMM_NULL) return false;
+  // Completed requests become MPI_REQUEST_NULL, which tests complete again: poll() still finds them.
+  int complete = 0;
+  MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &complete, MPI_STATUSES_IGNORE);
+  return complete != 0;
+}
+
 bool BroadcastWeights::poll(model::Policy& policy, std::uint64_t& version) {
   if (sync_ == MPI_COMM_NULL) return true;
-  int arrived = 0;
-  MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &arrived, MPI_STATUSES_IGNORE);
-  if (!arrived) return true;
+  if (!arrived(version)) return true;
   std::int64_t v;
   std::memcpy(&v, bytes_.data(), sizeof v);
   if (v < 0) return false;
@@ -60,6 +66,11 @@ void SharedWeights::publish(std::int64_t version, const std::vector<float>& weig
 void SharedWeights::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopped_ = true;
+}
+
+bool SharedWeights::arrived(std::uint64_t version) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stopped_ || (version_ >= 0 && static_cast<std::uint64_t>(version_) != version);
 }
 
 bool SharedWeights::poll(model::Policy& policy, std::uint64_t& version) {

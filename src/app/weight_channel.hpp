@@ -22,6 +22,8 @@ class WeightChannel {
   // Runner side, between episodes: loads a newer version into the policy if one has come.
   // Returns false once training is over.
   virtual bool poll(model::Policy& policy, std::uint64_t& version) = 0;
+  // Runner side: whether poll would load a new version or end (an endpoint drains its responses first).
+  virtual bool arrived(std::uint64_t version) = 0;
 };
 
 // Split layouts: the trainer leader broadcasts [version (int64)][floats] to the runners on
@@ -36,6 +38,7 @@ class BroadcastWeights : public WeightChannel {
   void publish(std::int64_t version, const std::vector<float>& weights) override;
   void stop() override;
   bool poll(model::Policy& policy, std::uint64_t& version) override;
+  bool arrived(std::uint64_t version) override;
 
  private:
   void fill(std::int64_t version, const std::vector<float>& weights);
@@ -54,6 +57,7 @@ class SharedWeights : public WeightChannel {
   void publish(std::int64_t version, const std::vector<float>& weights) override;
   void stop() override;
   bool poll(model::Policy& policy, std::uint64_t& version) override;
+  bool arrived(std::uint64_t version) override;
 
  private:
   std::mutex mutex_;

@@ -319,4 +319,8 @@ std::unique_ptr<Tokenizer> make_byte_tokenizer(const std::vector<std::string>& s
   return std::make_unique<ByteTokenizer>(specials);
 }
 
+std::unique_ptr<Tokenizer> make_scratch_chat_tokenizer() {
+  return make_byte_tokenizer({"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
+}
+
 }  // namespace arclight::text

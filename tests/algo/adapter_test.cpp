@@ -62,6 +62,29 @@ BOOST_AUTO_TEST_CASE(transitions_give_one_sample_per_call) {
   BOOST_TEST(samples[1].policy_version == 5u);
 }
 
+store::Span agl_reward(const char* key, double value) {
+  store::Span s;
+  s.name = span_names::agl_annotation;
+  s.attributes = {{"agentlightning.reward.0.name", std::string("primary")}, {key, value}};
+  return s;
+}
+
+BOOST_AUTO_TEST_CASE(agent_lightning_rewards_go_to_the_latest_call_before_them) {
+  // A reward before any call has nothing to go to; v0.3's reward.0.value and v0.2's `reward` both count.
+  Trajectory t = read_trajectory({agl_reward("agentlightning.reward.0.value", 5.0), llm({0}, {16}, {-1.5f}, 4),
+                                  llm({0, 16, 32}, {8}, {-0.5f}, 5), agl_reward("agentlightning.reward.0.value", 2.0),
+                                  agl_reward("reward", 0.5)});
+  BOOST_TEST(t.rewards == (std::vector<double>{0.0, 2.5}));
+  // No result span: the episode's figure is its total reward (what was credited to a call).
+  BOOST_TEST(t.metrics.size() == 1u);
+  BOOST_TEST(t.metrics["reward"] == 2.5);
+  // An annotation without a reward (a tag) changes nothing.
+  store::Span tag;
+  tag.name = span_names::agl_annotation;
+  tag.attributes = {{"agentlightning.tag.0", std::string("done")}};
+  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), tag}).rewards == (std::vector<double>{0.0}));
+}
+
 BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
   // The second prompt does not extend the first call.
   Trajectory t = read_trajectory({llm({0}, {16}, {-1.f}, 1), llm({0, 17, 32}, {8}, {-1.f}, 1)});

@@ -14,6 +14,9 @@ namespace span_names {
 inline constexpr const char* llm = "llm";        // prompt_ids, response_ids, logprobs, policy_version
 inline constexpr const char* reward = "reward";  // reward, step
 inline constexpr const char* result = "result";  // the episode's figures, each a number
+// Agent Lightning's reward span (agentlightning.reward.0.value), as outside agents send it: the reward of the latest
+// policy call before it.
+inline constexpr const char* agl_annotation = "agentlightning.annotation";
 }  // namespace span_names
 
 struct Trajectory {

@@ -94,6 +94,12 @@ struct RunnerConfig {
   int episodes_in_flight = 64;       // episodes a runner runs at once, batching their policy calls
   int span_batch = 64;               // spans per batch to the store
   double span_flush_seconds = 0.25;  // a batch waits at most this long; each batch is a heartbeat
+  // The OpenAI-compatible endpoint of a runner rank with outside agents (agent.name = "external").
+  std::string http_host = "127.0.0.1";       // loopback: only this node's processes reach it
+  int http_port = 0;                         // 0: any free port (agents learn it from OPENAI_BASE_URL)
+  std::size_t http_max_body_bytes = 4 << 20;  // a larger request body is answered 413
+  double http_timeout_seconds = 30;           // a connection idle or half-sent this long is closed
+  int decode_rows = 64;                       // sequences decoded together (continuous batching)
 };
 
 // The policy network. The vocabulary comes from the task.
@@ -125,6 +131,11 @@ struct AgentConfig {
   int arith_digits = 3;                 // arith: digits per operand
   int max_policy_calls = 64;            // an episode making more calls is a fault
   double episode_timeout_seconds = 60;  // an episode running longer is a fault
+  // external: the user's agent as processes on every runner rank, talking to the runner's OpenAI-compatible endpoint
+  std::vector<std::string> command;  // argv; argv[0] looked up on PATH
+  int workers = 1;                   // processes per runner rank
+  std::string tasks;                 // a JSON Lines file: one task per line, drawn at random for training
+  std::string validation_tasks;      // a JSON Lines file: the held-out tasks (none: no validation)
 };
 
 // GRPO and its optimizer.

@@ -50,5 +50,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
 // Bytes as ids 0..255, then the given special tokens (e.g. "<|bos|>", "<|eos|>") from 256 on: for models trained
 // from scratch, where no vocabulary is learnt.
 std::unique_ptr<Tokenizer> make_byte_tokenizer(const std::vector<std::string>& specials);
+// The tokenizer of a from-scratch model that serves text (outside agents): bytes, then ChatML's <|endoftext|>,
+// <|im_start|> and <|im_end|>, so that the chatml template renders conversations for it.
+std::unique_ptr<Tokenizer> make_scratch_chat_tokenizer();
 
 }  // namespace arclight::text

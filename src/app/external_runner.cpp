@@ -1,0 +1,326 @@
+// The runner rank of outside agents (agent.name = "external"): the user's agent processes run beside it and talk to
+// its HTTP endpoint: OpenAI-compatible generation (continuous batching over this rank's policy) and a small task
+// interface (a subset of Agent Lightning's store API) through which they take rollouts, report rewards and end
+// attempts. The loop thread owns the policy and the weight channel; HTTP threads use the store client (thread-safe).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "arclight/agent/agent_processes.hpp"
+#include "arclight/algo/adapter.hpp"
+#include "arclight/comm/work_protocol.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "arclight/model/policy.hpp"
+#include "arclight/serve/http_server.hpp"
+#include "arclight/serve/openai_endpoint.hpp"
+#include "arclight/serve/runner_api.hpp"
+#include "arclight/serve/task_routes.hpp"
+#include "arclight/store/span_batcher.hpp"
+#include "arclight/text/chat_template.hpp"
+#include "generation_engine.hpp"
+#include "roles.hpp"
+#include "weight_channel.hpp"
+
+namespace arclight::app {
+namespace {
+
+constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
+
+using AttemptKey = std::pair<store::RolloutId, store::AttemptId>;
+
+// The attempts this rank's agents hold, and which worker holds each: a dead or hung worker's attempts fail.
+class AttemptBook {
+ public:
+  void hold(const store::AttemptedRollout& ar, const std::string& worker) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_[{ar.rollout.id, ar.attempt.id}] = {worker, Stopwatch::now()};
+  }
+  bool holds(store::RolloutId r, store::AttemptId a) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_.count({r, a}) > 0;
+  }
+  bool release(store::RolloutId r, store::AttemptId a) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_.erase({r, a}) > 0;
+  }
+  // Releases and returns the attempts of `worker`.
+  std::vector<AttemptKey> release_worker(const std::string& worker) {
+    return release_if([&](const Held& h) { return h.worker == worker; });
+  }
+  // Releases and returns the attempts held longer than `seconds`, with their workers.
+  std::vector<std::pair<AttemptKey, std::string>> release_older_than(double seconds) {
+    std::vector<std::pair<AttemptKey, std::string>> old;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (seconds_since(it->second.since) <= seconds) {
+        ++it;
+        continue;
+      }
+      old.emplace_back(it->first, it->second.worker);
+      it = held_.erase(it);
+    }
+    return old;
+  }
+
+ private:
+  struct Held {
+    std::string worker;
+    Stopwatch::time_point since;
+  };
+  template <class Predicate>
+  std::vector<AttemptKey> release_if(Predicate matches) {
+    std::vector<AttemptKey> released;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (!matches(it->second)) {
+        ++it;
+        continue;
+      }
+      released.push_back(it->first);
+      it = held_.erase(it);
+    }
+    return released;
+  }
+  std::mutex mutex_;
+  std::map<AttemptKey, Held> held_;
+};
+
+// What the endpoint's traced calls and the task interface do to the store, on HTTP threads.
+class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
+ public:
+  RunnerBackend(store::Store& store, store::SpanBatcher& spans, AttemptBook& book, const std::atomic<std::uint64_t>& version)
+      : store_(store), spans_(spans), book_(book), version_(version) {}
+
+  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, std::size_t limit,
+                                               double wait_seconds) override {
+    const auto deadline = Stopwatch::now() + std::chrono::duration<double>(wait_seconds);
+    for (;;) {
+      std::vector<store::AttemptedRollout> got = store_.dequeue(worker_id, limit);
+      if (!got.empty()) {
+        wait_for_version(got);
+        for (const auto& ar : got) book_.hold(ar, worker_id);
+        return got;
+      }
+      if (Stopwatch::now() >= deadline) return got;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  bool add_span(store::Span span) override {
+    if (!book_.holds(span.rollout_id, span.attempt_id)) return false;
+    spans_.add(std::move(span));
+    return true;
+  }
+
+  std::optional<store::Attempt> update_attempt(store::RolloutId rollout, store::AttemptId attempt,
+                                               store::AttemptStatus status) override {
+    if (!book_.holds(rollout, attempt)) return std::nullopt;
+    const bool ends = status == store::AttemptStatus::succeeded || status == store::AttemptStatus::failed;
+    if (ends) {
+      spans_.flush();  // the episode's spans reach the store before its end
+      book_.release(rollout, attempt);
+    }
+    store::AttemptReport report{rollout, attempt, {}};
+    report.update.status = status;
+    const store::ReportOutcome outcome = store_.update_attempts({report}).at(0);
+    if (!outcome.attempt) log::debug("agent's report refused: ", outcome.refusal);  // e.g. the attempt timed out
+    return outcome.attempt;
+  }
+
+  bool running_here(store::RolloutId rollout, store::AttemptId attempt) override {
+    return book_.holds(rollout, attempt);
+  }
+
+  void record(serve::TracedCall call) override {
+    store::Span s;
+    s.rollout_id = call.rollout_id;
+    s.attempt_id = call.attempt_id;
+    s.name = algo::span_names::llm;
+    s.status = store::SpanStatus::ok;
+    s.attributes = {{"prompt_ids", store::TokenIds(std::move(call.prompt))},
+                    {"response_ids", store::TokenIds(std::move(call.response))},
+                    {"logprobs", store::Floats(std::move(call.logprobs))},
+                    {"policy_version", double(call.policy_version)}};
+    add_span(std::move(s));
+  }
+
+ private:
+  // A rollout runs with the policy version it was enqueued under, or a newer one (the broadcast may be on its way).
+  void wait_for_version(const std::vector<store::AttemptedRollout>& got) {
+    std::uint64_t needed = 0;
+    for (const auto& ar : got) needed = std::max(needed, required_version(ar.rollout.resources_id));
+    const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
+    while ((version_ == no_version || version_ < needed) && Stopwatch::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::uint64_t required_version(store::ResourcesId id) {
+    if (id == 0) return 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = versions_.find(id);
+    if (it != versions_.end()) return it->second;
+    return versions_[id] = comm::work::decode_policy_resource(store_.get_resources(id).content).version;
+  }
+
+  store::Store& store_;
+  store::SpanBatcher& spans_;
+  AttemptBook& book_;
+  const std::atomic<std::uint64_t>& version_;
+  std::mutex mutex_;  // guards versions_
+  std::map<store::ResourcesId, std::uint64_t> versions_;
+};
+
+// The tokenizer and chat template of the served text: the model directory's, or bytes with ChatML for a from-scratch
+// model.
+struct ServedText {
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  text::ChatTemplate chat;
+};
+
+ServedText served_text(const ModelConfig& model) {
+  if (model.source != ModelSource::hf) return {text::make_scratch_chat_tokenizer(), text::ChatTemplate::named("chatml")};
+  return {text::load_tokenizer(model.path), text::load_chat_template(model.path, model.chat_template)};
+}
+
+std::string served_model_name(const ModelConfig& model) {
+  if (model.source != ModelSource::hf) return "arclight-scratch";
+  std::string name = model.path;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  return name.substr(name.find_last_of('/') + 1);
+}
+
+class ExternalRunner {
+ public:
+  ExternalRunner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute,
+                 const std::string& secret)
+      : config_(config),
+        store_(store),
+        weights_(weights),
+        compute_(compute),
+        rank_(rank),
+        spans_(store, config.runner.span_batch, config.runner.span_flush_seconds),
+        policy_(config.model, agent::make_agent(config.agent)->vocab_size(), config.run.seed),
+        engine_(policy_, config.runner.decode_rows),
+        text_(served_text(config.model)),
+        backend_(store, spans_, book_, published_version_),
+        server_(server_options(config, secret)) {
+    weights_.attach(policy_);
+    serve::ServedModel served{served_model_name(config.model), *text_.tokenizer, text_.chat, policy_.architecture().max_seq};
+    serve::mount_openai(server_, engine_, served, &backend_);
+    serve::mount_task_routes(server_, backend_);
+    server_.start();
+    const std::string url = log::concat("http://", config.runner.http_host, ":", server_.port());
+    log::info("runner ", rank, ": agents' endpoint at ", url, "/v1");
+    processes_ = std::make_unique<agent::AgentProcesses>(process_options(config, rank, url, secret));
+    processes_->start();
+  }
+
+  ~ExternalRunner() {
+    engine_.close("the runner is stopping");
+    processes_.reset();  // ends the agents first: they are the endpoint's clients
+    server_.stop();
+  }
+
+  void run() {
+    for (;;) {
+      if (!follow_weights()) return;
+      supervise();
+      bool worked;
+      {
+        ComputeClock::Section computing(compute_);
+        worked = engine_.step();
+      }
+      if (!worked) engine_.wait_for_work(0.002);
+    }
+  }
+
+ private:
+  static serve::HttpServer::Options server_options(const Config& config, const std::string& secret) {
+    serve::HttpServer::Options o;
+    o.host = config.runner.http_host;
+    o.port = config.runner.http_port;
+    o.bearer_token = secret;
+    o.max_body_bytes = config.runner.http_max_body_bytes;
+    o.timeout_seconds = config.runner.http_timeout_seconds;
+    o.threads = std::max(64, 2 * config.runner.decode_rows + 4 * config.agent.workers);
+    return o;
+  }
+
+  static agent::AgentProcesses::Options process_options(const Config& config, int rank, const std::string& url,
+                                                        const std::string& secret) {
+    agent::AgentProcesses::Options o;
+    o.argv = config.agent.command;
+    o.workers = config.agent.workers;
+    o.environment = {"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + secret, "ARCLIGHT_STORE_URL=" + url};
+    o.worker_id_prefix = log::concat("runner-", rank, "-w");
+    o.log_prefix = log::concat("[rank ", rank, " agent ");
+    return o;
+  }
+
+  // A new version waits until every response under way has ended on the old one. False once training is over.
+  bool follow_weights() {
+    if (!weights_.arrived(version_)) return true;
+    engine_.drain();
+    if (!engine_.drained()) return true;
+    if (!weights_.poll(policy_, version_)) return false;
+    engine_.resume(version_);
+    published_version_ = version_;
+    return true;
+  }
+
+  // Dead agents' attempts fail (the rollout's retry rule decides what follows); an attempt held longer than an
+  // episode may take fails too, and its agent is restarted: it hangs.
+  void supervise() {
+    for (const agent::AgentProcesses::Exit& exit : processes_->poll()) fail(book_.release_worker(exit.worker_id));
+    for (const auto& [key, worker] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
+      log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
+                config_.agent.episode_timeout_seconds, " s; restarting it");
+      fail({key});
+      processes_->restart(worker);
+    }
+  }
+
+  void fail(const std::vector<AttemptKey>& attempts) {
+    if (attempts.empty()) return;
+    spans_.flush();
+    std::vector<store::AttemptReport> reports;
+    for (const auto& [rollout, attempt] : attempts) {
+      store::AttemptReport report{rollout, attempt, {}};
+      report.update.status = store::AttemptStatus::failed;
+      reports.push_back(report);
+    }
+    store_.update_attempts(reports);
+  }
+
+  const Config& config_;
+  store::Store& store_;
+  WeightChannel& weights_;
+  ComputeClock& compute_;
+  const int rank_;
+  store::SpanBatcher spans_;
+  model::Policy policy_;
+  GenerationEngine engine_;
+  ServedText text_;
+  AttemptBook book_;
+  std::atomic<std::uint64_t> published_version_{no_version};
+  RunnerBackend backend_;
+  serve::HttpServer server_;
+  std::unique_ptr<agent::AgentProcesses> processes_;
+  std::uint64_t version_ = no_version;
+};
+
+}  // namespace
+
+void run_external_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank,
+                         ComputeClock& compute, const std::string& secret) {
+  ExternalRunner(config, store, weights, rank, compute, secret).run();
+}
+
+}  // namespace arclight::app

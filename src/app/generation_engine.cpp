@@ -1,0 +1,122 @@
+#include "generation_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::app {
+
+GenerationEngine::GenerationEngine(model::Policy& policy, int rows)
+    : policy_(policy),
+      batch_(policy, rows),
+      rows_(rows),
+      vocab_(policy.vocab_size()),
+      max_seq_(policy.architecture().max_seq) {}
+
+std::shared_ptr<serve::GenerationStream> GenerationEngine::submit(serve::GenerationRequest request) {
+  // What DecodeBatch would refuse on the owning thread is refused here, where the caller can answer 400.
+  if (request.prompt.empty()) throw UsageError("the prompt is empty");
+  for (std::int32_t id : request.prompt)
+    if (id < 0 || id >= vocab_) throw UsageError(log::concat("token id ", id, " is outside the vocabulary (", vocab_, ")"));
+  if (static_cast<int>(request.prompt.size()) >= max_seq_)
+    throw UsageError(log::concat("a prompt of ", request.prompt.size(), " tokens leaves no room to answer (the model's ",
+                                 "context is ", max_seq_, " tokens)"));
+  if (request.max_tokens < 1) throw UsageError("max_tokens must be at least 1");
+  auto stream = std::make_shared<serve::GenerationStream>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiting_.emplace_back(std::move(request), stream);
+  }
+  arrived_.notify_one();
+  return stream;
+}
+
+void GenerationEngine::resume(std::uint64_t policy_version) {
+  version_ = policy_version;
+  draining_ = false;
+}
+
+void GenerationEngine::wait_for_work(double seconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!waiting_.empty() && !draining_) return;
+  arrived_.wait_for(lock, std::chrono::duration<double>(seconds));
+}
+
+bool GenerationEngine::step() {
+  drop_cancelled();
+  if (!draining_) admit();
+  if (batch_.idle()) return false;
+  for (const model::SequenceToken& token : batch_.step()) deliver(token);
+  return true;
+}
+
+void GenerationEngine::admit() {
+  // Only as many as there are free rows: a request waits here, not inside the batch, so that drain() holds it back.
+  std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> admitted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!waiting_.empty() && batch_.live() + batch_.queued() + admitted.size() < std::size_t(rows_)) {
+      admitted.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+  }
+  for (auto& [request, stream] : admitted) {
+    if (stream->cancelled()) {
+      stream->finish(serve::Finish::cancelled);
+      continue;
+    }
+    model::SequenceRequest sequence;
+    sequence.prompt = std::move(request.prompt);
+    // Never past the context: the last position ends the answer with finish reason "length".
+    sequence.max_new_tokens = std::min(request.max_tokens, max_seq_ - static_cast<int>(sequence.prompt.size()));
+    sequence.sampling = {request.temperature, 0, request.top_p};
+    sequence.stop_tokens = std::move(request.stop_tokens);
+    sequence.seed = request.seed;
+    sequence.top_logprobs = request.top_logprobs;
+    try {
+      live_[batch_.add(std::move(sequence))] = stream;
+    } catch (const std::exception& e) {
+      stream->finish(serve::Finish::error, e.what());
+    }
+  }
+}
+
+void GenerationEngine::close(const std::string& why) {
+  std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiting.swap(waiting_);
+  }
+  for (auto& entry : waiting) entry.second->finish(serve::Finish::error, why);
+  for (auto& [sequence, stream] : live_) {
+    batch_.cancel(sequence);
+    stream->finish(serve::Finish::error, why);
+  }
+  live_.clear();
+}
+
+void GenerationEngine::drop_cancelled() {
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (it->second->cancelled()) {
+      batch_.cancel(it->first);
+      it->second->finish(serve::Finish::cancelled);
+      it = live_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void GenerationEngine::deliver(const model::SequenceToken& token) {
+  const auto it = live_.find(token.sequence);
+  if (it == live_.end()) return;
+  it->second->push({token.token, token.logprob, token.top}, version_);
+  ++tokens_;
+  if (token.finish == model::FinishReason::none) return;
+  it->second->finish(token.finish == model::FinishReason::stop ? serve::Finish::stop : serve::Finish::length);
+  live_.erase(it);
+}
+
+}  // namespace arclight::app

@@ -1,0 +1,55 @@
+#pragma once
+// The policy behind an OpenAI-compatible endpoint (app-private): requests from HTTP threads join a continuous batch
+// (model::DecodeBatch) that the thread owning the policy steps. New weights are loaded only between responses:
+// drain() lets the live sequences finish on the old version while new requests wait, then resume() admits them
+// again, so no response mixes two policy versions.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "arclight/model/decode_batch.hpp"
+#include "arclight/serve/generator.hpp"
+
+namespace arclight::app {
+
+class GenerationEngine : public serve::Generator {
+ public:
+  // Starts drained: nothing is answered before the first resume() names the weights' version.
+  GenerationEngine(model::Policy& policy, int rows);
+
+  // Any thread. Throws UsageError for a request the model cannot answer.
+  std::shared_ptr<serve::GenerationStream> submit(serve::GenerationRequest request) override;
+
+  // The owning thread only. One decode step for every live sequence, after admitting waiting requests (unless
+  // draining) and dropping cancelled ones; false when there was nothing to do.
+  bool step();
+  void drain() { draining_ = true; }
+  bool drained() const { return draining_ && batch_.idle(); }
+  void resume(std::uint64_t policy_version);
+  // Ends every waiting and live request with an error (the job ends); their readers stop waiting.
+  void close(const std::string& why);
+  // Waits up to `seconds` for a request to arrive (the owner's idle sleep).
+  void wait_for_work(double seconds);
+  std::uint64_t tokens_generated() const { return tokens_; }
+
+ private:
+  void admit();
+  void drop_cancelled();
+  void deliver(const model::SequenceToken& token);
+
+  model::Policy& policy_;
+  model::DecodeBatch batch_;
+  const int rows_, vocab_, max_seq_;
+  std::mutex mutex_;  // guards waiting_
+  std::condition_variable arrived_;
+  std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> waiting_;
+  std::map<std::uint64_t, std::shared_ptr<serve::GenerationStream>> live_;  // by DecodeBatch sequence
+  std::uint64_t version_ = 0, tokens_ = 0;
+  bool draining_ = true;
+};
+
+}  // namespace arclight::app
