@@ -360,6 +360,12 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,
                      "with --chat: end with the assistant's header, as for generation");
 
+  CLI::App* serve = app.add_subcommand("serve", "serve a config's policy on the OpenAI-compatible endpoint, no training");
+  serve->add_option("CONFIG", inv.serve_config, "config file (model, run.seed, runner.http_*)");
+  serve->add_option("--host", inv.serve_host, "the address to bind (default: runner.http_host, loopback)");
+  serve->add_option("--port", inv.serve_port, "the port; 0: any free port (default: runner.http_port)")
+      ->check(CLI::Range(0, 65535));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help or --version
@@ -386,6 +392,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.command = Command::export_model;
   } else if (tokenize->parsed()) {
     inv.command = Command::tokenize;
+  } else if (serve->parsed()) {
+    inv.command = Command::serve;
   } else {
     inv.text = app.help();
   }

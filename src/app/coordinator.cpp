@@ -43,6 +43,8 @@ void stop_at_next_step_on_signals() {
   std::signal(SIGTERM, request_stop);
 }
 
+bool stop_signal_received() { return stop_requested.load(); }
+
 int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,
                     const std::string& effective_config) {
   Coordinator coordinator(config, ch, layout, resume, effective_config);

@@ -2,8 +2,6 @@
 // its HTTP endpoint: OpenAI-compatible generation (continuous batching over this rank's policy) and a small task
 // interface (a subset of Agent Lightning's store API) through which they take rollouts, report rewards and end
 // attempts. The loop thread owns the policy and the weight channel; HTTP threads use the store client (thread-safe).
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,12 +17,10 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/model/policy.hpp"
-#include "arclight/serve/http_server.hpp"
-#include "arclight/serve/openai_endpoint.hpp"
 #include "arclight/serve/runner_api.hpp"
 #include "arclight/serve/task_routes.hpp"
 #include "arclight/store/span_batcher.hpp"
-#include "arclight/text/chat_template.hpp"
+#include "endpoint.hpp"
 #include "generation_engine.hpp"
 #include "roles.hpp"
 #include "weight_channel.hpp"
@@ -177,25 +173,6 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
   std::map<store::ResourcesId, std::uint64_t> versions_;
 };
 
-// The tokenizer and chat template of the served text: the model directory's, or bytes with ChatML for a from-scratch
-// model.
-struct ServedText {
-  std::unique_ptr<text::Tokenizer> tokenizer;
-  text::ChatTemplate chat;
-};
-
-ServedText served_text(const ModelConfig& model) {
-  if (model.source != ModelSource::hf) return {text::make_scratch_chat_tokenizer(), text::ChatTemplate::named("chatml")};
-  return {text::load_tokenizer(model.path), text::load_chat_template(model.path, model.chat_template)};
-}
-
-std::string served_model_name(const ModelConfig& model) {
-  if (model.source != ModelSource::hf) return "arclight-scratch";
-  std::string name = model.path;
-  while (name.size() > 1 && name.back() == '/') name.pop_back();
-  return name.substr(name.find_last_of('/') + 1);
-}
-
 class ExternalRunner {
  public:
   ExternalRunner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute,
@@ -210,11 +187,10 @@ class ExternalRunner {
         engine_(policy_, config.runner.decode_rows),
         text_(served_text(config.model)),
         backend_(store, spans_, book_, published_version_),
-        server_(server_options(config, secret)) {
+        server_(endpoint_options(config, secret)) {
     weights_.attach(policy_);
-    serve::ServedModel served{served_model_name(config.model), *text_.tokenizer, text_.chat, policy_.architecture().max_seq};
-    serve::mount_openai(server_, engine_, served, &backend_);
-    serve::mount_task_routes(server_, backend_);
+    serve::add_openai_routes(server_, engine_, served_model(config.model, text_, policy_), &backend_);
+    serve::add_task_routes(server_, backend_);
     server_.start();
     const std::string url = log::concat("http://", config.runner.http_host, ":", server_.port());
     log::info("runner ", rank, ": agents' endpoint at ", url, "/v1");
@@ -242,25 +218,14 @@ class ExternalRunner {
   }
 
  private:
-  static serve::HttpServer::Options server_options(const Config& config, const std::string& secret) {
-    serve::HttpServer::Options o;
-    o.host = config.runner.http_host;
-    o.port = config.runner.http_port;
-    o.bearer_token = secret;
-    o.max_body_bytes = config.runner.http_max_body_bytes;
-    o.timeout_seconds = config.runner.http_timeout_seconds;
-    o.threads = std::max(64, 2 * config.runner.decode_rows + 4 * config.agent.workers);
-    return o;
-  }
-
-  static agent::AgentProcesses::Options process_options(const Config& config, int rank, const std::string& url,
-                                                        const std::string& secret) {
-    agent::AgentProcesses::Options o;
+  static agent::AgentProcessOptions process_options(const Config& config, int rank, const std::string& url,
+                                                    const std::string& secret) {
+    agent::AgentProcessOptions o;
     o.argv = config.agent.command;
     o.workers = config.agent.workers;
     o.environment = {"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + secret, "ARCLIGHT_STORE_URL=" + url};
-    o.worker_id_prefix = log::concat("runner-", rank, "-w");
-    o.log_prefix = log::concat("[rank ", rank, " agent ");
+    o.worker_id_prefix = log::concat("runner-", rank);
+    o.log_prefix = log::concat("[rank ", rank, " agent {w}] ");
     return o;
   }
 
@@ -278,7 +243,7 @@ class ExternalRunner {
   // Dead agents' attempts fail (the rollout's retry rule decides what follows); an attempt held longer than an
   // episode may take fails too, and its agent is restarted: it hangs.
   void supervise() {
-    for (const agent::AgentProcesses::Exit& exit : processes_->poll()) fail(book_.release_worker(exit.worker_id));
+    for (const agent::WorkerExit& exit : processes_->poll()) fail(book_.release_worker(exit.worker_id));
     for (const auto& [key, worker] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
       log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
                 config_.agent.episode_timeout_seconds, " s; restarting it");

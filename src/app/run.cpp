@@ -27,6 +27,7 @@
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/hf_export.hpp"
 #include "arclight/model/policy.hpp"
+#include "serve_command.hpp"
 #include "tokenize.hpp"
 
 namespace arclight::app {
@@ -224,6 +225,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
       case Command::inspect: return inspect(mpi, inv);
       case Command::export_model: return export_model(mpi, inv);
       case Command::tokenize: return mpi.rank() == 0 ? tokenize(inv) : exit_ok;
+      case Command::serve: return mpi.rank() == 0 ? serve_model(inv) : exit_ok;
       case Command::none: return exit_ok;
     }
   } catch (const Error& e) {

@@ -7,7 +7,7 @@
 
 namespace arclight::app {
 
-enum class Command { none, train, inspect, export_model, tokenize };
+enum class Command { none, train, inspect, export_model, tokenize, serve };
 
 // export: a checkpoint's model as a Hugging Face directory.
 struct ExportRequest {
@@ -31,6 +31,9 @@ struct Invocation {
   std::string tokenize_template;  // tokenize --template: the chat template by name, not recognised
   bool tokenize_generation_prompt = false;  // tokenize --add-generation-prompt
   ExportRequest export_request;
+  std::string serve_config;  // serve: a config file (its model, seed, runner.http_*); empty: the defaults
+  std::string serve_host;    // serve --host: else runner.http_host
+  int serve_port = -1;       // serve --port: else runner.http_port
   log::Level log_level = log::Level::info;
   std::string effective_config;  // the TOML of every key's value, for --dry-run
   std::string text;              // --help or --version text; print it and exit 0

@@ -12,5 +12,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv);
 // checkpoint at the next step boundary and end the job with exit_requeue. Called first thing
 // in main, so that a signal during start-up or a resume is not the default's death.
 void stop_at_next_step_on_signals();
+// Whether SIGTERM or SIGUSR1 has come since (a long-running command that is not training stops on it).
+bool stop_signal_received();
 
 }  // namespace arclight::app

@@ -1,0 +1,93 @@
+"""What an outside agent needs to train inside an arclight job, in Python's standard library: the runner's endpoints
+from the environment, JSON over kept-alive HTTP, Agent Lightning spans (rewards, figures), and the loop that takes
+rollouts and ends their attempts. Copy it beside your agent, or use any OpenAI client and Agent Lightning's
+LightningStoreClient instead: the routes are theirs.
+
+Environment (set by the runner rank): OPENAI_BASE_URL (the OpenAI-compatible endpoint, .../v1), OPENAI_API_KEY (the
+job's secret), ARCLIGHT_STORE_URL (the task interface, a subset of Agent Lightning v0.3's store API under /v1/agl),
+ARCLIGHT_WORKER_ID (this process's worker id).
+"""
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+import urllib.parse
+
+BASE_URL = os.environ["OPENAI_BASE_URL"]
+STORE_URL = os.environ["ARCLIGHT_STORE_URL"]
+API_KEY = os.environ["OPENAI_API_KEY"]
+WORKER = os.environ.get("ARCLIGHT_WORKER_ID", "agent")
+
+
+class Client:
+    """JSON over one kept-alive HTTP connection (a thread's own)."""
+
+    def __init__(self, url):
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port, self.prefix = parts.hostname, parts.port, parts.path.rstrip("/")
+        self.connection = None
+
+    def post(self, path, body):
+        data = json.dumps(body).encode()
+        headers = {"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"}
+        for attempt in range(3):
+            try:
+                if self.connection is None:
+                    self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
+                self.connection.request("POST", self.prefix + path, data, headers)
+                response = self.connection.getresponse()
+                text = response.read()
+                if response.status >= 400:
+                    raise RuntimeError(f"POST {path}: {response.status} {text[:200]!r}")
+                return json.loads(text)
+            except (http.client.HTTPException, ConnectionError):
+                self.connection = None  # the server closed a kept-alive connection: open a new one
+                if attempt == 2:
+                    raise
+
+
+def span(rollout, attempt, name, attributes):
+    now = time.time()
+    return {"rollout_id": rollout, "attempt_id": attempt, "sequence_id": 0, "trace_id": os.urandom(16).hex(),
+            "span_id": os.urandom(8).hex(), "parent_id": None, "name": name,
+            "status": {"status_code": "OK", "description": None}, "attributes": attributes, "events": [],
+            "links": [], "start_time": now, "end_time": now, "context": None, "parent": None,
+            "resource": {"attributes": {}, "schema_url": ""}}
+
+
+def reward_span(rollout, attempt, value):
+    return span(rollout, attempt, "agentlightning.annotation",
+                {"agentlightning.reward.0.name": "primary", "agentlightning.reward.0.value": value})
+
+
+def llm_path(rollout, route):
+    """The endpoint's route for a call traced into the rollout's attempt (Agent Lightning's proxy convention)."""
+    return f"/rollout/{rollout['rollout_id']}/attempt/{rollout['attempt']['attempt_id']}/v1/{route}"
+
+
+def end_attempt(store, rollout, status):
+    store.post(f"/v1/agl/rollouts/{rollout['rollout_id']}/attempts/{rollout['attempt']['attempt_id']}",
+               {"status": status})
+
+
+def run_episodes(play, at_once):
+    """Runs `play(llm, store, rollout)` for every rollout this worker takes, `at_once` episodes at a time, forever. An
+    episode that raises fails its attempt (the rollout's retry rule decides what follows)."""
+    def episodes():
+        llm, store = Client(BASE_URL.removesuffix("/v1")), Client(STORE_URL)
+        while True:  # all threads take work under the process's worker id: the runner fails a dead worker's attempts
+            for rollout in store.post("/v1/agl/queues/rollouts/dequeue", {"limit": 1, "worker_id": WORKER}):
+                try:
+                    play(llm, store, rollout)
+                    end_attempt(store, rollout, "succeeded")
+                except Exception as error:
+                    print(f"episode of {rollout['rollout_id']} failed: {error}", file=sys.stderr, flush=True)
+                    end_attempt(store, rollout, "failed")
+
+    threads = [threading.Thread(target=episodes, daemon=True) for _ in range(at_once)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

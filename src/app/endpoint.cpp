@@ -1,0 +1,41 @@
+#include "endpoint.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace arclight::app {
+
+ServedText served_text(const ModelConfig& model) {
+  if (model.source != ModelSource::hf) return {text::make_scratch_chat_tokenizer(), text::ChatTemplate::named("chatml")};
+  return {text::load_tokenizer(model.path), text::load_chat_template(model.path, model.chat_template)};
+}
+
+serve::ServedModel served_model(const ModelConfig& model, const ServedText& text, const model::Policy& policy) {
+  std::string name = "arclight-scratch";
+  if (model.source == ModelSource::hf) {
+    name = model.path;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    name = name.substr(name.find_last_of('/') + 1);
+  }
+  serve::ServedModel served;
+  served.name = name;
+  served.tokenizer = text.tokenizer.get();
+  served.chat_template = text.chat;
+  served.max_context = policy.architecture().max_seq;
+  return served;
+}
+
+serve::HttpServerOptions endpoint_options(const Config& config, const std::string& secret) {
+  serve::HttpServerOptions o;
+  o.host = config.runner.http_host;
+  o.port = config.runner.http_port;
+  o.bearer_token = secret;
+  o.max_body_bytes = config.runner.http_max_body_bytes;
+  const std::chrono::milliseconds timeout{static_cast<std::int64_t>(1000 * config.runner.http_timeout_seconds)};
+  o.read_timeout = o.write_timeout = o.idle_timeout = timeout;
+  // A thread per open connection: every row of the batch, and the agents' task requests beside them.
+  o.worker_threads = std::max(64, 2 * config.runner.decode_rows + 4 * config.agent.workers);
+  return o;
+}
+
+}  // namespace arclight::app

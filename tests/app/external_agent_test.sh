@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Outside agents (agent.name = "external") on 3 ranks (coordinator, trainer, runner): the runner starts the agent
+# processes, which play through its OpenAI-compatible endpoint and its task interface.
+#   - examples/guess_agent.py learns (guess 1..7, the tiny model): the reward rises, as with the built-in agent;
+#   - agents that crash, hang, send garbage or never ask for work: every step still trains, the job ends 0;
+#   - examples/calculator_agent.py (tool calls over chat completions) runs end to end;
+#   - no agent process outlives the job, even when its runner is killed with SIGKILL;
+#   - a config without agent.command or with a command that does not exist is refused (exit 2 on every rank).
+# Usage: external_agent_test.sh BIN SOURCE_DIR
+set -u
+bin=$(realpath "$1"); src=$(realpath "$2")
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d)
+cleanup() { pkill -9 -f "agent-of-$work" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+source "$src/tests/app/ranks.sh"
+cd "$src"
+marker="agent-of-$work"  # every agent's argv carries it: pgrep finds exactly this test's agents
+
+for s in $(seq 1 7); do echo "{\"secret\": $s, \"n\": 7, \"max_turns\": 5}"; done >"$work/tasks.jsonl"
+# configs/tiny.toml with the guess agent outside.
+external=(--agent.name external --agent.tasks "$work/tasks.jsonl" --agent.command python3
+          --agent.command examples/guess_agent.py --agent.command "$marker" --agent.episode_timeout_seconds 20)
+
+agents_left() { pgrep -f "$marker" | xargs; }
+# Waits up to $1 seconds for every agent process to be gone.
+agents_gone_within() {
+  local deadline=$((SECONDS + $1))
+  while [ -n "$(agents_left)" ]; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.2
+  done
+}
+metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
+
+# 1. The guess agent learns through the endpoint.
+ranks_timeout=240 run_ranks train --config configs/tiny.toml "${external[@]}" --run.dir "$work/learn"
+before=$failures
+[ "$(codes)" = "3x0" ] || fail "guess: exit codes '$(codes)': $(tail -5 "$work/err")"
+[ "$(metric_lines "$work/learn")" = 25 ] || fail "guess: $(metric_lines "$work/learn") steps in metrics.jsonl, want 25"
+read -r first last < <(python3 - "$work/learn/metrics.jsonl" <<'PY'
+import json, sys
+r = [json.loads(l)["reward"] for l in open(sys.argv[1])] or [0]
+print(sum(r[:5]) / 5, sum(r[-5:]) / 5)
+PY
+)
+echo "guess through the endpoint: mean reward of the first 5 steps $first, of the last 5 $last"
+python3 -c "import sys; sys.exit(0 if $last > $first + 0.2 else 1)" || fail "guess: reward did not rise ($first -> $last)"
+agents_gone_within 5 || fail "guess: agents left after the job: $(agents_left)"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# 2. Faulty agents: crashes, hangs, garbage, idleness. Every step trains all the same.
+before=$failures
+faulty=(--agent.name external --agent.tasks "$work/tasks.jsonl" --agent.command python3
+        --agent.command tests/app/fault_agent.py --agent.command "$marker" --agent.workers 3
+        --agent.episode_timeout_seconds 5)
+ranks_timeout=300 run_ranks train --config configs/tiny.toml "${faulty[@]}" --run.steps 8 --rollout.max_attempts 5 \
+  --run.dir "$work/faults"
+[ "$(codes)" = "3x0" ] || fail "faults: exit codes '$(codes)': $(tail -5 "$work/err")"
+[ "$(metric_lines "$work/faults")" = 8 ] || fail "faults: $(metric_lines "$work/faults") steps, want 8"
+grep -q "UNEXPECTED" "$work/err" && fail "faults: the endpoint mishandled garbage: $(grep UNEXPECTED "$work/err" | head -3)"
+grep -q "agent 0.*exited with code 3\|runner-2-w0.*exited with code 3" "$work/err" ||
+  fail "faults: no crash of worker 0 was reported: $(grep -i agent "$work/err" | head -5)"
+grep -q "longer than 5 s; restarting it" "$work/err" || fail "faults: the hung worker was not restarted"
+agents_gone_within 5 || fail "faults: agents left after the job: $(agents_left)"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# 3. The tool-using agent over chat completions, end to end.
+before=$failures
+ranks_timeout=240 run_ranks train --config configs/calculator_external.toml --run.dir "$work/calculator" \
+  --agent.command python3 --agent.command examples/calculator_agent.py --agent.command "$marker"
+[ "$(codes)" = "3x0" ] || fail "calculator: exit codes '$(codes)': $(tail -5 "$work/err")"
+[ "$(metric_lines "$work/calculator")" = 3 ] || fail "calculator: $(metric_lines "$work/calculator") steps, want 3"
+agents_gone_within 5 || fail "calculator: agents left after the job: $(agents_left)"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# 4. The runner killed with SIGKILL: its agents die with it.
+before=$failures
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  "${external[@]}" --run.steps 100000 --run.dir "$work/killed" >"$work/out" 2>"$work/err" &
+job=$!
+deadline=$((SECONDS + 60))
+until [ -n "$(agents_left)" ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+[ -n "$(agents_left)" ] || fail "kill: the agents never started: $(tail -5 "$work/err")"
+sleep 2
+runner=$(ps -o ppid= -p "$(pgrep -f "$marker" | head -1)" | xargs)  # the agent's parent: the runner rank
+kill -9 "$runner" 2>/dev/null
+agents_gone_within 5 || fail "kill: agents outlived their runner (SIGKILL): $(agents_left)"
+kill -9 "$job" 2>/dev/null; pkill -9 -f "$work/killed" 2>/dev/null; wait "$job" 2>/dev/null
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# 5. Mistakes in the config: refused before anything starts.
+check_refused "no agent.command" "needs agent.command" --agent.name external --agent.tasks "$work/tasks.jsonl"
+check_refused "no tasks" "needs agent.tasks" --agent.name external --agent.command python3
+check_refused "a command not on PATH" "no-such-agent-command" --agent.name external --agent.tasks "$work/tasks.jsonl" \
+  --agent.command no-such-agent-command
+
+echo "$passed passed, $failures failed"
+[ $failures = 0 ]

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""An outside agent that misbehaves, for tests/app/external_agent_test.sh. It plays the guess task as
+examples/guess_agent.py does, and each worker (by the index at the end of ARCLIGHT_WORKER_ID) adds one fault:
+  w0  crashes (os._exit) in the middle of every 4th episode, after sending the endpoint garbage it must refuse (400)
+  w1  hangs (sleeps for ever) in the middle of every 6th episode
+  w2  never asks for work
+Every refusal that is not a 4xx JSON error is reported on stderr as "UNEXPECTED", which the test looks for."""
+import http.client
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+import guess_agent  # noqa: E402
+from agent_client import API_KEY, BASE_URL, llm_path, run_episodes  # noqa: E402
+
+WORKER_INDEX = int(os.environ["ARCLIGHT_WORKER_ID"].rsplit("w", 1)[1])
+episodes_played = 0
+
+
+def send_garbage(rollout):
+    """Malformed bodies and wrong types: each must be a 4xx with a JSON error, and nothing else may change."""
+    host, port = BASE_URL.split("//")[1].split("/")[0].split(":")
+    bodies = [b"{not json", b'{"prompt": "x", "max_tokens": "many"}', b'{"prompt": [999999], "max_tokens": 1}',
+              b'{"messages": 7}', b"\xff\xfe"]
+    for body in bodies:
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        connection.request("POST", llm_path(rollout, "completions"), body,
+                           {"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        text = response.read()
+        try:
+            error = json.loads(text)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            error = None
+        if not 400 <= response.status < 500 or not error:
+            print(f"UNEXPECTED answer to garbage {body!r}: {response.status} {text[:200]!r}", file=sys.stderr,
+                  flush=True)
+        connection.close()
+
+
+def play(llm, store, rollout):
+    global episodes_played
+    episodes_played += 1
+    if WORKER_INDEX == 0 and episodes_played % 4 == 0:
+        send_garbage(rollout)
+        llm.post(llm_path(rollout, "completions"), {"prompt": [0], "max_tokens": 1})  # a call in flight, then:
+        os._exit(3)
+    if WORKER_INDEX == 1 and episodes_played % 6 == 0:
+        time.sleep(10_000)
+    guess_agent.play(llm, store, rollout)
+
+
+if __name__ == "__main__":
+    if WORKER_INDEX == 2:
+        time.sleep(10_000)
+    run_episodes(play, 4)
