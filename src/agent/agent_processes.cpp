@@ -285,8 +285,15 @@ std::string AgentProcesses::spawn(Worker& w) {
   }
   int fds[] = {above_stdio(output[0]), above_stdio(output[1]), above_stdio(status[0]), above_stdio(status[1]),
                above_stdio(::open("/dev/null", O_RDONLY | O_CLOEXEC))};
-  ChildPlan plan{path_.c_str(), argvp_.data(), w.envp.data(), ::getpid(), fds[4], fds[1], fds[3],
-                 static_cast<int>(std::min<long>(::sysconf(_SC_OPEN_MAX), 1 << 16))};
+  ChildPlan plan;
+  plan.path = path_.c_str();
+  plan.argv = argvp_.data();
+  plan.envp = w.envp.data();
+  plan.parent = ::getpid();
+  plan.stdin_fd = fds[4];
+  plan.output_fd = fds[1];
+  plan.status_fd = fds[3];
+  plan.max_fd = static_cast<int>(std::min<long>(::sysconf(_SC_OPEN_MAX), 1 << 16));
   pid_t pid = ::fork();
   if (pid == 0) exec_child(plan);
   int fork_errno = errno;
@@ -365,11 +372,14 @@ void AgentProcesses::read_output(int timeout_ms) {
 std::optional<WorkerExit> AgentProcesses::reap_if_ended(Worker& w, bool wait) {
   siginfo_t info{};
   int flags = WEXITED | WNOWAIT | (wait ? 0 : WNOHANG);
-  if (::waitid(P_PID, w.pid, &info, flags) != 0 || info.si_pid == 0) return std::nullopt;
-  ::killpg(w.pid, SIGKILL);
-  int status = 0;
-  ::waitpid(w.pid, &status, 0);
-  WorkerExit e = exit_of(status);
+  bool gone = ::waitid(P_PID, w.pid, &info, flags) != 0 && errno == ECHILD;  // reaped by someone else (SIGCHLD ignored)
+  if (!gone && info.si_pid == 0) return std::nullopt;
+  int status = -1;
+  if (!gone) {
+    ::killpg(w.pid, SIGKILL);
+    ::waitpid(w.pid, &status, 0);
+  }
+  WorkerExit e = status == -1 ? WorkerExit{} : exit_of(status);
   e.worker = w.index;
   e.worker_id = w.id;
   e.pid = w.pid;
@@ -407,8 +417,10 @@ void AgentProcesses::schedule_restart(Worker& w, const WorkerExit& e) {
     if (shared_->fatal.empty())
       shared_->fatal = log::concat("agent command '", joined(options_.argv), "' (worker ", w.id, ") was restarted ",
                                    w.restart_times.size(), " times within ", options_.restart_window_seconds,
-                                   " s and ended again (", e.describe(), "): not restarted again; its output is in "
-                                   "the log with the prefix '", w.prefix, "'");
+                                   " s and ended again (", e.describe(),
+                                   "): not restarted again; its output is in "
+                                   "the log with the prefix '",
+                                   w.prefix, "'");
     forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), "; restart limit reached"));
     return;
   }
@@ -431,7 +443,9 @@ void AgentProcesses::terminate_all() {
   for (Worker& w : workers_)
     if (w.pid > 0) ::killpg(w.pid, SIGTERM);
   double deadline = now_seconds() + options_.stop_grace_seconds;
-  auto running = [&] { return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.pid > 0; }); };
+  auto running = [&] {
+    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.pid > 0; });
+  };
   while (running() && now_seconds() < deadline) {
     read_output(10);
     for (Worker& w : workers_)

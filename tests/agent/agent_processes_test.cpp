@@ -1,5 +1,6 @@
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/poll.h>
@@ -123,9 +124,8 @@ BOOST_AUTO_TEST_CASE(workers_start_with_the_inherited_and_given_environment_and_
   TempDir tmp;
   ::setenv("ARCLIGHT_TEST_INHERITED", "yes", 1);
   ::setenv("ARCLIGHT_TEST_REPLACED", "old", 1);
-  auto o = shell_agent(write_whole("{ env; readlink /proc/$$/fd/0; }", tmp.dir() + "/env.$ARCLIGHT_WORKER_ID") +
-                           "; sleep 30",
-                       2);
+  auto o = shell_agent(
+      write_whole("{ env; readlink /proc/$$/fd/0; }", tmp.dir() + "/env.$ARCLIGHT_WORKER_ID") + "; sleep 30", 2);
   o.environment = {"ARCLIGHT_TEST_REPLACED=new", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"};
   o.worker_id_prefix = "runner-3";
   AgentProcesses agents(o);
@@ -144,6 +144,28 @@ BOOST_AUTO_TEST_CASE(workers_start_with_the_inherited_and_given_environment_and_
     pid_t pid = agents.pids()[w];
     BOOST_TEST(::getpgid(pid) == pid, "each worker leads a process group of its own");
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_agent_inherits_no_descriptor_and_no_ignored_signal_of_the_supervisor) {
+  TempDir tmp;
+  // What a rank holds open (MPI's sockets, files), without close-on-exec, and a signal it ignores.
+  int file_fd = ::open(tmp.file("rank_file").c_str(), O_WRONLY | O_CREAT, 0644);
+  int rank_fd = ::fcntl(file_fd, F_DUPFD, 100);  // above the few the child rearranges itself
+  ::close(file_fd);
+  BOOST_REQUIRE(rank_fd >= 100);
+  auto previous = ::signal(SIGUSR2, SIG_IGN);
+  std::string probe = "{ test -e /proc/$$/fd/" + std::to_string(rank_fd) +
+                      " && echo fd-leaked || echo fd-closed; grep SigIgn /proc/$$/status; }";
+  AgentProcesses agents(shell_agent(write_whole(probe, tmp.file("probe")) + "; sleep 30"));
+  agents.start();
+  ::signal(SIGUSR2, previous);
+  ::close(rank_fd);
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(tmp.file("probe")); }, 10), "the worker wrote its probe");
+  auto probe_lines = lines_of(tmp.file("probe"));
+  BOOST_REQUIRE(probe_lines.size() == 2u);
+  BOOST_TEST(probe_lines[0] == "fd-closed");
+  unsigned long ignored = std::stoul(probe_lines[1].substr(probe_lines[1].find(':') + 1), nullptr, 16);
+  BOOST_TEST((ignored & (1ul << (SIGUSR2 - 1))) == 0ul, "SIGUSR2 is back to its default in the agent");
 }
 
 BOOST_AUTO_TEST_CASE(stdout_and_stderr_lines_arrive_with_the_worker_prefix) {
@@ -354,7 +376,7 @@ BOOST_AUTO_TEST_CASE(no_worker_survives_a_supervisor_killed_by_sigkill) {
   BOOST_REQUIRE(supervisor >= 0);
   if (supervisor == 0) {  // the supervisor: starts the workers, reports their pids, waits to be killed
     ::close(report[0]);
-    AgentProcesses agents(shell_agent("sleep 300", 3));
+    AgentProcesses agents(shell_agent("exec sleep 300", 3));  // exec: no grandchild (PDEATHSIG does not reach those)
     agents.start();
     auto pids = agents.pids();
     ssize_t n = ::write(report[1], pids.data(), pids.size() * sizeof(pid_t));
