@@ -62,12 +62,18 @@ struct WorkerExit {
 // PR_SET_PDEATHSIG(SIGKILL), so it dies with the supervisor even when that is killed with SIGKILL. PDEATHSIG does not
 // reach the worker's own children (grandchildren): they are killed with the group on stop() and on a worker's death,
 // but outlive a SIGKILLed runner unless the agent sets PDEATHSIG on them itself (Slurm's job cgroup still ends them
-// at the job's end). A subreaper would not help there: it dies with the runner.
+// at the job's end). A subreaper would not help there: it dies with the runner. Covering them would take a live
+// guard per worker holding a lifeline pipe to the runner and killing the group at its end; a guard forked without
+// exec would keep, copy-on-write, the pages the runner later changes (its weights), so it would have to exec a small
+// program of its own: not done.
 //
 // MPI: Open MPI ranks may fork to exec. Between fork and exec the child makes async-signal-safe calls only (setpgid,
 // prctl, sigaction, dup2, close_range, execve, _exit); argv, envp and the resolved path are built before fork. The
 // fork happens on the supervisor thread, which lives until every worker has been reaped: PDEATHSIG fires when the
-// forking *thread* ends, not only the process.
+// forking *thread* ends, not only the process. Ranks whose transport registers memory (verbs) mark it
+// MADV_DONTFORK; the child never touches it. fork copies the rank's page tables, a few ms per GB mapped, once per
+// start. The runner must not set SIGCHLD to SIG_IGN (its children would be reaped unseen; such a worker counts as
+// ended).
 //
 //   AgentProcessOptions o;
 //   o.argv = {"python3", "my_agent.py"};
