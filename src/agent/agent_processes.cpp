@@ -311,7 +311,9 @@ std::string AgentProcesses::spawn(Worker& w) {
   if (n > 0) {
     ::waitpid(pid, nullptr, 0);
     ::close(fds[0]);
-    return "cannot run agent command '" + path_ + "': " + error_text(exec_errno);
+    bool interpreter_missing = exec_errno == ENOENT && ::access(path_.c_str(), F_OK) == 0;
+    return "cannot run agent command '" + path_ + "': " + error_text(exec_errno) +
+           (interpreter_missing ? " (the interpreter its #! line names?)" : "");
   }
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
   w.pid = pid;

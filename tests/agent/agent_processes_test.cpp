@@ -293,6 +293,19 @@ BOOST_AUTO_TEST_CASE(a_command_that_cannot_be_executed_is_refused_with_the_reaso
   BOOST_TEST(agents.pids() == std::vector<pid_t>({0, 0}), "nothing left running");
 }
 
+BOOST_AUTO_TEST_CASE(a_script_whose_interpreter_is_missing_is_refused_with_a_hint) {
+  TempDir tmp;
+  std::ofstream(tmp.file("agent.py")) << "#!/no/such/python3\nprint('hello')\n";
+  ::chmod(tmp.file("agent.py").c_str(), 0755);
+  AgentProcessOptions o;
+  o.argv = {tmp.file("agent.py")};
+  AgentProcesses agents(o);
+  BOOST_CHECK_EXCEPTION(agents.start(), UsageError, [&](const UsageError& e) {
+    return std::string(e.what()) == "cannot run agent command '" + tmp.file("agent.py") +
+                                        "': No such file or directory (the interpreter its #! line names?)";
+  });
+}
+
 BOOST_AUTO_TEST_CASE(a_command_that_dies_at_once_trips_the_restart_limit) {
   LineSink sink;
   auto o = shell_agent("echo oops >&2; exit 3");
