@@ -1,0 +1,138 @@
+#pragma once
+// Outside agent processes, supervised by a runner rank (`agent.name = "external"`): started with the runner's endpoint
+// in their environment, their output forwarded to the job's log, restarted when they die, ended with the job.
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace arclight::agent {
+
+struct AgentProcessOptions {
+  // The command; argv[0] without a '/' is looked up on PATH (once, in start()).
+  std::vector<std::string> argv;
+  int workers = 1;
+  // NAME=VALUE entries added to the inherited environment (replacing a variable of the same name), e.g.
+  // OPENAI_BASE_URL, OPENAI_API_KEY, ARCLIGHT_STORE_URL.
+  std::vector<std::string> environment;
+  // Worker i gets ARCLIGHT_WORKER_ID=<worker_id_prefix>-w<i>, e.g. "runner-3-w0".
+  std::string worker_id_prefix = "worker";
+  // In front of every line a worker writes to stdout or stderr, "{w}" replaced by the worker's index: with
+  // "[rank 3 agent {w}] ", worker 0's lines read "[rank 3 agent 0] ...".
+  std::string log_prefix = "[agent {w}] ";
+  // A worker that dies is restarted after a backoff: backoff_initial_seconds, doubling up to backoff_max_seconds, back
+  // to the initial one when the worker had lived healthy_after_seconds.
+  double backoff_initial_seconds = 0.5;
+  double backoff_max_seconds = 10;
+  double healthy_after_seconds = 30;
+  // More than max_restarts restarts of one worker within restart_window_seconds is a fault (poll() throws): a command
+  // that dies at once does not loop for ever.
+  int max_restarts = 5;
+  double restart_window_seconds = 60;
+  // stop(): SIGTERM, then SIGKILL to what is left after this long.
+  double stop_grace_seconds = 5;
+  // Where each forwarded line goes (prefix included, no newline); by default the log (log::write at info, unless the
+  // level is off). Called from the supervisor thread.
+  std::function<void(std::string_view line)> log_line;
+};
+
+// A worker that ended (or could not be started), as poll() reports it.
+struct WorkerExit {
+  int worker = 0;         // 0 .. workers-1
+  std::string worker_id;  // its ARCLIGHT_WORKER_ID
+  pid_t pid = 0;
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it
+  double lived_seconds = 0;
+  // "exited with code 3", "killed by signal 9 (Killed)".
+  std::string describe() const;
+};
+
+// Supervises `workers` copies of one command. Each worker runs in a process group of its own, stdin /dev/null, its
+// stdout and stderr (one pipe) forwarded line by line with the prefix. A supervisor thread does the forking, reading,
+// reaping and restarting; poll() hands the runner what died since the last call.
+//
+// No orphans: stop() (and the destructor) ends every worker's process group, SIGTERM then SIGKILL after the grace;
+// a worker that dies has the rest of its group killed before it restarts; and each worker gets
+// PR_SET_PDEATHSIG(SIGKILL), so it dies with the supervisor even when that is killed with SIGKILL. PDEATHSIG does not
+// reach the worker's own children (grandchildren): they are killed with the group on stop() and on a worker's death,
+// but outlive a SIGKILLed runner unless the agent sets PDEATHSIG on them itself (Slurm's job cgroup still ends them
+// at the job's end). A subreaper would not help there: it dies with the runner. Covering them would take a live
+// guard per worker holding a lifeline pipe to the runner and killing the group at its end; a guard forked without
+// exec would keep, copy-on-write, the pages the runner later changes (its weights), so it would have to exec a small
+// program of its own: not done.
+//
+// MPI: Open MPI ranks may fork to exec. Between fork and exec the child makes async-signal-safe calls only (setpgid,
+// prctl, sigaction, dup2, close_range, execve, _exit); argv, envp and the resolved path are built before fork. The
+// fork happens on the supervisor thread, which lives until every worker has been reaped: PDEATHSIG fires when the
+// forking *thread* ends, not only the process. Ranks whose transport registers memory (verbs) mark it
+// MADV_DONTFORK; the child never touches it. fork copies the rank's page tables, a few ms per GB mapped, once per
+// start. The runner must not set SIGCHLD to SIG_IGN (its children would be reaped unseen; such a worker counts as
+// ended).
+//
+//   AgentProcessOptions o;
+//   o.argv = {"python3", "my_agent.py"};
+//   o.workers = 4;
+//   o.environment = {"OPENAI_BASE_URL=http://127.0.0.1:8000/v1", "OPENAI_API_KEY=..."};
+//   o.worker_id_prefix = "runner-3";
+//   o.log_prefix = "[rank 3 agent {w}] ";
+//   AgentProcesses agents(o);
+//   agents.start();                                // throws UsageError when the command cannot be run
+//   while (training)
+//     for (const WorkerExit& e : agents.poll())   // throws Error past the restart limit
+//       fail_attempts_of(e.worker_id);             // the worker restarts by itself after its backoff
+//   agents.stop();                                 // or the destructor
+class AgentProcesses {
+ public:
+  static constexpr const char* worker_id_env = "ARCLIGHT_WORKER_ID";
+
+  explicit AgentProcesses(AgentProcessOptions options);
+  ~AgentProcesses();
+  AgentProcesses(const AgentProcesses&) = delete;
+  AgentProcesses& operator=(const AgentProcesses&) = delete;
+
+  // Starts every worker; returns once each has exec'd. Throws UsageError naming the command when it is not on PATH
+  // or cannot be executed.
+  void start();
+  // Non-blocking: the workers that ended since the last call (each is restarted after its backoff). Throws Error
+  // once a worker passed the restart limit, and on every later call.
+  std::vector<WorkerExit> poll();
+  // Ends every worker and its group (SIGTERM, SIGKILL after the grace), reaps them, forwards their last output.
+  // Idempotent.
+  void stop();
+
+  // The running workers' pids (0 for one waiting to restart), by worker.
+  std::vector<pid_t> pids() const;
+  // Restarts so far, all workers together.
+  int restarts() const;
+
+ private:
+  struct Worker;
+  struct Shared;
+  void supervise();
+  std::string spawn(Worker& worker);
+  void reap_and_restart();
+  std::optional<WorkerExit> reap_if_ended(Worker& worker, bool wait);
+  void schedule_restart(Worker& worker, const WorkerExit& exit);
+  void restart(Worker& worker);
+  void read_output(int timeout_ms);
+  bool read_chunk(Worker& worker);
+  void drain(Worker& worker);
+  void terminate_all();
+  void forward(const Worker& worker, std::string_view line) const;
+
+  AgentProcessOptions options_;
+  std::string path_;  // argv[0] resolved on PATH
+  std::vector<std::string> argv_;
+  std::vector<char*> argvp_;
+  std::vector<Worker> workers_;  // the supervisor thread's, once started
+  std::unique_ptr<Shared> shared_;
+  std::thread supervisor_;
+};
+
+}  // namespace arclight::agent

@@ -1,0 +1,461 @@
+#include "arclight/agent/agent_processes.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <system_error>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+extern char** environ;
+
+namespace arclight::agent {
+namespace {
+
+constexpr std::size_t longest_line = 64 * 1024;  // a longer one is forwarded in pieces
+constexpr int poll_interval_ms = 50;             // how often the supervisor looks for dead workers
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+std::string variable_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// argv[0] as execve needs it: a name without '/' looked up on PATH (the workers' PATH when the options set one).
+std::string resolve_command(const std::string& name, const std::vector<std::string>& environment) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* inherited = std::getenv("PATH");
+  std::string path = inherited ? inherited : "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& entry : environment)
+    if (variable_name(entry) == "PATH") path = entry.substr(5);
+  std::size_t begin = 0;
+  while (begin <= path.size()) {
+    std::size_t end = std::min(path.find(':', begin), path.size());
+    std::string dir = path.substr(begin, end - begin);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+    begin = end + 1;
+  }
+  throw UsageError("agent command '" + name + "' not found on PATH (" + path + ")");
+}
+
+// The inherited environment with the options' entries (and the worker id) replacing variables of the same names.
+std::vector<std::string> worker_environment(const std::vector<std::string>& extra) {
+  for (const auto& entry : extra)
+    if (entry.find('=') == std::string::npos || entry.front() == '=')
+      throw UsageError("agent environment entry '" + entry + "' is not NAME=VALUE");
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry = *e;
+    std::string name = variable_name(entry);
+    bool replaced = name == AgentProcesses::worker_id_env ||
+                    std::any_of(extra.begin(), extra.end(), [&](const auto& x) { return variable_name(x) == name; });
+    if (!replaced) env.push_back(entry);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// A descriptor of ours at 3 or above, so that the child's dup2 onto 0, 1, 2 never overwrites it (a rank whose stdin
+// was closed would hand out 0).
+int above_stdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return moved;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// What the child needs, prepared before fork: nothing in the child allocates.
+struct ChildPlan {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  pid_t parent;
+  int stdin_fd, output_fd, status_fd;
+  int max_fd;
+};
+
+// Between fork and exec: async-signal-safe calls only (the parent may have had other threads, holding locks).
+[[noreturn]] void exec_child(const ChildPlan& plan) {
+  ::setpgid(0, 0);
+  // Die with the supervisor, even a SIGKILLed one; if it already died, the signal was missed: leave now.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != plan.parent) ::_exit(127);
+  // Ignored signals and the blocked mask survive exec: give the agent the defaults.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  ::dup2(plan.stdin_fd, 0);
+  ::dup2(plan.output_fd, 1);
+  ::dup2(plan.output_fd, 2);
+  // Nothing else of the rank's (MPI's sockets, other workers' pipes) leaks into the agent; the status pipe, at 3,
+  // closes on exec.
+  ::dup2(plan.status_fd, 3);
+  ::fcntl(3, F_SETFD, FD_CLOEXEC);
+  if (::close_range(4, ~0U, 0) != 0)
+    for (int fd = 4; fd < plan.max_fd; ++fd) ::close(fd);
+  ::execve(plan.path, plan.argv, plan.envp);
+  int err = errno;
+  [[maybe_unused]] ssize_t n = ::write(3, &err, sizeof err);
+  ::_exit(127);
+}
+
+WorkerExit exit_of(int status) {
+  WorkerExit e;
+  if (WIFEXITED(status)) e.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+  return e;
+}
+
+}  // namespace
+
+std::string WorkerExit::describe() const {
+  if (signal != 0) {
+    const char* name = ::sigdescr_np(signal);
+    return "killed by signal " + std::to_string(signal) + " (" + (name ? name : "?") + ")";
+  }
+  std::string text = "exited with code " + std::to_string(exit_code);
+  if (exit_code == 127) text += " (command not found?)";
+  return text;
+}
+
+struct AgentProcesses::Worker {
+  int index = 0;
+  std::string id;
+  std::string prefix;
+  std::vector<std::string> env;
+  std::vector<char*> envp;
+  pid_t pid = 0;
+  int output_fd = -1;
+  std::string pending;  // a line not ended yet
+  double started_at = 0;
+  double backoff = 0;      // the last one waited
+  double restart_at = -1;  // when it is dead: when to restart it; -1: never
+  std::deque<double> restart_times;
+};
+
+struct AgentProcesses::Shared {
+  std::mutex mutex;
+  std::condition_variable started_cv;
+  bool started = false;
+  std::string start_error;
+  std::vector<WorkerExit> exits;
+  std::string fatal;
+  std::vector<pid_t> pids;
+  int restarts = 0;
+  std::atomic<bool> stopping{false};
+};
+
+AgentProcesses::AgentProcesses(AgentProcessOptions options)
+    : options_(std::move(options)), shared_(std::make_unique<Shared>()) {
+  if (!options_.log_line)
+    options_.log_line = [](std::string_view line) {
+      if (log::level() != log::Level::off) log::write(log::Level::info, line);
+    };
+}
+
+AgentProcesses::~AgentProcesses() { stop(); }
+
+void AgentProcesses::start() {
+  if (supervisor_.joinable()) return;
+  if (options_.argv.empty() || options_.argv.front().empty()) throw UsageError("agent command is empty");
+  if (options_.workers < 1) throw UsageError("agent workers must be at least 1");
+  path_ = resolve_command(options_.argv.front(), options_.environment);
+  argv_ = options_.argv;
+  argvp_ = c_strings(argv_);
+  std::vector<std::string> env = worker_environment(options_.environment);
+  workers_.resize(options_.workers);
+  for (int i = 0; i < options_.workers; ++i) {
+    Worker& w = workers_[i];
+    w.index = i;
+    w.id = options_.worker_id_prefix + "-w" + std::to_string(i);
+    w.prefix = options_.log_prefix;
+    for (auto at = w.prefix.find("{w}"); at != std::string::npos; at = w.prefix.find("{w}"))
+      w.prefix.replace(at, 3, std::to_string(i));
+    w.env = env;
+    w.env.push_back(std::string(worker_id_env) + "=" + w.id);
+    w.envp = c_strings(w.env);
+  }
+  shared_->pids.assign(options_.workers, 0);
+  supervisor_ = std::thread([this] { supervise(); });
+  std::unique_lock<std::mutex> lock(shared_->mutex);
+  shared_->started_cv.wait(lock, [&] { return shared_->started; });
+  if (!shared_->start_error.empty()) {
+    std::string error = shared_->start_error;
+    lock.unlock();
+    stop();
+    throw UsageError(error);
+  }
+}
+
+std::vector<WorkerExit> AgentProcesses::poll() {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  if (!shared_->fatal.empty()) throw Error(shared_->fatal);
+  std::vector<WorkerExit> exits;
+  exits.swap(shared_->exits);
+  return exits;
+}
+
+void AgentProcesses::stop() {
+  shared_->stopping = true;
+  if (supervisor_.joinable()) supervisor_.join();
+}
+
+std::vector<pid_t> AgentProcesses::pids() const {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return shared_->pids;
+}
+
+int AgentProcesses::restarts() const {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return shared_->restarts;
+}
+
+// The supervisor thread: it forks every worker (PDEATHSIG is tied to the forking thread), so it outlives them all.
+void AgentProcesses::supervise() {
+  std::string error;
+  for (Worker& w : workers_) {
+    error = spawn(w);
+    if (!error.empty()) break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->started = true;
+    shared_->start_error = error;
+  }
+  shared_->started_cv.notify_all();
+  while (error.empty() && !shared_->stopping) {
+    read_output(poll_interval_ms);
+    reap_and_restart();
+  }
+  terminate_all();
+}
+
+// Forks and execs one worker; returns why it could not start ("" when it did).
+std::string AgentProcesses::spawn(Worker& w) {
+  int output[2], status[2];
+  if (::pipe2(output, O_CLOEXEC) != 0) return "cannot make a pipe: " + error_text(errno);
+  if (::pipe2(status, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(output[0]), ::close(output[1]);
+    return "cannot make a pipe: " + error_text(err);
+  }
+  int fds[] = {above_stdio(output[0]), above_stdio(output[1]), above_stdio(status[0]), above_stdio(status[1]),
+               above_stdio(::open("/dev/null", O_RDONLY | O_CLOEXEC))};
+  ChildPlan plan;
+  plan.path = path_.c_str();
+  plan.argv = argvp_.data();
+  plan.envp = w.envp.data();
+  plan.parent = ::getpid();
+  plan.stdin_fd = fds[4];
+  plan.output_fd = fds[1];
+  plan.status_fd = fds[3];
+  plan.max_fd = static_cast<int>(std::min<long>(::sysconf(_SC_OPEN_MAX), 1 << 16));
+  pid_t pid = ::fork();
+  if (pid == 0) exec_child(plan);
+  int fork_errno = errno;
+  for (int i : {1, 3, 4}) ::close(fds[i]);
+  if (pid < 0) {
+    ::close(fds[0]), ::close(fds[2]);
+    return "cannot fork agent worker " + w.id + ": " + error_text(fork_errno);
+  }
+  ::setpgid(pid, pid);  // also done by the child; whichever runs first (fails harmlessly after exec)
+  int exec_errno = 0;
+  ssize_t n;
+  do n = ::read(fds[2], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  ::close(fds[2]);
+  if (n > 0) {
+    ::waitpid(pid, nullptr, 0);
+    ::close(fds[0]);
+    bool interpreter_missing = exec_errno == ENOENT && ::access(path_.c_str(), F_OK) == 0;
+    return "cannot run agent command '" + path_ + "': " + error_text(exec_errno) +
+           (interpreter_missing ? " (the interpreter its #! line names?)" : "");
+  }
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  w.pid = pid;
+  w.output_fd = fds[0];
+  w.started_at = now_seconds();
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  shared_->pids[w.index] = pid;
+  return "";
+}
+
+void AgentProcesses::forward(const Worker& w, std::string_view line) const {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  options_.log_line(w.prefix + std::string(line));
+}
+
+// Reads what one worker's pipe holds now, one chunk (fairness among chatty workers), and forwards its whole lines;
+// false when there was nothing to read (or the pipe ended, and is closed).
+bool AgentProcesses::read_chunk(Worker& w) {
+  char buffer[16 * 1024];
+  ssize_t n = ::read(w.output_fd, buffer, sizeof buffer);
+  if (n < 0) return errno == EINTR;
+  if (n == 0) {
+    if (!w.pending.empty()) forward(w, w.pending);
+    w.pending.clear();
+    close_fd(w.output_fd);
+    return false;
+  }
+  w.pending.append(buffer, n);
+  std::size_t begin = 0;
+  for (std::size_t end; (end = w.pending.find('\n', begin)) != std::string::npos; begin = end + 1)
+    forward(w, std::string_view(w.pending).substr(begin, end - begin));
+  w.pending.erase(0, begin);
+  if (w.pending.size() >= longest_line) forward(w, w.pending), w.pending.clear();
+  return true;
+}
+
+// Forwards what is left in a dead worker's pipe (its unfinished last line too), then closes it.
+void AgentProcesses::drain(Worker& w) {
+  while (w.output_fd >= 0 && read_chunk(w)) {
+  }
+  if (!w.pending.empty()) forward(w, w.pending);
+  w.pending.clear();
+  close_fd(w.output_fd);
+}
+
+void AgentProcesses::read_output(int timeout_ms) {
+  std::vector<pollfd> fds;
+  std::vector<Worker*> owners;
+  for (Worker& w : workers_)
+    if (w.output_fd >= 0) fds.push_back({w.output_fd, POLLIN, 0}), owners.push_back(&w);
+  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+  for (std::size_t i = 0; i < fds.size(); ++i)
+    if (fds[i].revents != 0) read_chunk(*owners[i]);
+}
+
+// A worker that has ended, still a zombie (so that its pid, which is its group's id, cannot be reused yet): the rest of
+// its group is killed, then it is reaped. Returns how it ended, or nothing while it runs.
+std::optional<WorkerExit> AgentProcesses::reap_if_ended(Worker& w, bool wait) {
+  siginfo_t info{};
+  int flags = WEXITED | WNOWAIT | (wait ? 0 : WNOHANG);
+  bool gone = ::waitid(P_PID, w.pid, &info, flags) != 0 && errno == ECHILD;  // reaped by someone else (SIGCHLD ignored)
+  if (!gone && info.si_pid == 0) return std::nullopt;
+  int status = -1;
+  if (!gone) {
+    ::killpg(w.pid, SIGKILL);
+    ::waitpid(w.pid, &status, 0);
+  }
+  WorkerExit e = status == -1 ? WorkerExit{} : exit_of(status);
+  e.worker = w.index;
+  e.worker_id = w.id;
+  e.pid = w.pid;
+  e.lived_seconds = now_seconds() - w.started_at;
+  drain(w);
+  w.pid = 0;
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  shared_->pids[w.index] = 0;
+  return e;
+}
+
+void AgentProcesses::reap_and_restart() {
+  double now = now_seconds();
+  for (Worker& w : workers_) {
+    if (w.pid > 0) {
+      if (auto e = reap_if_ended(w, false)) schedule_restart(w, *e);
+    } else if (w.restart_at >= 0 && now >= w.restart_at) {
+      restart(w);
+    }
+  }
+}
+
+// After a death: the backoff (doubling, back to the first after a healthy life), or the restart limit.
+void AgentProcesses::schedule_restart(Worker& w, const WorkerExit& e) {
+  double now = now_seconds();
+  bool healthy = e.lived_seconds >= options_.healthy_after_seconds;
+  w.backoff = (w.backoff == 0 || healthy) ? options_.backoff_initial_seconds
+                                          : std::min(2 * w.backoff, options_.backoff_max_seconds);
+  while (!w.restart_times.empty() && w.restart_times.front() < now - options_.restart_window_seconds)
+    w.restart_times.pop_front();
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  shared_->exits.push_back(e);
+  if (static_cast<int>(w.restart_times.size()) >= options_.max_restarts) {
+    w.restart_at = -1;
+    if (shared_->fatal.empty())
+      shared_->fatal = log::concat("agent command '", joined(options_.argv), "' (worker ", w.id, ") was restarted ",
+                                   w.restart_times.size(), " times within ", options_.restart_window_seconds,
+                                   " s and ended again (", e.describe(),
+                                   "): not restarted again; its output is in "
+                                   "the log with the prefix '",
+                                   w.prefix, "'");
+    forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), "; restart limit reached"));
+    return;
+  }
+  w.restart_at = now + w.backoff;
+  forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), " after ", e.lived_seconds,
+                         " s; restarting in ", w.backoff, " s"));
+}
+
+void AgentProcesses::restart(Worker& w) {
+  w.restart_at = -1;
+  w.restart_times.push_back(now_seconds());
+  std::string error = spawn(w);
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  ++shared_->restarts;
+  if (!error.empty() && shared_->fatal.empty()) shared_->fatal = error;
+}
+
+// stop(): SIGTERM to every group, SIGKILL to what is left after the grace; every worker reaped, its output forwarded.
+void AgentProcesses::terminate_all() {
+  for (Worker& w : workers_)
+    if (w.pid > 0) ::killpg(w.pid, SIGTERM);
+  double deadline = now_seconds() + options_.stop_grace_seconds;
+  auto running = [&] {
+    return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.pid > 0; });
+  };
+  while (running() && now_seconds() < deadline) {
+    read_output(10);
+    for (Worker& w : workers_)
+      if (w.pid > 0) reap_if_ended(w, false);
+  }
+  for (Worker& w : workers_)
+    if (w.pid > 0) ::killpg(w.pid, SIGKILL), reap_if_ended(w, true);
+  for (Worker& w : workers_) drain(w);
+}
+
+}  // namespace arclight::agent

@@ -1,0 +1,411 @@
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "../temp_dir.hpp"
+#include "arclight/agent/agent_processes.hpp"
+#include "arclight/core/error.hpp"
+
+using namespace arclight;
+using namespace arclight::agent;
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Polls `done` every 10 ms for up to `seconds`; true once it held.
+template <class Done>
+bool wait_until(Done done, double seconds) {
+  for (double deadline = now_seconds() + seconds; now_seconds() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(10)))
+    if (done()) return true;
+  return done();
+}
+
+// The forwarded lines, as the log would get them.
+struct LineSink {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  std::function<void(std::string_view)> function() {
+    return [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(mutex);
+      lines.emplace_back(line);
+    };
+  }
+  bool has(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  }
+  std::size_t count_starting(const std::string& start) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::count_if(lines.begin(), lines.end(), [&](const auto& l) { return l.rfind(start, 0) == 0; });
+  }
+};
+
+AgentProcessOptions shell_agent(const std::string& script, int workers = 1) {
+  AgentProcessOptions o;
+  o.argv = {"sh", "-c", script};
+  o.workers = workers;
+  o.log_line = [](std::string_view) {};
+  o.backoff_initial_seconds = 0.05;
+  o.backoff_max_seconds = 0.05;
+  o.stop_grace_seconds = 2;
+  return o;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Running, and not a zombie waiting for a reaper that may never come (init in a container).
+bool alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::size_t after_name = stat.rfind(')');
+  return after_name != std::string::npos && after_name + 2 < stat.size() && stat[after_name + 2] != 'Z';
+}
+
+// A script line that writes `what`'s output to FILE whole (written aside, then renamed), so a test never reads half.
+std::string write_whole(const std::string& what, const std::string& file) {
+  return what + " > " + file + ".part && mv " + file + ".part " + file;
+}
+
+std::vector<WorkerExit> collect_exits(AgentProcesses& agents, std::size_t count, double seconds) {
+  std::vector<WorkerExit> exits;
+  wait_until(
+      [&] {
+        for (auto& e : agents.poll()) exits.push_back(e);
+        return exits.size() >= count;
+      },
+      seconds);
+  return exits;
+}
+
+std::vector<double> start_times(const std::string& file) {
+  std::vector<double> times;
+  for (const auto& line : lines_of(file)) times.push_back(std::stod(line));
+  return times;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(agent_processes)
+
+BOOST_AUTO_TEST_CASE(workers_start_with_the_inherited_and_given_environment_and_no_stdin) {
+  TempDir tmp;
+  ::setenv("ARCLIGHT_TEST_INHERITED", "yes", 1);
+  ::setenv("ARCLIGHT_TEST_REPLACED", "old", 1);
+  auto o = shell_agent(
+      write_whole("{ env; readlink /proc/$$/fd/0; }", tmp.dir() + "/env.$ARCLIGHT_WORKER_ID") + "; sleep 30", 2);
+  o.environment = {"ARCLIGHT_TEST_REPLACED=new", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"};
+  o.worker_id_prefix = "runner-3";
+  AgentProcesses agents(o);
+  agents.start();
+  for (int w = 0; w < 2; ++w) {
+    std::string id = "runner-3-w" + std::to_string(w), file = tmp.file("env." + id);
+    BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "worker " << id << " wrote its environment");
+    auto env = lines_of(file);
+    auto has = [&](const std::string& line) { return std::count(env.begin(), env.end(), line) == 1; };
+    BOOST_TEST(has("ARCLIGHT_TEST_INHERITED=yes"));
+    BOOST_TEST(has("ARCLIGHT_TEST_REPLACED=new"));
+    BOOST_TEST(!has("ARCLIGHT_TEST_REPLACED=old"));
+    BOOST_TEST(has("OPENAI_BASE_URL=http://127.0.0.1:9/v1"));
+    BOOST_TEST(has("ARCLIGHT_WORKER_ID=" + id));
+    BOOST_TEST(env.back() == "/dev/null");
+    pid_t pid = agents.pids()[w];
+    BOOST_TEST(::getpgid(pid) == pid, "each worker leads a process group of its own");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_agent_inherits_no_descriptor_and_no_ignored_signal_of_the_supervisor) {
+  TempDir tmp;
+  // What a rank holds open (MPI's sockets, files), without close-on-exec, and a signal it ignores.
+  int file_fd = ::open(tmp.file("rank_file").c_str(), O_WRONLY | O_CREAT, 0644);
+  int rank_fd = ::fcntl(file_fd, F_DUPFD, 100);  // above the few the child rearranges itself
+  ::close(file_fd);
+  BOOST_REQUIRE(rank_fd >= 100);
+  auto previous = ::signal(SIGUSR2, SIG_IGN);
+  std::string probe = "{ test -e /proc/$$/fd/" + std::to_string(rank_fd) +
+                      " && echo fd-leaked || echo fd-closed; grep SigIgn /proc/$$/status; }";
+  AgentProcesses agents(shell_agent(write_whole(probe, tmp.file("probe")) + "; sleep 30"));
+  agents.start();
+  ::signal(SIGUSR2, previous);
+  ::close(rank_fd);
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(tmp.file("probe")); }, 10), "the worker wrote its probe");
+  auto probe_lines = lines_of(tmp.file("probe"));
+  BOOST_REQUIRE(probe_lines.size() == 2u);
+  BOOST_TEST(probe_lines[0] == "fd-closed");
+  unsigned long ignored = std::stoul(probe_lines[1].substr(probe_lines[1].find(':') + 1), nullptr, 16);
+  BOOST_TEST((ignored & (1ul << (SIGUSR2 - 1))) == 0ul, "SIGUSR2 is back to its default in the agent");
+}
+
+BOOST_AUTO_TEST_CASE(stdout_and_stderr_lines_arrive_with_the_worker_prefix) {
+  LineSink sink;
+  auto o = shell_agent("echo out-line; echo err-line >&2; printf no-newline; sleep 30", 2);
+  o.log_prefix = "[rank 3 agent {w}] ";
+  o.log_line = sink.function();
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has("[rank 3 agent 1] err-line"); }, 10),
+                        "worker 1's stderr line forwarded");
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has("[rank 3 agent 0] out-line"); }, 10),
+                        "worker 0's stdout line forwarded");
+  BOOST_TEST(!sink.has("[rank 3 agent 0] no-newline"), "an unfinished line waits for its end");
+  agents.stop();
+  BOOST_TEST(sink.has("[rank 3 agent 0] no-newline"), "the last unfinished line is forwarded at the end");
+}
+
+BOOST_AUTO_TEST_CASE(a_chatty_worker_is_never_blocked_by_its_pipe) {
+  TempDir tmp;
+  LineSink sink;
+  // 1.3 MB, twenty times a pipe's buffer: the worker finishes only if the supervisor keeps reading.
+  auto o = shell_agent("seq 1 200000; touch " + tmp.file("finished") + "; sleep 30");
+  o.log_line = sink.function();
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(tmp.file("finished")); }, 20), "the chatty worker finished");
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has("[agent 0] 200000"); }, 10), "its last line forwarded");
+  BOOST_TEST(sink.count_starting("[agent 0] ") == 200000u);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_that_exits_is_reported_by_id_and_restarted) {
+  TempDir tmp;
+  auto o = shell_agent("echo started >> " + tmp.dir() + "/starts.$ARCLIGHT_WORKER_ID; exit 3", 2);
+  o.worker_id_prefix = "runner-1";
+  o.max_restarts = 100;
+  AgentProcesses agents(o);
+  agents.start();
+  auto exits = collect_exits(agents, 8, 20);
+  BOOST_REQUIRE_MESSAGE(exits.size() >= 8, "8 exits reported, got " << exits.size());
+  std::set<pid_t> pids;
+  for (const auto& e : exits) {
+    BOOST_TEST(e.worker_id == "runner-1-w" + std::to_string(e.worker));
+    BOOST_TEST(e.exit_code == 3);
+    BOOST_TEST(e.signal == 0);
+    BOOST_TEST(e.describe() == "exited with code 3");
+    pids.insert(e.pid);
+  }
+  BOOST_TEST(pids.size() == exits.size(), "every start is a new process");
+  BOOST_TEST(agents.restarts() >= 6);
+  BOOST_TEST(lines_of(tmp.file("starts.runner-1-w0")).size() >= 3u);
+  BOOST_TEST(lines_of(tmp.file("starts.runner-1-w1")).size() >= 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_ended_by_a_signal_is_reported_with_the_signal) {
+  AgentProcesses agents(shell_agent("kill -KILL $$"));
+  agents.start();
+  auto exits = collect_exits(agents, 1, 10);
+  BOOST_REQUIRE_MESSAGE(exits.size() == 1u, "the killed worker reported");
+  BOOST_TEST(exits[0].signal == SIGKILL);
+  BOOST_TEST(exits[0].describe() == "killed by signal 9 (Killed)");
+  WorkerExit not_found;
+  not_found.exit_code = 127;
+  BOOST_TEST(not_found.describe() == "exited with code 127 (command not found?)");
+}
+
+BOOST_AUTO_TEST_CASE(restarts_wait_for_a_doubling_backoff) {
+  TempDir tmp;
+  auto o = shell_agent("date +%s.%N >> " + tmp.file("starts") + "; exit 1");
+  o.backoff_initial_seconds = 0.2;
+  o.backoff_max_seconds = 0.8;
+  o.max_restarts = 100;
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return lines_of(tmp.file("starts")).size() >= 5; }, 20), "5 starts");
+  auto t = start_times(tmp.file("starts"));
+  double expected[] = {0.2, 0.4, 0.8, 0.8};  // doubling, then held at the maximum
+  for (int i = 0; i < 4; ++i) {
+    double gap = t[i + 1] - t[i];
+    BOOST_TEST(gap >= expected[i] - 0.01, "restart " << i + 1 << " after " << gap << " s");
+    BOOST_TEST(gap < expected[i] + 1.0, "restart " << i + 1 << " after " << gap << " s");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_backoff_starts_again_after_a_healthy_life) {
+  TempDir tmp;
+  // Each life (0.3 s) passes healthy_after (0.2 s): every restart waits the first backoff, 0.1 s. Without the reset
+  // the fourth restart would come 0.3 + 0.8 s after the fourth start.
+  auto o = shell_agent("date +%s.%N >> " + tmp.file("starts") + "; sleep 0.3; exit 1");
+  o.backoff_initial_seconds = 0.1;
+  o.backoff_max_seconds = 5;
+  o.healthy_after_seconds = 0.2;
+  o.max_restarts = 100;
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return lines_of(tmp.file("starts")).size() >= 5; }, 20), "5 starts");
+  auto t = start_times(tmp.file("starts"));
+  for (int i = 0; i < 4; ++i) BOOST_TEST(t[i + 1] - t[i] < 0.9, "restart " << i + 1 << " after " << t[i + 1] - t[i]);
+}
+
+BOOST_AUTO_TEST_CASE(a_command_not_on_path_is_refused_with_its_name) {
+  AgentProcessOptions o;
+  o.argv = {"arclight-no-such-agent", "--flag"};
+  AgentProcesses agents(o);
+  BOOST_CHECK_EXCEPTION(agents.start(), UsageError, [](const UsageError& e) {
+    std::string what = e.what();
+    BOOST_TEST_MESSAGE(what);
+    return what.find("agent command 'arclight-no-such-agent' not found on PATH") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_command_that_cannot_be_executed_is_refused_with_the_reason) {
+  TempDir tmp;
+  std::ofstream(tmp.file("agent.sh")) << "#!/bin/sh\necho hello\n";
+  ::chmod(tmp.file("agent.sh").c_str(), 0644);  // not executable
+  AgentProcessOptions o;
+  o.argv = {tmp.file("agent.sh")};
+  o.workers = 2;
+  AgentProcesses agents(o);
+  BOOST_CHECK_EXCEPTION(agents.start(), UsageError, [&](const UsageError& e) {
+    std::string what = e.what();
+    BOOST_TEST_MESSAGE(what);
+    return what == "cannot run agent command '" + tmp.file("agent.sh") + "': Permission denied";
+  });
+  BOOST_TEST(agents.pids() == std::vector<pid_t>({0, 0}), "nothing left running");
+}
+
+BOOST_AUTO_TEST_CASE(a_script_whose_interpreter_is_missing_is_refused_with_a_hint) {
+  TempDir tmp;
+  std::ofstream(tmp.file("agent.py")) << "#!/no/such/python3\nprint('hello')\n";
+  ::chmod(tmp.file("agent.py").c_str(), 0755);
+  AgentProcessOptions o;
+  o.argv = {tmp.file("agent.py")};
+  AgentProcesses agents(o);
+  BOOST_CHECK_EXCEPTION(agents.start(), UsageError, [&](const UsageError& e) {
+    return std::string(e.what()) == "cannot run agent command '" + tmp.file("agent.py") +
+                                        "': No such file or directory (the interpreter its #! line names?)";
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_command_that_dies_at_once_trips_the_restart_limit) {
+  LineSink sink;
+  auto o = shell_agent("echo oops >&2; exit 3");
+  o.backoff_initial_seconds = 0.01;
+  o.backoff_max_seconds = 0.01;
+  o.max_restarts = 3;
+  o.log_line = sink.function();
+  AgentProcesses agents(o);
+  agents.start();
+  std::string message;
+  bool tripped = wait_until(
+      [&] {
+        try {
+          agents.poll();
+          return false;
+        } catch (const Error& e) {
+          message = e.what();
+          return true;
+        }
+      },
+      10);
+  BOOST_REQUIRE_MESSAGE(tripped, "poll() threw within 10 s");
+  BOOST_TEST(message ==
+             "agent command 'sh -c echo oops >&2; exit 3' (worker worker-w0) was restarted 3 times within 60 s and "
+             "ended again (exited with code 3): not restarted again; its output is in the log with the prefix "
+             "'[agent 0] '");
+  BOOST_TEST(agents.restarts() == 3);
+  BOOST_TEST(sink.count_starting("[agent 0] oops") == 4u);
+  BOOST_CHECK_THROW(agents.poll(), Error);  // and on every later call
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  BOOST_TEST(agents.restarts() == 3, "no restart after the limit");
+}
+
+BOOST_AUTO_TEST_CASE(stop_kills_a_worker_that_ignores_sigterm_after_the_grace) {
+  LineSink sink;
+  auto o = shell_agent("trap '' TERM; echo ready; while :; do sleep 0.1; done");
+  o.stop_grace_seconds = 0.5;
+  o.log_line = sink.function();
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has("[agent 0] ready"); }, 10), "the worker set its trap");
+  pid_t pid = agents.pids()[0];
+  double begin = now_seconds();
+  agents.stop();
+  double took = now_seconds() - begin;
+  BOOST_TEST(took >= 0.5, "it got the grace first: " << took << " s");
+  BOOST_TEST(took < 2.0, "then SIGKILL: " << took << " s");
+  BOOST_TEST(!alive(pid));
+}
+
+BOOST_AUTO_TEST_CASE(stop_ends_a_grandchild_in_the_worker_group) {
+  TempDir tmp;
+  std::string file = tmp.file("grandchild");
+  AgentProcesses agents(shell_agent("sleep 300 & " + write_whole("echo $!", file) + "; wait"));
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its child");
+  pid_t grandchild = std::stoi(read_file(file));
+  BOOST_REQUIRE(alive(grandchild));
+  agents.stop();
+  BOOST_TEST(wait_until([&] { return !alive(grandchild); }, 2), "grandchild " << grandchild << " ended");
+}
+
+BOOST_AUTO_TEST_CASE(a_dying_worker_takes_its_grandchildren_with_it) {
+  TempDir tmp;
+  std::string file = tmp.file("grandchild");
+  auto o = shell_agent("sleep 300 & " + write_whole("echo $!", file) + "; sleep 0.2; exit 1");
+  o.backoff_initial_seconds = 30;  // no second start (and grandchild) during the test
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its child");
+  pid_t grandchild = std::stoi(read_file(file));
+  BOOST_REQUIRE_MESSAGE(collect_exits(agents, 1, 10).size() == 1u, "the worker's exit reported");
+  BOOST_TEST(wait_until([&] { return !alive(grandchild); }, 2), "grandchild " << grandchild << " ended");
+}
+
+// The important one: a runner killed by SIGKILL (no destructor, no stop) leaves no agent behind.
+BOOST_AUTO_TEST_CASE(no_worker_survives_a_supervisor_killed_by_sigkill) {
+  int report[2];
+  BOOST_REQUIRE(::pipe(report) == 0);
+  pid_t supervisor = ::fork();
+  BOOST_REQUIRE(supervisor >= 0);
+  if (supervisor == 0) {  // the supervisor: starts the workers, reports their pids, waits to be killed
+    ::close(report[0]);
+    AgentProcesses agents(shell_agent("exec sleep 300", 3));  // exec: no grandchild (PDEATHSIG does not reach those)
+    agents.start();
+    auto pids = agents.pids();
+    ssize_t n = ::write(report[1], pids.data(), pids.size() * sizeof(pid_t));
+    if (n != static_cast<ssize_t>(pids.size() * sizeof(pid_t))) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(report[1]);
+  pid_t pids[3] = {};
+  pollfd ready{report[0], POLLIN, 0};
+  BOOST_REQUIRE_MESSAGE(::poll(&ready, 1, 10000) == 1, "the supervisor reported its workers within 10 s");
+  BOOST_REQUIRE(::read(report[0], pids, sizeof pids) == static_cast<ssize_t>(sizeof pids));
+  ::close(report[0]);
+  for (pid_t pid : pids) BOOST_REQUIRE_MESSAGE(alive(pid), "worker " << pid << " runs");
+  ::kill(supervisor, SIGKILL);
+  ::waitpid(supervisor, nullptr, 0);
+  for (pid_t pid : pids) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "worker " << pid << " ended");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
