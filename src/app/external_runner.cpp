@@ -248,7 +248,7 @@ class ExternalRunner {
       log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
                 config_.agent.episode_timeout_seconds, " s; restarting it");
       fail({key});
-      processes_->restart(worker);
+      processes_->kill_worker(worker);
     }
   }
 

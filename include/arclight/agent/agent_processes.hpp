@@ -106,6 +106,10 @@ class AgentProcesses {
   // Idempotent.
   void stop();
 
+  // Kills a worker's process group (SIGKILL): it hangs. poll() reports it and it restarts like any worker that dies.
+  // A worker id that is not one of these workers' is ignored.
+  void kill_worker(const std::string& worker_id);
+
   // The running workers' pids (0 for one waiting to restart), by worker.
   std::vector<pid_t> pids() const;
   // Restarts so far, all workers together.
