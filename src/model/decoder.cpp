@@ -189,24 +189,65 @@ KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
   return cache;
 }
 
+KvCache KvCache::rows(std::int64_t first, std::int64_t count) const {
+  KvCache view;
+  for (const auto& k : keys) view.keys.push_back(k.narrow(0, first, count));
+  for (const auto& v : values) view.values.push_back(v.narrow(0, first, count));
+  return view;
+}
+
+// Where one forward's tokens sit and what each may see, made once per forward for every layer.
+struct Decoder::Placement {
+  torch::Tensor positions;  // [1 or B, T] int64: shared by every row (lockstep), or each row's own
+  torch::Tensor cos, sin;   // [1 or B, 1, T, head_dim / 2] in the compute type (RoPE only)
+  torch::Tensor blocked;    // [1 or B, 1, 1, T, end]: true where a query may not see a key (future, out of window)
+  std::int64_t start = -1;  // lockstep: the first position (the cache is written as one slice); per row: -1
+  std::int64_t end = 0;     // the keys attended: 0 .. end - 1
+};
+
+Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, std::int64_t end) const {
+  if (end > a_.max_seq) throw Error(log::concat("a sequence of ", end, " tokens exceeds model.max_seq = ", a_.max_seq));
+  Placement where;
+  where.start = start;
+  where.end = end;
+  if (!a_.learned_positions) {
+    where.cos = torch::embedding(cos_table_, positions).unsqueeze(1).to(compute_);
+    where.sin = torch::embedding(sin_table_, positions).unsqueeze(1).to(compute_);
+  }
+  const auto query = positions.unsqueeze(-1);
+  const auto key = torch::arange(0, end, torch::kLong);
+  auto blocked = key > query;
+  if (a_.sliding_window) blocked = blocked.logical_or(key <= query - *a_.sliding_window);
+  where.blocked = blocked.unsqueeze(1).unsqueeze(1);
+  where.positions = std::move(positions);
+  return where;
+}
+
 torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) {
-  const std::int64_t t = tokens.size(1);
-  const std::int64_t start = cache ? cache->length : 0;
-  if (start + t > a_.max_seq)
-    throw Error(log::concat("a sequence of ", start + t, " tokens exceeds model.max_seq = ", a_.max_seq));
-  if (cache && start + t > cache->keys.at(0).size(2))
-    throw Error(log::concat("a sequence of ", start + t, " tokens overflows its KV cache"));
+  const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
+  auto logits = run(tokens, place(torch::arange(start, start + t, torch::kLong).unsqueeze(0), start, start + t), cache);
+  if (cache) cache->length = start + t;
+  return logits;
+}
+
+torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor& positions, std::int64_t end,
+                               KvCache& cache) {
+  const std::int64_t b = tokens.size(0), t = tokens.size(1);
+  if (positions.dim() != 1 || positions.size(0) != b || cache.keys.at(0).size(0) != b)
+    throw Error(log::concat("a per-row forward of ", b, " rows needs ", b, " positions and cache rows"));
+  return run(tokens, place(positions.unsqueeze(1) + torch::arange(t, torch::kLong), -1, end), &cache);
+}
+
+torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, KvCache* cache) {
+  if (cache && where.end > cache->keys.at(0).size(2))
+    throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
   auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
-  if (model_->embed_positions)
-    x = x + torch::embedding(cast(model_->embed_positions->weight), torch::arange(start, start + t, torch::kLong));
-  const torch::Tensor blocked = blocked_keys(start, t);
+  if (model_->embed_positions) x = x + torch::embedding(cast(model_->embed_positions->weight), where.positions);
   for (std::size_t l = 0; l < model_->layers.size(); ++l) {
     Layer& layer = *model_->layers[l];
-    x = x +
-        attend(*layer.self_attn, normalize(*layer.input_layernorm, x), blocked, static_cast<std::int64_t>(l), cache);
+    x = x + attend(*layer.self_attn, normalize(*layer.input_layernorm, x), where, static_cast<std::int64_t>(l), cache);
     x = x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
   }
-  if (cache) cache->length = start + t;
   x = normalize(*model_->norm, x);
   auto logits = lm_head_ ? project(*lm_head_, x) : torch::linear(x, cast(model_->embed_tokens->weight));
   return logits.to(torch::kFloat);
@@ -228,28 +269,31 @@ torch::Tensor Decoder::normalize(const Norm& n, const torch::Tensor& x) const {
   return cast(n.weight) * (h * torch::rsqrt(h.pow(2).mean(-1, true) + n.eps)).to(x.scalar_type());
 }
 
-// x [B, heads, T, head_dim] at positions start .. start + T - 1.
-torch::Tensor Decoder::rotate(const torch::Tensor& x, std::int64_t start) const {
-  const std::int64_t t = x.size(2), half = a_.head_dim / 2;
-  const auto c = cos_table_.narrow(0, start, t).to(x.scalar_type());
-  const auto s = sin_table_.narrow(0, start, t).to(x.scalar_type());
+// x [B, heads, T, head_dim] at the placement's positions.
+torch::Tensor Decoder::rotate(const torch::Tensor& x, const Placement& where) const {
+  const std::int64_t half = a_.head_dim / 2;
   const auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+  return torch::cat({x1 * where.cos - x2 * where.sin, x2 * where.cos + x1 * where.sin}, -1);
 }
 
-// [T, start + T]: true where query start + i may not see key j (the future, or before the sliding window).
-torch::Tensor Decoder::blocked_keys(std::int64_t start, std::int64_t length) const {
-  const auto query = torch::arange(start, start + length, torch::kLong).unsqueeze(1);
-  const auto key = torch::arange(0, start + length, torch::kLong).unsqueeze(0);
-  auto blocked = key > query;
-  if (a_.sliding_window) blocked = blocked.logical_or(key <= query - *a_.sliding_window);
-  return blocked;
+namespace {
+
+// Writes new keys or values x [B, kv_heads, T, head_dim] into a layer's cache at their positions: one slice when
+// every row starts at `start`, else each row at its own.
+void remember(torch::Tensor& cached, const torch::Tensor& x, const torch::Tensor& positions, std::int64_t start) {
+  if (start >= 0) {
+    cached.narrow(2, start, x.size(2)).copy_(x);
+  } else {
+    cached.scatter_(2, positions.view({x.size(0), 1, x.size(2), 1}).expand_as(x), x);
+  }
 }
 
-torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const torch::Tensor& blocked, std::int64_t layer,
+}  // namespace
+
+torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Placement& where, std::int64_t layer,
                               KvCache* cache) {
   const std::int64_t b = x.size(0), t = x.size(1), d = a_.head_dim, kv = a_.num_kv_heads;
-  const std::int64_t groups = a_.num_heads / kv, start = cache ? cache->length : 0;
+  const std::int64_t groups = a_.num_heads / kv;
   auto q = project(*attn.q_proj, x).view({b, t, a_.num_heads, d});
   auto k = project(*attn.k_proj, x).view({b, t, kv, d});
   auto v = project(*attn.v_proj, x).view({b, t, kv, d}).transpose(1, 2);
@@ -260,19 +304,19 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const tor
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
   if (!a_.learned_positions) {
-    q = rotate(q, start);
-    k = rotate(k, start);
+    q = rotate(q, where);
+    k = rotate(k, where);
   }
   if (cache) {
-    cache->keys[layer].narrow(2, start, t).copy_(k);
-    cache->values[layer].narrow(2, start, t).copy_(v);
-    k = cache->keys[layer].narrow(2, 0, start + t);
-    v = cache->values[layer].narrow(2, 0, start + t);
+    remember(cache->keys[layer], k, where.positions, where.start);
+    remember(cache->values[layer], v, where.positions, where.start);
+    k = cache->keys[layer].narrow(2, 0, where.end);
+    v = cache->values[layer].narrow(2, 0, where.end);
   }
   // Query head h reads key head h / groups (transformers' repeat_kv), without copying the keys per group.
   const auto grouped_q = q.reshape({b, kv, groups, t, d});
   auto scores = torch::matmul(grouped_q, k.unsqueeze(2).transpose(-2, -1)) / std::sqrt(double(d));
-  scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
+  scores = scores.masked_fill(where.blocked, -std::numeric_limits<float>::infinity());
   const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
   const auto y = torch::matmul(probabilities, v.unsqueeze(2)).reshape({b, a_.num_heads, t, d});
   return project(*attn.o_proj, y.transpose(1, 2).reshape({b, t, a_.num_heads * d}));

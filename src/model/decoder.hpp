@@ -12,9 +12,11 @@
 namespace arclight::model {
 
 // Keys and values of every layer for a batch: [batch, kv_heads, capacity, head_dim] each, in the compute type.
+// length: the positions every row holds (lockstep decoding); continuous batching keeps each row's length itself.
 struct KvCache {
   std::vector<torch::Tensor> keys, values;
   std::int64_t length = 0;
+  KvCache rows(std::int64_t first, std::int64_t count) const;  // views of those rows (writes reach this cache)
 };
 
 struct Weight : torch::nn::Module {  // one matrix, named "<module>.weight": a LoRA factor
@@ -85,6 +87,10 @@ class Decoder : public torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> merged();
   // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
+  // Continuous batching: row b of tokens [B, T] continues its own sequence at positions[b] (int64 [B]), whose
+  // earlier keys and values are row b of the cache (cache.length is not used). `end` is max(positions) + T, which the
+  // caller knows (no read from the device). Each row sees only its own keys before it.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, std::int64_t end, KvCache& cache);
   KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
 
   const Architecture& architecture() const { return a_; }
@@ -94,11 +100,13 @@ class Decoder : public torch::nn::Module {
   torch::Tensor cast(const torch::Tensor& parameter) const;
   torch::Tensor project(const Projection& p, const torch::Tensor& x) const;
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
-  torch::Tensor rotate(const torch::Tensor& x, std::int64_t start) const;
-  torch::Tensor attend(Attention& attn, const torch::Tensor& x, const torch::Tensor& blocked, std::int64_t layer,
+  struct Placement;
+  Placement place(torch::Tensor positions, std::int64_t start, std::int64_t end) const;
+  torch::Tensor run(const torch::Tensor& tokens, const Placement& where, KvCache* cache);
+  torch::Tensor rotate(const torch::Tensor& x, const Placement& where) const;
+  torch::Tensor attend(Attention& attn, const torch::Tensor& x, const Placement& where, std::int64_t layer,
                        KvCache* cache);
   torch::Tensor feed_forward(Mlp& mlp, const torch::Tensor& x) const;
-  torch::Tensor blocked_keys(std::int64_t start, std::int64_t length) const;
 
   Architecture a_;
   torch::ScalarType compute_;

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/model/hf_model.hpp"
 #include "decoder.hpp"
+#include "sampling.hpp"
 
 namespace arclight::model {
 namespace {
@@ -85,30 +85,6 @@ struct Policy::Impl {
     }
   }
 
-  // Draws one token per row from the last position's logits [B, vocab]: the tokens [B, 1] and their log-probs.
-  std::pair<torch::Tensor, torch::Tensor> sample(torch::Tensor logits, const Sampling& s) {
-    if (s.temperature <= 0) {
-      const auto next = logits.argmax(-1, true);
-      return {next, torch::log_softmax(logits, -1).gather(1, next)};
-    }
-    logits = logits / s.temperature;
-    const float minus_infinity = -std::numeric_limits<float>::infinity();
-    if (s.top_k > 0 && s.top_k < logits.size(-1)) {
-      auto kth = std::get<0>(logits.topk(s.top_k, -1)).narrow(-1, s.top_k - 1, 1);
-      logits = logits.masked_fill(logits < kth, minus_infinity);
-    }
-    if (s.top_p < 1.0) {
-      // Keep the most likely tokens until their probability reaches top_p (the first one always).
-      auto [sorted, order] = logits.sort(-1, /*descending=*/true);
-      const auto probabilities = sorted.softmax(-1);
-      const auto before = probabilities.cumsum(-1) - probabilities;
-      logits = logits.scatter(-1, order, sorted.masked_fill(before >= s.top_p, minus_infinity));
-    }
-    auto logp = torch::log_softmax(logits, -1);
-    auto next = torch::multinomial(logp.exp(), 1, false, generator);
-    return {next, logp.gather(1, next)};
-  }
-
   ModelConfig config;
   std::shared_ptr<Decoder> decoder;
   // What trains, syncs and checkpoints: every parameter, or only the LoRA adapters.
@@ -155,6 +131,9 @@ std::vector<std::pair<std::string, std::vector<float>>> Policy::merged_weights()
 }
 
 void Policy::seed_sampling(std::uint64_t seed) { impl_->generator = at::detail::createCPUGenerator(seed); }
+
+Decoder& Policy::decoder() { return *impl_->decoder; }
+at::Generator& Policy::sampling_generator() { return impl_->generator; }
 
 namespace {
 
@@ -203,8 +182,9 @@ std::vector<Generation> Policy::generate(const std::vector<std::vector<std::int3
   if (use_cache) cache = decoder.new_cache(tokens.size(0), total);
   auto logits = decoder.forward(tokens, use_cache ? &cache : nullptr);
   for (int step = 0; step < max_new_tokens; ++step) {
-    auto [next, logprob] = impl_->sample(logits.select(1, logits.size(1) - 1), sampling);
-    append_step(out, next, logprob, stop_tokens);
+    const Draw draw = draw_next(logits.select(1, logits.size(1) - 1), sampling, impl_->generator);
+    const torch::Tensor& next = draw.tokens;
+    append_step(out, next, draw.chosen(), stop_tokens);
     const bool all_stopped = std::all_of(out.begin(), out.end(), [](const Generation& g) { return g.stopped; });
     if (step + 1 == max_new_tokens || all_stopped) break;
     if (use_cache) {

@@ -3,6 +3,7 @@
 #include "arclight/core/error.hpp"
 #include "arclight/model/hf_model.hpp"
 #include "../temp_dir.hpp"
+#include "test_models.hpp"
 #include "tiny_hf_model.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -19,17 +20,6 @@ using namespace arclight;
 using namespace arclight::model;
 
 namespace {
-ModelConfig small(Positions positions = Positions::rotary) {
-  ModelConfig c;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.d_ff = 64;
-  c.max_seq = 24;
-  c.positions = positions;
-  return c;
-}
-
 std::vector<std::vector<std::int32_t>> prompts(int batch, int length, int vocab) {
   std::vector<std::vector<std::int32_t>> out(batch);
   for (int b = 0; b < batch; ++b)
@@ -214,14 +204,6 @@ BOOST_AUTO_TEST_CASE(a_row_ends_at_its_first_stop_token_and_the_others_go_on) {
   BOOST_TEST(rows_that_stopped >= 1);
 }
 
-ModelConfig hf_model(const TempDir& dir) {
-  ModelConfig c;
-  c.source = ModelSource::hf;
-  c.path = dir.dir();
-  c.max_seq = 32;
-  return c;
-}
-
 BOOST_AUTO_TEST_CASE(a_hugging_face_model_loads_by_transformers_names) {
   TempDir dir;
   write_tiny_qwen3(dir);
@@ -264,11 +246,7 @@ ModelConfig with_lora(const TempDir& dir, std::vector<std::string> targets) {
   return c;
 }
 
-void write_random_qwen3(const TempDir& dir) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0, 0.3f);
-  write_tiny_hf_model(dir, tiny_qwen3_config, [&](std::size_t, std::size_t) { return normal(rng); });
-}
+void write_random_qwen3(const TempDir& dir) { write_random_hf_model(dir, tiny_qwen3_config); }
 
 BOOST_AUTO_TEST_CASE(lora_trains_only_adapters_that_start_at_zero) {
   TempDir dir;

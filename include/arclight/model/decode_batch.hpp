@@ -6,6 +6,7 @@
 // No LibTorch in this header.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -28,7 +29,7 @@ enum class FinishReason : std::uint8_t { none, stop, length };  // none: still r
 struct SequenceToken {
   std::uint64_t sequence = 0;  // what add() returned
   std::int32_t token = 0;
-  float logprob = 0;  // under the distribution it was drawn from (as Policy::generate)
+  float logprob = 0;                                // under the distribution it was drawn from (as Policy::generate)
   std::vector<std::pair<std::int32_t, float>> top;  // the top_logprobs most likely, most likely first
   FinishReason finish = FinishReason::none;         // set on the sequence's last token
 };
@@ -49,8 +50,8 @@ class DecodeBatch {
   // One token for every live sequence (a newly joined one gets its first), at most one event per sequence.
   std::vector<SequenceToken> step();
 
-  std::size_t live() const;     // joined and not finished
-  std::size_t queued() const;   // added, waiting for a free row
+  std::size_t live() const;    // joined and not finished
+  std::size_t queued() const;  // added, waiting for a free row
   bool idle() const { return live() == 0 && queued() == 0; }
 
  private:

@@ -14,9 +14,13 @@
 
 namespace at {
 class Tensor;
-}
+struct Generator;
+}  // namespace at
 
 namespace arclight::model {
+
+class Decoder;
+class DecodeBatch;
 
 struct Sampling {
   double temperature = 1.0;  // 0: greedy (the most likely token)
@@ -77,6 +81,9 @@ class Policy {
   void seed_sampling(std::uint64_t seed);
 
  private:
+  friend class DecodeBatch;             // decodes with this policy's model
+  Decoder& decoder();                   // the model itself (src/model/decoder.hpp)
+  at::Generator& sampling_generator();  // draws of generate, and of unseeded DecodeBatch sequences
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
