@@ -18,6 +18,8 @@ packages=(
   libpcre2-dev
   # Qwen's tokenizer.json normalizes to NFC: ICU's normalizer (Unicode's reference library)
   libicu-dev
+  # the serve module's HTTP server (runner endpoints); curl drives it in the tests
+  libcpp-httplib-dev curl
   # LibTorch falls back to the slow reference BLAS without an optimized one.
   libopenblas0-pthread
   clang libclang-rt-14-dev

@@ -20,6 +20,7 @@ LIBRARIES = [
     ("cli11", re.compile(r"CLI/")),
     ("protobuf", re.compile(r"(google/protobuf/|.*\.pb\.h$)")),
     ("json", re.compile(r"nlohmann/")),
+    ("httplib", re.compile(r"httplib\.h$")),
     ("pcre2", re.compile(r"pcre2\.h$")),
     ("icu", re.compile(r"unicode/")),
 ]

@@ -1,0 +1,91 @@
+#pragma once
+// An HTTP server for JSON routes: every request needs the bearer token (else 401), bodies are bounded (413), slow
+// or half-open connections time out, and errors are JSON in OpenAI's shape. Handlers run on a pool of worker
+// threads; a handler's exception is a 500 JSON answer, never the server's end. The HTTP library stays inside.
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace arclight::serve {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;              // 0: any free port (HttpServer::port() tells which)
+  std::string bearer_token;  // required: empty is refused at start
+  std::size_t max_body_bytes = 8 << 20;
+  std::chrono::milliseconds read_timeout{5000};   // per read of a request: a silent client is dropped after it
+  std::chrono::milliseconds write_timeout{5000};  // per write of an answer: a client that stops reading
+  std::chrono::milliseconds idle_timeout{5000};   // a kept-alive connection with no request
+  int worker_threads = 64;                        // connections served at once (the endpoint wants hundreds)
+};
+
+struct HttpRequest {
+  std::string method;
+  std::string path;
+  std::vector<std::string> captures;           // the route pattern's groups, in order ("" for one that did not match)
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+  std::string header(const std::string& lower_case_name) const;  // "" when absent
+};
+
+// Writes one piece of a streamed answer; false once the client is gone.
+using StreamWriter = std::function<bool(std::string_view)>;
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  // When set, the answer is streamed (chunked) instead: the function writes its pieces, then returns.
+  std::function<void(const StreamWriter&)> stream;
+};
+
+// An error a handler throws to answer with it: OpenAI's shape {"error": {message, type, param, code}}.
+class HttpError : public std::runtime_error {
+ public:
+  HttpError(int status, const std::string& message, std::string type = "invalid_request_error", std::string param = "",
+            std::string code = "");
+  int status() const { return status_; }
+  const std::string& type() const { return type_; }
+  const std::string& param() const { return param_; }
+  const std::string& code() const { return code_; }
+
+ private:
+  int status_;
+  std::string type_, param_, code_;
+};
+
+// OpenAI's error body; an empty param or code is null.
+std::string error_body(const HttpError& error);
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();  // stops
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // `pattern` is a regular expression matched against the whole path; its groups become HttpRequest::captures.
+  // Routes are added before start().
+  void get(const std::string& pattern, HttpHandler handler);
+  void post(const std::string& pattern, HttpHandler handler);
+
+  // Binds (throws Error when it cannot) and serves on threads of its own.
+  void start();
+  void stop();  // waits for the listening thread; idempotent
+  int port() const;
+  const HttpServerOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace arclight::serve

@@ -1,0 +1,52 @@
+#pragma once
+// One choice's answer as a client sees it: the engine's tokens turned into text, cut at the first stop string (the
+// stream is cancelled there), given out in pieces that never end inside a UTF-8 character or a possible stop string.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arclight/serve/generator.hpp"
+#include "arclight/text/tokenizer.hpp"
+
+namespace arclight::serve {
+
+struct Delta {
+  std::string text;
+  std::vector<StreamedToken> tokens;
+};
+
+class ChoiceReader {
+ public:
+  ChoiceReader(std::shared_ptr<GenerationStream> stream, const text::Tokenizer& tokenizer,
+               std::vector<std::string> stop_strings, std::vector<text::TokenId> stop_tokens);
+  // The next piece (waits for it); false once the choice has ended and every piece was given.
+  bool next(Delta& delta);
+  void read_to_end();
+  void cancel() { stream_->cancel(); }
+
+  const std::vector<StreamedToken>& tokens() const { return tokens_; }  // every token the answer keeps
+  const std::string& text() const { return text_; }                     // the answer's text so far
+  std::string finish_reason() const { return finish_; }                 // stop, length, abort, error
+  std::string error() const { return stream_->error(); }
+  std::uint64_t policy_version() const { return stream_->policy_version(); }
+  std::vector<std::int32_t> token_ids() const;
+  std::vector<float> logprobs() const;
+
+ private:
+  void pull(Delta& delta);
+  void take(const StreamedToken& token, Delta& delta);
+  void end_at_stop_string();
+  std::size_t safe_end() const;
+
+  std::shared_ptr<GenerationStream> stream_;
+  const text::Tokenizer& tokenizer_;
+  std::vector<std::string> stop_strings_;
+  std::vector<text::TokenId> stop_tokens_;
+  std::vector<StreamedToken> tokens_;
+  std::string text_;
+  std::size_t given_ = 0;  // bytes of text_ already given out
+  bool ended_ = false, done_ = false;
+  std::string finish_;
+};
+
+}  // namespace arclight::serve

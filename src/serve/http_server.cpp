@@ -1,0 +1,186 @@
+// The HTTP server over cpp-httplib (Debian's compiled library): its thread pool serves each connection on a worker
+// thread; the token check runs before a body is read.
+#include "arclight/serve/http_server.hpp"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::serve {
+namespace {
+
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// Compares in time independent of where the strings differ: the token is a secret.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char differ = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return differ == 0;
+}
+
+std::string status_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 413: return "invalid_request_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+HttpRequest request_of(const httplib::Request& req) {
+  HttpRequest out{req.method, req.path, {}, {}, req.body};
+  for (std::size_t i = 1; i < req.matches.size(); ++i) out.captures.push_back(req.matches[i].str());
+  for (const auto& [name, value] : req.headers) out.headers.emplace(lower(name), value);
+  return out;
+}
+
+void answer(httplib::Response& res, HttpResponse response) {
+  res.status = response.status;
+  if (!response.stream) {
+    res.set_content(response.body, response.content_type.c_str());
+    return;
+  }
+  auto stream = std::move(response.stream);
+  res.set_chunked_content_provider(response.content_type, [stream](std::size_t, httplib::DataSink& sink) {
+    stream([&sink](std::string_view piece) { return sink.is_writable() && sink.write(piece.data(), piece.size()); });
+    sink.done();
+    return true;
+  });
+}
+
+void answer_error(httplib::Response& res, const HttpError& error) {
+  res.status = error.status();
+  res.set_content(error_body(error), "application/json");
+}
+
+}  // namespace
+
+HttpError::HttpError(int status, const std::string& message, std::string type, std::string param, std::string code)
+    : std::runtime_error(message),
+      status_(status),
+      type_(std::move(type)),
+      param_(std::move(param)),
+      code_(std::move(code)) {}
+
+std::string error_body(const HttpError& error) {
+  const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  nlohmann::json body = {{"error",
+                          {{"message", error.what()},
+                           {"type", error.type()},
+                           {"param", or_null(error.param())},
+                           {"code", or_null(error.code())}}}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string HttpRequest::header(const std::string& lower_case_name) const {
+  const auto it = headers.find(lower_case_name);
+  return it == headers.end() ? "" : it->second;
+}
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  httplib::Server server;
+  std::thread listener;
+  std::atomic<int> socket{-1};
+  int port = 0;
+
+  httplib::Server::Handler wrap(HttpHandler handler) {
+    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      try {
+        answer(res, handler(request_of(req)));
+      } catch (const HttpError& e) {
+        answer_error(res, e);
+      } catch (const std::exception& e) {
+        log::warn("http: ", req.method, " ", req.path, ": ", e.what());
+        answer_error(res, HttpError(500, std::string("internal error: ") + e.what(), "server_error"));
+      }
+    };
+  }
+
+  void configure() {
+    const int threads = options.worker_threads;
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    server.set_payload_max_length(options.max_body_bytes);
+    server.set_read_timeout(options.read_timeout);
+    server.set_write_timeout(options.write_timeout);
+    server.set_keep_alive_timeout(std::max<time_t>(1, options.idle_timeout.count() / 1000));
+    server.set_keep_alive_max_count(100000);
+    server.set_socket_options([this](int fd) {
+      const int yes = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      socket = fd;
+    });
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string given = req.get_header_value("Authorization");
+      if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token))
+        return httplib::Server::HandlerResponse::Unhandled;
+      answer_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                                  "authentication_error", "", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // The library's own answers (no route, a body too large, a bad request line) get a JSON body too.
+    server.set_error_handler(
+        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+          const std::string message = res.status == 404   ? "no route for " + req.method + " " + req.path
+                                      : res.status == 413 ? "request body too large"
+                                                          : log::concat("HTTP error ", res.status);
+          answer_error(res, HttpError(res.status, message, status_type(res.status)));
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      answer_error(res, HttpError(500, "internal error", "server_error"));
+    });
+  }
+};
+
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.bearer_token.empty()) throw UsageError("http server: a bearer token is required");
+  impl_->options = std::move(options);
+  impl_->configure();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::get(const std::string& pattern, HttpHandler handler) {
+  impl_->server.Get(pattern, impl_->wrap(std::move(handler)));
+}
+
+void HttpServer::post(const std::string& pattern, HttpHandler handler) {
+  impl_->server.Post(pattern, impl_->wrap(std::move(handler)));
+}
+
+void HttpServer::start() {
+  const HttpServerOptions& o = impl_->options;
+  const int port =
+      o.port == 0 ? impl_->server.bind_to_any_port(o.host) : (impl_->server.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0) throw Error(log::concat("http server: cannot listen on ", o.host, ":", o.port));
+  // The library listens with a backlog of 5: hundreds of clients connecting at once would see dropped SYNs and
+  // retry after a second. Listening again on the bound socket raises the backlog.
+  ::listen(impl_->socket, SOMAXCONN);
+  impl_->port = port;
+  impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
+  log::debug("http: listening on ", o.host, ":", port);
+}
+
+void HttpServer::stop() {
+  if (!impl_->listener.joinable()) return;
+  impl_->server.stop();
+  impl_->listener.join();
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+const HttpServerOptions& HttpServer::options() const { return impl_->options; }
+
+}  // namespace arclight::serve

@@ -1,0 +1,418 @@
+// The OpenAI routes: a request is parsed (openai_request.cpp), its prompts tokenized, one stream per choice submitted
+// to the Generator, the streams read back as text (choice_reader.cpp), and answered whole or as server-sent events.
+#include "arclight/serve/openai_endpoint.hpp"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "arclight/core/log.hpp"
+#include "arclight/serve/ids.hpp"
+#include "choice_reader.hpp"
+#include "openai_request.hpp"
+#include "tool_calls.hpp"
+
+namespace arclight::serve {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Agent Lightning's proxy prefix, optional before every route: its groups are the rollout's and attempt's names.
+const std::string traced_prefix = "(?:/rollout/([^/]+)/attempt/([^/]+))?";
+
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string event(const json& value) { return "data: " + dump(value) + "\n\n"; }
+
+std::string random_id(const std::string& prefix) {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(random()));
+  return prefix + hex;
+}
+
+HttpResponse json_response(const json& body) { return {200, "application/json", dump(body), nullptr}; }
+
+struct Trace {
+  store::RolloutId rollout = 0;
+  store::AttemptId attempt = 0;
+};
+
+// One request's choices, started: the choices of prompt p are p*n .. p*n+n-1.
+struct Answer {
+  std::string id;
+  std::int64_t created = std::time(nullptr);
+  std::vector<TokenList> prompts;
+  std::vector<std::unique_ptr<ChoiceReader>> choices;
+  int n = 1;
+  std::optional<Trace> trace;
+  bool logprobs = false;
+  bool tools = false;  // tool calls are parsed from the answers
+
+  ~Answer() {
+    for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
+  }
+  const TokenList& prompt_of(std::size_t choice) const { return prompts[choice / n]; }
+  std::size_t prompt_tokens() const {
+    std::size_t total = 0;
+    for (const TokenList& p : prompts) total += p.size();
+    return total * static_cast<std::size_t>(n);
+  }
+  json usage() const {
+    std::size_t completion = 0;
+    for (const auto& choice : choices) completion += choice->tokens().size();
+    return {{"prompt_tokens", prompt_tokens()},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt_tokens() + completion}};
+  }
+};
+
+class Endpoint {
+ public:
+  Endpoint(Generator& generator, ServedModel model, CallTracer* tracer)
+      : generator_(generator), model_(std::move(model)), tracer_(tracer) {
+    if (!model_.tokenizer) throw UsageError("openai endpoint: the served model has no tokenizer");
+  }
+
+  HttpResponse models(const HttpRequest&) const {
+    const json model = {{"id", model_.name},      {"object", "model"},   {"created", 0},
+                        {"owned_by", "arclight"}, {"root", model_.name}, {"max_model_len", model_.max_context}};
+    return json_response({{"object", "list"}, {"data", json::array({model})}});
+  }
+
+  HttpResponse completions(const HttpRequest& http) {
+    const std::optional<Trace> trace = trace_of(http);
+    const CompletionRequest request = parse_completion_request(http.body);
+    std::vector<TokenList> prompts;
+    for (const Prompt& prompt : request.prompts) prompts.push_back(tokens_of(prompt));
+    auto answer = start("cmpl-", std::move(prompts), request.sampling, model_.stop_ids, 16, trace);
+    if (request.sampling.stream) return stream(answer, false, request.sampling.include_usage);
+    read_all(*answer);
+    json choices = json::array();
+    for (std::size_t i = 0; i < answer->choices.size(); ++i) choices.push_back(completion_choice(*answer, i));
+    json body = header(*answer, "text_completion", choices);
+    body["usage"] = answer->usage();
+    if (answer->prompts.size() == 1) body["prompt_token_ids"] = answer->prompts[0];
+    return json_response(body);
+  }
+
+  HttpResponse chat(const HttpRequest& http) {
+    const std::optional<Trace> trace = trace_of(http);
+    const ChatRequest request = parse_chat_request(http.body);
+    std::vector<text::TokenId> stop_ids = model_.stop_ids;
+    const TokenList prompt = chat_prompt(request, stop_ids);
+    auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace);
+    answer->tools = !request.conversation.tools.empty();
+    if (request.sampling.stream) return stream(answer, true, request.sampling.include_usage);
+    read_all(*answer);
+    json choices = json::array();
+    for (std::size_t i = 0; i < answer->choices.size(); ++i) choices.push_back(chat_choice(*answer, i));
+    json body = header(*answer, "chat.completion", choices);
+    body["usage"] = answer->usage();
+    body["prompt_token_ids"] = prompt;
+    return json_response(body);
+  }
+
+ private:
+  // The attempt a request is traced under, from the path or the headers; 404 when this runner does not run it.
+  std::optional<Trace> trace_of(const HttpRequest& http) const {
+    std::string rollout = http.captures.size() >= 2 ? http.captures[0] : "";
+    std::string attempt = http.captures.size() >= 2 ? http.captures[1] : "";
+    if (rollout.empty() && attempt.empty()) {
+      rollout = http.header("x-rollout-id");
+      attempt = http.header("x-attempt-id");
+    }
+    if (rollout.empty() && attempt.empty()) return std::nullopt;
+    if (rollout.empty() || attempt.empty())
+      throw HttpError(400, "x-rollout-id and x-attempt-id go together", "invalid_request_error");
+    const auto rid = parse_rollout_name(rollout);
+    const auto aid = parse_attempt_name(attempt);
+    if (!rid || !aid || !tracer_ || !tracer_->running_here(*rid, *aid))
+      throw HttpError(404, "rollout " + rollout + ", attempt " + attempt + " is not running on this runner",
+                      "invalid_request_error", "", "attempt_not_found");
+    return Trace{*rid, *aid};
+  }
+
+  TokenList tokens_of(const Prompt& prompt) const {
+    if (const auto* text = std::get_if<std::string>(&prompt)) return model_.tokenizer->encode(*text);
+    const TokenList& ids = std::get<TokenList>(prompt);
+    for (const std::int32_t id : ids)
+      if (static_cast<std::size_t>(id) >= model_.tokenizer->vocab_size())
+        throw HttpError(400,
+                        log::concat("prompt: token id ", id, " is outside the vocabulary (",
+                                    model_.tokenizer->vocab_size(), " tokens)"),
+                        "invalid_request_error", "prompt");
+    return ids;
+  }
+
+  TokenList chat_prompt(const ChatRequest& request, std::vector<text::TokenId>& stop_ids) const {
+    if (!model_.chat_template)
+      throw HttpError(400, "model " + model_.name + " has no chat template: use /v1/completions",
+                      "invalid_request_error", "messages");
+    for (const text::TokenId id : model_.chat_template->stop_ids(*model_.tokenizer)) stop_ids.push_back(id);
+    try {
+      return text::encode_chat(*model_.chat_template, *model_.tokenizer, request.conversation,
+                               {/*add_generation_prompt=*/true, std::nullopt});
+    } catch (const UsageError& e) {
+      throw HttpError(400, e.what(), "invalid_request_error", "messages");
+    }
+  }
+
+  // Submits every choice of every prompt. `default_max` < 0: as many tokens as the context leaves.
+  std::shared_ptr<Answer> start(const std::string& prefix, std::vector<TokenList> prompts, const Sampling& sampling,
+                                const std::vector<text::TokenId>& stop_ids, int default_max,
+                                std::optional<Trace> trace) {
+    auto answer = std::make_shared<Answer>();
+    answer->id = random_id(prefix);
+    answer->n = sampling.n;
+    answer->trace = trace;
+    answer->logprobs = sampling.logprobs;
+    answer->prompts = std::move(prompts);
+    for (const TokenList& prompt : answer->prompts) {
+      GenerationRequest request = generation_request(prompt, sampling, stop_ids, default_max);
+      for (int i = 0; i < sampling.n; ++i) {
+        if (sampling.seed) request.seed = *sampling.seed + static_cast<std::uint64_t>(i);  // n different answers
+        answer->choices.push_back(
+            std::make_unique<ChoiceReader>(submit(request), *model_.tokenizer, sampling.stop, stop_ids));
+      }
+    }
+    return answer;
+  }
+
+  GenerationRequest generation_request(const TokenList& prompt, const Sampling& sampling,
+                                       const std::vector<text::TokenId>& stop_ids, int default_max) const {
+    const long room = static_cast<long>(model_.max_context) - static_cast<long>(prompt.size());
+    if (room <= 0)
+      throw HttpError(400,
+                      log::concat("the prompt has ", prompt.size(), " tokens; the model's context is ",
+                                  model_.max_context, " tokens, prompt and answer together"),
+                      "invalid_request_error", "messages", "context_length_exceeded");
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_tokens =
+        static_cast<int>(std::min<long>(sampling.max_tokens.value_or(default_max < 0 ? room : default_max), room));
+    request.temperature = sampling.temperature;
+    request.top_p = sampling.top_p;
+    request.stop_tokens = stop_ids;
+    request.seed = sampling.seed;
+    request.top_logprobs = sampling.top_logprobs;
+    return request;
+  }
+
+  std::shared_ptr<GenerationStream> submit(const GenerationRequest& request) {
+    try {
+      return generator_.submit(request);
+    } catch (const UsageError& e) {
+      throw HttpError(400, e.what(), "invalid_request_error");
+    }
+  }
+
+  void read_all(Answer& answer) {
+    for (auto& choice : answer.choices) {
+      choice->read_to_end();
+      if (choice->finish_reason() == "error")
+        throw HttpError(500, "generation failed: " + choice->error(), "server_error");
+    }
+    record(answer);
+  }
+
+  void record(const Answer& answer) {
+    if (!answer.trace) return;
+    for (std::size_t i = 0; i < answer.choices.size(); ++i) {
+      const ChoiceReader& choice = *answer.choices[i];
+      tracer_->record({answer.trace->rollout, answer.trace->attempt, answer.prompt_of(i), choice.token_ids(),
+                       choice.logprobs(), choice.policy_version()});
+    }
+  }
+
+  json header(const Answer& answer, const char* object, json choices) const {
+    return {{"id", answer.id},
+            {"object", object},
+            {"created", answer.created},
+            {"model", model_.name},
+            {"choices", std::move(choices)}};
+  }
+
+  // ---- logprobs ----
+  std::string token_text(std::int32_t id) const { return model_.tokenizer->decode({id}); }
+
+  json chat_logprob(std::int32_t id, float logprob) const {
+    const std::string text = token_text(id);
+    return {{"token", text}, {"logprob", logprob}, {"bytes", std::vector<unsigned char>(text.begin(), text.end())}};
+  }
+
+  json chat_logprobs(const std::vector<StreamedToken>& tokens) const {
+    json content = json::array();
+    for (const StreamedToken& t : tokens) {
+      json entry = chat_logprob(t.id, t.logprob);
+      entry["top_logprobs"] = json::array();
+      for (const auto& [id, logprob] : t.top) entry["top_logprobs"].push_back(chat_logprob(id, logprob));
+      content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}};
+  }
+
+  // `offset`: where the first token's text starts in the choice's text; moved past the tokens.
+  json completion_logprobs(const std::vector<StreamedToken>& tokens, std::size_t& offset) const {
+    json out = {{"tokens", json::array()},
+                {"token_logprobs", json::array()},
+                {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
+    for (const StreamedToken& t : tokens) {
+      const std::string text = token_text(t.id);
+      out["tokens"].push_back(text);
+      out["token_logprobs"].push_back(t.logprob);
+      json top = json::object();
+      for (const auto& [id, logprob] : t.top) top[token_text(id)] = logprob;
+      out["top_logprobs"].push_back(std::move(top));
+      out["text_offset"].push_back(offset);
+      offset += text.size();
+    }
+    return out;
+  }
+
+  // ---- whole answers ----
+  json completion_choice(const Answer& answer, std::size_t i) const {
+    const ChoiceReader& choice = *answer.choices[i];
+    std::size_t offset = 0;
+    return {{"index", i},
+            {"text", choice.text()},
+            {"logprobs", answer.logprobs ? completion_logprobs(choice.tokens(), offset) : json()},
+            {"finish_reason", choice.finish_reason()},
+            {"token_ids", choice.token_ids()},
+            {"prompt_token_ids", answer.prompt_of(i)}};
+  }
+
+  json chat_choice(const Answer& answer, std::size_t i) const {
+    const ChoiceReader& choice = *answer.choices[i];
+    json message = {{"role", "assistant"}, {"content", choice.text()}};
+    std::string finish = choice.finish_reason();
+    if (const auto calls = answer.tools ? parse_tool_calls(choice.text()) : std::nullopt) {
+      message["content"] = calls->content.empty() ? json() : json(calls->content);
+      message["tool_calls"] = tool_calls_json(*calls);
+      finish = "tool_calls";
+    }
+    return {{"index", i},
+            {"message", std::move(message)},
+            {"logprobs", answer.logprobs ? chat_logprobs(choice.tokens()) : json()},
+            {"finish_reason", finish},
+            {"token_ids", choice.token_ids()}};
+  }
+
+  static json tool_calls_json(const ToolCallAnswer& calls) {
+    json out = json::array();
+    for (const ParsedToolCall& call : calls.calls)
+      out.push_back({{"id", new_tool_call_id()},
+                     {"type", "function"},
+                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    return out;
+  }
+
+  // ---- server-sent events ----
+  HttpResponse stream(std::shared_ptr<Answer> answer, bool chat, bool include_usage) {
+    HttpResponse response{200, "text/event-stream", "", nullptr};
+    response.stream = [this, answer, chat, include_usage](const StreamWriter& write) {
+      for (std::size_t i = 0; i < answer->choices.size(); ++i)
+        if (!stream_choice(*answer, i, chat, write)) return;  // the client is gone: ~Answer cancels the rest
+      record(*answer);
+      if (include_usage) {
+        json last = header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
+        last["usage"] = answer->usage();
+        if (!write(event(last))) return;
+      }
+      write("data: [DONE]\n\n");
+    };
+    return response;
+  }
+
+  json chunk(const Answer& answer, bool chat, json choice) const {
+    return header(answer, chat ? "chat.completion.chunk" : "text_completion", json::array({std::move(choice)}));
+  }
+
+  // One choice's events: (chat) the role, then a piece per delta, then the finish reason; the first carries the
+  // prompt's token ids. False once the client has left.
+  bool stream_choice(Answer& answer, std::size_t i, bool chat, const StreamWriter& write) {
+    ChoiceReader& choice = *answer.choices[i];
+    bool first = true;
+    const auto send = [&](json choice_json) {
+      json c = chunk(answer, chat, std::move(choice_json));
+      if (first) c["prompt_token_ids"] = answer.prompt_of(i);
+      first = false;
+      return write(event(c));
+    };
+    const json role = {{"index", i},
+                       {"delta", {{"role", "assistant"}, {"content", ""}}},
+                       {"logprobs", nullptr},
+                       {"finish_reason", nullptr}};
+    if (chat && !send(role)) return false;
+    std::size_t offset = 0;
+    Delta delta;
+    while (choice.next(delta)) {
+      if (answer.tools || (delta.text.empty() && delta.tokens.empty())) continue;  // tool calls: sent whole at the end
+      if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
+    }
+    if (choice.finish_reason() == "error")
+      return write(
+          event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
+    return send(last_choice(answer, i, chat));
+  }
+
+  json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset) const {
+    std::vector<std::int32_t> ids;
+    for (const StreamedToken& t : delta.tokens) ids.push_back(t.id);
+    json out = {{"index", i}};
+    if (chat)
+      out["delta"] = {{"content", delta.text}};
+    else
+      out["text"] = delta.text;
+    out["logprobs"] = !answer.logprobs ? json()
+                      : chat           ? chat_logprobs(delta.tokens)
+                                       : completion_logprobs(delta.tokens, offset);
+    out["finish_reason"] = nullptr;
+    out["token_ids"] = ids;
+    return out;
+  }
+
+  // The finish reason; with tools, the whole answer: its text or its tool calls.
+  json last_choice(const Answer& answer, std::size_t i, bool chat) const {
+    const ChoiceReader& choice = *answer.choices[i];
+    json out = {{"index", i}};
+    if (!answer.tools) {
+      if (chat)
+        out["delta"] = json::object();
+      else
+        out["text"] = "";
+      out["finish_reason"] = choice.finish_reason();
+      return out;
+    }
+    const json whole = chat_choice(answer, i);
+    json delta = json::object();
+    if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
+    if (whole["message"].contains("tool_calls"))
+      delta["tool_calls"] = tool_calls_indexed(whole["message"]["tool_calls"]);
+    out["delta"] = std::move(delta);
+    out["logprobs"] = whole["logprobs"];
+    out["finish_reason"] = whole["finish_reason"];
+    out["token_ids"] = whole["token_ids"];
+    return out;
+  }
+
+  static json tool_calls_indexed(json calls) {
+    for (std::size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+    return calls;
+  }
+
+  Generator& generator_;
+  ServedModel model_;
+  CallTracer* tracer_;
+};
+
+}  // namespace
+
+void add_openai_routes(HttpServer& server, Generator& generator, ServedModel model, CallTracer* tracer) {
+  auto endpoint = std::make_shared<Endpoint>(generator, std::move(model), tracer);
+  server.get(traced_prefix + "/v1/models", [endpoint](const HttpRequest& r) { return endpoint->models(r); });
+  server.post(traced_prefix + "/v1/completions", [endpoint](const HttpRequest& r) { return endpoint->completions(r); });
+  server.post(traced_prefix + "/v1/chat/completions", [endpoint](const HttpRequest& r) { return endpoint->chat(r); });
+}
+
+}  // namespace arclight::serve

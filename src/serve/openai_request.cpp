@@ -1,0 +1,215 @@
+#include "openai_request.hpp"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "arclight/core/log.hpp"
+
+namespace arclight::serve {
+namespace {
+
+using json = nlohmann::ordered_json;  // tools keep their keys' order: the template writes them as given
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw HttpError(400, param.empty() ? message : param + ": " + message, "invalid_request_error", param);
+}
+
+json parse_body(std::string_view body) {
+  json root = json::parse(body.begin(), body.end(), nullptr, false);
+  if (root.is_discarded()) bad("", "the request body is not valid JSON");
+  if (!root.is_object()) bad("", "the request body must be a JSON object");
+  return root;
+}
+
+// The field, or nullptr when it is absent or null (OpenAI's clients send null for "not given").
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number(const json& body, const char* name, double fallback, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) bad(name, log::concat("expected a number, found ", v->type_name()));
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) bad(name, log::concat(x, " is out of range [", lo, ", ", hi, "]"));
+  return x;
+}
+
+std::optional<std::int64_t> integer(const json& body, const char* name, std::int64_t lo, std::int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) bad(name, log::concat("expected an integer, found ", v->dump()));
+  const bool too_large = v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi);
+  const std::int64_t x = too_large ? hi : v->get<std::int64_t>();
+  if (too_large || x < lo || x > hi) bad(name, log::concat(v->dump(), " is out of range [", lo, ", ", hi, "]"));
+  return x;
+}
+
+bool boolean(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return false;
+  if (!v->is_boolean()) bad(name, log::concat("expected a boolean, found ", v->type_name()));
+  return v->get<bool>();
+}
+
+std::string string_field(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return "";
+  if (!v->is_string()) bad(name, log::concat("expected a string, found ", v->type_name()));
+  return v->get<std::string>();
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  if (v->is_string())
+    return v->get<std::string>().empty() ? std::vector<std::string>{} : std::vector{v->get<std::string>()};
+  if (!v->is_array() || v->size() > 16) bad("stop", "expected a string or a list of at most 16 strings");
+  std::vector<std::string> out;
+  for (const json& s : *v) {
+    if (!s.is_string()) bad("stop", "expected a string or a list of at most 16 strings");
+    if (!s.get<std::string>().empty()) out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+Sampling sampling_of(const json& body) {
+  Sampling s;
+  s.temperature = number(body, "temperature", 1.0, 0.0, 100.0);
+  s.top_p = number(body, "top_p", 1.0, std::numeric_limits<double>::min(), 1.0);
+  auto max_tokens = integer(body, "max_completion_tokens", 1, std::numeric_limits<int>::max());
+  if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int>::max());
+  if (max_tokens) s.max_tokens = static_cast<int>(*max_tokens);
+  s.stop = stop_strings(body);
+  s.n = static_cast<int>(integer(body, "n", 1, max_choices).value_or(1));
+  const auto seed =
+      integer(body, "seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+  if (seed) s.seed = static_cast<std::uint64_t>(*seed);
+  s.stream = boolean(body, "stream");
+  if (const json* options = field(body, "stream_options")) {
+    if (!options->is_object()) bad("stream_options", "expected an object");
+    s.include_usage = boolean(*options, "include_usage");
+  }
+  return s;
+}
+
+std::int32_t token_of(const json& v) {
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0 ||
+      v.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max())
+    bad("prompt", "token ids must be integers from 0 to 2^31-1, found " + v.dump());
+  return static_cast<std::int32_t>(v.get<std::int64_t>());
+}
+
+TokenList token_list(const json& v) {
+  TokenList out;
+  for (const json& id : v) out.push_back(token_of(id));
+  return out;
+}
+
+// A string, a list of token ids, or a list of either.
+std::vector<Prompt> prompts_of(const json& body) {
+  const json* v = field(body, "prompt");
+  if (!v) bad("prompt", "missing");
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array() || v->empty())
+    bad("prompt", "expected a string, a list of token ids, or a non-empty list of those");
+  if ((*v)[0].is_number()) return {token_list(*v)};
+  std::vector<Prompt> out;
+  for (const json& p : *v) {
+    if (p.is_string())
+      out.emplace_back(p.get<std::string>());
+    else if (p.is_array() && !p.empty())
+      out.emplace_back(token_list(p));
+    else
+      bad("prompt", "each prompt of a list must be a string or a non-empty list of token ids");
+  }
+  return out;
+}
+
+void check_tools(const json& tools) {
+  if (!tools.is_array()) bad("tools", "expected a list");
+  for (const json& tool : tools) {
+    const json* function = tool.is_object() ? field(tool, "function") : nullptr;
+    if (!function || !function->is_object() || !field(*function, "name") || !(*function)["name"].is_string())
+      bad("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+}
+
+bool has_tool(const json& tools, const std::string& name) {
+  for (const json& tool : tools)
+    if (tool["function"]["name"] == name) return true;
+  return false;
+}
+
+void read_tool_choice(const json& body, const json& tools, ChatRequest& out) {
+  const json* v = field(body, "tool_choice");
+  if (!v) return;
+  if (v->is_string()) {
+    const std::string choice = v->get<std::string>();
+    if (choice == "none")
+      out.tool_choice = ToolChoice::none;
+    else if (choice == "auto")
+      out.tool_choice = ToolChoice::automatic;
+    else if (choice == "required")
+      out.tool_choice = ToolChoice::required;
+    else
+      bad("tool_choice", "expected none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    return;
+  }
+  const json* function = v->is_object() ? field(*v, "function") : nullptr;
+  if (!function || !function->is_object() || !field(*function, "name") || !(*function)["name"].is_string())
+    bad("tool_choice", "expected none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  out.tool_choice = ToolChoice::named;
+  out.tool_name = (*function)["name"].get<std::string>();
+  if (!has_tool(tools, out.tool_name)) bad("tool_choice", "no tool named \"" + out.tool_name + "\" in tools");
+}
+
+// The tools the prompt shows: none, all, or the one named.
+json tools_shown(const json& tools, const ChatRequest& request) {
+  if (request.tool_choice == ToolChoice::none) return json::array();
+  if (request.tool_choice != ToolChoice::named) return tools;
+  json out = json::array();
+  for (const json& tool : tools)
+    if (tool["function"]["name"] == request.tool_name) out.push_back(tool);
+  return out;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body) {
+  const json root = parse_body(body);
+  CompletionRequest out{string_field(root, "model"), prompts_of(root), sampling_of(root)};
+  // Completions' logprobs is a count of alternatives per token.
+  if (const auto k = integer(root, "logprobs", 0, max_top_logprobs)) {
+    out.sampling.logprobs = true;
+    out.sampling.top_logprobs = static_cast<int>(*k);
+  }
+  return out;
+}
+
+ChatRequest parse_chat_request(std::string_view body) {
+  const json root = parse_body(body);
+  ChatRequest out;
+  out.model = string_field(root, "model");
+  out.sampling = sampling_of(root);
+  out.sampling.logprobs = boolean(root, "logprobs");
+  out.sampling.top_logprobs = static_cast<int>(integer(root, "top_logprobs", 0, max_top_logprobs).value_or(0));
+  if (out.sampling.top_logprobs > 0 && !out.sampling.logprobs) bad("top_logprobs", "needs \"logprobs\": true");
+  const json* messages = field(root, "messages");
+  if (!messages || !messages->is_array() || messages->empty()) bad("messages", "expected a non-empty list");
+  const json* tools = field(root, "tools");
+  const json no_tools = json::array();
+  if (tools) check_tools(*tools);
+  read_tool_choice(root, tools ? *tools : no_tools, out);
+  const json conversation = {{"messages", *messages}, {"tools", tools_shown(tools ? *tools : no_tools, out)}};
+  try {
+    out.conversation = text::parse_conversation(conversation.dump());
+  } catch (const std::exception& e) {  // UsageError, or the JSON library's on a part of an unexpected type
+    bad("messages", e.what());
+  }
+  return out;
+}
+
+}  // namespace arclight::serve

@@ -1,0 +1,175 @@
+#include "store_json.hpp"
+
+#include <limits>
+
+#include "arclight/serve/ids.hpp"
+
+namespace arclight::serve {
+namespace {
+
+Json time_or_null(double t) { return t == 0 ? Json() : Json(t); }
+
+// Rollout inputs are opaque bytes: JSON when they parse as JSON, else a string.
+Json opaque_json(const std::string& bytes) {
+  Json value = Json::parse(bytes, nullptr, false);
+  return value.is_discarded() ? Json(bytes) : value;
+}
+
+Json metadata_json(const std::string& bytes) {
+  if (bytes.empty()) return Json::object();
+  Json value = Json::parse(bytes, nullptr, false);
+  return value.is_object() ? value : Json();
+}
+
+Json config_json(const store::RolloutConfig& config) {
+  Json retry = Json::array();
+  for (int s = 0; s < store::attempt_status_count; ++s)
+    if (config.retries_on(static_cast<store::AttemptStatus>(s)))
+      retry.push_back(store::to_string(static_cast<store::AttemptStatus>(s)));
+  return {{"timeout_seconds", time_or_null(config.timeout_seconds)},
+          {"unresponsive_seconds", time_or_null(config.unresponsive_seconds)},
+          {"max_attempts", config.max_attempts},
+          {"retry_condition", std::move(retry)}};
+}
+
+std::string string_of(const Json& span, const char* key, bool required) {
+  const auto it = span.find(key);
+  if (it == span.end() || it->is_null()) {
+    if (required) throw StoreJsonError(std::string(key) + ": missing");
+    return "";
+  }
+  if (!it->is_string()) throw StoreJsonError(std::string(key) + ": expected a string");
+  return it->get<std::string>();
+}
+
+double time_of(const Json& span, const char* key) {
+  const auto it = span.find(key);
+  if (it == span.end() || it->is_null()) return 0;
+  if (!it->is_number()) throw StoreJsonError(std::string(key) + ": expected a number");
+  return it->get<double>();
+}
+
+bool all_token_ids(const Json& list) {
+  for (const Json& v : list)
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 ||
+        v.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max())
+      return false;
+  return true;
+}
+
+bool all_numbers(const Json& list) {
+  for (const Json& v : list)
+    if (!v.is_number()) return false;
+  return true;
+}
+
+store::AttributeValue attribute_of(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>();
+  if (v.is_array() && all_token_ids(v)) return v.get<store::TokenIds>();
+  if (v.is_array() && all_numbers(v)) return v.get<store::Floats>();
+  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+Json attribute_json(const store::AttributeValue& value) {
+  return std::visit([](const auto& v) { return Json(v); }, value);
+}
+
+store::SpanStatus status_of(const Json& span) {
+  const auto it = span.find("status");
+  if (it == span.end() || it->is_null()) return store::SpanStatus::unset;
+  const std::string code = it->is_object() ? string_of(*it, "status_code", false) : "";
+  if (code == "OK") return store::SpanStatus::ok;
+  if (code == "ERROR") return store::SpanStatus::error;
+  if (code == "UNSET" || code.empty()) return store::SpanStatus::unset;
+  throw StoreJsonError("status.status_code: expected UNSET, OK or ERROR");
+}
+
+const char* status_name(store::SpanStatus status) {
+  switch (status) {
+    case store::SpanStatus::ok: return "OK";
+    case store::SpanStatus::error: return "ERROR";
+    default: return "UNSET";
+  }
+}
+
+}  // namespace
+
+Json rollout_json(const store::Rollout& r) {
+  return {{"rollout_id", rollout_name(r.id)},
+          {"input", opaque_json(r.input)},
+          {"start_time", r.start_time},
+          {"end_time", time_or_null(r.end_time)},
+          {"mode", store::to_string(r.mode)},
+          {"resources_id", r.resources_id == 0 ? Json() : Json(resources_name(r.resources_id))},
+          {"status", store::to_string(r.status)},
+          {"config", config_json(r.config)},
+          {"metadata", metadata_json(r.metadata)}};
+}
+
+Json attempt_json(const store::Attempt& a) {
+  return {{"rollout_id", rollout_name(a.rollout_id)},
+          {"attempt_id", attempt_name(a.id)},
+          {"sequence_id", a.sequence_id},
+          {"start_time", a.start_time},
+          {"end_time", time_or_null(a.end_time)},
+          {"status", store::to_string(a.status)},
+          {"worker_id", a.worker_id.empty() ? Json() : Json(a.worker_id)},
+          {"last_heartbeat_time", time_or_null(a.last_heartbeat_time)},
+          {"metadata", Json()}};
+}
+
+Json attempted_rollout_json(const store::AttemptedRollout& attempted) {
+  Json out = rollout_json(attempted.rollout);
+  out["attempt"] = attempt_json(attempted.attempt);
+  return out;
+}
+
+store::Span span_from_json(const Json& json) {
+  if (!json.is_object()) throw StoreJsonError("a span must be a JSON object");
+  store::Span span;
+  const auto rollout = parse_rollout_name(string_of(json, "rollout_id", true));
+  const auto attempt = parse_attempt_name(string_of(json, "attempt_id", true));
+  if (!rollout || !attempt) throw StoreJsonError("rollout_id, attempt_id: not ids this store gave (ro-<n>, at-<n>)");
+  span.rollout_id = *rollout;
+  span.attempt_id = *attempt;
+  span.name = string_of(json, "name", true);
+  span.trace_id = string_of(json, "trace_id", false);
+  span.span_id = string_of(json, "span_id", false);
+  span.parent_id = string_of(json, "parent_id", false);
+  span.status = status_of(json);
+  const auto sequence = json.find("sequence_id");  // the client's (from /spans/next); the store assigns its own
+  if (sequence != json.end() && sequence->is_number_unsigned()) span.sequence_id = sequence->get<std::uint64_t>();
+  span.start_time = time_of(json, "start_time");
+  span.end_time = time_of(json, "end_time");
+  const auto attributes = json.find("attributes");
+  if (attributes != json.end() && !attributes->is_null()) {
+    if (!attributes->is_object()) throw StoreJsonError("attributes: expected an object");
+    for (const auto& [key, value] : attributes->items()) span.attributes.push_back({key, attribute_of(value)});
+  }
+  return span;
+}
+
+Json span_json(const store::Span& span) {
+  Json attributes = Json::object();
+  for (const store::Attribute& a : span.attributes) attributes[a.key] = attribute_json(a.value);
+  return {{"rollout_id", rollout_name(span.rollout_id)},
+          {"attempt_id", attempt_name(span.attempt_id)},
+          {"sequence_id", span.sequence_id},
+          {"trace_id", span.trace_id},
+          {"span_id", span.span_id},
+          {"parent_id", span.parent_id.empty() ? Json() : Json(span.parent_id)},
+          {"name", span.name},
+          {"status", {{"status_code", status_name(span.status)}, {"description", nullptr}}},
+          {"attributes", std::move(attributes)},
+          {"events", Json::array()},
+          {"links", Json::array()},
+          {"start_time", span.start_time},
+          {"end_time", time_or_null(span.end_time)},
+          {"context", nullptr},
+          {"parent", nullptr},
+          {"resource", {{"attributes", Json::object()}, {"schema_url", ""}}}};
+}
+
+}  // namespace arclight::serve

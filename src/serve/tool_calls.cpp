@@ -1,0 +1,55 @@
+#include "tool_calls.hpp"
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace arclight::serve {
+namespace {
+
+constexpr std::string_view open_tag = "<tool_call>";
+constexpr std::string_view close_tag = "</tool_call>";
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+std::optional<ParsedToolCall> call_of(std::string_view body) {
+  const auto call = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return std::nullopt;
+  const auto arguments =
+      call.contains("arguments") ? call["arguments"] : call.value("parameters", nlohmann::ordered_json::object());
+  if (!arguments.is_object()) return std::nullopt;
+  return ParsedToolCall{call["name"].get<std::string>(),
+                        arguments.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
+}
+
+}  // namespace
+
+std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text) {
+  std::size_t at = text.find(open_tag);
+  if (at == std::string_view::npos) return std::nullopt;
+  ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
+  std::string_view rest = text.substr(at);
+  while (!rest.empty()) {
+    if (rest.substr(0, open_tag.size()) != open_tag) return std::nullopt;  // text between or after calls
+    const std::size_t end = rest.find(close_tag);
+    if (end == std::string_view::npos) return std::nullopt;
+    auto call = call_of(rest.substr(open_tag.size(), end - open_tag.size()));
+    if (!call) return std::nullopt;
+    answer.calls.push_back(std::move(*call));
+    rest = trim(rest.substr(end + close_tag.size()));
+  }
+  return answer;
+}
+
+std::string new_tool_call_id() {
+  static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += alphabet[random() % alphabet.size()];
+  return id;
+}
+
+}  // namespace arclight::serve

@@ -1,0 +1,28 @@
+#pragma once
+// The model's tool calls in Hermes/Qwen form, `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, read back
+// from its answer. No HTTP, no engine: a pure function of the text.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace arclight::serve {
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object's text
+};
+
+struct ToolCallAnswer {
+  std::string content;  // the text before the first call, trimmed
+  std::vector<ParsedToolCall> calls;
+};
+
+// nullopt when the text has no tool call, or one that is malformed (not JSON, no name, text after the calls): the
+// answer is then plain text.
+std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text);
+
+// "call_" and 24 random letters and digits.
+std::string new_tool_call_id();
+
+}  // namespace arclight::serve
