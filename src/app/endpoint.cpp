@@ -22,6 +22,7 @@ serve::ServedModel served_model(const ModelConfig& model, const ServedText& text
   served.tokenizer = text.tokenizer.get();
   served.chat_template = text.chat;
   served.max_context = policy.architecture().max_seq;
+  served.stop_ids = text.chat.stop_ids(*text.tokenizer);
   return served;
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "arclight/agent/agent.hpp"
 #include "arclight/agent/agent_processes.hpp"
 #include "arclight/algo/adapter.hpp"
 #include "arclight/comm/work_protocol.hpp"
