@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cctype>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "arclight/core/error.hpp"
@@ -64,23 +63,6 @@ void answer_error(httplib::Response& res, const HttpError& error) {
 }
 
 }  // namespace
-
-HttpError::HttpError(int status, const std::string& message, std::string type, std::string param, std::string code)
-    : std::runtime_error(message),
-      status_(status),
-      type_(std::move(type)),
-      param_(std::move(param)),
-      code_(std::move(code)) {}
-
-std::string error_body(const HttpError& error) {
-  const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-  nlohmann::json body = {{"error",
-                          {{"message", error.what()},
-                           {"type", error.type()},
-                           {"param", or_null(error.param())},
-                           {"code", or_null(error.code())}}}};
-  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 std::string HttpRequest::header(const std::string& lower_case_name) const {
   const auto it = headers.find(lower_case_name);

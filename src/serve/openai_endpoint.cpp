@@ -85,14 +85,7 @@ class Endpoint {
     std::vector<TokenList> prompts;
     for (const Prompt& prompt : request.prompts) prompts.push_back(tokens_of(prompt));
     auto answer = start("cmpl-", std::move(prompts), request.sampling, model_.stop_ids, 16, trace);
-    if (request.sampling.stream) return stream(answer, false, request.sampling.include_usage);
-    read_all(*answer);
-    json choices = json::array();
-    for (std::size_t i = 0; i < answer->choices.size(); ++i) choices.push_back(completion_choice(*answer, i));
-    json body = header(*answer, "text_completion", choices);
-    body["usage"] = answer->usage();
-    if (answer->prompts.size() == 1) body["prompt_token_ids"] = answer->prompts[0];
-    return json_response(body);
+    return respond(answer, false, request.sampling);
   }
 
   HttpResponse chat(const HttpRequest& http) {
@@ -102,17 +95,23 @@ class Endpoint {
     const TokenList prompt = chat_prompt(request, stop_ids);
     auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace);
     answer->tools = !request.conversation.tools.empty();
-    if (request.sampling.stream) return stream(answer, true, request.sampling.include_usage);
-    read_all(*answer);
-    json choices = json::array();
-    for (std::size_t i = 0; i < answer->choices.size(); ++i) choices.push_back(chat_choice(*answer, i));
-    json body = header(*answer, "chat.completion", choices);
-    body["usage"] = answer->usage();
-    body["prompt_token_ids"] = prompt;
-    return json_response(body);
+    return respond(answer, true, request.sampling);
   }
 
  private:
+  // Streamed, or read to the end and answered whole.
+  HttpResponse respond(const std::shared_ptr<Answer>& answer, bool chat, const Sampling& sampling) {
+    if (sampling.stream) return stream(answer, chat, sampling.include_usage);
+    read_all(*answer);
+    json choices = json::array();
+    for (std::size_t i = 0; i < answer->choices.size(); ++i)
+      choices.push_back(chat ? chat_choice(*answer, i) : completion_choice(*answer, i));
+    json body = header(*answer, chat ? "chat.completion" : "text_completion", choices);
+    body["usage"] = answer->usage();
+    if (answer->prompts.size() == 1) body["prompt_token_ids"] = answer->prompts[0];  // else each choice has its own
+    return json_response(body);
+  }
+
   // The attempt a request is traced under, from the path or the headers; 404 when this runner does not run it.
   std::optional<Trace> trace_of(const HttpRequest& http) const {
     std::string rollout = http.captures.size() >= 2 ? http.captures[0] : "";

@@ -1,0 +1,372 @@
+// The OpenAI routes over real HTTP, against the scripted engine: what the server sends the engine, and what it
+// answers from the engine's tokens.
+#include <boost/test/unit_test.hpp>
+
+#include "fakes.hpp"
+
+namespace arclight::serve::testing {
+namespace {
+
+const json hello_chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+const json add_tool = {{"type", "function"}, {"function", {{"name", "add"}, {"parameters", {{"type", "object"}}}}}};
+constexpr std::int32_t im_end = 257;
+
+std::vector<std::int32_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+// The data of each server-sent event; "[DONE]" as a string.
+std::vector<json> events_of(const std::string& body) {
+  std::vector<json> out;
+  std::size_t at = 0, end;
+  while ((end = body.find("\n\n", at)) != std::string::npos) {
+    const std::string event = body.substr(at, end - at);
+    BOOST_REQUIRE(event.rfind("data: ", 0) == 0);
+    out.push_back(event == "data: [DONE]" ? json("[DONE]") : json::parse(event.substr(6)));
+    at = end + 2;
+  }
+  BOOST_TEST(at == body.size());  // nothing after the last event
+  return out;
+}
+
+std::string streamed_text(const std::vector<json>& events, const char* field) {
+  std::string text;
+  for (const json& e : events)
+    if (e.is_object() && !e["choices"].empty()) {
+      const json& c = e["choices"][0];
+      if (std::string(field) == "content" && c["delta"].contains("content")) text += c["delta"]["content"];
+      if (std::string(field) == "text") text += c["text"].get<std::string>();
+    }
+  return text;
+}
+
+json error_of(const httplib::Result& result, int status) {
+  BOOST_REQUIRE(result);
+  BOOST_TEST(result->status == status);
+  return json::parse(result->body)["error"];
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(openai_endpoint)
+
+BOOST_AUTO_TEST_CASE(models_lists_the_served_model) {
+  Served served;
+  const json body = json::parse(served.client->Get("/v1/models")->body);
+  BOOST_TEST(body["data"][0]["id"] == "tiny");
+  BOOST_TEST(body["data"][0]["max_model_len"] == 1024);
+}
+
+BOOST_AUTO_TEST_CASE(a_text_completion_answers_text_token_ids_and_usage) {
+  Served served;
+  served.generator.answer_text("Hi!");
+  const json body = served.ok("/v1/completions", {{"prompt", "Say hi"}, {"temperature", 0}});
+  BOOST_TEST(body["object"] == "text_completion");
+  BOOST_TEST(body["choices"][0]["text"] == "Hi!");
+  BOOST_TEST(body["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(body["choices"][0]["token_ids"] == json(bytes_of("Hi!")));
+  BOOST_TEST(body["prompt_token_ids"] == json(bytes_of("Say hi")));
+  BOOST_TEST(body["usage"] == json({{"prompt_tokens", 6}, {"completion_tokens", 3}, {"total_tokens", 9}}));
+  const GenerationRequest sent = served.generator.requests().at(0);
+  BOOST_TEST(sent.prompt == bytes_of("Say hi"));
+  BOOST_TEST(sent.max_tokens == 16);  // OpenAI's default for completions
+  BOOST_TEST(sent.temperature == 0.0);
+  BOOST_TEST(sent.stop_tokens == std::vector<std::int32_t>{258});
+}
+
+BOOST_AUTO_TEST_CASE(prompts_as_token_ids_give_n_choices_each_with_their_prompt) {
+  Served served;
+  served.generator.answer_text("ok");
+  const json body = served.ok("/v1/completions", {{"prompt", {{1, 2, 3}, {4, 5}}}, {"n", 2}, {"seed", 10}});
+  BOOST_REQUIRE(body["choices"].size() == 4);
+  for (int i = 0; i < 4; ++i) BOOST_TEST(body["choices"][i]["index"] == i);
+  BOOST_TEST(body["choices"][1]["prompt_token_ids"] == json({1, 2, 3}));
+  BOOST_TEST(body["choices"][2]["prompt_token_ids"] == json({4, 5}));
+  BOOST_TEST(!body.contains("prompt_token_ids"));  // two prompts: each choice carries its own
+  BOOST_TEST(body["usage"]["prompt_tokens"] == 10);
+  std::vector<std::uint64_t> seeds;
+  for (const GenerationRequest& r : served.generator.requests()) seeds.push_back(r.seed.value());
+  std::sort(seeds.begin(), seeds.end());
+  BOOST_TEST(seeds == (std::vector<std::uint64_t>{10, 10, 11, 11}));  // the n choices differ
+}
+
+BOOST_AUTO_TEST_CASE(a_token_id_outside_the_vocabulary_is_400) {
+  Served served;
+  const json error = error_of(served.post("/v1/completions", {{"prompt", {1, 259}}}), 400);
+  BOOST_TEST(error["param"] == "prompt");
+  BOOST_TEST(served.generator.requests().empty());
+}
+
+BOOST_AUTO_TEST_CASE(chat_goes_through_the_template_and_stops_at_its_end_token) {
+  Served served;
+  served.generator.answer = bytes_of("Hello");
+  served.generator.answer.push_back(im_end);
+  const json body = served.ok("/v1/chat/completions", hello_chat);
+  const json& choice = body["choices"][0];
+  BOOST_TEST(choice["message"]["role"] == "assistant");
+  BOOST_TEST(choice["message"]["content"] == "Hello");  // the end token's text is not shown
+  BOOST_TEST(choice["token_ids"].back() == im_end);     // but it is among the tokens trained on
+  BOOST_TEST(choice["finish_reason"] == "stop");
+  const GenerationRequest sent = served.generator.requests().at(0);
+  BOOST_TEST(served.tokenizer->decode(sent.prompt) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  BOOST_TEST(body["prompt_token_ids"] == json(sent.prompt));
+  BOOST_TEST(sent.max_tokens == 1024 - static_cast<int>(sent.prompt.size()));  // chat: what the context leaves
+  BOOST_TEST((std::find(sent.stop_tokens.begin(), sent.stop_tokens.end(), im_end) != sent.stop_tokens.end()));
+}
+
+BOOST_AUTO_TEST_CASE(max_tokens_ends_a_choice_with_length) {
+  Served served;
+  served.generator.answer_text("abcdefgh");
+  json request = hello_chat;
+  request["max_tokens"] = 50;
+  request["max_completion_tokens"] = 3;  // the newer name wins
+  const json body = served.ok("/v1/chat/completions", request);
+  BOOST_TEST(body["choices"][0]["message"]["content"] == "abc");
+  BOOST_TEST(body["choices"][0]["finish_reason"] == "length");
+}
+
+BOOST_AUTO_TEST_CASE(a_stop_string_cuts_the_text_and_cancels_the_stream) {
+  Served served;
+  served.generator.answer_text("one, two. three four five six");
+  served.generator.per_token = std::chrono::milliseconds(5);
+  json request = hello_chat;
+  request["stop"] = {"xyz", ". "};
+  const json body = served.ok("/v1/chat/completions", request);
+  BOOST_TEST(body["choices"][0]["message"]["content"] == "one, two");
+  BOOST_TEST(body["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(body["choices"][0]["token_ids"] == json(bytes_of("one, two. ")));  // up to the one that matched
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (served.generator.cancelled_streams() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  BOOST_TEST(served.generator.cancelled_streams() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(chat_logprobs_have_openai_shape) {
+  Served served;
+  served.generator.answer_text("ab");
+  json request = hello_chat;
+  request["logprobs"] = true;
+  request["top_logprobs"] = 2;
+  const json content = served.ok("/v1/chat/completions", request)["choices"][0]["logprobs"]["content"];
+  BOOST_REQUIRE(content.size() == 2);
+  BOOST_TEST(content[1]["token"] == "b");
+  BOOST_TEST(content[1]["logprob"] == -0.25);
+  BOOST_TEST(content[1]["bytes"] == json({98}));
+  BOOST_TEST(content[1]["top_logprobs"].size() == 2);
+  BOOST_TEST(content[1]["top_logprobs"][0]["token"] == "c");
+  BOOST_TEST(served.generator.requests().at(0).top_logprobs == 2);
+}
+
+BOOST_AUTO_TEST_CASE(completion_logprobs_have_the_legacy_shape) {
+  Served served;
+  served.generator.answer_text("xy");
+  const json logprobs = served.ok("/v1/completions", {{"prompt", "p"}, {"logprobs", 1}})["choices"][0]["logprobs"];
+  BOOST_TEST(logprobs["tokens"] == json({"x", "y"}));
+  BOOST_TEST(logprobs["token_logprobs"] == json({-0.125, -0.25}));
+  BOOST_TEST(logprobs["top_logprobs"][0] == json({{"y", -1.125}}));
+  BOOST_TEST(logprobs["text_offset"] == json({0, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(no_logprobs_asked_gives_null) {
+  Served served;
+  served.generator.answer_text("a");
+  BOOST_TEST(served.ok("/v1/chat/completions", hello_chat)["choices"][0]["logprobs"].is_null());
+}
+
+BOOST_AUTO_TEST_CASE(a_streamed_chat_sends_the_role_then_pieces_then_the_finish_and_done) {
+  Served served;
+  served.generator.answer_text("Hello there");
+  json request = hello_chat;
+  request["stream"] = true;
+  request["stream_options"] = {{"include_usage", true}};
+  const auto result = served.post("/v1/chat/completions", request);
+  BOOST_TEST(result->get_header_value("Content-Type") == "text/event-stream");
+  const std::vector<json> events = events_of(result->body);
+  BOOST_REQUIRE(events.size() >= 5);
+  BOOST_TEST(events.front()["object"] == "chat.completion.chunk");
+  BOOST_TEST(events.front()["choices"][0]["delta"]["role"] == "assistant");
+  BOOST_TEST(events.front()["prompt_token_ids"].size() > 0);
+  BOOST_TEST(streamed_text(events, "content") == "Hello there");
+  std::vector<std::int32_t> ids;
+  for (std::size_t i = 1; i + 3 < events.size(); ++i)
+    for (const json& id : events[i]["choices"][0]["token_ids"]) ids.push_back(id);
+  BOOST_TEST(ids == bytes_of("Hello there"));
+  BOOST_TEST(events[events.size() - 3]["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(events[events.size() - 2]["usage"]["completion_tokens"] == 11);
+  BOOST_TEST(events.back() == "[DONE]");
+}
+
+BOOST_AUTO_TEST_CASE(a_streamed_answer_never_shows_part_of_a_stop_string) {
+  Served served;
+  served.generator.answer_text("abcSTdefSTOPghi");
+  const auto result = served.post("/v1/completions", {{"prompt", "p"}, {"stream", true}, {"stop", "STOP"}});
+  const std::vector<json> events = events_of(result->body);
+  BOOST_TEST(streamed_text(events, "text") == "abcSTdef");
+  BOOST_TEST(events.end()[-2]["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(events.back() == "[DONE]");
+}
+
+BOOST_AUTO_TEST_CASE(tools_are_rendered_and_a_tool_call_is_parsed_back) {
+  Served served;
+  served.generator.answer_text("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>");
+  served.generator.answer.push_back(im_end);
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  const json choice = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["message"]["content"].is_null());
+  const json call = choice["message"]["tool_calls"][0];
+  BOOST_TEST(call["id"].get<std::string>().rfind("call_", 0) == 0);
+  BOOST_TEST(call["type"] == "function");
+  BOOST_TEST(call["function"]["name"] == "add");
+  BOOST_TEST(json::parse(call["function"]["arguments"].get<std::string>()) == json({{"a", 1}, {"b", 2}}));
+  const std::string prompt = served.tokenizer->decode(served.generator.requests().at(0).prompt);
+  // the tool as the client wrote it (this client sorts keys), between the template's tags
+  BOOST_TEST(prompt.find("<tools>\n{\"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\"}}, "
+                         "\"type\": \"function\"}\n</tools>") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_tool_call_is_plain_text_with_stop) {
+  Served served;
+  const std::string text = "<tool_call>\n{\"name\": add}\n</tool_call>";
+  served.generator.answer_text(text);
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  const json choice = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "stop");
+  BOOST_TEST(choice["message"]["content"] == text);
+  BOOST_TEST(!choice["message"].contains("tool_calls"));
+}
+
+BOOST_AUTO_TEST_CASE(tool_choice_none_shows_no_tools_and_parses_no_calls) {
+  Served served;
+  served.generator.answer_text("<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>");
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  request["tool_choice"] = "none";
+  const json choice = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "stop");
+  BOOST_TEST(served.tokenizer->decode(served.generator.requests().at(0).prompt).find("<tools>") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_streamed_tool_call_comes_whole_in_the_last_chunk) {
+  Served served;
+  served.generator.answer_text("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>");
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  request["stream"] = true;
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_REQUIRE(events.size() == 3);  // the role, the calls, [DONE]
+  const json last = events[1]["choices"][0];
+  BOOST_TEST(last["finish_reason"] == "tool_calls");
+  BOOST_TEST(last["delta"]["tool_calls"][0]["index"] == 0);
+  BOOST_TEST(last["delta"]["tool_calls"][0]["function"]["name"] == "add");
+}
+
+BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {
+  Served served;
+  served.generator.answer_text("3");
+  const json request = {
+      {"messages",
+       {{{"role", "user"}, {"content", "1+2?"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "add"}, {"arguments", "{\"a\": 1}"}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "3"}}}},
+      {"tools", {add_tool}}};
+  served.ok("/v1/chat/completions", request);
+  const std::string prompt = served.tokenizer->decode(served.generator.requests().at(0).prompt);
+  BOOST_TEST(prompt.find("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>") !=
+             std::string::npos);
+  BOOST_TEST(prompt.find("<tool_response>\n3\n</tool_response>") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_under_the_proxy_path_is_traced_per_choice) {
+  Served served;
+  served.generator.answer_text("ab");
+  json request = hello_chat;
+  request["n"] = 2;
+  const json body = served.ok("/rollout/ro-3/attempt/at-5/v1/chat/completions", request);
+  const std::vector<TracedCall> calls = served.tracer.calls();
+  BOOST_REQUIRE(calls.size() == 2);
+  for (const TracedCall& call : calls) {
+    BOOST_TEST(call.rollout_id == 3u);
+    BOOST_TEST(call.attempt_id == 5u);
+    BOOST_TEST(json(call.prompt) == body["prompt_token_ids"]);
+    BOOST_TEST(json(call.response) == body["choices"][0]["token_ids"]);
+    BOOST_TEST(call.logprobs == (std::vector<float>{-0.125f, -0.25f}));
+    BOOST_TEST(call.policy_version == policy_version);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_request_with_the_trace_headers_is_traced) {
+  Served served;
+  served.generator.answer_text("z");
+  served.ok("/v1/completions", {{"prompt", {7, 8}}}, {{"x-rollout-id", "ro-3"}, {"x-attempt-id", "at-5"}});
+  BOOST_REQUIRE(served.tracer.calls().size() == 1);
+  BOOST_TEST(served.tracer.calls()[0].prompt == (std::vector<std::int32_t>{7, 8}));
+  BOOST_TEST(served.tracer.calls()[0].response == bytes_of("z"));
+}
+
+BOOST_AUTO_TEST_CASE(a_streamed_traced_request_is_recorded_once_it_ends) {
+  Served served;
+  served.generator.answer_text("abc");
+  served.post("/rollout/ro-3/attempt/at-5/v1/completions", {{"prompt", "p"}, {"stream", true}});
+  BOOST_REQUIRE(served.tracer.calls().size() == 1);
+  BOOST_TEST(served.tracer.calls()[0].response == bytes_of("abc"));
+}
+
+BOOST_AUTO_TEST_CASE(an_attempt_not_running_here_is_404_before_generating) {
+  Served served;
+  for (const char* path :
+       {"/rollout/ro-4/attempt/at-5/v1/chat/completions", "/rollout/ro-3/attempt/at-6/v1/chat/completions",
+        "/rollout/3/attempt/5/v1/chat/completions"})
+    BOOST_TEST(error_of(served.post(path, hello_chat), 404)["code"] == "attempt_not_found");
+  error_of(served.post("/v1/chat/completions", hello_chat, {{"x-rollout-id", "ro-9"}, {"x-attempt-id", "at-5"}}), 404);
+  error_of(served.post("/v1/chat/completions", hello_chat, {{"x-rollout-id", "ro-3"}}), 400);
+  BOOST_TEST(served.generator.requests().empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_untagged_request_is_served_and_not_traced) {
+  Served served;
+  served.generator.answer_text("a");
+  served.ok("/v1/chat/completions", hello_chat);
+  BOOST_TEST(served.tracer.calls().empty());
+}
+
+BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field) {
+  Served served;
+  const auto param_of = [&](const std::string& body) {
+    const auto result = served.client->Post("/v1/chat/completions", body, "application/json");
+    return error_of(result, 400)["param"];
+  };
+  BOOST_TEST(param_of("{\"messages\": [").is_null());
+  BOOST_TEST(param_of("[1, 2]").is_null());
+  BOOST_TEST(param_of(R"({"messages": "hi"})") == "messages");
+  BOOST_TEST(param_of(R"({"messages": [{"role": "wizard", "content": "x"}]})") == "messages");
+  const std::string messages = R"("messages": [{"role": "user", "content": "x"}])";
+  BOOST_TEST(param_of("{" + messages + R"(, "temperature": -1})") == "temperature");
+  BOOST_TEST(param_of("{" + messages + R"(, "temperature": "hot"})") == "temperature");
+  BOOST_TEST(param_of("{" + messages + R"(, "n": 0})") == "n");
+  BOOST_TEST(param_of("{" + messages + R"(, "max_tokens": 0})") == "max_tokens");
+  BOOST_TEST(param_of("{" + messages + R"(, "logprobs": true, "top_logprobs": 21})") == "top_logprobs");
+  BOOST_TEST(param_of("{" + messages + R"(, "stop": 5})") == "stop");
+  BOOST_TEST(param_of("{" + messages + R"(, "stream": "yes"})") == "stream");
+  BOOST_TEST(param_of("{" + messages + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})") ==
+             "tool_choice");
+  BOOST_TEST(served.generator.requests().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_prompt_longer_than_the_context_is_400) {
+  Served served;
+  const json error = error_of(served.post("/v1/completions", {{"prompt", std::string(1100, 'x')}}), 400);
+  BOOST_TEST(error["code"] == "context_length_exceeded");
+}
+
+BOOST_AUTO_TEST_CASE(an_engine_refusal_is_400) {
+  Served served;  // the scripted engine refuses an empty prompt
+  BOOST_TEST(error_of(served.post("/v1/completions", {{"prompt", ""}}), 400)["message"] == "an empty prompt");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace arclight::serve::testing
