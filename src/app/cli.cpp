@@ -360,7 +360,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,
                      "with --chat: end with the assistant's header, as for generation");
 
-  CLI::App* serve = app.add_subcommand("serve", "serve a config's policy on the OpenAI-compatible endpoint, no training");
+  CLI::App* serve =
+      app.add_subcommand("serve", "serve a config's policy on the OpenAI-compatible endpoint, no training");
   serve->add_option("CONFIG", inv.serve_config, "config file (model, run.seed, runner.http_*)");
   serve->add_option("--host", inv.serve_host, "the address to bind (default: runner.http_host, loopback)");
   serve->add_option("--port", inv.serve_port, "the port; 0: any free port (default: runner.http_port)")

@@ -6,7 +6,8 @@
 namespace arclight::app {
 
 ServedText served_text(const ModelConfig& model) {
-  if (model.source != ModelSource::hf) return {text::make_scratch_chat_tokenizer(), text::ChatTemplate::named("chatml")};
+  if (model.source != ModelSource::hf)
+    return {text::make_scratch_chat_tokenizer(), text::ChatTemplate::named("chatml")};
   return {text::load_tokenizer(model.path), text::load_chat_template(model.path, model.chat_template)};
 }
 

