@@ -7,6 +7,7 @@
 
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/decode_batch.hpp"
+#include "workstation_policy.hpp"
 
 using namespace arclight;
 
@@ -30,13 +31,7 @@ int main(int argc, char** argv) {
   const int sequences = argc > 1 ? std::atoi(argv[1]) : 64;
   const int new_tokens = argc > 2 ? std::atoi(argv[2]) : 56;
   model::set_compute_threads(1);
-  ModelConfig mc;  // the workstation policy's shape (bench/generate.cpp's)
-  mc.d_model = 64;
-  mc.n_layers = 2;
-  mc.n_heads = 4;
-  mc.d_ff = 256;
-  mc.max_seq = 20 + new_tokens;
-  model::Policy policy(mc, 35, 1);
+  model::Policy policy(workstation_policy(20 + new_tokens), 35, 1);
   const auto continuous = best_seconds([&] {
     model::DecodeBatch batch(policy, sequences);
     for (int s = 0; s < sequences; ++s) {
