@@ -5,6 +5,7 @@
 
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/policy.hpp"
+#include "workstation_policy.hpp"
 
 using namespace arclight;
 
@@ -12,13 +13,7 @@ int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 64;
   const int new_tokens = argc > 2 ? std::atoi(argv[2]) : 56;
   model::set_compute_threads(1);
-  ModelConfig mc;  // the workstation policy's shape, with room for long answers
-  mc.d_model = 64;
-  mc.n_layers = 2;
-  mc.n_heads = 4;
-  mc.d_ff = 256;
-  mc.max_seq = 8 + new_tokens;
-  model::Policy policy(mc, 35, 1);
+  model::Policy policy(workstation_policy(8 + new_tokens), 35, 1);
   std::vector<std::vector<std::int32_t>> prompts(batch, std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7});
   auto rate = [&](bool cache) {
     policy.seed_sampling(7);

@@ -39,9 +39,10 @@ void check_request(const SequenceRequest& r, const Architecture& a) {
 // The N most likely tokens of a distribution [1, vocab], most likely first.
 std::vector<std::pair<std::int32_t, float>> most_likely(const torch::Tensor& logprobs, int n) {
   const auto [values, tokens] = logprobs.topk(n, -1);
+  const auto value = values.accessor<float, 2>();
+  const auto token = tokens.accessor<std::int64_t, 2>();
   std::vector<std::pair<std::int32_t, float>> out;
-  for (int i = 0; i < n; ++i)
-    out.emplace_back(static_cast<std::int32_t>(tokens[0][i].item<std::int64_t>()), values[0][i].item<float>());
+  for (int i = 0; i < n; ++i) out.emplace_back(static_cast<std::int32_t>(token[0][i]), value[0][i]);
   return out;
 }
 
@@ -70,7 +71,9 @@ struct DecodeBatch::Impl {
 
   void advance_live(std::vector<SequenceToken>& out);
   void admit_queued(std::vector<SequenceToken>& out);
-  SequenceToken draw(std::size_t row, const torch::Tensor& logits);
+  std::vector<std::vector<std::size_t>> draw_groups(std::size_t span) const;
+  void draw(const std::vector<std::size_t>& group, const torch::Tensor& logits, std::vector<SequenceToken>& out);
+  SequenceToken record(std::size_t row, std::int32_t token, float logprob);
   FinishReason finish_of(const Sequence& s, std::int32_t token) const;
 
   Decoder& decoder;
@@ -98,8 +101,33 @@ void DecodeBatch::Impl::advance_live(std::vector<SequenceToken>& out) {
   }
   KvCache view = slots.rows(0, static_cast<std::int64_t>(span));
   const auto logits = decoder.forward(long_tensor(tokens).unsqueeze(1), long_tensor(positions), end, view).select(1, 0);
-  for (std::size_t r = 0; r < span; ++r)
-    if (rows[r]) out.push_back(draw(r, logits.narrow(0, static_cast<std::int64_t>(r), 1)));
+  for (const auto& group : draw_groups(span)) {
+    const std::vector<std::int64_t> members(group.begin(), group.end());
+    draw(group, logits.index_select(0, long_tensor(members)), out);
+  }
+}
+
+// The live rows among the first `span`, grouped so that one draw_next serves each group: greedy rows together (they
+// need no generator), unseeded rows of the same sampling together (they share the policy's generator); a seeded row
+// draws alone from its own, whatever else runs.
+std::vector<std::vector<std::size_t>> DecodeBatch::Impl::draw_groups(std::size_t span) const {
+  const auto together = [](const Sequence& a, const Sequence& b) {
+    const Sampling &x = a.request.sampling, &y = b.request.sampling;
+    if (x.temperature <= 0 || y.temperature <= 0) return x.temperature <= 0 && y.temperature <= 0;
+    return !a.generator && !b.generator && x.temperature == y.temperature && x.top_k == y.top_k && x.top_p == y.top_p;
+  };
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t r = 0; r < span; ++r) {
+    if (!rows[r]) continue;
+    const auto joins =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return together(*rows[g[0]], *rows[r]); });
+    if (joins == groups.end()) {
+      groups.push_back({r});
+    } else {
+      joins->push_back(r);
+    }
+  }
+  return groups;
 }
 
 // Prefills queued prompts into free rows, each giving its first token.
@@ -115,23 +143,35 @@ void DecodeBatch::Impl::admit_queued(std::vector<SequenceToken>& out) {
     rows[r]->length = length;
     KvCache row = slots.rows(static_cast<std::int64_t>(r), 1);
     const auto logits = decoder.forward(long_tensor(std::move(prompt)).unsqueeze(0), &row);
-    out.push_back(draw(r, logits.select(1, length - 1)));
+    draw({r}, logits.select(1, length - 1), out);
   }
 }
 
-// Draws the row's next token from its logits [1, vocab]; a sequence that ends frees its row.
-SequenceToken DecodeBatch::Impl::draw(std::size_t row, const torch::Tensor& logits) {
+// Draws the next token of each row of a group from its logits [group size, vocab].
+void DecodeBatch::Impl::draw(const std::vector<std::size_t>& group, const torch::Tensor& logits,
+                             std::vector<SequenceToken>& out) {
+  Sequence& first = *rows[group[0]];
+  const Draw next = draw_next(logits, first.request.sampling, first.generator ? *first.generator : shared_generator);
+  const auto tokens = next.tokens.contiguous(), logprobs = next.chosen().contiguous();
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const int top = rows[group[i]]->request.top_logprobs;
+    const auto token = static_cast<std::int32_t>(tokens.data_ptr<std::int64_t>()[i]);
+    out.push_back(record(group[i], token, logprobs.data_ptr<float>()[i]));
+    if (top > 0) out.back().top = most_likely(next.logprobs.narrow(0, static_cast<std::int64_t>(i), 1), top);
+  }
+}
+
+// The event of a row's new token (without top_logprobs); a sequence that ends frees its row.
+SequenceToken DecodeBatch::Impl::record(std::size_t row, std::int32_t token, float logprob) {
   Sequence& s = *rows[row];
-  const Draw next = draw_next(logits, s.request.sampling, s.generator ? *s.generator : shared_generator);
   SequenceToken event;
   event.sequence = s.id;
-  event.token = static_cast<std::int32_t>(next.tokens.item<std::int64_t>());
-  event.logprob = next.chosen().item<float>();
-  if (s.request.top_logprobs > 0) event.top = most_likely(next.logprobs, s.request.top_logprobs);
-  s.last = event.token;
+  event.token = token;
+  event.logprob = logprob;
+  s.last = token;
   ++s.length;
   ++s.drawn;
-  event.finish = finish_of(s, event.token);
+  event.finish = finish_of(s, token);
   if (event.finish != FinishReason::none) rows[row].reset();
   return event;
 }

@@ -202,12 +202,19 @@ BOOST_AUTO_TEST_CASE(a_sequence_ends_at_max_new_tokens_or_at_max_seq) {
 BOOST_AUTO_TEST_CASE(a_cancelled_sequence_gives_no_more_tokens_and_frees_its_row) {
   Policy policy(small(), 20, 5);
   DecodeBatch batch(policy, 2);
+  const std::vector<std::int32_t> second_prompt = prompt_of(4, 2, 20), waiting_prompt = prompt_of(5, 3, 20);
   const auto first = batch.add(request(prompt_of(3, 1, 20), 10));
-  const auto second = batch.add(request(prompt_of(4, 2, 20), 10));
-  const auto waiting = batch.add(request(prompt_of(5, 3, 20), 10));
+  const auto second = batch.add(request(second_prompt, 10));
+  const auto waiting = batch.add(request(waiting_prompt, 10));
   const auto never = batch.add(request(prompt_of(5, 4, 20), 10));
-  batch.step();
-  batch.step();
+  std::map<std::uint64_t, std::vector<std::int32_t>> tokens;
+  const auto step = [&] {
+    const auto events = batch.step();
+    for (const SequenceToken& e : events) tokens[e.sequence].push_back(e.token);
+    return events;
+  };
+  step();
+  step();
   BOOST_TEST(batch.live() == 2u);
   BOOST_TEST(batch.queued() == 2u);
   batch.cancel(first);
@@ -215,12 +222,15 @@ BOOST_AUTO_TEST_CASE(a_cancelled_sequence_gives_no_more_tokens_and_frees_its_row
   batch.cancel(12345);  // unknown: nothing happens
   BOOST_TEST(batch.live() == 1u);
   BOOST_TEST(batch.queued() == 1u);
-  const auto events = batch.step();  // second goes on, waiting joins the freed row
+  const auto events = step();  // second goes on past the free row 0, then waiting joins row 0
   BOOST_REQUIRE(events.size() == 2u);
   BOOST_TEST(events[0].sequence == second);
   BOOST_TEST(events[1].sequence == waiting);
-  while (!batch.idle())
-    for (const SequenceToken& e : batch.step()) BOOST_TEST((e.sequence != first && e.sequence != never));
+  while (!batch.idle()) step();
+  BOOST_TEST(tokens[first].size() == 2u);
+  BOOST_TEST(tokens.count(never) == 0u);
+  BOOST_TEST(tokens[second] == policy.generate({second_prompt}, 10, greedy()).at(0).tokens);
+  BOOST_TEST(tokens[waiting] == policy.generate({waiting_prompt}, 10, greedy()).at(0).tokens);
 }
 
 BOOST_AUTO_TEST_CASE(top_logprobs_are_sorted_and_hold_the_drawn_token) {

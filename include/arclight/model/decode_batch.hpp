@@ -29,25 +29,30 @@ enum class FinishReason : std::uint8_t { none, stop, length };  // none: still r
 struct SequenceToken {
   std::uint64_t sequence = 0;  // what add() returned
   std::int32_t token = 0;
-  float logprob = 0;                                // under the distribution it was drawn from (as Policy::generate)
-  std::vector<std::pair<std::int32_t, float>> top;  // the top_logprobs most likely, most likely first
-  FinishReason finish = FinishReason::none;         // set on the sequence's last token
+  float logprob = 0;  // under the distribution it was drawn from (as Policy::generate)
+  // The top_logprobs most likely under that distribution, most likely first (-inf: ruled out by top-k / top-p).
+  std::vector<std::pair<std::int32_t, float>> top;
+  FinishReason finish = FinishReason::none;  // set on the sequence's last token
 };
 
 class DecodeBatch {
  public:
-  // Room for max_sequences at once, each up to the model's max_seq tokens.
+  // Room for max_sequences at once, each up to the model's max_seq tokens (the KV cache is allocated here). Decodes
+  // with the policy's current weights; unseeded sequences draw from its generator (seed_sampling). The policy must
+  // outlive it. UsageError for max_sequences < 1.
   DecodeBatch(Policy& policy, int max_sequences);
   ~DecodeBatch();
   DecodeBatch(const DecodeBatch&) = delete;
   DecodeBatch& operator=(const DecodeBatch&) = delete;
 
-  // Queues a sequence; it joins at the next step(). Throws UsageError for an empty prompt, a token outside the
-  // vocabulary, or a prompt that leaves no room for one new token.
+  // Queues a sequence; it joins at the next step() with a free row. Throws UsageError for an empty prompt, a prompt
+  // or stop token outside the vocabulary, a prompt that leaves no room for one new token, max_new_tokens < 1,
+  // top_logprobs outside 0..20, or a negative temperature or top_k, or top_p outside (0, 1].
   std::uint64_t add(SequenceRequest request);
-  void cancel(std::uint64_t sequence);  // drops it (queued or live); no more tokens from it
+  void cancel(std::uint64_t sequence);  // drops it (queued or live); no more tokens from it. Unknown/ended: no-op
 
-  // One token for every live sequence (a newly joined one gets its first), at most one event per sequence.
+  // One token for every live sequence (a newly joined one gets its first), at most one event per sequence. The live
+  // ones advance first, then queued ones join free rows (one that ends on joining frees its row at once).
   std::vector<SequenceToken> step();
 
   std::size_t live() const;    // joined and not finished
