@@ -11,18 +11,20 @@ set -u
 bin=$(realpath "$1"); src=$(realpath "$2")
 mpirun=${MPIEXEC:-mpirun}
 work=$(mktemp -d)
-cleanup() { pkill -9 -f "agent-of-$work" 2>/dev/null; rm -rf "$work"; }
+cleanup() { pkill -9 -f "python3[^ ]* [^ ]+\.py agent-of-$work$" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$src/tests/app/ranks.sh"
 cd "$src"
-marker="agent-of-$work"  # every agent's argv carries it: pgrep finds exactly this test's agents
+marker="agent-of-$work"  # every agent's argv ends with it: pgrep finds exactly this test's agents
+export FAULT_AGENT_STATE=$work  # where tests/app/fault_agent.py counts its faults across restarts
 
 for s in $(seq 1 7); do echo "{\"secret\": $s, \"n\": 7, \"max_turns\": 5}"; done >"$work/tasks.jsonl"
 # configs/tiny.toml with the guess agent outside.
 external=(--agent.name external --agent.tasks "$work/tasks.jsonl" --agent.command python3
           --agent.command examples/guess_agent.py --agent.command "$marker" --agent.episode_timeout_seconds 20)
 
-agents_left() { pgrep -f "$marker" | xargs; }
+# The agents themselves, not the ranks or mpirun, whose command lines hold the marker too.
+agents_left() { pgrep -f "python3[^ ]* [^ ]+\.py $marker$" | xargs; }
 # Waits up to $1 seconds for every agent process to be gone.
 agents_gone_within() {
   local deadline=$((SECONDS + $1))
@@ -83,10 +85,11 @@ deadline=$((SECONDS + 60))
 until [ -n "$(agents_left)" ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
 [ -n "$(agents_left)" ] || fail "kill: the agents never started: $(tail -5 "$work/err")"
 sleep 2
-runner=$(ps -o ppid= -p "$(pgrep -f "$marker" | head -1)" | xargs)  # the agent's parent: the runner rank
+runner=$(ps -o ppid= -p "$(agents_left | cut -d' ' -f1)" | xargs)  # an agent's parent: the runner rank
+[ "$(ps -o comm= -p "$runner")" = arclight ] || fail "kill: the agents' parent is $(ps -o comm= -p "$runner"), not a rank"
 kill -9 "$runner" 2>/dev/null
 agents_gone_within 5 || fail "kill: agents outlived their runner (SIGKILL): $(agents_left)"
-kill -9 "$job" 2>/dev/null; pkill -9 -f "$work/killed" 2>/dev/null; wait "$job" 2>/dev/null
+{ kill -9 "$job"; pkill -9 -f "$work/killed"; wait "$job"; } 2>/dev/null
 [ $failures = "$before" ] && passed=$((passed + 1))
 
 # 5. Mistakes in the config: refused before anything starts.

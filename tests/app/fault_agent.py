@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """An outside agent that misbehaves, for tests/app/external_agent_test.sh. It plays the guess task as
 examples/guess_agent.py does, and each worker (by the index at the end of ARCLIGHT_WORKER_ID) adds one fault:
-  w0  crashes (os._exit) in the middle of every 4th episode, after sending the endpoint garbage it must refuse (400)
-  w1  hangs (sleeps for ever) in the middle of every 6th episode
+  w0  crashes (os._exit) in the middle of its 4th episode, after sending the endpoint garbage it must refuse (4xx),
+      in its first two lives (a worker that always crashes trips the runner's restart limit, which ends the job)
+  w1  hangs (sleeps for ever) in the middle of its 6th episode, in its first life
   w2  never asks for work
+Lives are counted in files under $FAULT_AGENT_STATE.
 Every refusal that is not a 4xx JSON error is reported on stderr as "UNEXPECTED", which the test looks for."""
 import http.client
 import json
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
@@ -17,6 +20,18 @@ from agent_client import API_KEY, BASE_URL, llm_path, run_episodes  # noqa: E402
 
 WORKER_INDEX = int(os.environ["ARCLIGHT_WORKER_ID"].rsplit("w", 1)[1])
 episodes_played = 0
+counter = threading.Lock()
+
+
+def this_life():
+    """How many times this worker has started, this start included."""
+    with open(os.path.join(os.environ["FAULT_AGENT_STATE"], f"lives-{WORKER_INDEX}"), "a+") as f:
+        f.write("x")
+        f.seek(0)
+        return len(f.read())
+
+
+LIFE = this_life()
 
 
 def send_garbage(rollout):
@@ -42,12 +57,14 @@ def send_garbage(rollout):
 
 def play(llm, store, rollout):
     global episodes_played
-    episodes_played += 1
-    if WORKER_INDEX == 0 and episodes_played % 4 == 0:
+    with counter:  # the process's episodes run on several threads
+        episodes_played += 1
+        episode = episodes_played
+    if WORKER_INDEX == 0 and episode == 4 and LIFE <= 2:
         send_garbage(rollout)
         llm.post(llm_path(rollout, "completions"), {"prompt": [0], "max_tokens": 1})  # a call in flight, then:
         os._exit(3)
-    if WORKER_INDEX == 1 and episodes_played % 6 == 0:
+    if WORKER_INDEX == 1 and episode == 6 and LIFE == 1:
         time.sleep(10_000)
     guess_agent.play(llm, store, rollout)
 
