@@ -19,6 +19,7 @@
 
 #include "arclight/app/cli.hpp"
 #include "arclight/model/decode_batch.hpp"
+#include "arclight/text/chat_template.hpp"
 #include "arclight/text/tokenizer.hpp"
 
 using namespace arclight;
@@ -38,7 +39,7 @@ std::vector<std::vector<std::int32_t>> prompts_of(int count, int length) {
 
 // In-process: every prompt added to one DecodeBatch at once, stepped until all have their tokens.
 double in_process_tokens_per_second(model::Policy& policy, const std::vector<std::vector<std::int32_t>>& prompts,
-                                    int new_tokens) {
+                                    int new_tokens, const std::vector<std::int32_t>& stop_tokens, std::size_t& tokens) {
   model::DecodeBatch batch(policy, static_cast<int>(prompts.size()));
   const auto start = Clock::now();
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -46,9 +47,10 @@ double in_process_tokens_per_second(model::Policy& policy, const std::vector<std
     r.prompt = prompts[i];
     r.max_new_tokens = new_tokens;
     r.seed = i;
+    r.stop_tokens = stop_tokens;
     batch.add(r);
   }
-  std::size_t tokens = 0;
+  tokens = 0;
   while (!batch.idle()) tokens += batch.step().size();
   return tokens / seconds_since(start);
 }
@@ -143,7 +145,13 @@ int main(int argc, char** argv) {
 
   model::Policy policy(config.model, static_cast<int>(text::make_scratch_chat_tokenizer()->vocab_size()),
                        config.run.seed);
-  const double local_rate = in_process_tokens_per_second(policy, prompts, new_tokens);
+
+  // The endpoint ends a sequence at the template's stop tokens: so does the baseline, which then decodes the very
+  // sequences the server does (the same weights from run.seed, the same seeds).
+  const auto tokenizer = text::make_scratch_chat_tokenizer();
+  std::size_t local_tokens = 0;
+  const double local_rate = in_process_tokens_per_second(
+      policy, prompts, new_tokens, text::ChatTemplate::named("chatml").stop_ids(*tokenizer), local_tokens);
   const double local_one = in_process_one_token_seconds(policy, prompts[0], 20);
 
   std::vector<double> first_token(clients);
@@ -172,12 +180,12 @@ int main(int argc, char** argv) {
     served_one = std::min(served_one, seconds_since(t));
   }
   std::printf(
-      "{\"clients\": %d, \"prompt_tokens\": %d, \"new_tokens\": %d, \"served_tokens\": %d, "
+      "{\"clients\": %d, \"prompt_tokens\": %d, \"new_tokens\": %d, \"served_tokens\": %d, \"in_process_tokens\": %zu, "
       "\"tokens_per_s\": %.1f, \"in_process_tokens_per_s\": %.1f, \"throughput_ratio\": %.3f, "
       "\"ttft_p50_ms\": %.1f, \"ttft_p99_ms\": %.1f, \"one_token_ms\": %.2f, \"one_token_in_process_ms\": %.2f, "
       "\"one_token_overhead_ms\": %.2f}\n",
-      clients, prompt_length, new_tokens, served_tokens, served_rate, local_rate, served_rate / local_rate,
-      1e3 * percentile(first_token, 0.5), 1e3 * percentile(first_token, 0.99), 1e3 * served_one, 1e3 * local_one,
-      1e3 * (served_one - local_one));
+      clients, prompt_length, new_tokens, served_tokens, local_tokens, served_rate, local_rate,
+      served_rate / local_rate, 1e3 * percentile(first_token, 0.5), 1e3 * percentile(first_token, 0.99),
+      1e3 * served_one, 1e3 * local_one, 1e3 * (served_one - local_one));
   return 0;
 }
