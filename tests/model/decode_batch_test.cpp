@@ -104,6 +104,13 @@ std::vector<Arrival> ragged_arrivals(int vocab) {
   return out;
 }
 
+// The same sequences, all at once: their ragged prompts are prefilled together, padded, in one forward.
+std::vector<Arrival> simultaneous_arrivals(int vocab) {
+  std::vector<Arrival> out = ragged_arrivals(vocab);
+  for (Arrival& a : out) a.step = 0;
+  return out;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(decode_batch)
@@ -113,6 +120,7 @@ BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_a_scratch_
     BOOST_TEST_CONTEXT(name_of(positions)) {
       Policy policy(small(positions), 20, 7);
       check_greedy_against_generate(policy, 3, ragged_arrivals(20));
+      check_greedy_against_generate(policy, 7, simultaneous_arrivals(20));
     }
   }
 }
@@ -126,6 +134,7 @@ BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_hugging_fa
       write_random_hf_model(dir, config);
       Policy policy(hf_model(dir), 40, 1);
       check_greedy_against_generate(policy, 3, ragged_arrivals(40));
+      check_greedy_against_generate(policy, 7, simultaneous_arrivals(40));
     }
   }
 }
