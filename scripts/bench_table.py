@@ -39,6 +39,11 @@ def figures(name, d):
     elif name == "model":
         yield "model peak RSS bytes, 100 M-parameter Llama (aim <= 1.3)", d["peak_rss_bytes"], d["weight_bytes"], "float32 weight bytes"
         yield "model generation tokens/s, KV cache (aim >= 1)", d["tokens_per_s"], d["pytorch_tokens_per_s"], "PyTorch loop, KV cache"
+    elif name == "endpoint":
+        yield f"endpoint tokens/s, {d['clients']} streaming clients (aim >= 0.8)", d["tokens_per_s"], d["in_process_tokens_per_s"], "one DecodeBatch in-process"
+        yield "endpoint one-token request ms (ratio: in-process / ours)", d["one_token_ms"], d["one_token_in_process_ms"], "the same step in-process"
+    elif name == "decode_batch":
+        yield "continuous batching tokens/s, ragged", d["decode_batch_tokens_per_s"], d["generate_tokens_per_s"], "Policy::generate, equal prompts"
     elif name == "train":
         # Time: lower is better, so the ratio is baseline over ours.
         yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"

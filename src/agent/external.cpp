@@ -51,14 +51,15 @@ class ExternalAgent : public Agent {
                                : read_task_lines(c.tasks, "tasks")),
         validation_(c.validation_tasks.empty() ? std::vector<std::string>{}
                                                : read_task_lines(c.validation_tasks, "validation_tasks")),
-        vocab_(static_cast<int>(text::make_scratch_chat_tokenizer()->vocab_size())) {
+        vocab_(c.vocab_size > 0 ? c.vocab_size : static_cast<int>(text::make_scratch_chat_tokenizer()->vocab_size())) {
     if (c.command.empty()) throw UsageError("agent.name = \"external\" needs agent.command (the agent's argv)");
     if (!runnable(c.command.front()))
       throw UsageError("agent.command: '" + c.command.front() + "' is not an executable file or a command on PATH");
   }
 
   std::string name() const override { return "external"; }
-  // A from-scratch model's vocabulary: the byte tokenizer's (a Hugging Face model brings its own, larger).
+  // A from-scratch model's vocabulary: agent.vocab_size, else the byte tokenizer's (a Hugging Face model brings its
+  // own).
   int vocab_size() const override { return vocab_; }
   int max_sequence() const override { return 0; }  // unknown: the endpoint refuses what exceeds model.max_seq
   std::string make_task(std::mt19937_64& rng) const override {

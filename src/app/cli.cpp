@@ -184,6 +184,9 @@ void bind_agent(ConfigBinder& b, Config& c) {
   b.opt("agent.workers", c.agent.workers, "external: agent processes per runner rank")->check(CLI::Range(1, 4096));
   b.opt("agent.tasks", c.agent.tasks, "external: training tasks, a JSON Lines file (one task per line)");
   b.opt("agent.validation_tasks", c.agent.validation_tasks, "external: validation tasks, a JSON Lines file");
+  b.opt("agent.vocab_size", c.agent.vocab_size,
+        "external, from scratch: the model's vocabulary for an agent of token ids; 0: bytes and ChatML (text works)")
+      ->check(CLI::Range(0, 1 << 20));
 }
 
 void bind_grpo(ConfigBinder& b, Config& c) {

@@ -74,7 +74,9 @@ void GenerationEngine::admit() {
     // Never past the context: the last position ends the answer with finish reason "length".
     sequence.max_new_tokens = std::min(request.max_tokens, max_seq_ - static_cast<int>(sequence.prompt.size()));
     sequence.sampling = {request.temperature, 0, request.top_p};
-    sequence.stop_tokens = std::move(request.stop_tokens);
+    // A stop token the model cannot draw (the template's, with a smaller agent.vocab_size) never ends anything.
+    for (std::int32_t id : request.stop_tokens)
+      if (id >= 0 && id < vocab_) sequence.stop_tokens.push_back(id);
     sequence.seed = request.seed;
     sequence.top_logprobs = request.top_logprobs;
     try {

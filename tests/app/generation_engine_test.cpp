@@ -112,6 +112,12 @@ BOOST_AUTO_TEST_CASE(cancelled_and_closed_requests_end_and_bad_ones_are_refused)
   model::Policy policy(small_model(), 40, 1);
   app::GenerationEngine engine(policy, 2);
   engine.resume(0);
+  // Stop tokens beyond the vocabulary (a template's, over a smaller model) are dropped, not an error.
+  auto beyond = greedy({1, 2}, 3);
+  beyond.stop_tokens = {40, 258};
+  auto answered = engine.submit(beyond);
+  while (answered->finish_reason() == serve::Finish::running) engine.step();
+  BOOST_TEST((answered->finish_reason() == serve::Finish::length));
   auto cancelled = engine.submit(greedy({1, 2}, 10));
   engine.step();
   cancelled->cancel();

@@ -136,6 +136,8 @@ struct AgentConfig {
   int workers = 1;                   // processes per runner rank
   std::string tasks;                 // a JSON Lines file: one task per line, drawn at random for training
   std::string validation_tasks;      // a JSON Lines file: the held-out tasks (none: no validation)
+  // A from-scratch model's vocabulary for an agent that speaks token ids (0: the byte tokenizer's, so text works).
+  int vocab_size = 0;
 };
 
 // GRPO and its optimizer.
