@@ -72,6 +72,8 @@ class SectionedToml : public CLI::ConfigTOML {
     std::vector<CLI::ConfigItem> flat;
     for (CLI::ConfigItem& item : CLI::ConfigTOML::from_config(again)) {
       if (item.name == "++" || item.name == "--") continue;  // section open/close markers
+      // An empty list (`command = []`, as the effective config of every built-in agent has it) is the default.
+      if (item.inputs.empty() || (item.inputs.size() == 1 && item.inputs[0] == "[]")) continue;
       std::string name;
       for (const std::string& parent : item.parents) name += parent + ".";
       CLI::ConfigItem renamed;

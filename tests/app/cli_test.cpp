@@ -71,6 +71,22 @@ BOOST_AUTO_TEST_CASE(effective_config_round_trips) {
   BOOST_TEST(second.config.run.dir == "runs/workstation");
 }
 
+BOOST_AUTO_TEST_CASE(an_outside_agent_s_config_round_trips) {
+  // A checkpoint saves the effective config and a resume or an export reads it back: the agent's argv included, and
+  // an empty one (every built-in agent's).
+  Invocation first = parse({"train", "--config", ARCLIGHT_SOURCE_DIR "/configs/workstation_external.toml",
+                            "--agent.command", "python3", "my agent.py", "say \"hi\""});
+  BOOST_TEST(first.error == "");
+  TempToml again(first.effective_config);
+  Invocation second = parse({"train", "--config", again.path});
+  BOOST_TEST(second.error == "");
+  BOOST_TEST(second.config.agent.command == (std::vector<std::string>{"python3", "my agent.py", "say \"hi\""}));
+  BOOST_TEST(second.config.agent.vocab_size == 35);
+  BOOST_TEST(second.config.agent.tasks == "examples/guess_tasks.jsonl");
+  TempToml built_in(parse({"train", "--config", workstation}).effective_config);
+  BOOST_TEST(parse({"train", "--config", built_in.path}).config.agent.command.empty());
+}
+
 BOOST_AUTO_TEST_CASE(unknown_key_is_an_error) {
   TempToml toml("[run]\nsteps = 3\nstepz = 4\n");
   Invocation inv = parse({"train", "--config", toml.path});
