@@ -71,8 +71,7 @@ struct DecodeBatch::Impl {
 
   void advance_live(std::vector<SequenceToken>& out);
   void admit_queued(std::vector<SequenceToken>& out);
-  std::vector<std::vector<std::size_t>> draw_groups(const std::vector<std::size_t>& members) const;
-  void draw_rows(const std::vector<std::size_t>& members, const torch::Tensor& logits, std::vector<SequenceToken>& out);
+  std::vector<std::vector<std::size_t>> draw_groups(std::size_t span) const;
   void draw(const std::vector<std::size_t>& group, const torch::Tensor& logits, std::vector<SequenceToken>& out);
   SequenceToken record(std::size_t row, std::int32_t token, float logprob);
   FinishReason finish_of(const Sequence& s, std::int32_t token) const;
@@ -102,78 +101,50 @@ void DecodeBatch::Impl::advance_live(std::vector<SequenceToken>& out) {
   }
   KvCache view = slots.rows(0, static_cast<std::int64_t>(span));
   const auto logits = decoder.forward(long_tensor(tokens).unsqueeze(1), long_tensor(positions), end, view).select(1, 0);
-  std::vector<std::size_t> live;
-  for (std::size_t r = 0; r < span; ++r)
-    if (rows[r]) live.push_back(r);
-  draw_rows(live, logits.index_select(0, long_tensor({live.begin(), live.end()})), out);
-}
-
-// Draws the next token of each of `members` (rows), their logits [members, vocab] in the same order: one draw_next
-// per group of draw_groups.
-void DecodeBatch::Impl::draw_rows(const std::vector<std::size_t>& members, const torch::Tensor& logits,
-                                  std::vector<SequenceToken>& out) {
-  for (const auto& group : draw_groups(members)) {
-    std::vector<std::size_t> group_rows;
-    for (std::size_t i : group) group_rows.push_back(members[i]);
-    draw(group_rows, logits.index_select(0, long_tensor({group.begin(), group.end()})), out);
+  for (const auto& group : draw_groups(span)) {
+    const std::vector<std::int64_t> members(group.begin(), group.end());
+    draw(group, logits.index_select(0, long_tensor(members)), out);
   }
 }
 
-// Indices into `members` (rows), grouped so that one draw_next serves each group: greedy rows together (they need
-// no generator), unseeded rows of the same sampling together (they share the policy's generator); a seeded row draws
-// alone from its own, whatever else runs.
-std::vector<std::vector<std::size_t>> DecodeBatch::Impl::draw_groups(const std::vector<std::size_t>& members) const {
+// The live rows among the first `span`, grouped so that one draw_next serves each group: greedy rows together (they
+// need no generator), unseeded rows of the same sampling together (they share the policy's generator); a seeded row
+// draws alone from its own, whatever else runs.
+std::vector<std::vector<std::size_t>> DecodeBatch::Impl::draw_groups(std::size_t span) const {
   const auto together = [](const Sequence& a, const Sequence& b) {
     const Sampling &x = a.request.sampling, &y = b.request.sampling;
     if (x.temperature <= 0 || y.temperature <= 0) return x.temperature <= 0 && y.temperature <= 0;
     return !a.generator && !b.generator && x.temperature == y.temperature && x.top_k == y.top_k && x.top_p == y.top_p;
   };
   std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const Sequence& s = *rows[members[i]];
+  for (std::size_t r = 0; r < span; ++r) {
+    if (!rows[r]) continue;
     const auto joins =
-        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return together(*rows[members[g[0]]], s); });
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return together(*rows[g[0]], *rows[r]); });
     if (joins == groups.end()) {
-      groups.push_back({i});
+      groups.push_back({r});
     } else {
-      joins->push_back(i);
+      joins->push_back(r);
     }
   }
   return groups;
 }
 
-// Prefills queued prompts into free rows, each giving its first token. The joiners of a step are prefilled together,
-// in one forward: their prompts right-padded to the longest (causal attention keeps padding out of every real
-// position, and a row's padded cache entries lie beyond its length, rewritten before they are read), into a cache of
-// their own that is then copied into their rows.
+// Prefills queued prompts into free rows, each giving its first token.
 void DecodeBatch::Impl::admit_queued(std::vector<SequenceToken>& out) {
-  std::vector<std::size_t> joining;
-  for (std::size_t r = 0; r < rows.size() && !queue.empty(); ++r) {
-    if (rows[r]) continue;
+  while (!queue.empty()) {
+    const auto free = std::find_if(rows.begin(), rows.end(), [](const auto& r) { return !r.has_value(); });
+    if (free == rows.end()) return;
+    const auto r = static_cast<std::size_t>(free - rows.begin());
     rows[r] = std::move(queue.front());
     queue.pop_front();
-    rows[r]->length = static_cast<std::int64_t>(rows[r]->request.prompt.size());
-    joining.push_back(r);
+    std::vector<std::int64_t> prompt(rows[r]->request.prompt.begin(), rows[r]->request.prompt.end());
+    const auto length = static_cast<std::int64_t>(prompt.size());
+    rows[r]->length = length;
+    KvCache row = slots.rows(static_cast<std::int64_t>(r), 1);
+    const auto logits = decoder.forward(long_tensor(std::move(prompt)).unsqueeze(0), &row);
+    draw({r}, logits.select(1, length - 1), out);
   }
-  if (joining.empty()) return;
-  std::int64_t longest = 0;
-  for (std::size_t r : joining) longest = std::max(longest, rows[r]->length);
-  const auto k = static_cast<std::int64_t>(joining.size());
-  std::vector<std::int64_t> tokens(static_cast<std::size_t>(k * longest), 0), last(joining.size());
-  for (std::size_t i = 0; i < joining.size(); ++i) {
-    const auto& prompt = rows[joining[i]]->request.prompt;
-    std::copy(prompt.begin(), prompt.end(), tokens.begin() + static_cast<std::int64_t>(i) * longest);
-    last[i] = static_cast<std::int64_t>(i) * longest + rows[joining[i]]->length - 1;
-  }
-  KvCache own = decoder.new_cache(k, longest);
-  const auto logits =
-      decoder.forward(long_tensor(std::move(tokens)).view({k, longest}), torch::zeros({k}, torch::kLong), longest, own);
-  const auto where = long_tensor({joining.begin(), joining.end()});
-  for (std::size_t l = 0; l < slots.keys.size(); ++l) {
-    slots.keys[l].narrow(2, 0, longest).index_copy_(0, where, own.keys[l]);
-    slots.values[l].narrow(2, 0, longest).index_copy_(0, where, own.values[l]);
-  }
-  draw_rows(joining, logits.view({k * longest, -1}).index_select(0, long_tensor(std::move(last))), out);
 }
 
 // Draws the next token of each row of a group from its logits [group size, vocab].
