@@ -14,7 +14,6 @@
 #include "arclight/agent/agent.hpp"
 #include "arclight/agent/agent_processes.hpp"
 #include "arclight/algo/adapter.hpp"
-#include "arclight/comm/work_protocol.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/model/policy.hpp"
@@ -28,8 +27,6 @@
 
 namespace arclight::app {
 namespace {
-
-constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
 
 using AttemptKey = std::pair<store::RolloutId, store::AttemptId>;
 
@@ -50,21 +47,14 @@ class AttemptBook {
   }
   // Releases and returns the attempts of `worker`.
   std::vector<AttemptKey> release_worker(const std::string& worker) {
-    return release_if([&](const Held& h) { return h.worker == worker; });
+    std::vector<AttemptKey> keys;
+    for (const auto& released : release_if([&](const Held& h) { return h.worker == worker; }))
+      keys.push_back(released.first);
+    return keys;
   }
   // Releases and returns the attempts held longer than `seconds`, with their workers.
   std::vector<std::pair<AttemptKey, std::string>> release_older_than(double seconds) {
-    std::vector<std::pair<AttemptKey, std::string>> old;
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (seconds_since(it->second.since) <= seconds) {
-        ++it;
-        continue;
-      }
-      old.emplace_back(it->first, it->second.worker);
-      it = held_.erase(it);
-    }
-    return old;
+    return release_if([&](const Held& h) { return seconds_since(h.since) > seconds; });
   }
 
  private:
@@ -73,15 +63,15 @@ class AttemptBook {
     Stopwatch::time_point since;
   };
   template <class Predicate>
-  std::vector<AttemptKey> release_if(Predicate matches) {
-    std::vector<AttemptKey> released;
+  std::vector<std::pair<AttemptKey, std::string>> release_if(Predicate matches) {
+    std::vector<std::pair<AttemptKey, std::string>> released;
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = held_.begin(); it != held_.end();) {
       if (!matches(it->second)) {
         ++it;
         continue;
       }
-      released.push_back(it->first);
+      released.emplace_back(it->first, it->second.worker);
       it = held_.erase(it);
     }
     return released;
@@ -153,26 +143,17 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
  private:
   // A rollout runs with the policy version it was enqueued under, or a newer one (the broadcast may be on its way).
   void wait_for_version(const std::vector<store::AttemptedRollout>& got) {
-    std::uint64_t needed = 0;
-    for (const auto& ar : got) needed = std::max(needed, required_version(ar.rollout.resources_id));
+    const std::uint64_t needed = required_.of(got);
     const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
     while ((version_ == no_version || version_ < needed) && Stopwatch::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::uint64_t required_version(store::ResourcesId id) {
-    if (id == 0) return 0;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = versions_.find(id);
-    if (it != versions_.end()) return it->second;
-    return versions_[id] = comm::work::decode_policy_resource(store_.get_resources(id).content).version;
   }
 
   store::Store& store_;
   store::SpanBatcher& spans_;
   AttemptBook& book_;
   const std::atomic<std::uint64_t>& version_;
-  std::mutex mutex_;  // guards versions_
-  std::map<store::ResourcesId, std::uint64_t> versions_;
+  RequiredVersions required_{store_};
 };
 
 class ExternalRunner {

@@ -3,8 +3,12 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "arclight/app/usage.hpp"
 #include "arclight/comm/channels.hpp"
@@ -40,6 +44,23 @@ class BackgroundWriter {
 
  private:
   std::thread thread_;
+};
+
+// A runner's policy version before the first weights reach it: it samples nothing until then, so that a resumed run
+// never samples with freshly initialised weights.
+inline constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
+
+// runner.cpp: the policy version each rollout needs: that of the resources it was enqueued under (0: none named),
+// read from the store once per resources id. Thread-safe.
+class RequiredVersions {
+ public:
+  explicit RequiredVersions(store::Store& store) : store_(store) {}
+  std::uint64_t of(const std::vector<store::AttemptedRollout>& rollouts);  // the newest any of them needs
+
+ private:
+  store::Store& store_;
+  std::mutex mutex_;
+  std::map<store::ResourcesId, std::uint64_t> versions_;
 };
 
 // runner.cpp: takes rollouts from the store, runs their episodes with the newest policy it has,

@@ -20,10 +20,6 @@
 namespace arclight::app {
 namespace {
 
-// A runner's policy version before the first weights reach it: it samples nothing until then,
-// so that a resumed run never samples with freshly initialised weights.
-constexpr std::uint64_t no_version = std::numeric_limits<std::uint64_t>::max();
-
 // Writes an episode's record as spans of its attempt.
 class StoreTracer : public agent::Tracer {
  public:
@@ -109,21 +105,12 @@ class Runner {
   // Samples with the policy version a rollout was enqueued under, or a newer one: never older
   // (the broadcast of a new version may still be on its way). False once training is over.
   bool catch_up_with(const std::vector<store::AttemptedRollout>& got) {
-    std::uint64_t needed = 0;
-    for (const auto& ar : got) needed = std::max(needed, required_version(ar.rollout.resources_id));
+    const std::uint64_t needed = required_.of(got);
     while (version_ < needed) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       if (!weights_.poll(policy_, version_)) return false;
     }
     return true;
-  }
-
-  // The policy version a rollout was enqueued under: that of its resources (0: none named).
-  std::uint64_t required_version(store::ResourcesId id) {
-    if (id == 0) return 0;
-    auto it = versions_.find(id);
-    if (it != versions_.end()) return it->second;
-    return versions_[id] = comm::work::decode_policy_resource(store_.get_resources(id).content).version;
   }
 
   // Runs the rollouts of one mode (train samples, validation is greedy) as one batch of episodes.
@@ -183,11 +170,25 @@ class Runner {
   const model::Sampling train_sampling_{config_.grpo.temperature, 0}, greedy_{1.0, 1};
   agent::EpisodeBatcher batcher_;
   const std::string me_;
-  std::map<store::ResourcesId, std::uint64_t> versions_;  // of the policy resources rollouts name
+  RequiredVersions required_{store_};
   std::uint64_t version_ = no_version;
 };
 
 }  // namespace
+
+std::uint64_t RequiredVersions::of(const std::vector<store::AttemptedRollout>& rollouts) {
+  std::uint64_t needed = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& ar : rollouts) {
+    const store::ResourcesId id = ar.rollout.resources_id;
+    if (id == 0) continue;
+    auto it = versions_.find(id);
+    if (it == versions_.end())
+      it = versions_.emplace(id, comm::work::decode_policy_resource(store_.get_resources(id).content).version).first;
+    needed = std::max(needed, it->second);
+  }
+  return needed;
+}
 
 void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute) {
   Runner(config, store, weights, rank, compute).run();
