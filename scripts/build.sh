@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs what is missing, configures and builds into build/. Extra arguments go to cmake --build.
+# ARCLIGHT_TORCH picks the LibTorch: empty for Debian's (CPU only, the default here), "python" for the one of
+# python3's torch (a CUDA wheel on a GPU machine or login node), or the directory of an unpacked LibTorch zip.
+# NCCL and the CUDA toolkit come from /usr/local/cuda, or from CUDAToolkit_ROOT / NCCL_LIBRARY given to cmake.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+torch=()
+case "${ARCLIGHT_TORCH:-}" in
+  "") ;;
+  python) torch=(-DCMAKE_PREFIX_PATH="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')") ;;
+  *) torch=(-DCMAKE_PREFIX_PATH="$(cd "$ARCLIGHT_TORCH" && pwd)") ;;
+esac
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" "${torch[@]}" >/dev/null
 cmake --build "$root/build" -j"$(nproc)" "$@"

@@ -67,6 +67,7 @@ struct Trainer::Impl {
     loss_config.temperature = c.temperature;
     if (c.kl_coef != 0.0) {
       reference = std::make_unique<model::Policy>(p.config(), p.vocab_size(), 0);
+      reference->place_on(p.device());
       auto w = p.flat_parameters();
       reference->load_flat_parameters(w.data(), w.size());
     }
@@ -94,6 +95,13 @@ struct Trainer::Impl {
         lp[i - begin][t] = s.behaviour_logprobs[t];
         adv[i - begin][t] = s.advantages[t];
       }
+    }
+    if (policy.device() >= 0) {  // filled on the host, computed on the policy's device
+      const torch::Device device(torch::kCUDA, policy.device());
+      tokens = tokens.to(device);
+      mask = mask.to(device);
+      logprobs = logprobs.to(device);
+      advantages = advantages.to(device);
     }
   }
 
@@ -204,7 +212,7 @@ OptimizerState Trainer::optimizer_state_of(const std::vector<std::size_t>& only)
       out.steps.push_back(s.step());
       continue;
     }
-    auto m = s.exp_avg().contiguous(), v = s.exp_avg_sq().contiguous();
+    auto m = s.exp_avg().cpu().contiguous(), v = s.exp_avg_sq().cpu().contiguous();
     out.exp_avg.insert(out.exp_avg.end(), m.data_ptr<float>(), m.data_ptr<float>() + m.numel());
     out.exp_avg_sq.insert(out.exp_avg_sq.end(), v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
     out.steps.push_back(s.step());
@@ -228,8 +236,14 @@ void Trainer::load_optimizer_state(const OptimizerState& state) {
     }
     auto s = std::make_unique<torch::optim::AdamWParamState>();
     s->step(state.steps[i]);
-    s->exp_avg(torch::from_blob(const_cast<float*>(state.exp_avg.data()) + offset, params[i].sizes()).clone());
-    s->exp_avg_sq(torch::from_blob(const_cast<float*>(state.exp_avg_sq.data()) + offset, params[i].sizes()).clone());
+    // Copies (copy = true): the state outlives `state`'s buffers, on the parameter's device.
+    const auto device = params[i].device();
+    const auto copy = [&](const std::vector<float>& moments) {
+      return torch::from_blob(const_cast<float*>(moments.data()) + offset, params[i].sizes())
+          .to(device, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    };
+    s->exp_avg(copy(state.exp_avg));
+    s->exp_avg_sq(copy(state.exp_avg_sq));
     states[c10::guts::to_string(params[i].unsafeGetTensorImpl())] = std::move(s);
     offset += static_cast<std::size_t>(n);
   }

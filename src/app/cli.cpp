@@ -91,6 +91,7 @@ std::string version_text() {
   std::ostringstream out;
   out << "arclight " << b.version << " (git " << b.git_hash << ")\n"
       << "cuda: " << (b.cuda ? "yes" : "no") << "\n"
+      << "libtorch cuda: " << (b.torch_cuda ? "yes" : "no (the policy computes on CPUs)") << "\n"
       << "nccl: " << (b.nccl ? "yes (" + comm::nccl_version() + ")" : std::string("no")) << "\n"
       << "parallel hdf5: " << (b.parallel_hdf5 ? "yes" : "no");
   return out.str();
@@ -348,7 +349,13 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   exporter
       ->add_option("CHECKPOINT", request.checkpoint, "checkpoint directory (its newest valid version) or version file")
       ->required();
-  exporter->add_option("--hf", request.hf_dir, "the model directory to write; must not exist or be empty")->required();
+  CLI::Option* hf =
+      exporter->add_option("--hf", request.hf_dir, "the model directory to write; must not exist or be empty");
+  exporter
+      ->add_option("--peft", request.peft_dir,
+                   "a LoRA run: write its adapters as a PEFT adapter directory instead (adapter_config.json, "
+                   "adapter_model.safetensors); must not exist or be empty")
+      ->excludes(hf);
   exporter->add_option("--model", request.source_dir,
                        "the Hugging Face directory the run started from (its config and tokenizer files are copied); "
                        "default: the run's model.path");
@@ -396,6 +403,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.command = Command::inspect;
   } else if (exporter->parsed()) {
     inv.command = Command::export_model;
+    if (request.hf_dir.empty() && request.peft_dir.empty())
+      inv.error = "export: say where to write: --hf DIR (a model directory) or --peft DIR (a LoRA run's adapters)";
   } else if (tokenize->parsed()) {
     inv.command = Command::tokenize;
   } else if (serve->parsed()) {

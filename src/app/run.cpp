@@ -158,26 +158,36 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
                      "architecture; runs of model.source = hf export");
   const std::string source = request.source_dir.empty() ? saved.model.path : request.source_dir;
   std::vector<model::NamedWeights> weights;
-  std::vector<std::pair<std::string, std::vector<float>>> merged;
-  if (saved.model.lora_rank > 0) {
-    if (!request.merge_lora)
-      throw UsageError("export: " + path + " holds LoRA adapters only; --merge-lora writes them merged into " + source);
-    merged = merged_lora_weights(saved.model, source, checkpoint);
-    for (const auto& [name, values] : merged) weights.push_back({name, values.data(), values.size()});
-  } else {
-    std::size_t offset = 0;
-    for (const ckpt::TensorInfo& t : checkpoint.tensors) {
-      weights.push_back({t.name, checkpoint.parameters.data() + offset, t.size});
-      offset += t.size;
-    }
+  std::size_t offset = 0;
+  for (const ckpt::TensorInfo& t : checkpoint.tensors) {
+    weights.push_back({t.name, checkpoint.parameters.data() + offset, t.size});
+    offset += t.size;
   }
-  model::ExportOptions options;
-  options.max_shard_bytes = request.max_shard_bytes;
-  const model::ExportReport report = model::export_hf(source, weights, request.hf_dir, options);
+  std::vector<std::pair<std::string, std::vector<float>>> merged;
+  const bool lora = saved.model.lora_rank > 0;
+  if (!request.peft_dir.empty() && !lora)
+    throw UsageError("export: " + path + " is not a LoRA run (model.lora_rank = 0): --peft has no adapters to write");
+  if (lora && request.peft_dir.empty()) {
+    if (!request.merge_lora)
+      throw UsageError("export: " + path + " holds LoRA adapters only; --merge-lora writes them merged into " + source +
+                       ", --peft DIR writes them as a PEFT adapter");
+    merged = merged_lora_weights(saved.model, source, checkpoint);
+    weights.clear();
+    for (const auto& [name, values] : merged) weights.push_back({name, values.data(), values.size()});
+  }
+  const std::string out = request.peft_dir.empty() ? request.hf_dir : request.peft_dir;
+  model::ExportReport report;
+  if (!request.peft_dir.empty()) {
+    report = model::export_peft_adapter(source, model::lora_of(saved.model), weights, out);
+  } else {
+    model::ExportOptions options;
+    options.max_shard_bytes = request.max_shard_bytes;
+    report = model::export_hf(source, weights, out, options);
+  }
   std::string files;
   for (const std::string& f : report.files) files += " " + f;
   std::printf("%s (step %lld) -> %s: %llu bytes of %s weights;%s\n", path.c_str(),
-              static_cast<long long>(checkpoint.step), request.hf_dir.c_str(),
+              static_cast<long long>(checkpoint.step), out.c_str(),
               static_cast<unsigned long long>(report.weight_bytes),
               std::string(model::dtype_name(report.dtype)).c_str(), files.c_str());
   return exit_ok;

@@ -39,8 +39,9 @@ void check_request(const SequenceRequest& r, const Architecture& a) {
 // The N most likely tokens of a distribution [1, vocab], most likely first.
 std::vector<std::pair<std::int32_t, float>> most_likely(const torch::Tensor& logprobs, int n) {
   const auto [values, tokens] = logprobs.topk(n, -1);
-  const auto value = values.accessor<float, 2>();
-  const auto token = tokens.accessor<std::int64_t, 2>();
+  const auto on_host_values = values.cpu(), on_host_tokens = tokens.cpu();
+  const auto value = on_host_values.accessor<float, 2>();
+  const auto token = on_host_tokens.accessor<std::int64_t, 2>();
   std::vector<std::pair<std::int32_t, float>> out;
   for (int i = 0; i < n; ++i) out.emplace_back(static_cast<std::int32_t>(token[0][i]), value[0][i]);
   return out;
@@ -152,7 +153,7 @@ void DecodeBatch::Impl::draw(const std::vector<std::size_t>& group, const torch:
                              std::vector<SequenceToken>& out) {
   Sequence& first = *rows[group[0]];
   const Draw next = draw_next(logits, first.request.sampling, first.generator ? *first.generator : shared_generator);
-  const auto tokens = next.tokens.contiguous(), logprobs = next.chosen().contiguous();
+  const auto tokens = next.tokens.cpu().contiguous(), logprobs = next.chosen().cpu().contiguous();
   for (std::size_t i = 0; i < group.size(); ++i) {
     const int top = rows[group[i]]->request.top_logprobs;
     const auto token = static_cast<std::int32_t>(tokens.data_ptr<std::int64_t>()[i]);

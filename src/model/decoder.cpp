@@ -181,12 +181,18 @@ std::vector<std::pair<std::string, torch::Tensor>> Decoder::merged() {
 
 KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
   KvCache cache;
-  const auto options = torch::TensorOptions().dtype(compute_);
+  const auto options = torch::TensorOptions().dtype(compute_).device(device());
   for (int l = 0; l < a_.num_layers; ++l) {
     cache.keys.push_back(torch::zeros({batch, a_.num_kv_heads, capacity, a_.head_dim}, options));
     cache.values.push_back(torch::zeros({batch, a_.num_kv_heads, capacity, a_.head_dim}, options));
   }
   return cache;
+}
+
+void Decoder::move_to(const torch::Device& device) {
+  to(device);
+  cos_table_ = cos_table_.to(device);
+  sin_table_ = sin_table_.to(device);
 }
 
 KvCache KvCache::rows(std::int64_t first, std::int64_t count) const {
@@ -215,7 +221,7 @@ Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, s
     where.sin = torch::embedding(sin_table_, positions).unsqueeze(1).to(compute_);
   }
   const auto query = positions.unsqueeze(-1);
-  const auto key = torch::arange(0, end, torch::kLong);
+  const auto key = torch::arange(0, end, torch::TensorOptions(torch::kLong).device(positions.device()));
   auto blocked = key > query;
   if (a_.sliding_window) blocked = blocked.logical_or(key <= query - *a_.sliding_window);
   where.blocked = blocked.unsqueeze(1).unsqueeze(1);
@@ -225,7 +231,8 @@ Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, s
 
 torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) {
   const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
-  auto logits = run(tokens, place(torch::arange(start, start + t, torch::kLong).unsqueeze(0), start, start + t), cache);
+  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
+  auto logits = run(tokens.to(device()), place(positions.unsqueeze(0), start, start + t), cache);
   if (cache) cache->length = start + t;
   return logits;
 }
@@ -235,7 +242,9 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor&
   const std::int64_t b = tokens.size(0), t = tokens.size(1);
   if (positions.dim() != 1 || positions.size(0) != b || cache.keys.at(0).size(0) != b)
     throw Error(log::concat("a per-row forward of ", b, " rows needs ", b, " positions and cache rows"));
-  return run(tokens, place(positions.unsqueeze(1) + torch::arange(t, torch::kLong), -1, end), &cache);
+  const auto on_device = positions.to(device()).unsqueeze(1);
+  const auto offsets = torch::arange(t, torch::TensorOptions(torch::kLong).device(device()));
+  return run(tokens.to(device()), place(on_device + offsets, -1, end), &cache);
 }
 
 torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, KvCache* cache) {

@@ -92,6 +92,9 @@ class Decoder : public torch::nn::Module {
   // caller knows (no read from the device). Each row sees only its own keys before it.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, std::int64_t end, KvCache& cache);
   KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
+  // Moves the parameters and tables to `device`; forwards then run there (tokens and positions may come from the CPU).
+  void move_to(const torch::Device& device);
+  torch::Device device() const { return cos_table_.device(); }
 
   const Architecture& architecture() const { return a_; }
   torch::ScalarType compute_type() const { return compute_; }

@@ -137,11 +137,57 @@ std::vector<std::string> write_weights(const fs::path& dir, const std::vector<Pl
   return files;
 }
 
-void check_destination(const fs::path& out) {
+// A fresh directory beside `out` that becomes `out` once complete (publish), so a failed export leaves no half model.
+fs::path staging_directory_for(const fs::path& out) {
   std::error_code ec;
-  if (!fs::exists(out, ec)) return;
-  if (!fs::is_directory(out, ec) || !fs::is_empty(out, ec))
+  if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
     throw UsageError(log::concat("export: ", out.string(), " exists and is not an empty directory"));
+  const fs::path partial = out.string() + ".partial-" + std::to_string(::getpid());
+  fs::remove_all(partial);
+  fs::create_directories(partial);
+  return partial;
+}
+
+void publish(const fs::path& partial, const fs::path& out) {
+  std::error_code ec;
+  fs::remove(out, ec);  // an empty directory, if any
+  fs::rename(partial, out);
+}
+
+// PEFT's module name of a LoRA target (model.lora_targets).
+std::string peft_module_of(const std::string& target) { return target + "_proj"; }
+
+// The adapters in the order of the source's tensors, each checked: exactly lora_A and lora_B of every targeted
+// projection, A rank x in and B out x rank.
+std::vector<Placed> adapters_in_order(const HfConfig& config, const LoraSpec& lora,
+                                      const std::vector<NamedWeights>& adapters, const std::string& source) {
+  std::map<std::string, const NamedWeights*> by_name;
+  for (const NamedWeights& w : adapters) by_name[w.name] = &w;
+  std::vector<Placed> out;
+  auto take = [&](const std::string& name, std::vector<std::int64_t> shape) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) throw ModelFileError(log::concat("export: the adapters lack ", name));
+    if (it->second->size != static_cast<std::size_t>(shape[0] * shape[1]))
+      throw ModelFileError(log::concat("export: ", name, " holds ", it->second->size, " values; rank ", lora.rank,
+                                       " of ", source, " gives it ", shape[0] * shape[1]));
+    out.push_back({it->second, std::move(shape)});
+    by_name.erase(it);
+  };
+  const std::string suffix = ".weight";
+  for (const ExpectedTensor& t : expected_tensors(config)) {
+    if (t.shape.size() != 2 || t.name.size() <= suffix.size()) continue;
+    const std::string module = t.name.substr(0, t.name.size() - suffix.size());
+    const std::string leaf = module.substr(module.rfind('.') + 1);
+    bool targeted = false;
+    for (const std::string& target : lora.targets) targeted = targeted || leaf == peft_module_of(target);
+    if (!targeted) continue;
+    take(module + ".lora_A.weight", {lora.rank, t.shape[1]});
+    take(module + ".lora_B.weight", {t.shape[0], lora.rank});
+  }
+  if (!by_name.empty())
+    throw ModelFileError(
+        log::concat("export: ", by_name.begin()->first, " is not an adapter of ", source, " with these targets"));
+  return out;
 }
 
 }  // namespace
@@ -184,10 +230,7 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
   ExportReport report;
   report.dtype = dtype_of(config, source_model_dir);
   const fs::path out = fs::path(out_dir).lexically_normal();
-  check_destination(out);
-  const fs::path partial = out.string() + ".partial-" + std::to_string(::getpid());
-  fs::remove_all(partial);
-  fs::create_directories(partial);
+  const fs::path partial = staging_directory_for(out);
   report.files = write_weights(partial, ordered, report.dtype, options.max_shard_bytes, report.weight_bytes);
   for (const char* name : companion_files) {
     const fs::path from = fs::path(source_model_dir) / name;
@@ -203,9 +246,43 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
     write_text(partial / "generation_config.json", generation.dump(2) + "\n");
     report.files.push_back("generation_config.json");
   }
-  std::error_code ec;
-  fs::remove(out, ec);  // an empty directory, if any
-  fs::rename(partial, out);
+  publish(partial, out);
+  return report;
+}
+
+ExportReport export_peft_adapter(const std::string& source_model_dir, const LoraSpec& lora,
+                                 const std::vector<NamedWeights>& adapters, const std::string& out_dir) {
+  if (lora.rank <= 0) throw UsageError("export: a PEFT adapter needs a LoRA run (model.lora_rank > 0)");
+  const HfConfig config = read_hf_config(source_model_dir);
+  const auto ordered = adapters_in_order(config, lora, adapters, source_model_dir);
+  const fs::path out = fs::path(out_dir).lexically_normal();
+  const fs::path partial = staging_directory_for(out);
+  ExportReport report;
+  std::vector<TensorToWrite> tensors;
+  for (const Placed& w : ordered) {
+    tensors.push_back(
+        {"base_model.model." + w.weights->name, DType::f32, w.shape, w.weights->data, w.weights->size * sizeof(float)});
+    report.weight_bytes += tensors.back().bytes;
+  }
+  write_safetensors((partial / "adapter_model.safetensors").string(), tensors, {{"format", "pt"}});
+  nlohmann::ordered_json modules = nlohmann::ordered_json::array();
+  for (const std::string& target : lora.targets) modules.push_back(peft_module_of(target));
+  const nlohmann::ordered_json adapter_config{{"peft_type", "LORA"},
+                                              {"task_type", "CAUSAL_LM"},
+                                              {"base_model_name_or_path", source_model_dir},
+                                              {"r", lora.rank},
+                                              {"lora_alpha", lora.alpha},
+                                              {"lora_dropout", 0.0},
+                                              {"target_modules", modules},
+                                              {"bias", "none"},
+                                              {"fan_in_fan_out", false},
+                                              {"use_rslora", false},
+                                              {"use_dora", false},
+                                              {"modules_to_save", nullptr},
+                                              {"inference_mode", true}};
+  write_text(partial / "adapter_config.json", adapter_config.dump(2) + "\n");
+  report.files = {"adapter_model.safetensors", "adapter_config.json"};
+  publish(partial, out);
   return report;
 }
 

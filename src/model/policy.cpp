@@ -77,7 +77,7 @@ struct Policy::Impl {
     if (flat_grad.defined()) return;
     std::int64_t total = 0;
     for (auto& p : trainable) total += p.numel();
-    flat_grad = torch::zeros({total});
+    flat_grad = torch::zeros({total}, torch::TensorOptions().device(decoder->device()));
     std::int64_t offset = 0;
     for (auto& p : trainable) {
       p.mutable_grad() = flat_grad.narrow(0, offset, p.numel()).view_as(p);
@@ -124,10 +124,25 @@ std::size_t Policy::parameter_count() const {
 std::vector<std::pair<std::string, std::vector<float>>> Policy::merged_weights() const {
   std::vector<std::pair<std::string, std::vector<float>>> out;
   for (auto& [name, tensor] : impl_->decoder->merged()) {
-    const auto c = tensor.detach().to(torch::kFloat).contiguous();
+    const auto c = tensor.detach().to(torch::kFloat).cpu().contiguous();
     out.emplace_back(name, std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel()));
   }
   return out;
+}
+
+void Policy::place_on(int device) {
+  if (device >= 0 && !torch::cuda::is_available())
+    throw Error(log::concat("the policy cannot move to GPU ", device, ": this LibTorch has no CUDA or sees no GPU"));
+  const torch::Device target = device < 0 ? torch::Device(torch::kCPU) : torch::Device(torch::kCUDA, device);
+  if (impl_->flat_grad.defined()) throw Error("place_on: the policy must move before its first training step");
+  impl_->decoder->move_to(target);
+  impl_->trainable.clear();
+  for (auto& [name, tensor] : impl_->decoder->trainable()) impl_->trainable.push_back(tensor);
+}
+
+int Policy::device() const {
+  const torch::Device d = impl_->decoder->device();
+  return d.is_cuda() ? d.index() : -1;
 }
 
 void Policy::seed_sampling(std::uint64_t seed) { impl_->generator = at::detail::createCPUGenerator(seed); }
@@ -154,8 +169,8 @@ torch::Tensor prompt_tensor(const std::vector<std::vector<std::int32_t>>& prompt
 // Appends one step's draw to every row still running; a row ends at its first stop token.
 void append_step(std::vector<Generation>& out, const torch::Tensor& next, const torch::Tensor& logprob,
                  const std::vector<std::int32_t>& stop_tokens) {
-  const auto tokens = next.to(torch::kInt).contiguous();
-  const auto logprobs = logprob.contiguous();
+  const auto tokens = next.to(torch::kInt).cpu().contiguous();
+  const auto logprobs = logprob.cpu().contiguous();
   for (std::size_t r = 0; r < out.size(); ++r) {
     if (out[r].stopped) continue;
     const std::int32_t token = tokens.data_ptr<std::int32_t>()[r];
@@ -173,7 +188,7 @@ std::vector<Generation> Policy::generate(const std::vector<std::vector<std::int3
   torch::NoGradGuard no_grad;
   std::vector<Generation> out(prompts.size());
   if (prompts.empty() || max_new_tokens <= 0) return out;
-  auto tokens = prompt_tensor(prompts);
+  auto tokens = prompt_tensor(prompts).to(impl_->decoder->device());
   const std::int64_t total = tokens.size(1) + max_new_tokens;
   if (total > architecture().max_seq)
     throw Error(log::concat("generate: ", total, " tokens exceed model.max_seq = ", architecture().max_seq));
@@ -208,7 +223,7 @@ std::vector<std::string> Policy::parameter_names() const { return impl_->names; 
 
 std::vector<FloatBuffer> Policy::parameter_buffers() {
   std::vector<FloatBuffer> out;
-  for (auto& p : impl_->trainable) out.push_back({p.data_ptr<float>(), static_cast<std::size_t>(p.numel())});
+  for (auto& p : impl_->trainable) out.push_back({p.data_ptr<float>(), static_cast<std::size_t>(p.numel()), device()});
   return out;
 }
 
@@ -223,7 +238,7 @@ std::vector<FloatBuffer> Policy::gradient_buffers() {
   for (auto& p : impl_->trainable) {
     if (!p.grad().defined() || !p.grad().is_contiguous())
       throw Error("a gradient lost its place in the flat gradient buffer");
-    out.push_back({p.grad().data_ptr<float>(), static_cast<std::size_t>(p.numel())});
+    out.push_back({p.grad().data_ptr<float>(), static_cast<std::size_t>(p.numel()), device()});
   }
   return out;
 }
@@ -232,7 +247,7 @@ std::vector<float> Policy::flat_parameters() const {
   std::vector<float> out;
   out.reserve(parameter_count());
   for (const auto& p : impl_->trainable) {
-    auto c = p.detach().contiguous();
+    auto c = p.detach().cpu().contiguous();
     out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
   return out;
@@ -244,9 +259,9 @@ void Policy::load_flat_parameters(const float* data, std::size_t size) {
   torch::NoGradGuard no_grad;
   std::size_t offset = 0;
   for (auto& p : impl_->trainable) {
-    auto n = static_cast<std::size_t>(p.numel());
-    std::memcpy(p.data_ptr<float>(), data + offset, n * sizeof(float));
-    offset += n;
+    const auto n = static_cast<std::int64_t>(p.numel());
+    p.view(-1).copy_(torch::from_blob(const_cast<float*>(data) + offset, {n}));  // a memcpy on the CPU
+    offset += static_cast<std::size_t>(n);
   }
 }
 

@@ -4,6 +4,21 @@
 
 namespace arclight::model {
 
+namespace {
+
+// One token per row of log-probs [B, vocab], by inverting the cumulative distribution at a uniform draw. The draws come
+// from a CPU generator whatever the logits' device (a number per row and step), so a seed draws the same numbers on a
+// CPU and on a GPU, and a policy needs no generator of its device. The first token whose cumulative probability
+// exceeds u times the total: never one of probability zero.
+torch::Tensor draw_from(const torch::Tensor& logp, at::Generator& generator) {
+  const auto cumulative = logp.exp().to(torch::kDouble).cumsum(-1);
+  const auto total = cumulative.narrow(-1, cumulative.size(-1) - 1, 1);
+  const auto u = torch::rand({logp.size(0), 1}, generator, torch::kDouble).to(logp.device());
+  return torch::searchsorted(cumulative, u * total, /*out_int32=*/false, /*right=*/true).clamp_max(logp.size(-1) - 1);
+}
+
+}  // namespace
+
 Draw draw_next(torch::Tensor logits, const Sampling& s, at::Generator& generator) {
   if (s.temperature <= 0) return {logits.argmax(-1, true), torch::log_softmax(logits, -1)};
   logits = logits / s.temperature;
@@ -20,7 +35,7 @@ Draw draw_next(torch::Tensor logits, const Sampling& s, at::Generator& generator
     logits = logits.scatter(-1, order, sorted.masked_fill(before >= s.top_p, minus_infinity));
   }
   auto logp = torch::log_softmax(logits, -1);
-  return {torch::multinomial(logp.exp(), 1, false, generator), logp};
+  return {draw_from(logp, generator), logp};
 }
 
 }  // namespace arclight::model

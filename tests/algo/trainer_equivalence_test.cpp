@@ -7,36 +7,16 @@
 
 #include "arclight/algo/trainer.hpp"
 #include "arclight/comm/reducer.hpp"
+#include "trainer_fixtures.hpp"
 
 using namespace arclight;
 
 namespace {
 int rank_ = 0, size_ = 1;
-
-std::vector<algo::Sample> make_batch(int count, int vocab, int step) {
-  std::mt19937 rng(1234 + step);
-  std::vector<algo::Sample> batch;
-  for (int i = 0; i < count; ++i) {
-    algo::Sample s;
-    const int length = 4 + i % 5;  // unequal lengths: padding and uneven token counts per shard
-    for (int t = 0; t < length; ++t) {
-      s.tokens.push_back(static_cast<std::int32_t>(rng() % vocab));
-      s.action_mask.push_back(t > 0 && t % 2 == 1);
-      s.behaviour_logprobs.push_back(-1.0f - 0.1f * (rng() % 10));
-      s.advantages.push_back(((rng() % 7) - 3) / 3.0f);
-    }
-    batch.push_back(s);
-  }
-  return batch;
-}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(k_trainers_on_a_split_batch_end_like_one_on_the_whole) {
-  ModelConfig mc;
-  mc.d_model = 32;
-  mc.n_heads = 4;
-  mc.d_ff = 64;
-  mc.max_seq = 16;
+  const ModelConfig mc = trainer_test_model();
   GrpoConfig gc;
   gc.lr = 3e-3;
   gc.micro_batch = 3;  // several micro-batches: gradient accumulation too

@@ -144,6 +144,7 @@ BOOST_AUTO_TEST_CASE(version_names_the_compiled_features) {
   BOOST_TEST(inv.text.find("arclight ") == 0u, inv.text);
   BOOST_TEST(inv.text.find("git ") != std::string::npos);
   BOOST_TEST(inv.text.find("nccl: ") != std::string::npos);
+  BOOST_TEST(inv.text.find("libtorch cuda: ") != std::string::npos);
   BOOST_TEST(inv.text.find("parallel hdf5: yes") != std::string::npos);
 }
 

@@ -70,6 +70,15 @@ train "${lora[@]}" --run.steps 5 --resume auto
   fail "lora export: $(cat "$work/err")"
 train --model.path "$work/lora_export" --dry-run --run.dir "$work/dry"
 [ "$(codes)" = "3x0" ] || fail "the merged export does not load: $(tail -3 "$work/err")"
+# The adapters un-merged, as PEFT lays them out; merged by PEFT's rule they give the merged export's weights.
+"$bin" export "$work/lora/checkpoints" --peft "$work/lora_peft" >"$work/out" 2>"$work/err" ||
+  fail "peft export: $(cat "$work/err")"
+/usr/bin/python3 tests/app/peft_check.py "$work/models/qwen3" "$work/lora_peft" "$work/lora_export" >"$work/out" 2>&1 ||
+  fail "peft export: $(tail -3 "$work/out")"
+"$bin" export "$work/qwen3/checkpoints" --peft "$work/not_lora" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "is not a LoRA run" "$work/err" || fail "peft export of a full run: $(cat "$work/err")"
+"$bin" export "$work/lora/checkpoints" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "say where to write" "$work/err" || fail "export without --hf or --peft: $(cat "$work/err")"
 [ $failures = "$before" ] && passed=$((passed + 1))
 
 # Llama with bfloat16 compute, from bfloat16 shards (Mistral's), two steps each.

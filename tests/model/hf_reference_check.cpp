@@ -28,13 +28,17 @@ void expect(bool ok, const std::string& what) {
   ++failures;
 }
 
+int device = -1;  // --device N: the policy computes on CUDA device N (scripts/gpu_check.sh)
+
 model::Policy load(const std::string& dir, ComputeType dtype) {
   ModelConfig config;
   config.source = ModelSource::hf;
   config.path = dir;
   config.dtype = dtype;
   config.max_seq = 64;
-  return model::Policy(config, 1, 7);
+  model::Policy policy(config, 1, 7);
+  policy.place_on(device);
+  return policy;
 }
 
 // The largest |logit - reference| over every prompt and position; `scale`, if given, gets the largest |reference|.
@@ -101,8 +105,9 @@ void check_model(const std::string& dir) {
     expect(g.same == g.tokens, dir + ": greedy tokens differ" + (use_cache ? " with" : " without") + " the cache");
     expect(g.worst_logprob < float32_tolerance,
            dir + ": greedy log-probs differ by " + std::to_string(g.worst_logprob));
-    std::printf("%s: float32 max |logit diff| %.2e; greedy %s cache: %d/%d tokens equal, max |logprob diff| %.2e\n",
-                dir.c_str(), error, use_cache ? "with" : "without", g.same, g.tokens, g.worst_logprob);
+    std::printf("%s%s: float32 max |logit diff| %.2e; greedy %s cache: %d/%d tokens equal, max |logprob diff| %.2e\n",
+                dir.c_str(), device < 0 ? "" : " (cuda)", error, use_cache ? "with" : "without", g.same, g.tokens,
+                g.worst_logprob);
   }
   model::Policy half = load(dir, ComputeType::bfloat16);
   double scale = 0;
@@ -118,10 +123,15 @@ void check_model(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR...\n", argv[0]);
+  int first = 1;
+  if (argc > 2 && std::string(argv[1]) == "--device") {
+    device = std::stoi(argv[2]);
+    first = 3;
+  }
+  if (argc <= first) {
+    std::fprintf(stderr, "usage: %s [--device N] MODEL_DIR...\n", argv[0]);
     return 2;
   }
-  for (int i = 1; i < argc; ++i) check_model(argv[i]);
+  for (int i = first; i < argc; ++i) check_model(argv[i]);
   return failures ? 1 : 0;
 }

@@ -40,9 +40,51 @@ std::vector<float> full_forward_logprobs(Policy& policy, const std::vector<std::
     out.push_back(logp[prompt.size() - 1 + i][generated[i]].item<float>());
   return out;
 }
+boost::test_tools::assertion_result cuda_present(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result present(torch::cuda::is_available());
+  present.message() << "no GPU here (or a LibTorch without CUDA): the policy's CUDA path is not run";
+  return present;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(policy)
+
+BOOST_AUTO_TEST_CASE(a_policy_is_built_on_the_cpu_and_moves_only_to_a_gpu_that_is_there) {
+  Policy policy(small(), 6, 1);
+  BOOST_TEST(policy.device() == -1);
+  policy.place_on(-1);
+  BOOST_TEST(policy.device() == -1);
+  for (const FloatBuffer& b : policy.parameter_buffers()) BOOST_TEST(b.device == -1);
+  if (!torch::cuda::is_available()) BOOST_CHECK_THROW(policy.place_on(0), Error);
+}
+
+BOOST_AUTO_TEST_CASE(on_a_gpu_the_policy_computes_what_it_computes_on_the_cpu,
+                     *boost::unit_test::precondition(cuda_present)) {
+  Policy cpu(small(), 6, 3), gpu(small(), 6, 3);
+  gpu.place_on(0);
+  BOOST_TEST(gpu.device() == 0);
+  for (const FloatBuffer& b : gpu.gradient_buffers()) BOOST_TEST(b.device == 0);
+  {
+    torch::NoGradGuard no_grad;
+    const auto tokens = torch::tensor(std::vector<std::int64_t>{1, 2, 3, 4, 5, 0, 1}, torch::kLong).unsqueeze(0);
+    BOOST_TEST((cpu.logits(tokens) - gpu.logits(tokens).cpu()).abs().max().item<float>() < 1e-4);
+  }
+  const auto p = prompts(4, 5, 6);
+  for (const double temperature : {0.0, 1.0}) {
+    cpu.seed_sampling(9);
+    gpu.seed_sampling(9);
+    const auto a = cpu.generate(p, 8, {temperature, 0}), b = gpu.generate(p, 8, {temperature, 0});
+    for (std::size_t r = 0; r < p.size(); ++r) {
+      BOOST_TEST(a[r].tokens == b[r].tokens, "row " << r << " at temperature " << temperature);
+      for (std::size_t t = 0; t < a[r].logprobs.size() && t < b[r].logprobs.size(); ++t)
+        BOOST_TEST(std::abs(a[r].logprobs[t] - b[r].logprobs[t]) < 1e-4);
+    }
+  }
+  std::vector<float> weights = cpu.flat_parameters();
+  for (float& w : weights) w *= 0.5f;
+  gpu.load_flat_parameters(weights.data(), weights.size());
+  BOOST_TEST(gpu.flat_parameters() == weights);
+}
 
 BOOST_AUTO_TEST_CASE(the_kv_cache_equals_a_full_forward) {
   for (const Positions positions : {Positions::rotary, Positions::learned}) {

@@ -12,7 +12,8 @@ enum class Command { none, train, inspect, export_model, tokenize, serve };
 // export: a checkpoint's model as a Hugging Face directory.
 struct ExportRequest {
   std::string checkpoint;  // a checkpoint directory (its newest valid version) or one version file
-  std::string hf_dir;      // the directory to write
+  std::string hf_dir;      // the Hugging Face model directory to write, or
+  std::string peft_dir;    // the PEFT adapter directory to write (a LoRA run's adapters, not merged)
   std::string source_dir;  // the Hugging Face directory the run started from; empty: the run's model.path
   std::uint64_t max_shard_bytes = 5'000'000'000;
   bool merge_lora = false;  // a LoRA run: the adapters merged into the model's weights

@@ -7,7 +7,8 @@ namespace arclight {
 struct BuildInfo {
   const char* version;
   const char* git_hash;
-  bool cuda;
+  bool cuda;        // the CUDA toolkit (device checks, NCCL's staging)
+  bool torch_cuda;  // a LibTorch built with CUDA: the policy can compute on GPUs
   bool nccl;
   bool parallel_hdf5;
 };

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "arclight/model/architecture.hpp"
 #include "arclight/model/safetensors.hpp"
 
 namespace arclight::model {
@@ -33,6 +34,14 @@ struct ExportReport {
 // Throws ModelFileError (source directory, weights that do not fit) or Error (I/O).
 ExportReport export_hf(const std::string& source_model_dir, const std::vector<NamedWeights>& weights,
                        const std::string& out_dir, const ExportOptions& options = {});
+
+// A LoRA run's adapters as PEFT saves them, which PEFT's PeftModel.from_pretrained and vLLM's LoRA loading read:
+// adapter_config.json (peft_type LORA, r, lora_alpha, target_modules as module names, base_model_name_or_path) and
+// adapter_model.safetensors with the tensors named "base_model.model.<name>" in float32 (lossless: adapters train in
+// float32 here). `adapters` must be exactly the lora_A / lora_B of every target projection of every layer of the source
+// model, each sized by it (A: rank x in, B: out x rank). The directory appears whole, as export_hf's does.
+ExportReport export_peft_adapter(const std::string& source_model_dir, const LoraSpec& lora,
+                                 const std::vector<NamedWeights>& adapters, const std::string& out_dir);
 
 // float32 -> bfloat16 / float16 bits, rounding to nearest even (NaN stays NaN), as torch's .to() does.
 std::uint16_t to_bfloat16(float value);

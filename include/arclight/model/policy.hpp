@@ -46,6 +46,12 @@ class Policy {
   Policy(Policy&&) noexcept;
   Policy& operator=(Policy&&) noexcept;
 
+  // Moves the policy to CUDA device `device` (-1: the CPU, where it is built); generation, forward and backward then
+  // run there, and parameter_buffers / gradient_buffers name that device. Before the first training step. Throws
+  // Error where this LibTorch has no CUDA or the device is not there.
+  void place_on(int device);
+  int device() const;  // -1: the CPU
+
   const ModelConfig& config() const;
   const Architecture& architecture() const;
   int vocab_size() const;
