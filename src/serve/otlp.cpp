@@ -12,7 +12,6 @@
 namespace arclight::serve {
 namespace {
 
-constexpr std::string_view protobuf_type = "application/x-protobuf";
 constexpr const char* rollout_key = "agentlightning.rollout_id";
 constexpr const char* attempt_key = "agentlightning.attempt_id";
 constexpr const char* sequence_key = "agentlightning.span_sequence_id";
@@ -368,7 +367,7 @@ bool accepts_gzip(std::string_view accept_encoding) {
 std::vector<Json> decode_otlp_traces(std::string_view body, std::string_view content_type,
                                      std::string_view content_encoding, const OtlpOptions& options) {
   const std::string_view media_type = trimmed(content_type.substr(0, content_type.find(';')));
-  if (lower(media_type) != protobuf_type)
+  if (lower(media_type) != otlp_content_type)
     throw OtlpError("Unsupported Content-Type '" + printable(media_type) + "', expected 'application/x-protobuf'");
   const std::string encoding = lower(trimmed(content_encoding));
   std::string inflated;
@@ -392,33 +391,6 @@ std::string otlp_error_status(const std::string& message) {
   otlp::RpcStatus status;
   status.set_message(valid_utf8(message) ? message : printable(message));
   return status.SerializeAsString();
-}
-
-void add_otlp_route(HttpServer& server, std::function<void(std::vector<Json>)> ingest, OtlpOptions options) {
-  const std::string path = "/v1/traces";
-  // As Agent Lightning answers: protobuf, gzipped when the client takes gzip.
-  auto reply = [](const HttpRequest& request, int status, std::string body) {
-    HttpResponse response{status, std::string(protobuf_type), std::move(body), nullptr, {}};
-    if (accepts_gzip(request.header("accept-encoding"))) {
-      response.body = gzip_compress(response.body);
-      response.headers["Content-Encoding"] = "gzip";
-    }
-    return response;
-  };
-  server.post(path, [ingest = std::move(ingest), options, reply](const HttpRequest& request) {
-    std::vector<Json> spans;
-    try {
-      spans =
-          decode_otlp_traces(request.body, request.header("content-type"), request.header("content-encoding"), options);
-    } catch (const OtlpError& e) {
-      throw HttpError(400, e.what());
-    }
-    if (!spans.empty()) ingest(std::move(spans));
-    return reply(request, 200, otlp_export_response());
-  });
-  server.format_errors(path, [reply](const HttpRequest& request, const HttpError& error) {
-    return reply(request, error.status(), otlp_error_status(error.what()));
-  });
 }
 
 }  // namespace arclight::serve

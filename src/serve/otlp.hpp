@@ -15,6 +15,8 @@
 
 namespace arclight::serve {
 
+inline constexpr std::string_view otlp_content_type = "application/x-protobuf";
+
 struct OtlpOptions {
   // The most a gzip body may inflate to: past it the request is refused (400), so a zip bomb costs nothing. A
   // decoded request takes tens of times its size as JSON, so this also bounds the memory one request can take.
