@@ -246,7 +246,7 @@ Json links_json(const otlp::Span& span) {
 // One span, or none when neither it nor its resource names the rollout and the attempt.
 std::optional<Json> span_json(const otlp::Span& span, const Json& resource) {
   Json attributes = attributes_json(span.attributes());
-  const Json& resource_attributes = resource["attributes"];
+  const Json& resource_attributes = resource.at("attributes");
   auto id_attribute = [&](const char* key) {
     const Json* value = find(attributes, key);
     return value ? value : find(resource_attributes, key);

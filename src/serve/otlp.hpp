@@ -18,8 +18,12 @@ namespace arclight::serve {
 inline constexpr std::string_view otlp_content_type = "application/x-protobuf";
 
 struct OtlpOptions {
-  // The most a gzip body may inflate to: past it the request is refused (400), so a zip bomb costs nothing. A
-  // decoded request takes tens of times its size as JSON, so this also bounds the memory one request can take.
+  // The route's path, a regular expression as HttpServer's routes are (a prefix before it, if the store API has one).
+  std::string path = "/v1/traces";
+  // The most a body may inflate to in the decoder, and the most the spans' copies of their resource may add up to:
+  // past either, 400, so a zip bomb or a large resource repeated over many tiny spans costs nothing. (Through
+  // HttpServer, a body sent with Content-Encoding exactly "gzip" is inflated by the server itself, within its
+  // max_body_bytes: past that, 413.)
   std::size_t max_inflated_bytes = 16 << 20;
 };
 

@@ -4,7 +4,6 @@
 namespace arclight::serve {
 
 void add_otlp_route(HttpServer& server, std::function<void(std::vector<Json>)> ingest, OtlpOptions options) {
-  const std::string path = "/v1/traces";
   // As Agent Lightning answers: protobuf, gzipped when the client takes gzip.
   auto reply = [](const HttpRequest& request, int status, std::string body) {
     HttpResponse response{status, std::string(otlp_content_type), std::move(body), nullptr, {}};
@@ -14,7 +13,7 @@ void add_otlp_route(HttpServer& server, std::function<void(std::vector<Json>)> i
     }
     return response;
   };
-  server.post(path, [ingest = std::move(ingest), options, reply](const HttpRequest& request) {
+  server.post(options.path, [ingest = std::move(ingest), options, reply](const HttpRequest& request) {
     std::vector<Json> spans;
     try {
       spans =
@@ -25,7 +24,7 @@ void add_otlp_route(HttpServer& server, std::function<void(std::vector<Json>)> i
     if (!spans.empty()) ingest(std::move(spans));
     return reply(request, 200, otlp_export_response());
   });
-  server.format_errors(path, [reply](const HttpRequest& request, const HttpError& error) {
+  server.format_errors(options.path, [reply](const HttpRequest& request, const HttpError& error) {
     return reply(request, error.status(), otlp_error_status(error.what()));
   });
 }

@@ -354,7 +354,7 @@ struct TracesServer {
   HttpServer server;
   std::unique_ptr<httplib::Client> client;
 
-  explicit TracesServer(std::size_t max_body_bytes = 1 << 20)
+  explicit TracesServer(std::size_t max_body_bytes = 1 << 20, OtlpOptions options = {})
       : server([&] {
           HttpServerOptions options;
           options.bearer_token = "secret";
@@ -362,20 +362,24 @@ struct TracesServer {
           options.worker_threads = 4;
           return options;
         }()) {
-    add_otlp_route(server, [this](std::vector<Json> spans) {
-      std::lock_guard<std::mutex> lock(ingest.mutex);
-      ++ingest.calls;
-      if (ingest.fail) throw std::runtime_error("Rollout ro-1 not found");
-      for (Json& s : spans) ingest.spans.push_back(std::move(s));
-    });
+    add_otlp_route(
+        server,
+        [this](std::vector<Json> spans) {
+          std::lock_guard<std::mutex> lock(ingest.mutex);
+          ++ingest.calls;
+          if (ingest.fail) throw std::runtime_error("Rollout ro-1 not found");
+          for (Json& s : spans) ingest.spans.push_back(std::move(s));
+        },
+        options);
     server.start();
     client = std::make_unique<httplib::Client>("127.0.0.1", server.port());
     client->set_bearer_token_auth("secret");
     client->set_read_timeout(std::chrono::seconds(10));
     client->set_decompress(false);  // the answers' bytes as sent, and no Accept-Encoding unless a test sends one
   }
-  httplib::Result post(const std::string& body, const std::string& content_type, httplib::Headers headers = {}) {
-    return client->Post("/v1/traces", headers, body, content_type.c_str());
+  httplib::Result post(const std::string& body, const std::string& content_type, httplib::Headers headers = {},
+                       const std::string& path = "/v1/traces") {
+    return client->Post(path.c_str(), headers, body, content_type.c_str());
   }
 };
 
@@ -449,6 +453,18 @@ BOOST_AUTO_TEST_CASE(a_zip_bomb_is_413_and_the_server_goes_on) {
   Export e;
   e.span("after");
   BOOST_TEST(t.post(e.bytes(), protobuf)->status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(the_route_can_sit_under_a_prefix) {
+  OtlpOptions options;
+  options.path = "/([a-z0-9]+)/v1/traces";
+  TracesServer t(1 << 20, options);
+  Export e;
+  e.span("prefixed");
+  BOOST_TEST(t.post(e.bytes(), protobuf, {}, "/abc123/v1/traces")->status == 200);
+  BOOST_TEST(status_message(t.post("", "text/plain", {}, "/abc123/v1/traces"), 400).find("Unsupported") == 0u);
+  BOOST_TEST(t.post(e.bytes(), protobuf)->status == 404);
+  BOOST_TEST(t.ingest.spans.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(an_ingest_that_throws_is_500_with_a_status) {
