@@ -23,6 +23,7 @@ LIBRARIES = [
     ("httplib", re.compile(r"httplib\.h$")),
     ("pcre2", re.compile(r"pcre2\.h$")),
     ("icu", re.compile(r"unicode/")),
+    ("zlib", re.compile(r"zlib\.h$")),
 ]
 # The C++ standard library (no extension) and the POSIX and glibc headers any module may use.
 SYSTEM = re.compile(r"([a-z_]+|(unistd|fcntl|malloc|sched|dlfcn|signal|errno|pthread)\.h|sys/[a-z_]+\.h)$")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/log.hpp"
 
@@ -17,13 +19,35 @@ const T& attribute(const store::Span& span, const char* key) {
   return std::get<T>(*v);
 }
 
-// The primary reward of an Agent Lightning annotation span: agentlightning.reward.0.value (v0.3), or the attribute
-// `reward` (v0.2). None for an annotation that carries no reward (a tag or a link only).
+std::optional<double> number(const store::Span& span, const char* key) {
+  const store::AttributeValue* v = span.find(key);
+  if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
+  return std::nullopt;
+}
+
+// The AgentOps form: a JSON object {"type": "reward", "value": x} (a map attribute arrives as its JSON text too).
+// Whether it is one, and its value (none for a null value).
+std::pair<bool, std::optional<double>> agentops_reward(const store::AttributeValue* output) {
+  if (!output || !std::holds_alternative<std::string>(*output)) return {false, std::nullopt};
+  const nlohmann::json payload = nlohmann::json::parse(std::get<std::string>(*output), nullptr, false);
+  if (!payload.is_object() || payload.value("type", nlohmann::json()) != "reward") return {false, std::nullopt};
+  const auto value = payload.find("value");
+  if (value == payload.end() || !value->is_number()) return {true, std::nullopt};
+  return {true, value->get<double>()};
+}
+
+// An Agent Lightning reward, read as its get_reward_value reads one, on a span of any name: dimension 0 of
+// agentlightning.reward.N.{name,value} (v0.3: emit_reward puts the primary dimension first, whatever its name; the
+// other dimensions are not trained on); else agentops.task.output or agentops.entity.output holding
+// {"type": "reward", "value": x} (older agents); else v0.2's attribute `reward` on an agentlightning.annotation span.
+// None for a span that carries no reward (a tag, a link, an LLM call).
 std::optional<double> agl_reward(const store::Span& span) {
-  for (const char* key : {"agentlightning.reward.0.value", "reward"}) {
-    const store::AttributeValue* v = span.find(key);
-    if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
+  if (const auto primary = number(span, "agentlightning.reward.0.value")) return primary;
+  for (const char* key : {"agentops.task.output", "agentops.entity.output"}) {
+    const auto [is_reward, value] = agentops_reward(span.find(key));
+    if (is_reward) return value;
   }
+  if (span.name == span_names::agl_annotation) return number(span, "reward");
   return std::nullopt;
 }
 
@@ -42,6 +66,7 @@ std::uint64_t Trajectory::oldest_version() const {
 Trajectory read_trajectory(const std::vector<store::Span>& spans) {
   Trajectory t;
   std::vector<std::pair<int, double>> rewards;
+  std::vector<bool> rewarded;  // per call: an Agent Lightning reward went to it
   for (const store::Span& span : spans) {
     if (span.name == span_names::llm) {
       Trajectory::Call call;
@@ -52,15 +77,21 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans) {
       if (call.logprobs.size() != call.response.size())
         throw DecodeError("llm span: logprobs and response differ in length");
       t.calls.push_back(std::move(call));
+      rewarded.push_back(false);
     } else if (span.name == span_names::reward) {
       rewards.emplace_back(static_cast<int>(attribute<double>(span, "step")), attribute<double>(span, "reward"));
     } else if (span.name == span_names::result) {
       for (const store::Attribute& a : span.attributes)
         if (std::holds_alternative<double>(a.value)) t.metrics[a.key] = std::get<double>(a.value);
-    } else if (span.name == span_names::agl_annotation) {
-      // Agent Lightning's reward: it goes to the latest policy call before it; one before any call has none to go to.
-      const std::optional<double> value = agl_reward(span);
-      if (value && !t.calls.empty()) rewards.emplace_back(static_cast<int>(t.calls.size()) - 1, *value);
+    } else if (const std::optional<double> value = agl_reward(span)) {
+      // As Agent Lightning matches a reward ("first occurrence" by sequence): to the latest call before it that has
+      // none yet; with none left, to no call.
+      for (int c = static_cast<int>(t.calls.size()) - 1; c >= 0; --c) {
+        if (rewarded[c]) continue;
+        rewarded[c] = true;
+        rewards.emplace_back(c, *value);
+        break;
+      }
     }
   }
   if (!reported_metrics(spans)) {  // an outside agent that reports no figures is measured by its total reward

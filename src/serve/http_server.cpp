@@ -1,5 +1,6 @@
 // The HTTP server over cpp-httplib (Debian's compiled library): its thread pool serves each connection on a worker
-// thread; the token check runs before a body is read.
+// thread; the token check runs before a body is read, and bodies are read through a content reader, which bounds
+// what the library inflates.
 #include "arclight/serve/http_server.hpp"
 
 #include <httplib.h>
@@ -7,6 +8,8 @@
 
 #include <atomic>
 #include <cctype>
+#include <optional>
+#include <regex>
 #include <thread>
 
 #include "arclight/core/error.hpp"
@@ -36,15 +39,27 @@ std::string status_type(int status) {
   }
 }
 
+// The request bodies the library inflates before a handler sees them (cpp-httplib 0.11: gzip and deflate, and any
+// encoding that names br).
+bool inflated_by_library(const std::string& content_encoding) {
+  return content_encoding == "gzip" || content_encoding == "deflate" ||
+         content_encoding.find("br") != std::string::npos;
+}
+
 HttpRequest request_of(const httplib::Request& req) {
   HttpRequest out{req.method, req.path, {}, {}, req.body};
   for (std::size_t i = 1; i < req.matches.size(); ++i) out.captures.push_back(req.matches[i].str());
-  for (const auto& [name, value] : req.headers) out.headers.emplace(lower(name), value);
+  for (const auto& [name, value] : req.headers) {
+    std::string key = lower(name);
+    if (key == "content-encoding" && inflated_by_library(value)) continue;
+    out.headers.emplace(std::move(key), value);
+  }
   return out;
 }
 
 void answer(httplib::Response& res, HttpResponse response) {
   res.status = response.status;
+  for (const auto& [name, value] : response.headers) res.set_header(name.c_str(), value);
   if (!response.stream) {
     res.set_content(response.body, response.content_type.c_str());
     return;
@@ -57,9 +72,29 @@ void answer(httplib::Response& res, HttpResponse response) {
   });
 }
 
-void answer_error(httplib::Response& res, const HttpError& error) {
+void answer_json_error(httplib::Response& res, const HttpError& error) {
   res.status = error.status();
   res.set_content(error_body(error), "application/json");
+}
+
+// Reads a body through the library's decoder (which inflates it) keeping at most `limit` bytes of what comes out:
+// the library bounds only the bytes that arrive, and a few kilobytes of gzip inflate to gigabytes.
+std::optional<HttpError> read_body(const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& reader, std::size_t limit, std::string& body) {
+  bool over = false;
+  const auto keep = [&](const char* data, std::size_t size) {
+    if (body.size() + size > limit) return !(over = true);
+    body.append(data, size);
+    return true;
+  };
+  if (req.is_multipart_form_data()) {  // read (bounded) to keep the connection in step, then refused
+    const bool read = reader([](const httplib::MultipartFormData&) { return true; }, keep);
+    if (read) return HttpError(415, "multipart bodies are not taken");
+  } else if (reader(keep)) {
+    return std::nullopt;
+  }
+  if (over || res.status == 413) return HttpError(413, "request body too large");
+  return HttpError(400, "a body that could not be read (cut short, or one that does not inflate)");
 }
 
 }  // namespace
@@ -75,17 +110,46 @@ struct HttpServer::Impl {
   std::thread listener;
   std::atomic<int> socket{-1};
   int port = 0;
+  std::vector<std::pair<std::regex, HttpErrorFormatter>> formatters;
 
-  httplib::Server::Handler wrap(HttpHandler handler) {
-    return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+  // In the shape of the first formatter whose pattern matches the path, else OpenAI's.
+  void answer_error(httplib::Response& res, const HttpRequest& request, const HttpError& error) const {
+    for (const auto& [pattern, formatter] : formatters) {
+      if (!std::regex_match(request.path, pattern)) continue;
       try {
-        answer(res, handler(request_of(req)));
-      } catch (const HttpError& e) {
-        answer_error(res, e);
+        return answer(res, formatter(request, error));
       } catch (const std::exception& e) {
-        log::warn("http: ", req.method, " ", req.path, ": ", e.what());
-        answer_error(res, HttpError(500, std::string("internal error: ") + e.what(), "server_error"));
+        log::warn("http: the error formatter of ", request.path, " failed: ", e.what());
+        break;
       }
+    }
+    answer_json_error(res, error);
+  }
+
+  void serve(const HttpHandler& handler, const HttpRequest& request, httplib::Response& res) const {
+    try {
+      answer(res, handler(request));
+    } catch (const HttpError& e) {
+      answer_error(res, request, e);
+    } catch (const std::exception& e) {
+      log::warn("http: ", request.method, " ", request.path, ": ", e.what());
+      answer_error(res, request, HttpError(500, std::string("internal error: ") + e.what(), "server_error"));
+    }
+  }
+
+  httplib::Server::Handler wrap(HttpHandler handler) const {
+    return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      serve(handler, request_of(req), res);
+    };
+  }
+
+  httplib::Server::HandlerWithContentReader wrap_with_body(HttpHandler handler) const {
+    return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                                const httplib::ContentReader& reader) {
+      HttpRequest request = request_of(req);
+      if (const auto error = read_body(req, res, reader, options.max_body_bytes, request.body))
+        return answer_error(res, request, *error);
+      serve(handler, request, res);
     };
   }
 
@@ -106,22 +170,22 @@ struct HttpServer::Impl {
       const std::string given = req.get_header_value("Authorization");
       if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token))
         return httplib::Server::HandlerResponse::Unhandled;
-      answer_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
-                                  "authentication_error", "", "invalid_api_key"));
+      answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                                       "authentication_error", "", "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     });
     // The library's own answers (no route, a body too large, a bad request line) get a JSON body too.
     server.set_error_handler(
-        httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
           const std::string message = res.status == 404   ? "no route for " + req.method + " " + req.path
                                       : res.status == 413 ? "request body too large"
                                                           : log::concat("HTTP error ", res.status);
-          answer_error(res, HttpError(res.status, message, status_type(res.status)));
+          answer_error(res, request_of(req), HttpError(res.status, message, status_type(res.status)));
           return httplib::Server::HandlerResponse::Handled;
         }));
     server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-      answer_error(res, HttpError(500, "internal error", "server_error"));
+      answer_json_error(res, HttpError(500, "internal error", "server_error"));
     });
   }
 };
@@ -139,7 +203,11 @@ void HttpServer::get(const std::string& pattern, HttpHandler handler) {
 }
 
 void HttpServer::post(const std::string& pattern, HttpHandler handler) {
-  impl_->server.Post(pattern, impl_->wrap(std::move(handler)));
+  impl_->server.Post(pattern, impl_->wrap_with_body(std::move(handler)));
+}
+
+void HttpServer::format_errors(const std::string& pattern, HttpErrorFormatter formatter) {
+  impl_->formatters.emplace_back(std::regex(pattern), std::move(formatter));
 }
 
 void HttpServer::start() {

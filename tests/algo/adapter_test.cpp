@@ -69,20 +69,85 @@ store::Span agl_reward(const char* key, double value) {
   return s;
 }
 
-BOOST_AUTO_TEST_CASE(agent_lightning_rewards_go_to_the_latest_call_before_them) {
-  // A reward before any call has nothing to go to; v0.3's reward.0.value and v0.2's `reward` both count.
+store::Span named(const std::string& name, std::vector<store::Attribute> attributes) {
+  store::Span s;
+  s.name = name;
+  s.attributes = std::move(attributes);
+  return s;
+}
+
+BOOST_AUTO_TEST_CASE(agent_lightning_rewards_go_to_the_latest_call_before_them_that_has_none) {
+  // A reward before any call has nothing to go to; v0.3's reward.0.value and v0.2's `reward` both count; a second
+  // reward after the same call goes to the call before it, as Agent Lightning matches them.
   Trajectory t = read_trajectory({agl_reward("agentlightning.reward.0.value", 5.0), llm({0}, {16}, {-1.5f}, 4),
                                   llm({0, 16, 32}, {8}, {-0.5f}, 5), agl_reward("agentlightning.reward.0.value", 2.0),
                                   agl_reward("reward", 0.5)});
-  BOOST_TEST(t.rewards == (std::vector<double>{0.0, 2.5}));
+  BOOST_TEST(t.rewards == (std::vector<double>{0.5, 2.0}));
   // No result span: the episode's figure is its total reward (what was credited to a call).
   BOOST_TEST(t.metrics.size() == 1u);
   BOOST_TEST(t.metrics["reward"] == 2.5);
+  // One reward per call: a third after two calls finds none left.
+  t = read_trajectory(
+      {llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8}, {-0.5f}, 5), agl_reward("agentlightning.reward.0.value", 1.0),
+       agl_reward("agentlightning.reward.0.value", 0.5), agl_reward("agentlightning.reward.0.value", 0.25)});
+  BOOST_TEST(t.rewards == (std::vector<double>{0.5, 1.0}));
+  BOOST_TEST(t.metrics["reward"] == 1.5);
   // An annotation without a reward (a tag) changes nothing.
   store::Span tag;
   tag.name = span_names::agl_annotation;
   tag.attributes = {{"agentlightning.tag.0", std::string("done")}};
   BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), tag}).rewards == (std::vector<double>{0.0}));
+}
+
+BOOST_AUTO_TEST_CASE(of_several_reward_dimensions_dimension_0_is_the_reward) {
+  // emit_reward({"brevity": 0.2, "correct": 1.0}, primary_key="correct") puts the primary dimension first.
+  const store::Span reward =
+      named(span_names::agl_annotation, {{"agentlightning.reward.0.name", std::string("correct")},
+                                         {"agentlightning.reward.0.value", 1.0},
+                                         {"agentlightning.reward.1.name", std::string("brevity")},
+                                         {"agentlightning.reward.1.value", 0.2}});
+  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), reward}).rewards == (std::vector<double>{1.0}));
+  // On a span of any name, as Agent Lightning reads it.
+  const store::Span operation = named("agentlightning.operation", {{"agentlightning.reward.0.value", 0.5}});
+  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), operation}).rewards == (std::vector<double>{0.5}));
+  // Dimension 1 alone is no reward.
+  const store::Span second = named(span_names::agl_annotation, {{"agentlightning.reward.1.value", 0.2}});
+  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), second}).rewards == (std::vector<double>{0.0}));
+}
+
+BOOST_AUTO_TEST_CASE(agentops_rewards_are_json_in_task_or_entity_output_on_any_span) {
+  auto rewards_with = [](std::vector<store::Attribute> attributes) {
+    return read_trajectory({llm({0}, {16}, {-1.5f}, 4), named("reward_function.task", std::move(attributes))}).rewards;
+  };
+  using Text = std::string;
+  BOOST_TEST(rewards_with({{"agentops.task.output", Text(R"({"type": "reward", "value": 0.75})")}})[0] == 0.75);
+  BOOST_TEST(rewards_with({{"agentops.entity.output", Text(R"({"value": 1, "type": "reward"})")}})[0] == 1.0);
+  // A task output that is not a reward leaves the entity output to be read.
+  BOOST_TEST(rewards_with({{"agentops.task.output", Text(R"({"type": "answer", "value": 3})")},
+                           {"agentops.entity.output", Text(R"({"type": "reward", "value": 0.25})")}})[0] == 0.25);
+  // Not rewards: a null value, text that is not JSON, JSON that is no object, a value that is no number.
+  for (const Text& output : {Text(R"({"type": "reward", "value": null})"), Text("reward 1.0"), Text("[1]"),
+                             Text(R"({"type": "reward", "value": "high"})"), Text("")}) {
+    BOOST_TEST_CONTEXT(output) { BOOST_TEST(rewards_with({{"agentops.task.output", output}})[0] == 0.0); }
+  }
+  // v0.2's `reward` counts only on an annotation span.
+  BOOST_TEST(rewards_with({{"reward", 1.0}})[0] == 0.0);
+  BOOST_TEST(
+      read_trajectory({llm({0}, {16}, {-1.5f}, 4), named("agentlightning.annotation", {{"reward", 1.0}})}).rewards[0] ==
+      1.0);
+}
+
+BOOST_AUTO_TEST_CASE(agent_lightnings_own_llm_call_spans_are_not_calls) {
+  // What its AgentOps instrumentation writes: token ids, but neither log-probs nor a policy version. The endpoint's
+  // `llm` span of the same call is the one trained on.
+  const store::Span theirs = named("openai.chat.completion", {{"prompt_token_ids", store::TokenIds{0}},
+                                                              {"response_token_ids", store::TokenIds{16}},
+                                                              {"gen_ai.response.id", std::string("chatcmpl-1")}});
+  Trajectory t =
+      read_trajectory({llm({0}, {16}, {-1.5f}, 4), theirs, agl_reward("agentlightning.reward.0.value", 1.0)});
+  BOOST_TEST(t.calls.size() == 1u);
+  BOOST_TEST(t.rewards == (std::vector<double>{1.0}));
+  BOOST_TEST(read_trajectory({theirs}).calls.empty());
 }
 
 BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {

@@ -14,8 +14,8 @@ namespace span_names {
 inline constexpr const char* llm = "llm";        // prompt_ids, response_ids, logprobs, policy_version
 inline constexpr const char* reward = "reward";  // reward, step
 inline constexpr const char* result = "result";  // the episode's figures, each a number
-// Agent Lightning's reward span (agentlightning.reward.0.value), as outside agents send it: the reward of the latest
-// policy call before it.
+// Agent Lightning's reward span, as outside agents send it (agentlightning.reward.0.value; the older forms too, see
+// read_trajectory): the reward of the latest policy call before it that has none yet.
 inline constexpr const char* agl_annotation = "agentlightning.annotation";
 }  // namespace span_names
 
@@ -32,7 +32,14 @@ struct Trajectory {
 };
 
 // Reads one attempt's spans (in sequence order). Throws DecodeError for a span that lacks
-// what its name promises.
+// what its name promises. Agent Lightning's rewards are read as its get_reward_value reads them, from a span of any
+// name other than the three above: dimension 0 of agentlightning.reward.N.{name,value} (emit_reward puts the primary
+// dimension first; the others are not trained on); else agentops.task.output / agentops.entity.output holding the
+// JSON {"type": "reward", "value": x}; else v0.2's attribute `reward` on an agentlightning.annotation span. Each goes
+// to the latest policy call before it that has no such reward yet, as its LlmProxyTraceToTriplet matches them
+// ("first occurrence" by sequence); one with no such call is dropped. Agent Lightning's own LLM-call spans
+// (openai.chat.completion ...) are not calls here: arclight's endpoint records every call it serves as an `llm` span,
+// with the log-probs and the policy version that training needs and theirs lack.
 Trajectory read_trajectory(const std::vector<store::Span>& spans);
 
 // One sequence for the whole trajectory: the last call's prompt and response, where every

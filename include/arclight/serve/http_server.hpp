@@ -30,6 +30,9 @@ struct HttpRequest {
   std::string path;
   std::vector<std::string> captures;           // the route pattern's groups, in order ("" for one that did not match)
   std::map<std::string, std::string> headers;  // names in lower case
+  // Decoded: the server inflates a body sent with Content-Encoding gzip, deflate or br (bounded by max_body_bytes:
+  // past it, 413; one that does not inflate, 400; one cut short passes as what it holds) and then leaves that header
+  // out of `headers`.
   std::string body;
   std::string header(const std::string& lower_case_name) const;  // "" when absent
 };
@@ -43,6 +46,7 @@ struct HttpResponse {
   std::string body;
   // When set, the answer is streamed (chunked) instead: the function writes its pieces, then returns.
   std::function<void(const StreamWriter&)> stream;
+  std::map<std::string, std::string> headers = {};  // more headers of the answer (Content-Encoding, ...)
 };
 
 // An error a handler throws to answer with it: OpenAI's shape {"error": {message, type, param, code}}.
@@ -64,6 +68,8 @@ class HttpError : public std::runtime_error {
 std::string error_body(const HttpError& error);
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// Writes an error answer in a protocol's own shape.
+using HttpErrorFormatter = std::function<HttpResponse(const HttpRequest&, const HttpError&)>;
 
 class HttpServer {
  public:
@@ -76,6 +82,9 @@ class HttpServer {
   // Routes are added before start().
   void get(const std::string& pattern, HttpHandler handler);
   void post(const std::string& pattern, HttpHandler handler);
+  // Errors on paths that match `pattern` (a handler's HttpError or exception, and the server's own: a body too large
+  // or that does not decode) are answered by `formatter` instead of in OpenAI's shape. Added before start().
+  void format_errors(const std::string& pattern, HttpErrorFormatter formatter);
 
   // Binds (throws Error when it cannot) and serves on threads of its own.
   void start();
