@@ -158,15 +158,15 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
 
 class ExternalRunner {
  public:
-  ExternalRunner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute,
-                 const std::string& secret)
+  ExternalRunner(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
+                 ComputeClock& compute, const std::string& secret)
       : config_(config),
         store_(store),
         weights_(weights),
         compute_(compute),
         rank_(rank),
         spans_(store, config.runner.span_batch, config.runner.span_flush_seconds),
-        policy_(config.model, agent::make_agent(config.agent)->vocab_size(), config.run.seed),
+        policy_(policy_on(device, config.model, agent::make_agent(config.agent)->vocab_size(), config.run.seed)),
         engine_(policy_, config.runner.decode_rows),
         text_(served_text(config.model)),
         backend_(store, spans_, book_, published_version_),
@@ -266,9 +266,9 @@ class ExternalRunner {
 
 }  // namespace
 
-void run_external_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank,
+void run_external_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
                          ComputeClock& compute, const std::string& secret) {
-  ExternalRunner(config, store, weights, rank, compute, secret).run();
+  ExternalRunner(config, store, weights, rank, device, compute, secret).run();
 }
 
 }  // namespace arclight::app

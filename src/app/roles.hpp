@@ -14,6 +14,7 @@
 #include "arclight/comm/channels.hpp"
 #include "arclight/core/config.hpp"
 #include "arclight/core/layout.hpp"
+#include "arclight/model/policy.hpp"
 #include "arclight/store/store.hpp"
 
 namespace arclight::app {
@@ -63,18 +64,30 @@ class RequiredVersions {
   std::map<store::ResourcesId, std::uint64_t> versions_;
 };
 
+// In each role, `device` is where the rank's policy computes: a CUDA device ordinal, or -1 for the CPU.
+inline model::Policy policy_on(int device, const ModelConfig& model, int vocab_size, std::uint64_t seed) {
+  model::Policy policy(model, vocab_size, seed);
+  policy.place_on(device);
+  return policy;
+}
+
 // runner.cpp: takes rollouts from the store, runs their episodes with the newest policy it has,
 // and writes their spans; returns when the weight channel says training is over.
-void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute);
+void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
+                ComputeClock& compute);
 
 // external_runner.cpp: a runner whose episodes are outside agent processes (agent.name = "external"), served by an
 // OpenAI-compatible endpoint that needs `secret` (the job's bearer token); returns as run_runner does.
-void run_external_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank,
+void run_external_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
                          ComputeClock& compute, const std::string& secret);
 
 // trainer_rank.cpp: serves the coordinator's requests (train, save, restore, begin) until it says stop.
-void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
-                 WeightChannel& weights, ComputeClock& compute);
+void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
+                 store::Store& store, WeightChannel& weights, ComputeClock& compute);
+
+// trainer_rank.cpp: how a trainer all-reduces gradients: "nccl" for a policy on a GPU (with NCCL compiled in), else
+// "mpi"; "none" for a lone trainer.
+std::string gradient_transport(int trainers, int device);
 
 // coordinator.cpp: rank 0, the store and the algorithm. Returns exit_ok, or exit_requeue after
 // a signal asked the job to stop at a checkpoint.

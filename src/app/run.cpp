@@ -22,22 +22,33 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/layout.hpp"
 #include "arclight/core/placement.hpp"
+#include "arclight/core/version.hpp"
+#include "arclight/core/log.hpp"
 #include "arclight/agent/agent.hpp"
 #include "arclight/model/architecture.hpp"
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/hf_export.hpp"
 #include "arclight/model/policy.hpp"
+#include "roles.hpp"
 #include "serve_command.hpp"
 #include "tokenize.hpp"
 
 namespace arclight::app {
 namespace {
 
-Placement place_this_rank(const comm::MpiRuntime& mpi) {
+// Runners and trainers compute on the GPU of their node-local rank where a CUDA LibTorch and GPUs are there; rank 0
+// (the store and the algorithm's bookkeeping) stays on the CPU.
+Placement place_this_rank(const comm::MpiRuntime& mpi, const RankRole& role) {
   Placement p;
   p.local_rank = local_rank_from_env([](const char* name) { return std::getenv(name); }).value_or(mpi.local_rank());
   p.local_size = mpi.local_size();
-  p.device = device_for_local_rank(p.local_rank, comm::visible_gpu_count());
+  const int gpus = comm::visible_gpu_count();
+  if (gpus > 0 && !build_info().torch_cuda && mpi.rank() == 0)
+    log::warn(gpus,
+              " GPU(s) visible, but this binary's LibTorch is CPU-only: every rank computes on CPUs (build with "
+              "ARCLIGHT_TORCH=python scripts/build.sh, README: On a Slurm cluster)");
+  const bool computes = role.runner || role.trainer;
+  p.device = computes && build_info().torch_cuda ? device_for_local_rank(p.local_rank, gpus) : -1;
   p.threads = threads_for_rank(static_cast<int>(std::thread::hardware_concurrency()), p.local_size);
   return p;
 }
@@ -48,28 +59,30 @@ std::string hostname() {
   return name;
 }
 
-// Rank 0's table of every rank: role, host, local rank, device, threads.
+// Rank 0's table of every rank: role, host, local rank, device, threads, and how a trainer all-reduces gradients.
 std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, const Placement& mine) {
+  const bool trainer = layout.roles[mpi.rank()].trainer;
   std::ostringstream row;
   row << hostname() << ' ' << mine.local_rank << ' '
-      << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device)) << ' ' << mine.threads;
+      << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device)) << ' ' << mine.threads << ' '
+      << (trainer ? gradient_transport(static_cast<int>(layout.trainers().size()), mine.device) : "-");
   std::vector<std::string> rows = mpi.gather(row.str(), 0);
   std::ostringstream table;
-  table << "rank  role            host                  local  device   threads\n";
+  table << "rank  role            host                  local  device   threads  gradients\n";
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     std::istringstream fields(rows[r]);
-    std::string host, local, device, threads;
-    fields >> host >> local >> device >> threads;
+    std::string host, local, device, threads, gradients;
+    fields >> host >> local >> device >> threads >> gradients;
     char line[200];
-    std::snprintf(line, sizeof line, "%-5d %-15s %-21s %-6s %-8s %s\n", r, role_name(layout.roles[r]).c_str(),
-                  host.c_str(), local.c_str(), device.c_str(), threads.c_str());
+    std::snprintf(line, sizeof line, "%-5d %-15s %-21s %-6s %-8s %-8s %s\n", r, role_name(layout.roles[r]).c_str(),
+                  host.c_str(), local.c_str(), device.c_str(), threads.c_str(), gradients.c_str());
     table << line;
   }
   return table.str();
 }
 
 int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layout) {
-  Placement placement = place_this_rank(mpi);
+  Placement placement = place_this_rank(mpi, layout.roles[mpi.rank()]);
   std::string table = placement_table(mpi, layout, placement);
   if (inv.dry_run) {
     if (mpi.rank() == 0) {

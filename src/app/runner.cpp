@@ -68,14 +68,14 @@ std::uint64_t batch_seed(std::uint64_t seed, const store::AttemptedRollout& firs
 
 class Runner {
  public:
-  Runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute)
+  Runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device, ComputeClock& compute)
       : config_(config),
         store_(store),
         weights_(weights),
         compute_(compute),
         spans_(store, config.runner.span_batch, config.runner.span_flush_seconds),
         agent_(agent::make_agent(config.agent)),
-        policy_(config.model, agent_->vocab_size(), config.run.seed),
+        policy_(policy_on(device, config.model, agent_->vocab_size(), config.run.seed)),
         batcher_(policy_, train_sampling_, 0),
         me_("runner-" + std::to_string(rank)) {
     weights_.attach(policy_);
@@ -190,8 +190,9 @@ std::uint64_t RequiredVersions::of(const std::vector<store::AttemptedRollout>& r
   return needed;
 }
 
-void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, ComputeClock& compute) {
-  Runner(config, store, weights, rank, compute).run();
+void run_runner(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
+                ComputeClock& compute) {
+  Runner(config, store, weights, rank, device, compute).run();
 }
 
 }  // namespace arclight::app

@@ -40,8 +40,10 @@ void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInf
   throw UsageError(log::concat(path, " holds another model (", why, "): resume with the configuration that saved it"));
 }
 
-std::unique_ptr<GradientReducer> make_reducer(const Config& config, const comm::Communicator& trainers) {
-  if (trainers.size() <= 1) return nullptr;
+std::unique_ptr<GradientReducer> make_reducer(const Config& config, const comm::Communicator& trainers, int device) {
+  const std::string transport = gradient_transport(trainers.size(), device);
+  if (transport == "none") return nullptr;
+  if (transport == "nccl") return comm::make_nccl_reducer(trainers.get(), device);
   comm::ReducerConfig rc;
   rc.bucket_bytes = static_cast<std::size_t>(config.comm.bucket_mb * (1 << 20));
   rc.first_bucket_bytes = static_cast<std::size_t>(config.comm.first_bucket_mb * (1 << 20));
@@ -51,8 +53,8 @@ std::unique_ptr<GradientReducer> make_reducer(const Config& config, const comm::
 
 class TrainerRank {
  public:
-  TrainerRank(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
-              WeightChannel& weights, ComputeClock& compute)
+  TrainerRank(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
+              store::Store& store, WeightChannel& weights, ComputeClock& compute)
       : config_(config),
         ch_(ch),
         store_(store),
@@ -60,8 +62,8 @@ class TrainerRank {
         compute_(compute),
         leader_(rank == layout.trainer_leader()),
         agent_(agent::make_agent(config.agent)),
-        policy_(config.model, agent_->vocab_size(), config.run.seed),
-        reducer_(make_reducer(config, ch.trainers)),
+        policy_(policy_on(device, config.model, agent_->vocab_size(), config.run.seed)),
+        reducer_(make_reducer(config, ch.trainers, device)),
         trainer_(policy_, config.grpo, reducer_.get()) {
     weights_.attach(policy_);
     const std::vector<std::string> names = policy_.parameter_names();
@@ -146,9 +148,7 @@ class TrainerRank {
   void serve(const comm::work::Save& request) {
     auto snapshot = std::make_shared<ckpt::Checkpoint>();
     snapshot->tensors = tensors_;
-    const std::vector<FloatBuffer> live = policy_.parameter_buffers();
-    for (std::size_t i : save_options_.part.tensors)
-      snapshot->parameters.insert(snapshot->parameters.end(), live[i].data, live[i].data + live[i].size);
+    snapshot->parameters = policy_.flat_parameters_of(save_options_.part.tensors);
     algo::OptimizerState optimizer = trainer_.optimizer_state_of(save_options_.part.tensors);
     snapshot->exp_avg = std::move(optimizer.exp_avg);
     snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
@@ -203,9 +203,14 @@ class TrainerRank {
 
 }  // namespace
 
-void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, store::Store& store,
-                 WeightChannel& weights, ComputeClock& compute) {
-  TrainerRank(config, ch, layout, rank, store, weights, compute).run();
+std::string gradient_transport(int trainers, int device) {
+  if (trainers <= 1) return "none";
+  return device >= 0 && comm::nccl_available() ? "nccl" : "mpi";
+}
+
+void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
+                 store::Store& store, WeightChannel& weights, ComputeClock& compute) {
+  TrainerRank(config, ch, layout, rank, device, store, weights, compute).run();
 }
 
 }  // namespace arclight::app

@@ -33,12 +33,12 @@ namespace {
 ComputeClock compute_clock;
 
 // The runner of the configured agent: built in, or outside processes behind an endpoint.
-void run_runner_of(const Config& config, store::Store& store, WeightChannel& weights, int rank,
+void run_runner_of(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
                    const std::string& secret) {
   if (config.agent.name == "external")
-    run_external_runner(config, store, weights, rank, compute_clock, secret);
+    run_external_runner(config, store, weights, rank, device, compute_clock, secret);
   else
-    run_runner(config, store, weights, rank, compute_clock);
+    run_runner(config, store, weights, rank, device, compute_clock);
 }
 
 // The job's secret, the bearer token of every endpoint it opens: random on rank 0, handed to every rank.
@@ -56,7 +56,7 @@ std::string share_job_secret(int rank) {
   return std::string(secret, 32);
 }
 
-int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank,
+int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
                const std::string& secret) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0);
@@ -67,14 +67,14 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
     std::exception_ptr trainer_error;
     std::thread trainer([&] {
       try {
-        run_trainer(config, ch, layout, rank, store, weights, compute_clock);
+        run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
       } catch (...) {
         trainer_error = std::current_exception();
         weights.stop();
       }
     });
     try {
-      run_runner_of(config, store, weights, rank, secret);
+      run_runner_of(config, store, weights, rank, device, secret);
     } catch (...) {
       trainer.detach();  // the error ends the whole job (MPI_Abort) right after this
       throw;
@@ -85,9 +85,9 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
   }
   BroadcastWeights weights(ch.sync.get(), rank == layout.trainer_leader());
   if (role.trainer)
-    run_trainer(config, ch, layout, rank, store, weights, compute_clock);
+    run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
   else
-    run_runner_of(config, store, weights, rank, secret);
+    run_runner_of(config, store, weights, rank, device, secret);
   return exit_ok;
 }
 
@@ -153,14 +153,14 @@ void check_checkpoint_dir(const Config& config) {
   lock_job_directories(config);
 }
 
-int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement&,
+int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement& placement,
                  const std::string& resume, const std::string& effective_config) {
   const auto start = Stopwatch::now();
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);
   const std::string secret = share_job_secret(rank);
   const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config)
-                             : run_worker(config, ch, layout, rank, secret);
+                             : run_worker(config, ch, layout, rank, placement.device, secret);
   write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;

@@ -253,6 +253,15 @@ std::vector<float> Policy::flat_parameters() const {
   return out;
 }
 
+std::vector<float> Policy::flat_parameters_of(const std::vector<std::size_t>& tensors) const {
+  std::vector<float> out;
+  for (const std::size_t i : tensors) {
+    const auto c = impl_->trainable.at(i).detach().cpu().contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
 void Policy::load_flat_parameters(const float* data, std::size_t size) {
   if (size != parameter_count())
     throw Error(log::concat("weights of ", size, " floats for a model of ", parameter_count(), " parameters"));

@@ -79,6 +79,8 @@ class Policy {
   void zero_gradients();
   // All parameters as one flat vector, and back (weight sync, checkpoints).
   std::vector<float> flat_parameters() const;
+  // The parameter tensors numbered `tensors` (ascending, in parameters() order), one after another, in host memory.
+  std::vector<float> flat_parameters_of(const std::vector<std::size_t>& tensors) const;
   void load_flat_parameters(const float* data, std::size_t size);
 
   // Every weight of the model by transformers' name, each LoRA adapter merged into its projection (export).
