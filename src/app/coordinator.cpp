@@ -233,8 +233,8 @@ void Coordinator::wait_for(const std::vector<store::RolloutId>& ids) {
   }
 }
 
-// The ranks that have not said bye and have been silent for run.hung_rank_seconds (pulse.hpp),
-// each named once.
+// The ranks that have not said bye and have been silent for run.hung_rank_seconds (pulse.hpp).
+// A runner is named once (a trainer ends the job: end_if_a_trainer_hangs).
 std::vector<int> Coordinator::hung_ranks() {
   pulses_taken_ = Stopwatch::now();
   pulses_.take();
@@ -243,10 +243,10 @@ std::vector<int> Coordinator::hung_ranks() {
   std::vector<int> hung;
   std::set_intersection(silent.begin(), silent.end(), here.begin(), here.end(), std::back_inserter(hung));
   for (int r : hung) {
-    if (std::find(named_hung_.begin(), named_hung_.end(), r) != named_hung_.end()) continue;
+    if (layout_.roles[r].trainer || std::find(named_hung_.begin(), named_hung_.end(), r) != named_hung_.end()) continue;
     named_hung_.push_back(r);
-    log::warn("rank ", r, " (", role_name(layout_.roles[r]), ") has sent no sign of life for ",
-              config_.run.hung_rank_seconds, " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen)");
+    log::warn("runner rank ", r, " has sent no sign of life for ", config_.run.hung_rank_seconds,
+              " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen); the job goes on without it");
   }
   return hung;
 }
@@ -257,9 +257,11 @@ std::vector<int> Coordinator::hung_ranks() {
 void Coordinator::end_if_a_trainer_hangs() {
   for (int r : hung_ranks())
     if (layout_.roles[r].trainer)
-      throw Error(log::concat("rank ", r, " (", role_name(layout_.roles[r]),
-                              ") hangs, and training cannot go on without it: ending the job, to be requeued (it "
-                              "resumes from its last checkpoint)"),
+      throw Error(log::concat("rank ", r, " (", role_name(layout_.roles[r]), ") has sent no sign of life for ",
+                              config_.run.hung_rank_seconds,
+                              " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen), and training "
+                              "cannot go on without it; ending the job, to be requeued (it resumes from its last "
+                              "checkpoint)"),
                   exit_requeue);
 }
 

@@ -10,8 +10,6 @@
 #include <filesystem>
 #include <vector>
 
-#include "arclight/core/log.hpp"
-
 namespace arclight::ckpt {
 namespace fs = std::filesystem;
 
@@ -316,7 +314,7 @@ void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
 
 std::string os_error(int number) {
   const char* name = strerrorname_np(number);
-  return std::string(std::strerror(number)) + (name ? log::concat(" (", name, ")") : std::string());
+  return std::string(std::strerror(number)) + (name ? std::string(" (") + name + ")" : std::string());
 }
 
 namespace {

@@ -3,7 +3,8 @@
 # ranks 2 and 3 run). The store requeues its work, the trainer leader fences it, and
 #   1. the job reaches its last step, checkpoints and ends (exit 0) naming the rank;
 #   2. SIGUSR1 while it is stopped still checkpoints and ends the job with exit 3 (requeue), and
-#      the resume trains nothing twice.
+#      the resume trains nothing twice;
+#   3. colocated (3 ranks), where it trains too, the job ends promptly with exit 3 naming it.
 # Every run is bounded; the stopped rank is killed at the end whatever happens.
 # Usage: hung_runner_test.sh BUILD/arclight SOURCE_DIR
 set -u
@@ -81,7 +82,7 @@ check '[ -z "$(ranks_of)" ]' "ranks left over: $(ranks_of | xargs)"
 
 # 2. SIGUSR1 (as Slurm's warning) while the runner is stopped: a checkpoint and exit 3, promptly.
 start "$work/b" --run.steps 100000
-if stop_the_runner && await "rank $hung (runner) has sent no sign of life" "$work/err" 60; then
+if stop_the_runner && await "runner rank $hung has sent no sign of life" "$work/err" 60; then
   signalled_at=$SECONDS
   for p in $(ranks_of); do kill -USR1 "$p"; done
   finish
@@ -102,6 +103,21 @@ if stop_the_runner && await "rank $hung (runner) has sent no sign of life" "$wor
   check 'grep -q "; 0 rollouts trained on twice" "$work/trained"' "trained twice: $(tail -1 "$work/trained")"
 else
   failures=$((failures + 1)); echo "FAIL: rank 0 never named the stopped rank: $(tail -3 "$work/err")"; finish
+fi
+check '[ -z "$(ranks_of)" ]' "ranks left over: $(ranks_of | xargs)"
+
+# 3. Colocated (every worker trains and runs): the others wait for the stopped rank in every
+#    all-reduce, so the job ends, promptly, with one message naming it and exit 3 (requeue).
+hung=2
+start "$work/c" --run.steps 100000 --layout.mode colocated
+if stop_the_runner; then
+  finish
+  check '[ "$rc" = 3 ]' "colocated, a stopped rank: exit $rc, not 3: $(tail -4 "$work/err")"
+  check '[ $((SECONDS - stopped_at)) -lt 60 ]' "colocated, a stopped rank: the job took $((SECONDS - stopped_at)) s to end"
+  check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\] rank $hung (runner+trainer) has sent no sign of life for $limit s.*training cannot go on without it" "$work/err"' \
+    "colocated, a stopped rank: not one error naming rank $hung: $(grep "error\]" "$work/err")"
+else
+  failures=$((failures + 1)); finish
 fi
 check '[ -z "$(ranks_of)" ]' "ranks left over: $(ranks_of | xargs)"
 
