@@ -9,13 +9,15 @@ namespace arclight::app {
 
 void BackgroundWriter::start(const std::string& what, std::function<void()> write) {
   wait();
-  thread_ = std::thread([what, write = std::move(write)] {
+  finished_ = false;
+  thread_ = std::thread([this, what, write = std::move(write)] {
     try {
       write();
     } catch (const std::exception& e) {
       log::error("checkpoint: ", what, " failed: ", e.what());
       MPI_Abort(MPI_COMM_WORLD, exit_failure);
     }
+    finished_ = true;
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "arclight/comm/gpu.hpp"
@@ -99,11 +100,12 @@ std::string version_text() {
 
 // CLI11's PositiveNumber and NonNegativeNumber print their range up to the largest double (300
 // digits); these say it plainly. The message starts "= VALUE: " so user_message can write "key = VALUE: why".
-CLI::Validator number_at_least(double low, bool inclusive, const std::string& what) {
+CLI::Validator number_at_least(double low, bool inclusive, const std::string& what,
+                               double high = std::numeric_limits<double>::max()) {
   return CLI::Validator(
       [=](std::string& value) -> std::string {
         double x = 0;
-        if (CLI::detail::lexical_cast(value, x) && (inclusive ? x >= low : x > low)) return "";
+        if (CLI::detail::lexical_cast(value, x) && (inclusive ? x >= low : x > low) && x <= high) return "";
         return "= " + value + ": must be " + what;
       },
       what);
@@ -146,6 +148,10 @@ void bind_run(ConfigBinder& b, Config& c) {
   b.opt("run.seed", c.run.seed, "random seed");
   b.opt("run.steps", c.run.steps, "training steps")->check(non_negative);
   b.mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
+  b.opt("run.hung_rank_seconds", c.run.hung_rank_seconds,
+        "a rank silent this long, or a runner taking no new weights this long, hangs: a runner is fenced, a "
+        "trainer ends the job")
+      ->check(number_at_least(2, true, "from 2 to 604800 seconds (a week)", 7 * 86400.0));
 }
 
 void bind_layout(ConfigBinder& b, Config& c) {

@@ -5,6 +5,7 @@
 #include "arclight/app/run.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <csignal>
 
@@ -49,7 +50,16 @@ int run_coordinator(const Config& config, const comm::Channels& ch, const Layout
                     const std::string& effective_config) {
   Coordinator coordinator(config, ch, layout, resume, effective_config);
   const int code = coordinator.run();
-  coordinator.shut_down();
+  const std::vector<int> hung = coordinator.shut_down();
+  if (hung.empty()) return code;
+  // A hung process never reaches MPI_Finalize (nor the last collectives), and mpirun waits for
+  // it: only an abort ends the job. Its code still says how the run ended.
+  std::string ranks;
+  for (int r : hung) ranks += log::concat(ranks.empty() ? "" : ", ", r, " (", role_name(layout.roles[r]), ")");
+  log::warn("the job ends without rank", hung.size() > 1 ? "s " : " ", ranks, ", which hang",
+            hung.size() > 1 ? "" : "s", ": ",
+            code == exit_ok ? "the run is done (exit 0)" : "checkpointed on a signal (exit 3: requeue)");
+  MPI_Abort(MPI_COMM_WORLD, code);
   return code;
 }
 
@@ -61,6 +71,8 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       store_(clock_, rollout_config(config.rollout)),
       watchdog_(store_, store::watchdog_interval(store_.default_config())),
       server_(ch.control.get(), store_),
+      pulses_(ch.control.get()),
+      pulses_taken_(Stopwatch::now()),
       agent_(agent::make_agent(config.agent)),
       rng_(config.run.seed),
       resume_(std::move(resume)),
@@ -104,21 +116,33 @@ int Coordinator::run() {
     if (stop_now && step < config_.run.steps) {  // a run that is done exits 0, signal or not
       report.note(log::concat("stopping after step ", step, " on a signal; checkpoint in ", checkpoint_dir_,
                               "; run again with --resume auto"));
-      writer_.wait();
+      finish_writing();
       return exit_requeue;
     }
     if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next_ = enqueue_step();
   }
-  writer_.wait();
+  finish_writing();
   return exit_ok;
 }
 
-void Coordinator::shut_down() {
+// Serves the store (and watches for hung ranks) until the version being written is written.
+void Coordinator::finish_writing() {
+  while (writer_.busy()) serve_a_little();
   writer_.wait();
+}
+
+std::vector<int> Coordinator::shut_down() {
+  finish_writing();
   const std::string stop = comm::work::encode(comm::work::Stop{});
   for (int t : layout_.trainers())
     MPI_Send(stop.data(), static_cast<int>(stop.size()), MPI_BYTE, t, comm::tag_work, ch_.work.get());
-  server_.serve_until_all_done();
+  // A rank that hangs never says bye: wait for the others only.
+  server_.serve_until_all_done([&] {
+    if (seconds_since(pulses_taken_) < 1.0) return false;
+    const std::vector<int> hung = hung_ranks();
+    return hung == server_.clients_not_done();
+  });
+  return server_.clients_not_done();
 }
 
 // One step: its rollouts run to their end, their samples trained on. Returns the step's figures.
@@ -209,8 +233,41 @@ void Coordinator::wait_for(const std::vector<store::RolloutId>& ids) {
   }
 }
 
+// The ranks that have not said bye and have been silent for run.hung_rank_seconds (pulse.hpp).
+// A runner is named once (a trainer ends the job: end_if_a_trainer_hangs).
+std::vector<int> Coordinator::hung_ranks() {
+  pulses_taken_ = Stopwatch::now();
+  pulses_.take();
+  const std::vector<int> silent = pulses_.silent_for(config_.run.hung_rank_seconds);
+  const std::vector<int> here = server_.clients_not_done();
+  std::vector<int> hung;
+  std::set_intersection(silent.begin(), silent.end(), here.begin(), here.end(), std::back_inserter(hung));
+  for (int r : hung) {
+    if (layout_.roles[r].trainer || std::find(named_hung_.begin(), named_hung_.end(), r) != named_hung_.end()) continue;
+    named_hung_.push_back(r);
+    log::warn("runner rank ", r, " has sent no sign of life for ", config_.run.hung_rank_seconds,
+              " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen); the job goes on without it");
+  }
+  return hung;
+}
+
+// A runner of a split layout that hangs is survived (the store requeues its work, the trainer
+// leader fences it); a trainer is not: the others wait for it in every all-reduce. The job
+// ends, to be requeued.
+void Coordinator::end_if_a_trainer_hangs() {
+  for (int r : hung_ranks())
+    if (layout_.roles[r].trainer)
+      throw Error(log::concat("rank ", r, " (", role_name(layout_.roles[r]), ") has sent no sign of life for ",
+                              config_.run.hung_rank_seconds,
+                              " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen), and training "
+                              "cannot go on without it; ending the job, to be requeued (it resumes from its last "
+                              "checkpoint)"),
+                  exit_requeue);
+}
+
 // Answers the store's requests that have come; waits a little (IdleBackoff) when none had.
 std::size_t Coordinator::serve_a_little() {
+  if (seconds_since(pulses_taken_) >= 1.0) end_if_a_trainer_hangs();
   const std::size_t served = server_.poll();
   if (served > 0)
     backoff_.reset();

@@ -12,6 +12,7 @@
 #include "arclight/algo/adapter.hpp"
 #include "arclight/app/run_report.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/comm/pulse.hpp"
 #include "arclight/comm/store_service.hpp"
 #include "arclight/comm/work_protocol.hpp"
 #include "arclight/store/memory_store.hpp"
@@ -32,8 +33,9 @@ class Coordinator {
               std::string effective_config);
   // Returns exit_ok, or exit_requeue when a signal asked the job to stop after a checkpoint.
   int run();
-  // Tells the trainers to stop and serves the store until every rank has said bye.
-  void shut_down();
+  // Tells the trainers to stop and serves the store until every rank has said bye, or every
+  // rank that has not hangs. Returns those that hang (the job must end without them: MPI_Abort).
+  std::vector<int> shut_down();
 
  private:
   // ---- the step loop (coordinator.cpp) ----
@@ -43,6 +45,9 @@ class Coordinator {
   store::ResourcesId current_policy();
   void wait_for(const std::vector<store::RolloutId>& ids);
   std::size_t serve_a_little();
+  std::vector<int> hung_ranks();
+  void end_if_a_trainer_hangs();
+  void finish_writing();
   std::vector<store::Span> spans_of(store::RolloutId id);
   std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig,
                                           double& staleness, std::vector<store::RolloutId>& trained_on);
@@ -72,6 +77,9 @@ class Coordinator {
   store::Watchdog watchdog_;
   comm::StoreServer server_;
   comm::IdleBackoff backoff_{comm::IdleBackoff::Awaiting::next_message};
+  comm::PulseWatch pulses_;
+  Stopwatch::time_point pulses_taken_;
+  std::vector<int> named_hung_;  // ranks already said to hang
   std::unique_ptr<agent::Agent> agent_;
   std::mt19937_64 rng_;
   std::uint64_t version_ = 0;

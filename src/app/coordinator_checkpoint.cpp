@@ -202,6 +202,7 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
       log::warn("fault drill: rank 0 is killed in the middle of a checkpoint write (faults.kill_in_checkpoint)");
       std::raise(SIGKILL);
     };
+  finish_writing();  // one write at a time
   writer_.start(log::concat("writing version ", step), [this, step, options, c = std::move(c)] {
     const auto t = Stopwatch::now();
     std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);

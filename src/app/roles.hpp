@@ -1,5 +1,6 @@
 #pragma once
 // The roles of a training job's ranks (app-private): each role's entry point, and what they share.
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -42,9 +43,12 @@ class BackgroundWriter {
   void wait() {
     if (thread_.joinable()) thread_.join();
   }
+  // Whether a write is under way (wait() would block).
+  bool busy() const { return thread_.joinable() && !finished_; }
 
  private:
   std::thread thread_;
+  std::atomic<bool> finished_{true};
 };
 
 // A runner's policy version before the first weights reach it: it samples nothing until then, so that a resumed run

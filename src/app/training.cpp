@@ -18,6 +18,7 @@
 
 #include "arclight/agent/agent.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/comm/pulse.hpp"
 #include "arclight/comm/store_service.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -60,6 +61,7 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
                const std::string& secret) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0);
+  const comm::PulseSender pulse(ch.control.get(), 0);  // signs of life until the bye
   const RankRole& role = layout.roles[rank];
   if (role.runner && role.trainer) {
     // Colocated: a trainer thread and a runner thread share the rank and hand weights over in memory.
@@ -83,7 +85,7 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
     if (trainer_error) std::rethrow_exception(trainer_error);
     return exit_ok;
   }
-  BroadcastWeights weights(ch.sync.get(), rank == layout.trainer_leader());
+  SplitWeights weights(ch.sync.get(), rank == layout.trainer_leader(), config.run.hung_rank_seconds);
   if (role.trainer)
     run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
   else

@@ -1,60 +1,300 @@
 #include "weight_channel.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "arclight/comm/channels.hpp"
 #include "arclight/comm/large_messages.hpp"
 #include "arclight/comm/waiting.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
 
 namespace arclight::app {
 
-void BroadcastWeights::attach(const model::Policy& policy) {
+namespace {
+// Messages of a version alone, without weights (static: a send reads them after the call returns).
+constexpr std::int64_t end_of_training = -1;
+constexpr std::int64_t fenced_note = -2;          // control
+constexpr std::int64_t point_to_point_note = -3;  // control: no more broadcasts
+
+std::string ranks_of(const std::vector<int>& ranks) {
+  std::string text = ranks.size() > 1 ? "runner ranks " : "runner rank ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+}  // namespace
+
+SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds)
+    : sync_(sync), leader_(leader && sync != MPI_COMM_NULL), hung_seconds_(hung_seconds) {
+  if (!leader_) return;
+  MPI_Group sync_group, world_group;
+  MPI_Comm_group(sync, &sync_group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  int size = 0;
+  MPI_Comm_size(sync, &size);
+  for (int r = 1; r < size; ++r) {  // the leader is the sync root (the lowest rank)
+    int world = 0;
+    MPI_Group_translate_ranks(sync_group, 1, &r, world_group, &world);
+    Runner runner;
+    runner.rank = r;
+    runner.world_rank = world;
+    runners_.push_back(std::move(runner));
+  }
+  MPI_Group_free(&sync_group);
+  MPI_Group_free(&world_group);
+}
+
+void SplitWeights::attach(const model::Policy& policy) {
   if (sync_ == MPI_COMM_NULL) return;
   bytes_.resize(sizeof(std::int64_t) + policy.parameter_count() * sizeof(float));
-  if (!root_) post();
+  if (leader_) return;
+  post_receive();
+  post_control();
 }
 
-void BroadcastWeights::publish(std::int64_t version, const std::vector<float>& weights) {
-  if (!root_) return;  // other trainers hold the same weights; the leader speaks for them
-  fill(version, weights);
-  send();
+// ---- the leader ----
+
+void SplitWeights::publish(std::int64_t version, const std::vector<float>& weights) {
+  if (!leader_) return;  // other trainers hold the same weights; the leader speaks for them
+  settle();
+  std::memcpy(bytes_.data(), &version, sizeof version);
+  std::memcpy(bytes_.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
+  send(version);
+  if (std::all_of(runners_.begin(), runners_.end(), [](const Runner& r) { return r.fenced; }))
+    throw Error(
+        "every runner hangs and is fenced: none is left to run rollouts; ending the job, to be requeued (it "
+        "resumes from its last checkpoint)",
+        exit_requeue);
 }
 
-void BroadcastWeights::stop() {
-  if (!root_) return;
-  fill(-1, {});
-  send();
+void SplitWeights::stop() {
+  if (!leader_) return;
+  settle();
+  std::memcpy(bytes_.data(), &end_of_training, sizeof end_of_training);  // broadcast: every runner has one posted
+  send(end_of_training);
 }
 
-bool BroadcastWeights::arrived(std::uint64_t) {
-  if (sync_ == MPI_COMM_NULL) return false;
-  // Completed requests become MPI_REQUEST_NULL, which tests complete again: poll() still finds them.
+// Every runner has taken the last version, or is fenced (or `hung_seconds` have passed since it was sent, and the
+// channel turned to point to point).
+void SplitWeights::settle() {
+  if (mode_ != Mode::broadcast || sent_version_ < 0) return;  // point to point: send() waited already
+  const auto taken = [this] {
+    take_acknowledgements();
+    return std::all_of(runners_.begin(), runners_.end(),
+                       [this](const Runner& r) { return r.fenced || r.acknowledged == sent_version_; });
+  };
+  if (wait_until(sent_at_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_)),
+                 taken))
+    return;
+  turn_to_point_to_point();
+}
+
+// Sends bytes_ (or the end) to every runner not fenced, and completes the leader's part within hung_seconds.
+void SplitWeights::send(std::int64_t version) {
+  sent_version_ = version;
+  sent_at_ = Clock::now();
+  const auto deadline =
+      sent_at_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_));
+  if (mode_ == Mode::point_to_point) {
+    for (Runner& r : runners_)
+      if (!r.fenced) send_to(r);
+    complete_or_fence(deadline);
+    return;
+  }
+  broadcast_ = comm::ibcast_large(bytes_.data(), bytes_.size(), 0, sync_);
+  const bool done = wait_until(deadline, [this] {
+    int complete = 0;
+    MPI_Testall(static_cast<int>(broadcast_.size()), broadcast_.data(), &complete, MPI_STATUSES_IGNORE);
+    return complete != 0;
+  });
+  if (!done) turn_to_point_to_point();  // a runner on the broadcast's way does not take it
+}
+
+bool SplitWeights::wait_until(Clock::time_point deadline, const std::function<bool()>& done) {
+  comm::IdleBackoff backoff(comm::IdleBackoff::Awaiting::reply);
+  for (;;) {
+    if (done()) return true;
+    if (Clock::now() >= deadline) return false;
+    backoff.idle();
+  }
+}
+
+void SplitWeights::take_acknowledgements() {
+  std::string message;
+  int from = 0;
+  while (comm::try_receive(sync_, MPI_ANY_SOURCE, comm::tag_weights_ack, message, &from)) {
+    std::int64_t version = -1;
+    if (message.size() == sizeof version) std::memcpy(&version, message.data(), sizeof version);
+    for (Runner& r : runners_)
+      if (r.rank == from) r.acknowledged = std::max(r.acknowledged, version);
+  }
+}
+
+// A broadcast waits for every runner: from now on each runner is sent its versions on its own.
+// The version under way goes to those that have not acknowledged it.
+void SplitWeights::turn_to_point_to_point() {
+  take_acknowledgements();
+  std::vector<int> late;
+  for (const Runner& r : runners_)
+    if (!r.fenced && r.acknowledged != sent_version_) late.push_back(r.world_rank);
+  log::warn(ranks_of(late), late.size() > 1 ? " have" : " has", " not taken ",
+            sent_version_ >= 0 ? log::concat("policy version ", sent_version_) : std::string("the end of training"),
+            " within ", hung_seconds_,
+            " s (run.hung_rank_seconds): the trainer leader sends each runner its versions on its own from now on, "
+            "rather than by broadcast, and fences a runner that does not take one in time");
+  broadcast_.clear();  // it may never finish (MPI cannot cancel it): it keeps its buffer
+  abandon_buffer();
+  mode_ = Mode::point_to_point;
+  for (Runner& r : runners_) {
+    if (r.fenced) continue;
+    MPI_Request note;
+    MPI_Isend(&point_to_point_note, sizeof point_to_point_note, MPI_BYTE, r.rank, comm::tag_weights_control, sync_,
+              &note);
+    MPI_Request_free(&note);
+    if (r.acknowledged != sent_version_) send_to(r);
+  }
+  complete_or_fence(Clock::now() +
+                    std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_)));
+}
+
+void SplitWeights::send_to(Runner& runner) {
+  if (sent_version_ < 0)
+    runner.sends = comm::isend_large(&end_of_training, sizeof end_of_training, runner.rank, comm::tag_weights, sync_);
+  else
+    runner.sends = comm::isend_large(bytes_.data(), bytes_.size(), runner.rank, comm::tag_weights, sync_);
+}
+
+bool SplitWeights::sends_complete(Runner& runner) {
+  if (runner.sends.empty()) return true;
   int complete = 0;
-  MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &complete, MPI_STATUSES_IGNORE);
+  MPI_Testall(static_cast<int>(runner.sends.size()), runner.sends.data(), &complete, MPI_STATUSES_IGNORE);
+  if (complete) runner.sends.clear();
   return complete != 0;
 }
 
-bool BroadcastWeights::poll(model::Policy& policy, std::uint64_t& version) {
-  if (sync_ == MPI_COMM_NULL) return true;
-  if (!arrived(version)) return true;
+void SplitWeights::complete_or_fence(Clock::time_point deadline) {
+  wait_until(deadline, [this] {
+    bool all = true;
+    for (Runner& r : runners_) all = sends_complete(r) && all;
+    return all;
+  });
+  bool fenced_some = false;
+  for (Runner& r : runners_)
+    if (!r.sends.empty()) {
+      fence(r);
+      fenced_some = true;
+    }
+  if (fenced_some && sent_version_ >= 0) abandon_buffer();
+}
+
+void SplitWeights::fence(Runner& runner) {
+  log::warn("runner rank ", runner.world_rank, " has not taken ",
+            sent_version_ >= 0 ? log::concat("policy version ", sent_version_) : std::string("the end of training"),
+            " within ", hung_seconds_,
+            " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen). Fenced: it gets no more weights, "
+            "the store requeues its work, and the job goes on with the other runners");
+  for (MPI_Request& send : runner.sends) MPI_Request_free(&send);  // MPI cannot take them back; never waited for
+  runner.sends.clear();
+  MPI_Request note;  // should it wake, this ends its part
+  MPI_Isend(&fenced_note, sizeof fenced_note, MPI_BYTE, runner.rank, comm::tag_weights_control, sync_, &note);
+  MPI_Request_free(&note);
+  runner.fenced = true;
+}
+
+// Operations that may never finish still read (or write) the buffer: it stays theirs, and a copy goes on.
+void SplitWeights::abandon_buffer() {
+  abandoned_.push_back(std::move(bytes_));
+  bytes_ = abandoned_.back();
+}
+
+// ---- a runner ----
+
+void SplitWeights::post_receive() {
+  receives_ = mode_ == Mode::broadcast ? comm::ibcast_large(bytes_.data(), bytes_.size(), 0, sync_)
+                                       : comm::irecv_large(bytes_.data(), bytes_.size(), 0, comm::tag_weights, sync_);
+}
+
+void SplitWeights::post_control() {
+  control_arrived_ = false;
+  MPI_Irecv(&control_message_, sizeof control_message_, MPI_BYTE, 0, comm::tag_weights_control, sync_, &control_);
+}
+
+std::int64_t SplitWeights::received_version() const {
   std::int64_t v;
   std::memcpy(&v, bytes_.data(), sizeof v);
-  if (v < 0) return false;
+  return v;
+}
+
+bool SplitWeights::arrived(std::uint64_t) {
+  if (sync_ == MPI_COMM_NULL || leader_) return false;
+  if (ended_) return true;
+  if (!control_arrived_) {
+    int flag = 0;
+    MPI_Test(&control_, &flag, MPI_STATUS_IGNORE);
+    control_arrived_ = flag != 0;
+  }
+  if (control_arrived_) return true;
+  // Completed requests become MPI_REQUEST_NULL, which tests complete again: poll() still finds them.
+  int first = 0;
+  MPI_Test(&receives_[0], &first, MPI_STATUS_IGNORE);
+  if (!first) return false;
+  if (mode_ == Mode::point_to_point && received_version() < 0) return true;  // a version alone: nothing follows
+  int complete = 0;
+  MPI_Testall(static_cast<int>(receives_.size()), receives_.data(), &complete, MPI_STATUSES_IGNORE);
+  return complete != 0;
+}
+
+bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
+  if (sync_ == MPI_COMM_NULL || leader_) return true;
+  if (!arrived(version)) return true;
+  if (ended_) return false;
+  if (control_arrived_) {
+    if (control_message_ != point_to_point_note) {
+      log::warn(
+          "this runner took a policy version later than run.hung_rank_seconds allows and was fenced by the "
+          "trainer leader: it leaves the job, which goes on without it");
+      return end_here();
+    }
+    // The broadcast posted for the next version will not come (MPI cannot cancel it): it keeps its buffer.
+    receives_.clear();
+    abandoned_.push_back(std::move(bytes_));
+    bytes_.assign(abandoned_.back().size(), 0);
+    mode_ = Mode::point_to_point;
+    post_receive();
+    post_control();
+    return true;
+  }
+  const std::int64_t v = received_version();
+  if (v < 0) return end_here();
   policy.load_flat_parameters(reinterpret_cast<const float*>(bytes_.data() + sizeof v), policy.parameter_count());
   version = static_cast<std::uint64_t>(v);
-  post();
+  if (mode_ == Mode::broadcast) {
+    if (acknowledgement_ != MPI_REQUEST_NULL) MPI_Wait(&acknowledgement_, MPI_STATUS_IGNORE);  // 8 bytes: long sent
+    acknowledged_ = v;
+    MPI_Isend(&acknowledged_, sizeof acknowledged_, MPI_BYTE, 0, comm::tag_weights_ack, sync_, &acknowledgement_);
+  }
+  post_receive();
   return true;
 }
 
-void BroadcastWeights::fill(std::int64_t version, const std::vector<float>& weights) {
-  std::memcpy(bytes_.data(), &version, sizeof version);
-  if (!weights.empty()) std::memcpy(bytes_.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
-}
-
-void BroadcastWeights::post() { pending_ = comm::ibcast_large(bytes_.data(), bytes_.size(), 0, sync_); }
-
-void BroadcastWeights::send() {
-  post();
-  comm::wait_all(pending_);
+// Training is over for this runner: what it has posted and will not be matched is cancelled (a
+// broadcast cannot be: one posted before a fence stays, harmlessly).
+bool SplitWeights::end_here() {
+  if (mode_ == Mode::point_to_point)
+    for (MPI_Request& r : receives_)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+      }
+  receives_.clear();
+  if (!control_arrived_) {
+    MPI_Cancel(&control_);
+    MPI_Wait(&control_, MPI_STATUS_IGNORE);
+  }
+  if (acknowledgement_ != MPI_REQUEST_NULL) MPI_Wait(&acknowledgement_, MPI_STATUS_IGNORE);
+  ended_ = true;
+  return false;
 }
 
 void SharedWeights::publish(std::int64_t version, const std::vector<float>& weights) {

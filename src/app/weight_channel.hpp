@@ -3,7 +3,9 @@
 // poll between episodes.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -26,14 +28,19 @@ class WeightChannel {
   virtual bool arrived(std::uint64_t version) = 0;
 };
 
-// Split layouts: the trainer leader broadcasts [version (int64)][floats] to the runners on
-// their own communicator (not through rank 0); runners keep an MPI_Ibcast posted. A
-// negative version ends training.
-class BroadcastWeights : public WeightChannel {
+// Split layouts: the trainer leader sends [version (int64)][floats] to the runners on their own
+// communicator (not through rank 0). Normally by broadcast (MPI's, fast at any scale), which the
+// runners keep posted; each runner acknowledges the versions it loads. A broadcast waits for
+// every runner, so one that hangs (stopped, its node frozen) would hold every later version back:
+// a runner that has not acknowledged a version `hung_seconds` after it was sent, or a broadcast
+// the leader cannot finish in that time, turns the channel to point-to-point sends, one per runner
+// (costlier for the leader, but nobody waits for a runner that hangs), and a runner that does not
+// take a point-to-point version in that time is fenced: named in the log, sent nothing more but a
+// note that ends its part should it ever wake. The store requeues its work; the job goes on.
+// Both sides are this class: a trainer other than the leader (no sync communicator) does nothing.
+class SplitWeights : public WeightChannel {
  public:
-  // A rank outside the sync communicator (a trainer other than the leader) neither sends nor receives.
-  // The buffer is sized by attach() from the rank's own policy: no second copy of the model is built.
-  BroadcastWeights(MPI_Comm sync, bool root) : sync_(sync), root_(root && sync != MPI_COMM_NULL) {}
+  SplitWeights(MPI_Comm sync, bool leader, double hung_seconds);
   void attach(const model::Policy& policy) override;
   void publish(std::int64_t version, const std::vector<float>& weights) override;
   void stop() override;
@@ -41,13 +48,53 @@ class BroadcastWeights : public WeightChannel {
   bool arrived(std::uint64_t version) override;
 
  private:
-  void fill(std::int64_t version, const std::vector<float>& weights);
-  void post();
-  void send();
+  using Clock = std::chrono::steady_clock;
+  struct Runner {
+    int rank = 0;        // in sync
+    int world_rank = 0;  // for the log
+    std::int64_t acknowledged = -1;
+    std::vector<MPI_Request> sends;  // point to point
+    bool fenced = false;
+  };
+  // ---- the leader ----
+  void settle();
+  void send(std::int64_t version);
+  bool wait_until(Clock::time_point deadline, const std::function<bool()>& done);
+  bool sends_complete(Runner& runner);
+  void take_acknowledgements();
+  void turn_to_point_to_point();
+  void send_to(Runner& runner);
+  void complete_or_fence(Clock::time_point deadline);
+  void fence(Runner& runner);
+  void abandon_buffer();
+  // ---- a runner ----
+  void post_receive();
+  void post_control();
+  bool end_here();
+  std::int64_t received_version() const;
+
+  enum class Mode { broadcast, point_to_point };
   MPI_Comm sync_;
-  bool root_;
+  bool leader_;
+  double hung_seconds_;
+  Mode mode_ = Mode::broadcast;
   std::vector<char> bytes_;
-  std::vector<MPI_Request> pending_;  // one broadcast, in chunks
+  // Buffers that abandoned operations may still read or write (MPI cannot take a send or a
+  // broadcast back): kept to the end.
+  std::vector<std::vector<char>> abandoned_;
+  // The leader.
+  std::vector<Runner> runners_;
+  std::vector<MPI_Request> broadcast_;
+  std::int64_t sent_version_ = -1;
+  Clock::time_point sent_at_;
+  // A runner.
+  std::vector<MPI_Request> receives_;  // the next version: a broadcast, or point-to-point chunks
+  MPI_Request control_ = MPI_REQUEST_NULL;
+  std::int64_t control_message_ = 0;
+  bool control_arrived_ = false;
+  MPI_Request acknowledgement_ = MPI_REQUEST_NULL;
+  std::int64_t acknowledged_ = -1;
+  bool ended_ = false;
 };
 
 // Colocated layouts: a rank's trainer thread hands its weights to the runner thread of the

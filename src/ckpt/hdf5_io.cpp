@@ -17,8 +17,9 @@ void fsync_path(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
   if (fd < 0) throw Error("checkpoint: cannot open " + path + " to fsync");
   const int rc = ::fsync(fd);
+  const int error = errno;
   ::close(fd);
-  if (rc != 0) throw Error("checkpoint: fsync of " + path + " failed");
+  if (rc != 0) throw Error("checkpoint: fsync of " + path + " failed: " + os_error(error));
 }
 
 void remove_stale(const std::string& path) {
@@ -311,14 +312,49 @@ void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
   if (H5Awrite(attr.id, H5T_NATIVE_UINT32, &crc) < 0) throw Error("checkpoint: cannot write the checksum of " + path);
 }
 
+std::string os_error(int number) {
+  const char* name = strerrorname_np(number);
+  return std::string(std::strerror(number)) + (name ? std::string(" (") + name + ")" : std::string());
+}
+
+namespace {
+
+// Why the file system refused bytes HDF5 could not write: neither HDF5 nor MPI-IO passes the
+// OS's error on (MPI-IO reports a short write as a success, HDF5 a "file write failed"), so the
+// same bytes are written again where they belong, by pwrite and fsync, and the OS says why
+// (No space left on device, Disk quota exceeded, Input/output error). The file is given up
+// anyway. Empty when the OS takes them this time.
+std::string why_write_failed(const std::string& file, hid_t set, std::uint64_t at, const char* data, std::size_t size) {
+  const haddr_t base = H5Dget_offset(set);
+  if (base == HADDR_UNDEF) return {};
+  const int fd = ::open(file.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return os_error(errno);
+  std::string why;
+  for (std::size_t done = 0; done < size && why.empty();) {
+    const ssize_t n = ::pwrite(fd, data + done, size - done, static_cast<off_t>(base + at + done));
+    if (n < 0 && errno != EINTR) why = os_error(errno);
+    if (n == 0) why = "the file system takes no more bytes";
+    if (n > 0) done += static_cast<std::size_t>(n);
+  }
+  if (why.empty() && ::fsync(fd) != 0) why = os_error(errno);
+  ::close(fd);
+  return why;
+}
+
+}  // namespace
+
 // In pieces: one large write(2) into the page cache was several times slower than the same
 // bytes in pieces here (ext4), and the pieces are what dd writes too.
 void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count, const char* data,
-                     const std::string& path) {
+                     const std::string& path, const std::string& file) {
+  const auto fail = [&](std::uint64_t start, std::uint64_t n) {
+    const std::size_t size = kind_size(kind);
+    const std::string why = why_write_failed(file, set, start * size, data + start * size, n * size);
+    throw Error("checkpoint: cannot write " + path + " into " + file + (why.empty() ? "" : ": " + why));
+  };
   const hsize_t piece = (4u << 20) / kind_size(kind);
   if (count <= piece) {
-    if (H5Dwrite(set, h5type(kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-      throw Error("checkpoint: cannot write " + path);
+    if (H5Dwrite(set, h5type(kind), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) fail(0, count);
     return;
   }
   for (hsize_t start = 0; start < count; start += piece) {
@@ -326,7 +362,7 @@ void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count
     Handle memory(H5Screate_simple(1, &n, nullptr), H5Sclose, path);
     if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
         H5Dwrite(set, h5type(kind), memory.id, file_space, H5P_DEFAULT, data + start * kind_size(kind)) < 0)
-      throw Error("checkpoint: cannot write " + path);
+      fail(start, n);
   }
 }
 
@@ -337,19 +373,24 @@ std::string write_segment(const std::string& dir, const std::string& name, Kind 
   require_real_folder(segments.string());
   const std::string final_path = (segments / name).string(), tmp_path = final_path + ".tmp";
   remove_stale(tmp_path);
-  {
-    // O_EXCL: a link planted under the temporary name makes the create fail, not write through it.
-    Handle file(H5Fcreate(tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
-                "checkpoint: cannot create " + tmp_path);
-    hsize_t dims[1] = {count};
-    Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, name);
-    Handle set(H5Dcreate2(file.id, "/data", h5type(kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
-               "checkpoint: cannot create " + final_path);
-    write_in_pieces(set.id, space.id, kind, count, static_cast<const char*>(data), final_path);
-    write_attribute(set.id, crc, final_path);
+  try {
+    {
+      // O_EXCL: a link planted under the temporary name makes the create fail, not write through it.
+      Handle file(H5Fcreate(tmp_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                  "checkpoint: cannot create " + tmp_path);
+      hsize_t dims[1] = {count};
+      Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, name);
+      Handle set(H5Dcreate2(file.id, "/data", h5type(kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+                 "checkpoint: cannot create " + final_path);
+      write_in_pieces(set.id, space.id, kind, count, static_cast<const char*>(data), final_path, tmp_path);
+      write_attribute(set.id, crc, final_path);
+    }
+    fsync_path(tmp_path, false);
+    fs::rename(tmp_path, final_path);
+  } catch (const std::exception&) {
+    ::unlink(tmp_path.c_str());  // a failed write leaves nothing behind
+    throw;
   }
-  fsync_path(tmp_path, false);
-  fs::rename(tmp_path, final_path);
   fsync_path(segments.string(), true);
   return "segments/" + name;
 }

@@ -28,7 +28,26 @@ struct Handle {
   Handle& operator=(const Handle&) = delete;
 };
 
+// While one lives, HDF5 does not print its error stack (dozens of lines) on a failed call: the
+// writer reports each failure itself, in one message naming the file and the OS's error.
+class QuietHdf5Errors {
+ public:
+  QuietHdf5Errors() {
+    H5Eget_auto2(H5E_DEFAULT, &print_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietHdf5Errors() { H5Eset_auto2(H5E_DEFAULT, print_, data_); }
+  QuietHdf5Errors(const QuietHdf5Errors&) = delete;
+  QuietHdf5Errors& operator=(const QuietHdf5Errors&) = delete;
+
+ private:
+  H5E_auto2_t print_ = nullptr;
+  void* data_ = nullptr;
+};
+
 void fsync_path(const std::string& path, bool directory);
+// An errno as a message: its text and its name ("No space left on device (ENOSPC)").
+std::string os_error(int number);
 // Removes a leftover temporary file (or a link planted in its place: the link, never what
 // it points to) so that the next write can create it with O_EXCL.
 void remove_stale(const std::string& path);
@@ -122,9 +141,10 @@ struct Held {
 void walk_links(const std::string& path, std::map<std::string, Held>* held, std::set<std::string>* linked);
 
 void write_attribute(hid_t set, std::uint32_t crc, const std::string& path);
-// Writes a dataset's data, in pieces of at most 4 MB.
+// Writes a dataset's data, in pieces of at most 4 MB. A failure names the dataset (`path`), the
+// file and the OS's error.
 void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count, const char* data,
-                     const std::string& path);
+                     const std::string& path, const std::string& file);
 
 // Writes one segment of an append-only blob as a file of its own, <dir>/segments/<name>,
 // committed (temporary name, fsync, rename) before any version links to it. Returns the

@@ -1,5 +1,8 @@
 // Writing a version: the steps of write_checkpoint, each a function of its own.
+#include <unistd.h>
+
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -33,6 +36,18 @@ struct VersionWrite {
     final_path = (fs::path(dir) / version_file_name(version)).string();
     tmp_path = final_path + ".tmp";
   }
+};
+
+// A handle in a file that several ranks write together. Closing it is collective: a rank whose
+// own part failed leaves it open on the way out, rather than wait in a close that the others
+// (busy with the next dataset, or a flush) never reach. The job ends on such a failure anyway.
+struct SharedHandle : Handle {
+  SharedHandle(const VersionWrite& w, hid_t id, herr_t (*close)(hid_t), const std::string& what)
+      : Handle(id, close, what), parallel(w.parallel) {}
+  ~SharedHandle() {
+    if (parallel && std::uncaught_exceptions() > 0) id = -1;
+  }
+  bool parallel;
 };
 
 // 1. What every rank holds (describe_blobs), gathered at rank 0: one string a rank there.
@@ -110,17 +125,19 @@ void write_entries(const VersionWrite& w, hid_t file, const std::vector<PlanEntr
     }
     hsize_t dims[1] = {e.count};
     Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, e.path);
-    Handle set(H5Dcreate2(file, e.path.c_str(), h5type(e.kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-               H5Dclose, "checkpoint: cannot create " + e.path);
+    SharedHandle set(w,
+                     H5Dcreate2(file, e.path.c_str(), h5type(e.kind), space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                     H5Dclose, "checkpoint: cannot create " + e.path);
     if (e.owner == w.me && e.count > 0)
-      write_in_pieces(set.id, space.id, e.kind, e.count, static_cast<const char*>(by_path.at(e.path)->data), e.path);
+      write_in_pieces(set.id, space.id, e.kind, e.count, static_cast<const char*>(by_path.at(e.path)->data), e.path,
+                      w.tmp_path);
     write_attribute(set.id, e.crc, e.path);
   }
 }
 
 // 3. Every rank: create the file and its datasets together, write what it holds, close.
 void write_file(const VersionWrite& w, const std::vector<PlanEntry>& entries) {
-  Handle file(create_file(w), H5Fclose, "checkpoint: cannot create " + w.tmp_path);
+  SharedHandle file(w, create_file(w), H5Fclose, "checkpoint: cannot create " + w.tmp_path);
   create_groups(file.id, entries);
   write_entries(w, file.id, entries);
   if (w.options.before_close && w.me == 0) w.options.before_close();
@@ -148,13 +165,21 @@ void commit(const VersionWrite& w) {
 
 std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& c,
                              const WriteOptions& options) {
+  const QuietHdf5Errors quiet;
   VersionWrite w(dir, version, options);
   w.blobs = blobs_of(c, options.part, w.keep);
   const std::vector<std::string> described = gather_descriptions(w);
   const std::vector<PlanEntry> entries = plan_on_rank0(w, described);
-  write_file(w, entries);
-  sync_all(w);
-  if (w.me == 0) commit(w);
+  try {
+    write_file(w, entries);
+    sync_all(w);
+    if (w.me == 0) commit(w);
+  } catch (const std::exception&) {
+    // Whichever rank fails removes the temporary: no other rank can commit it now (the commit
+    // follows a barrier this rank never reaches), and nothing else would remove it.
+    ::unlink(w.tmp_path.c_str());
+    throw;
+  }
   return w.final_path;
 }
 

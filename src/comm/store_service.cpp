@@ -16,7 +16,11 @@ Clock::time_point after(double seconds) {
 
 // ---- server ------------------------------------------------------------------------------
 
-StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), store_(&store) {}
+StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), store_(&store) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  said_bye_.assign(static_cast<std::size_t>(size), false);
+}
 
 StoreServer::~StoreServer() {
   // Replies still in flight go to ranks that are exiting; don't wait for them forever.
@@ -72,6 +76,7 @@ void StoreServer::handle(int source, std::string_view message) {
     request_id = h.request_id;
     if (h.type == wire::Type::bye) {
       ++clients_done_;
+      said_bye_[static_cast<std::size_t>(source)] = true;
       return;
     }
     if (h.type == wire::Type::reset && !h.reply) {
@@ -130,6 +135,15 @@ void StoreServer::serve_until_all_done(const std::function<bool()>& stop) {
     else
       backoff_.idle();
   }
+}
+
+std::vector<int> StoreServer::clients_not_done() const {
+  int me = 0;
+  MPI_Comm_rank(comm_, &me);
+  std::vector<int> ranks;
+  for (int r = 0; r < static_cast<int>(said_bye_.size()); ++r)
+    if (r != me && !said_bye_[static_cast<std::size_t>(r)]) ranks.push_back(r);
+  return ranks;
 }
 
 // ---- client ------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ class StoreServer {
   void serve_until_all_done(const std::function<bool()>& stop = [] { return false; });
 
   int clients_done() const { return clients_done_; }
+  // The ranks that have not said bye, in rank order.
+  std::vector<int> clients_not_done() const;
   std::uint64_t requests_served() const { return served_; }
   std::uint64_t malformed_requests() const { return malformed_; }
 
@@ -61,6 +63,7 @@ class StoreServer {
   std::vector<std::string> send_buffers_;
   std::vector<ParkedWait> parked_;
   int clients_done_ = 0;
+  std::vector<bool> said_bye_;  // by rank
   std::uint64_t served_ = 0;
   std::uint64_t malformed_ = 0;
 };

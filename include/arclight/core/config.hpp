@@ -68,6 +68,9 @@ struct RunConfig {
   unsigned seed = 1;
   int steps = 100;
   Progress progress = Progress::automatic;  // auto: a bar when stderr is a terminal
+  // A rank that sends no sign of life for this long (stopped, its node frozen), or a runner that takes no new
+  // weights for this long, hangs: a runner is fenced and the job goes on without it; a trainer ends the job.
+  double hung_rank_seconds = 120;
 };
 
 // Which rank does what. Rank 0 is always the coordinator.

@@ -1,0 +1,59 @@
+#include "arclight/comm/pulse.hpp"
+
+#include "arclight/comm/channels.hpp"
+#include "arclight/comm/waiting.hpp"
+
+namespace arclight::comm {
+
+PulseSender::PulseSender(MPI_Comm comm, int to) : comm_(comm), to_(to), thread_([this] { run(); }) {}
+
+PulseSender::~PulseSender() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+// At most one pulse in flight: a rank 0 that takes none for a while is not flooded.
+void PulseSender::run() {
+  MPI_Request pending = MPI_REQUEST_NULL;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    int sent = 1;
+    if (pending != MPI_REQUEST_NULL) MPI_Test(&pending, &sent, MPI_STATUS_IGNORE);
+    if (sent) MPI_Isend(nullptr, 0, MPI_BYTE, to_, tag_pulse, comm_, &pending);
+    wake_.wait_for(lock, pulse_interval, [this] { return stopping_; });
+  }
+  if (pending != MPI_REQUEST_NULL) MPI_Request_free(&pending);  // an empty message: nothing to keep alive
+}
+
+PulseWatch::PulseWatch(MPI_Comm comm) : comm_(comm), last_take_(Clock::now()) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  heard_.assign(static_cast<std::size_t>(size), last_take_);
+}
+
+void PulseWatch::take() {
+  const auto now = Clock::now();
+  const auto blind = now - last_take_ - pulse_interval;
+  if (blind > Clock::duration::zero())
+    for (auto& heard : heard_) heard += blind;  // rank 0 did not look: nobody's silence grows meanwhile
+  last_take_ = now;
+  int from = 0;
+  while (try_receive(comm_, MPI_ANY_SOURCE, tag_pulse, buffer_, &from)) heard_[static_cast<std::size_t>(from)] = now;
+}
+
+double PulseWatch::silent_seconds(int rank) const {
+  return std::chrono::duration<double>(Clock::now() - heard_[static_cast<std::size_t>(rank)]).count();
+}
+
+std::vector<int> PulseWatch::silent_for(double seconds) const {
+  std::vector<int> silent;
+  for (int r = 1; r < static_cast<int>(heard_.size()); ++r)
+    if (silent_seconds(r) >= seconds) silent.push_back(r);
+  return silent;
+}
+
+}  // namespace arclight::comm
