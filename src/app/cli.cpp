@@ -224,7 +224,10 @@ void bind_grpo(ConfigBinder& b, Config& c) {
 void bind_comm(ConfigBinder& b, Config& c) {
   b.opt("comm.bucket_mb", c.comm.bucket_mb, "gradient all-reduce bucket size (MB)")->check(positive);
   b.opt("comm.first_bucket_mb", c.comm.first_bucket_mb, "the first, small bucket (MB)")->check(positive);
-  b.mode("comm.compression", c.comm.compression, "gradients in transit");
+  b.mode("comm.compression", c.comm.compression, "gradients and weights in transit (16-bit: half the bytes)");
+  b.opt("comm.store_timeout_seconds", c.comm.store_timeout_seconds,
+        "seconds a rank waits for rank 0's store before ending the job")
+      ->check(number_at_least(2, true, "at least 2 (rank 0 says every second that it holds a request)"));
 }
 
 void bind_rollout(ConfigBinder& b, Config& c) {
@@ -272,6 +275,9 @@ void bind_faults(ConfigBinder& b, Config& c) {
   b.opt("faults.fatal_rank", c.faults.fatal_rank, "(drills) this rank fails fatally after start-up; -1: none");
   b.opt("faults.kill_in_checkpoint", c.faults.kill_in_checkpoint,
         "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
+      ->check(non_negative);
+  b.opt("faults.slow_restore_seconds", c.faults.slow_restore_seconds,
+        "(drills) rank 0 takes this many seconds longer to load the version it resumes from")
       ->check(non_negative);
 }
 

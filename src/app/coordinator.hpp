@@ -60,6 +60,7 @@ class Coordinator {
 
   // ---- checkpoints and restore (coordinator_checkpoint.cpp) ----
   std::optional<ckpt::Checkpoint> restore();
+  std::optional<ckpt::Checkpoint> load_while_holding_requests();
   std::optional<ckpt::Checkpoint> load();
   void check_same_model(const std::string& path, const std::string& saved_config) const;
   void commit_resume(const ckpt::Checkpoint* restored);

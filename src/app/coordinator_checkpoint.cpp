@@ -1,8 +1,12 @@
 // Rank 0's checkpoints: when one is due, the blocking capture of the state, the write in the
 // background with the trainers' shares; and at start, the restore of a version (or a fresh start).
+#include <atomic>
+#include <chrono>
 #include <csignal>
+#include <exception>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "arclight/comm/work_protocol.hpp"
@@ -31,7 +35,7 @@ void warn_of_damaged_logs(const std::string& path, const ckpt::Checkpoint& c) {
 // fresh; either way they publish the weights the runners start from. The checkpoint
 // directory changes (LATEST, versions set aside) only once every trainer has its state.
 std::optional<ckpt::Checkpoint> Coordinator::restore() {
-  std::optional<ckpt::Checkpoint> restored = load();
+  std::optional<ckpt::Checkpoint> restored = load_while_holding_requests();
   // The trainers read the weights and moments from the version themselves.
   const std::string message =
       restored ? comm::work::encode(comm::work::Restore{restored_path_}) : comm::work::encode(comm::work::Begin{});
@@ -44,11 +48,42 @@ std::optional<ckpt::Checkpoint> Coordinator::restore() {
   return restored;
 }
 
+// Loading can take minutes on a slow file system: it runs on a thread of its own while this one holds the store's
+// requests (their clients told every second to wait on), answered once the store is restored.
+std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
+  std::optional<ckpt::Checkpoint> loaded;
+  std::exception_ptr failure;
+  std::atomic<bool> done{false};
+  server_.hold();
+  std::thread loader([&] {
+    try {
+      loaded = load();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    done = true;
+  });
+  while (!done)
+    if (server_.poll() > 0)
+      backoff_.reset();
+    else
+      backoff_.idle();
+  loader.join();
+  server_.release();
+  if (failure) std::rethrow_exception(failure);
+  return loaded;
+}
+
 // The version to resume from (its model checked, not kept: the trainers read it
 // themselves), restored into the store and the task generator; nullopt for a fresh run.
 std::optional<ckpt::Checkpoint> Coordinator::load() {
   namespace fs = std::filesystem;
   if (resume_.empty()) return std::nullopt;
+  if (config_.faults.slow_restore_seconds > 0) {
+    log::warn("fault drill: loading the version takes ", config_.faults.slow_restore_seconds,
+              " s longer (faults.slow_restore_seconds)");
+    std::this_thread::sleep_for(std::chrono::duration<double>(config_.faults.slow_restore_seconds));
+  }
   // A version restores when its store and random state read back too; otherwise the one before is tried.
   auto accept = [this](const std::string& path, ckpt::Checkpoint& c) { restore_state(path, c); };
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;

@@ -60,7 +60,7 @@ std::string share_job_secret(int rank) {
 int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
                const std::string& secret) {
   // One store client per rank (it is thread-safe): each rank says bye once.
-  comm::RemoteStore store(ch.control.get(), 0);
+  comm::RemoteStore store(ch.control.get(), 0, config.comm.store_timeout_seconds);
   const comm::PulseSender pulse(ch.control.get(), 0);  // signs of life until the bye
   const RankRole& role = layout.roles[rank];
   if (role.runner && role.trainer) {
@@ -85,7 +85,8 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
     if (trainer_error) std::rethrow_exception(trainer_error);
     return exit_ok;
   }
-  SplitWeights weights(ch.sync.get(), rank == layout.trainer_leader(), config.run.hung_rank_seconds);
+  SplitWeights weights(ch.sync.get(), rank == layout.trainer_leader(), config.run.hung_rank_seconds,
+                       config.comm.compression);
   if (role.trainer)
     run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
   else

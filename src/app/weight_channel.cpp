@@ -6,6 +6,7 @@
 
 #include "arclight/comm/channels.hpp"
 #include "arclight/comm/large_messages.hpp"
+#include "arclight/comm/reducer.hpp"
 #include "arclight/comm/waiting.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -18,6 +19,31 @@ constexpr std::int64_t end_of_training = -1;
 constexpr std::int64_t fenced_note = -2;          // control
 constexpr std::int64_t point_to_point_note = -3;  // control: no more broadcasts
 
+std::size_t packed_bytes(Compression compression, std::size_t count) {
+  return count * (compression == Compression::none ? sizeof(float) : sizeof(std::uint16_t));
+}
+
+void pack(Compression compression, const std::vector<float>& weights, char* out) {
+  if (compression == Compression::none) {
+    std::memcpy(out, weights.data(), weights.size() * sizeof(float));
+    return;
+  }
+  const auto to_half = compression == Compression::bf16 ? comm::to_bf16 : comm::to_fp16;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const std::uint16_t half = to_half(weights[i]);
+    std::memcpy(out + i * sizeof half, &half, sizeof half);
+  }
+}
+
+void unpack(Compression compression, const char* packed, std::vector<float>& out) {
+  const auto from_half = compression == Compression::bf16 ? comm::from_bf16 : comm::from_fp16;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint16_t half;
+    std::memcpy(&half, packed + i * sizeof half, sizeof half);
+    out[i] = from_half(half);
+  }
+}
+
 std::string ranks_of(const std::vector<int>& ranks) {
   std::string text = ranks.size() > 1 ? "runner ranks " : "runner rank ";
   for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -25,8 +51,8 @@ std::string ranks_of(const std::vector<int>& ranks) {
 }
 }  // namespace
 
-SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds)
-    : sync_(sync), leader_(leader && sync != MPI_COMM_NULL), hung_seconds_(hung_seconds) {
+SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression)
+    : sync_(sync), leader_(leader && sync != MPI_COMM_NULL), hung_seconds_(hung_seconds), compression_(compression) {
   if (!leader_) return;
   MPI_Group sync_group, world_group;
   MPI_Comm_group(sync, &sync_group);
@@ -47,8 +73,9 @@ SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds)
 
 void SplitWeights::attach(const model::Policy& policy) {
   if (sync_ == MPI_COMM_NULL) return;
-  bytes_.resize(sizeof(std::int64_t) + policy.parameter_count() * sizeof(float));
+  bytes_.resize(sizeof(std::int64_t) + packed_bytes(compression_, policy.parameter_count()));
   if (leader_) return;
+  if (compression_ != Compression::none) unpacked_.resize(policy.parameter_count());
   post_receive();
   post_control();
 }
@@ -59,7 +86,7 @@ void SplitWeights::publish(std::int64_t version, const std::vector<float>& weigh
   if (!leader_) return;  // other trainers hold the same weights; the leader speaks for them
   settle();
   std::memcpy(bytes_.data(), &version, sizeof version);
-  std::memcpy(bytes_.data() + sizeof version, weights.data(), weights.size() * sizeof(float));
+  pack(compression_, weights, bytes_.data() + sizeof version);
   send(version);
   if (std::all_of(runners_.begin(), runners_.end(), [](const Runner& r) { return r.fenced; }))
     throw Error(
@@ -267,7 +294,12 @@ bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
   }
   const std::int64_t v = received_version();
   if (v < 0) return end_here();
-  policy.load_flat_parameters(reinterpret_cast<const float*>(bytes_.data() + sizeof v), policy.parameter_count());
+  if (compression_ == Compression::none) {
+    policy.load_flat_parameters(reinterpret_cast<const float*>(bytes_.data() + sizeof v), policy.parameter_count());
+  } else {
+    unpack(compression_, bytes_.data() + sizeof v, unpacked_);
+    policy.load_flat_parameters(unpacked_.data(), unpacked_.size());
+  }
   version = static_cast<std::uint64_t>(v);
   if (mode_ == Mode::broadcast) {
     if (acknowledgement_ != MPI_REQUEST_NULL) MPI_Wait(&acknowledgement_, MPI_STATUS_IGNORE);  // 8 bytes: long sent

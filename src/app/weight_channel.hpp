@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "arclight/core/config.hpp"
 #include "arclight/model/policy.hpp"
 
 namespace arclight::app {
@@ -38,9 +39,11 @@ class WeightChannel {
 // take a point-to-point version in that time is fenced: named in the log, sent nothing more but a
 // note that ends its part should it ever wake. The store requeues its work; the job goes on.
 // Both sides are this class: a trainer other than the leader (no sync communicator) does nothing.
+// `compression` (comm.compression) bf16 or fp16 sends each weight in 16 bits, rounded to nearest even: half the
+// bytes, and runners sample with the rounded weights (the trainers keep theirs in full).
 class SplitWeights : public WeightChannel {
  public:
-  SplitWeights(MPI_Comm sync, bool leader, double hung_seconds);
+  SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression = Compression::none);
   void attach(const model::Policy& policy) override;
   void publish(std::int64_t version, const std::vector<float>& weights) override;
   void stop() override;
@@ -77,8 +80,10 @@ class SplitWeights : public WeightChannel {
   MPI_Comm sync_;
   bool leader_;
   double hung_seconds_;
+  Compression compression_;
   Mode mode_ = Mode::broadcast;
-  std::vector<char> bytes_;
+  std::vector<char> bytes_;      // [version (int64)][weights, packed as compression_ says]
+  std::vector<float> unpacked_;  // a runner's weights out of 16-bit ones
   // Buffers that abandoned operations may still read or write (MPI cannot take a send or a
   // broadcast back): kept to the end.
   std::vector<std::vector<char>> abandoned_;

@@ -1,6 +1,8 @@
 // Writing a version: the steps of write_checkpoint, each a function of its own.
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -174,10 +176,13 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
     write_file(w, entries);
     sync_all(w);
     if (w.me == 0) commit(w);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
     // Whichever rank fails removes the temporary: no other rank can commit it now (the commit
-    // follows a barrier this rank never reaches), and nothing else would remove it.
-    ::unlink(w.tmp_path.c_str());
+    // follows a barrier this rank never reaches), and nothing else would remove it. Gone
+    // already: another rank failed first, and this failure is likely the consequence.
+    if (::unlink(w.tmp_path.c_str()) != 0 && errno == ENOENT && w.parallel)
+      throw PeerWriteFailed(std::string("checkpoint: another rank's write of ") + w.tmp_path + " failed first (" +
+                            e.what() + ")");
     throw;
   }
   return w.final_path;

@@ -328,6 +328,7 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
     case Type::error:
     case Type::reset:
     case Type::bye:
+    case Type::pending:
     case Type::end_: break;
   }
   throw DecodeError(log::concat("message type ", int(h.type), " is not a request this store serves"));

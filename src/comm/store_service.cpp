@@ -114,14 +114,42 @@ void StoreServer::answer_parked_waits() {
   }
 }
 
+void StoreServer::hold() { holding_ = true; }
+
+void StoreServer::release() {
+  holding_ = false;
+  for (HeldRequest& r : held_) handle(r.source, r.message);
+  held_.clear();
+}
+
+void StoreServer::keep_held_waiting() {
+  const auto now = Clock::now();
+  for (HeldRequest& r : held_) {
+    if (now - r.pending_sent < std::chrono::seconds(1)) continue;
+    wire::Header h;
+    try {
+      h = wire::decode_header(r.message);
+    } catch (const DecodeError&) {
+      continue;  // answered as malformed on release
+    }
+    if (h.type == wire::Type::bye) continue;  // never answered
+    reply(r.source, wire::encode(wire::Type::pending, true, h.request_id));
+    r.pending_sent = now;
+  }
+}
+
 std::size_t StoreServer::poll() {
   std::size_t handled = 0;
   int source = 0;
   while (try_receive(comm_, MPI_ANY_SOURCE, tag_store_request, buffer_, &source)) {
-    handle(source, buffer_);
+    if (holding_)
+      held_.push_back({source, buffer_, Clock::time_point{}});
+    else
+      handle(source, buffer_);
     ++handled;
   }
-  if (!parked_.empty()) answer_parked_waits();
+  if (holding_) keep_held_waiting();
+  if (!parked_.empty() && !holding_) answer_parked_waits();
   if (!send_requests_.empty()) complete_sends();
   return handled;
 }
@@ -158,7 +186,7 @@ RemoteStore::~RemoteStore() {
 
 std::string RemoteStore::exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds) {
   MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag_store_request, comm_);
-  const auto deadline = after(timeout_seconds);
+  auto deadline = after(timeout_seconds);
   backoff_.reset();
   std::string reply;
   for (;;) {
@@ -166,7 +194,9 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
       wire::Header h = wire::decode_header(reply);
       if (h.request_id != request_id)
         throw Error(log::concat("store reply for request ", h.request_id, " while waiting for ", request_id));
-      return reply;
+      if (h.type != wire::Type::pending) return reply;
+      deadline = after(timeout_seconds);  // held while rank 0 restores: alive, so wait anew
+      continue;
     }
     if (Clock::now() > deadline)
       throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds, " s"));

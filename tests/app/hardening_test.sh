@@ -81,5 +81,16 @@ timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --c
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from" "$work/err"' "resume from a ${#long}-character path: exit $rc: $(tail -2 "$work/err")"
 
+# 5. A restore slower than the store's timeout (a slow parallel file system): rank 0 holds the runners' and trainers'
+# requests while it loads, telling them every second to wait on, and the run resumes.
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/slow" --run.steps 2 --checkpoint.every_steps 2 >"$work/out" 2>"$work/err"
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/slow" --run.steps 4 --checkpoint.every_steps 0 --resume auto \
+  --faults.slow_restore_seconds 6 --comm.store_timeout_seconds 2 >"$work/out" 2>"$work/err"
+rc=$?
+check '[ $rc = 0 ] && grep -q "resuming from" "$work/err" && [ "$(wc -l <"$work/slow/metrics.jsonl")" = 4 ]' \
+  "a restore of 6 s with a store timeout of 2 s: exit $rc: $(tail -2 "$work/err")"
+
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -55,7 +55,10 @@ done
 
 # LoRA: only the adapters train and go into the checkpoints (small versions); resume; export merged.
 before=$failures
-lora=(--model.path "$work/models/qwen3" --run.dir "$work/lora" --model.lora_rank 4 --model.lora_targets q v down)
+# An entropy bonus: the random model may never earn a reward in 5 steps (no advantage, no gradient), and lora_B starts
+# at zero; the PEFT check needs adapters that moved.
+lora=(--model.path "$work/models/qwen3" --run.dir "$work/lora" --model.lora_rank 4 --model.lora_targets q v down
+  --grpo.entropy_coef 0.01)
 train "${lora[@]}" --run.steps 3 --checkpoint.every_steps 3
 [ "$(codes)" = "3x0" ] || fail "lora: exit codes '$(codes)': $(tail -3 "$work/err")"
 tensors=$(h5ls "$work/lora/checkpoints/v00000003.h5/model/parameters" 2>/dev/null | awk '{print $1}')

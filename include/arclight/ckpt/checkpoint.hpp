@@ -96,6 +96,8 @@ void set_latest(const std::string& dir, const std::string& version_file);
 // The parent of an incremental version is the LATEST version at the time of writing, when it
 // is an earlier step. A failure throws, on the ranks that see it: a parallel write is
 // collective, so the caller must then end the job (the other ranks may wait in it for ever).
+// A rank whose failure follows another's (that rank removed the temporary file first) throws
+// PeerWriteFailed: the rank that failed first names the cause, and ends the job.
 std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& checkpoint,
                              const WriteOptions& options = {});
 
@@ -111,6 +113,10 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 // a trainer needs); no_tensor_data: everything read and checked, but the tensors' values not kept (rank 0).
 enum class Contents { all, model, no_tensor_data };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
+
+struct PeerWriteFailed : Error {
+  explicit PeerWriteFailed(const std::string& what) : Error(what) {}
+};
 
 // A version file that is incomplete, unreadable or fails a checksum: bad input.
 struct CorruptCheckpoint : Error {

@@ -32,6 +32,11 @@ class StoreServer {
   void allow_reset(std::function<store::MemoryStore&()> fresh_store) { fresh_store_ = std::move(fresh_store); }
 
   std::size_t poll();
+  // While held (rank 0 restores its store on another thread), requests are kept, not answered: each gets a
+  // `pending` reply at once and every second after, which starts its client's deadline again; release() answers
+  // them in the order they came.
+  void hold();
+  void release();
   // Polls until every other rank has said bye, or `stop` returns true.
   void serve_until_all_done(const std::function<bool()>& stop = [] { return false; });
 
@@ -48,7 +53,13 @@ class StoreServer {
     std::vector<store::RolloutId> ids;
     std::chrono::steady_clock::time_point deadline;
   };
+  struct HeldRequest {
+    int source;
+    std::string message;
+    std::chrono::steady_clock::time_point pending_sent;
+  };
   void reply(int source, std::string message);
+  void keep_held_waiting();
   void handle(int source, std::string_view message);
   bool try_park(int source, std::string_view message);
   void answer_parked_waits();
@@ -62,6 +73,8 @@ class StoreServer {
   std::vector<MPI_Request> send_requests_;
   std::vector<std::string> send_buffers_;
   std::vector<ParkedWait> parked_;
+  bool holding_ = false;
+  std::vector<HeldRequest> held_;
   int clients_done_ = 0;
   std::vector<bool> said_bye_;  // by rank
   std::uint64_t served_ = 0;

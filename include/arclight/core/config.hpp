@@ -170,6 +170,9 @@ struct CommConfig {
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   Compression compression = Compression::none;
+  // How long a rank waits for rank 0's answer to a store request before it ends the job. While rank 0 restores a
+  // version, it says every second that the request is held, which starts the wait again.
+  double store_timeout_seconds = 60;
 };
 
 // Versioned checkpoints for restart.
@@ -183,8 +186,9 @@ struct CheckpointConfig {
 
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
-  int fatal_rank = -1;         // this rank raises a fatal error right after start-up
-  int kill_in_checkpoint = 0;  // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
+  int fatal_rank = -1;              // this rank raises a fatal error right after start-up
+  int kill_in_checkpoint = 0;       // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
+  double slow_restore_seconds = 0;  // rank 0 takes this much longer to load the version it resumes from
 };
 
 struct Config {

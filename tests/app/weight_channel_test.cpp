@@ -1,0 +1,87 @@
+// The split layouts' weight channel under MPI (mpirun -np 3): rank 0 is the trainer leader, ranks 1 and 2 runners.
+// Each version reaches every runner whole (float32), or rounded to 16 bits when comm.compression says so, and the
+// end of training ends every runner's poll.
+#include "../mpi_test_main.hpp"
+#include "../../src/app/weight_channel.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "arclight/comm/reducer.hpp"
+
+using namespace arclight;
+
+namespace {
+int rank_ = 0, size_ = 1;
+
+ModelConfig tiny_model() {
+  ModelConfig m;
+  m.d_model = 16;
+  m.n_layers = 1;
+  m.n_heads = 2;
+  m.d_ff = 32;
+  m.max_seq = 8;
+  return m;
+}
+
+// Weights that 16 bits cannot all hold exactly: what a runner loads shows which rounding the channel used.
+std::vector<float> weights_of_version(std::int64_t version, std::size_t count) {
+  std::vector<float> w(count);
+  for (std::size_t i = 0; i < count; ++i) w[i] = 0.001f * float(version) + 1e-4f * float(i % 997) + 1.0f / 3.0f;
+  return w;
+}
+
+float rounded(Compression c, float v) {
+  if (c == Compression::bf16) return comm::from_bf16(comm::to_bf16(v));
+  if (c == Compression::fp16) return comm::from_fp16(comm::to_fp16(v));
+  return v;
+}
+
+// Two versions and the end, as a runner must see them.
+void check_channel(Compression compression) {
+  model::Policy policy(tiny_model(), 11, 5);
+  MPI_Comm sync;  // a communicator a case: nothing of one case meets the next
+  MPI_Comm_dup(MPI_COMM_WORLD, &sync);
+  app::SplitWeights channel(sync, rank_ == 0, 30.0, compression);
+  channel.attach(policy);
+  const std::size_t count = policy.parameter_count();
+  if (rank_ == 0) {
+    for (std::int64_t v = 1; v <= 2; ++v) channel.publish(v, weights_of_version(v, count));
+    channel.stop();
+    return;
+  }
+  std::uint64_t version = 0;
+  std::size_t wrong = 0, exact = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool running = true;
+  while (running && std::chrono::steady_clock::now() < deadline) {
+    const std::uint64_t before = version;
+    running = channel.poll(policy, version);
+    if (version == before) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    const std::vector<float> want = weights_of_version(static_cast<std::int64_t>(version), count);
+    const std::vector<float> got = policy.flat_parameters();
+    BOOST_REQUIRE_EQUAL(got.size(), count);
+    for (std::size_t i = 0; i < count; ++i) {
+      wrong += got[i] != rounded(compression, want[i]);
+      exact += got[i] == want[i];
+    }
+  }
+  BOOST_TEST(!running, "the end of training never came");
+  BOOST_TEST(version == 2u);  // the newest; version 1 may be skipped when both have come
+  BOOST_TEST(wrong == 0u);
+  if (compression != Compression::none) BOOST_TEST(exact < count / 2, "the weights were not rounded to 16 bits");
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(weight_channel)
+
+BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
+BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
+BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }
