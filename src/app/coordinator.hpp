@@ -61,6 +61,12 @@ class Coordinator {
   // ---- checkpoints and restore (coordinator_checkpoint.cpp) ----
   std::optional<ckpt::Checkpoint> restore();
   std::optional<ckpt::Checkpoint> load();
+  // What the trainers' reads of the versions tried cost: bytes summed, seconds of the slowest.
+  struct RestoreFigures {
+    std::uint64_t bytes_read = 0;
+    double read_seconds = 0, broadcast_seconds = 0, seconds = 0;
+  };
+  void restore_trainers(const std::string& path, RestoreFigures& figures);
   void check_same_model(const std::string& path, const std::string& saved_config) const;
   void commit_resume(const ckpt::Checkpoint* restored);
   void restore_state(const std::string& path, const ckpt::Checkpoint& c);
