@@ -54,19 +54,21 @@ def first(pattern):
 placed, _ = first(r"arclight: \d+ ranks")
 built, _ = first(r"debug\] the policy and its optimizer built in")
 t_restore, m = first(r"restore: read ([0-9.e+-]+) times the version's (\d+) bytes \(rank 0 (\d+), the \d+ trainers (\d+)\) "
-                     r"in ([0-9.e+-]+) s; the slowest trainer's restore ([0-9.e+-]+) s \(its share read ([0-9.e+-]+) s, "
+                     r"in ([0-9.e+-]+) s \(rank 0's reads and the store's import ([0-9.e+-]+) s\); the slowest trainer's restore ([0-9.e+-]+) s \(its share read ([0-9.e+-]+) s, "
                      r"broadcast ([0-9.e+-]+) s\)")
 t_step, _ = first(rf"^step={resumed + 1} ")
 ratio, version_bytes, rank0_bytes, trainer_bytes = float(m[1]), int(m[2]), int(m[3]), int(m[4])
-restore_s, share_s, broadcast_s = float(m[6]), float(m[7]), float(m[8])
+rank0_s, restore_s, share_s, broadcast_s = float(m[6]), float(m[7]), float(m[8]), float(m[9])
 d = dict(launch_to_first_step_s=t_step - launch, startup_s=t_restore - restore_s - launch,
          startup_to_placement_s=placed - launch, startup_to_policy_built_s=built - launch,
+         rank0_read_and_import_s=rank0_s,
          restore_s=restore_s, restore_share_read_s=share_s, restore_broadcast_s=broadcast_s,
          first_step_s=t_step - t_restore, bytes_read_over_version=ratio, version_bytes=version_bytes,
          rank0_bytes=rank0_bytes, trainer_bytes=trainer_bytes, read_kind=cold)
 print(f"restart ({cold}): {d['launch_to_first_step_s']:.2f} s from launch to the first step = start-up "
       f"{d['startup_s']:.2f} s (placement done at {d['startup_to_placement_s']:.2f} s, the trainer's policy built at "
-      f"{d['startup_to_policy_built_s']:.2f} s) + restore {restore_s:.3f} s (share read {share_s:.3f} s, broadcast "
+      f"{d['startup_to_policy_built_s']:.2f} s; rank 0 read and imported the store in {rank0_s:.2f} s"
+      f") + restore {restore_s:.3f} s (share read {share_s:.3f} s, broadcast "
       f"{broadcast_s:.3f} s) + first step {d['first_step_s']:.2f} s; read {ratio:.3f} times the version's "
       f"{version_bytes / 1e6:.2f} MB (rank 0 {rank0_bytes / 1e6:.2f} MB, trainers {trainer_bytes / 1e6:.2f} MB)")
 print(json.dumps(d))

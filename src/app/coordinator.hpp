@@ -65,6 +65,7 @@ class Coordinator {
   struct RestoreFigures {
     std::uint64_t bytes_read = 0;
     double read_seconds = 0, broadcast_seconds = 0, seconds = 0;
+    double rank0_seconds = 0;  // from the start to the trainers' last read
   };
   void restore_trainers(const std::string& path, RestoreFigures& figures);
   void check_same_model(const std::string& path, const std::string& saved_config) const;

@@ -52,9 +52,10 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   RestoreFigures figures;
   // A version restores when its store, its random state and the trainers' shares of its model
   // read back; otherwise the one before is tried.
-  auto accept = [this, &figures](const std::string& path, ckpt::Checkpoint& c) {
+  auto accept = [this, &figures, t](const std::string& path, ckpt::Checkpoint& c) {
     check_same_model(path, c.config_toml);
     restore_state(path, c);
+    figures.rank0_seconds = seconds_since(t);  // its reads and the store's import, before the trainers read
     try {
       restore_trainers(path, figures);
     } catch (const ckpt::CorruptCheckpoint&) {
@@ -83,8 +84,9 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   log::info("restore: read ",
             double(rank0_bytes + figures.bytes_read) / double(std::max<std::uint64_t>(1, version_bytes)),
             " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
-            " trainers ", figures.bytes_read, ") in ", seconds, " s; the slowest trainer's restore ", figures.seconds,
-            " s (its share read ", figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)");
+            " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
+            figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
+            figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)");
   std::error_code ec;
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
   resumed_in_place_ = fs::equivalent(found->first, here, ec);
