@@ -154,6 +154,28 @@ BOOST_AUTO_TEST_CASE(a_version_of_three_writers_reads_back_whole_on_one_to_four_
   if (rank_ == 0) fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(ranks_without_a_share_receive_the_whole) {
+  // One tensor (a version written by one process, its values one dataset "all"): one of the
+  // four readers reads it, three read none of it, and all end with it.
+  const std::string dir = shared_dir();
+  Checkpoint one = state(1);
+  one.tensors.clear();
+  one.optimizer_steps = {1};
+  if (rank_ == 0) write_checkpoint(dir, 1, one);
+  MPI_Barrier(MPI_COMM_WORLD);
+  SharedReadFigures figures;
+  const Checkpoint back = read_model_shared((fs::path(dir) / version_file_name(1)).string(), MPI_COMM_WORLD, &figures);
+  BOOST_TEST(back.tensors.empty());
+  BOOST_TEST(back.parameters == one.parameters);
+  BOOST_TEST(back.exp_avg == one.exp_avg);
+  BOOST_TEST(back.exp_avg_sq == one.exp_avg_sq);
+  const bool reads_it = !partition_tensors({{"all", one.parameters.size()}}, size_)[std::size_t(rank_)].empty();
+  if (!reads_it && bytes_read_by_this_thread() > 0)
+    BOOST_TEST(figures.bytes_read < 1'000'000u);  // the meta and the index only
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_damaged_share_makes_every_rank_restore_the_version_before) {
   const std::string dir = shared_dir();
   write_version(dir, 1, 1);
