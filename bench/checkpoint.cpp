@@ -3,7 +3,9 @@
 // a restore, and an incremental version's size. Usage: bench_checkpoint DIR PARAMETERS [ROUNDS],
 // or bench_checkpoint --restore FILE (seconds to restore it), or under mpirun
 // bench_checkpoint --parallel DIR PARAMETERS ROUNDS (rank 0 writes meta, the others the
-// tensors, as in training; seconds of the best full write on rank 0).
+// tensors, as in training; seconds of the best full write on rank 0), or under mpirun
+// bench_checkpoint --restore-shared FILE (seconds for the ranks to restore it together, each
+// reading its share: ckpt::read_model_shared).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -58,8 +60,26 @@ int parallel(int argc, char** argv) {
   return 0;
 }
 
+int restore_shared(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t = Clock::now();
+  ckpt::SharedReadFigures figures;
+  ckpt::Checkpoint back = ckpt::read_model_shared(argv[2], MPI_COMM_WORLD, &figures);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double seconds = since(t);
+  std::fprintf(stderr, "rank %d: its share read in %.4f s (%.1f MB), broadcast %.4f s\n", rank, figures.read_seconds,
+               figures.bytes_read / 1e6, figures.broadcast_seconds);
+  if (rank == 0) std::printf("%.4f\n", seconds);
+  MPI_Finalize();
+  return back.parameters.empty() ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--parallel") return parallel(argc, argv);
+  if (argc == 3 && std::string(argv[1]) == "--restore-shared") return restore_shared(argc, argv);
   if (argc == 3 && std::string(argv[1]) == "--restore") {  // seconds to restore one version
     auto t = Clock::now();
     ckpt::Checkpoint back = ckpt::read_checkpoint(argv[2]);
@@ -84,7 +104,9 @@ int main(int argc, char** argv) {
   c.parameters.assign(weights.begin(), weights.end());
   c.exp_avg.assign(m.begin(), m.end());
   c.exp_avg_sq.assign(v.begin(), v.end());
-  c.optimizer_steps = {1};
+  // In twenty tensors, as a model's: a parallel restore shares them out.
+  for (int i = 0; i < 20; ++i) c.tensors.push_back({"t" + std::to_string(i), n / 20 + (i == 19 ? n % 20 : 0)});
+  c.optimizer_steps.assign(20, 1);
   const double blocking = since(t);
   std::vector<float> a(n), b(n), d(n);
   t = Clock::now();
@@ -99,6 +121,7 @@ int main(int argc, char** argv) {
   double write_seconds = 1e30, read_seconds = 1e30;
   std::string path;
   for (int r = 1; r <= rounds; ++r) {
+    c.step = r;  // a version file holds the step its name says
     t = Clock::now();
     path = ckpt::write_checkpoint(dir, r, c);
     write_seconds = std::min(write_seconds, since(t));
@@ -118,6 +141,7 @@ int main(int argc, char** argv) {
   ckpt::WriteOptions incremental;
   incremental.full_every = 10;
   const std::string inc_dir = dir + "/incremental";
+  frozen.step = 1;
   const std::string full_path = ckpt::write_checkpoint(inc_dir, 1, frozen, incremental);
   for (std::size_t i = n - frozen.tensors.back().size; i < n; ++i) {
     frozen.parameters[i] += 1e-3f;
@@ -125,6 +149,7 @@ int main(int argc, char** argv) {
     frozen.exp_avg_sq[i] += 1e-6f;
   }
   frozen.optimizer_steps.back() = 2;
+  frozen.step = 2;
   const std::string inc_path = ckpt::write_checkpoint(inc_dir, 2, frozen, incremental);
   if (ckpt::read_checkpoint(inc_path).parameters != frozen.parameters) {
     std::fprintf(stderr, "incremental restore differs\n");

@@ -22,16 +22,24 @@ dd_s=$(for r in $(seq "$rounds"); do
   dd if=/dev/zero of="$dir/dd$r.bin" bs=1M count=$((bytes / 1048576)) conv=fsync status=none
   echo "$(date +%s.%N) - $start" | bc
 done | best)
-# Restore against a plain read of the same file, both cold where the page cache can be
-# dropped (root), otherwise both from the page cache.
+# Restores against a plain read of the same file, all cold where the page cache can be
+# dropped (root), otherwise all from the page cache.
 cold="cold"
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || cold="page-cache"; }
-drop
-start=$(date +%s.%N)
-cat "$file" >/dev/null
-read_s=$(echo "$(date +%s.%N) - $start" | bc)
-drop
-restore_s=$("$root/build/bench/bench_checkpoint" --restore "$file")
+drop  # here, not only in the subshells below: sets $cold
+# Each the best of ROUNDS, the cache dropped before each; the restore as training does it too:
+# three trainers, each reading its share, then broadcasting it.
+read_s=$(for r in $(seq "$rounds"); do
+  drop
+  start=$(date +%s.%N)
+  cat "$file" >/dev/null
+  echo "$(date +%s.%N) - $start" | bc
+done | best)
+restore_s=$(for r in $(seq "$rounds"); do drop; "$root/build/bench/bench_checkpoint" --restore "$file"; done | best)
+shared_s=$(for r in $(seq "$rounds"); do
+  drop
+  mpirun --oversubscribe --allow-run-as-root -np 3 "$root/build/bench/bench_checkpoint" --restore-shared "$file"
+done | best)
 # The write as training does it: rank 0 and two trainers, one file, parallel HDF5 (MPI-IO).
 parallel_s=$(mpirun --oversubscribe --allow-run-as-root -np 3 "$root/build/bench/bench_checkpoint" --parallel \
   "$dir/parallel" "$params" "$rounds")
@@ -53,7 +61,7 @@ for r in range(rounds):
 print(f"{best:.4f}")
 PY
 )
-/usr/bin/python3 - "$json" "$dd_s" "$torch_s" "$read_s" "$restore_s" "$cold" "$parallel_s" <<'PY'
+/usr/bin/python3 - "$json" "$dd_s" "$torch_s" "$read_s" "$restore_s" "$cold" "$parallel_s" "$shared_s" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
 dd, torch_s, read_s, restore_s = (float(x) for x in sys.argv[2:6])
@@ -62,9 +70,11 @@ d.update(dd_fsync_s=dd, torch_save_fsync_s=torch_s, read_s=read_s, restore_s=res
          write_vs_dd=dd / d["write_s"], write_vs_torch=torch_s / d["write_s"],
          blocking_over_memcpy=d["blocking_s"] / d["memcpy_s"])
 d["restore_over_read"] = d["restore_s"] / read_s
+d["shared_restore_s"] = float(sys.argv[8])
+d["shared_restore_over_read"] = d["shared_restore_s"] / read_s
 print(f"write+fsync vs dd conv=fsync: {d['write_vs_dd']:.2f} (parallel, 3 ranks: {d['write_vs_dd_parallel']:.2f}); vs torch.save+fsync: {d['write_vs_torch']:.2f}; "
       f"blocking/memcpy: {d['blocking_over_memcpy']:.2f}; restore/{d['read_kind']} read of the file: "
-      f"{d['restore_over_read']:.2f}; incremental/full size (frozen base): {d['incremental_ratio']:.3f}")
+      f"{d['restore_over_read']:.2f} (3 ranks, each its share: {d['shared_restore_over_read']:.2f}); incremental/full size (frozen base): {d['incremental_ratio']:.3f}")
 del d["file"]
 print(json.dumps(d))
 PY

@@ -32,7 +32,11 @@ def figures(name, d):
         yield "checkpoint write+fsync seconds (ratio: torch.save / ours)", d["write_s"], d["torch_save_fsync_s"], "torch.save + fsync"
         yield "checkpoint blocking seconds (ratio: memcpy / ours)", d["blocking_s"], d["memcpy_s"], "memcpy, same bytes"
         yield "restore seconds (ratio: read / ours)", d["restore_s"], d["read_s"], f"cat of the file ({d['read_kind']})"
+        yield "restore seconds, 3 ranks each its share (ratio: read / ours)", d["shared_restore_s"], d["read_s"], f"cat of the file ({d['read_kind']})"
         yield "incremental version bytes, frozen base (ratio: ours / full)", d["incremental_bytes"], d["full_bytes"], "a full version"
+    elif name == "restart":
+        yield "restart bytes read (ratio: ours / version, aim <= 1.1)", d["version_bytes"] * d["bytes_read_over_version"], d["version_bytes"], "the version's bytes"
+        yield "restart seconds to the first step (ratio: budget / ours)", d["launch_to_first_step_s"], 90, "the 90 s budget"
     elif name == "tokenizer":
         for corpus in ("generated", "repository"):
             yield f"tokenizer tokens/s, {corpus} text (Qwen3)", d[f"{corpus}_tokens_per_s"], d[f"{corpus}_js_tokens_per_s"], "tokenizers.js (Node)"

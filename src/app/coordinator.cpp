@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <iterator>
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 #include "arclight/algo/advantages.hpp"
 #include "arclight/comm/waiting.hpp"
@@ -431,6 +433,8 @@ std::vector<std::string> Coordinator::answers_of_trainers(std::vector<MPI_Reques
   while (replies.size() < sends.size()) {
     if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_state, reply))
       replies.push_back(reply);
+    else if (loading_)  // on the loader thread: the main thread serves the store
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     else
       serve_a_little();
   }

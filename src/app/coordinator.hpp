@@ -1,6 +1,7 @@
 #pragma once
 // Rank 0 of a training job (app-private): the store, served to every other rank, and the
 // algorithm's step loop (coordinator.cpp); checkpoints and restore (coordinator_checkpoint.cpp).
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,13 @@ class Coordinator {
   std::optional<ckpt::Checkpoint> restore();
   std::optional<ckpt::Checkpoint> load_while_holding_requests();
   std::optional<ckpt::Checkpoint> load();
+  // What the trainers' reads of the versions tried cost: bytes summed, seconds of the slowest.
+  struct RestoreFigures {
+    std::uint64_t bytes_read = 0;
+    double read_seconds = 0, broadcast_seconds = 0, seconds = 0;
+    double rank0_seconds = 0;  // from the start to the trainers' last read
+  };
+  void restore_trainers(const std::string& path, RestoreFigures& figures);
   void check_same_model(const std::string& path, const std::string& saved_config) const;
   void commit_resume(const ckpt::Checkpoint* restored);
   void restore_state(const std::string& path, const ckpt::Checkpoint& c);
@@ -92,6 +100,9 @@ class Coordinator {
   double elapsed_before_ = 0;      // the run's seconds before the version resumed from
   std::string restored_path_;      // the version resumed from
   bool resumed_in_place_ = false;  // from a version in this run's checkpoint directory
+  // While a version loads on a thread of its own (load_while_holding_requests): the main thread alone serves the
+  // store, holding its requests until the loader has restored it.
+  std::atomic<bool> loading_{false}, store_restored_{false};
   // How much of the store's append-only logs LATEST holds: entries and bytes.
   struct {
     std::size_t history = 0, spans = 0;

@@ -36,24 +36,25 @@ void warn_of_damaged_logs(const std::string& path, const ckpt::Checkpoint& c) {
 // directory changes (LATEST, versions set aside) only once every trainer has its state.
 std::optional<ckpt::Checkpoint> Coordinator::restore() {
   std::optional<ckpt::Checkpoint> restored = load_while_holding_requests();
-  // The trainers read the weights and moments from the version themselves.
-  const std::string message =
-      restored ? comm::work::encode(comm::work::Restore{restored_path_}) : comm::work::encode(comm::work::Begin{});
-  // Any number of trainers (elastic restart): each takes the whole state. The store keeps
-  // being served meanwhile: a trainer may be waiting on it before it reads this.
-  std::vector<MPI_Request> sends = tell_trainers(message);
-  for (const std::string& failure : answers_of_trainers(sends))
-    if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
+  if (!restored) {
+    const std::string message = comm::work::encode(comm::work::Begin{});
+    std::vector<MPI_Request> sends = tell_trainers(message);
+    for (const std::string& failure : answers_of_trainers(sends))
+      if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
+  }
   commit_resume(restored ? &*restored : nullptr);
   return restored;
 }
 
 // Loading can take minutes on a slow file system: it runs on a thread of its own while this one holds the store's
-// requests (their clients told every second to wait on), answered once the store is restored.
+// requests (their clients told every second to wait on), answered once the store is restored (store_restored_);
+// from then on this thread serves the store while the trainers read their shares.
 std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
   std::optional<ckpt::Checkpoint> loaded;
   std::exception_ptr failure;
   std::atomic<bool> done{false};
+  loading_ = true;
+  store_restored_ = false;
   server_.hold();
   std::thread loader([&] {
     try {
@@ -63,19 +64,22 @@ std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
     }
     done = true;
   });
-  while (!done)
+  while (!done) {
+    if (store_restored_) server_.release();
     if (server_.poll() > 0)
       backoff_.reset();
     else
       backoff_.idle();
+  }
   loader.join();
   server_.release();
+  loading_ = false;
   if (failure) std::rethrow_exception(failure);
   return loaded;
 }
 
-// The version to resume from (its model checked, not kept: the trainers read it
-// themselves), restored into the store and the task generator; nullopt for a fresh run.
+// The version to resume from, restored into the store and the task generator here and into
+// the trainers (which read its model: this rank reads none of it); nullopt for a fresh run.
 std::optional<ckpt::Checkpoint> Coordinator::load() {
   namespace fs = std::filesystem;
   if (resume_.empty()) return std::nullopt;
@@ -84,8 +88,23 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
               " s longer (faults.slow_restore_seconds)");
     std::this_thread::sleep_for(std::chrono::duration<double>(config_.faults.slow_restore_seconds));
   }
-  // A version restores when its store and random state read back too; otherwise the one before is tried.
-  auto accept = [this](const std::string& path, ckpt::Checkpoint& c) { restore_state(path, c); };
+  const auto t = Stopwatch::now();
+  const std::uint64_t bytes_before = ckpt::bytes_read_by_this_thread();
+  RestoreFigures figures;
+  // A version restores when its store, its random state and the trainers' shares of its model
+  // read back; otherwise the one before is tried.
+  auto accept = [this, &figures, t](const std::string& path, ckpt::Checkpoint& c) {
+    check_same_model(path, c.config_toml);
+    restore_state(path, c);
+    store_restored_ = true;
+    figures.rank0_seconds = seconds_since(t);  // its reads and the store's import, before the trainers read
+    try {
+      restore_trainers(path, figures);
+    } catch (const ckpt::CorruptCheckpoint&) {
+      store_.clear();  // for the version before
+      throw;
+    }
+  };
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
   if (resume_ == "auto") {
     found = ckpt::load_latest(checkpoint_dir_, accept, ckpt::Contents::no_tensor_data);
@@ -97,16 +116,52 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
     found = std::make_pair(resume_, ckpt::read_checkpoint(resume_, ckpt::Contents::no_tensor_data));
     accept(found->first, found->second);
   }
+  const std::uint64_t rank0_bytes = ckpt::bytes_read_by_this_thread() - bytes_before;
   ckpt::Checkpoint& c = found->second;
-  check_same_model(found->first, c.config_toml);
   warn_of_damaged_logs(found->first, c);
   log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
+  const double seconds = seconds_since(t);
+  const ckpt::VersionSizes size = ckpt::version_sizes(found->first);
+  const std::uint64_t version_bytes = size.own + size.linked;
+  log::info("restore: read ",
+            double(rank0_bytes + figures.bytes_read) / double(std::max<std::uint64_t>(1, version_bytes)),
+            " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
+            " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
+            figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
+            figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)");
   std::error_code ec;
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
   resumed_in_place_ = fs::equivalent(found->first, here, ec);
   restored_path_ = resumed_in_place_ ? here.string() : found->first;
   version_ = static_cast<std::uint64_t>(c.policy_version);
   return std::move(c);
+}
+
+// The trainers read the model and optimizer of a version, each its share; CorruptCheckpoint
+// when a share is damaged (they all say so), UsageError when they fail otherwise (the job ends).
+void Coordinator::restore_trainers(const std::string& path, RestoreFigures& figures) {
+  using Outcome = comm::work::Restored::Outcome;
+  const std::string message = comm::work::encode(comm::work::Restore{path});
+  // The store keeps being served meanwhile: a trainer may be waiting on it before it reads this.
+  std::vector<MPI_Request> sends = tell_trainers(message);
+  std::string damaged, failed;
+  for (const std::string& reply : answers_of_trainers(sends)) {
+    comm::work::Restored answer;
+    try {
+      answer = comm::work::decode_restored(reply);
+    } catch (const DecodeError& e) {
+      answer.outcome = Outcome::failed,
+      answer.why = "a trainer's answer to restore does not decode: " + std::string(e.what());
+    }
+    figures.bytes_read += answer.bytes_read;
+    figures.read_seconds = std::max(figures.read_seconds, answer.read_seconds);
+    figures.broadcast_seconds = std::max(figures.broadcast_seconds, answer.broadcast_seconds);
+    figures.seconds = std::max(figures.seconds, answer.seconds);
+    if (answer.outcome == Outcome::damaged) damaged = answer.why;
+    if (answer.outcome == Outcome::failed) failed = answer.why;
+  }
+  if (!failed.empty()) throw UsageError(failed);  // one message, from rank 0; the directory is as it was
+  if (!damaged.empty()) throw ckpt::CorruptCheckpoint(damaged);
 }
 
 // A version continues only the model that saved it: every model.* setting the same (the

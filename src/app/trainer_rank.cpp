@@ -160,23 +160,34 @@ class TrainerRank {
                   });
   }
 
-  // Every trainer reads the saved weights and optimizer state from the version itself (a
-  // shared file system, as for writing): rank 0 does not send the model to each of them.
-  // What goes wrong goes to rank 0, which reports it once.
+  // The trainers read the version together, each byte once: each its share of the weights and
+  // optimizer state (a shared file system, as for writing), the shares then broadcast among
+  // them; rank 0 reads none of the model. They agree on the outcome, and each answers it:
+  // a damaged share makes rank 0 try the version before; what else goes wrong, rank 0 reports once.
   void serve(const comm::work::Restore& request) {
-    std::string failure;
+    using Outcome = comm::work::Restored::Outcome;
+    const auto t = Stopwatch::now();
+    comm::work::Restored answer;
+    ckpt::SharedReadFigures figures;
     try {
-      ckpt::Checkpoint saved = ckpt::read_checkpoint(request.path, ckpt::Contents::model);
-      check_fits(saved, tensors_, request.path);
+      ckpt::Checkpoint saved = ckpt::read_model_shared(request.path, ch_.trainers.get(), &figures);
+      check_fits(saved, tensors_, request.path);  // every trainer read the same index: all fail alike
       version_ = saved.policy_version;
       policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
       trainer_.load_optimizer_state(
           {std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
       weights_.publish(version_, saved.parameters);
+    } catch (const ckpt::CorruptCheckpoint& e) {
+      answer.outcome = Outcome::damaged, answer.why = e.what();
     } catch (const Error& e) {
-      failure = e.what();
+      answer.outcome = Outcome::failed, answer.why = e.what();
     }
-    answer_state(failure);
+    answer.bytes_read = figures.bytes_read;
+    answer.read_seconds = figures.read_seconds;
+    answer.broadcast_seconds = figures.broadcast_seconds;
+    answer.seconds = seconds_since(t);
+    const std::string reply = comm::work::encode(answer);
+    MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, comm::tag_trainer_state, ch_.work.get());
   }
 
   // A fresh run: the runners start from these weights.
@@ -210,7 +221,10 @@ std::string gradient_transport(int trainers, int device) {
 
 void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
                  store::Store& store, WeightChannel& weights, ComputeClock& compute) {
-  TrainerRank(config, ch, layout, rank, device, store, weights, compute).run();
+  const auto t = Stopwatch::now();  // a part of the start-up before a restore (bench/restart.sh)
+  TrainerRank trainer(config, ch, layout, rank, device, store, weights, compute);
+  log::debug("the policy and its optimizer built in ", seconds_since(t), " s");
+  trainer.run();
 }
 
 }  // namespace arclight::app

@@ -1,6 +1,11 @@
 // Reading a version back, every checksum verified, and restoring the newest one that reads.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <map>
 #include <regex>
 #include <set>
@@ -101,14 +106,17 @@ class Reader {
     const std::size_t count = take_stored(set.id, name, sizeof(T), read_), at = out.size();
     if (out.capacity() < at + count) out.reserve(std::max(at + count, 2 * out.capacity()));
     out.resize(at + count);
-    T* data = out.data() + at;
-    if (count > 0 && H5Dread(set.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-      throw CorruptCheckpoint(path_ + ": cannot read " + name);
-    const std::uint32_t crc = crc32c(data, count * sizeof(T));
-    if (read_crc(set.id, path_ + ": " + name) != crc) throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
-    auto link = linked_.find(name);
-    if (link != linked_.end() && (link->second.first != count || link->second.second != crc))
-      throw CorruptCheckpoint(path_ + ": " + name + " links to data that changed since this version was written");
+    read_checked(set.id, name, type, out.data() + at, count);
+  }
+  // Reads a tensor's dataset of `size` values (or none, when `may_be_empty`) into `data`,
+  // checking its checksum; returns the number of values read.
+  std::size_t read_values(const std::string& name, float* data, std::size_t size, bool may_be_empty) {
+    Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+    const std::size_t count = take_stored(set.id, name, sizeof(float), read_);
+    if (count != size && !(may_be_empty && count == 0))
+      throw CorruptCheckpoint(path_ + ": " + name + " has the wrong size");
+    read_checked(set.id, name, H5T_NATIVE_FLOAT, data, count);
+    return count;
   }
   std::string bytes(const std::string& name) {
     auto v = dataset<char>(name, H5T_NATIVE_UINT8);
@@ -151,6 +159,41 @@ class Reader {
   }
 
  private:
+  // Reads `count` values of a dataset into `data` in pieces, the checksum of each piece
+  // computed while the next one is read, and checks it (and a link's length and checksum).
+  template <class T>
+  void read_checked(hid_t set, const std::string& name, hid_t type, T* data, std::size_t count) {
+    const hsize_t piece = std::max<hsize_t>(1, piece_bytes / sizeof(T));
+    std::uint32_t crc = 0;
+    if (count <= piece) {  // one piece: read, then checked
+      if (count > 0 && H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        throw CorruptCheckpoint(path_ + ": cannot read " + name);
+      crc = crc32c(data, count * sizeof(T));
+    } else {
+      std::future<void> summing;  // the checksum of the piece before (declared after crc: joined first)
+      Handle file_space(H5Dget_space(set), H5Sclose, path_ + ": " + name);
+      for (hsize_t start = 0; start < count; start += piece) {
+        hsize_t n = std::min<hsize_t>(piece, count - start);
+        Handle memory(H5Screate_simple(1, &n, nullptr), H5Sclose, path_ + ": " + name);
+        if (H5Sselect_hyperslab(file_space.id, H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
+            H5Dread(set, type, memory.id, file_space.id, H5P_DEFAULT, data + start) < 0)
+          throw CorruptCheckpoint(path_ + ": cannot read " + name);
+        if (summing.valid()) summing.get();
+        summing = std::async(std::launch::async,
+                             [&crc, at = data + start, n] { crc = crc32c_extend(crc, at, n * sizeof(T)); });
+      }
+      summing.get();
+    }
+    if (read_crc(set, path_ + ": " + name) != crc) throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
+    auto link = linked_.find(name);
+    if (link != linked_.end() && (link->second.first != count || link->second.second != crc))
+      throw CorruptCheckpoint(path_ + ": " + name + " links to data that changed since this version was written");
+  }
+
+  // Pieces of a read: large enough for the disk, small enough that each one's checksum
+  // overlaps the next one's read.
+  static constexpr std::size_t piece_bytes = 4u << 20;
+
   std::string path_;
   Handle file_;
   LinkPolicy links_;
@@ -186,42 +229,82 @@ std::uint64_t checked_total(Reader& r, const std::vector<std::string>& names, co
   return total;
 }
 
-// The model and the optimizer: every tensor read and checked; its values kept unless
-// no_tensor_data.
-void read_model(Reader& r, Checkpoint& c, Contents contents) {
+// The model's index: the tensors' names and sizes into c.tensors, checked against the bytes
+// stored, and the optimizer's step counts. Returns the number of values of the model.
+std::uint64_t read_index(Reader& r, Checkpoint& c) {
   const std::string& path = r.path();
   const std::vector<std::string> names = unpack_strings(r.bytes("/model/tensor_names"), path + ": /model/tensor_names");
   const std::vector<std::int64_t> sizes = r.dataset<std::int64_t>("/model/tensor_sizes", H5T_NATIVE_INT64);
   if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
   const std::uint64_t total = checked_total(r, names, sizes);
-  // Room for every tensor at once, so that the reads go straight into place.
-  const bool keep_values = contents != Contents::no_tensor_data;
-  if (keep_values) {  // a failure here is this machine's memory, not the file: it is not skipped as corrupt
-    c.parameters.reserve(total);
-    c.exp_avg.reserve(total);
-    c.exp_avg_sq.reserve(total);
+  for (std::size_t i = 0; i < names.size(); ++i) c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
+  c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
+  return total;
+}
+
+// The moments of every tensor read, or of none (a version saved before the first step).
+struct Moments {
+  bool some = false, missing = false;
+  void add(bool present) { (present ? some : missing) = true; }
+  bool mixed() const { return some && missing; }
+};
+
+// Room for `total` values in each of the flat vectors, in huge pages where the kernel has them
+// (transparent huge pages on request): a restore fills gigabytes of fresh memory, and faulting
+// it in 4 KB pages took as long as reading the file here.
+void reserve_model(Checkpoint& c, std::size_t total) {
+  for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) {
+    values->reserve(total);
+#ifdef MADV_HUGEPAGE
+    constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
+    const auto begin = reinterpret_cast<std::uintptr_t>(values->data());
+    const std::uintptr_t first = (begin + huge - 1) & ~(huge - 1), end = (begin + total * sizeof(float)) & ~(huge - 1);
+    if (end > first)
+      ::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);  // a hint: failure is harmless
+#endif
   }
-  std::vector<float> scratch;  // no_tensor_data: each tensor read and checked here, then dropped
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
-    auto append = [&](std::vector<float>& values, const std::string& group, bool may_be_empty) {
-      std::vector<float>& to = keep_values ? values : scratch;
-      const std::size_t before = to.size();
-      r.append(group + names[i], H5T_NATIVE_FLOAT, to);
-      const std::size_t got = to.size() - before;
-      if (got != c.tensors.back().size && !(may_be_empty && got == 0))
-        throw CorruptCheckpoint(path + ": " + group + names[i] + " has the wrong size");
-      if (!keep_values) scratch.clear();
-    };
-    append(c.parameters, "/model/parameters/", false);
-    append(c.exp_avg, "/optim/exp_avg/", true);
-    append(c.exp_avg_sq, "/optim/exp_avg_sq/", true);
+}
+
+const char* const mixed_moments = ": optimizer state and parameters differ in size";
+
+// Tensor `i`'s values and moments, read and checked, into the flat vectors at `at`. They grow
+// to hold it (within the room reserved): zeroed just before the read, in the cache, rather than
+// all at once beforehand (a third slower here).
+void read_tensor(Reader& r, Checkpoint& c, std::size_t i, std::size_t at, Moments& moments) {
+  const TensorInfo& t = c.tensors[i];
+  for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq})
+    if (values->size() < at + t.size) values->resize(at + t.size);
+  r.read_values("/model/parameters/" + t.name, c.parameters.data() + at, t.size, false);
+  const std::size_t avg = r.read_values("/optim/exp_avg/" + t.name, c.exp_avg.data() + at, t.size, true);
+  const std::size_t avg_sq = r.read_values("/optim/exp_avg_sq/" + t.name, c.exp_avg_sq.data() + at, t.size, true);
+  if (avg != avg_sq) throw CorruptCheckpoint(r.path() + mixed_moments);
+  if (t.size > 0) moments.add(avg > 0);
+}
+
+// The model and the optimizer: every tensor read and checked, or (no_tensor_data) their
+// lengths checked against the bytes stored and their data left to the trainers, which read
+// and check it.
+void read_model(Reader& r, Checkpoint& c, Contents contents) {
+  const std::uint64_t total = read_index(r, c);
+  if (contents == Contents::no_tensor_data) {
+    ByteRanges ranges;
+    for (const TensorInfo& t : c.tensors)
+      for (const char* group : {"/optim/exp_avg/", "/optim/exp_avg_sq/"}) {
+        const std::uint64_t count = r.stored_count(group + t.name, sizeof(float), ranges);
+        if (count != 0 && count != t.size)
+          throw CorruptCheckpoint(r.path() + ": " + group + t.name + " has the wrong size");
+      }
+  } else {
+    // Room for every tensor at once, so that the reads go straight into place. A failure here
+    // is this machine's memory, not the file: it is not skipped as corrupt.
+    reserve_model(c, total);
+    Moments moments;
+    for (std::size_t i = 0, at = 0; i < c.tensors.size(); at += c.tensors[i].size, ++i)
+      read_tensor(r, c, i, at, moments);
+    if (moments.mixed()) throw CorruptCheckpoint(r.path() + mixed_moments);
+    if (!moments.some) c.exp_avg.clear(), c.exp_avg_sq.clear();
   }
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
-  c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
-  if (keep_values && !c.exp_avg.empty() &&
-      (c.exp_avg.size() != c.parameters.size() || c.exp_avg_sq.size() != c.parameters.size()))
-    throw CorruptCheckpoint(path + ": optimizer state and parameters differ in size");
 }
 
 void read_store(Reader& r, Checkpoint& c) {
@@ -244,6 +327,103 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   read_meta(r, c);
   read_model(r, c, contents);
   if (contents != Contents::model) read_store(r, c);
+  return c;
+}
+
+std::uint64_t bytes_read_by_this_thread() {
+  std::ifstream io("/proc/thread-self/io");
+  std::string key;
+  std::uint64_t value = 0;
+  while (io >> key >> value)
+    if (key == "rchar:") return value;
+  return 0;
+}
+
+namespace {
+
+// Values [at, at + count) of `values`, sent by `root` to every rank of `comm`, in calls of at
+// most 2^28 values (MPI counts are ints).
+void broadcast(std::vector<float>& values, std::size_t at, std::size_t count, int root, MPI_Comm comm) {
+  constexpr std::size_t most = std::size_t(1) << 28;
+  for (std::size_t done = 0; done < count; done += most)
+    MPI_Bcast(values.data() + at + done, static_cast<int>(std::min(most, count - done)), MPI_FLOAT, root, comm);
+}
+
+// How a rank's part of a shared read went; every rank learns the worst.
+enum Outcome : int { read_ok = 0, damaged = 1, failed = 2 };
+
+// What the rank that first saw the agreed outcome says about it, sent to every rank.
+std::string agreed_failure(Outcome mine, Outcome agreed, const std::string& failure, MPI_Comm comm) {
+  int me = 0, ranks = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &ranks);
+  int speaker = mine == agreed ? me : ranks;
+  MPI_Allreduce(MPI_IN_PLACE, &speaker, 1, MPI_INT, MPI_MIN, comm);
+  std::uint64_t size = failure.size();
+  MPI_Bcast(&size, 1, MPI_UINT64_T, speaker, comm);
+  std::string said = failure;
+  said.resize(size);
+  MPI_Bcast(said.data(), static_cast<int>(size), MPI_CHAR, speaker, comm);
+  return said;
+}
+
+}  // namespace
+
+Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadFigures* figures) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  const auto start = Clock::now();
+  const std::uint64_t bytes_before = bytes_read_by_this_thread();
+  int me = 0, ranks = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &ranks);
+  Checkpoint c;
+  std::vector<std::size_t> offsets{0};  // of each tensor in the flat vectors
+  std::vector<std::vector<std::size_t>> shares;
+  Moments moments;
+  Outcome outcome = read_ok;
+  std::string failure;
+  // Every rank reaches the agreement below, whatever happens before it: a rank that left
+  // early would leave the others waiting for ever.
+  try {
+    Reader r(path);
+    read_meta(r, c);
+    const std::uint64_t total = read_index(r, c);
+    for (const TensorInfo& t : c.tensors) offsets.push_back(offsets.back() + t.size);
+    shares = partition_tensors(c.tensors, ranks);
+    reserve_model(c, total);
+    for (std::size_t i : shares[static_cast<std::size_t>(me)]) read_tensor(r, c, i, offsets[i], moments);
+    for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(total);
+  } catch (const CorruptCheckpoint& e) {
+    outcome = damaged, failure = e.what();
+  } catch (const std::exception& e) {
+    outcome = failed, failure = path + ": " + e.what();
+  }
+  if (figures) {
+    figures->bytes_read = bytes_read_by_this_thread() - bytes_before;
+    figures->read_seconds = seconds(start);
+  }
+  int agreed[3] = {outcome, moments.some, moments.missing};
+  MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MAX, comm);
+  if (agreed[0] != read_ok) {
+    const std::string why = agreed_failure(outcome, Outcome(agreed[0]), failure, comm);
+    if (agreed[0] == damaged) throw CorruptCheckpoint(why);
+    throw Error(why);
+  }
+  if (agreed[1] && agreed[2]) throw CorruptCheckpoint(path + mixed_moments);
+  const auto sent = Clock::now();
+  for (int q = 0; q < ranks; ++q) {
+    const std::vector<std::size_t>& share = shares[static_cast<std::size_t>(q)];
+    if (share.empty()) continue;  // runs of tensors: the share is one range of the flat vectors
+    const std::size_t at = offsets[share.front()], count = offsets[share.back() + 1] - at;
+    broadcast(c.parameters, at, count, q, comm);
+    if (agreed[1]) broadcast(c.exp_avg, at, count, q, comm), broadcast(c.exp_avg_sq, at, count, q, comm);
+  }
+  if (!agreed[1]) c.exp_avg.clear(), c.exp_avg_sq.clear();
+  if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
+  if (figures) figures->broadcast_seconds = seconds(sent);
   return c;
 }
 

@@ -85,6 +85,34 @@ Request decode_request(std::string_view bytes) {
   return request;
 }
 
+std::string encode(const Restored& r) {
+  std::string out;
+  ByteWriter w(out);
+  w.u8(static_cast<std::uint8_t>(r.outcome));
+  w.bytes(r.why);
+  w.u64(r.bytes_read);
+  w.f64(r.read_seconds);
+  w.f64(r.broadcast_seconds);
+  w.f64(r.seconds);
+  return out;
+}
+
+Restored decode_restored(std::string_view bytes) {
+  ByteReader in(bytes);
+  Restored r;
+  const std::uint8_t outcome = in.u8();
+  if (outcome > static_cast<std::uint8_t>(Restored::Outcome::failed))
+    throw DecodeError("restore answer of unknown outcome " + std::to_string(outcome));
+  r.outcome = static_cast<Restored::Outcome>(outcome);
+  r.why = std::string(in.bytes());
+  r.bytes_read = in.u64();
+  r.read_seconds = in.f64();
+  r.broadcast_seconds = in.f64();
+  r.seconds = in.f64();
+  in.expect_end();
+  return r;
+}
+
 std::string encode(const TrainerFigures& f) {
   std::string out;
   ByteWriter w(out);

@@ -38,13 +38,15 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc, 
 
 }  // namespace
 
-std::uint32_t crc32c(const void* data, std::size_t size) {
+std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t size) {
   const auto* p = static_cast<const unsigned char*>(data);
 #if defined(__x86_64__)
   static const bool hardware = __builtin_cpu_supports("sse4.2");
-  if (hardware) return crc32c_sse42(0xFFFFFFFFu, p, size) ^ 0xFFFFFFFFu;
+  if (hardware) return crc32c_sse42(crc ^ 0xFFFFFFFFu, p, size) ^ 0xFFFFFFFFu;
 #endif
-  return crc32c_table(0xFFFFFFFFu, p, size) ^ 0xFFFFFFFFu;
+  return crc32c_table(crc ^ 0xFFFFFFFFu, p, size) ^ 0xFFFFFFFFu;
 }
+
+std::uint32_t crc32c(const void* data, std::size_t size) { return crc32c_extend(0, data, size); }
 
 }  // namespace arclight

@@ -3,7 +3,7 @@
 # layout), a corrupt version skipped, SIGUSR1 (checkpoint, exit 3, resume), kill -9 of the
 # coordinator, a trainer and a runner mid-run (each followed by --resume auto, the tasks trained on
 # compared with an uninterrupted run), kill -9 inside a write, and a frozen base's incremental
-# versions. Every wait is bounded.
+# versions, and a restart's reads (each byte once; a damaged share). Every wait is bounded.
 set -u
 bin=$(realpath "$1"); src=$2
 mpirun=${MPIEXEC:-mpirun}
@@ -155,6 +155,37 @@ for wrong in "--model.d_model 48" "--layout.trainers 2 --model.n_heads 8"; do
   check '[ "$(cat "$work/e/checkpoints/LATEST")" = "$latest_before" ] && [ ! -e "$work/e/checkpoints.superseded-"* ]' \
     "a failed resume changed the checkpoint directory: $(ls "$work/e" | xargs)"
 done
+
+# 12. A restart reads each byte of the version once: rank 0 the store and the meta, each trainer
+# its share of the model, broadcast among them (a model large enough to outweigh the store). A
+# run killed and resumed goes on exactly as one never interrupted (two trainers, one runner,
+# synchronous steps). Then a damaged share (one bit of the last tensor's moments in the newest
+# version, which the second trainer reads) is found, and every rank resumes from the version
+# before, with a warning naming the damaged one.
+big=(--checkpoint.every_steps 4 --checkpoint.full_every 1 --grpo.max_staleness 0 --layout.trainers 2
+  --layout.runners 1 --model.d_model 256 --model.d_ff 1024)
+ratio_of() { grep -o "restore: read [0-9.e+-]* times" "$work/err" | awk '{print $3}'; }
+train 4 "$work/once_a" "${big[@]}" --run.steps 20
+check '[ $rc = 0 ]' "reference for the restart's reads: $(tail -3 "$work/err")"
+train_and_kill 4 "$work/once_b" 0 v00000008.h5 "${big[@]}" --run.steps 20
+train 4 "$work/once_b" "${big[@]}" --run.steps 20 --resume auto
+check '[ $rc = 0 ] && [ "$(steps_of "$work/once_b")" = "$(seq 1 20 | xargs)" ]' "resume for the restart's reads: $(tail -3 "$work/err")"
+ratio=$(ratio_of)
+echo "restart read $ratio times the version's bytes: $(grep -o "restore: read .*" "$work/err")"
+check '[ -n "$ratio" ] && awk -v r="$ratio" "BEGIN { exit !(r > 0.9 && r <= 1.1) }"' "bytes read over the version's size: '$ratio', want at most 1.1"
+state20() { h5dump -g /model/parameters -g /optim "$1/checkpoints/v00000020.h5" | tail -n +2 | md5sum; }
+check '[ "$(rewards_of "$work/once_a")" = "$(rewards_of "$work/once_b")" ] && [ "$(state20 "$work/once_a")" = "$(state20 "$work/once_b")" ]' \
+  "after a restart that read each byte once, the run differs from the uninterrupted one"
+newest="$work/once_b/checkpoints/v00000020.h5"
+read -r size offset < <(h5dump -p -H -d /optim/exp_avg/lm_head.weight "$newest" | awk '$1 == "SIZE" {s = $2} $1 == "OFFSET" {o = $2} END {print s, o}')
+at=$((offset + size / 2))
+byte=$(od -An -tu1 -j "$at" -N1 "$newest" | tr -d ' ')
+printf "\\$(printf %o $((byte ^ 16)))" | dd of="$newest" bs=1 seek="$at" conv=notrunc 2>/dev/null
+train 4 "$work/once_b" "${big[@]}" --run.steps 22 --resume auto
+check '[ $rc = 0 ] && grep -q "skipping checkpoint .*v00000020.h5: .*checksum mismatch in /optim/exp_avg/lm_head.weight" "$work/err"' \
+  "a damaged share: rc $rc, $(grep -v "^ " "$work/err" | head -5)"
+check 'grep -q "resuming from .*v00000016.h5" "$work/err" && grep -q "^step=17 " "$work/out" && [ "$(steps_of "$work/once_b")" = "$(seq 1 22 | xargs)" ]' \
+  "a damaged share: not resumed from the version before: $(grep -o "^step=[0-9]*" "$work/out" | head -2 | xargs), $(grep resuming "$work/err")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -56,6 +56,24 @@ BOOST_AUTO_TEST_CASE(trainer_figures_round_trip_by_name) {
   BOOST_CHECK_THROW(work::decode_figures(bytes + '\0'), DecodeError);
 }
 
+BOOST_AUTO_TEST_CASE(a_restore_answer_round_trips_and_refuses_anything_else) {
+  const work::Restored r{work::Restored::Outcome::damaged, "v2.h5: checksum mismatch", 12345, 0.5, 0.25, 1.5};
+  const std::string bytes = work::encode(r);
+  const work::Restored back = work::decode_restored(bytes);
+  BOOST_TEST(static_cast<int>(back.outcome) == static_cast<int>(r.outcome));
+  BOOST_TEST(back.why == r.why);
+  BOOST_TEST(back.bytes_read == r.bytes_read);
+  BOOST_TEST(back.read_seconds == r.read_seconds);
+  BOOST_TEST(back.broadcast_seconds == r.broadcast_seconds);
+  BOOST_TEST(back.seconds == r.seconds);
+  BOOST_CHECK_THROW(work::decode_restored(bytes.substr(0, bytes.size() - 1)), DecodeError);
+  BOOST_CHECK_THROW(work::decode_restored(bytes + '\0'), DecodeError);
+  BOOST_CHECK_THROW(work::decode_restored(""), DecodeError);  // an empty answer is no restore's
+  std::string unknown = bytes;
+  unknown[0] = 3;
+  BOOST_CHECK_THROW(work::decode_restored(unknown), DecodeError);
+}
+
 BOOST_AUTO_TEST_CASE(the_policy_resource_text_round_trips_and_refuses_anything_else) {
   const work::PolicyResource p{18446744073709551615ull, 4294967295u};
   BOOST_TEST(work::encode(p) == "version=18446744073709551615 checksum=4294967295");

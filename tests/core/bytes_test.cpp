@@ -62,4 +62,16 @@ BOOST_AUTO_TEST_CASE(crc32c_known_values) {
   BOOST_TEST(arclight::crc32c(zeros.data(), zeros.size()) == 0x8A9136AAu);
 }
 
+BOOST_AUTO_TEST_CASE(crc32c_extends_over_pieces) {
+  // Any split of the bytes, the pieces' checksum extended in turn, gives the whole's.
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += static_cast<char>(i * 7 + 3);
+  const std::uint32_t whole = arclight::crc32c(text.data(), text.size());
+  for (std::size_t cut : {std::size_t(0), std::size_t(1), std::size_t(9), std::size_t(500), text.size()}) {
+    const std::uint32_t first = arclight::crc32c(text.data(), cut);
+    BOOST_TEST(arclight::crc32c_extend(first, text.data() + cut, text.size() - cut) == whole);
+  }
+  BOOST_TEST(arclight::crc32c_extend(0, "123456789", 9) == 0xE3069283u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

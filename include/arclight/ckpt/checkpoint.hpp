@@ -110,13 +110,34 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 // every checksum and every length against the bytes stored; throws CorruptCheckpoint, also
 // when a file named v<N>.h5 holds another step. A damaged segment of the metrics or the span
 // log is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta, model and optimizer only (what
-// a trainer needs); no_tensor_data: everything read and checked, but the tensors' values not kept (rank 0).
+// a trainer needs); no_tensor_data: everything but the tensors' data, whose lengths are checked against the bytes
+// stored but which is not read (rank 0 at a restore: the trainers read and check it, read_model_shared).
 enum class Contents { all, model, no_tensor_data };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
 struct PeerWriteFailed : Error {
   explicit PeerWriteFailed(const std::string& what) : Error(what) {}
 };
+
+// What one rank's part of a shared read cost.
+struct SharedReadFigures {
+  std::uint64_t bytes_read = 0;  // read from the version's files by this rank (bytes_read_by_this_thread)
+  double read_seconds = 0;       // to read and check its share
+  double broadcast_seconds = 0;  // to send and receive the shares
+};
+// Contents::model of a version, read by every rank of `comm` together, each byte once: each
+// rank reads the meta and the index, then its share of the tensors (partition_tensors for comm's
+// size: any number of ranks restores a version however many wrote it), checking each tensor's
+// checksum over its pieces as they arrive; then the shares are broadcast over `comm`, so that every
+// rank returns the whole. Collective, and every rank ends alike: all return, or all throw the
+// same CorruptCheckpoint (a share damaged on any rank: the version is to be skipped everywhere) or
+// Error (another failure, such as memory), with the message of the lowest rank that saw it.
+Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadFigures* figures = nullptr);
+
+// Bytes this thread has read through system calls so far (Linux's rchar of /proc/thread-self/io;
+// 0 where it is not counted): the difference over a read of a version is what it read from the
+// files, HDF5's own reads included.
+std::uint64_t bytes_read_by_this_thread();
 
 // A version file that is incomplete, unreadable or fails a checksum: bad input.
 struct CorruptCheckpoint : Error {

@@ -11,9 +11,9 @@
 
 namespace arclight::comm::work {
 
-// The coordinator's requests (tag_work). Each but train and stop is answered on
-// tag_trainer_state: empty when done, else what went wrong; train is answered on
-// tag_trainer_figures.
+// The coordinator's requests (tag_work). Save and begin are answered on tag_trainer_state:
+// empty when done, else what went wrong; restore on tag_trainer_state too, by Restored; train
+// on tag_trainer_figures.
 enum class Kind : std::uint32_t { train = 1, stop = 2, save = 3, restore = 4, begin = 5 };
 
 struct Train {
@@ -33,6 +33,19 @@ using Request = std::variant<Train, Stop, Save, Restore, Begin>;
 
 std::string encode(const Request& request);
 Request decode_request(std::string_view bytes);  // throws DecodeError
+
+// A trainer's answer to restore (tag_trainer_state). The trainers read the version together
+// (each its share) and agree on the outcome: every one answers alike.
+struct Restored {
+  enum class Outcome : std::uint8_t { done = 0, damaged = 1, failed = 2 };
+  Outcome outcome = Outcome::done;                 // damaged: the version is to be skipped for the one before
+  std::string why;                                 // damaged or failed: what went wrong
+  std::uint64_t bytes_read = 0;                    // from the version's files, by this trainer
+  double read_seconds = 0, broadcast_seconds = 0;  // its share read, the shares broadcast
+  double seconds = 0;                              // the whole restore, the model and optimizer loaded
+};
+std::string encode(const Restored& restored);
+Restored decode_restored(std::string_view bytes);  // throws DecodeError
 
 // A trainer's figures after a step. The loss terms are weighted by the trainer's share of
 // the step's tokens, so they add up over trainers; the rest are the leader's.
