@@ -46,6 +46,7 @@ enum class Type : std::uint8_t {
   reset,  // tests only: the server replaces its store with a fresh one, when it was built to allow it
   bye,    // a client is done; no reply
   update_attempts,
+  next_sequence_id,
   end_
 };
 
