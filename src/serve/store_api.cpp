@@ -349,7 +349,7 @@ HttpResponse StoreApi::error_response(const HttpError& error) {
                                                       {"loc", Json::array({"body"})},
                                                       {"msg", error.what()},
                                                       {"input", nullptr}}})}});
-  if (error.status() >= 500)
+  if (error.status() >= 500 && error.status() != 501)
     return json_answer(error.status(),
                        {{"detail", "Internal server error"}, {"error_type", "Error"}, {"traceback", error.what()}});
   return json_answer(error.status(), {{"detail", error.what()}});

@@ -18,6 +18,11 @@ void add_store_routes(HttpServer& server, store::Store& store, StoreRouteOptions
     add_otlp_route(
         server, [api](std::vector<Json> spans) { api->ingest_otlp(std::move(spans)); }, otlp);
   }
+  // OTLP's other signals, which Agent Lightning's server does not take either: 501, so an exporter stops at once.
+  for (const char* signal : {"/v1/metrics", "/v1/logs", "/v1/development/profiles"})
+    server.post(prefix + signal, [](const HttpRequest&) {
+      return StoreApi::error_response(HttpError(501, "only traces are taken (POST /v1/traces)"));
+    });
   for (const StoreApi::Route& route : StoreApi::routes()) {
     const std::string pattern = prefix + "/v1/agl" + route.path;
     HttpHandler handler = [api, h = route.handler](const HttpRequest& request) { return api->answer(h, request); };

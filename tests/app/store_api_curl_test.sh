@@ -138,6 +138,8 @@ request POST "$base/v1/traces" "" -H 'Content-Type: application/x-protobuf' --da
 check '[ "$status" = 200 ] && [ "$type" = application/x-protobuf ]' "an empty OTLP export: 200 (got $status $type)"
 request POST "$base/v1/traces" '{}'
 check '[ "$status" = 400 ]' "OTLP as JSON: 400 (got $status)"
+request POST "$base/v1/metrics" "" -H 'Content-Type: application/x-protobuf' --data-binary ''
+check '[ "$status" = 501 ] && [ -n "$(field detail)" ]' "OTLP metrics: 501, as Agent Lightning answers (got $status $body)"
 
 # The job still trains; SIGUSR1 ends it at a checkpoint (exit 3), and the API goes with it.
 kill -USR1 "$(pgrep -P $job)"  # mpirun (under timeout) forwards SIGUSR1 to every rank
