@@ -258,6 +258,12 @@ void bind_runner(ConfigBinder& b, Config& c) {
       ->check(CLI::Range(1, 4096));
 }
 
+void bind_store(ConfigBinder& b, Config& c) {
+  b.opt("store.http", c.store.http, "serve the store to HTTP clients on rank 0 (Agent Lightning's API, OTLP traces)");
+  b.opt("store.http_host", c.store.http_host, "the address rank 0's store API binds to");
+  b.opt("store.http_port", c.store.http_port, "the store API's port; 0: any free port")->check(CLI::Range(0, 65535));
+}
+
 void bind_checkpoint(ConfigBinder& b, Config& c) {
   b.opt("checkpoint.dir", c.checkpoint.dir, "where versions go; empty: <run.dir>/checkpoints");
   b.opt("checkpoint.every_steps", c.checkpoint.every_steps, "a checkpoint every N steps; 0: not by steps")
@@ -291,6 +297,7 @@ void bind_config(CLI::App& train, Config& c) {
   bind_comm(b, c);
   bind_rollout(b, c);
   bind_runner(b, c);
+  bind_store(b, c);
   bind_checkpoint(b, c);
   bind_faults(b, c);
 }

@@ -49,8 +49,8 @@ void stop_at_next_step_on_signals() {
 bool stop_signal_received() { return stop_requested.load(); }
 
 int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,
-                    const std::string& effective_config) {
-  Coordinator coordinator(config, ch, layout, resume, effective_config);
+                    const std::string& effective_config, const std::string& secret) {
+  Coordinator coordinator(config, ch, layout, resume, effective_config, secret);
   const int code = coordinator.run();
   const std::vector<int> hung = coordinator.shut_down();
   if (hung.empty()) return code;
@@ -66,7 +66,7 @@ int run_coordinator(const Config& config, const comm::Channels& ch, const Layout
 }
 
 Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, std::string resume,
-                         std::string effective_config)
+                         std::string effective_config, std::string secret)
     : config_(config),
       ch_(ch),
       layout_(layout),
@@ -79,10 +79,13 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       rng_(config.run.seed),
       resume_(std::move(resume)),
       effective_config_(std::move(effective_config)),
-      checkpoint_dir_(checkpoint_dir_of(config)) {}
+      checkpoint_dir_(checkpoint_dir_of(config)),
+      secret_(std::move(secret)) {}
 
 int Coordinator::run() {
   std::optional<ckpt::Checkpoint> restored = restore();
+  // Outside clients come once the store holds what it resumed from (a restore fills an empty store).
+  if (config_.store.http) store_api_ = std::make_unique<StoreApiServer>(config_, store_, secret_);
   RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,
                    restored ? &restored->metrics_jsonl : nullptr);
   const int first_step = restored ? static_cast<int>(restored->step) + 1 : 1;

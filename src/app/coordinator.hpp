@@ -18,6 +18,7 @@
 #include "arclight/comm/work_protocol.hpp"
 #include "arclight/store/memory_store.hpp"
 #include "roles.hpp"
+#include "store_api_server.hpp"
 
 namespace arclight::app {
 
@@ -31,7 +32,7 @@ struct EpisodeFigures {
 class Coordinator {
  public:
   Coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, std::string resume,
-              std::string effective_config);
+              std::string effective_config, std::string secret);
   // Returns exit_ok, or exit_requeue when a signal asked the job to stop after a checkpoint.
   int run();
   // Tells the trainers to stop and serves the store until every rank has said bye, or every
@@ -108,7 +109,9 @@ class Coordinator {
     std::size_t history = 0, spans = 0;
     std::uint64_t history_bytes = 0, span_bytes = 0;
   } logs_;
-  BackgroundWriter writer_;  // last: joined before the store it reads is gone
+  std::string secret_;                         // the job's: the store API's token
+  std::unique_ptr<StoreApiServer> store_api_;  // store.http: gone before the store it serves
+  BackgroundWriter writer_;                    // last: joined before the store it reads is gone
 };
 
 }  // namespace arclight::app

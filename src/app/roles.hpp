@@ -93,9 +93,9 @@ void run_trainer(const Config& config, const comm::Channels& ch, const Layout& l
 // "mpi"; "none" for a lone trainer.
 std::string gradient_transport(int trainers, int device);
 
-// coordinator.cpp: rank 0, the store and the algorithm. Returns exit_ok, or exit_requeue after
-// a signal asked the job to stop at a checkpoint.
+// coordinator.cpp: rank 0, the store and the algorithm; the store over HTTP too with store.http (its
+// token: the job's secret). Returns exit_ok, or exit_requeue after a signal asked the job to stop at a checkpoint.
 int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,
-                    const std::string& effective_config);
+                    const std::string& effective_config, const std::string& secret);
 
 }  // namespace arclight::app

@@ -183,8 +183,16 @@ std::uint64_t RequiredVersions::of(const std::vector<store::AttemptedRollout>& r
     const store::ResourcesId id = ar.rollout.resources_id;
     if (id == 0) continue;
     auto it = versions_.find(id);
-    if (it == versions_.end())
-      it = versions_.emplace(id, comm::work::decode_policy_resource(store_.get_resources(id).content).version).first;
+    if (it == versions_.end()) {
+      // Resources that are not a policy version (an HTTP client's, through the store API) need none.
+      std::uint64_t version = 0;
+      try {
+        version = comm::work::decode_policy_resource(store_.get_resources(id).content).version;
+      } catch (const DecodeError& e) {
+        log::debug("rollout resources ", id, " name no policy version: ", e.what());
+      }
+      it = versions_.emplace(id, version).first;
+    }
     needed = std::max(needed, it->second);
   }
   return needed;

@@ -162,7 +162,7 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);
   const std::string secret = share_job_secret(rank);
-  const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config)
+  const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config, secret)
                              : run_worker(config, ch, layout, rank, placement.device, secret);
   write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());

@@ -253,7 +253,7 @@ SpanRecordView read_span_record(ByteReader& in) {
   SpanRecordView v;
   v.rollout_id = in.u64();
   v.attempt_id = in.u64();
-  in.u64();  // the sequence id is the store's to assign
+  v.sequence_id = in.u64();
   v.body = take_span_body(in);
   return v;
 }
@@ -322,6 +322,7 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
       // The timeout is read and dropped: a server that waits parks the request instead.
       return reply(
           with_args<std::vector<Id>, double>(in, [&](auto ids, double) { return s.wait_for_rollouts(ids, 0.0); }));
+    case Type::next_sequence_id: return reply(with_args<Id>(in, [&](auto id) { return s.next_sequence_id(id); }));
     case Type::heartbeat: return reply(with_args<std::string>(in, [&](auto worker) { return s.heartbeat(worker); }));
     case Type::query_workers: return reply(with_args<>(in, [&] { return s.query_workers(); }));
     case Type::statistics: return reply(with_args<>(in, [&] { return s.statistics(); }));

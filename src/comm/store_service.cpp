@@ -243,6 +243,9 @@ std::vector<std::uint64_t> RemoteStore::add_spans(std::vector<Span> spans) {
   return call<std::vector<std::uint64_t>>(wire::Type::add_spans, 0, spans);
 }
 std::uint64_t RemoteStore::add_span(Span span) { return call<std::uint64_t>(wire::Type::add_span, 0, span); }
+std::uint64_t RemoteStore::next_sequence_id(RolloutId rollout_id) {
+  return call<std::uint64_t>(wire::Type::next_sequence_id, 0, rollout_id);
+}
 Attempt RemoteStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) {
   return call<Attempt>(wire::Type::update_attempt, 0, rollout_id, attempt_id, update);
 }

@@ -47,7 +47,8 @@ bool inflated_by_library(const std::string& content_encoding) {
 }
 
 HttpRequest request_of(const httplib::Request& req) {
-  HttpRequest out{req.method, req.path, {}, {}, req.body};
+  HttpRequest out{req.method, req.path, {}, {}, {}, req.body};
+  for (const auto& [key, value] : req.params) out.params.emplace(key, value);
   for (std::size_t i = 1; i < req.matches.size(); ++i) out.captures.push_back(req.matches[i].str());
   for (const auto& [name, value] : req.headers) {
     std::string key = lower(name);
@@ -102,6 +103,12 @@ std::optional<HttpError> read_body(const httplib::Request& req, httplib::Respons
 std::string HttpRequest::header(const std::string& lower_case_name) const {
   const auto it = headers.find(lower_case_name);
   return it == headers.end() ? "" : it->second;
+}
+
+std::vector<std::string> HttpRequest::param_values(const std::string& key) const {
+  std::vector<std::string> values;
+  for (auto [it, end] = params.equal_range(key); it != end; ++it) values.push_back(it->second);
+  return values;
 }
 
 struct HttpServer::Impl {
@@ -170,8 +177,17 @@ struct HttpServer::Impl {
       const std::string given = req.get_header_value("Authorization");
       if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token))
         return httplib::Server::HandlerResponse::Unhandled;
-      answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
-                                       "authentication_error", "", "invalid_api_key"));
+      if (options.token_in_path && req.path.size() > 1) {
+        const std::size_t end = req.path.find('/', 1);
+        if (end != std::string::npos &&
+            same_secret(std::string_view(req.path).substr(1, end - 1), options.bearer_token))
+          return httplib::Server::HandlerResponse::Unhandled;
+      }
+      if (options.missing_token_status == 401)
+        answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                                         "authentication_error", "", "invalid_api_key"));
+      else  // as if nothing were served here, in the shape of the path's protocol
+        answer_error(res, request_of(req), HttpError(options.missing_token_status, "Not Found", "not_found_error"));
       return httplib::Server::HandlerResponse::Handled;
     });
     // The library's own answers (no route, a body too large, a bad request line) get a JSON body too.
@@ -232,5 +248,15 @@ void HttpServer::stop() {
 int HttpServer::port() const { return impl_->port; }
 
 const HttpServerOptions& HttpServer::options() const { return impl_->options; }
+
+std::string HttpServer::token_prefix_pattern() const {
+  // The token is the job's hex secret in practice; anything else is matched literally.
+  std::string quoted;
+  for (char c : impl_->options.bearer_token) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) quoted += '\\';
+    quoted += c;
+  }
+  return impl_->options.token_in_path ? "(?:/" + quoted + ")?" : "";
+}
 
 }  // namespace arclight::serve

@@ -139,8 +139,12 @@ store::Span span_from_json(const Json& json) {
   span.span_id = string_of(json, "span_id", false);
   span.parent_id = string_of(json, "parent_id", false);
   span.status = status_of(json);
-  const auto sequence = json.find("sequence_id");  // the client's (from /spans/next); the store assigns its own
-  if (sequence != json.end() && sequence->is_number_unsigned()) span.sequence_id = sequence->get<std::uint64_t>();
+  const auto sequence =
+      json.find("sequence_id");  // the client's (from /spans/next); absent or < 1: the store issues one
+  if (sequence != json.end() && sequence->is_number_unsigned())
+    span.sequence_id = sequence->get<std::uint64_t>();
+  else if (sequence != json.end() && sequence->is_number_integer() && sequence->get<std::int64_t>() > 0)
+    span.sequence_id = static_cast<std::uint64_t>(sequence->get<std::int64_t>());
   span.start_time = time_of(json, "start_time");
   span.end_time = time_of(json, "end_time");
   const auto attributes = json.find("attributes");

@@ -57,6 +57,7 @@ class TaskRoutes {
       return unprocessable(e.what());
     }
     const Json echo = span_json(span);
+    span.sequence_id = 0;  // this runner's counter is its own (next_sequence_id below): the store issues the span's
     if (!backend_.add_span(std::move(span)))
       return detail(404, "rollout " + echo["rollout_id"].get<std::string>() + ", attempt " +
                              echo["attempt_id"].get<std::string>() + " is not running on this runner");

@@ -250,9 +250,11 @@ MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, Attem
   return rec;
 }
 
-std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::string record) {
+std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequence_id, std::string record) {
+  std::uint64_t& counter = rollouts_[rec.attempt.rollout_id - 1].last_sequence_id;
+  counter = sequence_id == 0 ? counter + 1 : std::max(counter, sequence_id);
   StoredSpan& stored = rec.spans.emplace_back();
-  stored.sequence_id = ++rec.last_sequence_id;
+  stored.sequence_id = sequence_id == 0 ? counter : sequence_id;
   stored.record = std::move(record);
   stored.record.shrink_to_fit();
   span_log_.emplace_back(rec.attempt.id, static_cast<std::uint32_t>(rec.spans.size() - 1));
@@ -280,23 +282,31 @@ std::vector<std::uint64_t> MemoryStore::add_each(std::size_t count, const Add& a
 
 std::uint64_t MemoryStore::add_span(Span span) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), record_of(span));
+  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), span.sequence_id, record_of(span));
+}
+
+std::uint64_t MemoryStore::next_sequence_id(RolloutId rollout_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ++rollout_record(rollout_id).last_sequence_id;
 }
 
 std::vector<std::uint64_t> MemoryStore::add_spans(std::vector<Span> spans) {
   return add_each(spans.size(), [&](std::size_t i, double now) {
-    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), record_of(spans[i]));
+    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), spans[i].sequence_id,
+                        record_of(spans[i]));
   });
 }
 
 std::uint64_t MemoryStore::add_span_record(const SpanRecordView& span) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), std::string(span.body));
+  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), span.sequence_id,
+                      std::string(span.body));
 }
 
 std::vector<std::uint64_t> MemoryStore::add_span_records(const std::vector<SpanRecordView>& spans) {
   return add_each(spans.size(), [&](std::size_t i, double now) {
-    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), std::string(spans[i].body));
+    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), spans[i].sequence_id,
+                        std::string(spans[i].body));
   });
 }
 
@@ -405,6 +415,8 @@ Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
       Span span = decode(*rec, stored);
       if (filter.name.empty() || span.name == filter.name) all.push_back(std::move(span));
     }
+  // In the rollout's order: ids given by clients need not come in order, nor do attempts' spans.
+  std::stable_sort(all.begin(), all.end(), [](const Span& a, const Span& b) { return a.sequence_id < b.sequence_id; });
   return page_of(std::move(all), paging);
 }
 

@@ -234,7 +234,8 @@ void MemoryStore::import_span_log(std::string_view span_log) {
     StoredSpan& stored = rec.spans.emplace_back();
     stored.sequence_id = sequence_id;
     stored.record = std::string(record);
-    rec.last_sequence_id = std::max(rec.last_sequence_id, sequence_id);
+    std::uint64_t& counter = rollouts_[rollout_id - 1].last_sequence_id;
+    counter = std::max(counter, sequence_id);
     span_log_.emplace_back(attempt_id, static_cast<std::uint32_t>(rec.spans.size() - 1));
     ++stats_.spans;
     stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();

@@ -121,6 +121,36 @@ inline void first_span_starts_the_attempt_and_sequence_ids_increase(Harness& h) 
   BOOST_TEST(s.query_spans(f, {}).items.at(0).sequence_id == more[2]);
 }
 
+// Agent Lightning's counter: one per rollout, across its attempts; a span given an id keeps it.
+inline void sequence_ids_count_per_rollout_and_given_ids_are_kept(Harness& h) {
+  Store& s = h.store();
+  RolloutConfig c = retrying_config();
+  c.unresponsive_seconds = 0;
+  c.timeout_seconds = 0;
+  RolloutId id = s.enqueue(task("x", c)).id;
+  auto first = *s.dequeue("w1");
+  BOOST_TEST(s.add_span(span_of(first)) == 1u);
+  std::uint64_t reserved = s.next_sequence_id(id);
+  BOOST_TEST(reserved == 2u);
+  BOOST_TEST(s.add_span(span_of(first)) == 3u);  // the reserved id is not issued again
+  Span late = span_of(first, "reserved");
+  late.sequence_id = reserved;  // arrives after a later span
+  BOOST_TEST(s.add_span(late) == reserved);
+  Span ahead = span_of(first, "ahead");
+  ahead.sequence_id = 10;
+  BOOST_TEST(s.add_span(ahead) == 10u);
+  s.update_attempt(id, first.attempt.id, status_update(AttemptStatus::failed));
+  auto second = *s.dequeue("w1");
+  BOOST_TEST(s.add_span(span_of(second)) == 11u);  // the rollout's counter, not the attempt's
+  SpanFilter f;
+  f.rollout_id = id;
+  f.attempt_id = 0;
+  std::vector<std::uint64_t> order;
+  for (const Span& span : s.query_spans(f, {}).items) order.push_back(span.sequence_id);
+  BOOST_TEST(order == (std::vector<std::uint64_t>{1, 2, 3, 10, 11}));
+  expect_refused([&] { s.next_sequence_id(999999); }, StoreError::not_found);
+}
+
 inline void success_ends_the_rollout_once(Harness& h) {
   Store& s = h.store();
   s.enqueue(task("x"));
@@ -441,6 +471,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"dequeue_is_fifo_and_creates_attempts", dequeue_is_fifo_and_creates_attempts},
       {"first_span_starts_the_attempt_and_sequence_ids_increase",
        first_span_starts_the_attempt_and_sequence_ids_increase},
+      {"sequence_ids_count_per_rollout_and_given_ids_are_kept", sequence_ids_count_per_rollout_and_given_ids_are_kept},
       {"success_ends_the_rollout_once", success_ends_the_rollout_once},
       {"failure_retries_up_to_max_attempts", failure_retries_up_to_max_attempts},
       {"no_retry_without_the_condition", no_retry_without_the_condition},

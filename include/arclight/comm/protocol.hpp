@@ -47,6 +47,7 @@ enum class Type : std::uint8_t {
   bye,    // a client is done; no reply
   update_attempts,
   pending,  // a reply only: the server holds the request (rank 0 restoring its store); the client waits anew
+  next_sequence_id,
   end_
 };
 

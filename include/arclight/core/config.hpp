@@ -105,6 +105,14 @@ struct RunnerConfig {
   int decode_rows = 64;                       // sequences decoded together (continuous batching)
 };
 
+// Rank 0's store over HTTP: Agent Lightning v0.3's LightningStore API (/v1/agl) and OTLP trace ingest, for runners
+// that are not MPI ranks. It needs the job's secret.
+struct StoreConfig {
+  bool http = false;
+  std::string http_host = "127.0.0.1";  // loopback unless said otherwise
+  int http_port = 4747;                 // Agent Lightning's `agl store` default; 0: any free port
+};
+
 // The policy network. The vocabulary comes from the task.
 // The policy: a transformer initialised here (scratch: the sizes below) or a Hugging Face model directory (hf: its
 // config.json gives the sizes, and d_model .. d_ff and positions do not apply).
@@ -200,6 +208,7 @@ struct Config {
   CommConfig comm;
   RolloutDefaults rollout;
   RunnerConfig runner;
+  StoreConfig store;
   CheckpointConfig checkpoint;
   FaultConfig faults;
 };

@@ -18,6 +18,10 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;              // 0: any free port (HttpServer::port() tells which)
   std::string bearer_token;  // required: empty is refused at start
+  // The token may also come as the path's first segment (/<token>/...: Agent Lightning's client keeps a base URL's
+  // path as a prefix); routes that take it so match it themselves (token_prefix_pattern).
+  bool token_in_path = false;
+  int missing_token_status = 401;  // 404 hides that anything is served here
   std::size_t max_body_bytes = 8 << 20;
   std::chrono::milliseconds read_timeout{5000};   // per read of a request: a silent client is dropped after it
   std::chrono::milliseconds write_timeout{5000};  // per write of an answer: a client that stops reading
@@ -30,11 +34,13 @@ struct HttpRequest {
   std::string path;
   std::vector<std::string> captures;           // the route pattern's groups, in order ("" for one that did not match)
   std::map<std::string, std::string> headers;  // names in lower case
+  std::multimap<std::string, std::string> params;  // the query string's, decoded; a repeated key repeats
   // Decoded: the server inflates a body sent with Content-Encoding gzip, deflate or br (bounded by max_body_bytes:
   // past it, 413; one that does not inflate, 400; one cut short passes as what it holds) and then leaves that header
   // out of `headers`.
   std::string body;
   std::string header(const std::string& lower_case_name) const;  // "" when absent
+  std::vector<std::string> param_values(const std::string& key) const;
 };
 
 // Writes one piece of a streamed answer; false once the client is gone.
@@ -91,6 +97,8 @@ class HttpServer {
   void stop();  // waits for the listening thread; idempotent
   int port() const;
   const HttpServerOptions& options() const;
+  // A route pattern's optional first segment, the token, where options().token_in_path (else "").
+  std::string token_prefix_pattern() const;
 
  private:
   struct Impl;

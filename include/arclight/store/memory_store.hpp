@@ -32,6 +32,7 @@ class MemoryStore : public Store {
   AttemptedRollout start_attempt(RolloutId rollout_id, const std::string& worker_id) override;
   std::vector<std::uint64_t> add_spans(std::vector<Span> spans) override;
   std::uint64_t add_span(Span span) override;
+  std::uint64_t next_sequence_id(RolloutId rollout_id) override;
   // The same, for spans already in record form (as the wire protocol carries them): kept
   // as they are, without decoding and encoding again. The bodies must have passed take_span_body.
   std::vector<std::uint64_t> add_span_records(const std::vector<SpanRecordView>& spans);
@@ -91,11 +92,11 @@ class MemoryStore : public Store {
   struct RolloutRecord {
     Rollout rollout;
     std::vector<AttemptId> attempts;
-    std::uint64_t queue_ticket = 0;  // matches the queue entry that is current
+    std::uint64_t queue_ticket = 0;      // matches the queue entry that is current
+    std::uint64_t last_sequence_id = 0;  // the rollout's span counter
   };
   struct AttemptRecord {
     Attempt attempt;
-    std::uint64_t last_sequence_id = 0;
     std::vector<StoredSpan> spans;
   };
 
@@ -110,7 +111,8 @@ class MemoryStore : public Store {
   void transition_attempt(AttemptRecord& attempt, AttemptStatus status, double now);
   // Checks that an attempt takes spans now, marks it running and heartbeats it.
   AttemptRecord& span_target(RolloutId rollout_id, AttemptId attempt_id, double now);
-  std::uint64_t store_record(AttemptRecord& attempt, std::string record);
+  // Keeps a span record under its attempt with `sequence_id` (0: the rollout's next).
+  std::uint64_t store_record(AttemptRecord& attempt, std::uint64_t sequence_id, std::string record);
   template <class Add>
   std::vector<std::uint64_t> add_each(std::size_t count, const Add& add);
   Worker& worker_record(const std::string& id, double now);

@@ -20,7 +20,8 @@ std::string_view take_span_body(ByteReader& in);
 struct SpanRecordView {
   RolloutId rollout_id = 0;
   AttemptId attempt_id = 0;
-  std::string_view body;  // encode_span_body's bytes
+  std::uint64_t sequence_id = 0;  // 0: the store issues one
+  std::string_view body;          // encode_span_body's bytes
 };
 
 }  // namespace arclight::store

@@ -30,6 +30,9 @@ class Store {
   virtual std::vector<std::uint64_t> add_spans(std::vector<Span> spans) = 0;
   // Stores one span and returns its sequence id; throws StoreError, saying why, when it is refused.
   virtual std::uint64_t add_span(Span span) = 0;
+  // Reserves the next sequence id of a rollout's counter (for a span to come, or a policy call
+  // whose spans share it); throws StoreError when there is no such rollout.
+  virtual std::uint64_t next_sequence_id(RolloutId rollout_id) = 0;
   virtual Attempt update_attempt(RolloutId rollout_id, AttemptId attempt_id, const AttemptUpdate& update) = 0;
   // Many update_attempt calls in order, as one request (a runner ends a batch of episodes at
   // once): a refused report leaves the others standing and says why in its outcome.

@@ -112,7 +112,9 @@ struct Attribute {
 struct Span {
   RolloutId rollout_id = 0;
   AttemptId attempt_id = 0;
-  std::uint64_t sequence_id = 0;  // assigned by the store, strictly increasing per attempt
+  // One counter per rollout (Agent Lightning's): a span added with 0 gets the next, one added with an id
+  // (reserved by Store::next_sequence_id, or shared by the spans of one call) keeps it. Spans come back in its order.
+  std::uint64_t sequence_id = 0;
   std::string trace_id;
   std::string span_id;
   std::string parent_id;

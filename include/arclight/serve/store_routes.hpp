@@ -1,0 +1,22 @@
+#pragma once
+// Rank 0's store over HTTP, as Agent Lightning v0.3's LightningStore server answers (../shared/agl-v0.3-interfaces.md,
+// section 1): every route under /v1/agl, and OTLP/HTTP trace ingest at /v1/traces. It serves the Store the MPI runners
+// use, through the same interface, so an HTTP client and an MPI runner see one state machine. Where the server takes
+// its token in the path (HttpServerOptions::token_in_path), the routes also answer under /<token>.
+#include <cstddef>
+
+#include "arclight/serve/http_server.hpp"
+#include "arclight/store/store.hpp"
+
+namespace arclight::serve {
+
+struct StoreRouteOptions {
+  double max_wait_seconds = 10;  // the longest POST /waits/rollouts waits (Agent Lightning's client asks for <= 0.1 s)
+  bool otlp = true;              // POST /v1/traces: spans of an OTLP/HTTP export go to the store
+  std::size_t otlp_max_inflated_bytes = 16 << 20;
+};
+
+// `store` outlives the server. Added before the server starts.
+void add_store_routes(HttpServer& server, store::Store& store, StoreRouteOptions options = {});
+
+}  // namespace arclight::serve

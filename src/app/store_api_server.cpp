@@ -1,0 +1,63 @@
+#include "store_api_server.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "arclight/serve/store_routes.hpp"
+
+namespace arclight::app {
+namespace {
+
+serve::HttpServerOptions store_api_options(const Config& config, const std::string& secret) {
+  serve::HttpServerOptions o;
+  o.host = config.store.http_host;
+  o.port = config.store.http_port;
+  o.bearer_token = secret;
+  o.token_in_path = true;
+  o.missing_token_status = 404;
+  // Agent Lightning's client waits 30 s for an answer; a connection silent that long is closed.
+  o.read_timeout = o.write_timeout = o.idle_timeout = std::chrono::seconds(30);
+  return o;
+}
+
+// Where clients reach the server: its address, or this host's name when it listens on every address.
+std::string url_host(const std::string& host) {
+  if (host != "0.0.0.0" && host != "::") return host;
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";
+}
+
+void write_private(const std::string& path, const std::string& text) {
+  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(log::concat("cannot write ", path, ": ", std::strerror(errno)));
+  const bool written = fchmod(fd, 0600) == 0 && write(fd, text.data(), text.size()) == ssize_t(text.size());
+  close(fd);
+  if (!written) throw Error(log::concat("cannot write ", path, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+StoreApiServer::StoreApiServer(const Config& config, store::Store& store, const std::string& secret)
+    : server_(store_api_options(config, secret)),
+      url_file_((std::filesystem::path(config.run.dir) / "store_api.url").string()) {
+  serve::add_store_routes(server_, store);
+  server_.start();
+  const std::string root = log::concat("http://", url_host(config.store.http_host), ":", server_.port());
+  write_private(url_file_, root + "/" + secret + "\n");
+  log::info("Agent Lightning's store API on ", root, "/<job secret>/v1/agl (the URL is in ", url_file_, ")");
+}
+
+StoreApiServer::~StoreApiServer() {
+  server_.stop();
+  std::error_code ignored;
+  std::filesystem::remove(url_file_, ignored);
+}
+
+}  // namespace arclight::app

@@ -1,0 +1,746 @@
+// Agent Lightning v0.3's LightningStore routes over the Store interface (../shared/agl-v0.3-interfaces.md, 1.1-1.4).
+// Ids are the store's, spelled ro-<n>, at-<n>, rs-<n> (ids.hpp); where arclight's store is stricter than Agent
+// Lightning's (a final rollout takes nothing more, a rollout's status moves only with its attempts or to cancelled /
+// failed), the refusal is a 409 with the store's reason.
+#include "store_api.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+#include "arclight/serve/ids.hpp"
+
+namespace arclight::serve {
+namespace {
+
+using store::StoreError;
+
+HttpResponse json_answer(int status, const Json& body) {
+  return {status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace), nullptr, {}};
+}
+
+HttpError bad_request(const std::string& message) { return HttpError(400, message); }
+HttpError unprocessable(const std::string& message) { return HttpError(422, message); }
+
+// The body as a JSON object; no body is {} (Agent Lightning's client sends none for a plain dequeue or heartbeat).
+Json object_body(const HttpRequest& request) {
+  if (request.body.empty()) return Json::object();
+  Json body = Json::parse(request.body, nullptr, false);
+  if (body.is_discarded()) throw unprocessable("the body is not JSON");
+  if (!body.is_object()) throw unprocessable("the body must be a JSON object");
+  return body;
+}
+
+std::int64_t integer_of(const std::string& key, const std::string& text) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) throw unprocessable(key + ": expected an integer");
+  return value;
+}
+
+// A GET query as the JSON object its POST twin takes: keys ending in _in are lists (repeated keys), limit, offset and
+// after_sequence_id integers, the rest strings.
+Json query_object(const HttpRequest& request) {
+  Json out = Json::object();
+  for (const auto& [key, value] : request.params) {
+    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_in") == 0) {
+      if (!out.contains(key)) out[key] = Json::array();
+      out[key].push_back(value);
+    } else if (key == "limit" || key == "offset" || key == "after_sequence_id") {
+      out[key] = integer_of(key, value);
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+Json arguments_of(const HttpRequest& request) {
+  return request.method == "GET" ? query_object(request) : object_body(request);
+}
+
+const Json* find(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+// An optional string: absent or null is nullopt.
+std::optional<std::string> optional_string(const Json& object, const char* key) {
+  const Json* value = find(object, key);
+  if (!value || value->is_null()) return std::nullopt;
+  if (!value->is_string()) throw unprocessable(std::string(key) + ": expected a string");
+  return value->get<std::string>();
+}
+
+std::vector<std::string> string_list(const Json& object, const char* key) {
+  const Json* value = find(object, key);
+  std::vector<std::string> out;
+  if (!value || value->is_null()) return out;
+  if (!value->is_array()) throw unprocessable(std::string(key) + ": expected a list of strings");
+  for (const Json& item : *value) {
+    if (!item.is_string()) throw unprocessable(std::string(key) + ": expected a list of strings");
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+// A key that may be left out but, where given, must not be null (Agent Lightning answers 400).
+const Json* not_null(const Json& object, const char* key) {
+  const Json* value = find(object, key);
+  if (value && value->is_null()) throw bad_request(std::string(key) + " cannot be null");
+  return value;
+}
+
+double seconds_of(const Json& value, const char* key) {
+  if (!value.is_number() || value.get<double>() < 0) throw unprocessable(std::string(key) + ": expected seconds >= 0");
+  return value.get<double>();
+}
+
+template <class Enum>
+Enum enum_of(const Json& value, const char* key, int count) {
+  if (value.is_string())
+    for (int i = 0; i < count; ++i)
+      if (store::to_string(static_cast<Enum>(i)) == value.get<std::string>()) return static_cast<Enum>(i);
+  throw unprocessable(std::string(key) + ": not a known value");
+}
+
+template <class Enum>
+std::uint8_t status_bits(const Json& object, const char* key, int count) {
+  std::uint8_t bits = 0;
+  for (const std::string& name : string_list(object, key)) bits |= store::bit(enum_of<Enum>(Json(name), key, count));
+  return bits;
+}
+
+store::RolloutConfig config_of(const Json& json) {
+  if (!json.is_object()) throw unprocessable("config: expected an object");
+  store::RolloutConfig config;  // Agent Lightning's defaults for what is left out
+  if (const Json* v = find(json, "timeout_seconds"); v && !v->is_null())
+    config.timeout_seconds = seconds_of(*v, "config.timeout_seconds");
+  if (const Json* v = find(json, "unresponsive_seconds"); v && !v->is_null())
+    config.unresponsive_seconds = seconds_of(*v, "config.unresponsive_seconds");
+  if (const Json* v = find(json, "max_attempts"); v && !v->is_null()) {
+    if (!v->is_number_integer() || v->get<std::int64_t>() < 1 || v->get<std::int64_t>() > 1000000)
+      throw unprocessable("config.max_attempts: expected an integer >= 1");
+    config.max_attempts = v->get<std::uint32_t>();
+  }
+  config.retry_condition = status_bits<store::AttemptStatus>(json, "retry_condition", store::attempt_status_count);
+  return config;
+}
+
+std::string metadata_of(const Json& value) {
+  if (value.is_null()) return "";
+  if (!value.is_object()) throw unprocessable("metadata: expected an object");
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::optional<store::RolloutId> rollout_of(const std::string& name) { return parse_rollout_name(name); }
+
+store::RolloutId existing_rollout(const std::string& name) {
+  const auto id = rollout_of(name);
+  if (!id) throw StoreError(StoreError::not_found, "no rollout " + name);
+  return *id;
+}
+
+// The paging, sorting and filter logic of a query (_validate_paginated_request).
+struct PageRequest {
+  std::int64_t limit = -1, offset = 0;
+  std::string sort_by;
+  bool descending = false;
+  bool any_filter = false;  // filter_logic "or"
+};
+
+PageRequest page_request(const Json& args, std::initializer_list<const char*> fields) {
+  PageRequest p;
+  if (const Json* v = find(args, "limit"); v && !v->is_null()) {
+    if (!v->is_number_integer()) throw unprocessable("limit: expected an integer");
+    p.limit = v->get<std::int64_t>();
+  }
+  if (const Json* v = find(args, "offset"); v && !v->is_null()) {
+    if (!v->is_number_integer()) throw unprocessable("offset: expected an integer");
+    p.offset = v->get<std::int64_t>();
+  }
+  if (p.limit == 0 || p.limit < -1) throw bad_request("limit must be positive, or -1 for all");
+  if (p.offset < 0) throw bad_request("offset must be >= 0");
+  if (const auto sort_by = optional_string(args, "sort_by")) {
+    if (std::none_of(fields.begin(), fields.end(), [&](const char* f) { return *sort_by == f; }))
+      throw bad_request("sort_by: no field " + *sort_by);
+    p.sort_by = *sort_by;
+  }
+  const std::string order = optional_string(args, "sort_order").value_or("asc");
+  if (order != "asc" && order != "desc") throw bad_request("sort_order must be asc or desc");
+  p.descending = order == "desc";
+  const std::string logic = optional_string(args, "filter_logic").value_or("and");
+  if (logic != "and" && logic != "or") throw bad_request("filter_logic must be and or or");
+  p.any_filter = logic == "or";
+  return p;
+}
+
+// Filters combined by filter_logic; none given matches everything.
+class Filters {
+ public:
+  explicit Filters(bool any) : any_(any) {}
+  void add(bool given, bool matches) {
+    if (!given) return;
+    ++given_;
+    matched_ += matches;
+  }
+  bool pass() const { return given_ == 0 || (any_ ? matched_ > 0 : matched_ == given_); }
+
+ private:
+  bool any_;
+  int given_ = 0, matched_ = 0;
+};
+
+bool contains(const std::string& text, const std::optional<std::string>& part) {
+  return part && text.find(*part) != std::string::npos;
+}
+
+// Null sorts last; numbers compare as numbers; other kinds by nlohmann's order.
+bool sorts_before(const Json& a, const Json& b) {
+  if (a.is_null() || b.is_null()) return !a.is_null() && b.is_null();
+  if (a.is_number() && b.is_number()) return a.get<double>() < b.get<double>();
+  return a < b;
+}
+
+Json page_json(std::vector<Json> items, std::size_t total, const PageRequest& p) {
+  return {{"items", std::move(items)}, {"limit", p.limit}, {"offset", p.offset}, {"total", total}};
+}
+
+// One page of `all` (in the store's order, or sorted by a field of their JSON), converted by `to_json`.
+template <class T, class ToJson>
+Json paginated(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
+  const std::size_t total = all.size();
+  const std::size_t begin = std::min(total, static_cast<std::size_t>(p.offset));
+  const std::size_t count = p.limit < 0 ? total - begin : std::min(total - begin, static_cast<std::size_t>(p.limit));
+  std::vector<Json> items;
+  if (p.sort_by.empty()) {
+    for (std::size_t i = begin; i < begin + count; ++i) items.push_back(to_json(all[i]));
+    return page_json(std::move(items), total, p);
+  }
+  std::vector<Json> every;
+  for (const T& item : all) every.push_back(to_json(item));
+  std::stable_sort(every.begin(), every.end(), [&](const Json& a, const Json& b) {
+    return p.descending ? sorts_before(b[p.sort_by], a[p.sort_by]) : sorts_before(a[p.sort_by], b[p.sort_by]);
+  });
+  items.assign(std::make_move_iterator(every.begin() + begin), std::make_move_iterator(every.begin() + begin + count));
+  return page_json(std::move(items), total, p);
+}
+
+Json worker_json(const store::Worker& w) {
+  const auto time_or_null = [](double t) { return t == 0 ? Json() : Json(t); };
+  return {{"worker_id", w.id},
+          {"status", store::to_string(w.status)},
+          {"heartbeat_stats", nullptr},
+          {"last_heartbeat_time", time_or_null(w.last_heartbeat_time)},
+          {"last_dequeue_time", nullptr},
+          {"last_busy_time", nullptr},
+          {"last_idle_time", nullptr},
+          {"current_rollout_id", w.current_rollout ? Json(rollout_name(w.current_rollout)) : Json()},
+          {"current_attempt_id", w.current_attempt ? Json(attempt_name(w.current_attempt)) : Json()},
+          {"heartbeats", w.heartbeats}};
+}
+
+// A resources version as a ResourcesUpdate: its content when that is a JSON object (NamedResources), else {}.
+Json resources_json(const store::ResourcesVersion& v) {
+  Json resources = Json::parse(v.content, nullptr, false);
+  if (!resources.is_object()) resources = Json::object();
+  return {{"resources_id", resources_name(v.id)}, {"create_time", v.create_time},
+          {"update_time", v.create_time},         {"version", v.version},
+          {"resources", std::move(resources)},    {"name", v.name}};
+}
+
+std::optional<store::ResourcesVersion> resources_or_none(store::Store& store, const std::string& id) {
+  try {
+    if (const auto number = parse_resources_name(id)) return store.get_resources(*number);
+    return store.get_latest_resources(id);
+  } catch (const StoreError& e) {
+    if (e.code() != StoreError::not_found) throw;
+    return std::nullopt;
+  }
+}
+
+// resources_id of a new rollout or an update: rs-<n> or a resources name (its latest version).
+store::ResourcesId resources_of(store::Store& store, const std::string& id) {
+  if (const auto number = parse_resources_name(id)) return *number;
+  return store.get_latest_resources(id).id;
+}
+
+// EnqueueRolloutRequest / RolloutRequest.
+store::NewRollout new_rollout_of(store::Store& store, const Json& json) {
+  if (!json.is_object()) throw unprocessable("a rollout must be a JSON object");
+  const Json* input = find(json, "input");
+  if (!input) throw unprocessable("input: missing");
+  store::NewRollout r;
+  r.input = input->dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (const Json* mode = find(json, "mode"); mode && !mode->is_null())
+    r.mode = enum_of<store::Mode>(*mode, "mode", store::mode_count);
+  if (const auto resources = optional_string(json, "resources_id")) {
+    r.resources_id = resources_of(store, *resources);
+  } else {  // the latest policy version, if there is one: what arclight's runners run rollouts with
+    try {
+      r.resources_id = store.get_latest_resources("policy").id;
+    } catch (const StoreError& e) {
+      if (e.code() != StoreError::not_found) throw;
+    }
+  }
+  if (const Json* config = find(json, "config"); config && !config->is_null()) r.config = config_of(*config);
+  if (const Json* metadata = find(json, "metadata")) r.metadata = metadata_of(*metadata);
+  return r;
+}
+
+#define ROLLOUT_FIELDS \
+  "rollout_id", "input", "start_time", "end_time", "mode", "resources_id", "status", "config", "metadata"
+#define ATTEMPT_FIELDS                                                                                               \
+  "rollout_id", "attempt_id", "sequence_id", "start_time", "end_time", "status", "worker_id", "last_heartbeat_time", \
+      "metadata"
+#define SPAN_FIELDS                                                                                              \
+  "rollout_id", "attempt_id", "sequence_id", "trace_id", "span_id", "parent_id", "name", "status", "attributes", \
+      "events", "links", "start_time", "end_time", "context", "parent", "resource"
+#define WORKER_FIELDS                                                                                     \
+  "worker_id", "status", "heartbeat_stats", "last_heartbeat_time", "last_dequeue_time", "last_busy_time", \
+      "last_idle_time", "current_rollout_id", "current_attempt_id"
+#define RESOURCES_FIELDS "resources_id", "create_time", "update_time", "version", "resources"
+
+}  // namespace
+
+const std::vector<StoreApi::Route>& StoreApi::routes() {
+  static const std::vector<Route> all = {
+      {"GET", "/health", &StoreApi::health},
+      {"GET", "/statistics", &StoreApi::statistics},
+      {"POST", "/queues/rollouts/enqueue", &StoreApi::enqueue},
+      {"POST", "/queues/rollouts/dequeue", &StoreApi::dequeue},
+      {"POST", "/rollouts/search", &StoreApi::query_rollouts},
+      {"GET", "/rollouts", &StoreApi::query_rollouts},
+      {"POST", "/rollouts", &StoreApi::start_rollout},
+      {"POST", "/rollouts/([^/]+)/attempts/search", &StoreApi::query_attempts},
+      {"GET", "/rollouts/([^/]+)/attempts/latest", &StoreApi::get_latest_attempt},
+      {"GET", "/rollouts/([^/]+)/attempts", &StoreApi::query_attempts},
+      {"POST", "/rollouts/([^/]+)/attempts", &StoreApi::start_attempt},
+      {"POST", "/rollouts/([^/]+)/attempts/([^/]+)", &StoreApi::update_attempt},
+      {"GET", "/rollouts/([^/]+)", &StoreApi::get_rollout},
+      {"POST", "/rollouts/([^/]+)", &StoreApi::update_rollout},
+      {"POST", "/attempts/search", &StoreApi::query_attempts},  // arclight's: every rollout's attempts
+      {"GET", "/resources/latest", &StoreApi::get_latest_resources},
+      {"GET", "/resources", &StoreApi::query_resources},
+      {"POST", "/resources", &StoreApi::add_resources},
+      {"GET", "/resources/([^/]+)", &StoreApi::get_resources},
+      {"POST", "/resources/([^/]+)", &StoreApi::update_resources},
+      {"POST", "/spans/next", &StoreApi::next_sequence_id},
+      {"POST", "/spans/search", &StoreApi::query_spans},
+      {"GET", "/spans", &StoreApi::query_spans},
+      {"POST", "/spans", &StoreApi::add_span},
+      {"POST", "/waits/rollouts", &StoreApi::wait_for_rollouts},
+      {"POST", "/workers/search", &StoreApi::query_workers},
+      {"GET", "/workers", &StoreApi::query_workers},
+      {"GET", "/workers/([^/]+)", &StoreApi::get_worker},
+      {"POST", "/workers/([^/]+)", &StoreApi::update_worker},
+  };
+  return all;
+}
+
+StoreApi::StoreApi(store::Store& store, StoreRouteOptions options)
+    : store_(store), options_(options), started_(std::chrono::steady_clock::now()) {}
+
+HttpResponse StoreApi::error_response(const HttpError& error) {
+  if (error.status() == 422)  // pydantic's shape
+    return json_answer(422, {{"detail", Json::array({{{"type", "value_error"},
+                                                      {"loc", Json::array({"body"})},
+                                                      {"msg", error.what()},
+                                                      {"input", nullptr}}})}});
+  if (error.status() >= 500 && error.status() != 501)
+    return json_answer(error.status(),
+                       {{"detail", "Internal server error"}, {"error_type", "Error"}, {"traceback", error.what()}});
+  return json_answer(error.status(), {{"detail", error.what()}});
+}
+
+HttpResponse StoreApi::answer(Handler handler, const HttpRequest& request) {
+  try {
+    return (this->*handler)(request);
+  } catch (const HttpError& e) {
+    return error_response(e);
+  } catch (const StoreError& e) {
+    const int status = e.code() == StoreError::not_found ? 404 : e.code() == StoreError::invalid_argument ? 400 : 409;
+    return error_response(HttpError(status, e.what()));
+  } catch (const StoreJsonError& e) {
+    return error_response(unprocessable(e.what()));
+  } catch (const Json::exception& e) {  // a value of the wrong kind that a check let through
+    return error_response(unprocessable(e.what()));
+  } catch (const std::exception& e) {
+    const std::size_t api = request.path.find("/v1/");  // what comes before may be the job's secret
+    log::warn("store api: ", request.method, " ", request.path.substr(api == std::string::npos ? 0 : api), ": ",
+              e.what());
+    return error_response(HttpError(500, e.what(), "server_error"));
+  }
+}
+
+// ---- health, statistics -----------------------------------------------------------------
+
+HttpResponse StoreApi::health(const HttpRequest&) { return json_answer(200, {{"status", "ok"}}); }
+
+HttpResponse StoreApi::statistics(const HttpRequest&) {
+  const store::Statistics s = store_.statistics();
+  std::uint64_t rollouts = 0, attempts = 0;
+  Json rollouts_by_status = Json::object(), attempts_by_status = Json::object();
+  for (int i = 0; i < store::rollout_status_count; ++i) {
+    rollouts += s.rollouts[i];
+    rollouts_by_status[std::string(store::to_string(static_cast<store::RolloutStatus>(i)))] = s.rollouts[i];
+  }
+  for (int i = 0; i < store::attempt_status_count; ++i) {
+    attempts += s.attempts[i];
+    attempts_by_status[std::string(store::to_string(static_cast<store::AttemptStatus>(i)))] = s.attempts[i];
+  }
+  const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return json_answer(200, {{"name", "arclight"},
+                           {"total_rollouts", rollouts},
+                           {"total_attempts", attempts},
+                           {"total_spans", s.spans},
+                           {"total_resources", s.resources},
+                           {"total_workers", s.workers},
+                           {"uptime", uptime},
+                           {"total_span_bytes", s.span_bytes},
+                           {"queue_length", s.queue_length},
+                           {"rollouts_by_status", std::move(rollouts_by_status)},
+                           {"attempts_by_status", std::move(attempts_by_status)}});
+}
+
+// ---- the queue --------------------------------------------------------------------------------
+
+Json StoreApi::rollout_item(const store::Rollout& rollout) {
+  if (rollout.attempt_count == 0) return rollout_json(rollout);  // never attempted: no "attempt" key at all
+  return attempted_rollout_json({rollout, store_.get_latest_attempt(rollout.id)});
+}
+
+HttpResponse StoreApi::enqueue(const HttpRequest& request) {
+  const Json body = object_body(request);
+  const Json* rollouts = find(body, "rollouts");
+  if (!rollouts || !rollouts->is_array()) throw unprocessable("rollouts: expected a list");
+  std::vector<store::NewRollout> batch;
+  for (const Json& r : *rollouts) batch.push_back(new_rollout_of(store_, r));
+  Json out = Json::array();
+  for (const store::Rollout& r : store_.enqueue(std::move(batch))) out.push_back(rollout_json(r));
+  return json_answer(201, out);
+}
+
+HttpResponse StoreApi::dequeue(const HttpRequest& request) {
+  const Json body = object_body(request);
+  std::int64_t limit = 1;
+  if (const Json* v = find(body, "limit"); v && !v->is_null()) {
+    if (!v->is_number_integer() || v->get<std::int64_t>() < 1 || v->get<std::int64_t>() > 10000)
+      throw unprocessable("limit: expected an integer from 1 to 10000");
+    limit = v->get<std::int64_t>();
+  }
+  Json out = Json::array();
+  for (const store::AttemptedRollout& a :
+       store_.dequeue(optional_string(body, "worker_id").value_or(""), static_cast<std::size_t>(limit)))
+    out.push_back(attempted_rollout_json(a));
+  return json_answer(200, out);
+}
+
+HttpResponse StoreApi::start_rollout(const HttpRequest& request) {
+  const Json body = object_body(request);
+  store::NewRollout rollout = new_rollout_of(store_, body);
+  return json_answer(201, attempted_rollout_json(store_.start_rollout(
+                              std::move(rollout), optional_string(body, "worker_id").value_or(""))));
+}
+
+// ---- rollouts -----------------------------------------------------------------------------------
+
+HttpResponse StoreApi::query_rollouts(const HttpRequest& request) {
+  const Json args = arguments_of(request);
+  const PageRequest page = page_request(args, {ROLLOUT_FIELDS});
+  const std::vector<std::string> ids = string_list(args, "rollout_id_in");
+  const auto id_part = optional_string(args, "rollout_id_contains");
+  const std::uint8_t statuses = status_bits<store::RolloutStatus>(args, "status_in", store::rollout_status_count);
+  const std::uint8_t modes = status_bits<store::Mode>(args, "mode_in", store::mode_count);  // arclight's
+  store::RolloutFilter filter;
+  if (!page.any_filter) {  // the store narrows what it can; the rest below
+    filter.statuses = statuses;
+    for (const std::string& id : ids)
+      if (const auto number = rollout_of(id)) filter.ids.push_back(*number);
+    if (!ids.empty() && filter.ids.empty()) return json_answer(200, page_json({}, 0, page));
+  }
+  std::vector<store::Rollout> matches;
+  for (store::Rollout& r : store_.query_rollouts(filter, {}).items) {
+    const std::string name = rollout_name(r.id);
+    Filters f(page.any_filter);
+    f.add(statuses != 0, statuses & store::bit(r.status));
+    f.add(!ids.empty(), std::find(ids.begin(), ids.end(), name) != ids.end());
+    f.add(id_part.has_value(), contains(name, id_part));
+    f.add(modes != 0, modes & store::bit(r.mode));
+    if (f.pass()) matches.push_back(std::move(r));
+  }
+  return json_answer(200,
+                     paginated(std::move(matches), page, [&](const store::Rollout& r) { return rollout_item(r); }));
+}
+
+HttpResponse StoreApi::get_rollout(const HttpRequest& request) {
+  const auto id = rollout_of(request.captures.at(0));
+  if (!id) return json_answer(200, nullptr);
+  try {
+    return json_answer(200, rollout_item(store_.get_rollout(*id)));
+  } catch (const StoreError& e) {
+    if (e.code() != StoreError::not_found) throw;
+    return json_answer(200, nullptr);  // as Agent Lightning's client reads a missing rollout: None
+  }
+}
+
+HttpResponse StoreApi::update_rollout(const HttpRequest& request) {
+  const store::RolloutId id = existing_rollout(request.captures.at(0));
+  const Json body = object_body(request);
+  store::RolloutUpdate update;
+  if (find(body, "input")) throw bad_request("input: a rollout keeps the input it was enqueued with");
+  if (const Json* v = not_null(body, "status"))
+    update.status = enum_of<store::RolloutStatus>(*v, "status", store::rollout_status_count);
+  if (const Json* v = find(body, "mode"); v && !v->is_null())
+    update.mode = enum_of<store::Mode>(*v, "mode", store::mode_count);
+  if (const Json* v = find(body, "resources_id")) {
+    if (!v->is_null() && !v->is_string()) throw unprocessable("resources_id: expected a string");
+    update.resources_id = v->is_null() ? 0 : resources_of(store_, v->get<std::string>());
+  }
+  if (const Json* v = not_null(body, "config")) update.config = config_of(*v);
+  if (const Json* v = find(body, "metadata")) update.metadata = metadata_of(*v);
+  return json_answer(200, rollout_json(store_.update_rollout(id, update)));
+}
+
+// ---- attempts -----------------------------------------------------------------------------------
+
+HttpResponse StoreApi::start_attempt(const HttpRequest& request) {
+  const store::RolloutId id = existing_rollout(request.captures.at(0));
+  const Json body = object_body(request);
+  return json_answer(201,
+                     attempted_rollout_json(store_.start_attempt(id, optional_string(body, "worker_id").value_or(""))));
+}
+
+HttpResponse StoreApi::query_attempts(const HttpRequest& request) {
+  const Json args = arguments_of(request);
+  const PageRequest page = page_request(args, {ATTEMPT_FIELDS});
+  store::AttemptFilter filter;
+  if (!request.captures.empty()) filter.rollout_id = existing_rollout(request.captures[0]);
+  filter.statuses = status_bits<store::AttemptStatus>(args, "status_in", store::attempt_status_count);  // arclight's
+  filter.worker_id = optional_string(args, "worker_id").value_or("");                                   // arclight's
+  return json_answer(200, paginated(store_.query_attempts(filter, {}).items, page, attempt_json));
+}
+
+HttpResponse StoreApi::get_latest_attempt(const HttpRequest& request) {
+  const auto id = rollout_of(request.captures.at(0));
+  if (!id) return json_answer(200, nullptr);
+  try {
+    return json_answer(200, attempt_json(store_.get_latest_attempt(*id)));
+  } catch (const StoreError& e) {
+    if (e.code() != StoreError::not_found) throw;
+    return json_answer(200, nullptr);
+  }
+}
+
+HttpResponse StoreApi::update_attempt(const HttpRequest& request) {
+  const store::RolloutId rollout = existing_rollout(request.captures.at(0));
+  const std::string& name = request.captures.at(1);
+  const auto attempt = name == "latest" ? std::optional(store::latest_attempt) : parse_attempt_name(name);
+  if (!attempt) throw StoreError(StoreError::not_found, "no attempt " + name);
+  const Json body = object_body(request);
+  store::AttemptUpdate update;
+  if (const Json* v = not_null(body, "status"))
+    update.status = enum_of<store::AttemptStatus>(*v, "status", store::attempt_status_count);
+  if (const Json* v = not_null(body, "worker_id")) {
+    if (!v->is_string()) throw unprocessable("worker_id: expected a string");
+    update.worker_id = v->get<std::string>();
+  }
+  if (const Json* v = not_null(body, "last_heartbeat_time")) {
+    if (!v->is_number()) throw unprocessable("last_heartbeat_time: expected a number");
+    update.last_heartbeat_time = v->get<double>();
+  }
+  not_null(body, "metadata");  // arclight keeps no attempt metadata
+  return json_answer(200, attempt_json(store_.update_attempt(rollout, *attempt, update)));
+}
+
+// ---- resources ----------------------------------------------------------------------------------
+
+store::ResourcesVersion StoreApi::add_named(const std::string& content) {
+  // A fresh name for resources that come without one; another client may take a name first.
+  for (std::uint64_t n = store_.statistics().resources + 1, tries = 0; tries < 64; ++n, ++tries) {
+    try {
+      return store_.add_resources("resources-" + std::to_string(n), content);
+    } catch (const StoreError& e) {
+      if (e.code() != StoreError::invalid_transition) throw;
+    }
+  }
+  throw Error("no free resources name after 64 tries");
+}
+
+HttpResponse StoreApi::add_resources(const HttpRequest& request) {
+  const Json body = object_body(request);  // NamedResources
+  return json_answer(201, resources_json(add_named(body.dump(-1, ' ', false, Json::error_handler_t::replace))));
+}
+
+HttpResponse StoreApi::query_resources(const HttpRequest& request) {
+  const Json args = arguments_of(request);
+  const PageRequest page = page_request(args, {RESOURCES_FIELDS});
+  const auto id = optional_string(args, "resources_id");
+  const auto id_part = optional_string(args, "resources_id_contains");
+  std::vector<store::ResourcesVersion> matches;
+  const std::uint64_t count = store_.statistics().resources;  // versions are numbered from 1
+  for (store::ResourcesId n = 1; n <= count; ++n) {
+    store::ResourcesVersion v = store_.get_resources(n);
+    Filters f(page.any_filter);
+    f.add(id.has_value(), id == resources_name(n));
+    f.add(id_part.has_value(), contains(resources_name(n), id_part));
+    if (f.pass()) matches.push_back(std::move(v));
+  }
+  return json_answer(200, paginated(std::move(matches), page, resources_json));
+}
+
+HttpResponse StoreApi::get_latest_resources(const HttpRequest&) {
+  const auto latest = resources_or_none(store_, "");
+  return json_answer(200, latest ? resources_json(*latest) : Json());
+}
+
+HttpResponse StoreApi::get_resources(const HttpRequest& request) {
+  const auto found = resources_or_none(store_, request.captures.at(0));
+  return json_answer(200, found ? resources_json(*found) : Json());
+}
+
+// An upsert: rs-<n> or a name gets its next version (versions are immutable: each has an id of its own); a new name
+// is created.
+HttpResponse StoreApi::update_resources(const HttpRequest& request) {
+  const std::string& id = request.captures.at(0);
+  const std::string content = object_body(request).dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (const auto number = parse_resources_name(id))
+    return json_answer(200, resources_json(store_.update_resources(store_.get_resources(*number).name, content)));
+  try {
+    return json_answer(200, resources_json(store_.update_resources(id, content)));
+  } catch (const StoreError& e) {
+    if (e.code() != StoreError::not_found) throw;
+  }
+  try {
+    return json_answer(200, resources_json(store_.add_resources(id, content)));
+  } catch (const StoreError& e) {  // another client created it in between
+    if (e.code() != StoreError::invalid_transition) throw;
+    return json_answer(200, resources_json(store_.update_resources(id, content)));
+  }
+}
+
+// ---- spans --------------------------------------------------------------------------------------
+
+HttpResponse StoreApi::add_span(const HttpRequest& request) {
+  Json body = Json::parse(request.body, nullptr, false);
+  if (body.is_discarded()) throw unprocessable("the body is not JSON");
+  store::Span span = span_from_json(body);
+  Json echo = span_json(span);
+  echo["sequence_id"] = store_.add_span(std::move(span));
+  return json_answer(201, echo);
+}
+
+HttpResponse StoreApi::next_sequence_id(const HttpRequest& request) {
+  const Json body = object_body(request);
+  const auto rollout = optional_string(body, "rollout_id");
+  if (!rollout) throw unprocessable("rollout_id: missing");
+  return json_answer(200, {{"sequence_id", store_.next_sequence_id(existing_rollout(*rollout))}});
+}
+
+HttpResponse StoreApi::query_spans(const HttpRequest& request) {
+  const Json args = arguments_of(request);
+  const PageRequest page = page_request(args, {SPAN_FIELDS});
+  const auto rollout = optional_string(args, "rollout_id");
+  if (!rollout) throw unprocessable("rollout_id: missing");
+  store::SpanFilter filter;
+  filter.rollout_id = existing_rollout(*rollout);
+  const auto attempt = optional_string(args, "attempt_id");
+  filter.attempt_id = !attempt               ? 0
+                      : *attempt == "latest" ? store::latest_attempt
+                                             : parse_attempt_name(*attempt).value_or(0);
+  if (attempt && filter.attempt_id == 0) throw StoreError(StoreError::not_found, "no attempt " + *attempt);
+  if (const Json* v = find(args, "after_sequence_id"); v && !v->is_null()) {  // arclight's
+    if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<std::int64_t>() >= 0))
+      throw unprocessable("after_sequence_id: expected an integer >= 0");
+    filter.after_sequence_id = v->is_number_unsigned() ? v->get<std::uint64_t>() : v->get<std::int64_t>();
+  }
+  struct Exact {
+    const char* key;
+    const char* part_key;
+    std::string store::Span::*field;
+  };
+  static const Exact fields[] = {{"trace_id", "trace_id_contains", &store::Span::trace_id},
+                                 {"span_id", "span_id_contains", &store::Span::span_id},
+                                 {"parent_id", "parent_id_contains", &store::Span::parent_id},
+                                 {"name", "name_contains", &store::Span::name}};
+  std::vector<std::pair<std::optional<std::string>, std::optional<std::string>>> wanted;
+  for (const Exact& e : fields) wanted.emplace_back(optional_string(args, e.key), optional_string(args, e.part_key));
+  std::vector<store::Span> matches;
+  for (store::Span& span : store_.query_spans(filter, {}).items) {
+    Filters f(page.any_filter);
+    for (std::size_t i = 0; i < std::size(fields); ++i) {
+      const std::string& value = span.*fields[i].field;
+      f.add(wanted[i].first.has_value(), wanted[i].first == value);
+      f.add(wanted[i].second.has_value(), contains(value, wanted[i].second));
+    }
+    if (f.pass()) matches.push_back(std::move(span));
+  }
+  return json_answer(200, paginated(std::move(matches), page, span_json));
+}
+
+void StoreApi::ingest_otlp(std::vector<Json> spans) {
+  std::vector<store::Span> taken;
+  std::size_t dropped = 0;
+  for (const Json& json : spans) {
+    try {
+      taken.push_back(span_from_json(json));
+    } catch (const StoreJsonError& e) {  // ids this store did not give
+      ++dropped;
+    }
+  }
+  for (std::uint64_t sequence_id : store_.add_spans(std::move(taken))) dropped += sequence_id == 0;
+  if (dropped) log::debug("store api: ", dropped, " of ", spans.size(), " OTLP spans left out (unknown or ended)");
+}
+
+// ---- waits, workers -----------------------------------------------------------------------------
+
+HttpResponse StoreApi::wait_for_rollouts(const HttpRequest& request) {
+  const Json body = object_body(request);
+  double timeout = options_.max_wait_seconds;
+  if (const Json* v = find(body, "timeout"); v && !v->is_null()) {
+    if (!v->is_number()) throw unprocessable("timeout: expected seconds");
+    timeout = std::clamp(v->get<double>(), 0.0, options_.max_wait_seconds);
+  }
+  store::RolloutFilter known;  // unknown ids are left out, as Agent Lightning does
+  for (const std::string& id : string_list(body, "rollout_ids"))
+    if (const auto number = rollout_of(id)) known.ids.push_back(*number);
+  std::vector<store::RolloutId> ids;
+  if (!known.ids.empty())
+    for (const store::Rollout& r : store_.query_rollouts(known, {}).items) ids.push_back(r.id);
+  Json out = Json::array();
+  if (!ids.empty())
+    for (const store::Rollout& r : store_.wait_for_rollouts(ids, timeout)) out.push_back(rollout_json(r));
+  return json_answer(200, out);
+}
+
+HttpResponse StoreApi::query_workers(const HttpRequest& request) {
+  const Json args = arguments_of(request);
+  const PageRequest page = page_request(args, {WORKER_FIELDS});
+  const std::uint8_t statuses = status_bits<store::WorkerStatus>(args, "status_in", store::worker_status_count);
+  const auto id_part = optional_string(args, "worker_id_contains");
+  std::vector<store::Worker> matches;
+  for (store::Worker& w : store_.query_workers()) {
+    Filters f(page.any_filter);
+    f.add(statuses != 0, statuses & store::bit(w.status));
+    f.add(id_part.has_value(), contains(w.id, id_part));
+    if (f.pass()) matches.push_back(std::move(w));
+  }
+  return json_answer(200, paginated(std::move(matches), page, worker_json));
+}
+
+HttpResponse StoreApi::get_worker(const HttpRequest& request) {
+  for (const store::Worker& w : store_.query_workers())
+    if (w.id == request.captures.at(0)) return json_answer(200, worker_json(w));
+  return json_answer(200, nullptr);
+}
+
+HttpResponse StoreApi::update_worker(const HttpRequest& request) {
+  const Json body = object_body(request);
+  if (const Json* stats = not_null(body, "heartbeat_stats"); stats && !stats->is_object())
+    throw unprocessable("heartbeat_stats: expected an object");
+  return json_answer(200, worker_json(store_.heartbeat(request.captures.at(0))));
+}
+
+}  // namespace arclight::serve
