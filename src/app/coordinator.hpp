@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arclight/agent/agent.hpp"
@@ -98,9 +99,10 @@ class Coordinator {
   std::string effective_config_;
   std::string checkpoint_dir_;
   Stopwatch::time_point start_, last_checkpoint_;
-  double elapsed_before_ = 0;      // the run's seconds before the version resumed from
-  std::string restored_path_;      // the version resumed from
-  bool resumed_in_place_ = false;  // from a version in this run's checkpoint directory
+  double elapsed_before_ = 0;                                 // the run's seconds before the version resumed from
+  std::string restored_path_;                                 // the version resumed from
+  bool resumed_in_place_ = false;                             // from a version in this run's checkpoint directory
+  std::pair<std::size_t, std::size_t> imported_log_lengths_;  // the store's history and span log, as restored
   // While a version loads on a thread of its own (load_while_holding_requests): the main thread alone serves the
   // store, holding its requests until the loader has restored it.
   std::atomic<bool> loading_{false}, store_restored_{false};

@@ -194,7 +194,7 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
       if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside: ", set_aside);
     }
     ckpt::set_latest(checkpoint_dir_, std::filesystem::path(restored_path_).filename().string());
-    std::tie(logs_.history, logs_.spans) = store_.log_lengths();
+    std::tie(logs_.history, logs_.spans) = imported_log_lengths_;
     logs_.history_bytes = restored->store_history.size();
     logs_.span_bytes = restored->span_log.size();
     return;
@@ -215,6 +215,9 @@ void Coordinator::restore_state(const std::string& path, const ckpt::Checkpoint&
   std::vector<store::RolloutId> requeued;
   try {
     requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
+    // What the version's logs hold: taken now, since the store is served (and its logs grow) before the resume
+    // commits, and the next version appends to the version's logs from exactly here.
+    imported_log_lengths_ = store_.log_lengths();
   } catch (const DecodeError& e) {
     throw ckpt::CorruptCheckpoint(path + ": the store does not read back: " + e.what());
   }
