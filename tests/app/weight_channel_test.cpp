@@ -3,6 +3,7 @@
 // end of training ends every runner's poll.
 #include "../mpi_test_main.hpp"
 #include "../../src/app/weight_channel.hpp"
+#include "../model/test_models.hpp"
 
 #include <chrono>
 #include <thread>
@@ -13,16 +14,6 @@ using namespace arclight;
 
 namespace {
 int rank_ = 0, size_ = 1;
-
-ModelConfig tiny_model() {
-  ModelConfig m;
-  m.d_model = 16;
-  m.n_layers = 1;
-  m.n_heads = 2;
-  m.d_ff = 32;
-  m.max_seq = 8;
-  return m;
-}
 
 // Weights that 16 bits cannot all hold exactly: what a runner loads shows which rounding the channel used.
 std::vector<float> weights_of_version(std::int64_t version, std::size_t count) {
@@ -39,7 +30,7 @@ float rounded(Compression c, float v) {
 
 // Two versions and the end, as a runner must see them.
 void check_channel(Compression compression) {
-  model::Policy policy(tiny_model(), 11, 5);
+  model::Policy policy(small(), 11, 5);
   MPI_Comm sync;  // a communicator a case: nothing of one case meets the next
   MPI_Comm_dup(MPI_COMM_WORLD, &sync);
   app::SplitWeights channel(sync, rank_ == 0, 30.0, compression);
