@@ -1,0 +1,132 @@
+#pragma once
+// The store API's request arguments (Agent Lightning's JSON bodies and GET queries: paging, filters, rollout
+// configs) and the JSON of what it answers with, apart from the routes in store_api.cpp. Private to serve.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arclight/serve/http_server.hpp"
+#include "arclight/store/store.hpp"
+#include "store_json.hpp"
+
+namespace arclight::serve::store_args {
+
+inline HttpError bad_request(const std::string& message) { return HttpError(400, message); }
+inline HttpError unprocessable(const std::string& message) { return HttpError(422, message); }
+
+// The paging, sorting and filter logic of a query (_validate_paginated_request).
+struct PageRequest {
+  std::int64_t limit = -1, offset = 0;
+  std::string sort_by;
+  bool descending = false;
+  bool any_filter = false;  // filter_logic "or"
+};
+
+// Filters combined by filter_logic; none given matches everything.
+class Filters {
+ public:
+  explicit Filters(bool any) : any_(any) {}
+  void add(bool given, bool matches) {
+    if (!given) return;
+    ++given_;
+    matched_ += matches;
+  }
+  bool pass() const { return given_ == 0 || (any_ ? matched_ > 0 : matched_ == given_); }
+
+ private:
+  bool any_;
+  int given_ = 0, matched_ = 0;
+};
+
+// The body as a JSON object; no body is {} (Agent Lightning's client sends none for a plain dequeue or heartbeat).
+Json object_body(const HttpRequest& request);
+
+// A GET query as the JSON object its POST twin takes: keys ending in _in are lists (repeated keys), limit, offset and
+// after_sequence_id integers, the rest strings.
+Json query_object(const HttpRequest& request);
+
+// The query of a GET, the body of a POST.
+Json arguments_of(const HttpRequest& request);
+
+const Json* find(const Json& object, const char* key);
+
+// An optional string: absent or null is nullopt.
+std::optional<std::string> optional_string(const Json& object, const char* key);
+
+std::vector<std::string> string_list(const Json& object, const char* key);
+
+// A key that may be left out but, where given, must not be null (Agent Lightning answers 400).
+const Json* not_null(const Json& object, const char* key);
+
+double seconds_of(const Json& value, const char* key);
+
+store::RolloutConfig config_of(const Json& json);
+
+std::string metadata_of(const Json& value);
+
+std::optional<store::RolloutId> rollout_of(const std::string& name);
+
+store::RolloutId existing_rollout(const std::string& name);
+
+PageRequest page_request(const Json& args, std::initializer_list<const char*> fields);
+
+bool contains(const std::string& text, const std::optional<std::string>& part);
+
+// Null sorts last; numbers compare as numbers; other kinds by nlohmann's order.
+bool sorts_before(const Json& a, const Json& b);
+
+Json page_json(std::vector<Json> items, std::size_t total, const PageRequest& p);
+
+Json worker_json(const store::Worker& w);
+
+// A resources version as a ResourcesUpdate: its content when that is a JSON object (NamedResources), else {}.
+Json resources_json(const store::ResourcesVersion& v);
+
+std::optional<store::ResourcesVersion> resources_or_none(store::Store& store, const std::string& id);
+
+// resources_id of a new rollout or an update: rs-<n> or a resources name (its latest version).
+store::ResourcesId resources_of(store::Store& store, const std::string& id);
+
+// EnqueueRolloutRequest / RolloutRequest.
+store::NewRollout new_rollout_of(store::Store& store, const Json& json);
+
+template <class Enum>
+Enum enum_of(const Json& value, const char* key, int count) {
+  if (value.is_string())
+    for (int i = 0; i < count; ++i)
+      if (store::to_string(static_cast<Enum>(i)) == value.get<std::string>()) return static_cast<Enum>(i);
+  throw unprocessable(std::string(key) + ": not a known value");
+}
+
+template <class Enum>
+std::uint8_t status_bits(const Json& object, const char* key, int count) {
+  std::uint8_t bits = 0;
+  for (const std::string& name : string_list(object, key)) bits |= store::bit(enum_of<Enum>(Json(name), key, count));
+  return bits;
+}
+
+// One page of `all` (in the store's order, or sorted by a field of their JSON), converted by `to_json`.
+template <class T, class ToJson>
+Json paginated(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
+  const std::size_t total = all.size();
+  const std::size_t begin = std::min(total, static_cast<std::size_t>(p.offset));
+  const std::size_t count = p.limit < 0 ? total - begin : std::min(total - begin, static_cast<std::size_t>(p.limit));
+  std::vector<Json> items;
+  if (p.sort_by.empty()) {
+    for (std::size_t i = begin; i < begin + count; ++i) items.push_back(to_json(all[i]));
+    return page_json(std::move(items), total, p);
+  }
+  std::vector<Json> every;
+  for (const T& item : all) every.push_back(to_json(item));
+  std::stable_sort(every.begin(), every.end(), [&](const Json& a, const Json& b) {
+    return p.descending ? sorts_before(b[p.sort_by], a[p.sort_by]) : sorts_before(a[p.sort_by], b[p.sort_by]);
+  });
+  items.assign(std::make_move_iterator(every.begin() + begin), std::make_move_iterator(every.begin() + begin + count));
+  return page_json(std::move(items), total, p);
+}
+
+}  // namespace arclight::serve::store_args
