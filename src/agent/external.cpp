@@ -47,17 +47,19 @@ bool runnable(const std::string& program) {
 class ExternalAgent : public Agent {
  public:
   explicit ExternalAgent(const AgentConfig& c)
-      : tasks_(c.tasks.empty() ? throw UsageError("agent.name = \"external\" needs agent.tasks (a JSON Lines file)")
-                               : read_task_lines(c.tasks, "tasks")),
+      : name_(c.name),
+        tasks_(c.tasks.empty()
+                   ? throw UsageError("agent.name = \"" + c.name + "\" needs agent.tasks (a JSON Lines file)")
+                   : read_task_lines(c.tasks, "tasks")),
         validation_(c.validation_tasks.empty() ? std::vector<std::string>{}
                                                : read_task_lines(c.validation_tasks, "validation_tasks")),
         vocab_(c.vocab_size > 0 ? c.vocab_size : static_cast<int>(text::make_scratch_chat_tokenizer()->vocab_size())) {
-    if (c.command.empty()) throw UsageError("agent.name = \"external\" needs agent.command (the agent's argv)");
+    if (c.command.empty()) throw UsageError("agent.name = \"" + c.name + "\" needs agent.command (the agent's argv)");
     if (!runnable(c.command.front()))
       throw UsageError("agent.command: '" + c.command.front() + "' is not an executable file or a command on PATH");
   }
 
-  std::string name() const override { return "external"; }
+  std::string name() const override { return name_; }
   // A from-scratch model's vocabulary: agent.vocab_size, else the byte tokenizer's (a Hugging Face model brings its
   // own).
   int vocab_size() const override { return vocab_; }
@@ -71,6 +73,7 @@ class ExternalAgent : public Agent {
   }
 
  private:
+  std::string name_;  // external, or agl (Agent Lightning's runner, app/external_runner.cpp)
   std::vector<std::string> tasks_, validation_;
   int vocab_;
 };

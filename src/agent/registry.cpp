@@ -15,7 +15,10 @@ namespace {
 std::mutex registry_mutex;
 std::map<std::string, AgentFactory>& registry() {
   static std::map<std::string, AgentFactory> agents{
-      {"guess", make_guess_agent}, {"arith", make_arith_agent}, {"external", make_external_agent}};
+      {"guess", make_guess_agent},
+      {"arith", make_arith_agent},
+      {"external", make_external_agent},
+      {"agl", make_external_agent}};  // Agent Lightning's runner as the outside process
   return agents;
 }
 double now_seconds() {
@@ -78,5 +81,7 @@ double binary_search_mean_guesses(int n) {
   };
   return n > 0 ? total(1, n, 1) / n : 0.0;
 }
+
+bool runs_outside(const std::string& name) { return name == "external" || name == "agl"; }
 
 }  // namespace arclight::agent

@@ -181,7 +181,9 @@ void bind_model(ConfigBinder& b, Config& c) {
 }
 
 void bind_agent(ConfigBinder& b, Config& c) {
-  b.opt("agent.name", c.agent.name, "the agent to train: guess or arith (built in), or external (agent.command)");
+  b.opt("agent.name", c.agent.name,
+        "the agent to train: guess or arith (built in), external (agent.command), or agl (Agent Lightning's runner as "
+        "agent.command)");
   b.opt("agent.guess_max", c.agent.guess_max, "guess: the secret is in 1..guess_max")->check(CLI::Range(2, 1000));
   b.opt("agent.max_turns", c.agent.max_turns, "guess: turn limit")->check(positive);
   b.opt("agent.arith_digits", c.agent.arith_digits, "arith: digits per operand")->check(CLI::Range(1, 9));

@@ -1,7 +1,11 @@
-// The runner rank of outside agents (agent.name = "external"): the user's agent processes run beside it and talk to
-// its HTTP endpoint: OpenAI-compatible generation (continuous batching over this rank's policy) and a small task
-// interface (a subset of Agent Lightning's store API) through which they take rollouts, report rewards and end
-// attempts. The loop thread owns the policy and the weight channel; HTTP threads use the store client (thread-safe).
+// The runner rank of outside agents (agent.name = "external" or "agl"): the user's agent processes run beside it and
+// talk to its HTTP endpoint: OpenAI-compatible generation (continuous batching over this rank's policy) and a task
+// interface (Agent Lightning's store API: dequeue, spans and the end of an attempt go through this runner, which
+// keeps the attempts its agents hold) through which they take rollouts, report rewards and end attempts. With "agl",
+// the endpoint serves the rest of that API too, over this rank's store client, so that Agent Lightning's own runner
+// (LightningStoreClient) works against it unchanged, and its policy versions read as a proxy_llm resource naming
+// this endpoint. The loop thread owns the policy and the weight channel; HTTP threads use the store client
+// (thread-safe).
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +22,7 @@
 #include "arclight/core/log.hpp"
 #include "arclight/model/policy.hpp"
 #include "arclight/serve/runner_api.hpp"
+#include "arclight/serve/store_routes.hpp"
 #include "arclight/serve/task_routes.hpp"
 #include "arclight/store/span_batcher.hpp"
 #include "endpoint.hpp"
@@ -172,10 +177,17 @@ class ExternalRunner {
         backend_(store, spans_, book_, published_version_),
         server_(endpoint_options(config, secret)) {
     weights_.attach(policy_);
-    serve::add_openai_routes(server_, engine_, served_model(config.model, text_, policy_), &backend_);
-    serve::add_task_routes(server_, backend_);
+    serve::ServedModel model = served_model(config.model, text_, policy_);
+    const std::string model_name = model.name;
+    serve::add_openai_routes(server_, engine_, std::move(model), &backend_);
+    serve::add_task_routes(server_, backend_);  // first: they take dequeue, spans and attempt ends from the rest
+    const std::string url = log::concat("http://", config.runner.http_host, ":", server_.bind());
+    if (config.agent.name == "agl") {
+      serve::StoreRouteOptions store_options;
+      store_options.policy_llm = serve::PolicyLlm{url + "/v1", model_name, secret, config.grpo.temperature};
+      serve::add_store_routes(server_, store, store_options);
+    }
     server_.start();
-    const std::string url = log::concat("http://", config.runner.http_host, ":", server_.port());
     log::info("runner ", rank, ": agents' endpoint at ", url, "/v1");
     processes_ = std::make_unique<agent::AgentProcesses>(process_options(config, rank, url, secret));
     processes_->start();
@@ -207,6 +219,14 @@ class ExternalRunner {
     o.argv = config.agent.command;
     o.workers = config.agent.workers;
     o.environment = {"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + secret, "ARCLIGHT_STORE_URL=" + url};
+    if (config.agent.name == "agl") {
+      // Agent Lightning's runner connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}"; the secret rides in the
+      // host's user info, which its HTTP clients (aiohttp, requests) send as basic auth.
+      o.environment.push_back("AGL_SERVER_HOST=arclight:" + secret + "@" + config.runner.http_host);
+      o.environment.push_back(log::concat("AGL_SERVER_PORT=", url.substr(url.rfind(':') + 1)));
+      o.environment.push_back("AGL_CURRENT_ROLE=runner");
+      o.environment.push_back("AGL_MANAGED_STORE=0");
+    }
     o.worker_id_prefix = log::concat("runner-", rank);
     o.log_prefix = log::concat("[rank ", rank, " agent {w}] ");
     return o;

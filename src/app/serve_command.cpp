@@ -39,8 +39,9 @@ int serve_model(const Invocation& inv) {
   if (inv.serve_port >= 0) config.runner.http_port = inv.serve_port;
   const ServedText text = served_text(config.model);
   // The served vocabulary: the model's (hf), else what the text needs, or more if the agent's tokens need it.
-  const int vocab = std::max<int>(static_cast<int>(text.tokenizer->vocab_size()),
-                                  config.agent.name == "external" ? 0 : agent::make_agent(config.agent)->vocab_size());
+  const int vocab =
+      std::max<int>(static_cast<int>(text.tokenizer->vocab_size()),
+                    agent::runs_outside(config.agent.name) ? 0 : agent::make_agent(config.agent)->vocab_size());
   model::Policy policy(config.model, vocab, config.run.seed);
   GenerationEngine engine(policy, config.runner.decode_rows);
   engine.resume(0);

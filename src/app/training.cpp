@@ -36,7 +36,7 @@ ComputeClock compute_clock;
 // The runner of the configured agent: built in, or outside processes behind an endpoint.
 void run_runner_of(const Config& config, store::Store& store, WeightChannel& weights, int rank, int device,
                    const std::string& secret) {
-  if (config.agent.name == "external")
+  if (agent::runs_outside(config.agent.name))
     run_external_runner(config, store, weights, rank, device, compute_clock, secret);
   else
     run_runner(config, store, weights, rank, device, compute_clock);

@@ -30,6 +30,25 @@ bool same_secret(std::string_view a, std::string_view b) {
   return differ == 0;
 }
 
+// The password of `Authorization: Basic base64(user:password)`; nullopt when the header is not that. Clients that
+// keep credentials in a URL's user info (aiohttp, requests: http://user:<token>@host/) send it so.
+std::optional<std::string> basic_auth_password(const std::string& header) {
+  if (header.rfind("Basic ", 0) != 0) return std::nullopt;
+  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string decoded;
+  std::uint32_t bits = 0;
+  int count = 0;
+  for (std::size_t i = 6; i < header.size() && header[i] != '='; ++i) {
+    const std::size_t value = alphabet.find(header[i]);
+    if (value == std::string::npos) return std::nullopt;
+    bits = (bits << 6) | static_cast<std::uint32_t>(value);
+    if ((count += 6) >= 8) decoded.push_back(static_cast<char>((bits >> (count -= 8)) & 0xFF));
+  }
+  const std::size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  return decoded.substr(colon + 1);
+}
+
 std::string status_type(int status) {
   switch (status) {
     case 401: return "authentication_error";
@@ -177,6 +196,8 @@ struct HttpServer::Impl {
       const std::string given = req.get_header_value("Authorization");
       if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token))
         return httplib::Server::HandlerResponse::Unhandled;
+      if (const auto password = basic_auth_password(given); password && same_secret(*password, options.bearer_token))
+        return httplib::Server::HandlerResponse::Unhandled;
       if (options.token_in_path && req.path.size() > 1) {
         const std::size_t end = req.path.find('/', 1);
         if (end != std::string::npos &&
@@ -226,7 +247,8 @@ void HttpServer::format_errors(const std::string& pattern, HttpErrorFormatter fo
   impl_->formatters.emplace_back(std::regex(pattern), std::move(formatter));
 }
 
-void HttpServer::start() {
+int HttpServer::bind() {
+  if (impl_->port > 0) return impl_->port;
   const HttpServerOptions& o = impl_->options;
   const int port =
       o.port == 0 ? impl_->server.bind_to_any_port(o.host) : (impl_->server.bind_to_port(o.host, o.port) ? o.port : -1);
@@ -235,8 +257,13 @@ void HttpServer::start() {
   // retry after a second. Listening again on the bound socket raises the backlog.
   ::listen(impl_->socket, SOMAXCONN);
   impl_->port = port;
+  return port;
+}
+
+void HttpServer::start() {
+  bind();
   impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
-  log::debug("http: listening on ", o.host, ":", port);
+  log::debug("http: listening on ", impl_->options.host, ":", impl_->port);
 }
 
 void HttpServer::stop() {

@@ -300,9 +300,22 @@ store::ResourcesVersion StoreApi::add_named(const std::string& content) {
   throw Error("no free resources name after 64 tries");
 }
 
+Json StoreApi::resources_item(const store::ResourcesVersion& version) const {
+  Json item = resources_json(version);
+  if (version.name != "policy" || !options_.policy_llm) return item;
+  const PolicyLlm& llm = *options_.policy_llm;
+  item["resources"] = {{"main_llm",
+                        {{"resource_type", "proxy_llm"},
+                         {"endpoint", llm.endpoint},
+                         {"model", llm.model},
+                         {"api_key", llm.api_key},
+                         {"sampling_parameters", {{"temperature", llm.temperature}}}}}};
+  return item;
+}
+
 HttpResponse StoreApi::add_resources(const HttpRequest& request) {
   const Json body = object_body(request);  // NamedResources
-  return json_answer(201, resources_json(add_named(body.dump(-1, ' ', false, Json::error_handler_t::replace))));
+  return json_answer(201, resources_item(add_named(body.dump(-1, ' ', false, Json::error_handler_t::replace))));
 }
 
 HttpResponse StoreApi::query_resources(const HttpRequest& request) {
@@ -319,17 +332,18 @@ HttpResponse StoreApi::query_resources(const HttpRequest& request) {
     f.add(id_part.has_value(), contains(resources_name(n), id_part));
     if (f.pass()) matches.push_back(std::move(v));
   }
-  return json_answer(200, paginated(std::move(matches), page, resources_json));
+  return json_answer(
+      200, paginated(std::move(matches), page, [&](const store::ResourcesVersion& v) { return resources_item(v); }));
 }
 
 HttpResponse StoreApi::get_latest_resources(const HttpRequest&) {
   const auto latest = resources_or_none(store_, "");
-  return json_answer(200, latest ? resources_json(*latest) : Json());
+  return json_answer(200, latest ? resources_item(*latest) : Json());
 }
 
 HttpResponse StoreApi::get_resources(const HttpRequest& request) {
   const auto found = resources_or_none(store_, request.captures.at(0));
-  return json_answer(200, found ? resources_json(*found) : Json());
+  return json_answer(200, found ? resources_item(*found) : Json());
 }
 
 // An upsert: rs-<n> or a name gets its next version (versions are immutable: each has an id of its own); a new name
@@ -337,18 +351,21 @@ HttpResponse StoreApi::get_resources(const HttpRequest& request) {
 HttpResponse StoreApi::update_resources(const HttpRequest& request) {
   const std::string& id = request.captures.at(0);
   const std::string content = object_body(request).dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (const auto number = parse_resources_name(id))
-    return json_answer(200, resources_json(store_.update_resources(store_.get_resources(*number).name, content)));
+  const auto number = parse_resources_name(id);
+  const std::string name = number ? store_.get_resources(*number).name : id;
+  if (name == "policy")  // the runners decode these: only the trainers write them
+    throw StoreError(StoreError::invalid_transition, "resources 'policy' are arclight's policy versions");
+  if (number) return json_answer(200, resources_item(store_.update_resources(name, content)));
   try {
-    return json_answer(200, resources_json(store_.update_resources(id, content)));
+    return json_answer(200, resources_item(store_.update_resources(id, content)));
   } catch (const StoreError& e) {
     if (e.code() != StoreError::not_found) throw;
   }
   try {
-    return json_answer(200, resources_json(store_.add_resources(id, content)));
+    return json_answer(200, resources_item(store_.add_resources(id, content)));
   } catch (const StoreError& e) {  // another client created it in between
     if (e.code() != StoreError::invalid_transition) throw;
-    return json_answer(200, resources_json(store_.update_resources(id, content)));
+    return json_answer(200, resources_item(store_.update_resources(id, content)));
   }
 }
 

@@ -60,6 +60,7 @@ class StoreApi {
 
  private:
   Json rollout_item(const store::Rollout& rollout);  // with "attempt" when it has one
+  Json resources_item(const store::ResourcesVersion& version) const;
   store::ResourcesVersion add_named(const std::string& content);
 
   store::Store& store_;

@@ -61,6 +61,21 @@ BOOST_AUTO_TEST_CASE(a_missing_or_wrong_token_is_401_and_the_right_one_passes) {
   BOOST_TEST(served.client->Get("/v1/models")->status == 200);
 }
 
+// As aiohttp and requests send the user info of http://user:<token>@host/: any user, the token as the password.
+BOOST_AUTO_TEST_CASE(basic_auth_with_the_token_as_password_passes_and_any_other_is_401) {
+  Served served;
+  httplib::Client client("127.0.0.1", served.server.port());
+  client.set_basic_auth("anyone", token.c_str());
+  BOOST_TEST(client.Get("/v1/models")->status == 200);
+  client.set_basic_auth("anyone", (token + "x").c_str());
+  error_of(client.Get("/v1/models"), 401);
+  client.set_basic_auth(token.c_str(), "");  // the token as the user name is not the password
+  error_of(client.Get("/v1/models"), 401);
+  httplib::Client garbage("127.0.0.1", served.server.port());
+  garbage.set_default_headers({{"Authorization", "Basic !!!not-base64"}});
+  error_of(garbage.Get("/v1/models"), 401);
+}
+
 BOOST_AUTO_TEST_CASE(a_body_over_the_limit_is_413_in_json) {
   Served served;
   const std::string big(65 << 10, 'x');

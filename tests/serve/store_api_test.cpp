@@ -324,8 +324,8 @@ HttpServerOptions options() {
 // A MemoryStore on a manual clock behind a real server, and the HTTP client of it.
 class HttpHarness : public suite::Harness {
  public:
-  HttpHarness() : server_(options()) {
-    add_store_routes(server_, memory_);
+  explicit HttpHarness(StoreRouteOptions routes = {}) : server_(options()) {
+    add_store_routes(server_, memory_, std::move(routes));
     server_.start();
     client_ = std::make_unique<HttpStore>(server_.port());
   }
@@ -411,14 +411,18 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
           ->body);
   BOOST_TEST(v2["version"] == 2);
   BOOST_TEST(v2["resources_id"] != v1["resources_id"]);  // versions are immutable: each has its id
-  const Json policy = Json::parse(c.Post("/v1/agl/resources/policy", "{}", "application/json")->body);
-  BOOST_TEST(policy["version"] == 1);
+  // The policy versions are the trainers' (their content is arclight's wire encoding): not written over HTTP.
+  const std::string policy = resources_name(h.memory().add_resources("policy", std::string("\x01\x02", 2)).id);
+  auto overwrite = c.Post("/v1/agl/resources/policy", "{}", "application/json");
+  BOOST_TEST(overwrite->status == 409);
+  BOOST_TEST(c.Post(("/v1/agl/resources/" + policy).c_str(), "{}", "application/json")->status == 409);
+  BOOST_TEST(Json::parse(c.Get(("/v1/agl/resources/" + policy).c_str())->body)["resources"] == Json::object());
   c.Post("/v1/agl/resources", "{}", "application/json");
   h.advance(1.0);  // a later start_time, to sort by
   const Json later = Json::parse(c.Post("/v1/agl/queues/rollouts/enqueue",
                                         R"({"rollouts": [{"input": 1, "resources_id": null}]})", "application/json")
                                      ->body);
-  BOOST_TEST(later[0]["resources_id"] == policy["resources_id"]);
+  BOOST_TEST(later[0]["resources_id"] == policy);
   // Pagination: the total before paging; limit 0 and a sort by no field are 400 with a detail string.
   const Json page = Json::parse(c.Post("/v1/agl/rollouts/search", R"({"limit": 1, "offset": 1, "sort_by": "start_time",
                                         "sort_order": "desc"})",
@@ -451,6 +455,28 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
       Json::parse(c.Post("/v1/agl/workers/Worker-0", R"({"heartbeat_stats": {"cpu": 1}})", "application/json")->body);
   BOOST_TEST(worker["worker_id"] == "Worker-0");
   BOOST_TEST(c.Post("/v1/agl/workers/Worker-0", R"({"heartbeat_stats": null})", "application/json")->status == 400);
+}
+
+// On a runner rank (agent.name = "agl"), a policy version is the LLM that the runner's endpoint serves, in the shape
+// of Agent Lightning's ProxyLLM; other resources read as they were written.
+BOOST_AUTO_TEST_CASE(policy_versions_read_as_a_proxy_llm_where_one_is_served) {
+  StoreRouteOptions routes;
+  routes.policy_llm = PolicyLlm{"http://127.0.0.1:5000/v1", "tiny", "the-secret", 0.7};
+  HttpHarness h(routes);
+  h.memory().add_resources("policy", std::string("\x01", 1));
+  const ResourcesVersion second = h.memory().update_resources("policy", std::string("\x02", 1));
+  h.memory().add_resources("prompts", R"({"p": {"resource_type": "prompt_template", "template": "x"}})");
+  httplib::Client c("127.0.0.1", h.port());
+  c.set_bearer_token_auth(token.c_str());
+  const Json update = Json::parse(c.Get(("/v1/agl/resources/" + resources_name(second.id)).c_str())->body);
+  BOOST_TEST(update["version"] == 2);
+  const Json llm = update["resources"]["main_llm"];
+  BOOST_TEST(llm == Json::parse(R"({"resource_type": "proxy_llm", "endpoint": "http://127.0.0.1:5000/v1",
+      "model": "tiny", "api_key": "the-secret", "sampling_parameters": {"temperature": 0.7}})"));
+  const Json all = Json::parse(c.Get("/v1/agl/resources")->body);
+  BOOST_TEST(all["total"] == 3);
+  BOOST_TEST(all["items"][0]["resources"]["main_llm"]["resource_type"] == "proxy_llm");
+  BOOST_TEST(all["items"][2]["resources"]["p"]["template"] == "x");
 }
 
 BOOST_AUTO_TEST_CASE(without_the_token_nothing_is_there) {

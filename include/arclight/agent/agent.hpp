@@ -61,6 +61,8 @@ using AgentFactory = std::function<std::unique_ptr<Agent>(const AgentConfig&)>;
 void register_agent(const std::string& name, AgentFactory factory);
 std::unique_ptr<Agent> make_agent(const AgentConfig& config);  // throws UsageError for an unknown name
 std::vector<std::string> agent_names();
+// Whether agent `name` runs as outside processes beside each runner rank (external, agl), not in-process.
+bool runs_outside(const std::string& name);
 
 // An Llm that traces every call and enforces an episode's limits (calls, time):
 // exceeding one throws, and the runner reports a failed attempt.

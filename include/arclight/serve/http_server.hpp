@@ -92,7 +92,9 @@ class HttpServer {
   // or that does not decode) are answered by `formatter` instead of in OpenAI's shape. Added before start().
   void format_errors(const std::string& pattern, HttpErrorFormatter formatter);
 
-  // Binds (throws Error when it cannot) and serves on threads of its own.
+  // Binds the port (once; throws Error when it cannot) and returns it, for routes added after that need to name it.
+  int bind();
+  // Binds, unless bind() did, and serves on threads of its own.
   void start();
   void stop();  // waits for the listening thread; idempotent
   int port() const;
