@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "arclight/core/clock.hpp"
 #include "arclight/store/memory_store.hpp"
 #include "arclight/comm/gpu.hpp"
+#include "arclight/comm/pulse.hpp"
 #include "arclight/comm/work_protocol.hpp"
 #include "arclight/app/training.hpp"
 #include "arclight/core/error.hpp"
@@ -81,7 +84,12 @@ std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, c
   return table.str();
 }
 
-int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layout) {
+int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layout, comm::StartupWatch& startup) {
+  if (mpi.rank() == inv.config.faults.hang_at_startup_rank) {
+    log::warn("fault drill: rank ", mpi.rank(),
+              " stops itself (SIGSTOP) during start-up (faults.hang_at_startup_rank)");
+    std::raise(SIGSTOP);
+  }
   Placement placement = place_this_rank(mpi, layout.roles[mpi.rank()]);
   std::string table = placement_table(mpi, layout, placement);
   if (inv.dry_run) {
@@ -111,7 +119,7 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
     throw Error("fault drill: rank " + std::to_string(mpi.rank()) + " fails fatally (faults.fatal_rank)");
 
   mpi.first_failure(false);  // every rank reached the end of start-up
-  return run_training(mpi, inv.config, layout, placement, inv.resume, inv.effective_config);
+  return run_training(mpi, inv.config, layout, placement, inv.resume, inv.effective_config, startup);
 }
 
 // The store's ledger of trained rollouts (its "trained" resource versions, one per step),
@@ -221,6 +229,16 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   Invocation inv = parse_command_line(argc, argv);
   log::init(mpi.rank(), inv.log_level);
 
+  // A rank that hangs in start-up would hold the others in its collectives forever: pulses say which one.
+  std::optional<comm::StartupWatch> startup;
+  if (inv.command == Command::train)
+    startup.emplace(inv.config.run.hung_rank_seconds, [&mpi](int rank, double silent) {
+      log::error("rank ", rank, " has sent no sign of life for ", static_cast<int>(silent),
+                 " s during start-up (run.hung_rank_seconds): it hangs (stopped, or its node frozen), and every rank "
+                 "waits for it; ending the job, to be requeued");
+      mpi.abort(exit_requeue);
+    });
+
   Layout layout;
   if (inv.error.empty() && inv.command == Command::train) {
     try {
@@ -244,7 +262,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
 
   try {
     switch (inv.command) {
-      case Command::train: return train(mpi, inv, layout);
+      case Command::train: return train(mpi, inv, layout, *startup);
       case Command::inspect: return inspect(mpi, inv);
       case Command::export_model: return export_model(mpi, inv);
       case Command::tokenize: return mpi.rank() == 0 ? tokenize(inv) : exit_ok;

@@ -58,10 +58,11 @@ std::string share_job_secret(int rank) {
 }
 
 int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
-               const std::string& secret) {
+               const std::string& secret, comm::StartupWatch& startup) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0, config.comm.store_timeout_seconds);
   const comm::PulseSender pulse(ch.control.get(), 0);  // signs of life until the bye
+  startup.end();
   const RankRole& role = layout.roles[rank];
   if (role.runner && role.trainer) {
     // Colocated: a trainer thread and a runner thread share the rank and hand weights over in memory.
@@ -157,13 +158,14 @@ void check_checkpoint_dir(const Config& config) {
 }
 
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement& placement,
-                 const std::string& resume, const std::string& effective_config) {
+                 const std::string& resume, const std::string& effective_config, comm::StartupWatch& startup) {
   const auto start = Stopwatch::now();
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);
   const std::string secret = share_job_secret(rank);
+  if (rank == 0) startup.end();  // the coordinator watches the control channel's pulses from here
   const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config, secret)
-                             : run_worker(config, ch, layout, rank, placement.device, secret);
+                             : run_worker(config, ch, layout, rank, placement.device, secret, startup);
   write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;

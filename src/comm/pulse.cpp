@@ -56,4 +56,37 @@ std::vector<int> PulseWatch::silent_for(double seconds) const {
   return silent;
 }
 
+StartupWatch::StartupWatch(double hung_seconds, std::function<void(int, double)> on_hung)
+    : hung_seconds_(hung_seconds), on_hung_(std::move(on_hung)) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0)
+    sender_ = std::make_unique<PulseSender>(MPI_COMM_WORLD, 0);
+  else
+    watcher_ = std::thread([this] { watch(); });
+}
+
+StartupWatch::~StartupWatch() { end(); }
+
+void StartupWatch::end() {
+  sender_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ending_ = true;
+  }
+  wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void StartupWatch::watch() {
+  PulseWatch pulses(MPI_COMM_WORLD);
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, pulse_interval, [this] { return ending_; })) {
+    pulses.take();
+    const std::vector<int> silent = pulses.silent_for(hung_seconds_);
+    if (!silent.empty()) on_hung_(silent.front(), pulses.silent_seconds(silent.front()));
+  }
+  pulses.take();  // the pulses that came meanwhile; a few more may come before the workers' start-up ends
+}
+
 }  // namespace arclight::comm

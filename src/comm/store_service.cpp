@@ -199,7 +199,10 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
       continue;
     }
     if (Clock::now() > deadline)
-      throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds, " s"));
+      throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds,
+                              " s (comm.store_timeout_seconds): rank ", server_,
+                              " hangs (stopped, or its node frozen); ending the job, to be requeued"),
+                  exit_requeue);
     backoff_.idle();
   }
 }

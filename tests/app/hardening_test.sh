@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Faults at the edges of a run (issue 17): signals during start-up and in the last step, and a
-# checkpoint path of 300 characters. Every run is bounded.
+# Faults at the edges of a run (issue 17): signals during start-up and in the last step, a
+# checkpoint path of 300 characters, a slow restore, a rank that hangs in start-up. Every run is bounded.
 # Usage: hardening_test.sh BUILD/arclight SOURCE_DIR
 set -u
 bin=$(realpath "$1"); src=$2
@@ -91,6 +91,42 @@ timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --c
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from" "$work/err" && [ "$(wc -l <"$work/slow/metrics.jsonl")" = 4 ]' \
   "a restore of 6 s with a store timeout of 2 s: exit $rc: $(tail -2 "$work/err")"
+
+# 6. A rank that hangs in start-up (stopped before its own pulses begin; the others wait for it in start-up's
+# collectives): rank 0 names it within run.hung_rank_seconds and ends the job with exit 3 (requeue), one error line.
+started_at=$SECONDS
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/frozen" --run.hung_rank_seconds 4 --faults.hang_at_startup_rank 2 >"$work/out" 2>"$work/err"
+rc=$?
+pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/frozen" 2>/dev/null
+check '[ $rc = 3 ] && [ $((SECONDS - started_at)) -lt 60 ]' \
+  "a rank stopped in start-up: exit $rc after $((SECONDS - started_at)) s, want 3 within 60 s: $(tail -2 "$work/err")"
+check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 2 has sent no sign of life .* during start-up" "$work/err"' \
+  "a rank stopped in start-up: not one error naming rank 2: $(grep "error\]" "$work/err")"
+
+# 7. Rank 0 hangs mid-run (stopped): the other ranks' store requests time out (comm.store_timeout_seconds) and the
+# job ends with exit 3 (requeue), the error naming rank 0.
+rm -f "$work/rc"
+(timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+   --run.dir "$work/rank0" --run.steps 100000 --run.progress lines --comm.store_timeout_seconds 3 \
+   >"$work/out" 2>"$work/err"; echo $? >"$work/rc") &
+coordinator=""
+for _ in $(seq 600); do
+  grep -q "step 2" "$work/out" "$work/err" 2>/dev/null && break
+  sleep 0.1
+done
+for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $work/rank0"); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && coordinator=$pid
+done
+stopped_at=$SECONDS
+[ -n "$coordinator" ] && kill -STOP "$coordinator"
+for _ in $(seq 600); do [ -f "$work/rc" ] && break; sleep 0.1; done
+rc=$(cat "$work/rc" 2>/dev/null || echo none)
+pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/rank0" 2>/dev/null
+check '[ -n "$coordinator" ] && [ "$rc" = 3 ] && [ $((SECONDS - stopped_at)) -lt 30 ]' \
+  "rank 0 stopped: exit $rc after $((SECONDS - stopped_at)) s, want 3 within 30 s: $(tail -2 "$work/err")"
+check 'grep -q "error\].*rank 0 hangs" "$work/err" && ! grep "error\]" "$work/err" | grep -qv "rank 0 hangs"' \
+  "rank 0 stopped: the errors do not all name rank 0: $(grep "error\]" "$work/err")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -7,6 +7,10 @@
 
 #include <string>
 
+namespace arclight::comm {
+class StartupWatch;
+}
+
 namespace arclight::app {
 
 // Refuses, with UsageError, a configuration the job cannot train with (unknown agent,
@@ -23,7 +27,8 @@ void check_checkpoint_dir(const Config& config);
 // Runs this rank's part of the job; returns its exit code when training has ended on every
 // rank: exit_ok, or on rank 0 exit_requeue after a signal-triggered checkpoint.
 // resume: "auto", a checkpoint version file, or empty.
+// `startup` ends where this rank's own pulses or watch begin.
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement& placement,
-                 const std::string& resume, const std::string& effective_config);
+                 const std::string& resume, const std::string& effective_config, comm::StartupWatch& startup);
 
 }  // namespace arclight::app

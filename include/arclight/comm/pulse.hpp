@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -52,6 +54,31 @@ class PulseWatch {
   std::vector<Clock::time_point> heard_;  // by rank; rank 0's own is never judged
   Clock::time_point last_take_;
   std::string buffer_;
+};
+
+// Start-up's pulses: from right after the command line is read until the job's own pulses (on its control
+// channel) begin, every worker rank pulses rank 0 on MPI_COMM_WORLD and rank 0 watches on a thread of its own. A rank
+// that hangs there (stopped, its node frozen) would hold every other rank in start-up's collectives (the placement's
+// gather, the channels, the secret) forever, where no loop of rank 0 looks at pulses: instead, `on_hung` is called
+// on the watching thread with the first rank silent for `hung_seconds` (it ends the job).
+class StartupWatch {
+ public:
+  StartupWatch(double hung_seconds, std::function<void(int rank, double silent_seconds)> on_hung);
+  ~StartupWatch();
+  StartupWatch(const StartupWatch&) = delete;
+  StartupWatch& operator=(const StartupWatch&) = delete;
+  // Start-up is over on this rank (its own pulses or watch run): stops pulsing or watching. Idempotent.
+  void end();
+
+ private:
+  void watch();
+  double hung_seconds_;
+  std::function<void(int, double)> on_hung_;
+  std::unique_ptr<PulseSender> sender_;  // worker ranks
+  std::mutex mutex_;                     // rank 0
+  std::condition_variable wake_;
+  bool ending_ = false;
+  std::thread watcher_;
 };
 
 }  // namespace arclight::comm

@@ -197,6 +197,7 @@ struct FaultConfig {
   int fatal_rank = -1;              // this rank raises a fatal error right after start-up
   int kill_in_checkpoint = 0;       // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
   double slow_restore_seconds = 0;  // rank 0 takes this much longer to load the version it resumes from
+  int hang_at_startup_rank = -1;    // this rank stops itself (SIGSTOP) at the start of start-up
 };
 
 struct Config {
