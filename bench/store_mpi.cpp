@@ -1,7 +1,8 @@
 // The store over MPI against raw MPI ping-pong, in one run (mpirun -np N+1).
 // Each client runs the mix (enqueue, dequeue, 10 add_span of 8 x 64-character attributes,
 // succeeded) as one request per operation; rank 0 serves. The baseline is the same
-// clients doing blocking 64-byte ping-pongs with rank 0.
+// clients doing blocking 64-byte ping-pongs with rank 0. Each operation's own rate comes
+// from the time the clients spent in it (for bench/agl.sh's comparison with HTTP).
 #include <mpi.h>
 
 #include <cstdio>
@@ -16,6 +17,10 @@ using namespace arclight::store;
 
 namespace {
 constexpr int tag_ping = 7;
+
+enum Op { op_enqueue, op_dequeue, op_add_span, op_update_attempt, op_count };
+constexpr const char* op_names[op_count] = {"enqueue", "dequeue", "add_span", "update_attempt"};
+constexpr int op_per_rollout[op_count] = {1, 1, 10, 1};
 
 Span make_span(const AttemptedRollout& ar, int i) {
   Span s;
@@ -48,9 +53,11 @@ double raw_ping_pong(MPI_Comm comm, int rank, int size, int iterations) {
   return double(iterations) * (size - 1) / (MPI_Wtime() - start);
 }
 
-double store_ops(MPI_Comm comm, int rank, int size, int rollouts) {
+// The mix's ops/s, all clients together; `op_per_s` gets each operation's.
+double store_ops(MPI_Comm comm, int rank, int size, int rollouts, double (&op_per_s)[op_count]) {
   const int ops_per_rollout = 13;
   double start = 0, elapsed = 0;
+  double op_seconds[op_count] = {};  // a client's time in each operation
   if (rank == 0) {
     SystemClock clock;
     MemoryStore store(clock);
@@ -70,18 +77,34 @@ double store_ops(MPI_Comm comm, int rank, int size, int rollouts) {
     std::vector<Span> spans;
     for (int i = 0; i < 10; ++i) spans.push_back(make_span(AttemptedRollout{}, i));
     MPI_Barrier(comm);
+    double last = MPI_Wtime();
+    auto lap = [&](Op op) {
+      const double now = MPI_Wtime();
+      op_seconds[op] += now - last;
+      last = now;
+    };
     for (int r = 0; r < rollouts; ++r) {
       client.enqueue(task);
+      lap(op_enqueue);
       AttemptedRollout ar = *client.dequeue(me);
+      lap(op_dequeue);
       for (Span& s : spans) {
         s.rollout_id = ar.rollout.id;
         s.attempt_id = ar.attempt.id;
         client.add_span(s);
       }
+      lap(op_add_span);
       client.update_attempt(ar.rollout.id, ar.attempt.id, done);
+      lap(op_update_attempt);
     }
   }  // the client's bye ends the server's loop
   MPI_Bcast(&elapsed, 1, MPI_DOUBLE, 0, comm);
+  // The clients run at once: all together they do clients x count of an operation in a client's mean time in it.
+  double total_seconds[op_count] = {};
+  MPI_Reduce(op_seconds, total_seconds, op_count, MPI_DOUBLE, MPI_SUM, 0, comm);
+  const double clients = size - 1;
+  for (int op = 0; op < op_count; ++op)
+    op_per_s[op] = clients * rollouts * op_per_rollout[op] / (total_seconds[op] / clients);
   return double(rollouts) * ops_per_rollout * (size - 1) / elapsed;
 }
 }  // namespace
@@ -95,12 +118,19 @@ int main(int argc, char** argv) {
   const int rollouts = argc > 1 ? std::atoi(argv[1]) : 2000;
   raw_ping_pong(MPI_COMM_WORLD, rank, size, 2000);  // warm-up
   double raw = raw_ping_pong(MPI_COMM_WORLD, rank, size, rollouts * 13);
-  double ours = store_ops(MPI_COMM_WORLD, rank, size, rollouts);
+  double op_per_s[op_count] = {};
+  double ours = store_ops(MPI_COMM_WORLD, rank, size, rollouts, op_per_s);
   if (rank == 0) {
     std::printf("over MPI, %d client(s): store %.0f ops/s, raw ping-pong %.0f round trips/s, ratio %.3f\n", size - 1,
                 ours, raw, ours / raw);
-    std::printf("{\"clients\": %d, \"mpi_ops_per_s\": %.0f, \"raw_pingpong_per_s\": %.0f, \"ratio\": %.3f}\n", size - 1,
-                ours, raw, ours / raw);
+    std::string per_op, per_op_json;
+    for (int op = 0; op < op_count; ++op) {
+      per_op += std::string(op ? ", " : "") + op_names[op] + " " + std::to_string(long(op_per_s[op]));
+      per_op_json += std::string(", \"") + op_names[op] + "_per_s\": " + std::to_string(long(op_per_s[op]));
+    }
+    std::printf("over MPI, %d client(s), each operation's ops/s: %s\n", size - 1, per_op.c_str());
+    std::printf("{\"clients\": %d, \"mpi_ops_per_s\": %.0f, \"raw_pingpong_per_s\": %.0f, \"ratio\": %.3f%s}\n",
+                size - 1, ours, raw, ours / raw, per_op_json.c_str());
   }
   MPI_Finalize();
   return 0;

@@ -46,6 +46,19 @@ def figures(name, d):
     elif name == "endpoint":
         yield f"endpoint tokens/s, {d['clients']} streaming clients (aim >= 0.8)", d["tokens_per_s"], d["in_process_tokens_per_s"], "one DecodeBatch in-process"
         yield "endpoint one-token request ms (ratio: in-process / ours)", d["one_token_ms"], d["one_token_in_process_ms"], "the same step in-process"
+    elif name == "agl":
+        http, mpi = d["http"][0], d["mpi"]
+        mix = "AGL API ops/s, the store bench's mix (13 a rollout), 1 client"
+        yield mix, http["mix_ops_per_s"], mpi["mpi_ops_per_s"], "store over MPI, 1 client"
+        yield mix, http["mix_ops_per_s"], d["local_ops_per_s"], "store in-process"
+        yield mix, http["mix_ops_per_s"], d["agl_v03_in_process_ops_per_s"], "Agent Lightning v0.3's store in-process"
+        yield "AGL API enqueue requests/s, 1 client", http["enqueue_per_s"], mpi["enqueue_per_s"], "enqueue over MPI"
+        yield "AGL API dequeue requests/s, 1 client", http["dequeue_per_s"], mpi["dequeue_per_s"], "dequeue over MPI"
+        yield "AGL API span JSON requests/s, 1 client", http["spans_json_per_s"], mpi["add_span_per_s"], "add_span over MPI"
+        yield "AGL OTLP requests/s (1 span each), 1 client", http["spans_otlp_per_s"], mpi["add_span_per_s"], "add_span over MPI"
+        yield "AGL OTLP spans/s (10 a request), 1 client", http["otlp_batch_spans_per_s"], mpi["add_span_per_s"], "add_span over MPI"
+        for many in d["http"][1:]:
+            yield f"AGL API mix ops/s, {many['clients']} clients", many["mix_ops_per_s"], http["mix_ops_per_s"], "the same, 1 client"
     elif name == "decode_batch":
         yield "continuous batching tokens/s, ragged", d["decode_batch_tokens_per_s"], d["generate_tokens_per_s"], "Policy::generate, equal prompts"
     elif name == "train":
