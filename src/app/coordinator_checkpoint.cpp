@@ -1,5 +1,7 @@
 // Rank 0's checkpoints: when one is due, the blocking capture of the state, the write in the
 // background with the trainers' shares; and at start, the restore of a version (or a fresh start).
+#include <mpi.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -49,6 +51,7 @@ std::optional<ckpt::Checkpoint> Coordinator::restore() {
 // Loading can take minutes on a slow file system: it runs on a thread of its own while this one holds the store's
 // requests (their clients told every second to wait on), answered once the store is restored (store_restored_);
 // from then on this thread serves the store while the trainers read their shares.
+// A trainer that hangs meanwhile (the others wait for it in the shares' collectives) ends the job as in a step.
 std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
   std::optional<ckpt::Checkpoint> loaded;
   std::exception_ptr failure;
@@ -66,10 +69,15 @@ std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
   });
   while (!done) {
     if (store_restored_) server_.release();
-    if (server_.poll() > 0)
-      backoff_.reset();
-    else
-      backoff_.idle();
+    try {
+      serve_a_little();
+    } catch (const Error& e) {  // the loader thread still uses this coordinator: the job ends here, not unwound
+      log::error(e.what());
+      MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+    } catch (const std::exception& e) {
+      log::error("unexpected: ", e.what());
+      MPI_Abort(MPI_COMM_WORLD, exit_failure);
+    }
   }
   loader.join();
   server_.release();

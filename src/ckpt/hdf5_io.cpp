@@ -112,8 +112,11 @@ LinkPolicy::LinkPolicy(const std::string& dir)
 }
 
 hid_t open_file(const std::string& path) {
-  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer for ever.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer for ever. Not through a symbolic link:
+  // a version is a file of its directory, and a link would make a resume read any file its creator chose.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP)
+    throw CorruptCheckpoint(printable(path) + ": a symbolic link in place of a version file (not followed)");
   if (fd >= 0) {
     struct stat st;
     const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);

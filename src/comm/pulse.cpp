@@ -5,7 +5,10 @@
 
 namespace arclight::comm {
 
-PulseSender::PulseSender(MPI_Comm comm, int to) : comm_(comm), to_(to), thread_([this] { run(); }) {}
+PulseSender::PulseSender(MPI_Comm comm, int to, double watch_seconds, std::function<void(double)> on_silent)
+    : comm_(comm), to_(to), watch_seconds_(watch_seconds), on_silent_(std::move(on_silent)), thread_([this] {
+        run();
+      }) {}
 
 PulseSender::~PulseSender() {
   {
@@ -19,14 +22,23 @@ PulseSender::~PulseSender() {
 // At most one pulse in flight: a rank 0 that takes none for a while is not flooded.
 void PulseSender::run() {
   MPI_Request pending = MPI_REQUEST_NULL;
+  auto heard = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     int sent = 1;
     if (pending != MPI_REQUEST_NULL) MPI_Test(&pending, &sent, MPI_STATUS_IGNORE);
     if (sent) MPI_Isend(nullptr, 0, MPI_BYTE, to_, tag_pulse, comm_, &pending);
+    if (watch_seconds_ > 0) watch(heard);
     wake_.wait_for(lock, pulse_interval, [this] { return stopping_; });
   }
   if (pending != MPI_REQUEST_NULL) MPI_Request_free(&pending);  // an empty message: nothing to keep alive
+}
+
+void PulseSender::watch(std::chrono::steady_clock::time_point& heard) {
+  const auto now = std::chrono::steady_clock::now();
+  while (try_receive(comm_, to_, tag_pulse, buffer_)) heard = now;
+  const double silent = std::chrono::duration<double>(now - heard).count();
+  if (silent >= watch_seconds_) on_silent_(silent);
 }
 
 PulseWatch::PulseWatch(MPI_Comm comm) : comm_(comm), last_take_(Clock::now()) {

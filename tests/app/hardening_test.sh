@@ -21,13 +21,14 @@ start() {  # start RUN_DIR [flags...]
 # handler is there until the run has ended: signals land in start-up (LibTorch's static
 # initialisers, MPI_Init), in a resume, in steps. (Before the handler, in the dynamic loader's
 # first few hundred ms, the default action still ends a rank: no code of ours runs yet.)
-signal_until_done() {
-  local pid caught
+signal_until_done() {  # signal_until_done [TERM]: SIGTERM instead (as Slurm's scancel and pre-emption send)
+  local pid caught name=${1:-USR1} mask=0x200
+  [ "$name" = TERM ] && mask=0x4000
   for _ in $(seq 1200); do
     [ -f "$work/rc" ] && return
     for pid in $(pgrep -f "^$bin train"); do
       caught=$(awk '/^SigCgt/ {print $2}' "/proc/$pid/status" 2>/dev/null)
-      [ -n "$caught" ] && [ $((0x$caught & 0x200)) != 0 ] && kill -USR1 "$pid" 2>/dev/null
+      [ -n "$caught" ] && [ $((0x$caught & mask)) != 0 ] && kill -"$name" "$pid" 2>/dev/null
     done
     sleep 0.1
   done
@@ -55,6 +56,12 @@ start "$work/a" --run.steps 100000 --checkpoint.every_steps 0
 signal_until_done
 check '[ "$(cat "$work/rc")" = 3 ]' "signals from start-up: exit $(cat "$work/rc"), not 3 (requeue): $(tail -3 "$work/err")"
 check '[ -f "$work/a/checkpoints/LATEST" ]' "signals from start-up: no checkpoint"
+
+# 1b. SIGTERM likewise.
+start "$work/term" --run.steps 100000 --checkpoint.every_steps 0
+signal_until_done TERM
+check '[ "$(cat "$work/rc")" = 3 ] && [ -f "$work/term/checkpoints/LATEST" ]' \
+  "SIGTERM from start-up: exit $(cat "$work/rc"), not 3 with a checkpoint: $(tail -3 "$work/err")"
 
 # 2. The same on its resume: signals during the restore end it at its first step, exit 3 again.
 start "$work/a" --run.steps 100000 --checkpoint.every_steps 0 --resume auto
@@ -104,15 +111,14 @@ check '[ $rc = 3 ] && [ $((SECONDS - started_at)) -lt 60 ]' \
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 2 has sent no sign of life .* during start-up" "$work/err"' \
   "a rank stopped in start-up: not one error naming rank 2: $(grep "error\]" "$work/err")"
 
-# 7. Rank 0 hangs mid-run (stopped): the other ranks' store requests time out (comm.store_timeout_seconds) and the
-# job ends with exit 3 (requeue), the error naming rank 0.
-rm -f "$work/rc"
+# 7. Rank 0 hangs mid-run (stopped): rank 1 watches its pulses, and the other ranks' store requests time out
+# (comm.store_timeout_seconds); the job ends with exit 3 (requeue), every error naming rank 0.
 (timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
    --run.dir "$work/rank0" --run.steps 100000 --run.progress lines --comm.store_timeout_seconds 3 \
-   >"$work/out" 2>"$work/err"; echo $? >"$work/rc") &
+   --run.hung_rank_seconds 4 >"$work/out" 2>"$work/err"; echo $? >"$work/rc7") &
 coordinator=""
 for _ in $(seq 600); do
-  grep -q "step 2" "$work/out" "$work/err" 2>/dev/null && break
+  grep -q "^step=2 " "$work/out" 2>/dev/null && break
   sleep 0.1
 done
 for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $work/rank0"); do
@@ -120,13 +126,36 @@ for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $work/ra
 done
 stopped_at=$SECONDS
 [ -n "$coordinator" ] && kill -STOP "$coordinator"
-for _ in $(seq 600); do [ -f "$work/rc" ] && break; sleep 0.1; done
-rc=$(cat "$work/rc" 2>/dev/null || echo none)
+for _ in $(seq 600); do [ -f "$work/rc7" ] && break; sleep 0.1; done
+rc=$(cat "$work/rc7" 2>/dev/null || echo none)
 pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/rank0" 2>/dev/null
 check '[ -n "$coordinator" ] && [ "$rc" = 3 ] && [ $((SECONDS - stopped_at)) -lt 30 ]' \
   "rank 0 stopped: exit $rc after $((SECONDS - stopped_at)) s, want 3 within 30 s: $(tail -2 "$work/err")"
-check 'grep -q "error\].*rank 0 hangs" "$work/err" && ! grep "error\]" "$work/err" | grep -qv "rank 0 hangs"' \
+check 'grep -q "error\].*rank 0.* hangs" "$work/err" && ! grep "error\]" "$work/err" | grep -qv "rank 0.* hangs"' \
   "rank 0 stopped: the errors do not all name rank 0: $(grep "error\]" "$work/err")"
+
+# 8. A trainer that hangs while rank 0 restores (a slow file system: 30 s): rank 0 watches the pulses while it loads,
+# and the job ends with exit 3 naming the trainer, long before the restore would have ended.
+(timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+   --run.dir "$work/slow" --run.steps 6 --resume auto --faults.slow_restore_seconds 30 --run.hung_rank_seconds 4 \
+   >"$work/out" 2>"$work/err"; echo $? >"$work/rc8") &
+for _ in $(seq 600); do
+  grep -q "fault drill: loading the version takes" "$work/err" 2>/dev/null && break
+  sleep 0.1
+done
+trainer=""
+for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $work/slow"); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && trainer=$pid
+done
+stopped_at=$SECONDS
+[ -n "$trainer" ] && kill -STOP "$trainer"
+for _ in $(seq 600); do [ -f "$work/rc8" ] && break; sleep 0.1; done
+rc=$(cat "$work/rc8" 2>/dev/null || echo none)
+pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/slow" 2>/dev/null
+check '[ -n "$trainer" ] && [ "$rc" = 3 ] && [ $((SECONDS - stopped_at)) -lt 20 ]' \
+  "a trainer stopped in a restore: exit $rc after $((SECONDS - stopped_at)) s, want 3 within 20 s: $(tail -2 "$work/err")"
+check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 1 (trainer) has sent no sign of life" "$work/err"' \
+  "a trainer stopped in a restore: not one error naming rank 1: $(grep "error\]" "$work/err")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

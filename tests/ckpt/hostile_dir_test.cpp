@@ -195,6 +195,16 @@ BOOST_AUTO_TEST_CASE(a_fifo_in_place_of_a_version_does_not_hang) {
   BOOST_TEST(apply_retention(dir.dir(), 1).empty());  // it does not read: nothing is deleted
 }
 
+BOOST_AUTO_TEST_CASE(a_symlink_in_place_of_a_version_is_refused) {
+  TempDir dir;
+  Outside outside;
+  write_versions(dir, 2);
+  fs::copy_file(dir.path / "v00000002.h5", outside.dir.path / "v00000002.h5");
+  fs::remove(dir.path / "v00000002.h5");
+  fs::create_symlink(outside.dir.path / "v00000002.h5", dir.path / "v00000002.h5");
+  expect_refused(dir, "symbolic link");
+}
+
 BOOST_AUTO_TEST_CASE(external_raw_storage_is_refused) {
   TempDir dir;
   Outside outside;
@@ -341,9 +351,13 @@ BOOST_AUTO_TEST_CASE(retention_deletes_only_segment_names_and_never_through_a_li
   // segments/ as a link to a folder elsewhere: nothing there is deleted, and no write goes there.
   fs::rename(dir.path / "segments", outside.dir.path / "segments");
   fs::create_directory_symlink(outside.dir.path / "segments", dir.path / "segments");
+  // A file there named as a segment that no version links: what retention deletes in a real segments/ folder.
+  const fs::path unlinked = outside.dir.path / "segments" / "store.span_log.s00000009-00000000000000ff.h5";
+  std::ofstream(unlinked) << "theirs";
   const std::size_t before = std::distance(fs::directory_iterator(outside.dir.path / "segments"), {});
   BOOST_CHECK_THROW(write_checkpoint(dir.dir(), 4, growing(4)), Error);
   apply_retention(dir.dir(), 1);
+  BOOST_TEST(fs::exists(unlinked));
   BOOST_TEST(std::size_t(std::distance(fs::directory_iterator(outside.dir.path / "segments"), {})) == before);
 }
 

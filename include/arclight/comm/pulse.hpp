@@ -19,18 +19,25 @@ namespace arclight::comm {
 
 inline constexpr std::chrono::milliseconds pulse_interval{1000};
 
-// A worker rank's pulse: from construction to destruction, on `comm` (tag_pulse) to rank `to`.
+// A rank's pulse: from construction to destruction, on `comm` (tag_pulse) to rank `to`. Rank 0 pulses one worker
+// too, which watches it: with `watch_seconds` > 0, `on_silent` is called on the pulse's thread once `to` has sent no
+// pulse for that long (rank 0 hangs: a worker blocked on it outside a store request would never know).
 class PulseSender {
  public:
-  PulseSender(MPI_Comm comm, int to);
+  PulseSender(MPI_Comm comm, int to, double watch_seconds = 0,
+              std::function<void(double silent_seconds)> on_silent = {});
   ~PulseSender();
   PulseSender(const PulseSender&) = delete;
   PulseSender& operator=(const PulseSender&) = delete;
 
  private:
   void run();
+  void watch(std::chrono::steady_clock::time_point& heard);
   MPI_Comm comm_;
   int to_;
+  double watch_seconds_;
+  std::function<void(double)> on_silent_;
+  std::string buffer_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
