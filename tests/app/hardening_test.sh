@@ -111,49 +111,42 @@ check '[ $rc = 3 ] && [ $((SECONDS - started_at)) -lt 60 ]' \
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 2 has sent no sign of life .* during start-up" "$work/err"' \
   "a rank stopped in start-up: not one error naming rank 2: $(grep "error\]" "$work/err")"
 
+# Runs tiny.toml on 3 ranks in the background (rc in $work/rc.stopped), waits until PATTERN shows in FILE (out or
+# err), stops rank RANK with SIGSTOP and waits for the job's end; leaves $rc, $stopped_after and $stopped_pid.
+stop_rank_when() {  # stop_rank_when RANK PATTERN FILE RUN_DIR [flags...]
+  local rank=$1 pattern=$2 file=$3 dir=$4 pid started
+  shift 4
+  rm -f "$work/rc.stopped"
+  (timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+     --run.dir "$dir" --run.progress lines "$@" >"$work/out" 2>"$work/err"; echo $? >"$work/rc.stopped") &
+  for _ in $(seq 600); do grep -q "$pattern" "$work/$file" 2>/dev/null && break; sleep 0.1; done
+  stopped_pid=""
+  for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $dir "); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && stopped_pid=$pid
+  done
+  started=$SECONDS
+  [ -n "$stopped_pid" ] && kill -STOP "$stopped_pid"
+  for _ in $(seq 600); do [ -f "$work/rc.stopped" ] && break; sleep 0.1; done
+  rc=$(cat "$work/rc.stopped" 2>/dev/null || echo none)
+  stopped_after=$((SECONDS - started))
+  pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $dir " 2>/dev/null
+  wait
+}
+
 # 7. Rank 0 hangs mid-run (stopped): rank 1 watches its pulses, and the other ranks' store requests time out
 # (comm.store_timeout_seconds); the job ends with exit 3 (requeue), every error naming rank 0.
-(timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-   --run.dir "$work/rank0" --run.steps 100000 --run.progress lines --comm.store_timeout_seconds 3 \
-   --run.hung_rank_seconds 4 >"$work/out" 2>"$work/err"; echo $? >"$work/rc7") &
-coordinator=""
-for _ in $(seq 600); do
-  grep -q "^step=2 " "$work/out" 2>/dev/null && break
-  sleep 0.1
-done
-for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $work/rank0"); do
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && coordinator=$pid
-done
-stopped_at=$SECONDS
-[ -n "$coordinator" ] && kill -STOP "$coordinator"
-for _ in $(seq 600); do [ -f "$work/rc7" ] && break; sleep 0.1; done
-rc=$(cat "$work/rc7" 2>/dev/null || echo none)
-pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/rank0" 2>/dev/null
-check '[ -n "$coordinator" ] && [ "$rc" = 3 ] && [ $((SECONDS - stopped_at)) -lt 30 ]' \
-  "rank 0 stopped: exit $rc after $((SECONDS - stopped_at)) s, want 3 within 30 s: $(tail -2 "$work/err")"
+stop_rank_when 0 "^step=2 " out "$work/rank0" --run.steps 100000 --comm.store_timeout_seconds 3 --run.hung_rank_seconds 4
+check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 30 ]' \
+  "rank 0 stopped: exit $rc after $stopped_after s, want 3 within 30 s: $(tail -2 "$work/err")"
 check 'grep -q "error\].*rank 0.* hangs" "$work/err" && ! grep "error\]" "$work/err" | grep -qv "rank 0.* hangs"' \
   "rank 0 stopped: the errors do not all name rank 0: $(grep "error\]" "$work/err")"
 
 # 8. A trainer that hangs while rank 0 restores (a slow file system: 30 s): rank 0 watches the pulses while it loads,
 # and the job ends with exit 3 naming the trainer, long before the restore would have ended.
-(timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-   --run.dir "$work/slow" --run.steps 6 --resume auto --faults.slow_restore_seconds 30 --run.hung_rank_seconds 4 \
-   >"$work/out" 2>"$work/err"; echo $? >"$work/rc8") &
-for _ in $(seq 600); do
-  grep -q "fault drill: loading the version takes" "$work/err" 2>/dev/null && break
-  sleep 0.1
-done
-trainer=""
-for pid in $(pgrep -f "^$bin train --config configs/tiny.toml --run.dir $work/slow"); do
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && trainer=$pid
-done
-stopped_at=$SECONDS
-[ -n "$trainer" ] && kill -STOP "$trainer"
-for _ in $(seq 600); do [ -f "$work/rc8" ] && break; sleep 0.1; done
-rc=$(cat "$work/rc8" 2>/dev/null || echo none)
-pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/slow" 2>/dev/null
-check '[ -n "$trainer" ] && [ "$rc" = 3 ] && [ $((SECONDS - stopped_at)) -lt 20 ]' \
-  "a trainer stopped in a restore: exit $rc after $((SECONDS - stopped_at)) s, want 3 within 20 s: $(tail -2 "$work/err")"
+stop_rank_when 1 "fault drill: loading the version takes" err "$work/slow" --run.steps 6 --resume auto \
+  --faults.slow_restore_seconds 30 --run.hung_rank_seconds 4
+check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 20 ]' \
+  "a trainer stopped in a restore: exit $rc after $stopped_after s, want 3 within 20 s: $(tail -2 "$work/err")"
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 1 (trainer) has sent no sign of life" "$work/err"' \
   "a trainer stopped in a restore: not one error naming rank 1: $(grep "error\]" "$work/err")"
 
