@@ -285,7 +285,8 @@ void bind_faults(ConfigBinder& b, Config& c) {
         "(drills) rank 0 is killed (SIGKILL) in the middle of writing this step's version; 0: never")
       ->check(non_negative);
   b.opt("faults.hang_at_startup_rank", c.faults.hang_at_startup_rank,
-        "(drills) this rank stops itself (SIGSTOP) as start-up begins, as a frozen node would; -1: none");
+        "(drills) this rank stops itself (SIGSTOP) as start-up begins, as a frozen node would; -1: none")
+      ->check(CLI::Range(-1, 1 << 20));
   b.opt("faults.slow_restore_seconds", c.faults.slow_restore_seconds,
         "(drills) rank 0 takes this many seconds longer to load the version it resumes from")
       ->check(non_negative);

@@ -74,7 +74,7 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       watchdog_(store_, store::watchdog_interval(store_.default_config())),
       server_(ch.control.get(), store_),
       pulses_(ch.control.get()),
-      pulse_to_watcher_(ch.control.get(), 1),
+      pulse_to_watcher_(ch.control.get(), layout.world_size() - 1),
       pulses_taken_(Stopwatch::now()),
       agent_(agent::make_agent(config.agent)),
       rng_(config.run.seed),

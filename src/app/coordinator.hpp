@@ -89,7 +89,7 @@ class Coordinator {
   comm::StoreServer server_;
   comm::IdleBackoff backoff_{comm::IdleBackoff::Awaiting::next_message};
   comm::PulseWatch pulses_;
-  comm::PulseSender pulse_to_watcher_;  // rank 1 watches rank 0 (run_worker)
+  comm::PulseSender pulse_to_watcher_;  // the last rank watches rank 0 (run_worker)
   Stopwatch::time_point pulses_taken_;
   std::vector<int> named_hung_;  // ranks already said to hang
   std::unique_ptr<agent::Agent> agent_;

@@ -185,11 +185,13 @@ class ExternalRunner {
     if (config.agent.name == "agl") {
       serve::StoreRouteOptions store_options;
       store_options.policy_llm = serve::PolicyLlm{url + "/v1", model_name, secret, config.grpo.temperature};
+      // The store client takes one request at a time: a long wait would hold every agent's dequeue and spans.
+      store_options.max_wait_seconds = 0.1;  // Agent Lightning's client asks for no more
       serve::add_store_routes(server_, store, store_options);
     }
     server_.start();
     log::info("runner ", rank, ": agents' endpoint at ", url, "/v1");
-    processes_ = std::make_unique<agent::AgentProcesses>(process_options(config, rank, url, secret));
+    processes_ = std::make_unique<agent::AgentProcesses>(process_options(config, rank, url, server_.port(), secret));
     processes_->start();
   }
 
@@ -213,19 +215,20 @@ class ExternalRunner {
   }
 
  private:
-  static agent::AgentProcessOptions process_options(const Config& config, int rank, const std::string& url,
+  static agent::AgentProcessOptions process_options(const Config& config, int rank, const std::string& url, int port,
                                                     const std::string& secret) {
     agent::AgentProcessOptions o;
     o.argv = config.agent.command;
     o.workers = config.agent.workers;
     o.environment = {"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + secret, "ARCLIGHT_STORE_URL=" + url};
     if (config.agent.name == "agl") {
-      // Agent Lightning's runner connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}"; the secret rides in the
-      // host's user info, which its HTTP clients (aiohttp, requests) send as basic auth.
+      // Agent Lightning's runner role with a managed store connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}"
+      // (with AGL_MANAGED_STORE=0 it would use the script's own store instead); the secret rides in the host's user
+      // info, which its HTTP clients (aiohttp, requests) send as basic auth.
       o.environment.push_back("AGL_SERVER_HOST=arclight:" + secret + "@" + config.runner.http_host);
-      o.environment.push_back(log::concat("AGL_SERVER_PORT=", url.substr(url.rfind(':') + 1)));
+      o.environment.push_back(log::concat("AGL_SERVER_PORT=", port));
       o.environment.push_back("AGL_CURRENT_ROLE=runner");
-      o.environment.push_back("AGL_MANAGED_STORE=0");
+      o.environment.push_back("AGL_MANAGED_STORE=1");
     }
     o.worker_id_prefix = log::concat("runner-", rank);
     o.log_prefix = log::concat("[rank ", rank, " agent {w}] ");

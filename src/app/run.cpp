@@ -93,6 +93,7 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
   Placement placement = place_this_rank(mpi, layout.roles[mpi.rank()]);
   std::string table = placement_table(mpi, layout, placement);
   if (inv.dry_run) {
+    startup.end();  // the workers are done: rank 0's own work below is not a hang of theirs
     if (mpi.rank() == 0) {
       const auto agent = agent::make_agent(inv.config.agent);
       const model::Architecture model = model::architecture_of(inv.config.model, agent->vocab_size());

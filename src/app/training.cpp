@@ -61,13 +61,15 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
                const std::string& secret, comm::StartupWatch& startup) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0, config.comm.store_timeout_seconds);
-  // Signs of life until the bye; rank 1 also watches rank 0's, one rank naming it when it hangs.
-  const comm::PulseSender pulse(ch.control.get(), 0, rank == 1 ? config.run.hung_rank_seconds : 0, [](double silent) {
-    log::error("rank 0 (coordinator) has sent no sign of life for ", static_cast<int>(silent),
-               " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen), "
-               "and every rank waits for it; ending the job, to be requeued");
-    MPI_Abort(MPI_COMM_WORLD, exit_requeue);
-  });
+  // Signs of life until the bye; the last rank also watches rank 0's, one rank naming it when it hangs.
+  const bool watches_rank_0 = rank == layout.world_size() - 1;
+  const comm::PulseSender pulse(
+      ch.control.get(), 0, watches_rank_0 ? config.run.hung_rank_seconds : 0, [](double silent) {
+        log::error("rank 0 (coordinator) has sent no sign of life for ", static_cast<int>(silent),
+                   " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen), "
+                   "and every rank waits for it; ending the job, to be requeued");
+        MPI_Abort(MPI_COMM_WORLD, exit_requeue);
+      });
   startup.end();
   const RankRole& role = layout.roles[rank];
   if (role.runner && role.trainer) {

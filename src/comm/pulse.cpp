@@ -6,9 +6,11 @@
 namespace arclight::comm {
 
 PulseSender::PulseSender(MPI_Comm comm, int to, double watch_seconds, std::function<void(double)> on_silent)
-    : comm_(comm), to_(to), watch_seconds_(watch_seconds), on_silent_(std::move(on_silent)), thread_([this] {
-        run();
-      }) {}
+    : comm_(comm),
+      to_(to),
+      watch_seconds_(on_silent ? watch_seconds : 0),  // no one to tell: no watch
+      on_silent_(std::move(on_silent)),
+      thread_([this] { run(); }) {}
 
 PulseSender::~PulseSender() {
   {
@@ -23,19 +25,23 @@ PulseSender::~PulseSender() {
 void PulseSender::run() {
   MPI_Request pending = MPI_REQUEST_NULL;
   auto heard = std::chrono::steady_clock::now();
+  auto looked = heard;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     int sent = 1;
     if (pending != MPI_REQUEST_NULL) MPI_Test(&pending, &sent, MPI_STATUS_IGNORE);
     if (sent) MPI_Isend(nullptr, 0, MPI_BYTE, to_, tag_pulse, comm_, &pending);
-    if (watch_seconds_ > 0) watch(heard);
+    if (watch_seconds_ > 0) watch(heard, looked);
     wake_.wait_for(lock, pulse_interval, [this] { return stopping_; });
   }
   if (pending != MPI_REQUEST_NULL) MPI_Request_free(&pending);  // an empty message: nothing to keep alive
 }
 
-void PulseSender::watch(std::chrono::steady_clock::time_point& heard) {
+void PulseSender::watch(std::chrono::steady_clock::time_point& heard, std::chrono::steady_clock::time_point& looked) {
   const auto now = std::chrono::steady_clock::now();
+  // This rank did not run meanwhile (itself stopped, and continued): its own silence, not `to`'s.
+  if (now - looked > 2 * pulse_interval) heard = now;
+  looked = now;
   while (try_receive(comm_, to_, tag_pulse, buffer_)) heard = now;
   const double silent = std::chrono::duration<double>(now - heard).count();
   if (silent >= watch_seconds_) on_silent_(silent);
@@ -70,12 +76,19 @@ std::vector<int> PulseWatch::silent_for(double seconds) const {
 
 StartupWatch::StartupWatch(double hung_seconds, std::function<void(int, double)> on_hung)
     : hung_seconds_(hung_seconds), on_hung_(std::move(on_hung)) {
-  int rank = 0;
+  int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0)
-    sender_ = std::make_unique<PulseSender>(MPI_COMM_WORLD, 0);
-  else
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int watcher_of_rank_0 = size - 1;
+  if (rank == 0) {
+    if (size > 1) sender_ = std::make_unique<PulseSender>(MPI_COMM_WORLD, watcher_of_rank_0);
     watcher_ = std::thread([this] { watch(); });
+  } else if (rank == watcher_of_rank_0) {
+    sender_ =
+        std::make_unique<PulseSender>(MPI_COMM_WORLD, 0, hung_seconds_, [this](double silent) { on_hung_(0, silent); });
+  } else {
+    sender_ = std::make_unique<PulseSender>(MPI_COMM_WORLD, 0);
+  }
 }
 
 StartupWatch::~StartupWatch() { end(); }

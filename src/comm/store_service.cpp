@@ -200,9 +200,7 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
     }
     if (Clock::now() > deadline)
       throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds,
-                              " s (comm.store_timeout_seconds): rank ", server_,
-                              " hangs (stopped, or its node frozen); ending the job, to be requeued"),
-                  exit_requeue);
+                              " s (comm.store_timeout_seconds)"));
     backoff_.idle();
   }
 }

@@ -353,8 +353,8 @@ HttpResponse StoreApi::update_resources(const HttpRequest& request) {
   const std::string content = object_body(request).dump(-1, ' ', false, Json::error_handler_t::replace);
   const auto number = parse_resources_name(id);
   const std::string name = number ? store_.get_resources(*number).name : id;
-  if (name == "policy")  // the runners decode these: only the trainers write them
-    throw StoreError(StoreError::invalid_transition, "resources 'policy' are arclight's policy versions");
+  if (name == "policy" || name == "trained")  // arclight's own (wire-encoded): the trainers and rank 0 write them
+    throw StoreError(StoreError::invalid_transition, "resources '" + name + "' are arclight's own, not written here");
   if (number) return json_answer(200, resources_item(store_.update_resources(name, content)));
   try {
     return json_answer(200, resources_item(store_.update_resources(id, content)));

@@ -120,7 +120,8 @@ void add_task_routes(HttpServer& server, TaskBackend& backend, TaskRouteOptions 
   server.post(prefix + "/queues/rollouts/dequeue", guarded(routes, &TaskRoutes::dequeue));
   server.post(prefix + "/spans", guarded(routes, &TaskRoutes::add_span));
   server.post(prefix + "/spans/next", guarded(routes, &TaskRoutes::next_sequence_id));
-  server.post(prefix + "/rollouts/([^/]+)/attempts/([^/]+)", guarded(routes, &TaskRoutes::update_attempt));
+  // Not .../attempts/search: on an agl runner the store routes beside these answer it (query_attempts).
+  server.post(prefix + "/rollouts/([^/]+)/attempts/((?!search$)[^/]+)", guarded(routes, &TaskRoutes::update_attempt));
 }
 
 }  // namespace arclight::serve

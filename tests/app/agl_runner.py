@@ -3,13 +3,15 @@
 sections 1 and 4), written from that document with the standard library only (the test machines have no PyPI): what
 arclight must serve so that an unchanged Agent Lightning script started by `agent.name = "agl"` works.
 
-- connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}" (user info in the host goes as basic auth, as aiohttp
-  sends it), checks AGL_CURRENT_ROLE=runner and AGL_MANAGED_STORE=0;
+- as the runner role of a managed store (AGL_CURRENT_ROLE=runner, AGL_MANAGED_STORE unset or true; false would mean
+  the script's own store, which arclight never sees) connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}" (user
+  info in the host goes as basic auth, as aiohttp sends it);
 - worker "Worker-0": heartbeats with update_worker, dequeues one rollout at a time, sleeps poll_interval when none;
 - per rollout: get_resources_by_id(resources_id) (else the latest), the first LLM resource; a proxy_llm's endpoint
   http://h:p/v1 becomes http://h:p/rollout/{rid}/attempt/{aid}/v1 with its api_key;
-- the rollout (the guess game through /v1/completions) returns a float: a reward span (agentlightning.annotation)
-  through spans/next and POST /spans; then update_attempt succeeded (failed when the rollout raised).
+- the rollout (the guess game through /v1/completions) is traced (its span exported over OTLP to /v1/traces) and
+  returns a float: a reward span (agentlightning.annotation) through spans/next and POST /spans; then update_attempt
+  succeeded (failed when the rollout raised).
 
 AGL_TEST_LOG: a file where the first resources seen are written (JSON) for the test to check.
 """
@@ -40,17 +42,21 @@ class Http:
             self.headers["Authorization"] = "Bearer " + api_key
         self.connection = None
 
-    def call(self, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
+    def call(self, method, path, body=None, content_type="application/json"):
+        """JSON in (or bytes of `content_type`), the answer of that type out (JSON decoded)."""
+        data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
+        headers = dict(self.headers, **{"Content-Type": content_type})
         for attempt in range(3):
             try:
                 if self.connection is None:
                     self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
-                self.connection.request(method, self.prefix + path, data, self.headers)
+                self.connection.request(method, self.prefix + path, data, headers)
                 response = self.connection.getresponse()
                 text = response.read()
-                if response.getheader("Content-Type") != "application/json":
+                if response.getheader("Content-Type") != content_type:
                     raise RuntimeError(f"{method} {path}: Content-Type {response.getheader('Content-Type')}")
+                if content_type != "application/json":
+                    return text
                 if response.status >= 400:
                     raise RuntimeError(f"{method} {path}: {response.status} {text[:200]!r}")
                 return json.loads(text)
@@ -87,6 +93,31 @@ class StoreClient:
 
     def update_attempt(self, rollout_id, attempt_id, status):
         return self.http.call("POST", f"{self.api}/rollouts/{rollout_id}/attempts/{attempt_id}", {"status": status})
+
+
+def varint(n):
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out += bytes([low | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def field(number, payload):  # a length-delimited protobuf field
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def otlp_export(rollout_id, attempt_id, name):
+    """An ExportTraceServiceRequest of one span, as the agent's tracer sends it (OTLP's field numbers): the rollout
+    and attempt as resource attributes."""
+    def attribute(key, value):
+        return field(1, field(1, key.encode()) + field(2, field(1, value.encode())))
+    now = time.time_ns()
+    span = (field(1, os.urandom(16)) + field(2, os.urandom(8)) + field(5, name.encode()) +
+            varint(7 << 3 | 1) + now.to_bytes(8, "little") + varint(8 << 3 | 1) + now.to_bytes(8, "little"))
+    resource = attribute("agentlightning.rollout_id", rollout_id) + attribute("agentlightning.attempt_id", attempt_id)
+    return field(1, field(1, resource) + field(2, field(2, span)))
 
 
 def reward_span(rollout_id, attempt_id, value):
@@ -139,7 +170,8 @@ def guess_rollout(task, llm_url, llm, mode):
 
 def main():
     assert os.environ.get("AGL_CURRENT_ROLE") == "runner", os.environ.get("AGL_CURRENT_ROLE")
-    assert os.environ.get("AGL_MANAGED_STORE") == "0", os.environ.get("AGL_MANAGED_STORE")
+    if os.environ.get("AGL_MANAGED_STORE", "1").lower() in ("0", "false", "no", "off"):
+        sys.exit("AGL_MANAGED_STORE is false: the runner would use the script's own store, not the one at AGL_SERVER_*")
     root = f"http://{os.environ.get('AGL_SERVER_HOST', 'localhost')}:{int(os.environ.get('AGL_SERVER_PORT', 4747))}"
     store, worker = StoreClient(root), "Worker-0"
     store.http.call("GET", "/v1/agl/health")
@@ -167,6 +199,7 @@ def main():
         try:
             llm_url, llm = llm_of(update["resources"], rid, aid)
             reward = guess_rollout(rollout["input"], llm_url, llm, rollout.get("mode"))
+            store.http.call("POST", "/v1/traces", otlp_export(rid, aid, "agent.rollout"), "application/x-protobuf")
             store.add_otel_span(rid, aid, reward_span(rid, aid, reward))
             store.update_attempt(rid, aid, "succeeded")
         except Exception as error:

@@ -42,6 +42,23 @@ else
   status=$(curl -s -o "$work/overwrite" -w '%{http_code}' -H 'Content-Type: application/json' -d '{}' \
     "$root/v1/agl/resources/policy")
   [ "$status" = 409 ] || fail "overwriting the policy resources: $status $(cat "$work/overwrite")"
+  # The store's routes beside the runner's task routes: a succeeded rollout's attempts and spans, OTLP ones included.
+  for _ in $(seq 100); do
+    done_id=$(curl -s -H 'Content-Type: application/json' -d '{"status_in": ["succeeded"], "limit": 1}' \
+      "$root/v1/agl/rollouts/search" | python3 -c 'import json,sys; i=json.load(sys.stdin)["items"]; print(i[0]["rollout_id"] if i else "")')
+    [ -n "$done_id" ] && break
+    sleep 0.2
+  done
+  curl -s -H 'Content-Type: application/json' -d '{}' "$root/v1/agl/rollouts/$done_id/attempts/search" |
+    grep -q '"sequence_id":1' || fail "attempts/search of $done_id on the runner's endpoint"
+  curl -s -H 'Content-Type: application/json' -d "{\"rollout_id\": \"$done_id\", \"limit\": -1}" \
+    "$root/v1/agl/spans/search" >"$work/spans"
+  python3 - "$work/spans" <<'PY' || fail "the spans of $done_id: $(head -c 300 "$work/spans")"
+import json, sys
+names = [s["name"] for s in json.load(open(sys.argv[1]))["items"]]
+assert "agent.rollout" in names and "agentlightning.annotation" in names, names  # OTLP and JSON
+assert names.count("llm") >= 1, names  # the calls the endpoint traced
+PY
   python3 - "$seen" <<'PY' || fail "the resources an agent saw"
 import json, sys, urllib.parse
 seen = json.load(open(sys.argv[1]))

@@ -20,8 +20,9 @@ namespace arclight::comm {
 inline constexpr std::chrono::milliseconds pulse_interval{1000};
 
 // A rank's pulse: from construction to destruction, on `comm` (tag_pulse) to rank `to`. Rank 0 pulses one worker
-// too, which watches it: with `watch_seconds` > 0, `on_silent` is called on the pulse's thread once `to` has sent no
-// pulse for that long (rank 0 hangs: a worker blocked on it outside a store request would never know).
+// too (the last rank: under block placement, on another node than rank 0's), which watches it: with `watch_seconds`
+// > 0, `on_silent` is called on the pulse's thread once `to` has sent no pulse for that long (rank 0 hangs: a worker
+// blocked on it outside a store request would never know).
 class PulseSender {
  public:
   PulseSender(MPI_Comm comm, int to, double watch_seconds = 0,
@@ -32,7 +33,7 @@ class PulseSender {
 
  private:
   void run();
-  void watch(std::chrono::steady_clock::time_point& heard);
+  void watch(std::chrono::steady_clock::time_point& heard, std::chrono::steady_clock::time_point& looked);
   MPI_Comm comm_;
   int to_;
   double watch_seconds_;
@@ -64,10 +65,11 @@ class PulseWatch {
 };
 
 // Start-up's pulses: from right after the command line is read until the job's own pulses (on its control
-// channel) begin, every worker rank pulses rank 0 on MPI_COMM_WORLD and rank 0 watches on a thread of its own. A rank
-// that hangs there (stopped, its node frozen) would hold every other rank in start-up's collectives (the placement's
-// gather, the channels, the secret) forever, where no loop of rank 0 looks at pulses: instead, `on_hung` is called
-// on the watching thread with the first rank silent for `hung_seconds` (it ends the job).
+// channel) begin, every worker rank pulses rank 0 on MPI_COMM_WORLD and rank 0 watches on a thread of its own, while
+// rank 0 pulses the last rank, which watches it. A rank that hangs there (stopped, its node frozen) would hold every
+// other rank in start-up's collectives (the placement's gather, the channels, the secret) forever, where no loop
+// looks at pulses: instead, `on_hung` is called on a watching thread with the first rank silent for `hung_seconds`
+// (it ends the job).
 class StartupWatch {
  public:
   StartupWatch(double hung_seconds, std::function<void(int rank, double silent_seconds)> on_hung);
@@ -81,7 +83,7 @@ class StartupWatch {
   void watch();
   double hung_seconds_;
   std::function<void(int, double)> on_hung_;
-  std::unique_ptr<PulseSender> sender_;  // worker ranks
+  std::unique_ptr<PulseSender> sender_;  // to rank 0 (workers), to the last rank (rank 0)
   std::mutex mutex_;                     // rank 0
   std::condition_variable wake_;
   bool ending_ = false;

@@ -1,5 +1,6 @@
 #pragma once
-// An HTTP server for JSON routes: every request needs the bearer token (else 401), bodies are bounded (413), slow
+// An HTTP server for JSON routes: every request needs the token (a bearer token, or basic auth's password, else 401;
+// or the path's first segment where options allow), bodies are bounded (413), slow
 // or half-open connections time out, and errors are JSON in OpenAI's shape. Handlers run on a pool of worker
 // threads; a handler's exception is a 500 JSON answer, never the server's end. The HTTP library stays inside.
 #include <chrono>
