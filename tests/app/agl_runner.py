@@ -25,6 +25,9 @@ import threading
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+from otlp_wire import field, fixed64, key_value  # noqa: E402 (OTLP's protobuf by hand, shared with agl_client.py)
+
 POLL_INTERVAL = float(os.environ.get("AGL_TEST_POLL_INTERVAL", "5"))  # Agent Lightning's: 5 s
 
 
@@ -95,28 +98,13 @@ class StoreClient:
         return self.http.call("POST", f"{self.api}/rollouts/{rollout_id}/attempts/{attempt_id}", {"status": status})
 
 
-def varint(n):
-    out = b""
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out += bytes([low | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def field(number, payload):  # a length-delimited protobuf field
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
 def otlp_export(rollout_id, attempt_id, name):
     """An ExportTraceServiceRequest of one span, as the agent's tracer sends it (OTLP's field numbers): the rollout
     and attempt as resource attributes."""
-    def attribute(key, value):
-        return field(1, field(1, key.encode()) + field(2, field(1, value.encode())))
     now = time.time_ns()
-    span = (field(1, os.urandom(16)) + field(2, os.urandom(8)) + field(5, name.encode()) +
-            varint(7 << 3 | 1) + now.to_bytes(8, "little") + varint(8 << 3 | 1) + now.to_bytes(8, "little"))
-    resource = attribute("agentlightning.rollout_id", rollout_id) + attribute("agentlightning.attempt_id", attempt_id)
+    span = field(1, os.urandom(16)) + field(2, os.urandom(8)) + field(5, name.encode()) + fixed64(7, now) + fixed64(8, now)
+    resource = (field(1, key_value("agentlightning.rollout_id", rollout_id)) +
+                field(1, key_value("agentlightning.attempt_id", attempt_id)))
     return field(1, field(1, resource) + field(2, field(2, span)))
 
 

@@ -100,16 +100,23 @@ check '[ $rc = 0 ] && grep -q "resuming from" "$work/err" && [ "$(wc -l <"$work/
   "a restore of 6 s with a store timeout of 2 s: exit $rc: $(tail -2 "$work/err")"
 
 # 6. A rank that hangs in start-up (stopped before its own pulses begin; the others wait for it in start-up's
-# collectives): rank 0 names it within run.hung_rank_seconds and ends the job with exit 3 (requeue), one error line.
-started_at=$SECONDS
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/frozen" --run.hung_rank_seconds 4 --faults.hang_at_startup_rank 2 >"$work/out" 2>"$work/err"
-rc=$?
-pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/frozen" 2>/dev/null
-check '[ $rc = 3 ] && [ $((SECONDS - started_at)) -lt 60 ]' \
-  "a rank stopped in start-up: exit $rc after $((SECONDS - started_at)) s, want 3 within 60 s: $(tail -2 "$work/err")"
-check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 2 has sent no sign of life .* during start-up" "$work/err"' \
-  "a rank stopped in start-up: not one error naming rank 2: $(grep "error\]" "$work/err")"
+# collectives): it is named within run.hung_rank_seconds (by rank 0, or rank 0 by the last rank) and the job ends
+# with exit 3 (requeue), one error line from WATCHER.
+hangs_at_startup() {  # hangs_at_startup RANK WATCHER
+  local stopped=$1 watcher=$2 started=$SECONDS rc
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+    --run.dir "$work/frozen$stopped" --run.hung_rank_seconds 4 --faults.hang_at_startup_rank "$stopped" \
+    >"$work/out" 2>"$work/err"
+  rc=$?
+  pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/frozen$stopped " 2>/dev/null
+  check '[ $rc = 3 ] && [ $((SECONDS - started)) -lt 60 ]' \
+    "rank $stopped stopped in start-up: exit $rc after $((SECONDS - started)) s, want 3 within 60 s: $(tail -2 "$work/err")"
+  check '[ "$(grep -c "error\]" "$work/err")" = 1 ] &&
+         grep -q "r$watcher error\].*rank $stopped has sent no sign of life .* during start-up" "$work/err"' \
+    "rank $stopped stopped in start-up: not one error from rank $watcher naming it: $(grep "error\]" "$work/err")"
+}
+hangs_at_startup 2 0
+hangs_at_startup 0 2
 
 # Runs tiny.toml on 3 ranks in the background (rc in $work/rc.stopped), waits until PATTERN shows in FILE (out or
 # err), stops rank RANK with SIGSTOP and waits for the job's end; leaves $rc, $stopped_after and $stopped_pid.
@@ -132,17 +139,6 @@ stop_rank_when() {  # stop_rank_when RANK PATTERN FILE RUN_DIR [flags...]
   pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $dir " 2>/dev/null
   wait
 }
-
-# 6b. Rank 0 hangs in start-up: the last rank watches it there too.
-started_at=$SECONDS
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/frozen0" --run.hung_rank_seconds 4 --faults.hang_at_startup_rank 0 >"$work/out" 2>"$work/err"
-rc=$?
-pkill -9 -f "^$bin train --config configs/tiny.toml --run.dir $work/frozen0" 2>/dev/null
-check '[ $rc = 3 ] && [ $((SECONDS - started_at)) -lt 60 ]' \
-  "rank 0 stopped in start-up: exit $rc after $((SECONDS - started_at)) s, want 3 within 60 s: $(tail -2 "$work/err")"
-check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "r2 error\].*rank 0 has sent no sign of life .* during start-up" "$work/err"' \
-  "rank 0 stopped in start-up: not one error naming rank 0: $(grep "error\]" "$work/err")"
 
 # 7. Rank 0 hangs mid-run (stopped): the last rank watches its pulses and ends the job with exit 3 (requeue), one
 # error naming rank 0 (the store timeout, which a rank waiting on a request would hit, is out of reach here).

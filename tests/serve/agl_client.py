@@ -7,6 +7,8 @@ import sys
 import urllib.error
 import urllib.request
 
+from otlp_wire import field, fixed64, key_value
+
 BASE = sys.argv[1].rstrip("/") + "/v1/agl"
 failures = []
 
@@ -141,28 +143,6 @@ check(page["total"] == 2 and [a["sequence_id"] for a in page["items"]] == [1, 2]
 
 # OTLP/HTTP: what the runners' tracers send (protobuf, encoded here by hand from OTLP's field numbers), the rollout
 # and attempt as resource attributes; sequence ids come from the rollout's counter unless a span brings one.
-def varint(n):
-    out = b""
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out += bytes([low | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def field(number, payload):  # length-delimited
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
-def fixed64(number, value):
-    return varint(number << 3 | 1) + value.to_bytes(8, "little")
-
-
-def key_value(key, value):
-    any_value = field(1, value.encode()) if isinstance(value, str) else varint(3 << 3) + varint(value)
-    return field(1, key.encode()) + field(2, any_value)
-
-
 def otlp_span(span_id, name, extra=()):
     body = field(1, bytes(range(16))) + field(2, bytes([span_id] * 8)) + field(5, name.encode())
     body += fixed64(7, 1_700_000_000_000_000_000) + fixed64(8, 1_700_000_001_000_000_000)
