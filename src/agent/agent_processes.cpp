@@ -244,18 +244,20 @@ void AgentProcesses::stop() {
   if (supervisor_.joinable()) supervisor_.join();
 }
 
-void AgentProcesses::kill_worker(const std::string& worker_id) {
+bool AgentProcesses::kill_worker(const std::string& worker_id) {
   const std::string prefix = options_.worker_id_prefix + "-w";
-  if (worker_id.rfind(prefix, 0) != 0) return;
+  if (worker_id.rfind(prefix, 0) != 0) return false;
   std::size_t index = 0;
   try {
     index = std::stoul(worker_id.substr(prefix.size()));
   } catch (const std::exception&) {
-    return;
+    return false;
   }
   std::lock_guard<std::mutex> lock(shared_->mutex);
   // The worker stays a zombie until the supervisor reaps it, so its group id is not reused before this signal.
-  if (index < shared_->pids.size() && shared_->pids[index] > 0) ::killpg(shared_->pids[index], SIGKILL);
+  if (index >= shared_->pids.size() || shared_->pids[index] <= 0) return false;
+  ::killpg(shared_->pids[index], SIGKILL);
+  return true;
 }
 
 std::vector<pid_t> AgentProcesses::pids() const {

@@ -5,10 +5,11 @@
 #include "arclight/app/run.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <iterator>
 #include <thread>
 
 #include "arclight/algo/advantages.hpp"
@@ -78,7 +79,9 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       pulses_taken_(Stopwatch::now()),
       agent_(agent::make_agent(config.agent)),
       rng_(config.run.seed),
-      resume_(std::move(resume)),
+      // A version named by path is the user's choice: a symbolic link to it is followed here, where one found in a
+      // checkpoint directory is not (ckpt::open_file).
+      resume_(resume.empty() || resume == "auto" ? resume : std::filesystem::weakly_canonical(resume).string()),
       effective_config_(std::move(effective_config)),
       checkpoint_dir_(checkpoint_dir_of(config)),
       secret_(std::move(secret)) {}

@@ -251,10 +251,11 @@ class ExternalRunner {
   void supervise() {
     for (const agent::WorkerExit& exit : processes_->poll()) fail(book_.release_worker(exit.worker_id));
     for (const auto& [key, worker] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
-      log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
-                config_.agent.episode_timeout_seconds, " s; restarting it");
       fail({key});
-      processes_->kill_worker(worker);
+      const bool restarted = processes_->kill_worker(worker);
+      log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
+                config_.agent.episode_timeout_seconds, " s; ",
+                restarted ? "restarting it" : "its attempt fails (no process of this runner has that worker id)");
     }
   }
 

@@ -158,5 +158,14 @@ check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 20 ]' \
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 1 (trainer) has sent no sign of life" "$work/err"' \
   "a trainer stopped in a restore: not one error naming rank 1: $(grep "error\]" "$work/err")"
 
+# 9. --resume naming a symbolic link to a version: the user's choice, followed (one found in a checkpoint directory
+# in place of a version is not: tests/ckpt/hostile_dir_test.cpp).
+ln -s "$work/slow/checkpoints/v00000002.h5" "$work/chosen.h5"
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/slow" --run.steps 3 --resume "$work/chosen.h5" >"$work/out" 2>"$work/err"
+rc=$?
+check '[ $rc = 0 ] && grep -q "resuming from .*/slow/checkpoints/v00000002.h5: step 2" "$work/err"' \
+  "--resume through a symbolic link: exit $rc: $(grep -E "error|resuming" "$work/err" | head -3)"
+
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

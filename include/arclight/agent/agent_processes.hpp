@@ -107,8 +107,9 @@ class AgentProcesses {
   void stop();
 
   // Kills a worker's process group (SIGKILL): it hangs. poll() reports it and it restarts like any worker that dies.
-  // A worker id that is not one of these workers' is ignored.
-  void kill_worker(const std::string& worker_id);
+  // A worker id that is not one of these workers' (an agent that names itself, as Agent Lightning's runners do) is
+  // ignored: false.
+  bool kill_worker(const std::string& worker_id);
 
   // The running workers' pids (0 for one waiting to restart), by worker.
   std::vector<pid_t> pids() const;
