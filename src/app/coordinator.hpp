@@ -74,7 +74,7 @@ class Coordinator {
   void restore_trainers(const std::string& path, RestoreFigures& figures);
   void check_same_model(const std::string& path, const std::string& saved_config) const;
   void commit_resume(const ckpt::Checkpoint* restored);
-  void restore_state(const std::string& path, const ckpt::Checkpoint& c);
+  void restore_state(const std::string& path, ckpt::Checkpoint& c);
   bool checkpoint_due(int step, bool stop_requested) const;
   ckpt::Checkpoint capture(int step, const std::vector<store::RolloutId>& untrained);
   void write_in_background(int step, ckpt::Checkpoint c);

@@ -2,6 +2,7 @@
 // background with the trainers' shares; and at start, the restore of a version (or a fresh start).
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -20,15 +21,37 @@
 namespace arclight::app {
 namespace {
 
-// A damaged segment of the span log or the metrics is left out of them: the model, the
-// optimizer and the run's position are intact, the record of past spans is not. Said loudly.
+// A damaged segment of the logs (span log, metrics, the store's history) is left out of them:
+// the model, the optimizer and the run's position are intact, the record of the past is not. Said loudly.
 void warn_of_damaged_logs(const std::string& path, const ckpt::Checkpoint& c) {
   if (c.damaged_logs.empty()) return;
   std::string files;
   for (const std::string& d : c.damaged_logs) files += "\n  " + d;
   log::warn("RESUMING WITH PART OF THE LOGS MISSING: ", path, " restores the model, the optimizer and the run's ",
-            "position, but these segments of its span log or metrics are damaged and left out:", files,
+            "position, but these segments of its logs are damaged and left out:", files,
             "\nthe next version writes the logs anew without them");
+}
+
+// What a damaged segment of the store's history took with it. Untrained rollouts among it
+// cannot be trained on: the next step goes without them.
+void warn_of_lost_records(const std::string& path, const store::MemoryStore::Imported& imported,
+                          std::vector<std::int64_t>& untrained, store::MemoryStore& store) {
+  const std::size_t before = untrained.size();
+  untrained.erase(std::remove_if(untrained.begin(), untrained.end(),
+                                 [&](std::int64_t id) {
+                                   try {
+                                     store.get_rollout(static_cast<store::RolloutId>(id));
+                                     return false;
+                                   } catch (const store::StoreError&) {
+                                     return true;
+                                   }
+                                 }),
+                  untrained.end());
+  log::warn("THE STORE'S HISTORY LOST RECORDS: ", path, " resumes without ", imported.lost_rollouts,
+            " ended rollouts (", before - untrained.size(), " of them not yet trained on), ", imported.lost_attempts,
+            " attempts, ", imported.lost_spans, " of their spans and ", imported.lost_resources,
+            " resource versions (steps of the ledger of trained rollouts among them): their ids stay taken, ",
+            "their contents are gone, and what was trained on in those steps can no longer be counted");
 }
 
 }  // namespace
@@ -205,6 +228,9 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
     std::tie(logs_.history, logs_.spans) = imported_log_lengths_;
     logs_.history_bytes = restored->store_history.size();
     logs_.span_bytes = restored->span_log.size();
+    // The history's lost records are new entries: the next version writes the logs whole,
+    // holding the loss and no longer linking the damaged segment.
+    if (restored->store_history_lost_bytes) logs_ = {};
     return;
   }
   const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
@@ -215,20 +241,21 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
 
 // Rebuilds the store and the task generator from a version; CorruptCheckpoint (and an
 // empty store) when they do not read back.
-void Coordinator::restore_state(const std::string& path, const ckpt::Checkpoint& c) {
+void Coordinator::restore_state(const std::string& path, ckpt::Checkpoint& c) {
   std::mt19937_64 rng;
   std::istringstream text(c.coordinator_rng);
   text >> rng;
   if (!text) throw ckpt::CorruptCheckpoint(path + ": the coordinator's random state does not read back");
-  std::vector<store::RolloutId> requeued;
+  store::MemoryStore::Imported imported;
   try {
-    requeued = store_.import_state(c.store_tables, c.store_history, c.span_log);
+    imported = store_.import_state(c.store_tables, c.store_history, c.span_log, c.store_history_lost_bytes);
     // What the version's logs hold: taken now, since the store is served (and its logs grow) before the resume
     // commits, and the next version appends to the version's logs from exactly here.
     imported_log_lengths_ = store_.log_lengths();
   } catch (const DecodeError& e) {
     throw ckpt::CorruptCheckpoint(path + ": the store does not read back: " + e.what());
   }
+  if (c.store_history_lost_bytes) warn_of_lost_records(path, imported, c.untrained_rollouts, store_);
   for (std::int64_t id : c.untrained_rollouts) {
     bool known = id > 0;
     try {
@@ -242,7 +269,8 @@ void Coordinator::restore_state(const std::string& path, const ckpt::Checkpoint&
                                     " is not a training rollout of its store");
     }
   }
-  if (!requeued.empty()) log::info(requeued.size(), " rollouts that had not ended at the save are requeued");
+  if (!imported.requeued.empty())
+    log::info(imported.requeued.size(), " rollouts that had not ended at the save are requeued");
   rng_ = rng;
 }
 

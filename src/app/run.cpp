@@ -138,17 +138,30 @@ int print_trained(const std::string& where) {
   const auto found = find_checkpoint(where, ckpt::Contents::no_tensor_data, "inspect");
   SystemClock clock;
   store::MemoryStore store(clock);
-  store.import_state(found.second.store_tables, found.second.store_history, found.second.span_log);
+  const ckpt::Checkpoint& c = found.second;
+  const store::MemoryStore::Imported imported =
+      store.import_state(c.store_tables, c.store_history, c.span_log, c.store_history_lost_bytes);
+  if (c.store_history_lost_bytes)
+    log::warn(found.first, ": its store's history lost ", imported.lost_resources, " resource versions and ",
+              imported.lost_rollouts, " rollouts with a damaged segment; the counts below leave them out");
   std::map<std::string, int> by_task;
   std::set<store::RolloutId> seen;
   int steps = 0, rollouts = 0, twice = 0;
-  for (store::ResourcesId id = 1; id <= store.statistics().resources; ++id) {
-    store::ResourcesVersion v = store.get_resources(id);
+  for (store::ResourcesId id = 1; id <= imported.resources; ++id) {
+    store::ResourcesVersion v;
+    try {
+      v = store.get_resources(id);
+    } catch (const store::StoreError&) {
+      continue;  // lost
+    }
     if (v.name != "trained") continue;
     ++steps;
     for (const store::RolloutId rollout : comm::work::decode_ledger_entry(v.content).rollouts) {
       if (!seen.insert(rollout).second) ++twice;
-      ++by_task[store.get_rollout(rollout).input];
+      store::RolloutFilter filter;
+      filter.ids = {rollout};
+      const store::Page<store::Rollout> known = store.query_rollouts(filter, {});
+      ++by_task[known.items.empty() ? "(lost)" : known.items.front().input];
       ++rollouts;
     }
   }

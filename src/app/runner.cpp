@@ -190,6 +190,10 @@ std::uint64_t RequiredVersions::of(const std::vector<store::AttemptedRollout>& r
         version = comm::work::decode_policy_resource(store_.get_resources(id).content).version;
       } catch (const DecodeError& e) {
         log::debug("rollout resources ", id, " name no policy version: ", e.what());
+      } catch (const store::StoreError& e) {
+        // Lost with a damaged checkpoint segment: the weights restored with the run are newer than any it named.
+        if (e.code() != store::StoreError::not_found) throw;
+        log::warn("rollout resources ", id, " are gone (", e.what(), "): sampled with the weights at hand");
       }
       it = versions_.emplace(id, version).first;
     }

@@ -127,9 +127,11 @@ class Reader {
     if (v.size() != 1) throw CorruptCheckpoint(path_ + ": " + name + " is not one number");
     return v[0];
   }
-  // An append-only blob: its segments, in name (= version) order. With `damaged` (a log a
-  // restore can do without), a segment that does not read is left out and named there.
-  std::string segments(const std::string& group, std::vector<std::string>* damaged = nullptr) {
+  // An append-only blob: its segments, in name (= version) order. With `damaged`, a segment
+  // that does not read is left out and named there, and `lost_bytes` (when given) counts the
+  // bytes its link says it held.
+  std::string segments(const std::string& group, std::vector<std::string>* damaged,
+                       std::optional<std::uint64_t>* lost_bytes = nullptr) {
     if (!has(group)) throw CorruptCheckpoint(path_ + ": no group " + group);
     hid_t id = -1;
     H5E_BEGIN_TRY { id = H5Gopen2(file_.id, group.c_str(), links_.groups()); }
@@ -145,14 +147,13 @@ class Reader {
     std::string out;
     for (const std::string& n : names) {
       const std::string name = group + "/" + n;
-      if (!damaged) {
-        out += bytes(name);
-        continue;
-      }
       try {
         out += bytes(name);
       } catch (const CorruptCheckpoint& e) {
         damaged->push_back(file_of(name) + " (" + e.what() + ")");
+        if (!lost_bytes) continue;
+        const auto link = linked_.find(name);
+        *lost_bytes = lost_bytes->value_or(0) + (link == linked_.end() ? 0 : link->second.first);
       }
     }
     return out;
@@ -309,12 +310,13 @@ void read_model(Reader& r, Checkpoint& c, Contents contents) {
 
 void read_store(Reader& r, Checkpoint& c) {
   c.coordinator_rng = r.bytes("/rng/coordinator");
-  // The metrics and the span log are a record, not the run's state: a damaged segment of
-  // theirs is left out (and said) rather than taking every version that shares it down. The
-  // history holds the store's ended rollouts and the ledger of what was trained: not optional.
+  // Every version shares the logs' segments: a damaged one is left out (and said) rather
+  // than taking every version down. The model, the optimizer and the run's position are
+  // intact; of the store's history (ended rollouts, resource versions such as the ledger of
+  // what was trained) the records it held are lost, and the store keeps their ids as lost.
   c.metrics_jsonl = r.segments("/meta/metrics_jsonl", &c.damaged_logs);
   c.store_tables = r.bytes("/store/tables");
-  c.store_history = r.segments("/store/history");
+  c.store_history = r.segments("/store/history", &c.damaged_logs, &c.store_history_lost_bytes);
   c.span_log = r.segments("/store/span_log", &c.damaged_logs);
   c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);
 }

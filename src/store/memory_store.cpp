@@ -11,6 +11,7 @@ namespace {
 
 StoreError refused(const std::string& what) { return StoreError(StoreError::invalid_transition, what); }
 StoreError missing(const std::string& what) { return StoreError(StoreError::not_found, what); }
+constexpr const char* lost_with_damage = " was lost with a damaged checkpoint segment";
 
 std::string name_of(const Rollout& r) { return log::concat("rollout ", r.id); }
 std::string name_of(const Attempt& a) {
@@ -46,6 +47,7 @@ MemoryStore::MemoryStore(const Clock& clock, RolloutConfig default_config)
 
 MemoryStore::RolloutRecord& MemoryStore::rollout_record(RolloutId id) {
   if (id == 0 || id > rollouts_.size()) throw missing(log::concat("no rollout ", id));
+  if (rollouts_[id - 1].lost) throw missing(log::concat("rollout ", id, lost_with_damage));
   return rollouts_[id - 1];
 }
 
@@ -358,10 +360,10 @@ Page<Rollout> MemoryStore::query_rollouts(const RolloutFilter& filter, Paging pa
   std::vector<Rollout> all;
   if (filter.ids.empty()) {
     for (const RolloutRecord& rec : rollouts_)
-      if (matches(rec.rollout)) all.push_back(rec.rollout);
+      if (!rec.lost && matches(rec.rollout)) all.push_back(rec.rollout);
   } else {
     for (RolloutId id : filter.ids)
-      if (id != 0 && id <= rollouts_.size() && matches(rollouts_[id - 1].rollout))
+      if (id != 0 && id <= rollouts_.size() && !rollouts_[id - 1].lost && matches(rollouts_[id - 1].rollout))
         all.push_back(rollouts_[id - 1].rollout);
   }
   return page_of(std::move(all), paging);
@@ -379,7 +381,7 @@ Page<Attempt> MemoryStore::query_attempts(const AttemptFilter& filter, Paging pa
       if (matches(attempts_[id - 1].attempt)) all.push_back(attempts_[id - 1].attempt);
   } else {
     for (const AttemptRecord& rec : attempts_)
-      if (matches(rec.attempt)) all.push_back(rec.attempt);
+      if (!rec.lost && matches(rec.attempt)) all.push_back(rec.attempt);
   }
   return page_of(std::move(all), paging);
 }
@@ -447,7 +449,7 @@ ResourcesVersion MemoryStore::update_resources(const std::string& name, std::str
   v.id = resources_.size();
   history_.push_back(HistoryEntry{HistoryEntry::resources, v.id});
   v.name = name;
-  v.version = it->second.size() + 1;
+  v.version = resources_[it->second.back() - 1].version + 1;  // the name's earlier versions may have been lost
   v.create_time = clock_.now();
   v.content = std::move(content);
   it->second.push_back(v.id);
@@ -458,14 +460,16 @@ ResourcesVersion MemoryStore::update_resources(const std::string& name, std::str
 ResourcesVersion MemoryStore::get_resources(ResourcesId id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
+  if (resources_[id - 1].name.empty()) throw missing(log::concat("resources ", id, lost_with_damage));
   return resources_[id - 1];
 }
 
 ResourcesVersion MemoryStore::get_latest_resources(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (name.empty()) {
-    if (resources_.empty()) throw missing("no resources yet");
-    return resources_.back();
+    auto latest = std::find_if(resources_.rbegin(), resources_.rend(), [](const auto& v) { return !v.name.empty(); });
+    if (latest == resources_.rend()) throw missing("no resources yet");
+    return *latest;
   }
   auto it = resources_by_name_.find(name);
   if (it == resources_by_name_.end()) throw missing("no resources '" + name + "'");

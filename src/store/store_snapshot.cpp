@@ -10,6 +10,7 @@ namespace arclight::store {
 namespace {
 constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
 constexpr std::uint32_t tables_format = 2;
+constexpr std::size_t lost_entry_bytes = 1 + 8;  // kind, id: the least a history entry takes
 
 }  // namespace
 
@@ -65,7 +66,9 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
   for (std::size_t i = from; i < std::min(until, history_.size()); ++i) {
     const HistoryEntry& e = history_[i];
     w.u8(e.kind);
-    if (e.kind == HistoryEntry::rollout) {
+    if (e.kind >= HistoryEntry::lost_rollout) {
+      w.u64(e.id);
+    } else if (e.kind == HistoryEntry::rollout) {
       const RolloutRecord& rec = rollouts_[e.id - 1];
       encode_rollout(w, rec.rollout);
       w.u32(static_cast<std::uint32_t>(rec.attempts.size()));
@@ -97,14 +100,15 @@ std::pair<std::size_t, std::size_t> MemoryStore::log_lengths() const {
   return {history_.size(), span_log_.size()};
 }
 
-std::vector<RolloutId> MemoryStore::import_state(std::string_view tables, std::string_view history,
-                                                 std::string_view span_log) {
+MemoryStore::Imported MemoryStore::import_state(std::string_view tables, std::string_view history,
+                                                std::string_view span_log,
+                                                std::optional<std::uint64_t> lost_history_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!rollouts_.empty() || !attempts_.empty() || !resources_.empty())
     throw StoreError(StoreError::invalid_argument, "import_state needs an empty store");
   // A snapshot that does not read leaves the store empty, as it was.
   try {
-    return import_locked(tables, history, span_log);
+    return import_locked(tables, history, span_log, lost_history_bytes);
   } catch (...) {  // a bad_alloc too: this machine's memory, not the snapshot, so it is no DecodeError
     clear_locked();
     throw;
@@ -129,26 +133,31 @@ void MemoryStore::clear_locked() {
   stats_ = Statistics{};
 }
 
-std::vector<RolloutId> MemoryStore::import_locked(std::string_view tables, std::string_view history,
-                                                  std::string_view span_log) {
-  import_tables(tables, history);
+MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::string_view history,
+                                                 std::string_view span_log,
+                                                 std::optional<std::uint64_t> lost_history_bytes) {
+  Imported imported;
+  import_tables(tables, history, lost_history_bytes.value_or(0));
   import_history(history);
+  if (lost_history_bytes) mark_lost(imported);
   count_imported();
-  import_span_log(span_log);
-  return requeue_unended();
+  import_span_log(span_log, imported);
+  imported.requeued = requeue_unended();
+  imported.resources = resources_.size();
+  return imported;
 }
 
 // The tables: what can still change (open rollouts, workers). Sizes the id-indexed tables.
-void MemoryStore::import_tables(std::string_view tables, std::string_view history) {
+void MemoryStore::import_tables(std::string_view tables, std::string_view history, std::uint64_t lost_bytes) {
   ByteReader in(tables);
   if (in.u32() != tables_magic || in.u32() != tables_format) throw DecodeError("store tables: unknown format");
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
   // Every id from 1 to its count comes exactly once, from the history or the tables: a
-  // count beyond what the bytes can hold (a record's least size) is refused before anything
-  // is allocated for it. Resources versions are in the history only, each after its kind byte.
-  const std::size_t bytes = tables.size() + history.size();
-  if (rollout_count > bytes / min_rollout_bytes || attempt_count > bytes / min_attempt_bytes ||
-      resources_count > history.size() / (sizeof(HistoryEntry::Kind) + min_resources_bytes))
+  // count beyond what the bytes can hold (a history entry's least size: a lost record's
+  // kind and id) is refused before anything is allocated for it. With lost segments, the
+  // bytes they held count too.
+  const std::uint64_t entries = (tables.size() + history.size() + lost_bytes) / lost_entry_bytes;
+  if (rollout_count > entries || attempt_count > entries || resources_count > entries)
     throw DecodeError("store snapshot: counts beyond its size");
   rollouts_.resize(rollout_count);
   attempts_.resize(attempt_count);
@@ -197,37 +206,78 @@ void MemoryStore::import_history(std::string_view history) {
         throw DecodeError("store snapshot: resources out of place");
       history_.push_back(HistoryEntry{HistoryEntry::resources, v.id});
       resources_[v.id - 1] = std::move(v);
+    } else if (kind >= HistoryEntry::lost_rollout && kind <= HistoryEntry::lost_resources) {
+      place_lost(kind, past.u64());
     } else {
       throw DecodeError("store history: unknown record " + std::to_string(kind));
     }
   }
 }
 
+// A record that a damaged segment held: its id stays taken, its contents are gone.
+void MemoryStore::place_lost(std::uint8_t kind, std::uint64_t id) {
+  auto check_free = [id](std::size_t size, auto taken) {
+    if (id == 0 || id > size || taken()) throw DecodeError("store snapshot: a lost record out of place");
+  };
+  if (kind == HistoryEntry::lost_rollout) {
+    check_free(rollouts_.size(), [&] { return rollouts_[id - 1].rollout.id != 0; });
+    RolloutRecord& rec = rollouts_[id - 1];
+    rec.rollout.id = id;
+    rec.rollout.status = RolloutStatus::failed;  // ended, as all the history's rollouts
+    rec.lost = true;
+  } else if (kind == HistoryEntry::lost_attempt) {
+    check_free(attempts_.size(), [&] { return attempts_[id - 1].attempt.id != 0; });
+    AttemptRecord& rec = attempts_[id - 1];
+    rec.attempt.id = id;  // of no rollout: no rollout leads to it
+    rec.attempt.status = AttemptStatus::failed;
+    rec.lost = true;
+  } else {
+    check_free(resources_.size(), [&] { return resources_[id - 1].id != 0; });
+    resources_[id - 1].id = id;  // and no name
+  }
+  history_.push_back(HistoryEntry{static_cast<HistoryEntry::Kind>(kind), id});
+}
+
+// After a history that lost segments: every id that none of the rest placed was theirs.
+void MemoryStore::mark_lost(Imported& imported) {
+  for (std::size_t i = 0; i < rollouts_.size(); ++i)
+    if (rollouts_[i].rollout.id == 0) place_lost(HistoryEntry::lost_rollout, i + 1), ++imported.lost_rollouts;
+  for (std::size_t i = 0; i < attempts_.size(); ++i)
+    if (attempts_[i].attempt.id == 0) place_lost(HistoryEntry::lost_attempt, i + 1), ++imported.lost_attempts;
+  for (std::size_t i = 0; i < resources_.size(); ++i)
+    if (resources_[i].id == 0) place_lost(HistoryEntry::lost_resources, i + 1), ++imported.lost_resources;
+}
+
 // Every id placed (none missing), and the statistics and name index rebuilt.
 void MemoryStore::count_imported() {
   for (const RolloutRecord& rec : rollouts_) {
     if (rec.rollout.id == 0) throw DecodeError("store snapshot: a rollout is missing");
-    ++stats_.rollouts[static_cast<int>(rec.rollout.status)];
+    if (!rec.lost) ++stats_.rollouts[static_cast<int>(rec.rollout.status)];
   }
   for (const AttemptRecord& rec : attempts_) {
     if (rec.attempt.id == 0) throw DecodeError("store snapshot: an attempt is missing");
-    ++stats_.attempts[static_cast<int>(rec.attempt.status)];
+    if (!rec.lost) ++stats_.attempts[static_cast<int>(rec.attempt.status)];
   }
   for (const ResourcesVersion& v : resources_) {
     if (v.id == 0) throw DecodeError("store snapshot: a resources version is missing");
+    if (v.name.empty()) continue;  // lost
     resources_by_name_[v.name].push_back(v.id);
     ++stats_.resources;
   }
 }
 
 // The span log: each span's record kept as it is, under its attempt.
-void MemoryStore::import_span_log(std::string_view span_log) {
+void MemoryStore::import_span_log(std::string_view span_log, Imported& imported) {
   ByteReader log(span_log);
   while (log.remaining() > 0) {
     const RolloutId rollout_id = log.u64();
     const AttemptId attempt_id = log.u64();
     const std::uint64_t sequence_id = log.u64();
     const std::string_view record = log.bytes();
+    if (attempt_id != 0 && attempt_id <= attempts_.size() && attempts_[attempt_id - 1].lost) {
+      ++imported.lost_spans;  // its attempt's record is gone
+      continue;
+    }
     if (attempt_id == 0 || attempt_id > attempts_.size() || attempts_[attempt_id - 1].attempt.rollout_id != rollout_id)
       throw DecodeError("span log: a span of an unknown attempt");
     AttemptRecord& rec = attempts_[attempt_id - 1];

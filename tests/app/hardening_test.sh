@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Faults at the edges of a run (issue 17): signals during start-up and in the last step, a
-# checkpoint path of 300 characters, a slow restore, a rank that hangs in start-up. Every run is bounded.
+# checkpoint path of 300 characters, a slow restore, a rank that hangs in start-up, a damaged segment of the
+# store's history. Every run is bounded.
 # Usage: hardening_test.sh BUILD/arclight SOURCE_DIR
 set -u
 bin=$(realpath "$1"); src=$2
@@ -166,6 +167,35 @@ timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --c
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from .*/slow/checkpoints/v00000002.h5: step 2" "$work/err"' \
   "--resume through a symbolic link: exit $rc: $(grep -E "error|resuming" "$work/err" | head -3)"
+
+# 10. A damaged segment of the store's history, which every version links (issue 17, point 11): the newest version
+# resumes without the records it held, said loudly and naming the file (as inspect does); the next version writes the
+# logs whole, so that the resume after it is clean; the ledger of trained rollouts counts what is left.
+tiny_run() {  # tiny_run DIR STEPS [flags...]
+  local dir=$1 steps=$2; shift 2
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+    --run.dir "$dir" --run.steps "$steps" --checkpoint.every_steps 1 --checkpoint.full_every 2 "$@" >"$work/out" 2>"$work/err"
+}
+tiny_run "$work/lost" 3
+damaged=$(ls "$work"/lost/checkpoints/segments/store.history.s00000001-*)
+truncate -s 200 "$damaged"
+"$bin" inspect "$work/lost/checkpoints" >"$work/inspect" 2>&1
+check '[ "$(grep -c "DAMAGED.*$(basename "$damaged")" "$work/inspect")" = 3 ]' \
+  "inspect does not name the damaged history segment in each version: $(head -4 "$work/inspect")"
+tiny_run "$work/lost" 4 --resume auto
+rc=$?
+check '[ $rc = 0 ] && grep -q "resuming from .*v00000003.h5: step 3" "$work/err" &&
+  grep -q "THE STORE.S HISTORY LOST RECORDS: .* resumes without [1-9][0-9]* ended rollouts" "$work/err" &&
+  grep -q "^  segments/$(basename "$damaged")" "$work/err"' \
+  "a damaged history segment: exit $rc: $(grep -E "error|warn|resuming" "$work/err" | head -4)"
+tiny_run "$work/lost" 5 --resume auto
+rc=$?
+check '[ $rc = 0 ] && grep -q "resuming from .*v00000004.h5: step 4" "$work/err" && ! grep -q "LOST\|MISSING" "$work/err"' \
+  "the resume after the damaged one is not clean: exit $rc: $(grep -E "error|warn|resuming" "$work/err" | head -4)"
+"$bin" inspect --trained "$work/lost/checkpoints" >"$work/trained" 2>&1
+rc=$?
+check '[ $rc = 0 ] && grep -q "over 4 steps; 0 rollouts trained on twice" "$work/trained"' \
+  "the ledger after a lost segment: exit $rc: $(tail -2 "$work/trained")"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -220,15 +220,25 @@ BOOST_AUTO_TEST_CASE(a_version_whose_linked_file_is_gone_is_skipped) {
   incremental.full_every = 10;
   write_checkpoint(d, 1, frozen_base(1));  // full
   write_checkpoint(d, 2, frozen_base(2), incremental);
-  const std::string v3 = write_checkpoint(d, 3, frozen_base(3), incremental);
-  // The store's history is its state (the span log and the metrics may lose a segment: hostile_dir_test).
-  BOOST_REQUIRE(fs::remove(segment_file(dir.path, "store.history.s00000002")));
-  BOOST_CHECK_THROW(read_checkpoint(v3), CorruptCheckpoint);
-  expect_same(load_latest(d)->second, frozen_base(1));
-  // A bit flipped in the parent's bytes is caught through the link, too.
-  write_checkpoint(d, 4, frozen_base(4), incremental);  // links to v1's frozen tensors
+  write_checkpoint(d, 3, frozen_base(3), incremental);
+  // A version whose model lives in a file that is gone is skipped for the one before.
+  const std::string v4 = write_checkpoint(d, 4, frozen_base(4));  // full
+  write_checkpoint(d, 5, frozen_base(5), incremental);            // links to v4's frozen tensors
+  BOOST_REQUIRE(fs::remove(v4));
+  expect_same(load_latest(d)->second, frozen_base(3));
+  // A gone log segment is left out of its log, named (every version shares it: hostile_dir_test has the rest).
+  const fs::path history_of_step_2 = segment_file(dir.path, "store.history.s00000002");
+  BOOST_REQUIRE(fs::remove(history_of_step_2));
+  const Checkpoint c = load_latest(d)->second;
+  BOOST_TEST(c.step == 3);
+  BOOST_TEST(c.store_history == "rollouts ended in step 1;rollouts ended in step 3;");
+  BOOST_REQUIRE(c.damaged_logs.size() == 1u);
+  BOOST_TEST(c.damaged_logs[0].find(history_of_step_2.filename().string()) != std::string::npos, c.damaged_logs[0]);
+  BOOST_TEST(c.store_history_lost_bytes.value_or(0) == std::string("rollouts ended in step 2;").size());
+  // A bit flipped in the parent's bytes is caught through the link, too (v3 links v1's unchanged random state).
   flip_byte_of(dir.path / "v00000001.h5", "12345 678");
   BOOST_CHECK_THROW(read_checkpoint((dir.path / "v00000001.h5").string()), CorruptCheckpoint);
+  BOOST_CHECK_THROW(read_checkpoint((dir.path / "v00000003.h5").string()), CorruptCheckpoint);
 }
 
 BOOST_AUTO_TEST_CASE(append_only_state_is_written_as_new_segments) {

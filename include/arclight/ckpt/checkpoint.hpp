@@ -61,6 +61,9 @@ struct Checkpoint {
   // Read back: segments of the metrics or the span log that did not read and are left out
   // of them, each "file (why)". The rest of the version is intact.
   std::vector<std::string> damaged_logs;
+  // Read back: set when segments of the store's history (named in damaged_logs too) did not
+  // read and are left out: the bytes they held, as far as the version's links say.
+  std::optional<std::uint64_t> store_history_lost_bytes;
 };
 
 // Which parts of a Checkpoint a rank holds in a parallel write.
@@ -108,10 +111,11 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 
 // Reads one version file (following its links, only to files inside its directory), verifying
 // every checksum and every length against the bytes stored; throws CorruptCheckpoint, also
-// when a file named v<N>.h5 holds another step. A damaged segment of the metrics or the span
-// log is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta, model and optimizer only (what
-// a trainer needs); no_tensor_data: everything but the tensors' data, whose lengths are checked against the bytes
-// stored but which is not read (rank 0 at a restore: the trainers read and check it, read_model_shared).
+// when a file named v<N>.h5 holds another step. A damaged segment of the metrics, the span
+// log or the store's history is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta, model
+// and optimizer only (what a trainer needs); no_tensor_data: everything but the tensors' data, whose lengths are
+// checked against the bytes stored but which is not read (rank 0 at a restore: the trainers read and check it,
+// read_model_shared).
 enum class Contents { all, model, no_tensor_data };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 

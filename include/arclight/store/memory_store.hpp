@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -79,8 +80,20 @@ class MemoryStore : public Store {
   // Fills an empty store with what the exports wrote. Rollouts that had not ended are
   // requeued, keeping their attempt counts; an attempt that was in flight is marked
   // unresponsive (its runner is gone); workers are unknown until they are heard from.
-  // Returns the ids of the requeued rollouts. Throws DecodeError on malformed input.
-  std::vector<RolloutId> import_state(std::string_view tables, std::string_view history, std::string_view span_log);
+  // Throws DecodeError on malformed input.
+  //
+  // `lost_history_bytes`: the history lost segments (a damaged checkpoint file), which held
+  // about that many bytes. The ids they held become lost records: kept as ids (never given
+  // again), "lost" to the calls that name them (spans, updates, get_resources), left out of
+  // queries, and exported as such, so that the next checkpoint holds the loss and not the damage. The
+  // spans of lost attempts are left out.
+  struct Imported {
+    std::vector<RolloutId> requeued;
+    std::size_t lost_rollouts = 0, lost_attempts = 0, lost_resources = 0, lost_spans = 0;
+    std::size_t resources = 0;  // resources ids, lost ones included
+  };
+  Imported import_state(std::string_view tables, std::string_view history, std::string_view span_log,
+                        std::optional<std::uint64_t> lost_history_bytes = std::nullopt);
   // Empties the store: an imported state that turned out not to fit.
   void clear();
 
@@ -91,12 +104,14 @@ class MemoryStore : public Store {
   };
   struct RolloutRecord {
     Rollout rollout;
+    bool lost = false;  // its record was in a damaged checkpoint segment
     std::vector<AttemptId> attempts;
     std::uint64_t queue_ticket = 0;      // matches the queue entry that is current
     std::uint64_t last_sequence_id = 0;  // the rollout's span counter
   };
   struct AttemptRecord {
     Attempt attempt;
+    bool lost = false;
     std::vector<StoredSpan> spans;
   };
 
@@ -122,13 +137,16 @@ class MemoryStore : public Store {
   std::string tables_locked() const;
   std::string history_locked(std::size_t from, std::size_t until) const;
   std::string span_log_locked(std::size_t from, std::size_t until) const;
-  std::vector<RolloutId> import_locked(std::string_view tables, std::string_view history, std::string_view span_log);
+  Imported import_locked(std::string_view tables, std::string_view history, std::string_view span_log,
+                         std::optional<std::uint64_t> lost_history_bytes);
   // import_locked's steps (store_snapshot.cpp).
-  void import_tables(std::string_view tables, std::string_view history);
+  void import_tables(std::string_view tables, std::string_view history, std::uint64_t lost_bytes);
   RolloutId place_rollout(ByteReader& from, bool ended);
   void import_history(std::string_view history);
+  void place_lost(std::uint8_t kind, std::uint64_t id);
+  void mark_lost(Imported& imported);
   void count_imported();
-  void import_span_log(std::string_view span_log);
+  void import_span_log(std::string_view span_log, Imported& imported);
   std::vector<RolloutId> requeue_unended();
   void clear_locked();
 
@@ -141,11 +159,18 @@ class MemoryStore : public Store {
   std::deque<std::pair<RolloutId, std::uint64_t>> queue_;  // (rollout, ticket); stale entries are skipped
   std::unordered_set<AttemptId> watched_;                  // attempts the watchdog checks: not final, rollout not final
   std::unordered_map<std::string, Worker> workers_;
-  std::vector<ResourcesVersion> resources_;  // by id - 1
+  std::vector<ResourcesVersion> resources_;  // by id - 1; a lost version has no name
   std::unordered_map<std::string, std::vector<ResourcesId>> resources_by_name_;
   std::vector<std::pair<AttemptId, std::uint32_t>> span_log_;  // (attempt, index in its spans), as they came
   struct HistoryEntry {
-    enum Kind : std::uint8_t { rollout = 1, resources = 2 } kind;
+    // lost_*: a record a damaged checkpoint segment held; its id only
+    enum Kind : std::uint8_t {
+      rollout = 1,
+      resources = 2,
+      lost_rollout = 3,
+      lost_attempt = 4,
+      lost_resources = 5
+    } kind;
     std::uint64_t id;
   };
   std::vector<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made

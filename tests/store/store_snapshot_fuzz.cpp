@@ -1,0 +1,102 @@
+// libFuzzer target for the store's checkpoint import (store_snapshot.cpp): a checkpoint is
+// outside input, and its checksums stop accidents, not a hostile user. Each input edits the
+// snapshot of a real store (rollouts ended, open and failed, spans, resource versions):
+//   byte 0: bit 0, import as a history that lost segments; bits 1-2, which part to cut short
+//           (none, tables, history, span log); bit 3, the rest of the input goes onto the
+//           history's end instead of being edits
+//   bytes 1-2: where to cut; bytes 3-4: the lost bytes the import is told of
+//   then 3 bytes an edit: a position in the three parts one after another, a byte to xor.
+// An import ends in a store or one DecodeError (the store left empty); an imported store
+// answers queries, and its export imports again, to the same logs.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "arclight/core/clock.hpp"
+#include "arclight/store/memory_store.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+
+namespace {
+ManualClock clock_;
+
+MemoryStore::Snapshot real_snapshot() {
+  RolloutConfig config;
+  config.max_attempts = 2;
+  config.retry_condition = bit(AttemptStatus::failed);
+  MemoryStore store(clock_, config);
+  store.add_resources("policy", "v0");
+  std::vector<NewRollout> rollouts(5);
+  for (std::size_t i = 0; i < rollouts.size(); ++i) rollouts[i].input = "task " + std::to_string(i);
+  store.enqueue(rollouts);
+  for (const AttemptedRollout& taken : store.dequeue("w1", 3)) {
+    Span span;
+    span.rollout_id = taken.rollout.id;
+    span.attempt_id = taken.attempt.id;
+    span.name = "llm";
+    store.add_span(span);
+    AttemptUpdate update;
+    update.status = taken.rollout.id == 1 ? AttemptStatus::succeeded : AttemptStatus::failed;
+    store.update_attempt(taken.rollout.id, taken.attempt.id, update);
+  }
+  store.update_resources("policy", "v1");
+  store.add_resources("trained", "ledger");
+  store.dequeue("w2", 1);
+  return store.export_state();
+}
+
+const MemoryStore::Snapshot base = real_snapshot();
+
+std::uint16_t u16(const std::uint8_t* at) { return static_cast<std::uint16_t>(at[0] | at[1] << 8); }
+
+void must(bool holds) {
+  if (!holds) std::abort();
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 5) return 0;
+  const std::uint8_t flags = data[0];
+  std::string parts[3] = {base.tables, base.history, base.span_log};
+  if (flags & 8) {
+    parts[1].append(reinterpret_cast<const char*>(data + 5), size - 5);
+  } else {
+    const std::size_t total = parts[0].size() + parts[1].size() + parts[2].size();
+    for (std::size_t at = 5; at + 3 <= size; at += 3) {
+      std::size_t position = u16(data + at) % total;
+      for (std::string& part : parts) {
+        if (position < part.size()) {
+          part[position] = static_cast<char>(part[position] ^ data[at + 2]);
+          break;
+        }
+        position -= part.size();
+      }
+    }
+  }
+  if (const int cut = (flags >> 1) & 3)
+    parts[cut - 1].resize(std::min<std::size_t>(u16(data + 1), parts[cut - 1].size()));
+  const std::optional<std::uint64_t> lost = (flags & 1) ? std::optional<std::uint64_t>(u16(data + 3)) : std::nullopt;
+
+  MemoryStore store(clock_);
+  try {
+    store.import_state(parts[0], parts[1], parts[2], lost);
+  } catch (const DecodeError&) {
+    must(store.statistics().resources == 0 && store.query_rollouts({}, {}).total == 0);
+    return 0;
+  }
+  store.query_rollouts({}, {});
+  store.query_attempts(AttemptFilter{}, {});
+  store.statistics();
+  try {
+    store.get_latest_resources("");
+  } catch (const StoreError&) {
+  }
+  const MemoryStore::Snapshot again = store.export_state();
+  MemoryStore second(clock_);
+  second.import_state(again.tables, again.history, again.span_log);  // a DecodeError here aborts: a finding
+  const MemoryStore::Snapshot third = second.export_state();
+  must(third.history == again.history && third.span_log == again.span_log);
+  return 0;
+}
