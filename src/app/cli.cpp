@@ -277,6 +277,10 @@ void bind_checkpoint(ConfigBinder& b, Config& c) {
   b.opt("checkpoint.full_every", c.checkpoint.full_every,
         "every K-th version is full; the others link to their parent's unchanged datasets; 1: all full")
       ->check(positive);
+  b.opt("checkpoint.span_log", c.checkpoint.span_log,
+        "all: versions keep every span, and rank 0's memory only those no version holds yet; none: spans are "
+        "dropped once trained on")
+      ->check(CLI::IsMember({"all", "none"}));
 }
 
 void bind_faults(ConfigBinder& b, Config& c) {

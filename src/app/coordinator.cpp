@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "arclight/comm/waiting.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "span_archive.hpp"
 
 namespace arclight::app {
 namespace {
@@ -35,6 +37,16 @@ store::RolloutConfig rollout_config(const RolloutDefaults& d) {
 }
 
 // The elapsed seconds of the last row in a metrics history.
+// VmHWM: what `scripts/bench.sh memory` reads.
+std::uint64_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string key; status >> key;) {
+    std::uint64_t kib = 0;
+    if (key == "VmHWM:" && status >> kib) return kib << 10;
+  }
+  return 0;
+}
+
 double elapsed_in(const std::string& history) {
   auto at = history.rfind("\"elapsed\":");
   return at == std::string::npos ? 0.0 : std::atof(history.c_str() + at + 10);
@@ -88,6 +100,8 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
 
 int Coordinator::run() {
   std::optional<ckpt::Checkpoint> restored = restore();
+  if (config_.checkpoint.span_log == "all")
+    store_.set_span_archive(std::make_shared<CheckpointSpanArchive>(checkpoint_dir_));
   // Outside clients come once the store holds what it resumed from (a restore fills an empty store).
   if (config_.store.http) store_api_ = std::make_unique<StoreApiServer>(config_, store_, secret_);
   RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,
@@ -131,6 +145,9 @@ int Coordinator::run() {
     if (config_.grpo.max_staleness == 0 && step < config_.run.steps) next_ = enqueue_step();
   }
   finish_writing();
+  const store::Statistics stats = store_.statistics();
+  log::info("rank 0's peak resident memory ", peak_resident_bytes() >> 20, " MiB; the store's spans in memory ",
+            stats.span_bytes >> 20, " MiB (checkpoint.span_log = \"", config_.checkpoint.span_log, "\")");
   return exit_ok;
 }
 
@@ -169,6 +186,7 @@ std::vector<Figure> Coordinator::train_step(int step) {
   const std::vector<algo::Sample> samples = build_samples(current, fig, staleness, trained_on);
   const comm::work::TrainerFigures trained = train(samples);
   record_trained(step, trained_on);
+  let_go_of_trained_spans();
   const double step_seconds = seconds_since(t0);
   ++version_;
   const double n = std::max(1, fig.episodes);

@@ -231,6 +231,9 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
     // The history's lost records are new entries: the next version writes the logs whole,
     // holding the loss and no longer linking the damaged segment.
     if (restored->store_history_lost_bytes) logs_ = {};
+    // LATEST's span log is the store's, entry for entry, unless a segment of it is damaged (the next version
+    // writes it whole).
+    if (restored->damaged_logs.empty()) committed_spans_ = logs_.spans;
     return;
   }
   const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
@@ -332,13 +335,23 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
       std::raise(SIGKILL);
     };
   finish_writing();  // one write at a time
-  writer_.start(log::concat("writing version ", step), [this, step, options, c = std::move(c)] {
+  writer_.start(log::concat("writing version ", step), [this, step, options, spans_end, c = std::move(c)] {
     const auto t = Stopwatch::now();
     std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
+    committed_spans_ = spans_end;
     for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
       log::debug("retention removed ", old);
     log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
   });
+}
+
+// Bounded memory: the spans of rollouts trained on leave rank 0 once a committed version holds
+// them (span_log = "all": a query reads them back from it), or at once (span_log = "none").
+void Coordinator::let_go_of_trained_spans() {
+  const std::size_t until =
+      config_.checkpoint.span_log == "none" ? store_.log_lengths().second : committed_spans_.load();
+  if (const std::size_t released = store_.release_spans(until, next_))
+    log::debug(released, " spans left rank 0's memory");
 }
 
 // Which rollouts each step trained on, as versions of the store's "trained" resource: a

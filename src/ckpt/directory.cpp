@@ -250,6 +250,7 @@ void remove_leftovers(const std::string& dir, std::int64_t newest, std::vector<s
 }  // namespace
 
 std::vector<std::string> apply_retention(const std::string& dir, int keep) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
   std::vector<std::string> removed;
   if (keep <= 0) return removed;
   std::vector<std::int64_t> versions = versions_in(dir);

@@ -11,6 +11,14 @@
 #include <vector>
 
 namespace arclight::ckpt {
+
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+CheckpointsHeld::CheckpointsHeld() { hdf5_mutex().lock(); }
+CheckpointsHeld::~CheckpointsHeld() { hdf5_mutex().unlock(); }
 namespace fs = std::filesystem;
 
 void fsync_path(const std::string& path, bool directory) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -44,6 +45,10 @@ class QuietHdf5Errors {
   H5E_auto2_t print_ = nullptr;
   void* data_ = nullptr;
 };
+
+// This HDF5 is not built thread-safe: every entry point that may run beside another (rank
+// 0's background write and retention, a query that reads spans back) holds this.
+std::recursive_mutex& hdf5_mutex();
 
 void fsync_path(const std::string& path, bool directory);
 // An errno as a message: its text and its name ("No space left on device (ENOSPC)").

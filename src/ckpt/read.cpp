@@ -54,6 +54,23 @@ class Reader {
   }
 
   const std::string& path() const { return path_; }
+  // The datasets of an append-only blob's group, in name (= version) order.
+  std::vector<std::string> segment_names(const std::string& group) {
+    if (!has(group)) throw CorruptCheckpoint(path_ + ": no group " + group);
+    hid_t id = -1;
+    H5E_BEGIN_TRY { id = H5Gopen2(file_.id, group.c_str(), links_.groups()); }
+    H5E_END_TRY;
+    Handle g(id, H5Gclose, path_ + ": cannot open " + group);
+    std::vector<std::string> names;
+    auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+      static_cast<std::vector<std::string>*>(out)->push_back(name);
+      return 0;
+    };
+    if (H5Literate(g.id, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
+      throw CorruptCheckpoint(path_ + ": cannot list " + group);
+    for (std::string& n : names) n = group + "/" + n;
+    return names;
+  }
   bool has(const std::string& name) const {
     htri_t exists = -1;
     H5E_BEGIN_TRY { exists = H5Lexists(file_.id, name.c_str(), links_.datasets()); }
@@ -132,21 +149,8 @@ class Reader {
   // bytes its link says it held.
   std::string segments(const std::string& group, std::vector<std::string>* damaged,
                        std::optional<std::uint64_t>* lost_bytes = nullptr) {
-    if (!has(group)) throw CorruptCheckpoint(path_ + ": no group " + group);
-    hid_t id = -1;
-    H5E_BEGIN_TRY { id = H5Gopen2(file_.id, group.c_str(), links_.groups()); }
-    H5E_END_TRY;
-    Handle g(id, H5Gclose, path_ + ": cannot open " + group);
-    std::vector<std::string> names;
-    auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
-      static_cast<std::vector<std::string>*>(out)->push_back(name);
-      return 0;
-    };
-    if (H5Literate(g.id, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
-      throw CorruptCheckpoint(path_ + ": cannot list " + group);
     std::string out;
-    for (const std::string& n : names) {
-      const std::string name = group + "/" + n;
+    for (const std::string& name : segment_names(group)) {
       try {
         out += bytes(name);
       } catch (const CorruptCheckpoint& e) {
@@ -330,6 +334,16 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   read_model(r, c, contents);
   if (contents != Contents::model) read_store(r, c);
   return c;
+}
+
+std::vector<std::string> log_segments(const std::string& version_path, const std::string& group) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
+  return Reader(version_path).segment_names(group);
+}
+
+std::string read_log_segment(const std::string& version_path, const std::string& segment) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
+  return Reader(version_path).bytes(segment);
 }
 
 std::uint64_t bytes_read_by_this_thread() {

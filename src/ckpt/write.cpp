@@ -167,6 +167,7 @@ void commit(const VersionWrite& w) {
 
 std::string write_checkpoint(const std::string& dir, std::int64_t version, const Checkpoint& c,
                              const WriteOptions& options) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
   const QuietHdf5Errors quiet;
   VersionWrite w(dir, version, options);
   w.blobs = blobs_of(c, options.part, w.keep);

@@ -25,6 +25,17 @@ std::string record_of(const Span& span) {
   return record;
 }
 
+Span decode_stored_span(RolloutId rollout_id, AttemptId attempt_id, std::uint64_t sequence_id,
+                        std::string_view record) {
+  Span span;
+  span.rollout_id = rollout_id;
+  span.attempt_id = attempt_id;
+  span.sequence_id = sequence_id;
+  ByteReader in(record);
+  decode_span_body(in, span);
+  return span;
+}
+
 template <class T>
 Page<T> page_of(std::vector<T>&& all, Paging paging) {
   Page<T> page;
@@ -259,6 +270,9 @@ std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequen
   stored.sequence_id = sequence_id == 0 ? counter : sequence_id;
   stored.record = std::move(record);
   stored.record.shrink_to_fit();
+  const std::size_t entry = span_log_base_ + span_log_.size();
+  if (rec.spans.size() == 1) rec.first_log_entry = entry;
+  rec.last_log_entry = entry;
   span_log_.emplace_back(rec.attempt.id, static_cast<std::uint32_t>(rec.spans.size() - 1));
   ++stats_.spans;
   stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
@@ -391,35 +405,96 @@ Attempt MemoryStore::get_latest_attempt(RolloutId rollout_id) {
   return attempt_record(rollout_record(rollout_id), latest_attempt).attempt;
 }
 
-Span MemoryStore::decode(const AttemptRecord& rec, const StoredSpan& stored) const {
-  Span span;
-  span.rollout_id = rec.attempt.rollout_id;
-  span.attempt_id = rec.attempt.id;
-  span.sequence_id = stored.sequence_id;
-  ByteReader in(stored.record);
-  decode_span_body(in, span);
-  return span;
-}
-
 Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  RolloutRecord& rollout = rollout_record(filter.rollout_id);
-  std::vector<const AttemptRecord*> attempts;
-  if (filter.attempt_id == 0) {
-    for (AttemptId id : rollout.attempts) attempts.push_back(&attempts_[id - 1]);
-  } else if (!(filter.attempt_id == latest_attempt && rollout.attempts.empty())) {
-    attempts.push_back(&attempt_record(rollout, filter.attempt_id));
-  }
   std::vector<Span> all;
-  for (const AttemptRecord* rec : attempts)
-    for (const StoredSpan& stored : rec->spans) {
-      if (stored.sequence_id <= filter.after_sequence_id) continue;
-      Span span = decode(*rec, stored);
-      if (filter.name.empty() || span.name == filter.name) all.push_back(std::move(span));
+  std::vector<const AttemptRecord*> released;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RolloutRecord& rollout = rollout_record(filter.rollout_id);
+    std::vector<const AttemptRecord*> attempts;
+    if (filter.attempt_id == 0) {
+      for (AttemptId id : rollout.attempts) attempts.push_back(&attempts_[id - 1]);
+    } else if (!(filter.attempt_id == latest_attempt && rollout.attempts.empty())) {
+      attempts.push_back(&attempt_record(rollout, filter.attempt_id));
     }
+    for (const AttemptRecord* rec : attempts) {
+      if (rec->spans_released) released.push_back(rec);
+      for (const StoredSpan& stored : rec->spans) {
+        if (stored.sequence_id <= filter.after_sequence_id) continue;
+        Span span = decode_stored_span(rec->attempt.rollout_id, rec->attempt.id, stored.sequence_id, stored.record);
+        if (filter.name.empty() || span.name == filter.name) all.push_back(std::move(span));
+      }
+    }
+  }
+  // Released attempts never change again: their records are read without the lock.
+  for (Span& span : archived_spans(released, filter)) all.push_back(std::move(span));
   // In the rollout's order: ids given by clients need not come in order, nor do attempts' spans.
   std::stable_sort(all.begin(), all.end(), [](const Span& a, const Span& b) { return a.sequence_id < b.sequence_id; });
   return page_of(std::move(all), paging);
+}
+
+std::vector<Span> MemoryStore::archived_spans(const std::vector<const AttemptRecord*>& released,
+                                              const SpanFilter& filter) {
+  std::vector<Span> out;
+  if (released.empty()) return out;
+  std::shared_ptr<SpanArchive> archive;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    archive = span_archive_;
+  }
+  for (const AttemptRecord* rec : released) {
+    const Attempt& a = rec->attempt;
+    if (!archive) throw missing(name_of(a) + ": its spans are not kept (checkpoint.span_log = \"none\")");
+    try {
+      for (const SpanLogEntry& entry : archive->read(rec->first_log_entry, rec->last_log_entry)) {
+        if (entry.attempt_id != a.id || entry.sequence_id <= filter.after_sequence_id) continue;
+        Span span = decode_stored_span(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
+        if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
+      }
+    } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
+      throw missing(name_of(a) + ": its spans live in the checkpoint, which did not read back: " + e.what());
+    }
+  }
+  return out;
+}
+
+// ---- bounded memory -------------------------------------------------------------------
+
+std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vector<RolloutId>& keep) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  until_entry = std::min(until_entry, span_log_base_ + span_log_.size());
+  const std::unordered_set<RolloutId> kept(keep.begin(), keep.end());
+  std::vector<AttemptId> candidates;
+  candidates.swap(held_back_);
+  for (std::size_t i = std::max(release_scan_, span_log_base_); i < until_entry; ++i)
+    candidates.push_back(span_log_[i - span_log_base_].first);
+  release_scan_ = std::max(release_scan_, until_entry);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::size_t released = 0;
+  for (AttemptId id : candidates) {
+    AttemptRecord& rec = attempts_[id - 1];
+    if (rec.spans_released || rec.spans.empty()) continue;
+    const Rollout& rollout = rollouts_[rec.attempt.rollout_id - 1].rollout;
+    if (!is_final(rollout.status) || kept.count(rollout.id) || rec.last_log_entry >= until_entry) {
+      held_back_.push_back(id);  // it may still take spans, or be trained on
+      continue;
+    }
+    for (const StoredSpan& stored : rec.spans) stats_.span_bytes -= sizeof(StoredSpan) + stored.record.capacity();
+    released += rec.spans.size();
+    std::vector<StoredSpan>().swap(rec.spans);
+    rec.spans_released = true;
+  }
+  while (!span_log_.empty() && attempts_[span_log_.front().first - 1].spans_released) {
+    span_log_.pop_front();
+    ++span_log_base_;
+  }
+  return released;
+}
+
+void MemoryStore::set_span_archive(std::shared_ptr<SpanArchive> archive) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  span_archive_ = std::move(archive);
 }
 
 // ---- resources ------------------------------------------------------------------------

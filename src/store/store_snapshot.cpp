@@ -14,12 +14,39 @@ constexpr std::size_t lost_entry_bytes = 1 + 8;  // kind, id: the least a histor
 
 }  // namespace
 
+namespace {
+// One span log entry, its record still in the log's bytes.
+struct EntryView {
+  RolloutId rollout_id;
+  AttemptId attempt_id;
+  std::uint64_t sequence_id;
+  std::string_view record;
+};
+EntryView next_entry(ByteReader& log) {
+  EntryView e;
+  e.rollout_id = log.u64();
+  e.attempt_id = log.u64();
+  e.sequence_id = log.u64();
+  e.record = log.bytes();
+  return e;
+}
+}  // namespace
+
+std::vector<SpanLogEntry> decode_span_log(std::string_view bytes) {
+  std::vector<SpanLogEntry> entries;
+  for (ByteReader log(bytes); log.remaining() > 0;) {
+    const EntryView e = next_entry(log);
+    entries.push_back({e.rollout_id, e.attempt_id, e.sequence_id, std::string(e.record)});
+  }
+  return entries;
+}
+
 MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::size_t span_log_from) const {
   std::lock_guard<std::mutex> lock(mutex_);
   Snapshot s;
   s.tables = tables_locked();
   s.history_end = history_.size();
-  s.span_log_end = span_log_.size();
+  s.span_log_end = span_log_base_ + span_log_.size();
   s.history = history_locked(history_from, s.history_end);
   s.span_log = span_log_locked(span_log_from, s.span_log_end);
   return s;
@@ -80,12 +107,23 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
   return out;
 }
 
+// Released spans: with an archive, the log before them is the checkpoint's (an export
+// from there would have to read it back); without one, they are not kept.
 std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) const {
   std::string out;
   ByteWriter w(out);
-  for (std::size_t i = from; i < std::min(until, span_log_.size()); ++i) {
-    const auto& [attempt_id, index] = span_log_[i];
+  if (from < span_log_base_ && span_archive_)
+    throw StoreError(StoreError::invalid_argument, "the span log before entry " + std::to_string(span_log_base_) +
+                                                       " lives in the checkpoint, not in memory");
+  for (std::size_t i = std::max(from, span_log_base_); i < std::min(until, span_log_base_ + span_log_.size()); ++i) {
+    const auto& [attempt_id, index] = span_log_[i - span_log_base_];
     const AttemptRecord& rec = attempts_[attempt_id - 1];
+    if (rec.spans_released) {
+      if (span_archive_)
+        throw StoreError(StoreError::invalid_argument,
+                         "span log entry " + std::to_string(i) + " lives in the checkpoint, not in memory");
+      continue;
+    }
     const StoredSpan& span = rec.spans[index];
     w.u64(rec.attempt.rollout_id);
     w.u64(attempt_id);
@@ -97,7 +135,7 @@ std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) co
 
 std::pair<std::size_t, std::size_t> MemoryStore::log_lengths() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {history_.size(), span_log_.size()};
+  return {history_.size(), span_log_base_ + span_log_.size()};
 }
 
 MemoryStore::Imported MemoryStore::import_state(std::string_view tables, std::string_view history,
@@ -128,6 +166,8 @@ void MemoryStore::clear_locked() {
   workers_.clear();
   history_.clear();
   span_log_.clear();
+  span_log_base_ = release_scan_ = 0;
+  held_back_.clear();
   queue_.clear();
   watched_.clear();
   stats_ = Statistics{};
@@ -268,12 +308,8 @@ void MemoryStore::count_imported() {
 
 // The span log: each span's record kept as it is, under its attempt.
 void MemoryStore::import_span_log(std::string_view span_log, Imported& imported) {
-  ByteReader log(span_log);
-  while (log.remaining() > 0) {
-    const RolloutId rollout_id = log.u64();
-    const AttemptId attempt_id = log.u64();
-    const std::uint64_t sequence_id = log.u64();
-    const std::string_view record = log.bytes();
+  for (ByteReader log(span_log); log.remaining() > 0;) {
+    const auto [rollout_id, attempt_id, sequence_id, record] = next_entry(log);
     if (attempt_id != 0 && attempt_id <= attempts_.size() && attempts_[attempt_id - 1].lost) {
       ++imported.lost_spans;  // its attempt's record is gone
       continue;
@@ -286,6 +322,8 @@ void MemoryStore::import_span_log(std::string_view span_log, Imported& imported)
     stored.record = std::string(record);
     std::uint64_t& counter = rollouts_[rollout_id - 1].last_sequence_id;
     counter = std::max(counter, sequence_id);
+    if (rec.spans.size() == 1) rec.first_log_entry = span_log_.size();
+    rec.last_log_entry = span_log_.size();
     span_log_.emplace_back(attempt_id, static_cast<std::uint32_t>(rec.spans.size() - 1));
     ++stats_.spans;
     stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();

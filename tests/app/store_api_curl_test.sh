@@ -14,7 +14,7 @@ check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures
 cd "$src"
 
 timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/run" --run.steps 100000 --run.progress lines --checkpoint.every_steps 0 \
+  --run.dir "$work/run" --run.steps 100000 --run.progress lines --checkpoint.every_steps 1 \
   --store.http true --store.http_port 0 >"$work/out" 2>"$work/err" &
 job=$!
 url_file=$work/run/store_api.url
@@ -83,6 +83,7 @@ check '[ "$status" = 200 ] && [ "$(field status)" = running ]' "a span moves the
 request POST "$api/spans/search" "{\"rollout_id\": \"$rid\", \"attempt_id\": \"latest\", \"name_contains\": \"annotation\"}"
 check '[ "$status" = 200 ] && [ "$(field total)" = 1 ] && [ "$(field items 0 attributes agentlightning.reward.0.value)" = 1.0 ]' \
   "the span comes back ($body)"
+span_in_memory=$body
 request POST "$api/rollouts/$rid/attempts/latest" '{"status": "succeeded"}'
 check '[ "$status" = 200 ] && [ "$(field status)" = succeeded ] && [ "$(field end_time)" != null ]' \
   "the attempt succeeds (got $status $body)"
@@ -140,6 +141,13 @@ request POST "$base/v1/traces" '{}'
 check '[ "$status" = 400 ]' "OTLP as JSON: 400 (got $status)"
 request POST "$base/v1/metrics" "" -H 'Content-Type: application/x-protobuf' --data-binary ''
 check '[ "$status" = 501 ] && [ -n "$(field detail)" ]' "OTLP metrics: 501, as Agent Lightning answers (got $status $body)"
+
+# Once a version holds our ended rollout's span (a checkpoint every step), rank 0 lets go of it; a search reads it
+# back from the checkpoint, the same (issue 11, point 3).
+steps_now=$(grep -c '^step=' "$work/out")
+for _ in $(seq 300); do [ "$(grep -c '^step=' "$work/out")" -ge $((steps_now + 3)) ] && break; sleep 0.1; done
+request POST "$api/spans/search" "{\"rollout_id\": \"$rid\", \"attempt_id\": \"latest\", \"name_contains\": \"annotation\"}"
+check '[ "$status" = 200 ] && [ "$body" = "$span_in_memory" ]' "the span read back from the checkpoint: $status $body"
 
 # The job still trains; SIGUSR1 ends it at a checkpoint (exit 3), and the API goes with it.
 kill -USR1 "$(pgrep -P $job)"  # mpirun (under timeout) forwards SIGUSR1 to every rank

@@ -324,4 +324,125 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
   BOOST_CHECK_THROW(fourth.import_state(whole.tables, whole.history + lost_again, whole.span_log), DecodeError);
 }
 
+// A checkpoint's span log as an archive: the entries it was asked for are counted.
+class LogArchive : public SpanArchive {
+ public:
+  explicit LogArchive(const std::string& log) : entries_(decode_span_log(log)) {}
+  std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override {
+    if (broken) throw std::runtime_error("the file is gone");
+    ++reads;
+    if (last >= entries_.size()) throw std::runtime_error("beyond the log");
+    return {entries_.begin() + std::ptrdiff_t(first), entries_.begin() + std::ptrdiff_t(last) + 1};
+  }
+  int reads = 0;
+  bool broken = false;
+
+ private:
+  std::vector<SpanLogEntry> entries_;
+};
+
+// Issue 11, point 3: spans that a committed checkpoint holds leave rank 0's memory once their rollouts are trained
+// on, and a query reads them back the same.
+BOOST_AUTO_TEST_CASE(released_spans_leave_memory_and_read_back_the_same) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  auto run = [&](const char* task, int spans, bool end) {
+    const RolloutId id = store.enqueue(suite::task(task)).id;
+    auto taken = *store.dequeue("w");
+    for (int k = 0; k < spans; ++k) {
+      Span s;
+      s.rollout_id = id;
+      s.attempt_id = taken.attempt.id;
+      s.name = std::string(task) + " span " + std::to_string(k);
+      s.attributes.push_back({"tokens", std::string(200, char('a' + k))});
+      store.add_span(s);
+    }
+    if (end) store.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+    return id;
+  };
+  const RolloutId trained = run("trained", 3, true), untrained = run("untrained", 2, true),
+                  running = run("running", 2, false);
+  const MemoryStore::Snapshot committed = store.export_state();
+  const RolloutId later = run("later", 2, true);  // after the checkpoint: not in it
+  auto spans_of = [&](RolloutId id) {
+    SpanFilter f;
+    f.rollout_id = id;
+    std::vector<std::string> out;
+    for (const Span& s : store.query_spans(f, {}).items)
+      out.push_back(std::to_string(s.sequence_id) + " " + s.name + " " +
+                    std::get<std::string>(s.attributes.at(0).value));
+    return out;
+  };
+  const auto before = spans_of(trained);
+  const std::uint64_t bytes_before = store.statistics().span_bytes;
+  auto archive = std::make_shared<LogArchive>(committed.span_log);
+  store.set_span_archive(archive);
+
+  BOOST_TEST(store.release_spans(committed.span_log_end, {untrained}) == 3u);
+  BOOST_TEST(store.statistics().span_bytes < bytes_before - 600);
+  BOOST_TEST(store.statistics().spans == 9u);  // still the store's spans
+  BOOST_TEST(spans_of(trained) == before, "read back from the archive");
+  BOOST_TEST(archive->reads == 1);
+  SpanFilter named;
+  named.rollout_id = trained;
+  named.name = "trained span 1";
+  named.after_sequence_id = 1;
+  BOOST_TEST(store.query_spans(named, {}).items.size() == 1u);
+  for (RolloutId id : {untrained, running, later}) spans_of(id);
+  BOOST_TEST(archive->reads == 2, "the others are still in memory");
+  // The log goes on from where the checkpoint ended; before that it is the checkpoint's.
+  BOOST_TEST(store.log_lengths().second == 9u);
+  BOOST_CHECK_NO_THROW(store.export_state(committed.history_end, committed.span_log_end));
+  BOOST_CHECK_THROW(store.export_state(0, 0), StoreError);
+  // The untrained one goes once it is trained on; the running one once it has ended.
+  BOOST_TEST(store.release_spans(committed.span_log_end, {}) == 2u);
+  store.update_attempt(running, store.get_latest_attempt(running).id, suite::status_update(AttemptStatus::succeeded));
+  BOOST_TEST(store.release_spans(committed.span_log_end, {}) == 2u);
+  BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 2u);  // "later", once a checkpoint holds it
+  BOOST_TEST(spans_of(running).size() == 2u);
+  // A checkpoint that no longer reads is an answer, not the end of rank 0.
+  archive->broken = true;
+  SpanFilter f;
+  f.rollout_id = trained;
+  try {
+    store.query_spans(f, {});
+    BOOST_ERROR("a broken archive answered");
+  } catch (const StoreError& e) {
+    BOOST_TEST(std::string(e.what()).find("did not read back") != std::string::npos, e.what());
+  }
+}
+
+// checkpoint.span_log = "none": without an archive, released spans are gone, and the checkpoint's span log leaves them
+// out.
+BOOST_AUTO_TEST_CASE(spans_released_without_an_archive_are_not_kept) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  const RolloutId id = store.enqueue(suite::task("t")).id;
+  auto taken = *store.dequeue("w");
+  Span s;
+  s.rollout_id = id;
+  s.attempt_id = taken.attempt.id;
+  s.name = "gone";
+  store.add_span(s);
+  store.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+  const RolloutId open = store.enqueue(suite::task("open")).id;
+  auto open_attempt = *store.dequeue("w");
+  s.rollout_id = open;
+  s.attempt_id = open_attempt.attempt.id;
+  s.name = "kept";
+  store.add_span(s);
+  BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 1u);
+  SpanFilter f;
+  f.rollout_id = id;
+  try {
+    store.query_spans(f, {});
+    BOOST_ERROR("released spans without an archive answered");
+  } catch (const StoreError& e) {
+    BOOST_TEST(std::string(e.what()).find("not kept") != std::string::npos, e.what());
+  }
+  const std::vector<SpanLogEntry> log = decode_span_log(store.export_state().span_log);
+  BOOST_REQUIRE(log.size() == 1u);
+  BOOST_TEST(log[0].rollout_id == open);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

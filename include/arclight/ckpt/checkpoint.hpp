@@ -119,6 +119,23 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 enum class Contents { all, model, no_tensor_data };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
+// While one lives, this process writes no version and removes none (retention), so that the
+// version LATEST names stays; and its thread's calls into HDF5 (not built thread-safe here) are
+// safe beside another thread's write.
+class CheckpointsHeld {
+ public:
+  CheckpointsHeld();
+  ~CheckpointsHeld();
+  CheckpointsHeld(const CheckpointsHeld&) = delete;
+  CheckpointsHeld& operator=(const CheckpointsHeld&) = delete;
+};
+
+// An append-only log of a version ("/store/span_log"), one segment at a time: its segments'
+// dataset names in order, and one segment's bytes (checksum checked; CorruptCheckpoint when
+// it does not read). Safe beside a write on another thread.
+std::vector<std::string> log_segments(const std::string& version_path, const std::string& group);
+std::string read_log_segment(const std::string& version_path, const std::string& segment);
+
 struct PeerWriteFailed : Error {
   explicit PeerWriteFailed(const std::string& what) : Error(what) {}
 };

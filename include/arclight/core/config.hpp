@@ -190,6 +190,10 @@ struct CheckpointConfig {
   double every_minutes = 0;  // 0: not by time
   int keep = 3;              // newest versions kept; 0: all
   int full_every = 4;        // every K-th version is full; the others link to what did not change
+  // "all": versions hold every span, and rank 0 lets go of those a committed version holds once
+  // trained on (read back on a query); "none": spans are let go once trained on, and versions
+  // hold only those not yet trained on.
+  std::string span_log = "all";
 };
 
 // Deliberate faults, for tests and failure drills. Off by default.

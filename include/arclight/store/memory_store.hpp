@@ -2,6 +2,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -13,6 +14,25 @@
 #include "arclight/store/store.hpp"
 
 namespace arclight::store {
+
+// One entry of the span log, as export_state writes it.
+struct SpanLogEntry {
+  RolloutId rollout_id = 0;
+  AttemptId attempt_id = 0;
+  std::uint64_t sequence_id = 0;
+  std::string record;  // encode_span_body
+};
+// A span log's entries (DecodeError on malformed bytes).
+std::vector<SpanLogEntry> decode_span_log(std::string_view log);
+
+// Where spans released from memory live: a committed checkpoint's span log. Called without
+// the store's lock, from any thread.
+class SpanArchive {
+ public:
+  virtual ~SpanArchive() = default;
+  // The entries [first, last] of the whole span log (positions as log_lengths counts them).
+  virtual std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) = 0;
+};
 
 // The store itself, in memory, thread-safe. Rank 0 owns one.
 //
@@ -97,6 +117,14 @@ class MemoryStore : public Store {
   // Empties the store: an imported state that turned out not to fit.
   void clear();
 
+  // Bounded memory on rank 0: lets go of the spans of ended rollouts (not in `keep`, the ones
+  // still to be trained on) whose span log entries all come before `until_entry`. With an
+  // archive (a checkpoint that holds those entries), queries read them back from it, and an
+  // export can no longer begin before them; without one they are not kept, and exports leave
+  // them out. Returns how many spans it let go.
+  std::size_t release_spans(std::size_t until_entry, const std::vector<RolloutId>& keep);
+  void set_span_archive(std::shared_ptr<SpanArchive> archive);
+
  private:
   struct StoredSpan {
     std::uint64_t sequence_id;
@@ -112,6 +140,8 @@ class MemoryStore : public Store {
   struct AttemptRecord {
     Attempt attempt;
     bool lost = false;
+    bool spans_released = false;                            // release_spans: they live in the archive, or nowhere
+    std::uint64_t first_log_entry = 0, last_log_entry = 0;  // its spans' places in the span log
     std::vector<StoredSpan> spans;
   };
 
@@ -132,7 +162,8 @@ class MemoryStore : public Store {
   std::vector<std::uint64_t> add_each(std::size_t count, const Add& add);
   Worker& worker_record(const std::string& id, double now);
   void release_worker(const Attempt& attempt);
-  Span decode(const AttemptRecord& attempt, const StoredSpan& stored) const;
+  // The spans a query wants from what query_spans gathered under the lock and the archive.
+  std::vector<Span> archived_spans(const std::vector<const AttemptRecord*>& released, const SpanFilter& filter);
   // The exports' work, under a lock the caller holds.
   std::string tables_locked() const;
   std::string history_locked(std::size_t from, std::size_t until) const;
@@ -154,14 +185,20 @@ class MemoryStore : public Store {
   const RolloutConfig default_config_;
   mutable std::mutex mutex_;
   std::condition_variable rollout_ended_;
-  std::vector<RolloutRecord> rollouts_;                    // by id - 1
-  std::vector<AttemptRecord> attempts_;                    // by id - 1
+  // Deques, not vectors: they grow a block at a time, never holding a copy of the whole table
+  // as it moves (rank 0's peak memory), and records stay where they are.
+  std::deque<RolloutRecord> rollouts_;                     // by id - 1
+  std::deque<AttemptRecord> attempts_;                     // by id - 1
   std::deque<std::pair<RolloutId, std::uint64_t>> queue_;  // (rollout, ticket); stale entries are skipped
   std::unordered_set<AttemptId> watched_;                  // attempts the watchdog checks: not final, rollout not final
   std::unordered_map<std::string, Worker> workers_;
-  std::vector<ResourcesVersion> resources_;  // by id - 1; a lost version has no name
+  std::deque<ResourcesVersion> resources_;  // by id - 1; a lost version has no name
   std::unordered_map<std::string, std::vector<ResourcesId>> resources_by_name_;
-  std::vector<std::pair<AttemptId, std::uint32_t>> span_log_;  // (attempt, index in its spans), as they came
+  std::deque<std::pair<AttemptId, std::uint32_t>> span_log_;  // (attempt, index in its spans), as they came,
+  std::size_t span_log_base_ = 0;                             // from this entry on: the ones before were released
+  std::size_t release_scan_ = 0;                              // release_spans looked at the entries before this one
+  std::vector<AttemptId> held_back_;                          // ... and kept these attempts' spans, to look at again
+  std::shared_ptr<SpanArchive> span_archive_;
   struct HistoryEntry {
     // lost_*: a record a damaged checkpoint segment held; its id only
     enum Kind : std::uint8_t {
@@ -173,7 +210,7 @@ class MemoryStore : public Store {
     } kind;
     std::uint64_t id;
   };
-  std::vector<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made
+  std::deque<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made
   Statistics stats_;
 };
 

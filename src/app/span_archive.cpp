@@ -1,0 +1,45 @@
+#include "span_archive.hpp"
+
+#include <filesystem>
+
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
+
+namespace arclight::app {
+
+std::vector<store::SpanLogEntry> CheckpointSpanArchive::read(std::uint64_t first, std::uint64_t last) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const ckpt::CheckpointsHeld held;  // LATEST's version stays while it is read
+  const std::string latest = ckpt::latest_version(dir_);
+  if (latest.empty()) throw Error("no LATEST version in " + dir_);
+  // LATEST links every segment of the log before it: the log only grows.
+  const std::string version = (std::filesystem::path(dir_) / latest).string();
+  std::vector<store::SpanLogEntry> out;
+  std::uint64_t at = 0;  // the entry each segment begins with
+  for (const std::string& segment : ckpt::log_segments(version, "/store/span_log")) {
+    if (at > last) break;
+    auto count = entry_counts_.find(segment);
+    if (count == entry_counts_.end()) count = entry_counts_.emplace(segment, entries_of(version, segment).size()).first;
+    if (first < at + count->second) {
+      const std::vector<store::SpanLogEntry>& entries = entries_of(version, segment);
+      for (std::uint64_t i = std::max(first, at); i <= last && i < at + entries.size(); ++i)
+        out.push_back(entries[i - at]);
+    }
+    at += count->second;
+  }
+  if (out.size() != last - first + 1)
+    throw Error(log::concat(version, ": its span log holds ", at, " entries, not entry ", last));
+  return out;
+}
+
+const std::vector<store::SpanLogEntry>& CheckpointSpanArchive::entries_of(const std::string& version,
+                                                                          const std::string& segment) {
+  if (cached_segment_ != segment) {
+    cached_entries_ = store::decode_span_log(ckpt::read_log_segment(version, segment));
+    cached_segment_ = segment;
+  }
+  return cached_entries_;
+}
+
+}  // namespace arclight::app

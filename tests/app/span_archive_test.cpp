@@ -1,0 +1,101 @@
+// Rank 0's released spans read back from real checkpoint versions (issue 11, point 3): the
+// span log written over several versions (one segment each), the store letting go of the
+// spans the newest version holds, and every query answered as before.
+#include "../../src/app/span_archive.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "../temp_dir.hpp"
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/clock.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+
+namespace {
+
+// Ended rollouts with `spans` spans each, the spans of two rollouts interleaved as concurrent runners add them.
+std::vector<RolloutId> run_two(MemoryStore& store, const std::string& task, int spans) {
+  std::vector<NewRollout> two(2);
+  two[0].input = task + " a";
+  two[1].input = task + " b";
+  store.enqueue(two);
+  const std::vector<AttemptedRollout> taken = store.dequeue("w", 2);
+  for (int k = 0; k < spans; ++k)
+    for (const AttemptedRollout& t : taken) {
+      Span s;
+      s.rollout_id = t.rollout.id;
+      s.attempt_id = t.attempt.id;
+      s.name = t.rollout.input + " " + std::to_string(k);
+      s.attributes.push_back({"completion", std::string(100 + k, 'x')});
+      store.add_span(s);
+    }
+  std::vector<RolloutId> ids;
+  for (const AttemptedRollout& t : taken) {
+    AttemptUpdate ended;
+    ended.status = AttemptStatus::succeeded;
+    store.update_attempt(t.rollout.id, t.attempt.id, ended);
+    ids.push_back(t.rollout.id);
+  }
+  return ids;
+}
+
+std::vector<std::string> spans_of(MemoryStore& store, RolloutId id) {
+  SpanFilter f;
+  f.rollout_id = id;
+  std::vector<std::string> out;
+  for (const Span& s : store.query_spans(f, {}).items)
+    out.push_back(std::to_string(s.sequence_id) + " " + s.name + " " +
+                  std::to_string(std::get<std::string>(s.attributes.at(0).value).size()));
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(span_archive)
+
+BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
+  TempDir dir;
+  ManualClock clock;
+  MemoryStore store(clock);
+  ckpt::WriteOptions incremental;
+  incremental.full_every = 100;
+  std::vector<RolloutId> ids;
+  std::size_t history_from = 0, spans_from = 0;
+  std::uint64_t history_bytes = 0, span_bytes = 0;
+  for (int step = 1; step <= 3; ++step) {
+    for (RolloutId id : run_two(store, "step " + std::to_string(step), 2 + step)) ids.push_back(id);
+    // A version as rank 0 writes it: the logs' new parts only, as new segments.
+    const MemoryStore::Snapshot s = store.export_state(history_from, spans_from);
+    ckpt::Checkpoint c;
+    c.step = step;
+    c.config_toml = "run.steps=3\n";
+    c.coordinator_rng = "1";
+    c.parameters.assign(10, float(step));
+    c.store_tables = s.tables;
+    c.store_history = s.history;
+    c.store_history_offset = history_bytes;
+    c.span_log = s.span_log;
+    c.span_log_offset = span_bytes;
+    ckpt::write_checkpoint(dir.dir(), step, c, incremental);
+    history_from = s.history_end, spans_from = s.span_log_end;
+    history_bytes += s.history.size(), span_bytes += s.span_log.size();
+  }
+  BOOST_REQUIRE(ckpt::log_segments(dir.file("v00000003.h5"), "/store/span_log").size() == 3u);
+  const RolloutId unsaved = run_two(store, "after the checkpoint", 2).front();
+
+  std::vector<std::vector<std::string>> before;
+  for (RolloutId id : ids) before.push_back(spans_of(store, id));
+  store.set_span_archive(std::make_shared<app::CheckpointSpanArchive>(dir.dir()));
+  BOOST_TEST(store.release_spans(spans_from, {}) == 2u * (3 + 4 + 5));
+  for (std::size_t i = 0; i < ids.size(); ++i) BOOST_TEST(spans_of(store, ids[i]) == before[i], "rollout " << ids[i]);
+  BOOST_TEST(spans_of(store, unsaved).size() == 2u);
+  // A version gone from under the store is an answer, not the end of rank 0.
+  std::filesystem::remove_all(dir.path / "segments");
+  BOOST_CHECK_THROW(spans_of(store, ids.front()), StoreError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
