@@ -119,6 +119,7 @@ int Coordinator::run() {
   } else if (first_step <= config_.run.steps) {
     next_ = enqueue_step();
   }
+  restored.reset();  // its logs (the whole span log, the history) are in the store now: not twice in memory
   for (int step = first_step; step <= config_.run.steps; ++step) {
     std::vector<Figure> figures = train_step(step);
     if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps))
@@ -272,8 +273,8 @@ std::vector<int> Coordinator::hung_ranks() {
   for (int r : hung) {
     if (layout_.roles[r].trainer || std::find(named_hung_.begin(), named_hung_.end(), r) != named_hung_.end()) continue;
     named_hung_.push_back(r);
-    log::warn("runner rank ", r, " has sent no sign of life for ", config_.run.hung_rank_seconds,
-              " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen); the job goes on without it");
+    log::warn(hung_rank_message(log::concat("runner rank ", r), config_.run.hung_rank_seconds,
+                                "; the job goes on without it"));
   }
   return hung;
 }
@@ -284,11 +285,10 @@ std::vector<int> Coordinator::hung_ranks() {
 void Coordinator::end_if_a_trainer_hangs() {
   for (int r : hung_ranks())
     if (layout_.roles[r].trainer)
-      throw Error(log::concat("rank ", r, " (", role_name(layout_.roles[r]), ") has sent no sign of life for ",
-                              config_.run.hung_rank_seconds,
-                              " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen), and training "
-                              "cannot go on without it; ending the job, to be requeued (it resumes from its last "
-                              "checkpoint)"),
+      throw Error(hung_rank_message(log::concat("rank ", r, " (", role_name(layout_.roles[r]), ")"),
+                                    config_.run.hung_rank_seconds,
+                                    ", and training cannot go on without it; ending the job, to be requeued (it "
+                                    "resumes from its last checkpoint)"),
                   exit_requeue);
 }
 

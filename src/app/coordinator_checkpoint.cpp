@@ -327,7 +327,15 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
   // Should LATEST not hold the logs' earlier parts after all, the whole logs up to this version.
   const std::size_t history_end = logs_.history, spans_end = logs_.spans;
   options.whole_log = [this, history_end, spans_end](const std::string& path) {
-    return path == "/store/history" ? store_.export_history(0, history_end) : store_.export_span_log(0, spans_end);
+    if (path == "/store/history") return store_.export_history(0, history_end);
+    try {
+      return store_.export_span_log(0, spans_end);
+    } catch (const store::StoreError& e) {  // spans let go of live in LATEST, which does not read
+      log::warn("the span log is written anew without the spans rank 0 let go of (", e.what(),
+                "): from here on they are not kept, as with checkpoint.span_log = \"none\"");
+      store_.set_span_archive(nullptr);
+      return store_.export_span_log(0, spans_end);
+    }
   };
   if (config_.faults.kill_in_checkpoint == step)
     options.before_close = [] {

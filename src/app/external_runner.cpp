@@ -33,6 +33,9 @@
 namespace arclight::app {
 namespace {
 
+// Agent Lightning's runners (agent.name = "agl") also get the store's API and their environment.
+bool agl_agents(const Config& config) { return config.agent.name == "agl"; }
+
 using AttemptKey = std::pair<store::RolloutId, store::AttemptId>;
 
 // The attempts this rank's agents hold, and which worker holds each: a dead or hung worker's attempts fail.
@@ -182,7 +185,7 @@ class ExternalRunner {
     serve::add_openai_routes(server_, engine_, std::move(model), &backend_);
     serve::add_task_routes(server_, backend_);  // first: they take dequeue, spans and attempt ends from the rest
     const std::string url = log::concat("http://", config.runner.http_host, ":", server_.bind());
-    if (config.agent.name == "agl") {
+    if (agl_agents(config)) {
       serve::StoreRouteOptions store_options;
       store_options.policy_llm = serve::PolicyLlm{url + "/v1", model_name, secret, config.grpo.temperature};
       // The store client takes one request at a time: a long wait would hold every agent's dequeue and spans.
@@ -221,7 +224,7 @@ class ExternalRunner {
     o.argv = config.agent.command;
     o.workers = config.agent.workers;
     o.environment = {"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + secret, "ARCLIGHT_STORE_URL=" + url};
-    if (config.agent.name == "agl") {
+    if (agl_agents(config)) {
       // Agent Lightning's runner role with a managed store connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}"
       // (with AGL_MANAGED_STORE=0 it would use the script's own store instead); the secret rides in the host's user
       // info, which its HTTP clients (aiohttp, requests) send as basic auth.

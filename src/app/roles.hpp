@@ -15,6 +15,7 @@
 #include "arclight/comm/channels.hpp"
 #include "arclight/core/config.hpp"
 #include "arclight/core/layout.hpp"
+#include "arclight/core/log.hpp"
 #include "arclight/model/policy.hpp"
 #include "arclight/store/store.hpp"
 
@@ -25,6 +26,12 @@ class WeightChannel;
 using Stopwatch = std::chrono::steady_clock;
 inline double seconds_since(Stopwatch::time_point t) {
   return std::chrono::duration<double>(Stopwatch::now() - t).count();
+}
+
+// The one message of a rank whose pulses stopped (comm/pulse.hpp), and what follows from it.
+inline std::string hung_rank_message(const std::string& who, double silent_seconds, const std::string& so) {
+  return log::concat(who, " has sent no sign of life for ", silent_seconds,
+                     " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen)", so);
 }
 
 inline std::string checkpoint_dir_of(const Config& config) {

@@ -247,9 +247,8 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   std::optional<comm::StartupWatch> startup;
   if (inv.command == Command::train)
     startup.emplace(inv.config.run.hung_rank_seconds, [&mpi](int rank, double silent) {
-      log::error("rank ", rank, " has sent no sign of life for ", static_cast<int>(silent),
-                 " s during start-up (run.hung_rank_seconds): it hangs (stopped, or its node frozen), and every rank "
-                 "waits for it; ending the job, to be requeued");
+      log::error(hung_rank_message(log::concat("rank ", rank), static_cast<int>(silent),
+                                   " during start-up, and every rank waits for it; ending the job, to be requeued"));
       mpi.abort(exit_requeue);
     });
 

@@ -65,9 +65,8 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
   const bool watches_rank_0 = rank == layout.world_size() - 1;
   const comm::PulseSender pulse(
       ch.control.get(), 0, watches_rank_0 ? config.run.hung_rank_seconds : 0, [](double silent) {
-        log::error("rank 0 (coordinator) has sent no sign of life for ", static_cast<int>(silent),
-                   " s (run.hung_rank_seconds): it hangs (stopped, or its node frozen), "
-                   "and every rank waits for it; ending the job, to be requeued");
+        log::error(hung_rank_message("rank 0 (coordinator)", static_cast<int>(silent),
+                                     ", and every rank waits for it; ending the job, to be requeued"));
         MPI_Abort(MPI_COMM_WORLD, exit_requeue);
       });
   startup.end();

@@ -13,7 +13,7 @@ checks=0; failures=0
 check() { checks=$((checks + 1)); if ! eval "$1"; then echo "FAIL: $2"; failures=$((failures + 1)); fi; }
 cd "$src"
 
-timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" --log-level debug train --config configs/tiny.toml \
   --run.dir "$work/run" --run.steps 100000 --run.progress lines --checkpoint.every_steps 1 \
   --store.http true --store.http_port 0 >"$work/out" 2>"$work/err" &
 job=$!
@@ -146,6 +146,8 @@ check '[ "$status" = 501 ] && [ -n "$(field detail)" ]' "OTLP metrics: 501, as A
 # back from the checkpoint, the same (issue 11, point 3).
 steps_now=$(grep -c '^step=' "$work/out")
 for _ in $(seq 300); do [ "$(grep -c '^step=' "$work/out")" -ge $((steps_now + 3)) ] && break; sleep 0.1; done
+check '[ "$(grep -c "^step=" "$work/out")" -ge $((steps_now + 3)) ] && grep -q "spans left rank 0.s memory" "$work/err"' \
+  "three more steps, each checkpointed, and spans let go of: $(grep -c "^step=" "$work/out") steps, $(tail -2 "$work/err")"
 request POST "$api/spans/search" "{\"rollout_id\": \"$rid\", \"attempt_id\": \"latest\", \"name_contains\": \"annotation\"}"
 check '[ "$status" = 200 ] && [ "$body" = "$span_in_memory" ]' "the span read back from the checkpoint: $status $body"
 

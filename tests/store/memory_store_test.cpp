@@ -432,8 +432,11 @@ BOOST_AUTO_TEST_CASE(spans_released_without_an_archive_are_not_kept) {
   s.name = "kept";
   store.add_span(s);
   BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 1u);
+  // The rollout's spans: what there is (none); the attempt's: an error that says why.
   SpanFilter f;
   f.rollout_id = id;
+  BOOST_TEST(store.query_spans(f, {}).items.empty());
+  f.attempt_id = taken.attempt.id;
   try {
     store.query_spans(f, {});
     BOOST_ERROR("released spans without an archive answered");
