@@ -158,5 +158,25 @@ check '[ "$rc" = 3 ] || [ "$rc" = 0 ]' "the job ends (exit $rc): $(tail -3 "$wor
 check '[ ! -e "$url_file" ]' "the URL file is gone with the job"
 check '! curl -s -o /dev/null --max-time 2 "$api/health"' "nothing listens any more"
 
+# Resumed, the store keeps in memory only what no version holds: our span comes back from the version, the same.
+last=$(grep -c '^step=' "$work/out")
+timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" --log-level debug train --config configs/tiny.toml \
+  --run.dir "$work/run" --run.steps $((last + 200)) --run.progress lines --checkpoint.every_steps 1 \
+  --store.http true --store.http_port 0 --resume auto >"$work/out" 2>"$work/err" &
+job=$!
+for _ in $(seq 600); do
+  [ -s "$url_file" ] && grep -q "spans left rank 0.s memory" "$work/err" && break
+  kill -0 $job 2>/dev/null || break
+  sleep 0.1
+done
+api=$(cat "$url_file")/v1/agl
+request POST "$api/spans/search" "{\"rollout_id\": \"$rid\", \"attempt_id\": \"latest\", \"name_contains\": \"annotation\"}"
+check 'grep -q "resuming from" "$work/err" && grep -q "spans left rank 0.s memory" "$work/err" &&
+  [ "$status" = 200 ] && [ "$body" = "$span_in_memory" ]' \
+  "after a resume, the span read back from the version: $status $body $(grep -E "resuming|error" "$work/err" | head -2)"
+kill -USR1 "$(pgrep -P $job)"
+wait $job; rc=$?
+check '[ "$rc" = 3 ] || [ "$rc" = 0 ]' "the resumed job ends (exit $rc): $(tail -3 "$work/err")"
+
 echo "$((checks - failures)) of $checks checks passed"
 [ "$failures" = 0 ]
