@@ -119,7 +119,7 @@ int Coordinator::run() {
   } else if (first_step <= config_.run.steps) {
     next_ = enqueue_step();
   }
-  restored.reset();  // its logs (the whole span log, the history) are in the store now: not twice in memory
+  restored.reset();           // its logs (the whole span log, the history) are in the store now: not twice in memory
   let_go_of_trained_spans();  // of a resumed run: what the version holds and was trained on
   for (int step = first_step; step <= config_.run.steps; ++step) {
     std::vector<Figure> figures = train_step(step);
