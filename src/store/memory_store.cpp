@@ -461,45 +461,6 @@ std::vector<Span> MemoryStore::archived_spans(const std::vector<const AttemptRec
   return out;
 }
 
-// ---- bounded memory -------------------------------------------------------------------
-
-std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vector<RolloutId>& keep) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  until_entry = std::min(until_entry, span_log_base_ + span_log_.size());
-  const std::unordered_set<RolloutId> kept(keep.begin(), keep.end());
-  std::vector<AttemptId> candidates;
-  candidates.swap(held_back_);
-  for (std::size_t i = std::max(release_scan_, span_log_base_); i < until_entry; ++i)
-    candidates.push_back(span_log_[i - span_log_base_].first);
-  release_scan_ = std::max(release_scan_, until_entry);
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  std::size_t released = 0;
-  for (AttemptId id : candidates) {
-    AttemptRecord& rec = attempts_[id - 1];
-    if (rec.spans_released || rec.spans.empty()) continue;
-    const Rollout& rollout = rollouts_[rec.attempt.rollout_id - 1].rollout;
-    if (!is_final(rollout.status) || kept.count(rollout.id) || rec.last_log_entry >= until_entry) {
-      held_back_.push_back(id);  // it may still take spans, or be trained on
-      continue;
-    }
-    for (const StoredSpan& stored : rec.spans) stats_.span_bytes -= sizeof(StoredSpan) + stored.record.capacity();
-    released += rec.spans.size();
-    std::vector<StoredSpan>().swap(rec.spans);
-    rec.spans_released = true;
-  }
-  while (!span_log_.empty() && attempts_[span_log_.front().first - 1].spans_released) {
-    span_log_.pop_front();
-    ++span_log_base_;
-  }
-  return released;
-}
-
-void MemoryStore::set_span_archive(std::shared_ptr<SpanArchive> archive) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  span_archive_ = std::move(archive);
-}
-
 // ---- resources ------------------------------------------------------------------------
 
 ResourcesVersion MemoryStore::add_resources(const std::string& name, std::string content) {
@@ -619,35 +580,6 @@ std::size_t MemoryStore::check_health() {
     for (auto& [id, w] : workers_)
       if (now - w.last_heartbeat_time > default_config_.unresponsive_seconds) w.status = WorkerStatus::unknown;
   return changed;
-}
-
-// ---- watchdog ---------------------------------------------------------------------------
-
-double watchdog_interval(const RolloutConfig& config) {
-  double shortest = 4.0;
-  for (double limit : {config.timeout_seconds, config.unresponsive_seconds})
-    if (limit > 0) shortest = std::min(shortest, limit);
-  return std::clamp(shortest / 4, 0.01, 1.0);
-}
-
-Watchdog::Watchdog(MemoryStore& store, double interval_seconds) : store_(store) {
-  thread_ = std::thread([this, interval_seconds] {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::duration<double>(interval_seconds), [this] { return stop_; })) {
-      lock.unlock();
-      store_.check_health();
-      lock.lock();
-    }
-  });
-}
-
-Watchdog::~Watchdog() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
 }
 
 }  // namespace arclight::store

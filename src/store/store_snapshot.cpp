@@ -1,4 +1,5 @@
-// MemoryStore's state for checkpoints: export and import.
+// MemoryStore's state for checkpoints: export and import, and the spans let go of once a
+// checkpoint holds them.
 #include <algorithm>
 
 #include "arclight/core/bytes.hpp"
@@ -345,6 +346,45 @@ std::vector<RolloutId> MemoryStore::requeue_unended() {
   }
   if (!requeued.empty()) log::debug("store restored: ", requeued.size(), " rollouts requeued");
   return requeued;
+}
+
+// ---- bounded memory -------------------------------------------------------------------
+
+std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vector<RolloutId>& keep) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  until_entry = std::min(until_entry, span_log_base_ + span_log_.size());
+  const std::unordered_set<RolloutId> kept(keep.begin(), keep.end());
+  std::vector<AttemptId> candidates;
+  candidates.swap(held_back_);
+  for (std::size_t i = std::max(release_scan_, span_log_base_); i < until_entry; ++i)
+    candidates.push_back(span_log_[i - span_log_base_].first);
+  release_scan_ = std::max(release_scan_, until_entry);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::size_t released = 0;
+  for (AttemptId id : candidates) {
+    AttemptRecord& rec = attempts_[id - 1];
+    if (rec.spans_released || rec.spans.empty()) continue;
+    const Rollout& rollout = rollouts_[rec.attempt.rollout_id - 1].rollout;
+    if (!is_final(rollout.status) || kept.count(rollout.id) || rec.last_log_entry >= until_entry) {
+      held_back_.push_back(id);  // it may still take spans, or be trained on
+      continue;
+    }
+    for (const StoredSpan& stored : rec.spans) stats_.span_bytes -= sizeof(StoredSpan) + stored.record.capacity();
+    released += rec.spans.size();
+    std::vector<StoredSpan>().swap(rec.spans);
+    rec.spans_released = true;
+  }
+  while (!span_log_.empty() && attempts_[span_log_.front().first - 1].spans_released) {
+    span_log_.pop_front();
+    ++span_log_base_;
+  }
+  return released;
+}
+
+void MemoryStore::set_span_archive(std::shared_ptr<SpanArchive> archive) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  span_archive_ = std::move(archive);
 }
 
 }  // namespace arclight::store
