@@ -17,7 +17,7 @@
 #include "arclight/comm/waiting.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
-#include "span_archive.hpp"
+#include "store_archive.hpp"
 
 namespace arclight::app {
 namespace {
@@ -100,8 +100,8 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
 
 int Coordinator::run() {
   std::optional<ckpt::Checkpoint> restored = restore();
-  if (config_.checkpoint.span_log == "all")
-    store_.set_span_archive(std::make_shared<CheckpointSpanArchive>(checkpoint_dir_));
+  archive_ = std::make_shared<CheckpointStoreArchive>(checkpoint_dir_, config_.checkpoint.span_log == "all");
+  store_.set_archive(archive_);
   // Outside clients come once the store holds what it resumed from (a restore fills an empty store).
   if (config_.store.http) store_api_ = std::make_unique<StoreApiServer>(config_, store_, secret_);
   RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,
@@ -119,8 +119,8 @@ int Coordinator::run() {
   } else if (first_step <= config_.run.steps) {
     next_ = enqueue_step();
   }
-  restored.reset();           // its logs (the whole span log, the history) are in the store now: not twice in memory
-  let_go_of_trained_spans();  // of a resumed run: what the version holds and was trained on
+  restored.reset();     // its logs (the whole span log, the history) are in the store now: not twice in memory
+  let_go_of_trained();  // of a resumed run: what the version holds and was trained on
   for (int step = first_step; step <= config_.run.steps; ++step) {
     std::vector<Figure> figures = train_step(step);
     if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps))
@@ -188,7 +188,7 @@ std::vector<Figure> Coordinator::train_step(int step) {
   const std::vector<algo::Sample> samples = build_samples(current, fig, staleness, trained_on);
   const comm::work::TrainerFigures trained = train(samples);
   record_trained(step, trained_on);
-  let_go_of_trained_spans();
+  let_go_of_trained();
   const double step_seconds = seconds_since(t0);
   ++version_;
   const double n = std::max(1, fig.episodes);

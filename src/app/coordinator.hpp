@@ -79,7 +79,8 @@ class Coordinator {
   ckpt::Checkpoint capture(int step, const std::vector<store::RolloutId>& untrained);
   void write_in_background(int step, ckpt::Checkpoint c);
   void record_trained(int step, const std::vector<store::RolloutId>& ids);
-  void let_go_of_trained_spans();
+  void let_go_of_trained();
+  std::string whole_history(std::size_t history_end);
 
   const Config& config_;
   const comm::Channels& ch_;
@@ -113,10 +114,12 @@ class Coordinator {
     std::size_t history = 0, spans = 0;
     std::uint64_t history_bytes = 0, span_bytes = 0;
   } logs_;
-  std::atomic<std::size_t> committed_spans_{0};  // span log entries of the newest version written (the writer's)
-  std::string secret_;                           // the job's: the store API's token
-  std::unique_ptr<StoreApiServer> store_api_;    // store.http: gone before the store it serves
-  BackgroundWriter writer_;                      // last: joined before the store it reads is gone
+  // The history's and the span log's entries in the newest version written (the writer's).
+  std::atomic<std::size_t> committed_history_{0}, committed_spans_{0};
+  std::shared_ptr<store::StoreArchive> archive_;  // checkpoint.span_log = "all": LATEST, for what the store let go of
+  std::string secret_;                            // the job's: the store API's token
+  std::unique_ptr<StoreApiServer> store_api_;     // store.http: gone before the store it serves
+  BackgroundWriter writer_;                       // last: joined before the store it reads is gone
 };
 
 }  // namespace arclight::app

@@ -2,6 +2,8 @@
 // background with the trainers' shares; and at start, the restore of a version (or a fresh start).
 #include <mpi.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include "arclight/core/log.hpp"
 #include "arclight/core/version.hpp"
 #include "coordinator.hpp"
+#include "store_archive.hpp"
 
 namespace arclight::app {
 namespace {
@@ -233,7 +236,10 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
     if (restored->store_history_lost_bytes) logs_ = {};
     // LATEST's span log is the store's, entry for entry, unless a segment of it is damaged (the next version
     // writes it whole).
-    if (restored->damaged_logs.empty()) committed_spans_ = logs_.spans;
+    if (restored->damaged_logs.empty()) {
+      committed_history_ = logs_.history;
+      committed_spans_ = logs_.spans;
+    }
     return;
   }
   const std::string moved = ckpt::supersede_directory(checkpoint_dir_);
@@ -327,13 +333,13 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
   // Should LATEST not hold the logs' earlier parts after all, the whole logs up to this version.
   const std::size_t history_end = logs_.history, spans_end = logs_.spans;
   options.whole_log = [this, history_end, spans_end](const std::string& path) {
-    if (path == "/store/history") return store_.export_history(0, history_end);
+    if (path == "/store/history") return whole_history(history_end);
     try {
       return store_.export_span_log(0, spans_end);
     } catch (const store::StoreError& e) {  // spans let go of live in LATEST, which does not read
       log::warn("the span log is written anew without the spans rank 0 let go of (", e.what(),
                 "): from here on they are not kept, as with checkpoint.span_log = \"none\"");
-      store_.set_span_archive(nullptr);
+      store_.set_archive(archive_ = std::make_shared<CheckpointStoreArchive>(checkpoint_dir_, false));
       return store_.export_span_log(0, spans_end);
     }
   };
@@ -343,9 +349,10 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
       std::raise(SIGKILL);
     };
   finish_writing();  // one write at a time
-  writer_.start(log::concat("writing version ", step), [this, step, options, spans_end, c = std::move(c)] {
+  writer_.start(log::concat("writing version ", step), [this, step, options, history_end, spans_end, c = std::move(c)] {
     const auto t = Stopwatch::now();
     std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
+    committed_history_ = history_end;
     committed_spans_ = spans_end;
     for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
       log::debug("retention removed ", old);
@@ -354,12 +361,28 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
 }
 
 // Bounded memory: the spans of rollouts trained on leave rank 0 once a committed version holds
-// them (span_log = "all": a query reads them back from it), or at once (span_log = "none").
-void Coordinator::let_go_of_trained_spans() {
+// them (span_log = "all": a query reads them back from it), or at once (span_log = "none"); with
+// "all", their records go too once the version's history holds them.
+void Coordinator::let_go_of_trained() {
   const std::size_t until =
       config_.checkpoint.span_log == "none" ? store_.log_lengths().second : committed_spans_.load();
-  if (const std::size_t released = store_.release_spans(until, next_))
-    log::debug(released, " spans left rank 0's memory");
+  const std::size_t spans = store_.release_spans(until, next_);
+  const std::size_t records = store_.release_records(committed_history_, next_);
+  if (spans == 0 && records == 0) return;
+  log::debug(spans, " spans and ", records, " rollouts left rank 0's memory");
+  malloc_trim(0);  // the freed records lie between live ones: glibc returns such pages only when asked
+}
+
+// The history up to `history_end` for a version that writes it whole: from memory, or, once the
+// store has let go of its oldest records, LATEST's history (what the store let go of lies
+// before the version last written) and the rest from memory.
+std::string Coordinator::whole_history(std::size_t history_end) {
+  try {
+    return store_.export_history(0, history_end);
+  } catch (const store::StoreError&) {
+    if (!archive_) throw;
+    return archive_->history() + store_.export_history(committed_history_, history_end);
+  }
 }
 
 // Which rollouts each step trained on, as versions of the store's "trained" resource: a

@@ -12,6 +12,8 @@ namespace {
 StoreError refused(const std::string& what) { return StoreError(StoreError::invalid_transition, what); }
 StoreError missing(const std::string& what) { return StoreError(StoreError::not_found, what); }
 constexpr const char* lost_with_damage = " was lost with a damaged checkpoint segment";
+constexpr const char* released_record =
+    " has ended and left rank 0's memory for the checkpoint: it takes no more changes";
 
 std::string name_of(const Rollout& r) { return log::concat("rollout ", r.id); }
 std::string name_of(const Attempt& a) {
@@ -23,17 +25,6 @@ std::string record_of(const Span& span) {
   ByteWriter out(record);
   encode_span_body(out, span);
   return record;
-}
-
-Span decode_stored_span(RolloutId rollout_id, AttemptId attempt_id, std::uint64_t sequence_id,
-                        std::string_view record) {
-  Span span;
-  span.rollout_id = rollout_id;
-  span.attempt_id = attempt_id;
-  span.sequence_id = sequence_id;
-  ByteReader in(record);
-  decode_span_body(in, span);
-  return span;
 }
 
 template <class T>
@@ -57,19 +48,21 @@ MemoryStore::MemoryStore(const Clock& clock, RolloutConfig default_config)
 // ---- records ------------------------------------------------------------------
 
 MemoryStore::RolloutRecord& MemoryStore::rollout_record(RolloutId id) {
-  if (id == 0 || id > rollouts_.size()) throw missing(log::concat("no rollout ", id));
-  if (rollouts_[id - 1].lost) throw missing(log::concat("rollout ", id, lost_with_damage));
-  return rollouts_[id - 1];
+  if (id == 0 || id > rollout_count()) throw missing(log::concat("no rollout ", id));
+  if (rollout_released(id)) throw refused(log::concat("rollout ", id, released_record));
+  if (rollout_at(id).lost) throw missing(log::concat("rollout ", id, lost_with_damage));
+  return rollout_at(id);
 }
 
 MemoryStore::AttemptRecord& MemoryStore::attempt_record(RolloutRecord& rollout, AttemptId id) {
   if (id == latest_attempt) {
     if (rollout.attempts.empty()) throw missing(name_of(rollout.rollout) + " has no attempt");
-    return attempts_[rollout.attempts.back() - 1];
+    return attempt_at(rollout.attempts.back());
   }
-  if (id == 0 || id > attempts_.size() || attempts_[id - 1].attempt.rollout_id != rollout.rollout.id)
+  // A rollout in memory has its attempts in memory.
+  if (id <= attempt_base_ || id > attempt_count() || attempt_at(id).attempt.rollout_id != rollout.rollout.id)
     throw missing(log::concat("no attempt ", id, " of ", name_of(rollout.rollout)));
-  return attempts_[id - 1];
+  return attempt_at(id);
 }
 
 MemoryStore::RolloutRecord& MemoryStore::create_rollout(NewRollout&& in, RolloutStatus status, double now) {
@@ -79,7 +72,7 @@ MemoryStore::RolloutRecord& MemoryStore::create_rollout(NewRollout&& in, Rollout
     throw missing(log::concat("no resources ", in.resources_id, " for a new rollout"));
   RolloutRecord& rec = rollouts_.emplace_back();
   Rollout& r = rec.rollout;
-  r.id = rollouts_.size();
+  r.id = rollout_count();
   r.input = std::move(in.input);
   r.mode = in.mode;
   r.resources_id = in.resources_id;
@@ -96,7 +89,7 @@ MemoryStore::AttemptRecord& MemoryStore::create_attempt(RolloutRecord& rollout, 
                                                         double now) {
   AttemptRecord& rec = attempts_.emplace_back();
   Attempt& a = rec.attempt;
-  a.id = attempts_.size();
+  a.id = attempt_count();
   a.rollout_id = rollout.rollout.id;
   a.sequence_id = ++rollout.rollout.attempt_count;
   a.worker_id = worker_id;
@@ -144,10 +137,11 @@ void MemoryStore::set_rollout_status(RolloutRecord& rec, RolloutStatus status, d
     queue_.emplace_back(r.id, ++rec.queue_ticket);
   if (is_final(status)) {
     r.end_time = now;
+    rec.history_entry = history_base_ + history_.size();
     history_.push_back(HistoryEntry{HistoryEntry::rollout, r.id});
     for (AttemptId id : rec.attempts) {
       // Attempts of an ended rollout are no longer watched, and their workers are free.
-      if (watched_.erase(id)) release_worker(attempts_[id - 1].attempt);
+      if (watched_.erase(id)) release_worker(attempt_at(id).attempt);
     }
     rollout_ended_.notify_all();
   }
@@ -173,7 +167,7 @@ void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, doubl
     throw refused(log::concat(name_of(a), ": cannot go from ", to_string(from), " to ", to_string(to)));
   set_attempt_status(rec, to, now);
 
-  RolloutRecord& rollout = rollouts_[a.rollout_id - 1];
+  RolloutRecord& rollout = rollout_at(a.rollout_id);  // in memory, with its attempts
   Rollout& r = rollout.rollout;
   if (rollout.attempts.back() != a.id || is_final(r.status)) return;  // only the latest attempt moves its rollout
   switch (to) {
@@ -212,7 +206,8 @@ std::vector<AttemptedRollout> MemoryStore::dequeue(const std::string& worker_id,
   while (out.size() < max_count && !queue_.empty()) {
     auto [id, ticket] = queue_.front();
     queue_.pop_front();
-    RolloutRecord& rec = rollouts_[id - 1];
+    if (rollout_released(id)) continue;  // ended long ago: a stale entry
+    RolloutRecord& rec = rollout_at(id);
     const RolloutStatus s = rec.rollout.status;
     if (rec.queue_ticket != ticket || (s != RolloutStatus::queuing && s != RolloutStatus::requeuing)) continue;
     AttemptRecord& attempt = create_attempt(rec, worker_id, now);
@@ -264,7 +259,7 @@ MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, Attem
 }
 
 std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequence_id, std::string record) {
-  std::uint64_t& counter = rollouts_[rec.attempt.rollout_id - 1].last_sequence_id;
+  std::uint64_t& counter = rollout_at(rec.attempt.rollout_id).last_sequence_id;
   counter = sequence_id == 0 ? counter + 1 : std::max(counter, sequence_id);
   StoredSpan& stored = rec.spans.emplace_back();
   stored.sequence_id = sequence_id == 0 ? counter : sequence_id;
@@ -367,67 +362,100 @@ Rollout MemoryStore::update_rollout(RolloutId rollout_id, const RolloutUpdate& u
 // ---- queries --------------------------------------------------------------------------
 
 Page<Rollout> MemoryStore::query_rollouts(const RolloutFilter& filter, Paging paging) {
-  std::lock_guard<std::mutex> lock(mutex_);
   auto matches = [&](const Rollout& r) {
     return (filter.statuses == 0 || (filter.statuses & bit(r.status))) && (!filter.mode || *filter.mode == r.mode);
   };
   std::vector<Rollout> all;
-  if (filter.ids.empty()) {
-    for (const RolloutRecord& rec : rollouts_)
-      if (!rec.lost && matches(rec.rollout)) all.push_back(rec.rollout);
-  } else {
-    for (RolloutId id : filter.ids)
-      if (id != 0 && id <= rollouts_.size() && !rollouts_[id - 1].lost && matches(rollouts_[id - 1].rollout))
-        all.push_back(rollouts_[id - 1].rollout);
+  std::vector<RolloutId> released;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (filter.ids.empty()) {
+      for (const RolloutRecord& rec : rollouts_)
+        if (!rec.lost && matches(rec.rollout)) all.push_back(rec.rollout);
+    } else {
+      for (RolloutId id : filter.ids)
+        if (rollout_released(id))
+          released.push_back(id);
+        else if (id != 0 && id <= rollout_count() && !rollout_at(id).lost && matches(rollout_at(id).rollout))
+          all.push_back(rollout_at(id).rollout);
+    }
+  }
+  for (ArchivedRollout& r : read_back(released))
+    if (matches(r.rollout)) all.push_back(std::move(r.rollout));
+  if (!released.empty()) {  // in the order asked for
+    std::unordered_map<RolloutId, std::size_t> order;
+    for (std::size_t i = 0; i < filter.ids.size(); ++i) order.emplace(filter.ids[i], i);
+    std::stable_sort(all.begin(), all.end(),
+                     [&](const Rollout& x, const Rollout& y) { return order.at(x.id) < order.at(y.id); });
   }
   return page_of(std::move(all), paging);
 }
 
 Page<Attempt> MemoryStore::query_attempts(const AttemptFilter& filter, Paging paging) {
-  std::lock_guard<std::mutex> lock(mutex_);
   auto matches = [&](const Attempt& a) {
     return (filter.statuses == 0 || (filter.statuses & bit(a.status))) &&
            (filter.worker_id.empty() || filter.worker_id == a.worker_id);
   };
   std::vector<Attempt> all;
-  if (filter.rollout_id != 0) {
-    for (AttemptId id : rollout_record(filter.rollout_id).attempts)
-      if (matches(attempts_[id - 1].attempt)) all.push_back(attempts_[id - 1].attempt);
-  } else {
-    for (const AttemptRecord& rec : attempts_)
-      if (!rec.lost && matches(rec.attempt)) all.push_back(rec.attempt);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (filter.rollout_id == 0) {
+      for (const AttemptRecord& rec : attempts_)
+        if (!rec.lost && matches(rec.attempt)) all.push_back(rec.attempt);
+      return page_of(std::move(all), paging);
+    }
+    if (!rollout_released(filter.rollout_id)) {
+      for (AttemptId id : rollout_record(filter.rollout_id).attempts)
+        if (matches(attempt_at(id).attempt)) all.push_back(attempt_at(id).attempt);
+      return page_of(std::move(all), paging);
+    }
   }
+  std::vector<ArchivedRollout> read = read_back({filter.rollout_id});
+  for (Attempt& a : read.at(0).attempts)
+    if (matches(a)) all.push_back(std::move(a));
   return page_of(std::move(all), paging);
 }
 
 Attempt MemoryStore::get_latest_attempt(RolloutId rollout_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return attempt_record(rollout_record(rollout_id), latest_attempt).attempt;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!rollout_released(rollout_id)) return attempt_record(rollout_record(rollout_id), latest_attempt).attempt;
+  }
+  ArchivedRollout r = std::move(read_back({rollout_id}).at(0));
+  if (r.attempts.empty()) throw missing(name_of(r.rollout) + " has no attempt");
+  return r.attempts.back();
 }
 
 Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
   std::vector<Span> all;
   std::vector<const AttemptRecord*> released;
+  bool record_released = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    RolloutRecord& rollout = rollout_record(filter.rollout_id);
-    std::vector<const AttemptRecord*> attempts;
-    if (filter.attempt_id == 0) {
-      for (AttemptId id : rollout.attempts) attempts.push_back(&attempts_[id - 1]);
-    } else if (!(filter.attempt_id == latest_attempt && rollout.attempts.empty())) {
-      attempts.push_back(&attempt_record(rollout, filter.attempt_id));
-    }
-    for (const AttemptRecord* rec : attempts) {
-      if (rec->spans_released) released.push_back(rec);
-      for (const StoredSpan& stored : rec->spans) {
-        if (stored.sequence_id <= filter.after_sequence_id) continue;
-        Span span = decode_stored_span(rec->attempt.rollout_id, rec->attempt.id, stored.sequence_id, stored.record);
-        if (filter.name.empty() || span.name == filter.name) all.push_back(std::move(span));
+    record_released = rollout_released(filter.rollout_id);
+    if (!record_released) {
+      RolloutRecord& rollout = rollout_record(filter.rollout_id);
+      std::vector<const AttemptRecord*> attempts;
+      if (filter.attempt_id == 0) {
+        for (AttemptId id : rollout.attempts) attempts.push_back(&attempt_at(id));
+      } else if (!(filter.attempt_id == latest_attempt && rollout.attempts.empty())) {
+        attempts.push_back(&attempt_record(rollout, filter.attempt_id));
+      }
+      for (const AttemptRecord* rec : attempts) {
+        if (rec->spans_released) released.push_back(rec);
+        for (const StoredSpan& stored : rec->spans) {
+          if (stored.sequence_id <= filter.after_sequence_id) continue;
+          Span span = decode_span_record(rec->attempt.rollout_id, rec->attempt.id, stored.sequence_id, stored.record);
+          if (filter.name.empty() || span.name == filter.name) all.push_back(std::move(span));
+        }
       }
     }
   }
   // Released attempts never change again: their records are read without the lock.
-  for (Span& span : archived_spans(released, filter)) all.push_back(std::move(span));
+  if (record_released)
+    all = read_back_spans(read_back({filter.rollout_id}).at(0), filter);
+  else
+    for (Span& span : archived_spans(released, filter)) all.push_back(std::move(span));
   // In the rollout's order: ids given by clients need not come in order, nor do attempts' spans.
   std::stable_sort(all.begin(), all.end(), [](const Span& a, const Span& b) { return a.sequence_id < b.sequence_id; });
   return page_of(std::move(all), paging);
@@ -437,21 +465,17 @@ std::vector<Span> MemoryStore::archived_spans(const std::vector<const AttemptRec
                                               const SpanFilter& filter) {
   std::vector<Span> out;
   if (released.empty()) return out;
-  std::shared_ptr<SpanArchive> archive;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    archive = span_archive_;
-  }
+  const std::shared_ptr<StoreArchive> archive = this->archive();
   for (const AttemptRecord* rec : released) {
     const Attempt& a = rec->attempt;
-    if (!archive) {  // not kept: a query of the rollout gets the spans there are, one of this attempt an error
-      if (filter.attempt_id == 0) continue;
-      throw missing(name_of(a) + ": its spans are not kept (checkpoint.span_log = \"none\")");
+    if (!archive || !archive->holds_spans()) {  // not kept: a query of the rollout gets the spans there are, one
+      if (filter.attempt_id == 0) continue;     // of this attempt an error
+      throw missing(name_of(a) + spans_not_kept);
     }
     try {
       for (const SpanLogEntry& entry : archive->read(rec->first_log_entry, rec->last_log_entry)) {
         if (entry.attempt_id != a.id || entry.sequence_id <= filter.after_sequence_id) continue;
-        Span span = decode_stored_span(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
+        Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
         if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
       }
     } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
@@ -518,16 +542,29 @@ ResourcesVersion MemoryStore::get_latest_resources(const std::string& name) {
 // ---- waiting, workers, statistics --------------------------------------------------
 
 std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (RolloutId id : ids) rollout_record(id);  // every id must exist
-  auto all_ended = [&] {
-    return std::all_of(ids.begin(), ids.end(),
-                       [&](RolloutId id) { return is_final(rollouts_[id - 1].rollout.status); });
-  };
-  rollout_ended_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_seconds)), all_ended);
-  std::vector<Rollout> out;
-  for (RolloutId id : ids)
-    if (is_final(rollouts_[id - 1].rollout.status)) out.push_back(rollouts_[id - 1].rollout);
+  std::vector<std::optional<Rollout>> ended(ids.size());
+  std::vector<RolloutId> released;  // ended long ago: read back below
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (RolloutId id : ids)
+      if (!rollout_released(id)) rollout_record(id);  // every id must exist
+    auto has_ended = [&](RolloutId id) { return rollout_released(id) || is_final(rollout_at(id).rollout.status); };
+    rollout_ended_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_seconds)),
+                            [&] { return std::all_of(ids.begin(), ids.end(), has_ended); });
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (rollout_released(ids[i]))
+        released.push_back(ids[i]);
+      else if (is_final(rollout_at(ids[i]).rollout.status))
+        ended[i] = rollout_at(ids[i]).rollout;
+  }
+  std::unordered_map<RolloutId, Rollout> read;
+  for (ArchivedRollout& r : read_back(released)) read.emplace(r.rollout.id, std::move(r.rollout));
+  std::vector<Rollout> out;  // as asked for
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ended[i])
+      out.push_back(std::move(*ended[i]));
+    else if (auto it = read.find(ids[i]); it != read.end())
+      out.push_back(it->second);
   return out;
 }
 
@@ -536,7 +573,8 @@ Worker MemoryStore::heartbeat(const std::string& worker_id) {
   if (worker_id.empty()) throw StoreError(StoreError::invalid_argument, "a heartbeat needs a worker id");
   const double now = clock_.now();
   Worker& w = worker_record(worker_id, now);
-  if (w.current_attempt) attempts_[w.current_attempt - 1].attempt.last_heartbeat_time = now;
+  if (w.current_attempt && !attempt_released(w.current_attempt))
+    attempt_at(w.current_attempt).attempt.last_heartbeat_time = now;
   return w;
 }
 
@@ -564,9 +602,9 @@ std::size_t MemoryStore::check_health() {
   std::sort(watched.begin(), watched.end());  // oldest first: a deterministic order
   std::size_t changed = 0;
   for (AttemptId id : watched) {
-    AttemptRecord& rec = attempts_[id - 1];
+    AttemptRecord& rec = attempt_at(id);  // watched: its rollout has not ended, so both are in memory
     const Attempt& a = rec.attempt;
-    const RolloutConfig& config = rollouts_[a.rollout_id - 1].rollout.config;
+    const RolloutConfig& config = rollout_at(a.rollout_id).rollout.config;
     if (config.timeout_seconds > 0 && now - a.start_time > config.timeout_seconds) {
       transition_attempt(rec, AttemptStatus::timeout, now);
       ++changed;

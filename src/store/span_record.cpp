@@ -105,4 +105,14 @@ void decode_span_body(ByteReader& in, Span& span) {
   }
 }
 
+Span decode_span_record(RolloutId rollout_id, AttemptId attempt_id, std::uint64_t sequence_id, std::string_view body) {
+  Span span;
+  span.rollout_id = rollout_id;
+  span.attempt_id = attempt_id;
+  span.sequence_id = sequence_id;
+  ByteReader in(body);
+  decode_span_body(in, span);
+  return span;
+}
+
 }  // namespace arclight::store

@@ -6,6 +6,7 @@
 #include "arclight/core/log.hpp"
 #include "arclight/store/memory_store.hpp"
 #include "arclight/store/record_codec.hpp"
+#include "arclight/store/span_record.hpp"
 
 namespace arclight::store {
 namespace {
@@ -46,7 +47,7 @@ MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::s
   std::lock_guard<std::mutex> lock(mutex_);
   Snapshot s;
   s.tables = tables_locked();
-  s.history_end = history_.size();
+  s.history_end = history_base_ + history_.size();
   s.span_log_end = span_log_base_ + span_log_.size();
   s.history = history_locked(history_from, s.history_end);
   s.span_log = span_log_locked(span_log_from, s.span_log_end);
@@ -68,8 +69,8 @@ std::string MemoryStore::tables_locked() const {
   ByteWriter w(out);
   w.u32(tables_magic);
   w.u32(tables_format);
-  w.u64(rollouts_.size());
-  w.u64(attempts_.size());
+  w.u64(rollout_count());
+  w.u64(attempt_count());
   w.u64(resources_.size());
   std::vector<const RolloutRecord*> open;
   for (const RolloutRecord& rec : rollouts_)
@@ -78,7 +79,7 @@ std::string MemoryStore::tables_locked() const {
   for (const RolloutRecord* rec : open) {
     encode_rollout(w, rec->rollout);
     w.u32(static_cast<std::uint32_t>(rec->attempts.size()));
-    for (AttemptId id : rec->attempts) encode_attempt(w, attempts_[id - 1].attempt);
+    for (AttemptId id : rec->attempts) encode_attempt(w, attempt_at(id).attempt);
   }
   std::vector<const Worker*> workers;
   for (const auto& [id, worker] : workers_) workers.push_back(&worker);
@@ -88,19 +89,26 @@ std::string MemoryStore::tables_locked() const {
   return out;
 }
 
+// Records let go of: the history before them is the checkpoint's.
 std::string MemoryStore::history_locked(std::size_t from, std::size_t until) const {
+  auto in_checkpoint = [](std::size_t entry) {
+    return StoreError(StoreError::invalid_argument,
+                      log::concat("history entry ", entry, " lives in the checkpoint, not in memory"));
+  };
+  if (from < history_base_) throw in_checkpoint(from);
   std::string out;
   ByteWriter w(out);
-  for (std::size_t i = from; i < std::min(until, history_.size()); ++i) {
-    const HistoryEntry& e = history_[i];
+  for (std::size_t i = from; i < std::min(until, history_base_ + history_.size()); ++i) {
+    const HistoryEntry& e = history_[i - history_base_];
     w.u8(e.kind);
     if (e.kind >= HistoryEntry::lost_rollout) {
       w.u64(e.id);
     } else if (e.kind == HistoryEntry::rollout) {
-      const RolloutRecord& rec = rollouts_[e.id - 1];
+      if (rollout_released(e.id)) throw in_checkpoint(i);
+      const RolloutRecord& rec = rollouts_[e.id - 1 - rollout_base_];
       encode_rollout(w, rec.rollout);
       w.u32(static_cast<std::uint32_t>(rec.attempts.size()));
-      for (AttemptId id : rec.attempts) encode_attempt(w, attempts_[id - 1].attempt);
+      for (AttemptId id : rec.attempts) encode_attempt(w, attempt_at(id).attempt);
     } else {
       encode_resources(w, resources_[e.id - 1]);
     }
@@ -113,18 +121,18 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
 std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) const {
   std::string out;
   ByteWriter w(out);
-  if (from < span_log_base_ && span_archive_)
+  if (from < span_log_base_ && spans_archived())
     throw StoreError(StoreError::invalid_argument, "the span log before entry " + std::to_string(span_log_base_) +
                                                        " lives in the checkpoint, not in memory");
   for (std::size_t i = std::max(from, span_log_base_); i < std::min(until, span_log_base_ + span_log_.size()); ++i) {
     const auto& [attempt_id, index] = span_log_[i - span_log_base_];
-    const AttemptRecord& rec = attempts_[attempt_id - 1];
-    if (rec.spans_released) {
-      if (span_archive_)
+    if (attempt_released(attempt_id) || attempt_at(attempt_id).spans_released) {
+      if (spans_archived())
         throw StoreError(StoreError::invalid_argument,
                          "span log entry " + std::to_string(i) + " lives in the checkpoint, not in memory");
       continue;
     }
+    const AttemptRecord& rec = attempt_at(attempt_id);
     const StoredSpan& span = rec.spans[index];
     w.u64(rec.attempt.rollout_id);
     w.u64(attempt_id);
@@ -136,14 +144,14 @@ std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) co
 
 std::pair<std::size_t, std::size_t> MemoryStore::log_lengths() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {history_.size(), span_log_base_ + span_log_.size()};
+  return {history_base_ + history_.size(), span_log_base_ + span_log_.size()};
 }
 
 MemoryStore::Imported MemoryStore::import_state(std::string_view tables, std::string_view history,
                                                 std::string_view span_log,
                                                 std::optional<std::uint64_t> lost_history_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!rollouts_.empty() || !attempts_.empty() || !resources_.empty())
+  if (rollout_count() != 0 || attempt_count() != 0 || !resources_.empty())
     throw StoreError(StoreError::invalid_argument, "import_state needs an empty store");
   // A snapshot that does not read leaves the store empty, as it was.
   try {
@@ -167,7 +175,8 @@ void MemoryStore::clear_locked() {
   workers_.clear();
   history_.clear();
   span_log_.clear();
-  span_log_base_ = release_scan_ = 0;
+  rollout_base_ = attempt_base_ = history_base_ = 0;
+  span_log_base_ = release_scan_ = archived_spans_end_ = 0;
   held_back_.clear();
   queue_.clear();
   watched_.clear();
@@ -212,26 +221,38 @@ void MemoryStore::import_tables(std::string_view tables, std::string_view histor
   if (in.remaining() != 0) throw DecodeError("store tables: trailing bytes");
 }
 
-// A rollout and its attempts, into the places their ids name (each empty until then).
-RolloutId MemoryStore::place_rollout(ByteReader& from, bool ended) {
-  Rollout r = decode_rollout(from);
-  if (r.id == 0 || r.id > rollouts_.size() || rollouts_[r.id - 1].rollout.id != 0)
-    throw DecodeError("store snapshot: a rollout out of place");
-  if (is_final(r.status) != ended || r.config.max_attempts < 1)
-    throw DecodeError("store snapshot: rollout " + std::to_string(r.id) + " is not what its place says");
-  RolloutRecord& rec = rollouts_[r.id - 1];
-  rec.rollout = std::move(r);
+// A rollout and its attempts as the tables and the history hold them.
+MemoryStore::ArchivedRollout MemoryStore::decode_history_rollout(ByteReader& from) {
+  ArchivedRollout r;
+  r.rollout = decode_rollout(from);
   const std::uint32_t attempts = from.u32();
+  if (attempts != r.rollout.attempt_count) throw DecodeError("store snapshot: an attempt count that does not add up");
   for (std::uint32_t k = 0; k < attempts; ++k) {
-    Attempt a = decode_attempt(from);
-    if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0 || a.rollout_id != rec.rollout.id)
-      throw DecodeError("store snapshot: an attempt out of place");
+    Attempt& a = r.attempts.emplace_back(decode_attempt(from));
+    if (a.rollout_id != r.rollout.id) throw DecodeError("store snapshot: an attempt of another rollout");
     if (a.sequence_id != k + 1) throw DecodeError("store snapshot: attempts out of order");
+  }
+  return r;
+}
+
+// A rollout and its attempts, into the places their ids name (each empty until then). An
+// import fills an empty store: every id is in memory.
+RolloutId MemoryStore::place_rollout(ByteReader& from, bool ended) {
+  ArchivedRollout r = decode_history_rollout(from);
+  const RolloutId id = r.rollout.id;
+  if (id == 0 || id > rollouts_.size() || rollouts_[id - 1].rollout.id != 0)
+    throw DecodeError("store snapshot: a rollout out of place");
+  if (is_final(r.rollout.status) != ended || r.rollout.config.max_attempts < 1)
+    throw DecodeError("store snapshot: rollout " + std::to_string(id) + " is not what its place says");
+  RolloutRecord& rec = rollouts_[id - 1];
+  rec.rollout = std::move(r.rollout);
+  for (Attempt& a : r.attempts) {
+    if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0)
+      throw DecodeError("store snapshot: an attempt out of place");
     rec.attempts.push_back(a.id);
     attempts_[a.id - 1].attempt = std::move(a);
   }
-  if (attempts != rec.rollout.attempt_count) throw DecodeError("store snapshot: an attempt count that does not add up");
-  return rec.rollout.id;
+  return id;
 }
 
 // The history: ended rollouts and resources versions, in the order they came.
@@ -240,7 +261,9 @@ void MemoryStore::import_history(std::string_view history) {
   while (past.remaining() > 0) {
     const std::uint8_t kind = past.u8();
     if (kind == HistoryEntry::rollout) {
-      history_.push_back(HistoryEntry{HistoryEntry::rollout, place_rollout(past, true)});
+      const RolloutId id = place_rollout(past, true);
+      rollouts_[id - 1].history_entry = history_.size();
+      history_.push_back(HistoryEntry{HistoryEntry::rollout, id});
     } else if (kind == HistoryEntry::resources) {
       ResourcesVersion v = decode_resources(past);
       if (v.id == 0 || v.id > resources_.size() || resources_[v.id - 1].id != 0)
@@ -266,6 +289,7 @@ void MemoryStore::place_lost(std::uint8_t kind, std::uint64_t id) {
     rec.rollout.id = id;
     rec.rollout.status = RolloutStatus::failed;  // ended, as all the history's rollouts
     rec.lost = true;
+    rec.history_entry = history_.size();
   } else if (kind == HistoryEntry::lost_attempt) {
     check_free(attempts_.size(), [&] { return attempts_[id - 1].attempt.id != 0; });
     AttemptRecord& rec = attempts_[id - 1];
@@ -338,7 +362,7 @@ std::vector<RolloutId> MemoryStore::requeue_unended() {
   for (RolloutRecord& rec : rollouts_) {
     if (is_final(rec.rollout.status)) continue;
     if (!rec.attempts.empty()) {
-      AttemptRecord& latest = attempts_[rec.attempts.back() - 1];
+      AttemptRecord& latest = attempt_at(rec.attempts.back());
       if (!is_final(latest.attempt.status)) set_attempt_status(latest, AttemptStatus::unresponsive, now);
     }
     set_rollout_status(rec, RolloutStatus::requeuing, now);
@@ -361,11 +385,13 @@ std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vecto
   release_scan_ = std::max(release_scan_, until_entry);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  if (spans_archived()) archived_spans_end_ = std::max(archived_spans_end_, until_entry);
   std::size_t released = 0;
   for (AttemptId id : candidates) {
-    AttemptRecord& rec = attempts_[id - 1];
+    if (attempt_released(id)) continue;
+    AttemptRecord& rec = attempt_at(id);
     if (rec.spans_released || rec.spans.empty()) continue;
-    const Rollout& rollout = rollouts_[rec.attempt.rollout_id - 1].rollout;
+    const Rollout& rollout = rollout_at(rec.attempt.rollout_id).rollout;
     if (!is_final(rollout.status) || kept.count(rollout.id) || rec.last_log_entry >= until_entry) {
       held_back_.push_back(id);  // it may still take spans, or be trained on
       continue;
@@ -375,16 +401,126 @@ std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vecto
     std::vector<StoredSpan>().swap(rec.spans);
     rec.spans_released = true;
   }
-  while (!span_log_.empty() && attempts_[span_log_.front().first - 1].spans_released) {
+  while (!span_log_.empty() &&
+         (attempt_released(span_log_.front().first) || attempt_at(span_log_.front().first).spans_released)) {
     span_log_.pop_front();
     ++span_log_base_;
   }
   return released;
 }
 
-void MemoryStore::set_span_archive(std::shared_ptr<SpanArchive> archive) {
+// Front to back, so that ids stay an offset into the tables: a rollout that is slow to end
+// holds back the ones after it until it has.
+std::size_t MemoryStore::release_records(std::size_t until_history_entry, const std::vector<RolloutId>& keep) {
   std::lock_guard<std::mutex> lock(mutex_);
-  span_archive_ = std::move(archive);
+  if (!archive_) return 0;
+  const std::unordered_set<RolloutId> kept(keep.begin(), keep.end());
+  auto releasable = [&](const RolloutRecord& rec) {
+    if (!is_final(rec.rollout.status) || rec.history_entry >= until_history_entry || kept.count(rec.rollout.id))
+      return false;
+    return std::all_of(rec.attempts.begin(), rec.attempts.end(),
+                       [&](AttemptId id) { return attempt_at(id).spans.empty(); });  // let go of, or none
+  };
+  std::size_t released = 0;
+  while (!rollouts_.empty() && releasable(rollouts_.front())) {
+    rollouts_.pop_front();
+    ++rollout_base_;
+    ++released;
+  }
+  // An attempt goes with its rollout (a lost one has none), once the ones before it have gone.
+  while (!attempts_.empty() &&
+         (attempts_.front().attempt.rollout_id == 0 || rollout_released(attempts_.front().attempt.rollout_id))) {
+    attempts_.pop_front();
+    ++attempt_base_;
+  }
+  // The history's entries a checkpoint holds, up to the first rollout still in memory.
+  while (!history_.empty() && history_base_ < until_history_entry &&
+         (history_.front().kind != HistoryEntry::rollout || rollout_released(history_.front().id))) {
+    history_.pop_front();
+    ++history_base_;
+  }
+  return released;
+}
+
+std::shared_ptr<StoreArchive> MemoryStore::archive() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return archive_;
+}
+
+std::vector<MemoryStore::ArchivedRollout> MemoryStore::read_back(const std::vector<RolloutId>& ids) {
+  std::vector<ArchivedRollout> out;
+  if (ids.empty()) return out;
+  const std::shared_ptr<StoreArchive> archive = this->archive();
+  auto gone = [](RolloutId id, const std::string& why) {
+    return StoreError(StoreError::not_found,
+                      log::concat("rollout ", id, " left rank 0's memory for the checkpoint, ", why));
+  };
+  if (!archive) throw gone(ids.front(), "which is no longer read");
+  std::unordered_set<RolloutId> wanted(ids.begin(), ids.end());
+  try {
+    const std::string history = archive->history();
+    for (ByteReader past(history); past.remaining() > 0 && out.size() < wanted.size();) {
+      const std::uint8_t kind = past.u8();
+      if (kind == HistoryEntry::rollout) {
+        ArchivedRollout r = decode_history_rollout(past);
+        if (wanted.count(r.rollout.id)) out.push_back(std::move(r));
+      } else if (kind == HistoryEntry::resources) {
+        decode_resources(past);
+      } else if (kind >= HistoryEntry::lost_rollout && kind <= HistoryEntry::lost_resources) {
+        past.u64();
+      } else {
+        throw DecodeError("store history: unknown record " + std::to_string(kind));
+      }
+    }
+  } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
+    throw gone(ids.front(), std::string("which did not read back: ") + e.what());
+  }
+  if (out.size() < wanted.size()) throw gone(ids.front(), "which does not hold it");
+  return out;
+}
+
+// A rollout let go of: its spans are in the archive's span log, before the entries it was told of.
+std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const SpanFilter& filter) {
+  AttemptId attempt = filter.attempt_id;
+  if (attempt == latest_attempt) {
+    if (r.attempts.empty()) return {};
+    attempt = r.attempts.back().id;
+  } else if (attempt != 0 &&
+             std::none_of(r.attempts.begin(), r.attempts.end(), [&](const Attempt& a) { return a.id == attempt; })) {
+    throw StoreError(StoreError::not_found, log::concat("no attempt ", attempt, " of rollout ", r.rollout.id));
+  }
+  std::size_t end = 0;
+  std::shared_ptr<StoreArchive> archive;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    end = archived_spans_end_;
+    archive = archive_;
+  }
+  std::vector<Span> out;
+  if (!archive || !archive->holds_spans()) {  // not kept: as for spans let go of without their records
+    if (filter.attempt_id == 0) return out;
+    throw StoreError(StoreError::not_found, log::concat("rollout ", r.rollout.id, spans_not_kept));
+  }
+  if (end == 0) return out;
+  try {
+    for (const SpanLogEntry& entry : archive->read(0, end - 1)) {
+      if (entry.rollout_id != r.rollout.id || (attempt != 0 && entry.attempt_id != attempt) ||
+          entry.sequence_id <= filter.after_sequence_id)
+        continue;
+      Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
+      if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
+    }
+  } catch (const std::exception& e) {
+    throw StoreError(StoreError::not_found,
+                     log::concat("rollout ", r.rollout.id,
+                                 ": its spans live in the checkpoint, which did not read back: ", e.what()));
+  }
+  return out;
+}
+
+void MemoryStore::set_archive(std::shared_ptr<StoreArchive> archive) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  archive_ = std::move(archive);
 }
 
 }  // namespace arclight::store

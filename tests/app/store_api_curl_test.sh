@@ -89,6 +89,7 @@ check '[ "$status" = 200 ] && [ "$(field status)" = succeeded ] && [ "$(field en
   "the attempt succeeds (got $status $body)"
 request GET "$api/rollouts/$rid"
 check '[ "$(field status)" = succeeded ] && [ "$(field attempt attempt_id)" = "$aid" ]' "the rollout succeeded ($body)"
+rollout_in_memory=$body
 request POST "$api/waits/rollouts" "{\"rollout_ids\": [\"$rid\", \"ro-999999\"], \"timeout\": 0.1}"
 check '[ "$status" = 200 ] && [ "$(field 0 rollout_id)" = "$rid" ] && [ "$(python3 -c "import json,sys; print(len(json.loads(sys.argv[1])))" "$body")" = 1 ]' \
   "waits/rollouts: the ended one, unknown ids left out ($body)"
@@ -142,14 +143,19 @@ check '[ "$status" = 400 ]' "OTLP as JSON: 400 (got $status)"
 request POST "$base/v1/metrics" "" -H 'Content-Type: application/x-protobuf' --data-binary ''
 check '[ "$status" = 501 ] && [ -n "$(field detail)" ]' "OTLP metrics: 501, as Agent Lightning answers (got $status $body)"
 
-# Once a version holds our ended rollout's span (a checkpoint every step), rank 0 lets go of it; a search reads it
-# back from the checkpoint, the same (issue 11, point 3).
+# Once a version holds our ended rollout's span and record (a checkpoint every step), rank 0 lets go of them; a search
+# reads them back from the checkpoint, the same, and a change is refused as before (issue 11, point 3).
 steps_now=$(grep -c '^step=' "$work/out")
 for _ in $(seq 300); do [ "$(grep -c '^step=' "$work/out")" -ge $((steps_now + 3)) ] && break; sleep 0.1; done
-check '[ "$(grep -c "^step=" "$work/out")" -ge $((steps_now + 3)) ] && grep -q "spans left rank 0.s memory" "$work/err"' \
-  "three more steps, each checkpointed, and spans let go of: $(grep -c "^step=" "$work/out") steps, $(tail -2 "$work/err")"
+let_go='[1-9][0-9]* spans and [1-9][0-9]* rollouts left rank 0.s memory'
+check '[ "$(grep -c "^step=" "$work/out")" -ge $((steps_now + 3)) ] && grep -q "$let_go" "$work/err"' \
+  "three more steps, each checkpointed, and spans and records let go of: $(grep -c "^step=" "$work/out") steps, $(tail -2 "$work/err")"
 request POST "$api/spans/search" "{\"rollout_id\": \"$rid\", \"attempt_id\": \"latest\", \"name_contains\": \"annotation\"}"
 check '[ "$status" = 200 ] && [ "$body" = "$span_in_memory" ]' "the span read back from the checkpoint: $status $body"
+request GET "$api/rollouts/$rid"
+check '[ "$status" = 200 ] && [ "$body" = "$rollout_in_memory" ]' "the rollout read back from the checkpoint: $status $body"
+request POST "$api/rollouts/$rid" '{"status": "cancelled"}'
+check '[ "$status" = 409 ]' "the rollout let go of takes no update: 409 (got $status $body)"
 
 # The job still trains; SIGUSR1 ends it at a checkpoint (exit 3), and the API goes with it.
 kill -USR1 "$(pgrep -P $job)"  # mpirun (under timeout) forwards SIGUSR1 to every rank
@@ -165,15 +171,17 @@ timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" --log-lev
   --store.http true --store.http_port 0 --resume auto >"$work/out" 2>"$work/err" &
 job=$!
 for _ in $(seq 600); do
-  [ -s "$url_file" ] && grep -q "spans left rank 0.s memory" "$work/err" && break
+  [ -s "$url_file" ] && grep -q "$let_go" "$work/err" && break
   kill -0 $job 2>/dev/null || break
   sleep 0.1
 done
 api=$(cat "$url_file")/v1/agl
 request POST "$api/spans/search" "{\"rollout_id\": \"$rid\", \"attempt_id\": \"latest\", \"name_contains\": \"annotation\"}"
-check 'grep -q "resuming from" "$work/err" && grep -q "spans left rank 0.s memory" "$work/err" &&
+check 'grep -q "resuming from" "$work/err" && grep -q "$let_go" "$work/err" &&
   [ "$status" = 200 ] && [ "$body" = "$span_in_memory" ]' \
   "after a resume, the span read back from the version: $status $body $(grep -E "resuming|error" "$work/err" | head -2)"
+request GET "$api/rollouts/$rid"
+check '[ "$status" = 200 ] && [ "$body" = "$rollout_in_memory" ]' "after a resume, the rollout read back: $status $body"
 kill -USR1 "$(pgrep -P $job)"
 wait $job; rc=$?
 check '[ "$rc" = 3 ] || [ "$rc" = 0 ]' "the resumed job ends (exit $rc): $(tail -3 "$work/err")"

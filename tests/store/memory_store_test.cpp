@@ -1,10 +1,13 @@
 #include "arclight/store/memory_store.hpp"
 
 #include "arclight/core/bytes.hpp"
+#include "arclight/store/record_codec.hpp"
+#include "arclight/store/span_record.hpp"
 
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <map>
 #include <thread>
 
 #include "store_suite.hpp"
@@ -324,21 +327,29 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
   BOOST_CHECK_THROW(fourth.import_state(whole.tables, whole.history + lost_again, whole.span_log), DecodeError);
 }
 
-// A checkpoint's span log as an archive: the entries it was asked for are counted.
-class LogArchive : public SpanArchive {
+// A checkpoint's logs as an archive: the reads are counted.
+class LogArchive : public StoreArchive {
  public:
-  explicit LogArchive(const std::string& log) : entries_(decode_span_log(log)) {}
+  explicit LogArchive(const MemoryStore::Snapshot& committed)
+      : entries_(decode_span_log(committed.span_log)), history_(committed.history) {}
   std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override {
     if (broken) throw std::runtime_error("the file is gone");
     ++reads;
     if (last >= entries_.size()) throw std::runtime_error("beyond the log");
     return {entries_.begin() + std::ptrdiff_t(first), entries_.begin() + std::ptrdiff_t(last) + 1};
   }
-  int reads = 0;
-  bool broken = false;
+  std::string history() override {
+    if (broken) throw std::runtime_error("the file is gone");
+    ++history_reads;
+    return history_;
+  }
+  bool holds_spans() const override { return spans; }
+  int reads = 0, history_reads = 0;
+  bool broken = false, spans = true;
 
  private:
   std::vector<SpanLogEntry> entries_;
+  std::string history_;
 };
 
 // Issue 11, point 3: spans that a committed checkpoint holds leave rank 0's memory once their rollouts are trained
@@ -375,8 +386,8 @@ BOOST_AUTO_TEST_CASE(released_spans_leave_memory_and_read_back_the_same) {
   };
   const auto before = spans_of(trained);
   const std::uint64_t bytes_before = store.statistics().span_bytes;
-  auto archive = std::make_shared<LogArchive>(committed.span_log);
-  store.set_span_archive(archive);
+  auto archive = std::make_shared<LogArchive>(committed);
+  store.set_archive(archive);
 
   BOOST_TEST(store.release_spans(committed.span_log_end, {untrained}) == 3u);
   BOOST_TEST(store.statistics().span_bytes < bytes_before - 600);
@@ -408,6 +419,118 @@ BOOST_AUTO_TEST_CASE(released_spans_leave_memory_and_read_back_the_same) {
     store.query_spans(f, {});
     BOOST_ERROR("a broken archive answered");
   } catch (const StoreError& e) {
+    BOOST_TEST(std::string(e.what()).find("did not read back") != std::string::npos, e.what());
+  }
+}
+
+// A rollout and its attempts as bytes, to compare whole records.
+std::string record_bytes(MemoryStore& store, RolloutId id) {
+  std::string out;
+  ByteWriter w(out);
+  encode_rollout(w, store.get_rollout(id));
+  for (const Attempt& a : store.query_attempts(id)) encode_attempt(w, a);
+  encode_attempt(w, store.get_latest_attempt(id));
+  SpanFilter f;
+  f.rollout_id = id;
+  for (const Span& s : store.query_spans(f, {}).items) {
+    w.u64(s.sequence_id);
+    encode_span_body(w, s);
+  }
+  return out;
+}
+
+// Issue 11, point 3: once a committed checkpoint's history holds them, the records of rollouts trained on leave
+// memory too, oldest first; a query reads them back the same, a change is refused as for any ended rollout, ids go
+// on, and the exports go on from the checkpoint.
+BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  auto run = [&](const char* task, bool end) {
+    const RolloutId id = store.enqueue(suite::task(task)).id;
+    auto taken = *store.dequeue("w");
+    Span s;
+    s.rollout_id = id;
+    s.attempt_id = taken.attempt.id;
+    s.name = std::string(task) + " span";
+    store.add_span(s);
+    if (end) store.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+    clock.advance(1);
+    return id;
+  };
+  const RolloutId trained = run("trained", true), untrained = run("untrained", true), running = run("running", false);
+  const MemoryStore::Snapshot committed = store.export_state();
+  const RolloutId later = run("later", true);
+  std::map<RolloutId, std::string> before;
+  for (RolloutId id : {trained, untrained, running, later}) before[id] = record_bytes(store, id);
+  const Statistics stats = store.statistics();
+  auto archive = std::make_shared<LogArchive>(committed);
+  BOOST_TEST(store.release_records(committed.history_end, {}) == 0u, "no archive, no release");
+  store.set_archive(archive);
+  BOOST_TEST(store.release_records(committed.history_end, {}) == 0u, "the spans first");
+  store.release_spans(committed.span_log_end, {untrained});
+  BOOST_TEST(store.release_records(committed.history_end, {untrained}) == 1u);  // the untrained one holds the rest
+
+  BOOST_TEST(record_bytes(store, trained) == before[trained], "read back from the archive");
+  BOOST_TEST(archive->history_reads > 0);
+  for (RolloutId id : {untrained, running, later}) BOOST_TEST(record_bytes(store, id) == before[id]);
+  const std::vector<Rollout> waited = store.wait_for_rollouts({untrained, trained}, 0);
+  BOOST_TEST(waited.size() == 2u);
+  BOOST_TEST(waited.at(0).id == untrained);
+  BOOST_TEST(waited.at(1).id == trained);
+  RolloutFilter both;
+  both.ids = {trained, running};
+  BOOST_TEST(store.query_rollouts(both, {}).total == 2u);
+  BOOST_TEST(store.query_rollouts({}, {}).total == 3u, "a list of all: the rollouts in memory");
+  auto counts = [](const Statistics& s) {
+    return std::vector<std::size_t>(std::begin(s.rollouts), std::end(s.rollouts));
+  };
+  BOOST_TEST(counts(store.statistics()) == counts(stats), "the statistics count every rollout");
+  // Changes: refused, as for any ended rollout.
+  try {
+    store.cancel(trained);
+    BOOST_ERROR("a rollout let go of took a change");
+  } catch (const StoreError& e) {
+    BOOST_TEST(static_cast<int>(e.code()) == static_cast<int>(StoreError::invalid_transition));
+    BOOST_TEST(std::string(e.what()).find("left rank 0's memory") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(store.start_attempt(trained, "w"), StoreError);
+  BOOST_CHECK_THROW(store.get_rollout(later + 10), StoreError);
+  // The exports go on from the checkpoint; before it, the history is the checkpoint's.
+  BOOST_CHECK_THROW(store.export_state(0, 0), StoreError);
+  const MemoryStore::Snapshot next = store.export_state(committed.history_end, committed.span_log_end);
+  BOOST_TEST(store.log_lengths().first == next.history_end);
+
+  // The rest go once trained on and in a checkpoint; ids go on after them.
+  store.update_attempt(running, store.get_latest_attempt(running).id, suite::status_update(AttemptStatus::succeeded));
+  const MemoryStore::Snapshot last = store.export_state(next.history_end, next.span_log_end);
+  MemoryStore::Snapshot whole = committed;
+  whole.history += next.history + last.history;
+  whole.span_log += next.span_log + last.span_log;
+  whole.tables = last.tables;
+  store.set_archive(archive = std::make_shared<LogArchive>(whole));
+  store.release_spans(last.span_log_end, {});
+  BOOST_TEST(store.release_records(last.history_end, {}) == 3u);
+  BOOST_TEST(store.query_rollouts({}, {}).total == 0u);
+  BOOST_TEST(store.query_attempts(AttemptFilter{}, {}).total == 0u);
+  const Statistics saved = store.statistics();
+  for (RolloutId id : {trained, untrained, later}) BOOST_TEST(record_bytes(store, id) == before[id]);
+  BOOST_TEST(to_string(store.get_rollout(running).status) == "succeeded");
+  BOOST_TEST(store.enqueue(suite::task("new")).id == later + 1);
+  BOOST_TEST(store.dequeue("w")->attempt.id == 5u);
+
+  // What the checkpoint holds imports whole, ids and all.
+  MemoryStore restored(clock);
+  restored.import_state(whole.tables, whole.history, whole.span_log);
+  for (RolloutId id : {trained, untrained, later}) BOOST_TEST(record_bytes(restored, id) == before[id]);
+  BOOST_TEST(counts(restored.statistics()) == counts(saved));
+
+  // A checkpoint that no longer reads is an answer, not the end of rank 0.
+  archive->broken = true;
+  try {
+    store.get_rollout(trained);
+    BOOST_ERROR("a broken archive answered");
+  } catch (const StoreError& e) {
+    BOOST_TEST(static_cast<int>(e.code()) == static_cast<int>(StoreError::not_found));
     BOOST_TEST(std::string(e.what()).find("did not read back") != std::string::npos, e.what());
   }
 }
@@ -444,9 +567,24 @@ BOOST_AUTO_TEST_CASE(spans_released_without_an_archive_are_not_kept) {
   } catch (const StoreError& e) {
     BOOST_TEST(std::string(e.what()).find("not kept") != std::string::npos, e.what());
   }
-  const std::vector<SpanLogEntry> log = decode_span_log(store.export_state().span_log);
+  const MemoryStore::Snapshot saved = store.export_state();
+  const std::vector<SpanLogEntry> log = decode_span_log(saved.span_log);
   BOOST_REQUIRE(log.size() == 1u);
   BOOST_TEST(log[0].rollout_id == open);
+
+  // With an archive of the history alone, the record goes too, and reads back without its spans.
+  const std::string before = store.get_rollout(id).input;
+  auto history_only = std::make_shared<LogArchive>(saved);
+  history_only->spans = false;
+  store.set_archive(history_only);
+  BOOST_TEST(store.release_records(saved.history_end, {}) == 1u);
+  BOOST_TEST(store.get_rollout(id).input == before);
+  f.attempt_id = 0;
+  BOOST_TEST(store.query_spans(f, {}).items.empty());
+  f.attempt_id = latest_attempt;
+  BOOST_CHECK_THROW(store.query_spans(f, {}), StoreError);
+  BOOST_TEST(history_only->reads == 0);
+  BOOST_TEST(decode_span_log(store.export_state(saved.history_end, 0).span_log).size() == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

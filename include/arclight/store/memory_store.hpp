@@ -25,13 +25,18 @@ struct SpanLogEntry {
 // A span log's entries (DecodeError on malformed bytes).
 std::vector<SpanLogEntry> decode_span_log(std::string_view log);
 
-// Where spans released from memory live: a committed checkpoint's span log. Called without
-// the store's lock, from any thread.
-class SpanArchive {
+// Where spans and records released from memory live: a committed checkpoint's span log and
+// history. Called without the store's lock, from any thread.
+class StoreArchive {
  public:
-  virtual ~SpanArchive() = default;
+  virtual ~StoreArchive() = default;
   // The entries [first, last] of the whole span log (positions as log_lengths counts them).
   virtual std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) = 0;
+  // The whole history, as export_history wrote it.
+  virtual std::string history() = 0;
+  // Whether it holds the spans the store lets go of (checkpoint.span_log = "all"); if not, they
+  // are not kept, and exports leave them out.
+  virtual bool holds_spans() const = 0;
 };
 
 // The store itself, in memory, thread-safe. Rank 0 owns one.
@@ -121,11 +126,18 @@ class MemoryStore : public Store {
   // still to be trained on) whose span log entries all come before `until_entry`. With an
   // archive (a checkpoint that holds those entries), queries read them back from it, and an
   // export can no longer begin before them; without one they are not kept, and exports leave
-  // them out. Returns how many spans it let go.
+  // them out (as with an archive that does not hold spans). Returns how many spans it let go.
   std::size_t release_spans(std::size_t until_entry, const std::vector<RolloutId>& keep);
-  void set_span_archive(std::shared_ptr<SpanArchive> archive);
+  // Then the records themselves, with an archive only: the oldest rollouts, ended, not in `keep`,
+  // their spans let go of and their history entries before `until_history_entry` (a checkpoint
+  // holds them), with their attempts. Ids go on; a call that names such a rollout reads it
+  // back from the archive (a query) or is refused as for any ended rollout (a change); queries
+  // of all rollouts or attempts list those in memory. Returns how many rollouts it let go.
+  std::size_t release_records(std::size_t until_history_entry, const std::vector<RolloutId>& keep);
+  void set_archive(std::shared_ptr<StoreArchive> archive);
 
  private:
+  static constexpr const char* spans_not_kept = ": its spans are not kept (checkpoint.span_log = \"none\")";
   struct StoredSpan {
     std::uint64_t sequence_id;
     std::string record;  // encode_span_body
@@ -136,6 +148,12 @@ class MemoryStore : public Store {
     std::vector<AttemptId> attempts;
     std::uint64_t queue_ticket = 0;      // matches the queue entry that is current
     std::uint64_t last_sequence_id = 0;  // the rollout's span counter
+    std::uint64_t history_entry = 0;     // where it ended in the history
+  };
+  // A rollout let go of, as the archive's history holds it.
+  struct ArchivedRollout {
+    Rollout rollout;
+    std::vector<Attempt> attempts;
   };
   struct AttemptRecord {
     Attempt attempt;
@@ -145,6 +163,15 @@ class MemoryStore : public Store {
     std::vector<StoredSpan> spans;
   };
 
+  // Records by id; the ones let go of come before rollout_base_ and attempt_base_.
+  RolloutRecord& rollout_at(RolloutId id) { return rollouts_[id - 1 - rollout_base_]; }
+  AttemptRecord& attempt_at(AttemptId id) { return attempts_[id - 1 - attempt_base_]; }
+  const AttemptRecord& attempt_at(AttemptId id) const { return attempts_[id - 1 - attempt_base_]; }
+  bool rollout_released(RolloutId id) const { return id != 0 && id <= rollout_base_; }
+  bool attempt_released(AttemptId id) const { return id != 0 && id <= attempt_base_; }
+  RolloutId rollout_count() const { return rollout_base_ + rollouts_.size(); }
+  AttemptId attempt_count() const { return attempt_base_ + attempts_.size(); }
+  // A rollout in memory; one let go of is refused as ended (callers that read read it back).
   RolloutRecord& rollout_record(RolloutId id);
   AttemptRecord& attempt_record(RolloutRecord& rollout, AttemptId id);
   RolloutRecord& create_rollout(NewRollout&& rollout, RolloutStatus status, double now);
@@ -164,6 +191,13 @@ class MemoryStore : public Store {
   void release_worker(const Attempt& attempt);
   // The spans a query wants from what query_spans gathered under the lock and the archive.
   std::vector<Span> archived_spans(const std::vector<const AttemptRecord*>& released, const SpanFilter& filter);
+  // Rollouts let go of, read back from the archive's history (without the lock); an id it does
+  // not hold is an error.
+  std::vector<ArchivedRollout> read_back(const std::vector<RolloutId>& ids);
+  std::shared_ptr<StoreArchive> archive() const;
+  bool spans_archived() const { return archive_ && archive_->holds_spans(); }
+  // A query's answer for a rollout let go of: its spans, from the archive's whole span log.
+  std::vector<Span> read_back_spans(const ArchivedRollout& rollout, const SpanFilter& filter);
   // The exports' work, under a lock the caller holds.
   std::string tables_locked() const;
   std::string history_locked(std::size_t from, std::size_t until) const;
@@ -173,6 +207,7 @@ class MemoryStore : public Store {
   // import_locked's steps (store_snapshot.cpp).
   void import_tables(std::string_view tables, std::string_view history, std::uint64_t lost_bytes);
   RolloutId place_rollout(ByteReader& from, bool ended);
+  static ArchivedRollout decode_history_rollout(ByteReader& from);
   void import_history(std::string_view history);
   void place_lost(std::uint8_t kind, std::uint64_t id);
   void mark_lost(Imported& imported);
@@ -187,8 +222,9 @@ class MemoryStore : public Store {
   std::condition_variable rollout_ended_;
   // Deques, not vectors: they grow a block at a time, never holding a copy of the whole table
   // as it moves (rank 0's peak memory), and records stay where they are.
-  std::deque<RolloutRecord> rollouts_;                     // by id - 1
-  std::deque<AttemptRecord> attempts_;                     // by id - 1
+  std::deque<RolloutRecord> rollouts_;                     // by id - 1 - rollout_base_
+  std::deque<AttemptRecord> attempts_;                     // by id - 1 - attempt_base_
+  std::size_t rollout_base_ = 0, attempt_base_ = 0;        // records let go of (release_records)
   std::deque<std::pair<RolloutId, std::uint64_t>> queue_;  // (rollout, ticket); stale entries are skipped
   std::unordered_set<AttemptId> watched_;                  // attempts the watchdog checks: not final, rollout not final
   std::unordered_map<std::string, Worker> workers_;
@@ -198,7 +234,8 @@ class MemoryStore : public Store {
   std::size_t span_log_base_ = 0;                             // from this entry on: the ones before were released
   std::size_t release_scan_ = 0;                              // release_spans looked at the entries before this one
   std::vector<AttemptId> held_back_;                          // ... and kept these attempts' spans, to look at again
-  std::shared_ptr<SpanArchive> span_archive_;
+  std::shared_ptr<StoreArchive> archive_;
+  std::size_t archived_spans_end_ = 0;  // the span log entries the archive holds, as release_spans was told
   struct HistoryEntry {
     // lost_*: a record a damaged checkpoint segment held; its id only
     enum Kind : std::uint8_t {
@@ -210,7 +247,8 @@ class MemoryStore : public Store {
     } kind;
     std::uint64_t id;
   };
-  std::deque<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made
+  std::deque<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made,
+  std::size_t history_base_ = 0;      // from this entry on: the ones before were let go of
   Statistics stats_;
 };
 

@@ -1,4 +1,4 @@
-#include "span_archive.hpp"
+#include "store_archive.hpp"
 
 #include <filesystem>
 
@@ -8,13 +8,20 @@
 
 namespace arclight::app {
 
-std::vector<store::SpanLogEntry> CheckpointSpanArchive::read(std::uint64_t first, std::uint64_t last) {
+namespace {
+std::string latest_in(const std::string& dir) {
+  const std::string latest = ckpt::latest_version(dir);
+  if (latest.empty()) throw Error("no LATEST version in " + dir);
+  return (std::filesystem::path(dir) / latest).string();
+}
+}  // namespace
+
+// LATEST links every segment of the logs before it: the logs only grow.
+std::vector<store::SpanLogEntry> CheckpointStoreArchive::read(std::uint64_t first, std::uint64_t last) {
+  if (!holds_spans_) throw Error("checkpoint.span_log = \"none\": the spans are not kept");
   std::lock_guard<std::mutex> lock(mutex_);
   const ckpt::CheckpointsHeld held;  // LATEST's version stays while it is read
-  const std::string latest = ckpt::latest_version(dir_);
-  if (latest.empty()) throw Error("no LATEST version in " + dir_);
-  // LATEST links every segment of the log before it: the log only grows.
-  const std::string version = (std::filesystem::path(dir_) / latest).string();
+  const std::string version = latest_in(dir_);
   std::vector<store::SpanLogEntry> out;
   std::uint64_t at = 0;  // the entry each segment begins with
   for (const std::string& segment : ckpt::log_segments(version, "/store/span_log")) {
@@ -33,8 +40,17 @@ std::vector<store::SpanLogEntry> CheckpointSpanArchive::read(std::uint64_t first
   return out;
 }
 
-const std::vector<store::SpanLogEntry>& CheckpointSpanArchive::entries_of(const std::string& version,
-                                                                          const std::string& segment) {
+std::string CheckpointStoreArchive::history() {
+  const ckpt::CheckpointsHeld held;
+  const std::string version = latest_in(dir_);
+  std::string whole;
+  for (const std::string& segment : ckpt::log_segments(version, "/store/history"))
+    whole += ckpt::read_log_segment(version, segment);
+  return whole;
+}
+
+const std::vector<store::SpanLogEntry>& CheckpointStoreArchive::entries_of(const std::string& version,
+                                                                           const std::string& segment) {
   if (cached_segment_ != segment) {
     cached_entries_ = store::decode_span_log(ckpt::read_log_segment(version, segment));
     cached_segment_ = segment;

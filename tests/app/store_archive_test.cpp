@@ -1,7 +1,7 @@
 // Rank 0's released spans read back from real checkpoint versions (issue 11, point 3): the
 // span log written over several versions (one segment each), the store letting go of the
 // spans the newest version holds, and every query answered as before.
-#include "../../src/app/span_archive.hpp"
+#include "../../src/app/store_archive.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -55,7 +55,7 @@ std::vector<std::string> spans_of(MemoryStore& store, RolloutId id) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(span_archive)
+BOOST_AUTO_TEST_SUITE(store_archive)
 
 BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
   TempDir dir;
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
 
   std::vector<std::vector<std::string>> before;
   for (RolloutId id : ids) before.push_back(spans_of(store, id));
-  store.set_span_archive(std::make_shared<app::CheckpointSpanArchive>(dir.dir()));
+  store.set_archive(std::make_shared<app::CheckpointStoreArchive>(dir.dir(), true));
   BOOST_TEST(store.release_spans(spans_from, {}) == 2u * (3 + 4 + 5));
   for (std::size_t i = 0; i < ids.size(); ++i) BOOST_TEST(spans_of(store, ids[i]) == before[i], "rollout " << ids[i]);
   BOOST_TEST(spans_of(store, unsaved).size() == 2u);
