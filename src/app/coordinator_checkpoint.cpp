@@ -380,8 +380,16 @@ std::string Coordinator::whole_history(std::size_t history_end) {
   try {
     return store_.export_history(0, history_end);
   } catch (const store::StoreError&) {
-    if (!archive_) throw;
-    return archive_->history() + store_.export_history(committed_history_, history_end);
+    std::string released;
+    try {
+      released = archive_->history();
+    } catch (const std::exception& e) {
+      throw Error(log::concat("the store has let go of records that only LATEST holds, and it does not read (",
+                              e.what(),
+                              "): this version cannot hold the whole history; resume from the newest good version "
+                              "(--resume auto)"));
+    }
+    return released + store_.export_history(committed_history_, history_end);
   }
 }
 

@@ -5,6 +5,7 @@
 #include "store_api.hpp"
 
 #include <iterator>
+#include <unordered_set>
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -192,8 +193,20 @@ HttpResponse StoreApi::query_rollouts(const HttpRequest& request) {
       if (const auto number = rollout_of(id)) filter.ids.push_back(*number);
     if (!ids.empty() && filter.ids.empty()) return json_answer(200, page_json({}, 0, page));
   }
+  std::vector<store::Rollout> candidates = store_.query_rollouts(filter, {}).items;
+  if (page.any_filter && !ids.empty()) {  // named ones too: a listing of all holds only the rollouts in rank 0's memory
+    store::RolloutFilter named;
+    for (const std::string& id : ids)
+      if (const auto number = rollout_of(id)) named.ids.push_back(*number);
+    std::unordered_set<store::RolloutId> listed;
+    for (const store::Rollout& r : candidates) listed.insert(r.id);
+    for (store::Rollout& r : store_.query_rollouts(named, {}).items)
+      if (listed.insert(r.id).second) candidates.push_back(std::move(r));
+    std::sort(candidates.begin(), candidates.end(),
+              [](const store::Rollout& a, const store::Rollout& b) { return a.id < b.id; });  // the store's order
+  }
   std::vector<store::Rollout> matches;
-  for (store::Rollout& r : store_.query_rollouts(filter, {}).items) {
+  for (store::Rollout& r : candidates) {
     const std::string name = rollout_name(r.id);
     Filters f(page.any_filter);
     f.add(statuses != 0, statuses & store::bit(r.status));

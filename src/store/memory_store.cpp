@@ -11,7 +11,6 @@ namespace {
 
 StoreError refused(const std::string& what) { return StoreError(StoreError::invalid_transition, what); }
 StoreError missing(const std::string& what) { return StoreError(StoreError::not_found, what); }
-constexpr const char* lost_with_damage = " was lost with a damaged checkpoint segment";
 constexpr const char* released_record =
     " has ended and left rank 0's memory for the checkpoint: it takes no more changes";
 
@@ -366,27 +365,27 @@ Page<Rollout> MemoryStore::query_rollouts(const RolloutFilter& filter, Paging pa
     return (filter.statuses == 0 || (filter.statuses & bit(r.status))) && (!filter.mode || *filter.mode == r.mode);
   };
   std::vector<Rollout> all;
+  std::vector<std::optional<Rollout>> named(filter.ids.size());  // by id: in memory, or read back below
   std::vector<RolloutId> released;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (filter.ids.empty()) {
       for (const RolloutRecord& rec : rollouts_)
         if (!rec.lost && matches(rec.rollout)) all.push_back(rec.rollout);
-    } else {
-      for (RolloutId id : filter.ids)
-        if (rollout_released(id))
-          released.push_back(id);
-        else if (id != 0 && id <= rollout_count() && !rollout_at(id).lost && matches(rollout_at(id).rollout))
-          all.push_back(rollout_at(id).rollout);
+      return page_of(std::move(all), paging);
+    }
+    for (std::size_t i = 0; i < filter.ids.size(); ++i) {
+      const RolloutId id = filter.ids[i];
+      if (rollout_released(id))
+        released.push_back(id);
+      else if (id != 0 && id <= rollout_count() && !rollout_at(id).lost)
+        named[i] = rollout_at(id).rollout;
     }
   }
-  for (ArchivedRollout& r : read_back(released))
-    if (matches(r.rollout)) all.push_back(std::move(r.rollout));
-  if (!released.empty()) {  // in the order asked for
-    std::unordered_map<RolloutId, std::size_t> order;
-    for (std::size_t i = 0; i < filter.ids.size(); ++i) order.emplace(filter.ids[i], i);
-    std::stable_sort(all.begin(), all.end(),
-                     [&](const Rollout& x, const Rollout& y) { return order.at(x.id) < order.at(y.id); });
+  std::unordered_map<RolloutId, ArchivedRollout> read = read_back(released);
+  for (std::size_t i = 0; i < filter.ids.size(); ++i) {  // in the order asked for; a lost one is left out
+    if (auto it = read.find(filter.ids[i]); it != read.end()) named[i] = it->second.rollout;
+    if (named[i] && matches(*named[i])) all.push_back(std::move(*named[i]));
   }
   return page_of(std::move(all), paging);
 }
@@ -399,9 +398,9 @@ Page<Attempt> MemoryStore::query_attempts(const AttemptFilter& filter, Paging pa
   std::vector<Attempt> all;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (filter.rollout_id == 0) {
+    if (filter.rollout_id == 0) {  // those of rollouts in memory (some of a rollout let go of may be left)
       for (const AttemptRecord& rec : attempts_)
-        if (!rec.lost && matches(rec.attempt)) all.push_back(rec.attempt);
+        if (!rec.lost && !rollout_released(rec.attempt.rollout_id) && matches(rec.attempt)) all.push_back(rec.attempt);
       return page_of(std::move(all), paging);
     }
     if (!rollout_released(filter.rollout_id)) {
@@ -410,8 +409,7 @@ Page<Attempt> MemoryStore::query_attempts(const AttemptFilter& filter, Paging pa
       return page_of(std::move(all), paging);
     }
   }
-  std::vector<ArchivedRollout> read = read_back({filter.rollout_id});
-  for (Attempt& a : read.at(0).attempts)
+  for (Attempt& a : read_back_one(filter.rollout_id).attempts)
     if (matches(a)) all.push_back(std::move(a));
   return page_of(std::move(all), paging);
 }
@@ -421,14 +419,14 @@ Attempt MemoryStore::get_latest_attempt(RolloutId rollout_id) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!rollout_released(rollout_id)) return attempt_record(rollout_record(rollout_id), latest_attempt).attempt;
   }
-  ArchivedRollout r = std::move(read_back({rollout_id}).at(0));
+  ArchivedRollout r = read_back_one(rollout_id);
   if (r.attempts.empty()) throw missing(name_of(r.rollout) + " has no attempt");
   return r.attempts.back();
 }
 
 Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
   std::vector<Span> all;
-  std::vector<const AttemptRecord*> released;
+  std::vector<ReleasedSpans> released;  // copies: the records may go once the lock is let go of
   bool record_released = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -442,7 +440,8 @@ Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
         attempts.push_back(&attempt_record(rollout, filter.attempt_id));
       }
       for (const AttemptRecord* rec : attempts) {
-        if (rec->spans_released) released.push_back(rec);
+        if (rec->spans_released)
+          released.push_back({rec->attempt.rollout_id, rec->attempt.id, rec->first_log_entry, rec->last_log_entry});
         for (const StoredSpan& stored : rec->spans) {
           if (stored.sequence_id <= filter.after_sequence_id) continue;
           Span span = decode_span_record(rec->attempt.rollout_id, rec->attempt.id, stored.sequence_id, stored.record);
@@ -451,9 +450,8 @@ Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
       }
     }
   }
-  // Released attempts never change again: their records are read without the lock.
   if (record_released)
-    all = read_back_spans(read_back({filter.rollout_id}).at(0), filter);
+    all = read_back_spans(read_back_one(filter.rollout_id), filter);
   else
     for (Span& span : archived_spans(released, filter)) all.push_back(std::move(span));
   // In the rollout's order: ids given by clients need not come in order, nor do attempts' spans.
@@ -461,25 +459,24 @@ Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
   return page_of(std::move(all), paging);
 }
 
-std::vector<Span> MemoryStore::archived_spans(const std::vector<const AttemptRecord*>& released,
-                                              const SpanFilter& filter) {
+std::vector<Span> MemoryStore::archived_spans(const std::vector<ReleasedSpans>& released, const SpanFilter& filter) {
   std::vector<Span> out;
   if (released.empty()) return out;
   const std::shared_ptr<StoreArchive> archive = this->archive();
-  for (const AttemptRecord* rec : released) {
-    const Attempt& a = rec->attempt;
+  for (const ReleasedSpans& rec : released) {
+    const std::string name = log::concat("attempt ", rec.attempt_id, " of rollout ", rec.rollout_id);
     if (!archive || !archive->holds_spans()) {  // not kept: a query of the rollout gets the spans there are, one
       if (filter.attempt_id == 0) continue;     // of this attempt an error
-      throw missing(name_of(a) + spans_not_kept);
+      throw missing(name + spans_not_kept);
     }
     try {
-      for (const SpanLogEntry& entry : archive->read(rec->first_log_entry, rec->last_log_entry)) {
-        if (entry.attempt_id != a.id || entry.sequence_id <= filter.after_sequence_id) continue;
+      for (const SpanLogEntry& entry : archive->read(rec.first_log_entry, rec.last_log_entry)) {
+        if (entry.attempt_id != rec.attempt_id || entry.sequence_id <= filter.after_sequence_id) continue;
         Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
         if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
       }
     } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
-      throw missing(name_of(a) + ": its spans live in the checkpoint, which did not read back: " + e.what());
+      throw missing(name + ": its spans live in the checkpoint, which did not read back: " + e.what());
     }
   }
   return out;
@@ -517,14 +514,20 @@ ResourcesVersion MemoryStore::update_resources(const std::string& name, std::str
   v.content = std::move(content);
   it->second.push_back(v.id);
   ++stats_.resources;
+  // The version before, no longer the latest: its content goes too if a checkpoint holds it.
+  ResourcesVersion& before = resources_[it->second[it->second.size() - 2] - 1];
+  if (content_archived(before)) std::string().swap(before.content);
   return v;
 }
 
 ResourcesVersion MemoryStore::get_resources(ResourcesId id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
-  if (resources_[id - 1].name.empty()) throw missing(log::concat("resources ", id, lost_with_damage));
-  return resources_[id - 1];
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
+    if (resources_[id - 1].name.empty()) throw missing(log::concat("resources ", id, lost_with_damage));
+    if (!content_archived(resources_[id - 1])) return resources_[id - 1];
+  }
+  return read_back_resources(id);
 }
 
 ResourcesVersion MemoryStore::get_latest_resources(const std::string& name) {
@@ -557,14 +560,13 @@ std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>
       else if (is_final(rollout_at(ids[i]).rollout.status))
         ended[i] = rollout_at(ids[i]).rollout;
   }
-  std::unordered_map<RolloutId, Rollout> read;
-  for (ArchivedRollout& r : read_back(released)) read.emplace(r.rollout.id, std::move(r.rollout));
+  const std::unordered_map<RolloutId, ArchivedRollout> read = read_back(released);
   std::vector<Rollout> out;  // as asked for
   for (std::size_t i = 0; i < ids.size(); ++i)
     if (ended[i])
       out.push_back(std::move(*ended[i]));
-    else if (auto it = read.find(ids[i]); it != read.end())
-      out.push_back(it->second);
+    else if (auto it = read.find(ids[i]); it != read.end())  // a lost one is left out
+      out.push_back(it->second.rollout);
   return out;
 }
 

@@ -176,6 +176,7 @@ void MemoryStore::clear_locked() {
   history_.clear();
   span_log_.clear();
   rollout_base_ = attempt_base_ = history_base_ = 0;
+  resources_released_ = 0;
   span_log_base_ = release_scan_ = archived_spans_end_ = 0;
   held_back_.clear();
   queue_.clear();
@@ -433,9 +434,15 @@ std::size_t MemoryStore::release_records(std::size_t until_history_entry, const 
     attempts_.pop_front();
     ++attempt_base_;
   }
-  // The history's entries a checkpoint holds, up to the first rollout still in memory.
+  // The history's entries a checkpoint holds, up to the first rollout still in memory; the
+  // content of resources versions with them, but for the latest of each name.
   while (!history_.empty() && history_base_ < until_history_entry &&
          (history_.front().kind != HistoryEntry::rollout || rollout_released(history_.front().id))) {
+    if (history_.front().kind == HistoryEntry::resources) {
+      resources_released_ = history_.front().id;
+      ResourcesVersion& v = resources_[resources_released_ - 1];
+      if (content_archived(v)) std::string().swap(v.content);
+    }
     history_.pop_front();
     ++history_base_;
   }
@@ -447,36 +454,70 @@ std::shared_ptr<StoreArchive> MemoryStore::archive() const {
   return archive_;
 }
 
-std::vector<MemoryStore::ArchivedRollout> MemoryStore::read_back(const std::vector<RolloutId>& ids) {
-  std::vector<ArchivedRollout> out;
-  if (ids.empty()) return out;
+void MemoryStore::walk_archived_history(const std::string& what,
+                                        const std::function<bool(ArchivedRollout&&)>& on_rollout,
+                                        const std::function<bool(ResourcesVersion&&)>& on_resources) {
   const std::shared_ptr<StoreArchive> archive = this->archive();
-  auto gone = [](RolloutId id, const std::string& why) {
-    return StoreError(StoreError::not_found,
-                      log::concat("rollout ", id, " left rank 0's memory for the checkpoint, ", why));
+  auto gone = [&](const std::string& why) {
+    return StoreError(StoreError::not_found, what + " left rank 0's memory for the checkpoint, " + why);
   };
-  if (!archive) throw gone(ids.front(), "which is no longer read");
-  std::unordered_set<RolloutId> wanted(ids.begin(), ids.end());
+  if (!archive) throw gone("which is no longer read");
   try {
     const std::string history = archive->history();
-    for (ByteReader past(history); past.remaining() > 0 && out.size() < wanted.size();) {
+    for (ByteReader past(history); past.remaining() > 0;) {
       const std::uint8_t kind = past.u8();
       if (kind == HistoryEntry::rollout) {
-        ArchivedRollout r = decode_history_rollout(past);
-        if (wanted.count(r.rollout.id)) out.push_back(std::move(r));
+        if (!on_rollout(decode_history_rollout(past))) return;
       } else if (kind == HistoryEntry::resources) {
-        decode_resources(past);
-      } else if (kind >= HistoryEntry::lost_rollout && kind <= HistoryEntry::lost_resources) {
+        if (!on_resources(decode_resources(past))) return;
+      } else if (kind == HistoryEntry::lost_rollout) {
+        ArchivedRollout lost;
+        lost.rollout.id = past.u64();
+        lost.lost = true;
+        if (!on_rollout(std::move(lost))) return;
+      } else if (kind == HistoryEntry::lost_attempt || kind == HistoryEntry::lost_resources) {
         past.u64();
       } else {
         throw DecodeError("store history: unknown record " + std::to_string(kind));
       }
     }
   } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
-    throw gone(ids.front(), std::string("which did not read back: ") + e.what());
+    throw gone(std::string("which did not read back: ") + e.what());
   }
-  if (out.size() < wanted.size()) throw gone(ids.front(), "which does not hold it");
+  throw gone("which does not hold it");
+}
+
+std::unordered_map<RolloutId, MemoryStore::ArchivedRollout> MemoryStore::read_back(const std::vector<RolloutId>& ids) {
+  std::unordered_map<RolloutId, ArchivedRollout> out;
+  if (ids.empty()) return out;
+  std::unordered_set<RolloutId> wanted(ids.begin(), ids.end());
+  walk_archived_history(
+      log::concat("rollout ", ids.front()),
+      [&](ArchivedRollout&& r) {
+        if (!wanted.erase(r.rollout.id)) return true;
+        if (!r.lost) out.emplace(r.rollout.id, std::move(r));
+        return !wanted.empty();
+      },
+      [](ResourcesVersion&&) { return true; });
   return out;
+}
+
+MemoryStore::ArchivedRollout MemoryStore::read_back_one(RolloutId id) {
+  auto read = read_back({id});
+  if (read.empty()) throw StoreError(StoreError::not_found, log::concat("rollout ", id, lost_with_damage));
+  return std::move(read.begin()->second);
+}
+
+ResourcesVersion MemoryStore::read_back_resources(ResourcesId id) {
+  ResourcesVersion found;
+  walk_archived_history(
+      log::concat("the content of resources ", id), [](ArchivedRollout&&) { return true; },
+      [&](ResourcesVersion&& v) {
+        if (v.id != id) return true;
+        found = std::move(v);
+        return false;
+      });
+  return found;
 }
 
 // A rollout let go of: its spans are in the archive's span log, before the entries it was told of.
@@ -501,14 +542,17 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
     if (filter.attempt_id == 0) return out;
     throw StoreError(StoreError::not_found, log::concat("rollout ", r.rollout.id, spans_not_kept));
   }
-  if (end == 0) return out;
+  // Its record does not say where in the log its spans are: the whole log, a bounded stretch at a time.
+  constexpr std::size_t stretch = 4096;
   try {
-    for (const SpanLogEntry& entry : archive->read(0, end - 1)) {
-      if (entry.rollout_id != r.rollout.id || (attempt != 0 && entry.attempt_id != attempt) ||
-          entry.sequence_id <= filter.after_sequence_id)
-        continue;
-      Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
-      if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
+    for (std::size_t first = 0; first < end; first += stretch) {
+      for (const SpanLogEntry& entry : archive->read(first, std::min(end, first + stretch) - 1)) {
+        if (entry.rollout_id != r.rollout.id || (attempt != 0 && entry.attempt_id != attempt) ||
+            entry.sequence_id <= filter.after_sequence_id)
+          continue;
+        Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
+        if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
+      }
     }
   } catch (const std::exception& e) {
     throw StoreError(StoreError::not_found,

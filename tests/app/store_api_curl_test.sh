@@ -156,6 +156,9 @@ request GET "$api/rollouts/$rid"
 check '[ "$status" = 200 ] && [ "$body" = "$rollout_in_memory" ]' "the rollout read back from the checkpoint: $status $body"
 request POST "$api/rollouts/$rid" '{"status": "cancelled"}'
 check '[ "$status" = 409 ]' "the rollout let go of takes no update: 409 (got $status $body)"
+request POST "$api/rollouts/search" "{\"rollout_id_in\": [\"$rid\"], \"rollout_id_contains\": \"no such\", \"filter_logic\": \"or\"}"
+check '[ "$status" = 200 ] && [ "$(field total)" = 1 ] && [ "$(field items 0 rollout_id)" = "$rid" ]' \
+  "a search naming it (filter_logic or) finds it: $status $body"
 
 # The job still trains; SIGUSR1 ends it at a checkpoint (exit 3), and the API goes with it.
 kill -USR1 "$(pgrep -P $job)"  # mpirun (under timeout) forwards SIGUSR1 to every rank

@@ -7,6 +7,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -251,6 +252,33 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
 }
 
 // A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
+// A checkpoint's logs as an archive: the reads are counted.
+class LogArchive : public StoreArchive {
+ public:
+  explicit LogArchive(const MemoryStore::Snapshot& committed)
+      : entries_(decode_span_log(committed.span_log)), history_(committed.history) {}
+  std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override {
+    if (broken) throw std::runtime_error("the file is gone");
+    ++reads;
+    if (on_read) on_read();
+    if (last >= entries_.size()) throw std::runtime_error("beyond the log");
+    return {entries_.begin() + std::ptrdiff_t(first), entries_.begin() + std::ptrdiff_t(last) + 1};
+  }
+  std::string history() override {
+    if (broken) throw std::runtime_error("the file is gone");
+    ++history_reads;
+    return history_;
+  }
+  bool holds_spans() const override { return spans; }
+  int reads = 0, history_reads = 0;
+  bool broken = false, spans = true;
+  std::function<void()> on_read;  // what the store's other threads do meanwhile
+
+ private:
+  std::vector<SpanLogEntry> entries_;
+  std::string history_;
+};
+
 // it held, their ids kept as lost, and its next export holds the loss, not a gap.
 BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost) {
   ManualClock clock;
@@ -325,32 +353,27 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
   marker.u64(lost);
   MemoryStore fourth(clock);
   BOOST_CHECK_THROW(fourth.import_state(whole.tables, whole.history + lost_again, whole.span_log), DecodeError);
+
+  // Lost rollouts leave memory with the rest, and stay lost when a query names them.
+  MemoryStore::Snapshot saved = snap(third);
+  third.set_archive(std::make_shared<LogArchive>(saved));
+  third.release_spans(saved.span_log_end, {});
+  BOOST_TEST(third.release_records(saved.history_end, {}) == 2u);  // the lost one and the kept one; open holds on
+  RolloutFilter named;
+  named.ids = {lost, kept, lost};
+  const std::vector<Rollout> found = third.query_rollouts(named, {}).items;
+  BOOST_TEST(found.size() == 1u);
+  BOOST_TEST(found.at(0).id == kept);
+  try {
+    third.get_latest_attempt(lost);
+    BOOST_ERROR("a lost rollout answered");
+  } catch (const StoreError& e) {
+    BOOST_TEST(std::string(e.what()).find("lost with a damaged checkpoint segment") != std::string::npos, e.what());
+  }
+  BOOST_TEST(third.wait_for_rollouts({lost, kept}, 0).size() == 1u);
+  spans.rollout_id = kept;
+  BOOST_TEST(third.query_spans(spans, {}).items.at(0).name == "kept span");
 }
-
-// A checkpoint's logs as an archive: the reads are counted.
-class LogArchive : public StoreArchive {
- public:
-  explicit LogArchive(const MemoryStore::Snapshot& committed)
-      : entries_(decode_span_log(committed.span_log)), history_(committed.history) {}
-  std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override {
-    if (broken) throw std::runtime_error("the file is gone");
-    ++reads;
-    if (last >= entries_.size()) throw std::runtime_error("beyond the log");
-    return {entries_.begin() + std::ptrdiff_t(first), entries_.begin() + std::ptrdiff_t(last) + 1};
-  }
-  std::string history() override {
-    if (broken) throw std::runtime_error("the file is gone");
-    ++history_reads;
-    return history_;
-  }
-  bool holds_spans() const override { return spans; }
-  int reads = 0, history_reads = 0;
-  bool broken = false, spans = true;
-
- private:
-  std::vector<SpanLogEntry> entries_;
-  std::string history_;
-};
 
 // Issue 11, point 3: spans that a committed checkpoint holds leave rank 0's memory once their rollouts are trained
 // on, and a query reads them back the same.
@@ -411,6 +434,12 @@ BOOST_AUTO_TEST_CASE(released_spans_leave_memory_and_read_back_the_same) {
   BOOST_TEST(store.release_spans(committed.span_log_end, {}) == 2u);
   BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 2u);  // "later", once a checkpoint holds it
   BOOST_TEST(spans_of(running).size() == 2u);
+  // The records may go while a query reads their spans from the archive (the store API's threads): the query has
+  // what it needs.
+  archive->on_read = [&] { store.release_records(committed.history_end, {}); };
+  BOOST_TEST(spans_of(trained) == before);
+  BOOST_TEST(store.query_rollouts({}, {}).total == 2u, "trained and untrained went, in the middle of the query");
+  archive->on_read = nullptr;
   // A checkpoint that no longer reads is an answer, not the end of rank 0.
   archive->broken = true;
   SpanFilter f;
@@ -457,6 +486,8 @@ BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
     clock.advance(1);
     return id;
   };
+  store.add_resources("policy", "weights 1");
+  store.update_resources("policy", "weights 2");
   const RolloutId trained = run("trained", true), untrained = run("untrained", true), running = run("running", false);
   const MemoryStore::Snapshot committed = store.export_state();
   const RolloutId later = run("later", true);
@@ -469,6 +500,17 @@ BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
   BOOST_TEST(store.release_records(committed.history_end, {}) == 0u, "the spans first");
   store.release_spans(committed.span_log_end, {untrained});
   BOOST_TEST(store.release_records(committed.history_end, {untrained}) == 1u);  // the untrained one holds the rest
+  // Resources versions a checkpoint holds keep their content on disk, but for the latest of a name.
+  const int history_reads = archive->history_reads;
+  BOOST_TEST(store.get_latest_resources("policy").content == "weights 2");
+  BOOST_TEST(archive->history_reads == history_reads);
+  BOOST_TEST(store.get_resources(1).content == "weights 1");
+  BOOST_TEST(store.get_resources(1).version == 1u);
+  BOOST_TEST(archive->history_reads == history_reads + 2);
+  store.update_resources("policy", "weights 3");
+  BOOST_TEST(store.get_resources(2).content == "weights 2");
+  BOOST_TEST(store.get_resources(3).content == "weights 3");
+  BOOST_TEST(archive->history_reads == history_reads + 3);
 
   BOOST_TEST(record_bytes(store, trained) == before[trained], "read back from the archive");
   BOOST_TEST(archive->history_reads > 0);
@@ -517,6 +559,7 @@ BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
   BOOST_TEST(to_string(store.get_rollout(running).status) == "succeeded");
   BOOST_TEST(store.enqueue(suite::task("new")).id == later + 1);
   BOOST_TEST(store.dequeue("w")->attempt.id == 5u);
+  BOOST_TEST(store.get_resources(2).content == "weights 2");
 
   // What the checkpoint holds imports whole, ids and all.
   MemoryStore restored(clock);

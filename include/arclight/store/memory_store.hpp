@@ -2,6 +2,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -137,6 +138,7 @@ class MemoryStore : public Store {
   void set_archive(std::shared_ptr<StoreArchive> archive);
 
  private:
+  static constexpr const char* lost_with_damage = " was lost with a damaged checkpoint segment";
   static constexpr const char* spans_not_kept = ": its spans are not kept (checkpoint.span_log = \"none\")";
   struct StoredSpan {
     std::uint64_t sequence_id;
@@ -154,6 +156,7 @@ class MemoryStore : public Store {
   struct ArchivedRollout {
     Rollout rollout;
     std::vector<Attempt> attempts;
+    bool lost = false;  // only its id: a damaged segment held it
   };
   struct AttemptRecord {
     Attempt attempt;
@@ -190,10 +193,26 @@ class MemoryStore : public Store {
   Worker& worker_record(const std::string& id, double now);
   void release_worker(const Attempt& attempt);
   // The spans a query wants from what query_spans gathered under the lock and the archive.
-  std::vector<Span> archived_spans(const std::vector<const AttemptRecord*>& released, const SpanFilter& filter);
-  // Rollouts let go of, read back from the archive's history (without the lock); an id it does
-  // not hold is an error.
-  std::vector<ArchivedRollout> read_back(const std::vector<RolloutId>& ids);
+  struct ReleasedSpans {
+    RolloutId rollout_id;
+    AttemptId attempt_id;
+    std::uint64_t first_log_entry, last_log_entry;
+  };
+  std::vector<Span> archived_spans(const std::vector<ReleasedSpans>& released, const SpanFilter& filter);
+  // Rollouts let go of, read back from the archive's history (without the lock), by id; one
+  // lost with a damaged segment is left out; an id it does not hold is an error.
+  std::unordered_map<RolloutId, ArchivedRollout> read_back(const std::vector<RolloutId>& ids);
+  ArchivedRollout read_back_one(RolloutId id);  // and a lost one is an error too
+  ResourcesVersion read_back_resources(ResourcesId id);
+  // Each record of the archive's history, until a visitor returns false; `what` names the
+  // record sought in the error a failed read becomes.
+  void walk_archived_history(const std::string& what, const std::function<bool(ArchivedRollout&&)>& on_rollout,
+                             const std::function<bool(ResourcesVersion&&)>& on_resources);
+  // A resources version whose content lives in the archive: one a checkpoint's history holds,
+  // not the latest of its name.
+  bool content_archived(const ResourcesVersion& v) const {
+    return v.id <= resources_released_ && !v.name.empty() && resources_by_name_.at(v.name).back() != v.id;
+  }
   std::shared_ptr<StoreArchive> archive() const;
   bool spans_archived() const { return archive_ && archive_->holds_spans(); }
   // A query's answer for a rollout let go of: its spans, from the archive's whole span log.
@@ -247,8 +266,9 @@ class MemoryStore : public Store {
     } kind;
     std::uint64_t id;
   };
-  std::deque<HistoryEntry> history_;  // rollouts as they ended, resource versions as they were made,
-  std::size_t history_base_ = 0;      // from this entry on: the ones before were let go of
+  std::deque<HistoryEntry> history_;    // rollouts as they ended, resource versions as they were made,
+  std::size_t history_base_ = 0;        // from this entry on: the ones before were let go of
+  ResourcesId resources_released_ = 0;  // versions up to this one: content_archived
   Statistics stats_;
 };
 
