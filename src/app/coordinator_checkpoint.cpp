@@ -2,8 +2,6 @@
 // background with the trainers' shares; and at start, the restore of a version (or a fresh start).
 #include <mpi.h>
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -361,8 +359,8 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
 }
 
 // Bounded memory: the spans of rollouts trained on leave rank 0 once a committed version holds
-// them (span_log = "all": a query reads them back from it), or at once (span_log = "none"); with
-// "all", their records go too once the version's history holds them.
+// them (span_log = "all": a query reads them back from it), or at once (span_log = "none"); their
+// records go too once the version's history holds them.
 void Coordinator::let_go_of_trained() {
   const std::size_t until =
       config_.checkpoint.span_log == "none" ? store_.log_lengths().second : committed_spans_.load();
@@ -370,7 +368,6 @@ void Coordinator::let_go_of_trained() {
   const std::size_t records = store_.release_records(committed_history_, next_);
   if (spans == 0 && records == 0) return;
   log::debug(spans, " spans and ", records, " rollouts left rank 0's memory");
-  malloc_trim(0);  // the freed records lie between live ones: glibc returns such pages only when asked
 }
 
 // The history up to `history_end` for a version that writes it whole: from memory, or, once the
