@@ -33,7 +33,7 @@ void IdleBackoff::idle() {
     yielded_ = 0;
   }
   if (!yield_ && now - since_ < spin_time) return;  // spinning costs nobody else a core
-  if (yield_ && reply_ && yielded_++ < yields) {
+  if (yield_ && (reply_ || burst_) && yielded_++ < yields) {
     sched_yield();
     return;
   }
@@ -41,6 +41,11 @@ void IdleBackoff::idle() {
   // Each wake-up costs a few microseconds of system time: sleep longer and longer, but while a
   // reply is young it may come any moment.
   if (!reply_ || now - since_ >= young) sleep_ = std::min(sleep_ * 2, max_sleep);
+}
+
+void IdleBackoff::reset() {
+  burst_ = !waiting_ || std::chrono::steady_clock::now() - since_ < young;
+  waiting_ = false;
 }
 
 bool try_receive(MPI_Comm comm, int source, int tag, std::string& bytes, int* from) {

@@ -8,7 +8,8 @@
 // between tests it first spins (while it has a core of its own) or yields (which hands the core
 // straight to the rank it waits for, when it has not) for a short while, so that a quick answer
 // costs no latency, then sleeps, each sleep twice the last, up to max_sleep: a long wait costs
-// about one wake-up per max_sleep.
+// about one wake-up per max_sleep. A rank awaiting the next message waits as for a reply while
+// messages come in a burst (the wait before was young): a server's clients answer soon then.
 #include <mpi.h>
 
 #include <chrono>
@@ -33,12 +34,13 @@ class IdleBackoff {
   // One empty poll: spin or yield while the wait is young, else sleep a little longer than last time.
   void idle();
   // Something arrived: the next wait starts afresh.
-  void reset() { waiting_ = false; }
+  void reset();
 
  private:
   bool yield_;  // rather than spin: this node has more ranks than cores
   bool reply_;  // awaiting a reply
   bool waiting_ = false;
+  bool burst_ = false;  // the wait before this one was young
   int yielded_ = 0;
   std::chrono::steady_clock::time_point since_;
   std::chrono::microseconds sleep_ = first_sleep;
