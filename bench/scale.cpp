@@ -9,6 +9,7 @@
 // worker; the clients' request latencies come to rank 0. Last line: one JSON object.
 //   bench_scale RUNNERS STEPS ROLLOUTS_PER_STEP STEP_SECONDS
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,14 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 constexpr int prompt_tokens = 21, response_tokens = 10, spans_per_episode = 3;
+
+// This process's user and system CPU seconds, every thread's.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 long rss_kib() {
   std::ifstream status("/proc/self/status");
@@ -84,7 +93,7 @@ int main(int argc, char** argv) {
   }
   const int share = per_step / runners;  // rollouts per logical runner per step
   std::vector<double> latencies;         // a client's, in seconds
-  double elapsed = 0;
+  double elapsed = 0, rank0_cpu = 0;  // rank 0's wall and CPU seconds serving
   long rss_before = 0, rss_after = 0;
   bool checks_pass = true;
   std::string why;
@@ -103,8 +112,10 @@ int main(int argc, char** argv) {
     comm::StoreServer server(MPI_COMM_WORLD, store);
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = Steady::now();
+    const double cpu0 = cpu_seconds();
     server.serve_until_all_done();
     elapsed = std::chrono::duration<double>(Steady::now() - t0).count();
+    rank0_cpu = cpu_seconds() - cpu0;
     rss_after = rss_kib();
     const Statistics stats = store.statistics();
     const std::uint64_t expected = static_cast<std::uint64_t>(steps) * per_step;
@@ -168,18 +179,24 @@ int main(int argc, char** argv) {
     const double demand = per_step / step_seconds;
     const double p50 = percentile(all, 0.50) * 1e3, p99 = percentile(all, 0.99) * 1e3;
     const double bytes_per_rollout = double(rss_after - rss_before) * 1024.0 / rollouts;
+    // On a cluster rank 0 has a core of its own; here four ranks share two. What one core of
+    // rank 0's CPU time serves (its scheduler overhead included) is its capacity there.
+    const double per_cpu_second = rollouts / rank0_cpu;
     std::printf(
         "%d logical runners on %d ranks, %d steps of %d rollouts: %.0f rollouts/s, %.0f spans/s, "
         "request latency p50 %.3f ms p99 %.3f ms; rank 0 grew %.0f bytes per rollout (it keeps every span); "
-        "demand %.0f rollouts/s (a step of %.2f s): capacity/demand %.2f; checks %s%s\n",
+        "demand %.0f rollouts/s (a step of %.2f s): capacity/demand %.2f; rank 0 used %.2f s of CPU in %.2f s: "
+        "%.0f rollouts per CPU second, %.2f times the demand on a core of its own; checks %s%s\n",
         runners, clients, steps, per_step, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
-        step_seconds, rollouts_per_s / demand, checks_pass ? "passed" : "FAILED: ", why.c_str());
+        step_seconds, rollouts_per_s / demand, rank0_cpu, elapsed, per_cpu_second, per_cpu_second / demand,
+        checks_pass ? "passed" : "FAILED: ", why.c_str());
     std::printf(
         "{\"runners\": %d, \"client_ranks\": %d, \"rollouts_per_s\": %.0f, \"spans_per_s\": %.0f, "
         "\"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, \"rank0_bytes_per_rollout\": %.0f, "
-        "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
+        "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"rank0_cpu_seconds\": %.3f, "
+        "\"rollouts_per_rank0_cpu_second\": %.0f, \"own_core_capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
         runners, clients, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand, rollouts_per_s / demand,
-        checks_pass ? "true" : "false");
+        rank0_cpu, per_cpu_second, per_cpu_second / demand, checks_pass ? "true" : "false");
   }
   MPI_Finalize();
   return checks_pass ? 0 : 1;
