@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   }
   const int share = per_step / runners;  // rollouts per logical runner per step
   std::vector<double> latencies;         // a client's, in seconds
-  double elapsed = 0, rank0_cpu = 0;  // rank 0's wall and CPU seconds serving
+  double elapsed = 0, rank0_cpu = 0;     // rank 0's wall and CPU seconds serving
   long rss_before = 0, rss_after = 0;
   bool checks_pass = true;
   std::string why;
