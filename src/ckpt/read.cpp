@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <future>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/bytes.hpp"
@@ -17,6 +21,7 @@
 #include "directory.hpp"
 #include "hdf5_io.hpp"
 #include "plan.hpp"
+#include "restore_helper.hpp"
 
 namespace arclight::ckpt {
 namespace fs = std::filesystem;
@@ -33,6 +38,15 @@ void check_name_matches_step(const std::string& path, std::int64_t step) {
     throw CorruptCheckpoint(path + ": holds step " + std::to_string(step) +
                             ", not the one its name says (a copy or a renamed version?)");
 }
+
+// One dataset of a tensor to read: where its bytes lie, and where its values go.
+struct PlannedRead {
+  std::string name;
+  hid_t set;
+  std::vector<float>* values;
+  std::size_t at, count;
+  StoredBytes where;
+};
 
 class Reader {
  public:
@@ -89,9 +103,11 @@ class Reader {
   }
   // A dataset's length as stored, before anything is read, its bytes taken in `ranges`:
   // datasets that share bytes would make a read allocate more than the files hold.
-  std::uint64_t take_stored(hid_t set, const std::string& name, std::size_t size, ByteRanges& ranges) {
+  std::uint64_t take_stored(hid_t set, const std::string& name, std::size_t size, ByteRanges& ranges,
+                            StoredBytes* stored = nullptr) {
     StoredBytes where;
     const std::uint64_t count = stored_extent(set, size, path_ + ": " + name, &where);
+    if (stored) *stored = where;
     if (count > 0 && !ranges.take(where))
       throw CorruptCheckpoint(path_ + ": " + name + " points at bytes another dataset holds (a forged link or offset)");
     return count;
@@ -125,15 +141,29 @@ class Reader {
     out.resize(at + count);
     read_checked(set.id, name, type, out.data() + at, count);
   }
-  // Reads a tensor's dataset of `size` values (or none, when `may_be_empty`) into `data`,
-  // checking its checksum; returns the number of values read.
-  std::size_t read_values(const std::string& name, float* data, std::size_t size, bool may_be_empty) {
-    Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
-    const std::size_t count = take_stored(set.id, name, sizeof(float), read_);
-    if (count != size && !(may_be_empty && count == 0))
+  // A tensor's dataset of `size` values (or none, when `may_be_empty`), opened and its length
+  // checked, into `plan`: its values go to `values` at `at`. Returns the number of values.
+  std::size_t plan_values(const std::string& name, std::vector<float>& values, std::size_t at, std::size_t size,
+                          bool may_be_empty, std::vector<PlannedRead>& plan) {
+    const hid_t id = open(name);
+    const Handle& set =
+        planned_.emplace_back(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+    PlannedRead read{name, set.id, &values, at, 0, {}};
+    read.count = take_stored(set.id, name, sizeof(float), read_, &read.where);
+    if (read.count != size && !(may_be_empty && read.count == 0))
       throw CorruptCheckpoint(path_ + ": " + name + " has the wrong size");
-    read_checked(set.id, name, H5T_NATIVE_FLOAT, data, count);
+    const std::size_t count = read.count;
+    plan.push_back(std::move(read));
     return count;
+  }
+  // Reads what `plan` names, in its order, each into place (the vectors grow to hold it, within
+  // the room reserved); the checksums are the helper's jobs.
+  void read_planned(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
+    for (const PlannedRead& p : plan) {
+      if (p.values->size() < p.at + p.count) p.values->resize(p.at + p.count);
+      read_checked(p.set, p.name, H5T_NATIVE_FLOAT, p.values->data() + p.at, p.count, &helper);
+    }
+    planned_.clear();
   }
   std::string bytes(const std::string& name) {
     auto v = dataset<char>(name, H5T_NATIVE_UINT8);
@@ -164,35 +194,50 @@ class Reader {
   }
 
  private:
-  // Reads `count` values of a dataset into `data` in pieces, the checksum of each piece
-  // computed while the next one is read, and checks it (and a link's length and checksum).
+  // Reads `count` values of a dataset into `data` in pieces and checks its checksum (and a
+  // link's length and checksum). With a helper the checksums are its jobs, each piece's summed
+  // while the next one is read, and a mismatch comes out of helper->finish(); without one the
+  // check is done when this returns.
   template <class T>
-  void read_checked(hid_t set, const std::string& name, hid_t type, T* data, std::size_t count) {
+  void read_checked(hid_t set, const std::string& name, hid_t type, T* data, std::size_t count,
+                    RestoreHelper* helper = nullptr) {
     const hsize_t piece = std::max<hsize_t>(1, piece_bytes / sizeof(T));
-    std::uint32_t crc = 0;
-    if (count <= piece) {  // one piece: read, then checked
-      if (count > 0 && H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        throw CorruptCheckpoint(path_ + ": cannot read " + name);
-      crc = crc32c(data, count * sizeof(T));
-    } else {
-      std::future<void> summing;  // the checksum of the piece before (declared after crc: joined first)
-      Handle file_space(H5Dget_space(set), H5Sclose, path_ + ": " + name);
-      for (hsize_t start = 0; start < count; start += piece) {
-        hsize_t n = std::min<hsize_t>(piece, count - start);
-        Handle memory(H5Screate_simple(1, &n, nullptr), H5Sclose, path_ + ": " + name);
-        if (H5Sselect_hyperslab(file_space.id, H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
-            H5Dread(set, type, memory.id, file_space.id, H5P_DEFAULT, data + start) < 0)
+    if (!helper) {
+      if (count <= piece) {  // one piece: read, then checked
+        if (count > 0 && H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
           throw CorruptCheckpoint(path_ + ": cannot read " + name);
-        if (summing.valid()) summing.get();
-        summing = std::async(std::launch::async,
-                             [&crc, at = data + start, n] { crc = crc32c_extend(crc, at, n * sizeof(T)); });
+        checksum_check(set, name, count)(crc32c(data, count * sizeof(T)));
+        return;
       }
-      summing.get();
+      RestoreHelper overlap;
+      read_checked(set, name, type, data, count, &overlap);
+      overlap.finish();
+      return;
     }
-    if (read_crc(set, path_ + ": " + name) != crc) throw CorruptCheckpoint(path_ + ": checksum mismatch in " + name);
-    auto link = linked_.find(name);
-    if (link != linked_.end() && (link->second.first != count || link->second.second != crc))
-      throw CorruptCheckpoint(path_ + ": " + name + " links to data that changed since this version was written");
+    auto crc = std::make_shared<std::uint32_t>(0);
+    Handle file_space(H5Dget_space(set), H5Sclose, path_ + ": " + name);
+    for (hsize_t start = 0; start < count; start += piece) {
+      hsize_t n = std::min<hsize_t>(piece, count - start);
+      Handle memory(H5Screate_simple(1, &n, nullptr), H5Sclose, path_ + ": " + name);
+      if (H5Sselect_hyperslab(file_space.id, H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0 ||
+          H5Dread(set, type, memory.id, file_space.id, H5P_DEFAULT, data + start) < 0)
+        throw CorruptCheckpoint(path_ + ": cannot read " + name);
+      helper->post([crc, at = data + start, n] { *crc = crc32c_extend(*crc, at, n * sizeof(T)); });
+    }
+    helper->post([crc, check = checksum_check(set, name, count)] { check(*crc); });
+  }
+
+  // What a dataset's checksum must be, and a link's length and checksum, as a check of the
+  // checksum of what was read. The checksum lies after the data in the file: read after it.
+  std::function<void(std::uint32_t)> checksum_check(hid_t set, const std::string& name, std::size_t count) {
+    const std::uint32_t expected = read_crc(set, path_ + ": " + name);
+    std::optional<std::pair<std::uint64_t, std::uint32_t>> link;
+    if (auto it = linked_.find(name); it != linked_.end()) link = it->second;
+    return [path = path_, name, expected, link, count](std::uint32_t crc) {
+      if (crc != expected) throw CorruptCheckpoint(path + ": checksum mismatch in " + name);
+      if (link && (link->first != count || link->second != crc))
+        throw CorruptCheckpoint(path + ": " + name + " links to data that changed since this version was written");
+    };
   }
 
   // Pieces of a read: large enough for the disk, small enough that each one's checksum
@@ -204,6 +249,7 @@ class Reader {
   LinkPolicy links_;
   ByteRanges read_;                                                        // every byte is read once
   std::map<std::string, std::pair<std::uint64_t, std::uint32_t>> linked_;  // length and checksum a link must find
+  std::deque<Handle> planned_;                                             // the datasets plan_values opened
 };
 
 void read_meta(Reader& r, Checkpoint& c) {
@@ -272,18 +318,34 @@ void reserve_model(Checkpoint& c, std::size_t total) {
 
 const char* const mixed_moments = ": optimizer state and parameters differ in size";
 
-// Tensor `i`'s values and moments, read and checked, into the flat vectors at `at`. They grow
-// to hold it (within the room reserved): zeroed just before the read, in the cache, rather than
-// all at once beforehand (a third slower here).
-void read_tensor(Reader& r, Checkpoint& c, std::size_t i, std::size_t at, Moments& moments) {
+// Tensor `i`'s values and moments, opened and their lengths checked, into `plan`: they go to
+// the flat vectors at `at`.
+void plan_tensor(Reader& r, Checkpoint& c, std::size_t i, std::size_t at, Moments& moments,
+                 std::vector<PlannedRead>& plan) {
   const TensorInfo& t = c.tensors[i];
-  for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq})
-    if (values->size() < at + t.size) values->resize(at + t.size);
-  r.read_values("/model/parameters/" + t.name, c.parameters.data() + at, t.size, false);
-  const std::size_t avg = r.read_values("/optim/exp_avg/" + t.name, c.exp_avg.data() + at, t.size, true);
-  const std::size_t avg_sq = r.read_values("/optim/exp_avg_sq/" + t.name, c.exp_avg_sq.data() + at, t.size, true);
+  r.plan_values("/model/parameters/" + t.name, c.parameters, at, t.size, false, plan);
+  const std::size_t avg = r.plan_values("/optim/exp_avg/" + t.name, c.exp_avg, at, t.size, true, plan);
+  const std::size_t avg_sq = r.plan_values("/optim/exp_avg_sq/" + t.name, c.exp_avg_sq, at, t.size, true, plan);
   if (avg != avg_sq) throw CorruptCheckpoint(r.path() + mixed_moments);
   if (t.size > 0) moments.add(avg > 0);
+}
+
+// The planned reads in the order their bytes lie in the files: the disk reads on instead of
+// seeking between a tensor's values and its moments. The helper faults in their room in that
+// order, ahead of the reads.
+void order_by_place(std::vector<PlannedRead>& plan, RestoreHelper& helper) {
+  std::sort(plan.begin(), plan.end(), [](const PlannedRead& a, const PlannedRead& b) {
+    return std::tie(a.where.device, a.where.inode, a.where.begin) <
+           std::tie(b.where.device, b.where.inode, b.where.begin);
+  });
+  for (const PlannedRead& p : plan) helper.fault_in(p.values->data() + p.at, p.count * sizeof(float));
+}
+
+// The offset of each tensor in the flat vectors, and one past the last.
+std::vector<std::size_t> tensor_offsets(const Checkpoint& c) {
+  std::vector<std::size_t> offsets{0};
+  for (const TensorInfo& t : c.tensors) offsets.push_back(offsets.back() + t.size);
+  return offsets;
 }
 
 // The model and the optimizer: every tensor read and checked, or (no_tensor_data) their
@@ -303,11 +365,16 @@ void read_model(Reader& r, Checkpoint& c, Contents contents) {
     // Room for every tensor at once, so that the reads go straight into place. A failure here
     // is this machine's memory, not the file: it is not skipped as corrupt.
     reserve_model(c, total);
+    const std::vector<std::size_t> offsets = tensor_offsets(c);
     Moments moments;
-    for (std::size_t i = 0, at = 0; i < c.tensors.size(); at += c.tensors[i].size, ++i)
-      read_tensor(r, c, i, at, moments);
+    std::vector<PlannedRead> plan;
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) plan_tensor(r, c, i, offsets[i], moments, plan);
+    RestoreHelper helper;
+    order_by_place(plan, helper);
+    r.read_planned(plan, helper);
+    helper.finish();
     if (moments.mixed()) throw CorruptCheckpoint(r.path() + mixed_moments);
-    if (!moments.some) c.exp_avg.clear(), c.exp_avg_sq.clear();
+    if (!moments.some) c.exp_avg = {}, c.exp_avg_sq = {};
   }
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
 }
@@ -396,7 +463,7 @@ Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadF
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &ranks);
   Checkpoint c;
-  std::vector<std::size_t> offsets{0};  // of each tensor in the flat vectors
+  std::vector<std::size_t> offsets;  // of each tensor in the flat vectors
   std::vector<std::vector<std::size_t>> shares;
   Moments moments;
   Outcome outcome = read_ok;
@@ -407,10 +474,18 @@ Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadF
     Reader r(path);
     read_meta(r, c);
     const std::uint64_t total = read_index(r, c);
-    for (const TensorInfo& t : c.tensors) offsets.push_back(offsets.back() + t.size);
+    offsets = tensor_offsets(c);
     shares = partition_tensors(c.tensors, ranks);
     reserve_model(c, total);
-    for (std::size_t i : shares[static_cast<std::size_t>(me)]) read_tensor(r, c, i, offsets[i], moments);
+    std::vector<PlannedRead> plan;
+    for (std::size_t i : shares[static_cast<std::size_t>(me)]) plan_tensor(r, c, i, offsets[i], moments, plan);
+    RestoreHelper helper;
+    order_by_place(plan, helper);
+    // Then the room of the rest, which the broadcasts fill (pages already in cost little).
+    for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq})
+      helper.fault_in(values->data(), total * sizeof(float));
+    r.read_planned(plan, helper);
+    helper.finish();
     for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(total);
   } catch (const CorruptCheckpoint& e) {
     outcome = damaged, failure = e.what();
@@ -437,7 +512,7 @@ Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadF
     broadcast(c.parameters, at, count, q, comm);
     if (agreed[1]) broadcast(c.exp_avg, at, count, q, comm), broadcast(c.exp_avg_sq, at, count, q, comm);
   }
-  if (!agreed[1]) c.exp_avg.clear(), c.exp_avg_sq.clear();
+  if (!agreed[1]) c.exp_avg = {}, c.exp_avg_sq = {};
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
   if (figures) figures->broadcast_seconds = seconds(sent);
   return c;

@@ -1,0 +1,43 @@
+#pragma once
+// A second thread for a restore. A restore fills fresh memory, and the kernel zeroes each page
+// on its first touch: here that took as long as reading the file. The helper faults the room in
+// ahead of the reads and computes the checksums of what was read, while the reading thread
+// waits on the disk.
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace arclight::ckpt {
+
+class RestoreHelper {
+ public:
+  RestoreHelper();
+  // Drops the jobs not begun and waits for the one under way: the memory they touch may be
+  // going away (a read that failed).
+  ~RestoreHelper();
+  RestoreHelper(const RestoreHelper&) = delete;
+  RestoreHelper& operator=(const RestoreHelper&) = delete;
+
+  // Faults in the pages of [begin, begin + bytes), which the reads will fill.
+  void fault_in(const void* begin, std::size_t bytes);
+  // Runs `job` after those posted before it. A job that throws ends the rest: finish rethrows.
+  void post(std::function<void()> job);
+  // Waits until every job has run; rethrows the first exception one raised.
+  void finish();
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable posted_, drained_;
+  std::deque<std::function<void()>> jobs_;
+  bool busy_ = false, stopping_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  // last: starts when the rest is ready
+};
+
+}  // namespace arclight::ckpt
