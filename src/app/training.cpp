@@ -167,13 +167,14 @@ void check_checkpoint_dir(const Config& config) {
 int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout& layout, const Placement& placement,
                  const std::string& resume, const std::string& effective_config, comm::StartupWatch& startup) {
   const auto start = Stopwatch::now();
+  const ProcessCpu cpu_at_start = ProcessCpu::now();
   const int rank = mpi.rank();
   const comm::Channels ch = comm::open_channels(layout, rank);
   const std::string secret = share_job_secret(rank);
   if (rank == 0) startup.end();  // the coordinator watches the control channel's pulses from here
   const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config, secret)
                              : run_worker(config, ch, layout, rank, placement.device, secret, startup);
-  write_usage(mpi, layout, compute_clock.seconds(), seconds_since(start),
+  write_usage(mpi, layout, cpu_at_start, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;
 }

@@ -34,14 +34,20 @@ double ComputeClock::seconds() {
   return total_;
 }
 
-void write_usage(const comm::MpiRuntime& mpi, const Layout& layout, double compute_seconds, double wall_seconds,
-                 const std::string& path) {
+ProcessCpu ProcessCpu::now() {
   rusage self{};
   getrusage(RUSAGE_SELF, &self);
+  return {seconds(self.ru_utime), seconds(self.ru_stime)};
+}
+
+void write_usage(const comm::MpiRuntime& mpi, const Layout& layout, const ProcessCpu& since, double compute_seconds,
+                 double wall_seconds, const std::string& path) {
+  const ProcessCpu now = ProcessCpu::now();
   std::ostringstream mine;
   mine << std::setprecision(6) << "{\"rank\": " << mpi.rank() << ", \"role\": \"" << role_name(layout.roles[mpi.rank()])
-       << "\", \"user_seconds\": " << seconds(self.ru_utime) << ", \"system_seconds\": " << seconds(self.ru_stime)
-       << ", \"compute_seconds\": " << compute_seconds << "}";
+       << "\", \"user_seconds\": " << now.user - since.user << ", \"system_seconds\": " << now.system - since.system
+       << ", \"compute_seconds\": " << compute_seconds << ", \"start_cpu_seconds\": " << since.user + since.system
+       << "}";
   const std::vector<std::string> all = mpi.gather(mine.str(), 0);
   if (mpi.rank() != 0) return;
   std::ofstream out(path);

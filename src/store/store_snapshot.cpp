@@ -119,11 +119,17 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
 // Released spans: with an archive, the log before them is the checkpoint's (an export
 // from there would have to read it back); without one, they are not kept.
 std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) const {
-  std::string out;
-  ByteWriter w(out);
   if (from < span_log_base_ && spans_archived())
     throw StoreError(StoreError::invalid_argument, "the span log before entry " + std::to_string(span_log_base_) +
                                                        " lives in the checkpoint, not in memory");
+  // The entries whose spans are in memory (those let go of and kept nowhere are left out).
+  struct Entry {
+    RolloutId rollout_id;
+    AttemptId attempt_id;
+    const StoredSpan* span;
+  };
+  std::vector<Entry> entries;
+  std::size_t bytes = 0;
   for (std::size_t i = std::max(from, span_log_base_); i < std::min(until, span_log_base_ + span_log_.size()); ++i) {
     const auto& [attempt_id, index] = span_log_[i - span_log_base_];
     if (attempt_released(attempt_id) || attempt_at(attempt_id).spans_released) {
@@ -133,11 +139,19 @@ std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) co
       continue;
     }
     const AttemptRecord& rec = attempt_at(attempt_id);
-    const StoredSpan& span = rec.spans[index];
-    w.u64(rec.attempt.rollout_id);
-    w.u64(attempt_id);
-    w.u64(span.sequence_id);
-    w.bytes(span.record);
+    entries.push_back({rec.attempt.rollout_id, attempt_id, &rec.spans[index]});
+    bytes += 3 * sizeof(std::uint64_t) + sizeof(std::uint32_t) + rec.spans[index].record.size();
+  }
+  // Tens of megabytes between checkpoints: grown by doubling, the copies and the fresh pages
+  // they fault in cost rank 0 twice over.
+  std::string out;
+  out.reserve(bytes);
+  ByteWriter w(out);
+  for (const Entry& e : entries) {
+    w.u64(e.rollout_id);
+    w.u64(e.attempt_id);
+    w.u64(e.span->sequence_id);
+    w.bytes(e.span->record);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real binary learns: on configs/tiny.toml (guess 1..7, fixed seed), the mean reward of
-# the last 5 steps beats the first 5, and every step's line is in metrics.jsonl.
+# the last 5 steps beats the first 5, and every step's line is in metrics.jsonl; usage.json has
+# every rank, its CPU over the training's window holding its compute, the start apart.
 # Usage: learning_smoke_test.sh BIN SOURCE_DIR [NP [extra train flags...]]
 set -u
 bin=$(realpath "$1"); src=$2; np=${3:-4}; shift 3 2>/dev/null || shift $#
@@ -25,6 +26,20 @@ print(sum(r[:5]) / 5, sum(r[-5:]) / 5)
 PY
 )
 echo "mean reward, first 5 steps: $first; last 5 steps: $last"
+usage=$(python3 - "$work/run/usage.json" "$np" <<'PY' 2>&1
+import json, sys
+u = json.load(open(sys.argv[1]))
+ranks = u["ranks"]
+assert len(ranks) == int(sys.argv[2]), f"{len(ranks)} ranks in usage.json"
+for r in ranks:
+    window = r["user_seconds"] + r["system_seconds"]
+    assert r["start_cpu_seconds"] > 0.05, f"rank {r['rank']}: start {r['start_cpu_seconds']} s"
+    assert r["compute_seconds"] <= window + 0.05, f"rank {r['rank']}: compute {r['compute_seconds']} > {window}"
+    assert window <= u["wall_seconds"] * u["node_cores"], f"rank {r['rank']}: {window} s of CPU"
+print("ok")
+PY
+)
+[ "$usage" = ok ] || fail "usage.json: $usage"
 python3 -c "import sys; sys.exit(0 if $last > $first + 0.2 else 1)" || fail "reward did not rise ($first -> $last)"
-echo "$((failures > 3 ? 0 : 3 - failures)) passed, $failures failed"
+echo "$((failures > 4 ? 0 : 4 - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -32,10 +32,17 @@ class ComputeClock {
   double total_ = 0;
 };
 
+// This process's user and system CPU seconds so far, every thread's.
+struct ProcessCpu {
+  double user = 0, system = 0;
+  static ProcessCpu now();
+};
+
 // Collective: every rank's role and its user, system and compute (`compute_seconds`) CPU
-// seconds, gathered by rank 0 into the JSON file `path` with the job's wall time and the
-// node's cores.
-void write_usage(const comm::MpiRuntime& mpi, const Layout& layout, double compute_seconds, double wall_seconds,
-                 const std::string& path);
+// seconds since `since` (the start of training: the wall time's window too), and the CPU
+// seconds before it (loading LibTorch, MPI's start), gathered by rank 0 into the JSON file
+// `path` with the window's wall time and the node's cores.
+void write_usage(const comm::MpiRuntime& mpi, const Layout& layout, const ProcessCpu& since, double compute_seconds,
+                 double wall_seconds, const std::string& path);
 
 }  // namespace arclight::app
