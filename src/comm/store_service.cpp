@@ -38,10 +38,14 @@ void StoreServer::reply(int source, std::string message) {
 }
 
 void StoreServer::complete_sends() {
-  for (std::size_t i = 0; i < send_requests_.size();) {
-    int done = 0;
-    MPI_Test(&send_requests_[i], &done, MPI_STATUS_IGNORE);
-    if (done) {
+  // One MPI_Testsome over all of them: an MPI_Test each would run the progress engine once per send.
+  int done = 0;
+  completed_.resize(send_requests_.size());
+  MPI_Testsome(static_cast<int>(send_requests_.size()), send_requests_.data(), &done, completed_.data(),
+               MPI_STATUSES_IGNORE);
+  if (done == MPI_UNDEFINED || done == 0) return;
+  for (std::size_t i = 0; i < send_requests_.size();) {  // completed ones are MPI_REQUEST_NULL now
+    if (send_requests_[i] == MPI_REQUEST_NULL) {
       send_requests_[i] = send_requests_.back();
       send_requests_.pop_back();
       send_buffers_[i] = std::move(send_buffers_.back());

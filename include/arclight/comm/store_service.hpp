@@ -72,6 +72,7 @@ class StoreServer {
   std::string buffer_;
   std::vector<MPI_Request> send_requests_;
   std::vector<std::string> send_buffers_;
+  std::vector<int> completed_;  // MPI_Testsome's indices
   std::vector<ParkedWait> parked_;
   bool holding_ = false;
   std::vector<HeldRequest> held_;
