@@ -215,8 +215,8 @@ int main(int argc, char** argv) {
         "{\"runners\": %d, \"client_ranks\": %d, \"rollouts_per_s\": %.0f, \"spans_per_s\": %.0f, "
         "\"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, \"rank0_bytes_per_rollout\": %.0f, "
         "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"rank0_cpu_seconds\": %.3f, "
-        "\"rank0_waiting_cpu_seconds\": %.3f, \"rollouts_per_rank0_cpu_second\": %.0f, "
-        "\"own_core_capacity_over_demand\": %.3f, \"own_core_counting_waits\": %.3f, \"checks_pass\": %s}\n",
+        "\"rank0_waiting_cpu_seconds\": %.3f, \"rollouts_per_serving_cpu_second\": %.0f, "
+        "\"own_core_less_waits_over_demand\": %.3f, \"own_core_capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
         runners, clients, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand, rollouts_per_s / demand,
         rank0_cpu, rank0_waiting, per_cpu_second, per_cpu_second / demand, rollouts / rank0_cpu / demand,
         checks_pass ? "true" : "false");

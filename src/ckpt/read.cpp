@@ -157,9 +157,10 @@ class Reader {
     return count;
   }
   // Reads what `plan` names, in its order, each into place (the vectors grow to hold it, within
-  // the room reserved); the checksums are the helper's jobs.
+  // the room reserved), until a checksum fails; the checksums are the helper's jobs.
   void read_planned(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
     for (const PlannedRead& p : plan) {
+      if (helper.failed()) break;  // a checksum did not match: helper.finish() says which
       if (p.values->size() < p.at + p.count) p.values->resize(p.at + p.count);
       read_checked(p.set, p.name, H5T_NATIVE_FLOAT, p.values->data() + p.at, p.count, &helper);
     }

@@ -42,6 +42,11 @@ void RestoreHelper::post(std::function<void()> job) {
   posted_.notify_one();
 }
 
+bool RestoreHelper::failed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_ != nullptr;
+}
+
 void RestoreHelper::finish() {
   std::unique_lock<std::mutex> lock(mutex_);
   drained_.wait(lock, [this] { return jobs_.empty() && !busy_; });

@@ -26,6 +26,8 @@ class RestoreHelper {
   void fault_in(const void* begin, std::size_t bytes);
   // Runs `job` after those posted before it. A job that throws ends the rest: finish rethrows.
   void post(std::function<void()> job);
+  // Whether a job has thrown (the rest are dropped): the reads need not go on.
+  bool failed();
   // Waits until every job has run; rethrows the first exception one raised.
   void finish();
 

@@ -16,13 +16,35 @@ Clock::time_point after(double seconds) {
 
 // ---- server ------------------------------------------------------------------------------
 
+namespace {
+// Receives posted ahead: enough that the requests of a burst find one each.
+constexpr std::size_t posted_receives = 4;
+// Large requests are probed for on polls that found no other, and at least this often.
+constexpr std::uint64_t large_request_check_every = 16;
+}  // namespace
+
 StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), store_(&store) {
   int size = 0;
   MPI_Comm_size(comm, &size);
   said_bye_.assign(static_cast<std::size_t>(size), false);
+  posted_.resize(posted_receives);
+  for (PostedReceive& r : posted_) {
+    r.buffer.resize(posted_request_bytes);
+    post(r);
+  }
+}
+
+void StoreServer::post(PostedReceive& receive) {
+  MPI_Irecv(receive.buffer.data(), static_cast<int>(receive.buffer.size()), MPI_BYTE, MPI_ANY_SOURCE, tag_store_request,
+            comm_, &receive.request);
 }
 
 StoreServer::~StoreServer() {
+  for (PostedReceive& r : posted_) {
+    if (r.request == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r.request);
+    MPI_Wait(&r.request, MPI_STATUS_IGNORE);
+  }
   // Replies still in flight go to ranks that are exiting; don't wait for them forever.
   for (MPI_Request& r : send_requests_) {
     MPI_Cancel(&r);
@@ -31,9 +53,10 @@ StoreServer::~StoreServer() {
 }
 
 void StoreServer::reply(int source, std::string message) {
-  send_buffers_.push_back(std::move(message));
+  // On the heap: the vectors move their elements, and a short string's bytes live inside it.
+  send_buffers_.push_back(std::make_unique<std::string>(std::move(message)));
   send_requests_.emplace_back();
-  const std::string& m = send_buffers_.back();
+  const std::string& m = *send_buffers_.back();
   MPI_Isend(m.data(), static_cast<int>(m.size()), MPI_BYTE, source, tag_store_reply, comm_, &send_requests_.back());
 }
 
@@ -142,15 +165,42 @@ void StoreServer::keep_held_waiting() {
   }
 }
 
+void StoreServer::take(int source, std::string_view message) {
+  if (holding_)
+    held_.push_back({source, std::string(message), Clock::time_point{}});
+  else
+    handle(source, message);
+}
+
 std::size_t StoreServer::poll() {
   std::size_t handled = 0;
-  int source = 0;
-  while (try_receive(comm_, MPI_ANY_SOURCE, tag_store_request, buffer_, &source)) {
-    if (holding_)
-      held_.push_back({source, buffer_, Clock::time_point{}});
-    else
-      handle(source, buffer_);
+  for (;;) {
+    PostedReceive& oldest = posted_[oldest_posted_];
+    int done = 0;
+    MPI_Status status;
+    MPI_Test(&oldest.request, &done, &status);
+    if (!done) break;
+    // Posted again once handled, also when handling throws: a receive left completed would
+    // read as a request from nowhere at the next poll.
+    struct PostAgain {
+      StoreServer& server;
+      PostedReceive& receive;
+      ~PostAgain() {
+        server.post(receive);
+        server.oldest_posted_ = (server.oldest_posted_ + 1) % server.posted_.size();
+      }
+    } post_again{*this, oldest};
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
     ++handled;
+    take(status.MPI_SOURCE, std::string_view(oldest.buffer.data(), static_cast<std::size_t>(count)));
+  }
+  if (handled == 0 || ++polls_ % large_request_check_every == 0) {
+    int source = 0;
+    while (try_receive(comm_, MPI_ANY_SOURCE, tag_store_large_request, buffer_, &source)) {
+      take(source, buffer_);
+      ++handled;
+    }
   }
   if (holding_) keep_held_waiting();
   if (!parked_.empty() && !holding_) answer_parked_waits();
@@ -189,7 +239,8 @@ RemoteStore::~RemoteStore() {
 }
 
 std::string RemoteStore::exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds) {
-  MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag_store_request, comm_);
+  const int tag = request.size() <= StoreServer::posted_request_bytes ? tag_store_request : tag_store_large_request;
+  MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag, comm_);
   auto deadline = after(timeout_seconds);
   backoff_.reset();
   std::string reply;

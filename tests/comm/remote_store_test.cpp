@@ -69,6 +69,34 @@ BOOST_AUTO_TEST_CASE(a_parked_wait_does_not_block_other_requests) {
   BOOST_TEST(waited < 10.0);
 }
 
+BOOST_AUTO_TEST_CASE(requests_larger_than_the_posted_receives_come_on_their_own_tag) {
+  RemoteHarness h;
+  // Either side of the posted receives' size, and small ones between: each answered in turn.
+  for (std::size_t size : {comm::StoreServer::posted_request_bytes - 64, comm::StoreServer::posted_request_bytes + 1,
+                           std::size_t(3) << 20}) {
+    std::string content(size, 'w');
+    content[size / 2] = 'x';
+    const ResourcesVersion added = client->add_resources("weights " + std::to_string(size), content);
+    BOOST_TEST(client->statistics().queue_length == 0u);
+    const ResourcesVersion back = client->get_resources(added.id);
+    BOOST_TEST((back.content == content));
+  }
+  std::vector<Span> spans;
+  const AttemptedRollout ar = client->start_rollout(suite::task("big batch"), "w");
+  for (int i = 0; i < 4000; ++i) {
+    Span s;
+    s.rollout_id = ar.rollout.id;
+    s.attempt_id = ar.attempt.id;
+    s.name = "llm";
+    s.attributes = {{"prompt_ids", TokenIds(std::vector<std::int32_t>(64, i))}};
+    spans.push_back(std::move(s));
+  }
+  BOOST_TEST(client->add_spans(spans).size() == 4000u);
+  SpanFilter f;
+  f.rollout_id = ar.rollout.id;
+  BOOST_TEST(client->query_spans(f, {}).items.size() == 4000u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // The other ranks' client, for the whole program: it says bye to the server at the end.

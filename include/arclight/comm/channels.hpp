@@ -6,12 +6,15 @@
 namespace arclight::comm {
 
 // Tags, by communicator. A tag is unique across the job so that a stray message names its channel.
-inline constexpr int tag_store_request = 101;    // control: a request to rank 0's store
-inline constexpr int tag_store_reply = 102;      // control: its reply
-inline constexpr int tag_pulse = 103;            // control: a worker rank's sign of life to rank 0 (pulse.hpp)
-inline constexpr int tag_work = 201;             // work: the coordinator's request to a trainer (work_protocol.hpp)
-inline constexpr int tag_trainer_figures = 202;  // work: a trainer's figures after a training step
-inline constexpr int tag_trainer_state = 203;    // work: a trainer's answer to save, restore or begin
+// A request on tag_store_request must fit StoreServer::posted_request_bytes (the server's posted
+// receives would be truncated, which ends the job): RemoteStore sends a larger one on the other tag.
+inline constexpr int tag_store_request = 101;        // control: a request to rank 0's store (store_service.hpp)
+inline constexpr int tag_store_large_request = 104;  // control: one larger than the server's posted receives
+inline constexpr int tag_store_reply = 102;          // control: its reply
+inline constexpr int tag_pulse = 103;                // control: a worker rank's sign of life to rank 0 (pulse.hpp)
+inline constexpr int tag_work = 201;                 // work: the coordinator's request to a trainer (work_protocol.hpp)
+inline constexpr int tag_trainer_figures = 202;      // work: a trainer's figures after a training step
+inline constexpr int tag_trainer_state = 203;        // work: a trainer's answer to save, restore or begin
 // sync: besides broadcasts of the weights, point to point (app/weight_channel.hpp):
 inline constexpr int tag_weights = 301;          // a policy version from the trainer leader to one runner
 inline constexpr int tag_weights_control = 302;  // the leader's note to a runner: point to point from now on, or fenced

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arclight/comm/channels.hpp"
@@ -17,13 +19,20 @@
 namespace arclight::comm {
 
 // Serves a store to the other ranks of a communicator without blocking: each
-// poll() takes every request that has arrived (MPI_Improbe / MPI_Mrecv), answers
+// poll() takes every request that has arrived (into receives posted ahead, which
+// cost less than probing for each; one larger than those on its own tag, probed
+// for with MPI_Improbe / MPI_Mrecv), answers
 // it with a non-blocking send, and answers parked wait_for_rollouts requests
 // when their rollouts end or their time is up. The caller interleaves poll()
 // with its own work (the algorithm); the store's watchdog runs on its own thread.
 class StoreServer {
  public:
+  // Requests up to this size go to the receives the server posts ahead; larger ones to
+  // tag_store_large_request.
+  static constexpr std::size_t posted_request_bytes = std::size_t(1) << 20;
+
   StoreServer(MPI_Comm comm, store::MemoryStore& store);
+  // Cancels the posted receives; a request that came too late is not answered.
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -58,6 +67,13 @@ class StoreServer {
     std::string message;
     std::chrono::steady_clock::time_point pending_sent;
   };
+  struct PostedReceive {
+    std::vector<char> buffer;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  void post(PostedReceive& receive);
+  // A request: answered, or kept while held.
+  void take(int source, std::string_view message);
   void reply(int source, std::string message);
   void keep_held_waiting();
   void handle(int source, std::string_view message);
@@ -69,10 +85,14 @@ class StoreServer {
   IdleBackoff backoff_{IdleBackoff::Awaiting::next_message};
   store::MemoryStore* store_;
   std::function<store::MemoryStore&()> fresh_store_;
-  std::string buffer_;
+  std::string buffer_;  // a large request
+  // Receives posted in this order: MPI matches a request to the oldest, the next one to complete.
+  std::vector<PostedReceive> posted_;
+  std::size_t oldest_posted_ = 0;
+  std::uint64_t polls_ = 0;
   std::vector<MPI_Request> send_requests_;
-  std::vector<std::string> send_buffers_;
-  std::vector<int> completed_;  // MPI_Testsome's indices
+  std::vector<std::unique_ptr<std::string>> send_buffers_;  // the replies in flight
+  std::vector<int> completed_;                              // MPI_Testsome's indices
   std::vector<ParkedWait> parked_;
   bool holding_ = false;
   std::vector<HeldRequest> held_;
