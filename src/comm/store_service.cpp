@@ -29,13 +29,13 @@ StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), store
   said_bye_.assign(static_cast<std::size_t>(size), false);
   posted_.resize(posted_receives);
   for (PostedReceive& r : posted_) {
-    r.buffer.resize(posted_request_bytes);
+    r.buffer.reset(new char[posted_request_bytes]);
     post(r);
   }
 }
 
 void StoreServer::post(PostedReceive& receive) {
-  MPI_Irecv(receive.buffer.data(), static_cast<int>(receive.buffer.size()), MPI_BYTE, MPI_ANY_SOURCE, tag_store_request,
+  MPI_Irecv(receive.buffer.get(), static_cast<int>(posted_request_bytes), MPI_BYTE, MPI_ANY_SOURCE, tag_store_request,
             comm_, &receive.request);
 }
 
@@ -193,7 +193,7 @@ std::size_t StoreServer::poll() {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     ++handled;
-    take(status.MPI_SOURCE, std::string_view(oldest.buffer.data(), static_cast<std::size_t>(count)));
+    take(status.MPI_SOURCE, std::string_view(oldest.buffer.get(), static_cast<std::size_t>(count)));
   }
   if (handled == 0 || ++polls_ % large_request_check_every == 0) {
     int source = 0;

@@ -68,7 +68,7 @@ class StoreServer {
     std::chrono::steady_clock::time_point pending_sent;
   };
   struct PostedReceive {
-    std::vector<char> buffer;
+    std::unique_ptr<char[]> buffer;  // posted_request_bytes, left uninitialised: pages come in as requests land
     MPI_Request request = MPI_REQUEST_NULL;
   };
   void post(PostedReceive& receive);
