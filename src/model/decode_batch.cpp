@@ -52,6 +52,11 @@ torch::Tensor long_tensor(std::vector<std::int64_t> values) {
   return torch::from_blob(values.data(), {n}, torch::kLong).clone();
 }
 
+// Indices for index_select / index_copy_ on `like`'s device.
+torch::Tensor index_on(const torch::Tensor& like, std::vector<std::int64_t> values) {
+  return long_tensor(std::move(values)).to(like.device());
+}
+
 }  // namespace
 
 struct DecodeBatch::Impl {
@@ -72,7 +77,10 @@ struct DecodeBatch::Impl {
 
   void advance_live(std::vector<SequenceToken>& out);
   void admit_queued(std::vector<SequenceToken>& out);
-  std::vector<std::vector<std::size_t>> draw_groups(std::size_t span) const;
+  void prefill(const std::vector<std::size_t>& group, std::vector<SequenceToken>& out);
+  std::vector<std::vector<std::size_t>> draw_groups(const std::vector<std::size_t>& candidates) const;
+  void draw_each(const std::vector<std::size_t>& candidates, const torch::Tensor& logits,
+                 std::vector<SequenceToken>& out);
   void draw(const std::vector<std::size_t>& group, const torch::Tensor& logits, std::vector<SequenceToken>& out);
   SequenceToken record(std::size_t row, std::int32_t token, float logprob);
   FinishReason finish_of(const Sequence& s, std::int32_t token) const;
@@ -89,62 +97,111 @@ struct DecodeBatch::Impl {
 // cache is sliced as a view, not gathered; a free row in between computes a throwaway token at position 0 (its
 // cache is rewritten when a sequence next joins it, which happens after this forward).
 void DecodeBatch::Impl::advance_live(std::vector<SequenceToken>& out) {
-  const auto last_live = std::find_if(rows.rbegin(), rows.rend(), [](const auto& r) { return r.has_value(); });
-  if (last_live == rows.rend()) return;
-  const auto span = static_cast<std::size_t>(rows.rend() - last_live);
+  std::vector<std::size_t> live;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    if (rows[r]) live.push_back(r);
+  if (live.empty()) return;
+  const std::size_t span = live.back() + 1;
   std::vector<std::int64_t> tokens(span, 0), positions(span, 0);
   std::int64_t end = 1;
-  for (std::size_t r = 0; r < span; ++r) {
-    if (!rows[r]) continue;
+  for (const std::size_t r : live) {
     tokens[r] = rows[r]->last;
     positions[r] = rows[r]->length - 1;
     end = std::max(end, rows[r]->length);
   }
   KvCache view = slots.rows(0, static_cast<std::int64_t>(span));
   const auto logits = decoder.forward(long_tensor(tokens).unsqueeze(1), long_tensor(positions), end, view).select(1, 0);
-  for (const auto& group : draw_groups(span)) {
-    const std::vector<std::int64_t> members(group.begin(), group.end());
-    draw(group, logits.index_select(0, long_tensor(members)), out);
-  }
+  std::vector<std::int64_t> at(live.begin(), live.end());
+  draw_each(live, live.size() == span ? logits : logits.index_select(0, index_on(logits, std::move(at))), out);
 }
 
-// The live rows among the first `span`, grouped so that one draw_next serves each group: greedy rows together (they
-// need no generator), unseeded rows of the same sampling together (they share the policy's generator); a seeded row
-// draws alone from its own, whatever else runs.
-std::vector<std::vector<std::size_t>> DecodeBatch::Impl::draw_groups(std::size_t span) const {
+// The rows given, grouped so that one draw_next serves each group (as positions in `candidates`): greedy rows
+// together (they need no generator), unseeded rows of the same sampling together (they share the policy's
+// generator); a seeded row draws alone from its own, whatever else runs.
+std::vector<std::vector<std::size_t>> DecodeBatch::Impl::draw_groups(const std::vector<std::size_t>& candidates) const {
   const auto together = [](const Sequence& a, const Sequence& b) {
     const Sampling &x = a.request.sampling, &y = b.request.sampling;
     if (x.temperature <= 0 || y.temperature <= 0) return x.temperature <= 0 && y.temperature <= 0;
     return !a.generator && !b.generator && x.temperature == y.temperature && x.top_k == y.top_k && x.top_p == y.top_p;
   };
   std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t r = 0; r < span; ++r) {
-    if (!rows[r]) continue;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const Sequence& s = *rows[candidates[i]];
     const auto joins =
-        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return together(*rows[g[0]], *rows[r]); });
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return together(*rows[candidates[g[0]]], s); });
     if (joins == groups.end()) {
-      groups.push_back({r});
+      groups.push_back({i});
     } else {
-      joins->push_back(r);
+      joins->push_back(i);
     }
   }
   return groups;
 }
 
-// Prefills queued prompts into free rows, each giving its first token.
+// Queued prompts take free rows and are prefilled, each giving its first token. Prompts of similar length share a
+// forward (right-padded; at most half of its tokens padding): a forward's fixed cost, not its tokens, is most of a
+// short prompt's prefill.
 void DecodeBatch::Impl::admit_queued(std::vector<SequenceToken>& out) {
-  while (!queue.empty()) {
-    const auto free = std::find_if(rows.begin(), rows.end(), [](const auto& r) { return !r.has_value(); });
-    if (free == rows.end()) return;
-    const auto r = static_cast<std::size_t>(free - rows.begin());
+  std::vector<std::size_t> joined;
+  for (std::size_t r = 0; r < rows.size() && !queue.empty(); ++r) {
+    if (rows[r]) continue;
     rows[r] = std::move(queue.front());
     queue.pop_front();
-    std::vector<std::int64_t> prompt(rows[r]->request.prompt.begin(), rows[r]->request.prompt.end());
-    const auto length = static_cast<std::int64_t>(prompt.size());
-    rows[r]->length = length;
-    KvCache row = slots.rows(static_cast<std::int64_t>(r), 1);
-    const auto logits = decoder.forward(long_tensor(std::move(prompt)).unsqueeze(0), &row);
-    draw({r}, logits.select(1, length - 1), out);
+    rows[r]->length = static_cast<std::int64_t>(rows[r]->request.prompt.size());
+    joined.push_back(r);
+  }
+  std::stable_sort(joined.begin(), joined.end(),
+                   [&](std::size_t a, std::size_t b) { return rows[a]->length < rows[b]->length; });
+  std::vector<std::size_t> group;
+  std::int64_t tokens = 0;
+  for (const std::size_t r : joined) {
+    const std::int64_t length = rows[r]->length;  // the longest so far: the group's padded length with it
+    if (!group.empty() && static_cast<std::int64_t>(group.size() + 1) * length > 2 * (tokens + length)) {
+      prefill(group, out);
+      group.clear();
+      tokens = 0;
+    }
+    group.push_back(r);
+    tokens += length;
+  }
+  if (!group.empty()) prefill(group, out);
+}
+
+// One forward over the prompts of `group` (rows that just joined), right-padded into a cache of their own; the rows
+// that go on after their first token keep their prompt's keys and values in the slots.
+void DecodeBatch::Impl::prefill(const std::vector<std::size_t>& group, std::vector<SequenceToken>& out) {
+  const auto n = static_cast<std::int64_t>(group.size());
+  std::int64_t longest = 0;
+  for (const std::size_t r : group) longest = std::max(longest, rows[r]->length);
+  std::vector<std::int64_t> tokens(static_cast<std::size_t>(n * longest), 0), last;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const auto& prompt = rows[group[i]]->request.prompt;
+    std::copy(prompt.begin(), prompt.end(), tokens.begin() + static_cast<std::ptrdiff_t>(i) * longest);
+    last.push_back(rows[group[i]]->length - 1);
+  }
+  KvCache fresh = decoder.new_cache(n, longest);
+  const auto logits = decoder.forward_at(long_tensor(std::move(tokens)).view({n, longest}), long_tensor(last), &fresh);
+  draw_each(group, logits, out);
+  std::vector<std::int64_t> from, to;  // the rows still live after their first token
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (rows[group[i]]) from.push_back(static_cast<std::int64_t>(i)), to.push_back(static_cast<std::int64_t>(group[i]));
+  if (from.empty()) return;
+  const auto source = index_on(fresh.keys[0], std::move(from)), target = index_on(fresh.keys[0], std::move(to));
+  for (std::size_t l = 0; l < slots.keys.size(); ++l) {
+    slots.keys[l].narrow(2, 0, longest).index_copy_(0, target, fresh.keys[l].index_select(0, source));
+    slots.values[l].narrow(2, 0, longest).index_copy_(0, target, fresh.values[l].index_select(0, source));
+  }
+}
+
+// Draws the next token of every row in `candidates` from logits [candidates.size(), vocab] (row i's at i), one
+// draw_next per draw group.
+void DecodeBatch::Impl::draw_each(const std::vector<std::size_t>& candidates, const torch::Tensor& logits,
+                                  std::vector<SequenceToken>& out) {
+  for (const auto& members : draw_groups(candidates)) {
+    std::vector<std::int64_t> at(members.begin(), members.end());
+    std::vector<std::size_t> group;
+    for (const std::size_t i : members) group.push_back(candidates[i]);
+    draw(group, logits.index_select(0, index_on(logits, std::move(at))), out);
   }
 }
 

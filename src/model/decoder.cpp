@@ -237,6 +237,17 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) {
   return logits;
 }
 
+torch::Tensor Decoder::forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache) {
+  const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
+  if (at.dim() != 1 || at.size(0) != tokens.size(0))
+    throw Error(log::concat("logits at ", at.numel(), " positions for ", tokens.size(0), " rows"));
+  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
+  const auto on_device = at.to(device());
+  auto logits = run(tokens.to(device()), place(positions.unsqueeze(0), start, start + t), cache, &on_device);
+  if (cache) cache->length = start + t;
+  return logits;
+}
+
 torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor& positions, std::int64_t end,
                                KvCache& cache) {
   const std::int64_t b = tokens.size(0), t = tokens.size(1);
@@ -247,7 +258,8 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor&
   return run(tokens.to(device()), place(on_device + offsets, -1, end), &cache);
 }
 
-torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, KvCache* cache) {
+torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
+                           const torch::Tensor* at) {
   if (cache && where.end > cache->keys.at(0).size(2))
     throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
   auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
@@ -257,6 +269,7 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
     x = x + attend(*layer.self_attn, normalize(*layer.input_layernorm, x), where, static_cast<std::int64_t>(l), cache);
     x = x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
   }
+  if (at) x = x.index({torch::arange(x.size(0), at->options()), *at});  // [B, hidden]: the rest needs no logits
   x = normalize(*model_->norm, x);
   auto logits = lm_head_ ? project(*lm_head_, x) : torch::linear(x, cast(model_->embed_tokens->weight));
   return logits.to(torch::kFloat);

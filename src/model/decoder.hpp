@@ -87,6 +87,10 @@ class Decoder : public torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> merged();
   // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
+  // The same, with logits only where they are needed: row b's at position at[b] (int64 [B]) -> [B, vocab]. A prefill
+  // needs only its last; prompts of several lengths, right-padded, share one forward this way, since a row's real
+  // tokens never see the padding after them (its keys are overwritten as the row goes on).
+  torch::Tensor forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache);
   // Continuous batching: row b of tokens [B, T] continues its own sequence at positions[b] (int64 [B]), whose
   // earlier keys and values are row b of the cache (cache.length is not used). `end` is max(positions) + T, which the
   // caller knows (no read from the device). Each row sees only its own keys before it.
@@ -105,7 +109,9 @@ class Decoder : public torch::nn::Module {
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
   struct Placement;
   Placement place(torch::Tensor positions, std::int64_t start, std::int64_t end) const;
-  torch::Tensor run(const torch::Tensor& tokens, const Placement& where, KvCache* cache);
+  // Logits [B, T, vocab], or [B, vocab] at each row's position `at` when given.
+  torch::Tensor run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
+                    const torch::Tensor* at = nullptr);
   torch::Tensor rotate(const torch::Tensor& x, const Placement& where) const;
   torch::Tensor attend(Attention& attn, const torch::Tensor& x, const Placement& where, std::int64_t layer,
                        KvCache* cache);

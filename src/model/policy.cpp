@@ -195,18 +195,20 @@ std::vector<Generation> Policy::generate(const std::vector<std::vector<std::int3
   Decoder& decoder = *impl_->decoder;
   KvCache cache;
   if (use_cache) cache = decoder.new_cache(tokens.size(0), total);
-  auto logits = decoder.forward(tokens, use_cache ? &cache : nullptr);
+  // Logits [B, vocab] at the last position only: a long prompt's other positions need none.
+  const auto last = [](const torch::Tensor& t) { return torch::full({t.size(0)}, t.size(1) - 1, torch::kLong); };
+  auto logits = decoder.forward_at(tokens, last(tokens), use_cache ? &cache : nullptr);
   for (int step = 0; step < max_new_tokens; ++step) {
-    const Draw draw = draw_next(logits.select(1, logits.size(1) - 1), sampling, impl_->generator);
+    const Draw draw = draw_next(logits, sampling, impl_->generator);
     const torch::Tensor& next = draw.tokens;
     append_step(out, next, draw.chosen(), stop_tokens);
     const bool all_stopped = std::all_of(out.begin(), out.end(), [](const Generation& g) { return g.stopped; });
     if (step + 1 == max_new_tokens || all_stopped) break;
     if (use_cache) {
-      logits = decoder.forward(next, &cache);
+      logits = decoder.forward(next, &cache).select(1, 0);
     } else {
       tokens = torch::cat({tokens, next}, 1);
-      logits = decoder.forward(tokens, nullptr);
+      logits = decoder.forward_at(tokens, last(tokens), nullptr);
     }
   }
   return out;
