@@ -1,6 +1,7 @@
 // Loads a Hugging Face model directory (bench/model_bench.py writes one) and generates from it: load seconds, peak
-// RSS (VmHWM) and generated tokens/s with the KV cache, greedy, on the prompts model_bench.py uses.
-// usage: bench_model DIR BATCH PROMPT NEW THREADS
+// RSS (VmHWM) and generated tokens/s with the KV cache, greedy, on the prompts model_bench.py uses; on CUDA device
+// DEVICE (-1: the CPU) in compute type DTYPE (float32, bfloat16) when given (scripts/gpu_check.sh).
+// usage: bench_model DIR BATCH PROMPT NEW THREADS [DEVICE [DTYPE]]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,8 +30,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: bench_model DIR BATCH PROMPT NEW THREADS\n");
+  if (argc < 6 || argc > 8) {
+    std::fprintf(stderr, "usage: bench_model DIR BATCH PROMPT NEW THREADS [DEVICE [DTYPE]]\n");
+    return 2;
+  }
+  const int device = argc > 6 ? std::atoi(argv[6]) : -1;
+  const std::string dtype = argc > 7 ? argv[7] : "float32";
+  if (dtype != "float32" && dtype != "bfloat16") {
+    std::fprintf(stderr, "bench_model: DTYPE is float32 or bfloat16, not %s\n", dtype.c_str());
     return 2;
   }
   const int batch = std::atoi(argv[2]), length = std::atoi(argv[3]), new_tokens = std::atoi(argv[4]);
@@ -39,9 +46,11 @@ int main(int argc, char** argv) {
   mc.source = ModelSource::hf;
   mc.path = argv[1];
   mc.max_seq = length + new_tokens;
+  mc.dtype = dtype == "bfloat16" ? ComputeType::bfloat16 : ComputeType::float32;
   const double rss_before = status_bytes("VmRSS"), anon_before = status_bytes("RssAnon");
   const auto start = std::chrono::steady_clock::now();
   model::Policy policy(mc, 0, 1);
+  policy.place_on(device);
   const double load_s = seconds_since(start);
   const double load_peak = status_bytes("VmHWM");
   const int vocab = policy.vocab_size();
@@ -63,8 +72,8 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"parameters\": %zu, \"load_s\": %.3f, \"rss_before_load\": %.0f, \"anon_rss_before_load\": %.0f, "
       "\"load_peak_rss\": %.0f, "
-      "\"peak_rss\": %.0f, \"tokens_per_s\": %.2f, \"first_row\": [%s]}\n",
+      "\"peak_rss\": %.0f, \"tokens_per_s\": %.2f, \"device\": %d, \"dtype\": \"%s\", \"first_row\": [%s]}\n",
       policy.parameter_count(), load_s, rss_before, anon_before, load_peak, status_bytes("VmHWM"),
-      double(batch) * new_tokens / best, first_row.c_str());
+      double(batch) * new_tokens / best, device, dtype.c_str(), first_row.c_str());
   return 0;
 }

@@ -10,6 +10,13 @@
       tokens, NEW new tokens, THREADS threads: best of 3 after a warm-up. Prints {"tokens_per_s": ...,
       "first_row": [...]} (the first row's tokens, to compare with arclight's).
 
+  model_bench.py write-qwen2 DIR
+      writes a random model of Qwen2.5-0.5B's shape (494 M parameters, tied embeddings, q/k/v biases) in bfloat16
+      (scripts/gpu_check.sh's generation figure, issue 16).
+  model_bench.py transformers DIR BATCH PROMPT NEW
+      times transformers' own generate (greedy, KV cache, bfloat16) on CUDA device 0 on the same prompts: best of 3
+      after a warm-up. Needs transformers and a GPU (the GPU machine has both).
+
 The prompts are the same formula on both sides: token (31 r + 7 i + 3) mod vocab at row r, position i.
 """
 import json
@@ -39,6 +46,45 @@ def write(directory):
     save_model(directory, CONFIG, weights, bf16=False, shards=1)
     print(json.dumps({"parameters": sum(t.numel() for t in weights.values()),
                       "weight_bytes": sum(4 * t.numel() for t in weights.values())}))
+
+
+QWEN2_0_5B = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896,
+    "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+    "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+}
+
+
+def write_qwen2(directory):
+    torch.manual_seed(13)
+    weights = random_weights(QWEN2_0_5B)
+    weights["model.embed_tokens.weight"] *= 0.05  # tied: as the lm_head too, logits of a sane size
+    save_model(directory, QWEN2_0_5B, weights, bf16=True, shards=1)
+    print(json.dumps({"parameters": sum(t.numel() for t in weights.values()),
+                      "weight_bytes": sum(2 * t.numel() for t in weights.values())}))
+
+
+def transformers_generate(directory, batch, length, new_tokens):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to("cuda").eval()
+    with open(os.path.join(directory, "config.json")) as f:
+        ids = prompts(json.load(f), batch, length).to("cuda")
+
+    def run(n):
+        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                              min_new_tokens=n, do_sample=False, use_cache=True, pad_token_id=0)
+
+    with torch.inference_mode():
+        run(2)  # warm-up
+        best, tokens = math.inf, None
+        for _ in range(3):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            tokens = run(new_tokens)
+            torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t)
+    print(json.dumps({"tokens_per_s": batch * new_tokens / best, "first_row": tokens[0, length:].tolist()}))
 
 
 def load(directory):
@@ -134,6 +180,10 @@ def bench(directory, batch, length, new_tokens, threads):
 def main():
     if sys.argv[1] == "write":
         write(sys.argv[2])
+    elif sys.argv[1] == "write-qwen2":
+        write_qwen2(sys.argv[2])
+    elif sys.argv[1] == "transformers":
+        transformers_generate(sys.argv[2], *map(int, sys.argv[3:6]))
     else:
         bench(sys.argv[2], *map(int, sys.argv[3:7]))
 

@@ -95,7 +95,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S "$root" -B "$root/build-gpu" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_cmake" -DCUDAToolkit_ROOT=/usr/local/cuda \
   -DNCCL_INCLUDE_DIR="$nccl_dir/include" -DNCCL_LIBRARY="$nccl_lib" &&
-  cmake --build "$root/build-gpu" -j"$(nproc)" --target arclight test_model test_algo test_comm hf_reference_check
+  cmake --build "$root/build-gpu" -j"$(nproc)" --target arclight test_model test_algo test_comm hf_reference_check bench_model
 built=$?
 record build "{\"ok\": $([ $built = 0 ] && echo true || echo false), \"seconds\": $(seconds_since "$start")}"
 [ $built = 0 ] || exit 1
@@ -124,6 +124,32 @@ cpu_vs_transformers=$?
 "$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" | tee "$out/ref_transformers_cuda.txt"
 cuda_vs_transformers=$?
 record reference "{\"cuda_vs_pytorch_ok\": $([ $cuda_vs_torch = 0 ] && echo true || echo false), \"cpu_vs_transformers_ok\": $([ $cpu_vs_transformers = 0 ] && echo true || echo false), \"cuda_vs_transformers_ok\": $([ $cuda_vs_transformers = 0 ] && echo true || echo false)}"
+
+stage "generation on the GPU: a random 0.5 B Qwen2 in bfloat16, arclight against transformers' generate"
+gen=$(mktemp -d)
+start=$(date +%s)
+python3 "$root/bench/model_bench.py" write-qwen2 "$gen" | tee "$out/gen_model.txt"
+# batch 16, prompts of 128 tokens, 128 new ones, greedy with the KV cache on both sides
+"$bin/bench/bench_model" "$gen" 16 128 128 8 0 bfloat16 | tee "$out/gen_ours.txt"
+python3 "$root/bench/model_bench.py" transformers "$gen" 16 128 128 | tee "$out/gen_transformers.txt"
+generation=$(python3 - "$out" <<'PY'
+import json, sys
+def last(name):
+    try:
+        return json.loads(open(f"{sys.argv[1]}/{name}").read().strip().splitlines()[-1])
+    except Exception:
+        return {}
+ours, theirs = last("gen_ours.txt"), last("gen_transformers.txt")
+rate, base = ours.get("tokens_per_s"), theirs.get("tokens_per_s")
+same = sum(a == b for a, b in zip(ours.get("first_row", []), theirs.get("first_row", [])))
+print(json.dumps({"tokens_per_s": rate, "transformers_tokens_per_s": base,
+                  "ratio": rate / base if rate and base else None, "first_row_same_tokens": same}))
+PY
+)
+echo "$generation"
+record generation "${generation:-null}"
+rm -rf "$gen"
+echo "generation stage: $(seconds_since "$start") s"
 
 stage "mpirun -np 3: one trainer and one runner on the GPU"
 run=$(mktemp -d)

@@ -190,6 +190,10 @@ KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
 }
 
 void Decoder::move_to(const torch::Device& device) {
+  {
+    std::lock_guard<std::mutex> lock(casts_mutex_);
+    casts_.clear();
+  }
   to(device);
   cos_table_ = cos_table_.to(device);
   sin_table_ = sin_table_.to(device);
@@ -276,7 +280,15 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
 }
 
 torch::Tensor Decoder::cast(const torch::Tensor& parameter) const {
-  return parameter.scalar_type() == compute_ ? parameter : parameter.to(compute_);
+  if (parameter.scalar_type() == compute_) return parameter;
+  if (torch::GradMode::is_enabled() && parameter.requires_grad()) return parameter.to(compute_);  // in the graph
+  std::lock_guard<std::mutex> lock(casts_mutex_);
+  Cast& kept = casts_[parameter.unsafeGetTensorImpl()];
+  if (!kept.tensor.defined() || kept.version != parameter._version() || kept.data != parameter.data_ptr()) {
+    torch::NoGradGuard no_grad;
+    kept = {parameter._version(), parameter.data_ptr(), parameter.to(compute_)};
+  }
+  return kept.tensor;
 }
 
 torch::Tensor Decoder::project(const Projection& p, const torch::Tensor& x) const {

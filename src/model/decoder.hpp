@@ -5,6 +5,8 @@
 // Parameters are float32 (the master copy the optimizer steps); the forward casts them to the compute type.
 #include <torch/torch.h>
 
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "arclight/model/architecture.hpp"
@@ -104,6 +106,9 @@ class Decoder : public torch::nn::Module {
   torch::ScalarType compute_type() const { return compute_; }
 
  private:
+  // A parameter in the compute type. Where no gradient flows to it (generation, a frozen LoRA base) the cast is
+  // kept until the parameter changes (its version counter: optimizer steps and weight loads bump it), so a 16-bit
+  // model is not cast anew at every generated token.
   torch::Tensor cast(const torch::Tensor& parameter) const;
   torch::Tensor project(const Projection& p, const torch::Tensor& x) const;
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
@@ -123,6 +128,13 @@ class Decoder : public torch::nn::Module {
   std::shared_ptr<Body> model_;
   std::shared_ptr<Projection> lm_head_;  // none when tied to the embedding
   torch::Tensor cos_table_, sin_table_;  // [max_seq, head_dim / 2], float32
+  struct Cast {
+    std::int64_t version = -1;
+    const void* data = nullptr;  // the parameter's storage when cast (move_to gives it another)
+    torch::Tensor tensor;
+  };
+  mutable std::mutex casts_mutex_;
+  mutable std::unordered_map<const c10::TensorImpl*, Cast> casts_;  // by parameter
 };
 
 // RoPE's inverse frequencies, [head_dim / 2] float32: theta^(-2i / head_dim), rescaled as Llama 3.1 does when the

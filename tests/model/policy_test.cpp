@@ -163,6 +163,40 @@ BOOST_AUTO_TEST_CASE(same_seed_same_weights_and_flat_round_trip) {
   BOOST_TEST(total == a.parameter_count());
 }
 
+// A 16-bit model keeps its weights' casts between forwards: every change of the float32 weights (a weight load, an
+// optimizer's in-place step) must reach the next forward, and training must still reach the float32 weights.
+BOOST_AUTO_TEST_CASE(a_16_bit_policy_computes_with_the_weights_it_has_now) {
+  ModelConfig config = small();
+  config.dtype = ComputeType::bfloat16;
+  Policy a(config, 20, 1), b(config, 20, 2);
+  const auto tokens = torch::tensor({{1L, 2L, 3L, 4L, 5L}});
+  const auto logits_of = [&](Policy& p) {
+    torch::NoGradGuard no_grad;
+    return p.logits(tokens);
+  };
+  const auto first = logits_of(a);
+  BOOST_TEST(torch::equal(first, logits_of(a)));
+  const auto w = b.flat_parameters();
+  a.load_flat_parameters(w.data(), w.size());
+  BOOST_TEST(torch::equal(logits_of(a), logits_of(b)));
+  BOOST_TEST(!torch::equal(logits_of(a), first));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : a.parameters()) p.mul_(1.5);  // as an optimizer steps: in place
+  }
+  auto stepped = a.flat_parameters();
+  b.load_flat_parameters(stepped.data(), stepped.size());
+  BOOST_TEST(torch::equal(logits_of(a), logits_of(b)));
+  Policy unstepped(config, 20, 2);
+  BOOST_TEST(!torch::equal(logits_of(a), logits_of(unstepped)));
+  a.zero_gradients();
+  a.logits(tokens).pow(2).sum().backward();
+  double norm = 0;
+  for (const FloatBuffer& g : a.gradient_buffers())
+    for (std::size_t k = 0; k < g.size; ++k) norm += std::abs(g.data[k]);
+  BOOST_TEST(norm > 0);
+}
+
 BOOST_AUTO_TEST_CASE(gradients_are_adjacent_views_that_backward_fills) {
   Policy policy(small(), 20, 8);
   auto before = policy.gradient_buffers();
