@@ -1,11 +1,16 @@
 // One training step (forward, GRPO loss, backward, gradient all-reduce, clip, AdamW) on
-// 2 MPI ranks, the same model and batch as bench/ddp_train.py runs under PyTorch DDP.
+// 2 MPI ranks, the same model and batch as bench/ddp_train.py runs under PyTorch DDP. With a
+// Hugging Face model directory, a CUDA device and a compute type, one rank trains that model
+// there instead, as bench/train_step_hf.py does with transformers (scripts/gpu_check.sh).
+//   bench_train_step [BATCH LENGTH STEPS [HF_DIR DEVICE DTYPE]]
 #include <mpi.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "arclight/algo/trainer.hpp"
 #include "arclight/comm/reducer.hpp"
@@ -21,6 +26,8 @@ int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 512;  // sequences over all ranks
   const int length = argc > 2 ? std::atoi(argv[2]) : 17;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 10;
+  const bool hf = argc > 6;
+  const int device = hf ? std::atoi(argv[5]) : -1;
   model::set_compute_threads(1);
   ModelConfig mc;
   mc.d_model = 64;
@@ -29,8 +36,14 @@ int main(int argc, char** argv) {
   mc.d_ff = 256;
   mc.max_seq = length;
   mc.positions = Positions::learned;  // as in the PyTorch twin
-  const int vocab = 35;
-  model::Policy policy(mc, vocab, 1);
+  if (hf) {
+    mc.source = ModelSource::hf;
+    mc.path = argv[4];
+    mc.dtype = std::string(argv[6]) == "bfloat16" ? ComputeType::bfloat16 : ComputeType::float32;
+  }
+  model::Policy policy(mc, hf ? 0 : 35, 1);
+  policy.place_on(device);
+  const int vocab = policy.vocab_size();
   GrpoConfig gc;
   gc.micro_batch = batch;
   comm::MpiReducer reducer(MPI_COMM_WORLD, comm::ReducerConfig{});
@@ -51,6 +64,7 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t = MPI_Wtime();
     trainer.step(shard, total);
+    if (device >= 0) torch::cuda::synchronize(device);
     MPI_Barrier(MPI_COMM_WORLD);
     if (i >= 2) times.push_back(MPI_Wtime() - t);  // two warm-up steps
   }

@@ -95,7 +95,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S "$root" -B "$root/build-gpu" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_cmake" -DCUDAToolkit_ROOT=/usr/local/cuda \
   -DNCCL_INCLUDE_DIR="$nccl_dir/include" -DNCCL_LIBRARY="$nccl_lib" &&
-  cmake --build "$root/build-gpu" -j"$(nproc)" --target arclight test_model test_algo test_comm hf_reference_check bench_model
+  cmake --build "$root/build-gpu" -j"$(nproc)" --target arclight test_model test_algo test_comm hf_reference_check bench_model bench_train_step
 built=$?
 record build "{\"ok\": $([ $built = 0 ] && echo true || echo false), \"seconds\": $(seconds_since "$start")}"
 [ $built = 0 ] || exit 1
@@ -148,8 +148,21 @@ PY
 )
 echo "$generation"
 record generation "${generation:-null}"
-rm -rf "$gen"
 echo "generation stage: $(seconds_since "$start") s"
+
+stage "a training step on the GPU: the same model, bfloat16 forward over float32 weights, against PyTorch's own"
+start=$(date +%s)
+# 8 sequences of 256 tokens: forward, GRPO loss, backward, clip, AdamW; the median of 5 steps after 2 warm-ups
+ours_step=$(timeout 300 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen" 0 bfloat16 | tail -1)
+torch_step=$(timeout 300 python3 "$root/bench/train_step_hf.py" "$gen" 8 256 5 bfloat16 | tail -1)
+echo "arclight ${ours_step:-failed} s, PyTorch ${torch_step:-failed} s a step"
+training_step=$(python3 -c 'import json,sys
+a, b = (float(x) if x else None for x in sys.argv[1:3])
+print(json.dumps({"step_s": a, "pytorch_step_s": b, "pytorch_over_ours": b / a if a and b else None}))' \
+  "$ours_step" "$torch_step")
+record training_step "${training_step:-null}"
+rm -rf "$gen"
+echo "training step stage: $(seconds_since "$start") s"
 
 stage "mpirun -np 3: one trainer and one runner on the GPU"
 run=$(mktemp -d)
