@@ -1,5 +1,7 @@
 #include "arclight/comm/pulse.hpp"
 
+#include <optional>
+
 #include "arclight/comm/channels.hpp"
 #include "arclight/comm/waiting.hpp"
 
@@ -22,29 +24,25 @@ PulseSender::~PulseSender() {
 }
 
 // At most one pulse in flight: a rank 0 that takes none for a while is not flooded.
+// The watch: `to` pulses this rank back on the same communicator (nobody else does), and time in
+// which this rank did not run (itself stopped, and continued) is its own silence, not `to`'s.
 void PulseSender::run() {
   MPI_Request pending = MPI_REQUEST_NULL;
-  auto heard = std::chrono::steady_clock::now();
-  auto looked = heard;
+  std::optional<PulseWatch> watch;
+  if (watch_seconds_ > 0) watch.emplace(comm_);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     int sent = 1;
     if (pending != MPI_REQUEST_NULL) MPI_Test(&pending, &sent, MPI_STATUS_IGNORE);
     if (sent) MPI_Isend(nullptr, 0, MPI_BYTE, to_, tag_pulse, comm_, &pending);
-    if (watch_seconds_ > 0) watch(heard, looked);
+    if (watch) {
+      watch->take();
+      const double silent = watch->silent_seconds(to_);
+      if (silent >= watch_seconds_) on_silent_(silent);
+    }
     wake_.wait_for(lock, pulse_interval, [this] { return stopping_; });
   }
   if (pending != MPI_REQUEST_NULL) MPI_Request_free(&pending);  // an empty message: nothing to keep alive
-}
-
-void PulseSender::watch(std::chrono::steady_clock::time_point& heard, std::chrono::steady_clock::time_point& looked) {
-  const auto now = std::chrono::steady_clock::now();
-  // This rank did not run meanwhile (itself stopped, and continued): its own silence, not `to`'s.
-  if (now - looked > 2 * pulse_interval) heard = now;
-  looked = now;
-  while (try_receive(comm_, to_, tag_pulse, buffer_)) heard = now;
-  const double silent = std::chrono::duration<double>(now - heard).count();
-  if (silent >= watch_seconds_) on_silent_(silent);
 }
 
 PulseWatch::PulseWatch(MPI_Comm comm) : comm_(comm), last_take_(Clock::now()) {

@@ -33,12 +33,10 @@ class PulseSender {
 
  private:
   void run();
-  void watch(std::chrono::steady_clock::time_point& heard, std::chrono::steady_clock::time_point& looked);
   MPI_Comm comm_;
   int to_;
   double watch_seconds_;
   std::function<void(double)> on_silent_;
-  std::string buffer_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
