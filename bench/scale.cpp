@@ -3,8 +3,8 @@
 // configs/train_128gpu.toml (arith, 9 digits: one policy call of 21 prompt and 10 response
 // tokens per episode, and a reward and a result span), against one rank 0 that serves its
 // store as training does (MemoryStore, watchdog, StoreServer). Every step: each logical runner
-// dequeues its share of the step's rollouts, sends their spans as one batch (below
-// runner.span_batch = 256), and ends them with one update_attempts. Rank 0 then checks that
+// dequeues its share of the step's rollouts and ends them with their spans in one request
+// (end_attempts; fewer spans than runner.span_batch = 256, so none went before). Rank 0 then checks that
 // every rollout succeeded with one attempt (none lost or answered twice) and that it saw every
 // worker; the clients' request latencies come to rank 0. Last line: one JSON object.
 //   bench_scale RUNNERS STEPS ROLLOUTS_PER_STEP STEP_SECONDS
@@ -163,21 +163,19 @@ int main(int argc, char** argv) {
       std::vector<std::vector<AttemptedRollout>> held(static_cast<std::size_t>(mine));
       for (int k = 0; k < mine; ++k)
         timed([&] { held[k] = client.dequeue(names[k], static_cast<std::size_t>(share)); });
+      // Its episodes' spans (fewer than runner.span_batch: none went earlier) and their ends, in one request.
       for (int k = 0; k < mine; ++k) {
         std::vector<Span> spans;
-        for (const AttemptedRollout& ar : held[k]) add_episode_spans(ar, spans);
-        timed([&] { client.add_spans(std::move(spans)); });
-      }
-      for (int k = 0; k < mine; ++k) {
         std::vector<AttemptReport> ends;
         for (const AttemptedRollout& ar : held[k]) {
+          add_episode_spans(ar, spans);
           AttemptReport r;
           r.rollout_id = ar.rollout.id;
           r.attempt_id = ar.attempt.id;
           r.update.status = AttemptStatus::succeeded;
           ends.push_back(r);
         }
-        timed([&] { client.update_attempts(ends); });
+        timed([&] { client.end_attempts(std::move(spans), ends); });
       }
     }
   }  // the clients' byes end the server's loop

@@ -120,13 +120,12 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
                                                store::AttemptStatus status) override {
     if (!book_.holds(rollout, attempt)) return std::nullopt;
     const bool ends = status == store::AttemptStatus::succeeded || status == store::AttemptStatus::failed;
-    if (ends) {
-      spans_.flush();  // the episode's spans reach the store before its end
-      book_.release(rollout, attempt);
-    }
+    if (ends) book_.release(rollout, attempt);
     store::AttemptReport report{rollout, attempt, {}};
     report.update.status = status;
-    const store::ReportOutcome outcome = store_.update_attempts({report}).at(0);
+    // An end takes the episode's spans along, ahead of it.
+    const store::ReportOutcome outcome =
+        (ends ? spans_.end_attempts({report}) : store_.update_attempts({report})).at(0);
     if (!outcome.attempt) log::debug("agent's report refused: ", outcome.refusal);  // e.g. the attempt timed out
     return outcome.attempt;
   }
@@ -264,14 +263,13 @@ class ExternalRunner {
 
   void fail(const std::vector<AttemptKey>& attempts) {
     if (attempts.empty()) return;
-    spans_.flush();
     std::vector<store::AttemptReport> reports;
     for (const auto& [rollout, attempt] : attempts) {
       store::AttemptReport report{rollout, attempt, {}};
       report.update.status = store::AttemptStatus::failed;
       reports.push_back(report);
     }
-    store_.update_attempts(reports);
+    spans_.end_attempts(reports);
   }
 
   const Config& config_;

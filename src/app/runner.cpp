@@ -136,11 +136,10 @@ class Runner {
       ComputeClock::Section computing(compute_);
       errors = batcher_.run(episodes);
     }
-    spans_.flush();
     report_ends(these, errors);
   }
 
-  // Every episode's end, in one request.
+  // Every episode's end, in one request with the spans still to send.
   void report_ends(const std::vector<const store::AttemptedRollout*>& these,
                    const std::vector<std::exception_ptr>& errors) {
     std::vector<store::AttemptReport> ends(these.size());
@@ -156,7 +155,7 @@ class Runner {
         }
       }
     }
-    for (const store::ReportOutcome& outcome : store_.update_attempts(ends))
+    for (const store::ReportOutcome& outcome : spans_.end_attempts(ends))
       if (!outcome.attempt) log::debug("late report refused: ", outcome.refusal);  // the rollout moved on without it
   }
 

@@ -144,6 +144,15 @@ void get(ByteReader& r, ReportOutcome& v) {
   v.refusal = std::string(r.bytes());
 }
 
+void put(ByteWriter& w, const AttemptsEnded& v) {
+  put(w, v.span_ids);
+  put(w, v.outcomes);
+}
+void get(ByteReader& r, AttemptsEnded& v) {
+  get(r, v.span_ids);
+  get(r, v.outcomes);
+}
+
 void put(ByteWriter& w, const RolloutUpdate& v) {
   put_optional(w, v.status, [&](RolloutStatus s) { encode_enum(w, s); });
   put_optional(w, v.mode, [&](Mode m) { encode_enum(w, m); });
@@ -288,6 +297,16 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
       for (SpanRecordView& span : spans) span = read_span_record(in);
       in.expect_end();
       return reply(s.add_span_records(spans));
+    }
+    case Type::end_attempts: {  // the whole request read before the store changes
+      std::vector<SpanRecordView> spans(in.count(min_span_bytes));
+      for (SpanRecordView& span : spans) span = read_span_record(in);
+      return reply(with_args<std::vector<AttemptReport>>(in, [&](auto ends) {
+        AttemptsEnded out;
+        out.span_ids = s.add_span_records(spans);
+        out.outcomes = s.update_attempts(ends);
+        return out;
+      }));
     }
     case Type::add_span: {
       SpanRecordView span = read_span_record(in);

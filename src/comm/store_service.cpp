@@ -298,6 +298,9 @@ AttemptedRollout RemoteStore::start_attempt(RolloutId rollout_id, const std::str
 std::vector<std::uint64_t> RemoteStore::add_spans(std::vector<Span> spans) {
   return call<std::vector<std::uint64_t>>(wire::Type::add_spans, 0, spans);
 }
+AttemptsEnded RemoteStore::end_attempts(std::vector<Span> spans, const std::vector<AttemptReport>& ends) {
+  return call<AttemptsEnded>(wire::Type::end_attempts, 0, spans, ends);
+}
 std::uint64_t RemoteStore::add_span(Span span) { return call<std::uint64_t>(wire::Type::add_span, 0, span); }
 std::uint64_t RemoteStore::next_sequence_id(RolloutId rollout_id) {
   return call<std::uint64_t>(wire::Type::next_sequence_id, 0, rollout_id);

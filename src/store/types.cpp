@@ -48,6 +48,13 @@ std::vector<ReportOutcome> Store::update_attempts(const std::vector<AttemptRepor
   return outcomes;
 }
 
+AttemptsEnded Store::end_attempts(std::vector<Span> spans, const std::vector<AttemptReport>& ends) {
+  AttemptsEnded out;
+  if (!spans.empty()) out.span_ids = add_spans(std::move(spans));
+  out.outcomes = update_attempts(ends);
+  return out;
+}
+
 Rollout Store::get_rollout(RolloutId rollout_id) {
   RolloutFilter filter;
   filter.ids = {rollout_id};

@@ -70,6 +70,25 @@ BOOST_AUTO_TEST_CASE(flush_and_destruction_send_the_rest_in_order) {
   BOOST_TEST(spans[5].name == "last");
 }
 
+BOOST_AUTO_TEST_CASE(ending_attempts_takes_the_buffered_spans_along_first) {
+  SpanBatcher batcher(store, 1000, 60.0);
+  batcher.add(suite::span_of(ar, "call"));
+  batcher.add(suite::span_of(ar, "reward"));
+  const std::vector<ReportOutcome> outcomes =
+      batcher.end_attempts({{ar.rollout.id, ar.attempt.id, suite::status_update(AttemptStatus::succeeded)}});
+  BOOST_REQUIRE(outcomes.size() == 1u);
+  BOOST_REQUIRE(outcomes[0].attempt.has_value());
+  BOOST_TEST((outcomes[0].attempt->status == AttemptStatus::succeeded));
+  BOOST_TEST(stored() == 2u);  // not refused for the end that came with them
+  BOOST_TEST(batcher.spans_refused() == 0u);
+  BOOST_TEST(batcher.batches_sent() == 1u);
+  // Nothing buffered: the ends go alone, and no batch is counted.
+  const auto alone = batcher.end_attempts({{ar.rollout.id + 1, 1, suite::status_update(AttemptStatus::failed)}});
+  BOOST_REQUIRE(alone.size() == 1u);
+  BOOST_TEST(!alone[0].attempt.has_value());
+  BOOST_TEST(batcher.batches_sent() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(refused_spans_are_counted) {
   SpanBatcher batcher(store, 1000, 60.0);
   store.cancel(ar.rollout.id);

@@ -465,6 +465,49 @@ inline void a_batch_of_reports_applies_each_and_refuses_one_by_one(Harness& h) {
   BOOST_TEST(s.update_attempts({}).empty());
 }
 
+// Spans and ends in one call: the spans go first, so an episode's last spans are never refused for its end.
+inline void ending_attempts_stores_their_spans_first(Harness& h) {
+  Store& s = h.store();
+  s.enqueue({task("a"), task("b")});
+  auto got = s.dequeue("ending-worker", 2);
+  BOOST_REQUIRE(got.size() == 2u);
+  Span stray = span_of(got[1]);
+  stray.rollout_id = 999999;  // no such rollout: refused, the rest stands
+  std::vector<Span> spans{span_of(got[0]), span_of(got[0], "reward"), span_of(got[1]), stray};
+  std::vector<AttemptReport> ends(3);
+  for (int i = 0; i < 2; ++i) {
+    ends[i].rollout_id = got[i].rollout.id;
+    ends[i].attempt_id = got[i].attempt.id;
+  }
+  ends[0].update = status_update(AttemptStatus::succeeded);
+  ends[1].update = status_update(AttemptStatus::failed);
+  ends[2].rollout_id = 999999;
+  ends[2].attempt_id = 1;
+  ends[2].update = status_update(AttemptStatus::succeeded);
+  const AttemptsEnded done = s.end_attempts(spans, ends);
+  BOOST_TEST(done.span_ids == (std::vector<std::uint64_t>{1, 2, 1, 0}));
+  BOOST_REQUIRE(done.outcomes.size() == 3u);
+  BOOST_REQUIRE(done.outcomes[0].attempt.has_value());
+  BOOST_TEST((done.outcomes[0].attempt->status == AttemptStatus::succeeded));
+  BOOST_REQUIRE(done.outcomes[1].attempt.has_value());
+  BOOST_TEST((done.outcomes[1].attempt->status == AttemptStatus::failed));
+  BOOST_TEST(!done.outcomes[2].attempt.has_value());
+  BOOST_TEST(done.outcomes[2].refusal.find("999999") != std::string::npos, done.outcomes[2].refusal);
+  SpanFilter of_a;
+  of_a.rollout_id = got[0].rollout.id;
+  BOOST_TEST(s.query_spans(of_a, {}).items.size() == 2u);
+  BOOST_TEST((s.get_rollout(got[0].rollout.id).status == RolloutStatus::succeeded));
+  // Spans of an attempt that has ended are refused; ends alone (no spans) go too.
+  const AttemptsEnded late = s.end_attempts({span_of(got[0])}, {});
+  BOOST_TEST(late.span_ids == (std::vector<std::uint64_t>{0}));
+  BOOST_TEST(late.outcomes.empty());
+  AttemptReport again{got[1].rollout.id, got[1].attempt.id, status_update(AttemptStatus::succeeded)};
+  const AttemptsEnded alone = s.end_attempts({}, {again});
+  BOOST_TEST(alone.span_ids.empty());
+  BOOST_REQUIRE(alone.outcomes.size() == 1u);
+  BOOST_TEST(!alone.outcomes[0].attempt.has_value());  // it has failed already
+}
+
 // Every case, by name, for the harnesses to register.
 inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
   return {
@@ -491,6 +534,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"workers_and_statistics", workers_and_statistics},
       {"a_batch_of_reports_applies_each_and_refuses_one_by_one",
        a_batch_of_reports_applies_each_and_refuses_one_by_one},
+      {"ending_attempts_stores_their_spans_first", ending_attempts_stores_their_spans_first},
   };
 }
 

@@ -48,6 +48,7 @@ enum class Type : std::uint8_t {
   update_attempts,
   pending,  // a reply only: the server holds the request (rank 0 restoring its store); the client waits anew
   next_sequence_id,
+  end_attempts,
   end_
 };
 
@@ -81,6 +82,7 @@ void put(ByteWriter& w, const store::Span& v);
 void put(ByteWriter& w, const store::AttemptUpdate& v);
 void put(ByteWriter& w, const store::AttemptReport& v);
 void put(ByteWriter& w, const store::ReportOutcome& v);
+void put(ByteWriter& w, const store::AttemptsEnded& v);
 void put(ByteWriter& w, const store::RolloutUpdate& v);
 void put(ByteWriter& w, const store::RolloutFilter& v);
 void put(ByteWriter& w, const store::SpanFilter& v);
@@ -103,6 +105,7 @@ void get(ByteReader& r, store::Span& v);
 void get(ByteReader& r, store::AttemptUpdate& v);
 void get(ByteReader& r, store::AttemptReport& v);
 void get(ByteReader& r, store::ReportOutcome& v);
+void get(ByteReader& r, store::AttemptsEnded& v);
 void get(ByteReader& r, store::RolloutUpdate& v);
 void get(ByteReader& r, store::RolloutFilter& v);
 void get(ByteReader& r, store::SpanFilter& v);

@@ -119,6 +119,8 @@ class RemoteStore : public store::Store {
   store::AttemptedRollout start_rollout(store::NewRollout rollout, const std::string& worker_id) override;
   store::AttemptedRollout start_attempt(store::RolloutId rollout_id, const std::string& worker_id) override;
   std::vector<std::uint64_t> add_spans(std::vector<store::Span> spans) override;
+  store::AttemptsEnded end_attempts(std::vector<store::Span> spans,
+                                    const std::vector<store::AttemptReport>& ends) override;
   std::uint64_t add_span(store::Span span) override;
   std::uint64_t next_sequence_id(store::RolloutId rollout_id) override;
   store::Attempt update_attempt(store::RolloutId rollout_id, store::AttemptId attempt_id,

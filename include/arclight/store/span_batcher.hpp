@@ -1,5 +1,6 @@
 #pragma once
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,14 +21,19 @@ class SpanBatcher {
   SpanBatcher& operator=(const SpanBatcher&) = delete;
 
   void add(Span span);
-  // Sends what is buffered now; call it before ending an attempt.
+  // Sends what is buffered now.
   void flush();
+  // Ends attempts: what is buffered and the ends go in one request (Store::end_attempts), the spans first.
+  std::vector<ReportOutcome> end_attempts(const std::vector<AttemptReport>& ends);
 
   std::uint64_t batches_sent() const;
   std::uint64_t spans_refused() const;  // the store said no: the attempt timed out, or its rollout ended
 
  private:
+  // Sends the buffer (with `send`, which returns the spans' sequence ids); an empty one only when asked.
+  using Send = std::function<std::vector<std::uint64_t>(std::vector<Span>)>;
   void send_locked(std::unique_lock<std::mutex>& lock);
+  void send_locked(std::unique_lock<std::mutex>& lock, bool even_empty, const Send& send);
 
   Store& store_;
   const std::size_t max_spans_;

@@ -37,6 +37,9 @@ class Store {
   // Many update_attempt calls in order, as one request (a runner ends a batch of episodes at
   // once): a refused report leaves the others standing and says why in its outcome.
   virtual std::vector<ReportOutcome> update_attempts(const std::vector<AttemptReport>& reports);
+  // add_spans, then update_attempts, as one request: a runner ends a batch of episodes with the spans still to send,
+  // which never arrive after their attempts' ends.
+  virtual AttemptsEnded end_attempts(std::vector<Span> spans, const std::vector<AttemptReport>& ends);
   virtual Rollout update_rollout(RolloutId rollout_id, const RolloutUpdate& update) = 0;
 
   // ---- queries ----

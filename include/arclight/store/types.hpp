@@ -168,6 +168,12 @@ struct ReportOutcome {
   std::string refusal;  // when refused
 };
 
+// What Store::end_attempts did: the spans' sequence ids (0: refused), then each end's outcome.
+struct AttemptsEnded {
+  std::vector<std::uint64_t> span_ids;
+  std::vector<ReportOutcome> outcomes;
+};
+
 struct RolloutUpdate {
   std::optional<RolloutStatus> status;
   std::optional<Mode> mode;
