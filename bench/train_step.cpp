@@ -26,7 +26,12 @@ int main(int argc, char** argv) {
   const int batch = argc > 1 ? std::atoi(argv[1]) : 512;  // sequences over all ranks
   const int length = argc > 2 ? std::atoi(argv[2]) : 17;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 10;
-  const bool hf = argc > 6;
+  const bool hf = argc > 4;
+  if ((hf && argc != 7) || (hf && std::string(argv[6]) != "float32" && std::string(argv[6]) != "bfloat16")) {
+    if (rank == 0)
+      std::fprintf(stderr, "usage: bench_train_step [BATCH LENGTH STEPS [HF_DIR DEVICE float32|bfloat16]]\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   const int device = hf ? std::atoi(argv[5]) : -1;
   model::set_compute_threads(1);
   ModelConfig mc;

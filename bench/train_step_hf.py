@@ -3,7 +3,9 @@
 training step of a Hugging Face model with transformers on CUDA device 0, float32 master weights and the forward
 in DTYPE under autocast, the GRPO loss of bench/ddp_train.py (the same shapes: every second token an action,
 behaviour log-probs -3.5, advantages in {-1, 0, 1}), gradient clipping at 1, AdamW. Prints the median step seconds
-after two warm-up steps. Needs transformers and a GPU (the GPU machine has both).
+after two warm-up steps. Needs transformers and a GPU (the GPU machine has both). arclight's step also computes the
+figures it logs (the entropy over the vocabulary, the clip fraction), which this one leaves out: a little less work
+here.
 
 Usage: train_step_hf.py DIR BATCH LENGTH STEPS DTYPE
 """

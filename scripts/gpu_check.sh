@@ -125,13 +125,28 @@ cpu_vs_transformers=$?
 cuda_vs_transformers=$?
 record reference "{\"cuda_vs_pytorch_ok\": $([ $cuda_vs_torch = 0 ] && echo true || echo false), \"cpu_vs_transformers_ok\": $([ $cpu_vs_transformers = 0 ] && echo true || echo false), \"cuda_vs_transformers_ok\": $([ $cuda_vs_transformers = 0 ] && echo true || echo false)}"
 
-stage "generation on the GPU: a random 0.5 B Qwen2 in bfloat16, arclight against transformers' generate"
-gen=$(mktemp -d)
+stage "mpirun -np 3: one trainer and one runner on the GPU"
+run=$(mktemp -d)
+"$bin/arclight" --version >/dev/null
+timeout 60 mpirun -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --dry-run |
+  tee "$out/dry_run.txt" | grep -E "^rank|cuda|cpu" | head -8
 start=$(date +%s)
-python3 "$root/bench/model_bench.py" write-qwen2 "$gen" | tee "$out/gen_model.txt"
+timeout 240 mpirun -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --run.steps 10 \
+  >"$out/train.txt" 2>&1
+rc=$?
+tail -5 "$out/train.txt"
+steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
+record training "{\"ok\": $([ $rc = 0 ] && echo true || echo false), \"steps\": $steps, \"seconds\": $(seconds_since "$start")}"
+
+stage "generation on the GPU: a random 0.5 B Qwen2 in bfloat16, arclight against transformers' generate"
+# Last: figures, not checks. Each command has a limit, so that a slow one leaves the device's call its time.
+gen=$(mktemp -d)
+trap 'rm -rf "$gen"' EXIT
+start=$(date +%s)
+timeout 90 python3 "$root/bench/model_bench.py" write-qwen2 "$gen" | tee "$out/gen_model.txt"
 # batch 16, prompts of 128 tokens, 128 new ones, greedy with the KV cache on both sides
-"$bin/bench/bench_model" "$gen" 16 128 128 8 0 bfloat16 | tee "$out/gen_ours.txt"
-python3 "$root/bench/model_bench.py" transformers "$gen" 16 128 128 | tee "$out/gen_transformers.txt"
+timeout 120 "$bin/bench/bench_model" "$gen" 16 128 128 8 0 bfloat16 | tee "$out/gen_ours.txt"
+timeout 120 python3 "$root/bench/model_bench.py" transformers "$gen" 16 128 128 | tee "$out/gen_transformers.txt"
 generation=$(python3 - "$out" <<'PY'
 import json, sys
 def last(name):
@@ -153,29 +168,15 @@ echo "generation stage: $(seconds_since "$start") s"
 stage "a training step on the GPU: the same model, bfloat16 forward over float32 weights, against PyTorch's own"
 start=$(date +%s)
 # 8 sequences of 256 tokens: forward, GRPO loss, backward, clip, AdamW; the median of 5 steps after 2 warm-ups
-ours_step=$(timeout 300 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen" 0 bfloat16 | tail -1)
-torch_step=$(timeout 300 python3 "$root/bench/train_step_hf.py" "$gen" 8 256 5 bfloat16 | tail -1)
+ours_step=$(timeout 150 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen" 0 bfloat16 | tail -1)
+torch_step=$(timeout 150 python3 "$root/bench/train_step_hf.py" "$gen" 8 256 5 bfloat16 | tail -1)
 echo "arclight ${ours_step:-failed} s, PyTorch ${torch_step:-failed} s a step"
 training_step=$(python3 -c 'import json,sys
 a, b = (float(x) if x else None for x in sys.argv[1:3])
 print(json.dumps({"step_s": a, "pytorch_step_s": b, "pytorch_over_ours": b / a if a and b else None}))' \
   "$ours_step" "$torch_step")
 record training_step "${training_step:-null}"
-rm -rf "$gen"
 echo "training step stage: $(seconds_since "$start") s"
-
-stage "mpirun -np 3: one trainer and one runner on the GPU"
-run=$(mktemp -d)
-"$bin/arclight" --version >/dev/null
-timeout 60 mpirun -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --dry-run |
-  tee "$out/dry_run.txt" | grep -E "^rank|cuda|cpu" | head -8
-start=$(date +%s)
-timeout 240 mpirun -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --run.steps 10 \
-  >"$out/train.txt" 2>&1
-rc=$?
-tail -5 "$out/train.txt"
-steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
-record training "{\"ok\": $([ $rc = 0 ] && echo true || echo false), \"steps\": $steps, \"seconds\": $(seconds_since "$start")}"
 
 echo
 cat "$json"

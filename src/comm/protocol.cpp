@@ -267,6 +267,13 @@ SpanRecordView read_span_record(ByteReader& in) {
   return v;
 }
 
+// A request's spans, as the wire carries them (their bodies checked, not copied).
+std::vector<SpanRecordView> read_span_records(ByteReader& in) {
+  std::vector<SpanRecordView> spans(in.count(min_span_bytes));
+  for (SpanRecordView& span : spans) span = read_span_record(in);
+  return spans;
+}
+
 // Reads a request's arguments and checks that its body ends there, then calls the store:
 // a bad request changes nothing. (A braced list reads the arguments in order.)
 template <class... Args, class Call>
@@ -293,14 +300,12 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
     case Type::start_attempt:
       return reply(with_args<Id, std::string>(in, [&](auto id, auto worker) { return s.start_attempt(id, worker); }));
     case Type::add_spans: {
-      std::vector<SpanRecordView> spans(in.count(min_span_bytes));
-      for (SpanRecordView& span : spans) span = read_span_record(in);
+      const std::vector<SpanRecordView> spans = read_span_records(in);
       in.expect_end();
       return reply(s.add_span_records(spans));
     }
     case Type::end_attempts: {  // the whole request read before the store changes
-      std::vector<SpanRecordView> spans(in.count(min_span_bytes));
-      for (SpanRecordView& span : spans) span = read_span_record(in);
+      const std::vector<SpanRecordView> spans = read_span_records(in);
       return reply(with_args<std::vector<AttemptReport>>(in, [&](auto ends) {
         AttemptsEnded out;
         out.span_ids = s.add_span_records(spans);

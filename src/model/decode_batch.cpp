@@ -15,6 +15,9 @@ namespace arclight::model {
 namespace {
 
 constexpr int most_top_logprobs = 20;
+// The attention scores one prefill of several prompts may hold (rows x heads x length², 256 MB in float32): a
+// single prompt always goes, however long.
+constexpr std::int64_t max_prefill_scores = std::int64_t{1} << 26;
 
 bool is_token(std::int32_t token, int vocab_size) { return token >= 0 && token < vocab_size; }
 
@@ -139,8 +142,8 @@ std::vector<std::vector<std::size_t>> DecodeBatch::Impl::draw_groups(const std::
 }
 
 // Queued prompts take free rows and are prefilled, each giving its first token. Prompts of similar length share a
-// forward (right-padded; at most half of its tokens padding): a forward's fixed cost, not its tokens, is most of a
-// short prompt's prefill.
+// forward (right-padded; at most half of its tokens padding, and attention scores within a budget, so that long
+// prompts go one or a few at a time): a forward's fixed cost, not its tokens, is most of a short prompt's prefill.
 void DecodeBatch::Impl::admit_queued(std::vector<SequenceToken>& out) {
   std::vector<std::size_t> joined;
   for (std::size_t r = 0; r < rows.size() && !queue.empty(); ++r) {
@@ -154,9 +157,13 @@ void DecodeBatch::Impl::admit_queued(std::vector<SequenceToken>& out) {
                    [&](std::size_t a, std::size_t b) { return rows[a]->length < rows[b]->length; });
   std::vector<std::size_t> group;
   std::int64_t tokens = 0;
+  const std::int64_t heads = decoder.architecture().num_heads;
   for (const std::size_t r : joined) {
     const std::int64_t length = rows[r]->length;  // the longest so far: the group's padded length with it
-    if (!group.empty() && static_cast<std::int64_t>(group.size() + 1) * length > 2 * (tokens + length)) {
+    const auto rows_with_it = static_cast<std::int64_t>(group.size() + 1);
+    const bool too_padded = rows_with_it * length > 2 * (tokens + length);
+    const bool too_large = rows_with_it * heads * length * length > max_prefill_scores;
+    if (!group.empty() && (too_padded || too_large)) {
       prefill(group, out);
       group.clear();
       tokens = 0;
@@ -183,8 +190,11 @@ void DecodeBatch::Impl::prefill(const std::vector<std::size_t>& group, std::vect
   const auto logits = decoder.forward_at(long_tensor(std::move(tokens)).view({n, longest}), long_tensor(last), &fresh);
   draw_each(group, logits, out);
   std::vector<std::int64_t> from, to;  // the rows still live after their first token
-  for (std::size_t i = 0; i < group.size(); ++i)
-    if (rows[group[i]]) from.push_back(static_cast<std::int64_t>(i)), to.push_back(static_cast<std::int64_t>(group[i]));
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (!rows[group[i]]) continue;
+    from.push_back(static_cast<std::int64_t>(i));
+    to.push_back(static_cast<std::int64_t>(group[i]));
+  }
   if (from.empty()) return;
   const auto source = index_on(fresh.keys[0], std::move(from)), target = index_on(fresh.keys[0], std::move(to));
   for (std::size_t l = 0; l < slots.keys.size(); ++l) {

@@ -233,21 +233,21 @@ Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, s
   return where;
 }
 
-torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) {
-  const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
-  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
-  auto logits = run(tokens.to(device()), place(positions.unsqueeze(0), start, start + t), cache);
-  if (cache) cache->length = start + t;
-  return logits;
-}
+torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) { return lockstep(tokens, cache, nullptr); }
 
 torch::Tensor Decoder::forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache) {
-  const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
-  if (at.dim() != 1 || at.size(0) != tokens.size(0))
-    throw Error(log::concat("logits at ", at.numel(), " positions for ", tokens.size(0), " rows"));
-  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
+  const std::int64_t t = tokens.size(1);
+  if (at.dim() != 1 || at.size(0) != tokens.size(0) ||
+      (at.numel() > 0 && (at.min().item<std::int64_t>() < 0 || at.max().item<std::int64_t>() >= t)))
+    throw Error(log::concat("logits at ", at.numel(), " indices in 0..", t - 1, " for ", tokens.size(0), " rows"));
   const auto on_device = at.to(device());
-  auto logits = run(tokens.to(device()), place(positions.unsqueeze(0), start, start + t), cache, &on_device);
+  return lockstep(tokens, cache, &on_device);
+}
+
+torch::Tensor Decoder::lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at) {
+  const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
+  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
+  auto logits = run(tokens.to(device()), place(positions.unsqueeze(0), start, start + t), cache, at);
   if (cache) cache->length = start + t;
   return logits;
 }

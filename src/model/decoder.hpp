@@ -89,9 +89,10 @@ class Decoder : public torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> merged();
   // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
-  // The same, with logits only where they are needed: row b's at position at[b] (int64 [B]) -> [B, vocab]. A prefill
-  // needs only its last; prompts of several lengths, right-padded, share one forward this way, since a row's real
-  // tokens never see the padding after them (its keys are overwritten as the row goes on).
+  // The same, with logits only where they are needed: row b's at its token at[b] (int64 [B], an index into this
+  // call's T tokens) -> [B, vocab]. A prefill needs only its last; prompts of several lengths, right-padded, share one
+  // forward this way, since a row's real tokens never see the padding after them (its keys are overwritten as the row
+  // goes on).
   torch::Tensor forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache);
   // Continuous batching: row b of tokens [B, T] continues its own sequence at positions[b] (int64 [B]), whose
   // earlier keys and values are row b of the cache (cache.length is not used). `end` is max(positions) + T, which the
@@ -108,8 +109,10 @@ class Decoder : public torch::nn::Module {
  private:
   // A parameter in the compute type. Where no gradient flows to it (generation, a frozen LoRA base) the cast is
   // kept until the parameter changes (its version counter: optimizer steps and weight loads bump it), so a 16-bit
-  // model is not cast anew at every generated token.
+  // model is not cast anew at every generated token. The price: a 16-bit copy of each weight stays beside its float32
+  // master (half its size again) on every rank that generates.
   torch::Tensor cast(const torch::Tensor& parameter) const;
+  torch::Tensor lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at);
   torch::Tensor project(const Projection& p, const torch::Tensor& x) const;
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
   struct Placement;

@@ -59,16 +59,12 @@ void SpanBatcher::flush() {
 std::vector<ReportOutcome> SpanBatcher::end_attempts(const std::vector<AttemptReport>& ends) {
   std::unique_lock<std::mutex> lock(mutex_);
   std::vector<ReportOutcome> outcomes;
-  send_locked(lock, true, [&](std::vector<Span> batch) {
+  send_locked(lock, !ends.empty(), [&](std::vector<Span> batch) {
     AttemptsEnded done = store_.end_attempts(std::move(batch), ends);
     outcomes = std::move(done.outcomes);
     return std::move(done.span_ids);
   });
   return outcomes;
-}
-
-void SpanBatcher::send_locked(std::unique_lock<std::mutex>& lock) {
-  send_locked(lock, false, [this](std::vector<Span> batch) { return store_.add_spans(std::move(batch)); });
 }
 
 void SpanBatcher::send_locked(std::unique_lock<std::mutex>& lock, bool even_empty, const Send& send) {
@@ -81,7 +77,7 @@ void SpanBatcher::send_locked(std::unique_lock<std::mutex>& lock, bool even_empt
   batch.swap(buffer_);
   const bool has_spans = !batch.empty();
   lock.unlock();  // the runner keeps adding while the batch travels
-  std::vector<std::uint64_t> ids = send(std::move(batch));
+  std::vector<std::uint64_t> ids = send ? send(std::move(batch)) : store_.add_spans(std::move(batch));
   lock.lock();
   batches_ += has_spans ? 1 : 0;
   refused_ += static_cast<std::uint64_t>(std::count(ids.begin(), ids.end(), 0u));

@@ -99,6 +99,31 @@ BOOST_AUTO_TEST_CASE(every_truncation_is_answered_with_an_error_and_changes_noth
   BOOST_TEST(store.statistics().rollouts[int(RolloutStatus::queuing)] == 0u);
 }
 
+// Spans and ends in one request: cut anywhere (the length field saying so), neither the spans nor the ends land.
+BOOST_AUTO_TEST_CASE(an_end_attempts_request_cut_anywhere_changes_nothing) {
+  store.enqueue({task("ending")});
+  const AttemptedRollout ar = *store.dequeue("w");
+  Span span;
+  span.rollout_id = ar.rollout.id;
+  span.attempt_id = ar.attempt.id;
+  span.name = "llm";
+  AttemptReport end{ar.rollout.id, ar.attempt.id, {}};
+  end.update.status = AttemptStatus::succeeded;
+  const std::string request =
+      wire::encode(wire::Type::end_attempts, false, 3, std::vector<Span>{span, span}, std::vector<AttemptReport>{end});
+  for (std::size_t cut = wire::header_size; cut < request.size(); ++cut) {
+    std::string body_cut = request.substr(0, cut);
+    ByteWriter(body_cut).patch_u32(8, static_cast<std::uint32_t>(cut - wire::header_size));
+    BOOST_TEST(error_code(*wire::handle_request(store, body_cut)) == int(wire::malformed), "cut at " << cut);
+  }
+  BOOST_TEST(store.statistics().spans == 0u);
+  BOOST_TEST((store.get_latest_attempt(ar.rollout.id).status == AttemptStatus::preparing));
+  const auto done = decode_reply<AttemptsEnded>(*wire::handle_request(store, request));
+  BOOST_TEST(done.span_ids == (std::vector<std::uint64_t>{1, 2}));
+  BOOST_REQUIRE(done.outcomes.size() == 1u);
+  BOOST_TEST((done.outcomes[0].attempt->status == AttemptStatus::succeeded));
+}
+
 BOOST_AUTO_TEST_CASE(bad_headers_are_refused) {
   std::string good = wire::encode(wire::Type::statistics, false, 1);
   BOOST_TEST(error_code(*wire::handle_request(store, good)) == -1);
@@ -159,6 +184,8 @@ BOOST_AUTO_TEST_CASE(random_mutations_never_crash_the_handler) {
       wire::encode(wire::Type::add_span, false, 2, span),
       wire::encode(wire::Type::query_rollouts, false, 3, RolloutFilter{}, Paging{}),
       wire::encode(wire::Type::update_rollout, false, 4, ar.rollout.id, RolloutUpdate{}),
+      wire::encode(wire::Type::end_attempts, false, 5, std::vector<Span>{span, span},
+                   std::vector<AttemptReport>{{ar.rollout.id, ar.attempt.id, {}}}),
   };
   std::uint64_t rng = 42;
   auto next = [&rng] {

@@ -40,6 +40,11 @@ std::vector<float> full_forward_logprobs(Policy& policy, const std::vector<std::
     out.push_back(logp[prompt.size() - 1 + i][generated[i]].item<float>());
   return out;
 }
+torch::Tensor logits_without_gradient(Policy& policy, const torch::Tensor& tokens) {
+  torch::NoGradGuard no_grad;
+  return policy.logits(tokens);
+}
+
 boost::test_tools::assertion_result cuda_present(boost::unit_test::test_unit_id) {
   boost::test_tools::assertion_result present(torch::cuda::is_available());
   present.message() << "no GPU here (or a LibTorch without CUDA): the policy's CUDA path is not run";
@@ -170,10 +175,7 @@ BOOST_AUTO_TEST_CASE(a_16_bit_policy_computes_with_the_weights_it_has_now) {
   config.dtype = ComputeType::bfloat16;
   Policy a(config, 20, 1), b(config, 20, 2);
   const auto tokens = torch::tensor({{1L, 2L, 3L, 4L, 5L}});
-  const auto logits_of = [&](Policy& p) {
-    torch::NoGradGuard no_grad;
-    return p.logits(tokens);
-  };
+  const auto logits_of = [&](Policy& p) { return logits_without_gradient(p, tokens); };
   const auto first = logits_of(a);
   BOOST_TEST(torch::equal(first, logits_of(a)));
   const auto w = b.flat_parameters();
@@ -367,6 +369,38 @@ BOOST_AUTO_TEST_CASE(merged_adapters_give_the_adapted_models_logits) {
   const auto difference = (plain.logits(tokens) - adapted.logits(tokens)).abs().max().item<double>();
   BOOST_TEST(difference < 1e-4);
   BOOST_TEST(adapted.logits(tokens).abs().max().item<double>() > 0.1);
+}
+
+// A frozen base takes no gradient: its 16-bit cast is kept across training forwards too, and the adapters still
+// train through it.
+BOOST_AUTO_TEST_CASE(a_16_bit_lora_policy_trains_its_adapters_over_its_kept_base) {
+  TempDir dir;
+  write_random_qwen3(dir);
+  ModelConfig config = with_lora(dir, {"q", "v", "down"});
+  config.dtype = ComputeType::bfloat16;
+  Policy adapted(config, 10, 1), twin(config, 10, 1);
+  const auto tokens = torch::tensor({{1L, 5L, 9L, 2L, 7L}});
+  const auto logits_of = [&](Policy& p) { return logits_without_gradient(p, tokens); };
+  const auto before = logits_of(adapted);
+  for (int round = 0; round < 2; ++round) {  // the second backward runs over the kept casts of the base
+    adapted.zero_gradients();
+    adapted.logits(tokens).pow(2).sum().backward();
+    double b_gradient = 0;
+    const auto names = adapted.parameter_names();
+    const auto gradients = adapted.gradient_buffers();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i].find("lora_B") != std::string::npos)
+        for (std::size_t k = 0; k < gradients[i].size; ++k) b_gradient += std::abs(gradients[i].data[k]);
+    BOOST_TEST(b_gradient > 0, "round " << round);
+  }
+  std::vector<float> adapters(adapted.parameter_count());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0, 0.2f);
+  for (float& a : adapters) a = normal(rng);
+  adapted.load_flat_parameters(adapters.data(), adapters.size());
+  twin.load_flat_parameters(adapters.data(), adapters.size());
+  BOOST_TEST(!torch::equal(logits_of(adapted), before));
+  BOOST_TEST(torch::equal(logits_of(adapted), logits_of(twin)));
 }
 
 BOOST_AUTO_TEST_CASE(lora_needs_a_pretrained_model_and_known_targets) {

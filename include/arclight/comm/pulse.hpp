@@ -43,21 +43,22 @@ class PulseSender {
   std::thread thread_;
 };
 
-// Rank 0's view of the pulses of every other rank of `comm`: call take() often (every second or
-// so); a rank is silent for as long as its pulses have not come. Time in which take() was not
-// called (rank 0 busy elsewhere) counts against nobody but the first second of it.
+// A rank's view of the pulses that come to it on `comm` (rank 0's of every other rank; the last
+// rank's of rank 0, through PulseSender): call take() often (every second or so); a rank is silent
+// for as long as its pulses have not come. Time in which take() was not called (the watcher busy
+// elsewhere, or itself stopped) counts against nobody but the first second of it.
 class PulseWatch {
  public:
   explicit PulseWatch(MPI_Comm comm);
   void take();
   double silent_seconds(int rank) const;
-  // The ranks silent for at least `seconds`, in rank order.
+  // The ranks but 0 silent for at least `seconds`, in rank order (rank 0's watch of the others).
   std::vector<int> silent_for(double seconds) const;
 
  private:
   using Clock = std::chrono::steady_clock;
   MPI_Comm comm_;
-  std::vector<Clock::time_point> heard_;  // by rank; rank 0's own is never judged
+  std::vector<Clock::time_point> heard_;  // by rank
   Clock::time_point last_take_;
   std::string buffer_;
 };

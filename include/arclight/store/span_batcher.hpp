@@ -30,10 +30,10 @@ class SpanBatcher {
   std::uint64_t spans_refused() const;  // the store said no: the attempt timed out, or its rollout ended
 
  private:
-  // Sends the buffer (with `send`, which returns the spans' sequence ids); an empty one only when asked.
+  // Sends the buffer with `send` (which returns the spans' sequence ids), or as add_spans; an empty buffer only when
+  // asked.
   using Send = std::function<std::vector<std::uint64_t>(std::vector<Span>)>;
-  void send_locked(std::unique_lock<std::mutex>& lock);
-  void send_locked(std::unique_lock<std::mutex>& lock, bool even_empty, const Send& send);
+  void send_locked(std::unique_lock<std::mutex>& lock, bool even_empty = false, const Send& send = {});
 
   Store& store_;
   const std::size_t max_spans_;
