@@ -112,12 +112,13 @@ class Decoder : public torch::nn::Module {
   // model is not cast anew at every generated token. The price: a 16-bit copy of each weight stays beside its float32
   // master (half its size again) on every rank that generates.
   torch::Tensor cast(const torch::Tensor& parameter) const;
-  torch::Tensor lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at);
   torch::Tensor project(const Projection& p, const torch::Tensor& x) const;
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
   struct Placement;
   Placement place(torch::Tensor positions, std::int64_t start, std::int64_t end) const;
-  // Logits [B, T, vocab], or [B, vocab] at each row's position `at` when given.
+  // forward and forward_at: every row at the same positions, continuing the cache when there is one.
+  torch::Tensor lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at);
+  // Logits [B, T, vocab], or [B, vocab] at each row's token `at` when given.
   torch::Tensor run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
                     const torch::Tensor* at = nullptr);
   torch::Tensor rotate(const torch::Tensor& x, const Placement& where) const;
