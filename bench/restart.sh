@@ -5,11 +5,13 @@
 # job is relaunched with --resume auto for one step. Printed: seconds from launch to that step,
 # split into start-up (MPI, placement, channels, LibTorch, the policy's construction; rank 0 reads
 # the store meanwhile), restore (the trainers' shares read, broadcast and loaded) and the first step;
-# and the bytes read from the checkpoint's files over the version's size. FLAGS: more options
-# for both runs (e.g. "--model.d_model 512 --model.n_layers 8" for a larger version).
+# and the bytes read from the checkpoint's files over the version's size. EVERY: versions every
+# so many steps (default STEP: one version). FLAGS: more options for both runs (e.g.
+# "--model.d_model 512 --model.n_layers 8" for a larger version).
 set -euo pipefail
 root=$1
 step=${STEP:-10}
+every=${EVERY:-$step}
 extra=(${FLAGS:-})
 cmake --build "$root/build" --target arclight -j"$(nproc)" >/dev/null
 work=$(mktemp -d)
@@ -20,7 +22,7 @@ cd "$root"
 train() {  # train LOG [flags...]: the job's lines, stdout and stderr, each with the time it came
   local log=$1; shift
   timeout 600 mpirun "${flags[@]}" -np 4 "$root/build/arclight" --log-level debug train \
-    --config configs/workstation.toml --run.dir "$work/run" --checkpoint.every_steps "$step" "${extra[@]}" "$@" 2>&1 |
+    --config configs/workstation.toml --run.dir "$work/run" --checkpoint.every_steps "$every" "${extra[@]}" "$@" 2>&1 |
     /usr/bin/python3 -u -c 'import sys, time
 for line in sys.stdin: print(f"{time.time():.6f} {line}", end="", flush=True)' >"$log"
 }

@@ -74,7 +74,9 @@ class Coordinator {
   void restore_trainers(const std::string& path, RestoreFigures& figures);
   void check_same_model(const std::string& path, const std::string& saved_config) const;
   void commit_resume(const ckpt::Checkpoint* restored);
-  void restore_state(const std::string& path, ckpt::Checkpoint& c);
+  void restore_state(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read);
+  void import_store(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read);
+  std::vector<std::int64_t> log_starts(const store::MemoryStore::Snapshot& snapshot);
   bool checkpoint_due(int step, bool stop_requested) const;
   ckpt::Checkpoint capture(int step, const std::vector<store::RolloutId>& untrained);
   void write_in_background(int step, ckpt::Checkpoint c);
@@ -114,6 +116,13 @@ class Coordinator {
     std::size_t history = 0, spans = 0;
     std::uint64_t history_bytes = 0, span_bytes = 0;
   } logs_;
+  // Where each version's part of the logs begins (entries, bytes), from the newest one at or
+  // before what the store has let go of: a restore in place reads the logs from there.
+  struct LogMark {
+    std::size_t entry = 0;
+    std::uint64_t byte = 0;
+  };
+  std::vector<LogMark> history_marks_{LogMark{}}, span_marks_{LogMark{}};
   // The history's and the span log's entries in the newest version written (the writer's).
   std::atomic<std::size_t> committed_history_{0}, committed_spans_{0};
   std::shared_ptr<store::StoreArchive> archive_;  // checkpoint.span_log = "all": LATEST, for what the store let go of

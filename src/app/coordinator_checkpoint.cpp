@@ -125,9 +125,16 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   RestoreFigures figures;
   // A version restores when its store, its random state and the trainers' shares of its model
   // read back; otherwise the one before is tried.
-  auto accept = [this, &figures, t](const std::string& path, ckpt::Checkpoint& c) {
+  // In this run's checkpoint directory, the store's logs are read only from where the store that
+  // saved had let go of records (they stay in the version, LATEST from here on, for the store to
+  // read back); from another directory, whole.
+  std::error_code ec;
+  const bool in_place =
+      resume_ == "auto" || fs::equivalent(resume_, fs::path(checkpoint_dir_) / fs::path(resume_).filename(), ec);
+  const ckpt::Contents contents = in_place ? ckpt::Contents::restore : ckpt::Contents::no_tensor_data;
+  auto accept = [this, &figures, t, contents](const std::string& path, ckpt::Checkpoint& c) {
     check_same_model(path, c.config_toml);
-    restore_state(path, c);
+    restore_state(path, c, contents);
     store_restored_ = true;
     figures.rank0_seconds = seconds_since(t);  // its reads and the store's import, before the trainers read
     try {
@@ -139,13 +146,13 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   };
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
   if (resume_ == "auto") {
-    found = ckpt::load_latest(checkpoint_dir_, accept, ckpt::Contents::no_tensor_data);
+    found = ckpt::load_latest(checkpoint_dir_, accept, contents);
     if (!found) {
       log::info("no checkpoint in ", checkpoint_dir_, ": starting fresh");
       return std::nullopt;
     }
   } else {
-    found = std::make_pair(resume_, ckpt::read_checkpoint(resume_, ckpt::Contents::no_tensor_data));
+    found = std::make_pair(resume_, ckpt::read_checkpoint(resume_, contents));
     accept(found->first, found->second);
   }
   const std::uint64_t rank0_bytes = ckpt::bytes_read_by_this_thread() - bytes_before;
@@ -161,7 +168,6 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
             " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
             figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
             figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)");
-  std::error_code ec;
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
   resumed_in_place_ = fs::equivalent(found->first, here, ec);
   restored_path_ = resumed_in_place_ ? here.string() : found->first;
@@ -227,11 +233,16 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
     }
     ckpt::set_latest(checkpoint_dir_, std::filesystem::path(restored_path_).filename().string());
     std::tie(logs_.history, logs_.spans) = imported_log_lengths_;
-    logs_.history_bytes = restored->store_history.size();
-    logs_.span_bytes = restored->span_log.size();
+    logs_.history_bytes = restored->store_history_offset + restored->store_history.size();
+    logs_.span_bytes = restored->span_log_offset + restored->span_log.size();
+    const std::vector<std::int64_t>& starts = restored->store_log_starts;
+    if (restored->store_history_offset > 0 || restored->span_log_offset > 0) {  // read from the starts
+      history_marks_ = {LogMark{std::size_t(starts[0]), std::uint64_t(starts[1])}};
+      span_marks_ = {LogMark{std::size_t(starts[2]), std::uint64_t(starts[3])}};
+    }
     // The history's lost records are new entries: the next version writes the logs whole,
     // holding the loss and no longer linking the damaged segment.
-    if (restored->store_history_lost_bytes) logs_ = {};
+    if (restored->store_history_lost_bytes) logs_ = {}, history_marks_ = span_marks_ = {LogMark{}};
     // LATEST's span log is the store's, entry for entry, unless a segment of it is damaged (the next version
     // writes it whole).
     if (restored->damaged_logs.empty()) {
@@ -246,23 +257,14 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
               " are set aside in ", moved, restored ? "" : " (run with --resume auto to continue them)");
 }
 
-// Rebuilds the store and the task generator from a version; CorruptCheckpoint (and an
-// empty store) when they do not read back.
-void Coordinator::restore_state(const std::string& path, ckpt::Checkpoint& c) {
+// Rebuilds the store and the task generator from a version (`read` as it was read);
+// CorruptCheckpoint (and an empty store) when they do not read back.
+void Coordinator::restore_state(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read) {
   std::mt19937_64 rng;
   std::istringstream text(c.coordinator_rng);
   text >> rng;
   if (!text) throw ckpt::CorruptCheckpoint(path + ": the coordinator's random state does not read back");
-  store::MemoryStore::Imported imported;
-  try {
-    imported = store_.import_state(c.store_tables, c.store_history, c.span_log, c.store_history_lost_bytes);
-    // What the version's logs hold: taken now, since the store is served (and its logs grow) before the resume
-    // commits, and the next version appends to the version's logs from exactly here.
-    imported_log_lengths_ = store_.log_lengths();
-  } catch (const DecodeError& e) {
-    throw ckpt::CorruptCheckpoint(path + ": the store does not read back: " + e.what());
-  }
-  if (c.store_history_lost_bytes) warn_of_lost_records(path, imported, c.untrained_rollouts, store_);
+  import_store(path, c, read);
   for (std::int64_t id : c.untrained_rollouts) {
     bool known = id > 0;
     try {
@@ -276,9 +278,32 @@ void Coordinator::restore_state(const std::string& path, ckpt::Checkpoint& c) {
                                     " is not a training rollout of its store");
     }
   }
+  rng_ = rng;
+}
+
+// The version's store into rank 0's: lazily when its logs were read from their starts; read whole
+// and imported so when that does not read back (a damaged segment, starts that do not fit).
+void Coordinator::import_store(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read) {
+  std::optional<store::MemoryStore::LogStarts> from;
+  if (read == ckpt::Contents::restore && !c.store_log_starts.empty())
+    from = store::MemoryStore::LogStarts{std::size_t(c.store_log_starts[0]), std::size_t(c.store_log_starts[2])};
+  store::MemoryStore::Imported imported;
+  try {
+    if (from && !c.damaged_logs.empty()) throw DecodeError("a damaged segment: " + c.damaged_logs.front());
+    imported = store_.import_state(c.store_tables, c.store_history, c.span_log, c.store_history_lost_bytes, from);
+  } catch (const DecodeError& e) {
+    if (!from) throw ckpt::CorruptCheckpoint(path + ": the store does not read back: " + e.what());
+    log::warn(path, ": the store's newest entries do not read back alone (", e.what(), "); reading its logs whole");
+    c = ckpt::read_checkpoint(path, ckpt::Contents::no_tensor_data);
+    import_store(path, c, ckpt::Contents::no_tensor_data);
+    return;
+  }
+  // What the version's logs hold: taken now, since the store is served (and its logs grow) before the resume
+  // commits, and the next version appends to the version's logs from exactly here.
+  imported_log_lengths_ = store_.log_lengths();
+  if (c.store_history_lost_bytes) warn_of_lost_records(path, imported, c.untrained_rollouts, store_);
   if (!imported.requeued.empty())
     log::info(imported.requeued.size(), " rollouts that had not ended at the save are requeued");
-  rng_ = rng;
 }
 
 // A checkpoint at the step boundary: every N steps, every T minutes, on a signal, and at the end.
@@ -306,6 +331,7 @@ ckpt::Checkpoint Coordinator::capture(int step, const std::vector<store::Rollout
   // One consistent snapshot of the store; of its append-only parts only what came since the
   // last version (LATEST holds the rest). The trainers copy their shares meanwhile.
   store::MemoryStore::Snapshot snapshot = store_.export_state(logs_.history, logs_.spans);
+  c.store_log_starts = log_starts(snapshot);
   c.store_tables = std::move(snapshot.tables);
   c.store_history = std::move(snapshot.history);
   c.span_log = std::move(snapshot.span_log);
@@ -318,6 +344,22 @@ ckpt::Checkpoint Coordinator::capture(int step, const std::vector<store::Rollout
   for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
   answers_of_trainers(sends);  // they answer once they have copied
   return c;
+}
+
+// Where a restore in place begins this version's logs: the newest version boundary at or before
+// what the store has let go of (this version's part begins at one too).
+std::vector<std::int64_t> Coordinator::log_starts(const store::MemoryStore::Snapshot& snapshot) {
+  auto newest_before = [](std::vector<LogMark>& marks, LogMark part, std::size_t released) {
+    if (part.entry > marks.back().entry) marks.push_back(part);
+    // marks.front() is at or before `released`: it was chosen for an earlier version, or is the start
+    std::size_t newest = 0;
+    while (newest + 1 < marks.size() && marks[newest + 1].entry <= released) ++newest;
+    marks.erase(marks.begin(), marks.begin() + static_cast<std::ptrdiff_t>(newest));
+    return marks.front();
+  };
+  const LogMark history = newest_before(history_marks_, {logs_.history, logs_.history_bytes}, snapshot.history_base),
+                spans = newest_before(span_marks_, {logs_.spans, logs_.span_bytes}, snapshot.span_log_base);
+  return {std::int64_t(history.entry), std::int64_t(history.byte), std::int64_t(spans.entry), std::int64_t(spans.byte)};
 }
 
 // Rank 0's share of the version (meta, store, metrics) goes with the trainers' shards into

@@ -234,6 +234,7 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     bytes("/store/history", c.store_history, true, c.store_history_offset);
     bytes("/store/span_log", c.span_log, true, c.span_log_offset);
     ints("/store/untrained_rollouts", c.untrained_rollouts);
+    if (!c.store_log_starts.empty()) ints("/store/log_starts", c.store_log_starts);
   }
   const std::vector<TensorInfo> tensors = tensors_of(c);
   if (part.model_index) {

@@ -28,6 +28,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Starts of the store's logs (Contents::restore) that a read cannot begin at: the logs are read whole.
+struct StartsDoNotFit : CorruptCheckpoint {
+  using CorruptCheckpoint::CorruptCheckpoint;
+};
+
 // A file named like a version (v00000010.h5) holds that step: a copy of another version
 // under that name would take a resume back in time, and its later saves over newer versions.
 void check_name_matches_step(const std::string& path, std::int64_t step) {
@@ -178,10 +183,13 @@ class Reader {
   // An append-only blob: its segments, in name (= version) order. With `damaged`, a segment
   // that does not read is left out and named there, and `lost_bytes` (when given) counts the
   // bytes its link says it held.
+  // `skip`: the first segments are not read (segments_before checked them).
   std::string segments(const std::string& group, std::vector<std::string>* damaged,
-                       std::optional<std::uint64_t>* lost_bytes = nullptr) {
+                       std::optional<std::uint64_t>* lost_bytes = nullptr, std::size_t skip = 0) {
     std::string out;
-    for (const std::string& name : segment_names(group)) {
+    const std::vector<std::string> names = segment_names(group);
+    for (std::size_t i = std::min(skip, names.size()); i < names.size(); ++i) {
+      const std::string& name = names[i];
       try {
         out += bytes(name);
       } catch (const CorruptCheckpoint& e) {
@@ -193,8 +201,36 @@ class Reader {
     }
     return out;
   }
+  // How many segments of the group hold the bytes before `at`, each opened but not read (its file
+  // there, its length as stored and as its link says); StartsDoNotFit when one does not open or
+  // none ends at `at`.
+  std::size_t segments_before(const std::string& group, std::uint64_t at) {
+    std::size_t count = 0;
+    std::uint64_t bytes = 0;
+    for (const std::string& name : segment_names(group)) {
+      if (bytes >= at) break;
+      bytes += segment_length(name);
+      ++count;
+    }
+    if (bytes != at) throw StartsDoNotFit(path_ + ": " + group + " has no segment at byte " + std::to_string(at));
+    return count;
+  }
 
  private:
+  // A segment not read: opened, its length as stored and as its link says.
+  std::uint64_t segment_length(const std::string& name) {
+    try {
+      Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+      const std::uint64_t count = stored_extent(set.id, 1, path_ + ": " + name);
+      const auto link = linked_.find(name);
+      if (link != linked_.end() && link->second.first != count)
+        throw CorruptCheckpoint(path_ + ": " + name + " is not as long as its link says");
+      return count;
+    } catch (const CorruptCheckpoint& e) {
+      throw StartsDoNotFit(e.what());
+    }
+  }
+
   // Reads `count` values of a dataset into `data` in pieces and checks its checksum (and a
   // link's length and checksum). With a helper the checksums are its jobs, each piece's summed
   // while the next one is read, and a mismatch comes out of helper->finish(); without one the
@@ -349,12 +385,12 @@ std::vector<std::size_t> tensor_offsets(const Checkpoint& c) {
   return offsets;
 }
 
-// The model and the optimizer: every tensor read and checked, or (no_tensor_data) their
+// The model and the optimizer: every tensor read and checked, or (no_tensor_data, restore) their
 // lengths checked against the bytes stored and their data left to the trainers, which read
 // and check it.
 void read_model(Reader& r, Checkpoint& c, Contents contents) {
   const std::uint64_t total = read_index(r, c);
-  if (contents == Contents::no_tensor_data) {
+  if (contents == Contents::no_tensor_data || contents == Contents::restore) {
     ByteRanges ranges;
     for (const TensorInfo& t : c.tensors)
       for (const char* group : {"/optim/exp_avg/", "/optim/exp_avg_sq/"}) {
@@ -380,16 +416,38 @@ void read_model(Reader& r, Checkpoint& c, Contents contents) {
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
 }
 
-void read_store(Reader& r, Checkpoint& c) {
+void read_store(Reader& r, Checkpoint& c, Contents contents) {
   c.coordinator_rng = r.bytes("/rng/coordinator");
+  if (r.has("/store/log_starts")) {
+    c.store_log_starts = r.dataset<std::int64_t>("/store/log_starts", H5T_NATIVE_INT64);
+    if (c.store_log_starts.size() != 4 ||
+        std::any_of(c.store_log_starts.begin(), c.store_log_starts.end(), [](std::int64_t v) { return v < 0; }))
+      throw CorruptCheckpoint(r.path() + ": /store/log_starts is not two entries and their bytes");
+  }
+  if (contents == Contents::restore && !c.store_log_starts.empty()) {
+    c.store_history_offset = static_cast<std::uint64_t>(c.store_log_starts[1]);
+    c.span_log_offset = static_cast<std::uint64_t>(c.store_log_starts[3]);
+  }
   // Every version shares the logs' segments: a damaged one is left out (and said) rather
   // than taking every version down. The model, the optimizer and the run's position are
   // intact; of the store's history (ended rollouts, resource versions such as the ledger of
   // what was trained) the records it held are lost, and the store keeps their ids as lost.
   c.metrics_jsonl = r.segments("/meta/metrics_jsonl", &c.damaged_logs);
   c.store_tables = r.bytes("/store/tables");
-  c.store_history = r.segments("/store/history", &c.damaged_logs, &c.store_history_lost_bytes);
-  c.span_log = r.segments("/store/span_log", &c.damaged_logs);
+  std::size_t history_skip = 0, span_log_skip = 0;
+  try {
+    history_skip = r.segments_before("/store/history", c.store_history_offset);
+    span_log_skip = r.segments_before("/store/span_log", c.span_log_offset);
+  } catch (const StartsDoNotFit& e) {
+    // The logs whole, as for no_tensor_data: starts of a version that wrote them whole (LATEST
+    // did not read then), or segments before them that are gone (which the whole read names).
+    log::debug("reading the store's logs whole: ", e.what());
+    c.store_log_starts.clear();
+    c.store_history_offset = c.span_log_offset = 0;
+    history_skip = span_log_skip = 0;
+  }
+  c.store_history = r.segments("/store/history", &c.damaged_logs, &c.store_history_lost_bytes, history_skip);
+  c.span_log = r.segments("/store/span_log", &c.damaged_logs, nullptr, span_log_skip);
   c.untrained_rollouts = r.dataset<std::int64_t>("/store/untrained_rollouts", H5T_NATIVE_INT64);
 }
 
@@ -400,7 +458,7 @@ Checkpoint read_checkpoint(const std::string& path, Contents contents) {
   Checkpoint c;
   read_meta(r, c);
   read_model(r, c, contents);
-  if (contents != Contents::model) read_store(r, c);
+  if (contents != Contents::model) read_store(r, c, contents);
   return c;
 }
 

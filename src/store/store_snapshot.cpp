@@ -11,8 +11,8 @@
 namespace arclight::store {
 namespace {
 constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
-constexpr std::uint32_t tables_format = 2;
-constexpr std::size_t lost_entry_bytes = 1 + 8;  // kind, id: the least a history entry takes
+constexpr std::uint32_t tables_format = 3;          // 2: without what was let go of (read, imported whole)
+constexpr std::size_t lost_entry_bytes = 1 + 8;     // kind, id: the least a history entry takes
 
 }  // namespace
 
@@ -51,6 +51,8 @@ MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::s
   s.span_log_end = span_log_base_ + span_log_.size();
   s.history = history_locked(history_from, s.history_end);
   s.span_log = span_log_locked(span_log_from, s.span_log_end);
+  s.history_base = history_base_;
+  s.span_log_base = span_log_base_;
   return s;
 }
 
@@ -72,6 +74,7 @@ std::string MemoryStore::tables_locked() const {
   w.u64(rollout_count());
   w.u64(attempt_count());
   w.u64(resources_.size());
+  encode_released(w);
   std::vector<const RolloutRecord*> open;
   for (const RolloutRecord& rec : rollouts_)
     if (!is_final(rec.rollout.status)) open.push_back(&rec);
@@ -87,6 +90,62 @@ std::string MemoryStore::tables_locked() const {
   w.u64(workers.size());
   for (const Worker* worker : workers) encode_worker_liveness(w, *worker);
   return out;
+}
+
+// What a lazy import needs of the records let go of: where they end, the run's statistics (which
+// count them), the resources versions (the contents of all but the latest of a name live in the
+// archive), and the records in memory that neither the open rollouts nor the history's newest
+// entries place.
+void MemoryStore::encode_released(ByteWriter& w) const {
+  for (std::uint64_t n :
+       {std::uint64_t(rollout_base_), std::uint64_t(attempt_base_), std::uint64_t(resources_released_),
+        std::uint64_t(archived_spans_end_), std::uint64_t(history_base_), std::uint64_t(span_log_base_)})
+    w.u64(n);
+  for (std::uint64_t n : stats_.rollouts) w.u64(n);
+  for (std::uint64_t n : stats_.attempts) w.u64(n);
+  w.u64(stats_.spans);
+  w.u64(stats_.resources);
+  for (ResourcesId id = 1; id <= resources_released_; ++id) encode_resources(w, resources_[id - 1]);
+  std::vector<std::pair<AttemptId, RolloutId>> others;
+  std::vector<AttemptId> spans_released;
+  for (const AttemptRecord& rec : attempts_) {
+    if (rec.lost || rollout_released(rec.attempt.rollout_id))
+      others.emplace_back(rec.attempt.id, rec.lost ? 0 : rec.attempt.rollout_id);
+    else if (rec.spans_released)
+      spans_released.push_back(rec.attempt.id);
+  }
+  w.u64(others.size());
+  for (const auto& [attempt, rollout] : others) w.u64(attempt), w.u64(rollout);
+  std::vector<RolloutId> lost;
+  for (const RolloutRecord& rec : rollouts_)
+    if (rec.lost) lost.push_back(rec.rollout.id);
+  for (const std::vector<std::uint64_t>* ids : {&lost, &spans_released}) {
+    w.u64(ids->size());
+    for (std::uint64_t id : *ids) w.u64(id);
+  }
+}
+
+// Counts come from the bytes: a claimed count only bounds a loop that runs out of them.
+MemoryStore::Released MemoryStore::decode_released(ByteReader& in) {
+  Released r;
+  for (std::uint64_t* n : {&r.rollout_base, &r.attempt_base, &r.resources_released, &r.archived_spans_end,
+                           &r.history_base, &r.span_log_base})
+    *n = in.u64();
+  for (std::uint64_t& n : r.stats.rollouts) n = in.u64();
+  for (std::uint64_t& n : r.stats.attempts) n = in.u64();
+  r.stats.spans = in.u64();
+  r.stats.resources = in.u64();
+  for (std::uint64_t id = 1; id <= r.resources_released; ++id) {
+    r.resources.push_back(decode_resources(in));
+    if (r.resources.back().id != id) throw DecodeError("store tables: resources let go of out of order");
+  }
+  for (std::uint64_t n = in.u64(); n > 0; --n) {
+    const AttemptId attempt = in.u64();
+    r.other_attempts.emplace_back(attempt, in.u64());
+  }
+  for (std::vector<std::uint64_t>* ids : {&r.lost_rollouts, &r.spans_released})
+    for (std::uint64_t n = in.u64(); n > 0; --n) ids->push_back(in.u64());
+  return r;
 }
 
 // Records let go of: the history before them is the checkpoint's.
@@ -163,13 +222,14 @@ std::pair<std::size_t, std::size_t> MemoryStore::log_lengths() const {
 
 MemoryStore::Imported MemoryStore::import_state(std::string_view tables, std::string_view history,
                                                 std::string_view span_log,
-                                                std::optional<std::uint64_t> lost_history_bytes) {
+                                                std::optional<std::uint64_t> lost_history_bytes,
+                                                std::optional<LogStarts> from) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (rollout_count() != 0 || attempt_count() != 0 || !resources_.empty())
     throw StoreError(StoreError::invalid_argument, "import_state needs an empty store");
   // A snapshot that does not read leaves the store empty, as it was.
   try {
-    return import_locked(tables, history, span_log, lost_history_bytes);
+    return import_locked(tables, history, span_log, lost_history_bytes, from);
   } catch (...) {  // a bad_alloc too: this machine's memory, not the snapshot, so it is no DecodeError
     clear_locked();
     throw;
@@ -200,40 +260,104 @@ void MemoryStore::clear_locked() {
 
 MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::string_view history,
                                                  std::string_view span_log,
-                                                 std::optional<std::uint64_t> lost_history_bytes) {
+                                                 std::optional<std::uint64_t> lost_history_bytes,
+                                                 std::optional<LogStarts> from) {
   Imported imported;
-  import_tables(tables, history, lost_history_bytes.value_or(0));
-  import_history(history);
+  const Released released = import_tables(tables, history, lost_history_bytes.value_or(0), from);
+  const bool lazy = from.has_value();
+  import_history(history, lazy);
   if (lost_history_bytes) mark_lost(imported);
-  count_imported();
+  count_imported(lazy);
   import_span_log(span_log, imported);
+  if (lazy) {  // the run's statistics, of the records let go of too; the bytes of the spans in memory
+    const std::uint64_t span_bytes = stats_.span_bytes;
+    stats_ = released.stats;
+    stats_.span_bytes = span_bytes;
+  }
   imported.requeued = requeue_unended();
   imported.resources = resources_.size();
   return imported;
 }
 
-// The tables: what can still change (open rollouts, workers). Sizes the id-indexed tables.
-void MemoryStore::import_tables(std::string_view tables, std::string_view history, std::uint64_t lost_bytes) {
+// The tables: what can still change (open rollouts, workers). Sizes the id-indexed tables: for
+// a lazy import, only what stays in memory.
+MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::string_view history,
+                                                 std::uint64_t lost_bytes, std::optional<LogStarts> from) {
   ByteReader in(tables);
-  if (in.u32() != tables_magic || in.u32() != tables_format) throw DecodeError("store tables: unknown format");
+  if (in.u32() != tables_magic) throw DecodeError("store tables: unknown format");
+  const std::uint32_t format = in.u32();
+  if (format != tables_format && format != 2) throw DecodeError("store tables: unknown format");
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
-  // Every id from 1 to its count comes exactly once, from the history or the tables: a
-  // count beyond what the bytes can hold (a history entry's least size: a lost record's
-  // kind and id) is refused before anything is allocated for it. With lost segments, the
-  // bytes they held count too.
+  const Released released = format == 2 ? Released{} : decode_released(in);
+  if (from) {
+    if (from->history > released.history_base || from->span_log > released.span_log_base)
+      throw DecodeError(log::concat("store snapshot: logs from entries ", from->history, " and ", from->span_log,
+                                    ", past what it had let go of (", released.history_base, " and ",
+                                    released.span_log_base, ")"));
+    if (format == 2 && (from->history != 0 || from->span_log != 0))
+      throw DecodeError("store snapshot: logs in part, but its tables do not say what was let go of");
+  }
+  const Released& kept_out = from ? released : Released{};
+  // Every id in memory comes exactly once, from the tables or the history: a count beyond what
+  // the bytes can hold (a history entry's least size: a lost record's kind and id) is refused
+  // before anything is allocated for it. With lost segments, the bytes they held count too.
   const std::uint64_t entries = (tables.size() + history.size() + lost_bytes) / lost_entry_bytes;
-  if (rollout_count > entries || attempt_count > entries || resources_count > entries)
+  if (kept_out.rollout_base > rollout_count || kept_out.attempt_base > attempt_count ||
+      kept_out.resources_released > resources_count || rollout_count - kept_out.rollout_base > entries ||
+      attempt_count - kept_out.attempt_base > entries || resources_count > entries)
     throw DecodeError("store snapshot: counts beyond its size");
-  rollouts_.resize(rollout_count);
-  attempts_.resize(attempt_count);
+  rollout_base_ = kept_out.rollout_base;
+  attempt_base_ = kept_out.attempt_base;
+  rollouts_.resize(rollout_count - rollout_base_);
+  attempts_.resize(attempt_count - attempt_base_);
   resources_.resize(resources_count);
-  for (std::uint64_t open = in.u64(); open > 0; --open) place_rollout(in, false);
+  if (from) {
+    history_base_ = from->history;
+    span_log_base_ = release_scan_ = from->span_log;
+    resources_released_ = kept_out.resources_released;
+    archived_spans_end_ = kept_out.archived_spans_end;
+    place_released(kept_out);
+  }
+  for (std::uint64_t open = in.u64(); open > 0; --open) place_rollout(decode_history_rollout(in), false);
   for (std::uint64_t workers = in.u64(); workers > 0; --workers) {
     Worker w = decode_worker_liveness(in);
     w.status = WorkerStatus::unknown;  // a worker of the run that saved: not heard from since
     workers_[w.id] = w;
   }
   if (in.remaining() != 0) throw DecodeError("store tables: trailing bytes");
+  return released;
+}
+
+// A lazy import's records that the history's newest entries do not place: the resources versions
+// before them, and the records in memory whose rollouts were let go of or lost.
+void MemoryStore::place_released(const Released& released) {
+  for (const ResourcesVersion& v : released.resources) resources_[v.id - 1] = v;  // in order, checked
+  auto attempt_slot = [this](AttemptId id) -> AttemptRecord& {
+    if (id <= attempt_base_ || id > attempt_count() || attempt_at(id).attempt.id != 0)
+      throw DecodeError("store snapshot: an attempt let go of out of place");
+    return attempt_at(id);
+  };
+  for (const auto& [id, rollout] : released.other_attempts) {
+    if (rollout != 0 && !rollout_released(rollout)) throw DecodeError("store snapshot: an attempt's rollout in memory");
+    AttemptRecord& rec = attempt_slot(id);
+    rec.attempt.id = id;
+    rec.attempt.rollout_id = rollout;
+    rec.attempt.status = AttemptStatus::failed;  // ended; not seen by queries, which skip its rollout
+    rec.lost = rollout == 0;
+    rec.spans_released = true;
+  }
+  for (RolloutId id : released.lost_rollouts) {
+    if (id <= rollout_base_ || id > rollout_count() || rollout_at(id).rollout.id != 0)
+      throw DecodeError("store snapshot: a lost rollout out of place");
+    RolloutRecord& rec = rollout_at(id);
+    rec.rollout.id = id;
+    rec.rollout.status = RolloutStatus::failed;
+    rec.lost = true;
+  }
+  for (AttemptId id : released.spans_released) {
+    if (id <= attempt_base_ || id > attempt_count()) throw DecodeError("store snapshot: an attempt out of place");
+    attempt_at(id).spans_released = true;  // its record comes with its rollout's, in the history
+  }
 }
 
 // A rollout and its attempts as the tables and the history hold them.
@@ -250,120 +374,151 @@ MemoryStore::ArchivedRollout MemoryStore::decode_history_rollout(ByteReader& fro
   return r;
 }
 
-// A rollout and its attempts, into the places their ids name (each empty until then). An
-// import fills an empty store: every id is in memory.
-RolloutId MemoryStore::place_rollout(ByteReader& from, bool ended) {
-  ArchivedRollout r = decode_history_rollout(from);
+// A rollout and its attempts, into the places their ids name (each empty until then).
+RolloutId MemoryStore::place_rollout(ArchivedRollout r, bool ended) {
   const RolloutId id = r.rollout.id;
-  if (id == 0 || id > rollouts_.size() || rollouts_[id - 1].rollout.id != 0)
+  if (id <= rollout_base_ || id > rollout_count() || rollout_at(id).rollout.id != 0)
     throw DecodeError("store snapshot: a rollout out of place");
   if (is_final(r.rollout.status) != ended || r.rollout.config.max_attempts < 1)
     throw DecodeError("store snapshot: rollout " + std::to_string(id) + " is not what its place says");
-  RolloutRecord& rec = rollouts_[id - 1];
+  RolloutRecord& rec = rollout_at(id);
   rec.rollout = std::move(r.rollout);
   for (Attempt& a : r.attempts) {
-    if (a.id == 0 || a.id > attempts_.size() || attempts_[a.id - 1].attempt.id != 0)
+    if (a.id <= attempt_base_ || a.id > attempt_count() || attempt_at(a.id).attempt.id != 0)
       throw DecodeError("store snapshot: an attempt out of place");
     rec.attempts.push_back(a.id);
-    attempts_[a.id - 1].attempt = std::move(a);
+    attempt_at(a.id).attempt = std::move(a);
   }
   return id;
 }
 
-// The history: ended rollouts and resources versions, in the order they came.
-void MemoryStore::import_history(std::string_view history) {
-  ByteReader past(history);
-  while (past.remaining() > 0) {
+// The history: ended rollouts and resources versions, in the order they came. A lazy import
+// keeps only the entries of records let go of, as the store that saved did.
+void MemoryStore::import_history(std::string_view history, bool lazy) {
+  for (ByteReader past(history); past.remaining() > 0;) {
     const std::uint8_t kind = past.u8();
     if (kind == HistoryEntry::rollout) {
-      const RolloutId id = place_rollout(past, true);
-      rollouts_[id - 1].history_entry = history_.size();
+      ArchivedRollout r = decode_history_rollout(past);
+      const RolloutId id = r.rollout.id;
+      if (!rollout_released(id))
+        rollout_at(place_rollout(std::move(r), true)).history_entry = history_base_ + history_.size();
       history_.push_back(HistoryEntry{HistoryEntry::rollout, id});
     } else if (kind == HistoryEntry::resources) {
       ResourcesVersion v = decode_resources(past);
-      if (v.id == 0 || v.id > resources_.size() || resources_[v.id - 1].id != 0)
-        throw DecodeError("store snapshot: resources out of place");
-      history_.push_back(HistoryEntry{HistoryEntry::resources, v.id});
-      resources_[v.id - 1] = std::move(v);
+      const ResourcesId id = v.id;
+      if (id == 0 || id > resources_.size()) throw DecodeError("store snapshot: resources out of place");
+      if (id <= resources_released_) {  // the tables placed it
+        if (resources_[id - 1].name != v.name) throw DecodeError("store snapshot: resources out of place");
+      } else {
+        if (resources_[id - 1].id != 0) throw DecodeError("store snapshot: resources out of place");
+        resources_[id - 1] = std::move(v);
+      }
+      history_.push_back(HistoryEntry{HistoryEntry::resources, id});
     } else if (kind >= HistoryEntry::lost_rollout && kind <= HistoryEntry::lost_resources) {
-      place_lost(kind, past.u64());
+      const std::uint64_t id = past.u64();
+      if (lazy && placed_lost(kind, id))
+        history_.push_back(HistoryEntry{static_cast<HistoryEntry::Kind>(kind), id});
+      else
+        place_lost(kind, id);
     } else {
       throw DecodeError("store history: unknown record " + std::to_string(kind));
     }
   }
 }
 
+// A lazy import's lost record that the tables placed, or that left memory.
+bool MemoryStore::placed_lost(std::uint8_t kind, std::uint64_t id) const {
+  if (kind == HistoryEntry::lost_rollout)
+    return rollout_released(id) || (id > rollout_base_ && id <= rollout_count() && rollout_at(id).lost);
+  if (kind == HistoryEntry::lost_attempt)
+    return attempt_released(id) || (id > attempt_base_ && id <= attempt_count() && attempt_at(id).lost);
+  return id != 0 && id <= resources_released_ && resources_[id - 1].id == id && resources_[id - 1].name.empty();
+}
+
 // A record that a damaged segment held: its id stays taken, its contents are gone.
 void MemoryStore::place_lost(std::uint8_t kind, std::uint64_t id) {
-  auto check_free = [id](std::size_t size, auto taken) {
-    if (id == 0 || id > size || taken()) throw DecodeError("store snapshot: a lost record out of place");
+  auto check_free = [id](bool in_memory, auto taken) {
+    if (!in_memory || taken()) throw DecodeError("store snapshot: a lost record out of place");
   };
   if (kind == HistoryEntry::lost_rollout) {
-    check_free(rollouts_.size(), [&] { return rollouts_[id - 1].rollout.id != 0; });
-    RolloutRecord& rec = rollouts_[id - 1];
+    check_free(id > rollout_base_ && id <= rollout_count(), [&] { return rollout_at(id).rollout.id != 0; });
+    RolloutRecord& rec = rollout_at(id);
     rec.rollout.id = id;
     rec.rollout.status = RolloutStatus::failed;  // ended, as all the history's rollouts
     rec.lost = true;
-    rec.history_entry = history_.size();
+    rec.history_entry = history_base_ + history_.size();
   } else if (kind == HistoryEntry::lost_attempt) {
-    check_free(attempts_.size(), [&] { return attempts_[id - 1].attempt.id != 0; });
-    AttemptRecord& rec = attempts_[id - 1];
+    check_free(id > attempt_base_ && id <= attempt_count(), [&] { return attempt_at(id).attempt.id != 0; });
+    AttemptRecord& rec = attempt_at(id);
     rec.attempt.id = id;  // of no rollout: no rollout leads to it
     rec.attempt.status = AttemptStatus::failed;
     rec.lost = true;
   } else {
-    check_free(resources_.size(), [&] { return resources_[id - 1].id != 0; });
+    check_free(id != 0 && id <= resources_.size(), [&] { return resources_[id - 1].id != 0; });
     resources_[id - 1].id = id;  // and no name
   }
   history_.push_back(HistoryEntry{static_cast<HistoryEntry::Kind>(kind), id});
 }
 
-// After a history that lost segments: every id that none of the rest placed was theirs.
+// After a history that lost segments: every id in memory that none of the rest placed was theirs.
 void MemoryStore::mark_lost(Imported& imported) {
   for (std::size_t i = 0; i < rollouts_.size(); ++i)
-    if (rollouts_[i].rollout.id == 0) place_lost(HistoryEntry::lost_rollout, i + 1), ++imported.lost_rollouts;
+    if (rollouts_[i].rollout.id == 0)
+      place_lost(HistoryEntry::lost_rollout, rollout_base_ + i + 1), ++imported.lost_rollouts;
   for (std::size_t i = 0; i < attempts_.size(); ++i)
-    if (attempts_[i].attempt.id == 0) place_lost(HistoryEntry::lost_attempt, i + 1), ++imported.lost_attempts;
+    if (attempts_[i].attempt.id == 0)
+      place_lost(HistoryEntry::lost_attempt, attempt_base_ + i + 1), ++imported.lost_attempts;
   for (std::size_t i = 0; i < resources_.size(); ++i)
     if (resources_[i].id == 0) place_lost(HistoryEntry::lost_resources, i + 1), ++imported.lost_resources;
 }
 
-// Every id placed (none missing), and the statistics and name index rebuilt.
-void MemoryStore::count_imported() {
+// Every id placed (none missing), the name index rebuilt, and the statistics (a lazy import's
+// come with the tables: they count what left memory too).
+void MemoryStore::count_imported(bool lazy) {
   for (const RolloutRecord& rec : rollouts_) {
     if (rec.rollout.id == 0) throw DecodeError("store snapshot: a rollout is missing");
-    if (!rec.lost) ++stats_.rollouts[static_cast<int>(rec.rollout.status)];
+    if (!rec.lost && !lazy) ++stats_.rollouts[static_cast<int>(rec.rollout.status)];
   }
   for (const AttemptRecord& rec : attempts_) {
     if (rec.attempt.id == 0) throw DecodeError("store snapshot: an attempt is missing");
-    if (!rec.lost) ++stats_.attempts[static_cast<int>(rec.attempt.status)];
+    if (!rec.lost && !lazy) ++stats_.attempts[static_cast<int>(rec.attempt.status)];
   }
   for (const ResourcesVersion& v : resources_) {
     if (v.id == 0) throw DecodeError("store snapshot: a resources version is missing");
     if (v.name.empty()) continue;  // lost
     resources_by_name_[v.name].push_back(v.id);
-    ++stats_.resources;
+    if (!lazy) ++stats_.resources;
   }
 }
 
-// The span log: each span's record kept as it is, under its attempt.
+// The span log: each span's record kept as it is, under its attempt; an entry of spans let go of
+// (a lazy import's) keeps its place in the log, as it did in the store that saved.
 void MemoryStore::import_span_log(std::string_view span_log, Imported& imported) {
   for (ByteReader log(span_log); log.remaining() > 0;) {
     const auto [rollout_id, attempt_id, sequence_id, record] = next_entry(log);
-    if (attempt_id != 0 && attempt_id <= attempts_.size() && attempts_[attempt_id - 1].lost) {
+    if (attempt_released(attempt_id)) {
+      span_log_.emplace_back(attempt_id, 0);
+      continue;
+    }
+    if (attempt_id != 0 && attempt_id <= attempt_count() && attempt_at(attempt_id).lost) {
       ++imported.lost_spans;  // its attempt's record is gone
       continue;
     }
-    if (attempt_id == 0 || attempt_id > attempts_.size() || attempts_[attempt_id - 1].attempt.rollout_id != rollout_id)
+    if (attempt_id == 0 || attempt_id > attempt_count() || attempt_at(attempt_id).attempt.rollout_id != rollout_id)
       throw DecodeError("span log: a span of an unknown attempt");
-    AttemptRecord& rec = attempts_[attempt_id - 1];
+    AttemptRecord& rec = attempt_at(attempt_id);
+    if (rec.spans_released) {
+      span_log_.emplace_back(attempt_id, 0);
+      continue;
+    }
     StoredSpan& stored = rec.spans.emplace_back();
     stored.sequence_id = sequence_id;
     stored.record = std::string(record);
-    std::uint64_t& counter = rollouts_[rollout_id - 1].last_sequence_id;
+    std::uint64_t& counter = rollout_at(rollout_id).last_sequence_id;
     counter = std::max(counter, sequence_id);
-    if (rec.spans.size() == 1) rec.first_log_entry = span_log_.size();
-    rec.last_log_entry = span_log_.size();
+    const std::size_t entry = span_log_base_ + span_log_.size();
+    if (rec.spans.size() == 1) rec.first_log_entry = entry;
+    rec.last_log_entry = entry;
     span_log_.emplace_back(attempt_id, static_cast<std::uint32_t>(rec.spans.size() - 1));
     ++stats_.spans;
     stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();

@@ -293,6 +293,64 @@ BOOST_AUTO_TEST_CASE(a_writer_may_hand_over_only_the_new_part_of_a_log) {
   BOOST_TEST(latest_version(d) == "v00000002.h5");
 }
 
+// Issue 18: rank 0 resuming in place reads the store's logs only from the starts a version names (where its
+// segments begin), not the segments before them; starts inside a segment mean the logs whole.
+BOOST_AUTO_TEST_CASE(a_restore_reads_the_logs_only_from_their_starts) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 3;  // version 3 is full, and links the logs' segments all the same
+  write_checkpoint(d, 1, frozen_base(1), incremental);
+  write_checkpoint(d, 2, frozen_base(2), incremental);
+  const Checkpoint second = frozen_base(2);
+  Checkpoint third = frozen_base(3);
+  third.store_log_starts = {7, std::int64_t(second.store_history.size()), 9, std::int64_t(second.span_log.size())};
+  const std::string v3 = write_checkpoint(d, 3, third, incremental);
+
+  const Checkpoint whole = read_checkpoint(v3, Contents::no_tensor_data);
+  BOOST_TEST(whole.store_history == third.store_history);
+  BOOST_TEST(whole.span_log == third.span_log);
+  BOOST_TEST(whole.store_history_offset == 0u);
+  BOOST_TEST(whole.store_log_starts == third.store_log_starts);
+  const Checkpoint part = read_checkpoint(v3, Contents::restore);
+  BOOST_TEST(part.store_history == third.store_history.substr(second.store_history.size()));
+  BOOST_TEST(part.store_history_offset == second.store_history.size());
+  BOOST_TEST(part.span_log == third.span_log.substr(second.span_log.size()));
+  BOOST_TEST(part.span_log_offset == second.span_log.size());
+  BOOST_TEST(part.store_log_starts == third.store_log_starts);
+  BOOST_TEST(part.metrics_jsonl == whole.metrics_jsonl);
+  BOOST_TEST(part.parameters.empty());
+
+  // Starts inside a segment (a version that wrote its logs whole): the logs whole, and no starts.
+  Checkpoint fourth = frozen_base(4);
+  fourth.store_log_starts = {1, 3, 1, 3};
+  const std::string v4 = write_checkpoint(d, 4, fourth, incremental);
+  const Checkpoint inside = read_checkpoint(v4, Contents::restore);
+  BOOST_TEST(inside.store_history == fourth.store_history);
+  BOOST_TEST(inside.span_log == fourth.span_log);
+  BOOST_TEST(inside.store_log_starts.empty());
+  // Starts past the logs' end: the logs whole too; negative ones are damage.
+  Checkpoint fifth = frozen_base(5);
+  fifth.store_log_starts = {1, 1 << 20, 1, 0};
+  const std::string v5 = write_checkpoint(d, 5, fifth, incremental);
+  BOOST_TEST(read_checkpoint(v5, Contents::restore).store_log_starts.empty());
+  fifth.store_log_starts = {1, -1, 1, 0};
+  BOOST_CHECK_THROW(read_checkpoint(write_checkpoint(d, 6, fifth, incremental), Contents::restore), CorruptCheckpoint);
+
+  // The segments before the starts are not read: damage in version 1's history segment is not seen by a
+  // restore from version 3's starts (the store's archive reads it when a query asks), and is by a whole read.
+  flip_byte_of(segment_file(dir.path, "store.history.s00000001"), "rollouts ended in step 1");
+  BOOST_TEST(read_checkpoint(v3, Contents::restore).damaged_logs.empty());
+  BOOST_TEST(read_checkpoint(v3, Contents::no_tensor_data).damaged_logs.size() == 1u);
+  // A segment before the starts that does not open (its file cut short): the logs whole, the damage named.
+  fs::resize_file(segment_file(dir.path, "store.span_log.s00000001"), 200);
+  const Checkpoint cut = read_checkpoint(v3, Contents::restore);
+  BOOST_TEST(cut.store_log_starts.empty());
+  BOOST_TEST(cut.store_history_offset == 0u);
+  BOOST_TEST(cut.damaged_logs.size() == 2u);
+  BOOST_TEST(cut.store_history_lost_bytes.has_value());
+}
+
 BOOST_AUTO_TEST_CASE(a_version_written_again_never_links_to_itself_and_stale_links_are_caught) {
   TempDir dir;
   const std::string d = dir.path.string();

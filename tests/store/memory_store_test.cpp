@@ -630,4 +630,124 @@ BOOST_AUTO_TEST_CASE(spans_released_without_an_archive_are_not_kept) {
   BOOST_TEST(decode_span_log(store.export_state(saved.history_end, 0).span_log).size() == 1u);
 }
 
+// Issue 18: a restore in place reads the logs only from the newest version boundary before what the saving store had
+// let go of, and keeps out of memory what it had let go of; the store it makes answers as a whole import does.
+BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_out_what_was_let_go_of_and_answers_the_same) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  auto run = [&](const std::string& task, int spans, bool fail_first, bool end) {
+    const RolloutId id = store.enqueue(suite::task(task)).id;
+    auto taken = *store.dequeue("w" + task);
+    if (fail_first) {
+      store.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::failed));
+      taken = *store.dequeue("w" + task);
+    }
+    for (int k = 0; k < spans; ++k) {
+      Span s;
+      s.rollout_id = id;
+      s.attempt_id = taken.attempt.id;
+      s.name = task + " span " + std::to_string(k);
+      s.attributes.push_back({"tokens", std::string(100, char('a' + k))});
+      store.add_span(s);
+    }
+    if (end) store.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+    return id;
+  };
+  store.add_resources("policy", "v0");
+  for (int i = 0; i < 6; ++i) run("a" + std::to_string(i), 2, i == 2, true);
+  store.update_resources("policy", "v1");
+  // Version 1 holds the whole logs; all of it is trained on and leaves memory.
+  const MemoryStore::Snapshot v1 = store.export_state();
+  store.set_archive(std::make_shared<LogArchive>(v1));
+  BOOST_TEST(store.release_spans(v1.span_log_end, {}) == 12u);
+  BOOST_TEST(store.release_records(v1.history_end, {}) == 6u);
+  // Version 2 appends: rollouts that end (one held back as untrained), one still running, resources between.
+  const RolloutId untrained = run("b0", 2, false, true);
+  for (int i = 1; i < 4; ++i) run("b" + std::to_string(i), 3, i == 1, true);
+  store.update_resources("policy", "v2");
+  store.add_resources("tools", "t1");
+  const RolloutId running = run("c0", 2, false, false);
+  const MemoryStore::Snapshot v2 = store.export_state(v1.history_end, v1.span_log_end);
+  BOOST_TEST(v2.history_base == v1.history_end);
+  BOOST_TEST(v2.span_log_base == v1.span_log_end);
+  MemoryStore::Snapshot whole = v2;  // what the version holds, through its links
+  whole.history = v1.history + v2.history;
+  whole.span_log = v1.span_log + v2.span_log;
+
+  MemoryStore full(clock), from_start(clock), lazy(clock);
+  full.import_state(whole.tables, whole.history, whole.span_log);
+  from_start.import_state(whole.tables, whole.history, whole.span_log, std::nullopt, MemoryStore::LogStarts{0, 0});
+  const MemoryStore::Imported imported = lazy.import_state(whole.tables, v2.history, v2.span_log, std::nullopt,
+                                                           MemoryStore::LogStarts{v1.history_end, v1.span_log_end});
+  BOOST_TEST(imported.requeued == std::vector<RolloutId>{running});
+  BOOST_TEST(imported.resources == 4u);
+  for (MemoryStore* s : {&full, &from_start, &lazy}) s->set_archive(std::make_shared<LogArchive>(whole));
+
+  auto same_statistics = [](Statistics a, Statistics b) {
+    a.span_bytes = b.span_bytes = 0;
+    return std::equal(std::begin(a.rollouts), std::end(a.rollouts), std::begin(b.rollouts)) &&
+           std::equal(std::begin(a.attempts), std::end(a.attempts), std::begin(b.attempts)) && a.spans == b.spans &&
+           a.resources == b.resources && a.workers == b.workers && a.queue_length == b.queue_length;
+  };
+  BOOST_TEST(same_statistics(lazy.statistics(), full.statistics()));
+  BOOST_TEST(same_statistics(from_start.statistics(), full.statistics()));
+  // 13 of the 25 spans are in memory: those of version 1 stay out.
+  BOOST_TEST(lazy.statistics().span_bytes * 25 < full.statistics().span_bytes * 14, "the spans let go of stay out");
+  BOOST_TEST(lazy.statistics().span_bytes == from_start.statistics().span_bytes);
+  BOOST_TEST((lazy.log_lengths() == full.log_lengths()));
+  BOOST_TEST((lazy.log_lengths() == store.log_lengths()));
+  BOOST_TEST(lazy.query_rollouts({}, {}).total == store.query_rollouts({}, {}).total, "those in memory");
+
+  auto answers = [](MemoryStore& s, RolloutId id) {
+    const Rollout r = s.get_rollout(id);
+    std::string out = r.input + " " + std::to_string(int(r.status)) + " " + std::to_string(r.attempt_count) + " " +
+                      std::to_string(s.get_latest_attempt(id).id) + ":";
+    SpanFilter f;
+    f.rollout_id = id;
+    for (const Span& span : s.query_spans(f, {}).items)
+      out += " " + std::to_string(span.attempt_id) + "/" + std::to_string(span.sequence_id) + " " + span.name;
+    return out;
+  };
+  for (RolloutId id = 1; id <= running; ++id) {
+    BOOST_TEST(answers(lazy, id) == answers(full, id), "rollout " << id);
+    BOOST_TEST(answers(from_start, id) == answers(full, id), "rollout " << id);
+  }
+  for (ResourcesId id = 1; id <= 4; ++id) BOOST_TEST(lazy.get_resources(id).content == full.get_resources(id).content);
+  BOOST_TEST(lazy.get_latest_resources("policy").content == "v2");
+
+  // It goes on as the whole import does: same ids, same versions, the same logs appended.
+  for (MemoryStore* s : {&full, &lazy}) {
+    s->update_resources("policy", "v3");
+    auto taken = *s->dequeue("w");
+    Span span;
+    span.rollout_id = taken.rollout.id;
+    span.attempt_id = taken.attempt.id;
+    span.name = "after the restore";
+    s->add_span(span);
+    s->update_attempt(taken.rollout.id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+  }
+  const MemoryStore::Snapshot next_full = full.export_state(v2.history_end, v2.span_log_end),
+                              next_lazy = lazy.export_state(v2.history_end, v2.span_log_end);
+  BOOST_TEST(next_lazy.history == next_full.history);
+  BOOST_TEST(next_lazy.span_log == next_full.span_log);
+  BOOST_CHECK_THROW(lazy.export_history(0, v2.history_end), StoreError);  // it lives in the checkpoint
+  // And lets go of more as the saving store would.
+  lazy.set_archive(std::make_shared<LogArchive>(
+      MemoryStore::Snapshot{"", whole.history + next_lazy.history, whole.span_log + next_lazy.span_log, 0, 0, 0, 0}));
+  BOOST_TEST(lazy.release_spans(next_lazy.span_log_end, {untrained}) > 0u);
+  BOOST_TEST(lazy.release_records(next_lazy.history_end, {untrained}) == 0u, "the untrained one holds the rest");
+  BOOST_TEST(answers(lazy, untrained + 1) == answers(full, untrained + 1));
+
+  // Starts past what the snapshot had let go of are refused, and leave the store empty.
+  MemoryStore forged(clock);
+  BOOST_CHECK_THROW(forged.import_state(whole.tables, v2.history, v2.span_log, std::nullopt,
+                                        MemoryStore::LogStarts{v1.history_end + 1, v1.span_log_end}),
+                    DecodeError);
+  BOOST_TEST((forged.log_lengths() == std::pair<std::size_t, std::size_t>{0, 0}));
+  // A start before the one the logs given begin at misplaces records: refused.
+  BOOST_CHECK_THROW(forged.import_state(whole.tables, v2.history.substr(0, v2.history.size() / 2), v2.span_log,
+                                        std::nullopt, MemoryStore::LogStarts{v1.history_end, v1.span_log_end}),
+                    DecodeError);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

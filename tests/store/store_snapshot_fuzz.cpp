@@ -3,7 +3,9 @@
 // snapshot of a real store (rollouts ended, open and failed, spans, resource versions):
 //   byte 0: bit 0, import as a history that lost segments; bits 1-2, which part to cut short
 //           (none, tables, history, span log); bit 3, the rest of the input goes onto the
-//           history's end instead of being edits
+//           history's end instead of being edits; bit 4, a lazy import (issue 18) of a store
+//           that had let records go, from its version boundary (bit 5: from entries bytes 1 and
+//           2 name instead)
 //   bytes 1-2: where to cut; bytes 3-4: the lost bytes the import is told of
 //   then 3 bytes an edit: a position in the three parts one after another, a byte to xor.
 // An import ends in a store or one DecodeError (the store left empty); an imported store
@@ -22,12 +24,29 @@ using namespace arclight::store;
 namespace {
 ManualClock clock_;
 
-MemoryStore::Snapshot real_snapshot() {
+// An archive of one version's logs, for the store to let records go.
+class VersionArchive : public StoreArchive {
+ public:
+  explicit VersionArchive(const MemoryStore::Snapshot& v) : version_(v) {}
+  std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override {
+    const std::vector<SpanLogEntry> all = decode_span_log(version_.span_log);
+    return {all.begin() + std::ptrdiff_t(first), all.begin() + std::ptrdiff_t(last) + 1};
+  }
+  std::string history() override { return version_.history; }
+  bool holds_spans() const override { return true; }
+
+ private:
+  MemoryStore::Snapshot version_;
+};
+
+RolloutConfig retrying() {
   RolloutConfig config;
   config.max_attempts = 2;
   config.retry_condition = bit(AttemptStatus::failed);
-  MemoryStore store(clock_, config);
-  store.add_resources("policy", "v0");
+  return config;
+}
+
+void run_some(MemoryStore& store) {
   std::vector<NewRollout> rollouts(5);
   for (std::size_t i = 0; i < rollouts.size(); ++i) rollouts[i].input = "task " + std::to_string(i);
   store.enqueue(rollouts);
@@ -41,13 +60,35 @@ MemoryStore::Snapshot real_snapshot() {
     update.status = taken.rollout.id == 1 ? AttemptStatus::succeeded : AttemptStatus::failed;
     store.update_attempt(taken.rollout.id, taken.attempt.id, update);
   }
+}
+
+MemoryStore::Snapshot real_snapshot() {
+  MemoryStore store(clock_, retrying());
+  store.add_resources("policy", "v0");
+  run_some(store);
   store.update_resources("policy", "v1");
   store.add_resources("trained", "ledger");
   store.dequeue("w2", 1);
   return store.export_state();
 }
 
+// A version after one whose records the store let go of: its logs from that version's end.
+std::pair<MemoryStore::Snapshot, MemoryStore::LogStarts> real_lazy_snapshot() {
+  MemoryStore store(clock_, retrying());
+  store.add_resources("policy", "v0");
+  run_some(store);
+  store.update_resources("policy", "v1");
+  const MemoryStore::Snapshot first = store.export_state();
+  store.set_archive(std::make_shared<VersionArchive>(first));
+  store.release_spans(first.span_log_end, {});
+  store.release_records(first.history_end, {});
+  run_some(store);
+  store.add_resources("trained", "ledger");
+  return {store.export_state(first.history_end, first.span_log_end), {first.history_end, first.span_log_end}};
+}
+
 const MemoryStore::Snapshot base = real_snapshot();
+const auto [lazy_base, lazy_from] = real_lazy_snapshot();
 
 std::uint16_t u16(const std::uint8_t* at) { return static_cast<std::uint16_t>(at[0] | at[1] << 8); }
 
@@ -59,7 +100,9 @@ void must(bool holds) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 5) return 0;
   const std::uint8_t flags = data[0];
-  std::string parts[3] = {base.tables, base.history, base.span_log};
+  const bool lazy = flags & 16;
+  const MemoryStore::Snapshot& saved = lazy ? lazy_base : base;
+  std::string parts[3] = {saved.tables, saved.history, saved.span_log};
   if (flags & 8) {
     parts[1].append(reinterpret_cast<const char*>(data + 5), size - 5);
   } else {
@@ -79,9 +122,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     parts[cut - 1].resize(std::min<std::size_t>(u16(data + 1), parts[cut - 1].size()));
   const std::optional<std::uint64_t> lost = (flags & 1) ? std::optional<std::uint64_t>(u16(data + 3)) : std::nullopt;
 
+  std::optional<MemoryStore::LogStarts> from;
+  if (lazy) from = (flags & 32) ? MemoryStore::LogStarts{data[1], data[2]} : lazy_from;
+
   MemoryStore store(clock_);
   try {
-    store.import_state(parts[0], parts[1], parts[2], lost);
+    store.import_state(parts[0], parts[1], parts[2], lost, from);
   } catch (const DecodeError&) {
     must(store.statistics().resources == 0 && store.query_rollouts({}, {}).total == 0);
     return 0;
@@ -93,10 +139,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     store.get_latest_resources("");
   } catch (const StoreError&) {
   }
-  const MemoryStore::Snapshot again = store.export_state();
+  // What it kept exports and imports again, to the same logs.
+  const MemoryStore::LogStarts kept = from.value_or(MemoryStore::LogStarts{});
+  MemoryStore::Snapshot again;
+  try {
+    again = store.export_state(kept.history, kept.span_log);
+  } catch (const StoreError&) {  // entries of records let go of after the start: they live in the archive
+    must(lazy);
+    return 0;
+  }
   MemoryStore second(clock_);
-  second.import_state(again.tables, again.history, again.span_log);  // a DecodeError here aborts: a finding
-  const MemoryStore::Snapshot third = second.export_state();
+  second.import_state(again.tables, again.history, again.span_log, std::nullopt, from);  // a DecodeError: a finding
+  const MemoryStore::Snapshot third = second.export_state(kept.history, kept.span_log);
   must(third.history == again.history && third.span_log == again.span_log);
   return 0;
 }

@@ -54,9 +54,13 @@ struct Checkpoint {
   std::string store_tables;
   std::string store_history;
   std::string span_log;
-  // Writing only: the bytes of the history and the span log before the parts above, which
-  // LATEST's segments hold already (0: the parts above are the whole logs). Read back: 0.
+  // Writing: the bytes of the history and the span log before the parts above, which LATEST's
+  // segments hold already (0: the parts above are the whole logs). Read back: the bytes before
+  // them, which were not read (Contents::restore), else 0.
   std::uint64_t store_history_offset = 0, span_log_offset = 0;
+  // Where a restore in place begins the logs: {history entry, its byte, span log entry, its byte},
+  // segment boundaries before what the store had let go of from memory (empty: from the start).
+  std::vector<std::int64_t> store_log_starts;
   std::vector<std::int64_t> untrained_rollouts;
   // Read back: segments of the metrics or the span log that did not read and are left out
   // of them, each "file (why)". The rest of the version is intact.
@@ -115,8 +119,9 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 // log or the store's history is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta, model
 // and optimizer only (what a trainer needs); no_tensor_data: everything but the tensors' data, whose lengths are
 // checked against the bytes stored but which is not read (rank 0 at a restore: the trainers read and check it,
-// read_model_shared).
-enum class Contents { all, model, no_tensor_data };
+// read_model_shared); restore: that, with the store's logs only from store_log_starts (rank 0 resuming in
+// place: what the store had let go of stays in the version, for the store's archive to read back).
+enum class Contents { all, model, no_tensor_data, restore };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
 // While one lives, this process writes no version and removes none (retention), so that the

@@ -94,6 +94,8 @@ class MemoryStore : public Store {
   struct Snapshot {
     std::string tables, history, span_log;
     std::size_t history_end = 0, span_log_end = 0;  // entries in the logs: where the next export begins
+    // The entries before these were let go of from memory: a lazy import may begin anywhere up to them.
+    std::size_t history_base = 0, span_log_base = 0;
   };
   // One consistent snapshot, under one lock: the tables, and the history and the span log
   // from the given entries on.
@@ -118,8 +120,17 @@ class MemoryStore : public Store {
     std::size_t lost_rollouts = 0, lost_attempts = 0, lost_resources = 0, lost_spans = 0;
     std::size_t resources = 0;  // resources ids, lost ones included
   };
+  //
+  // `from`: a lazy import, for a restore whose checkpoint is this store's archive. The history and
+  // the span log given begin at these entries (at most the snapshot's bases), and what the
+  // snapshot had let go of stays out of memory, read back from the archive as before the save:
+  // rank 0 reads and decodes only what it keeps. Without it, the logs whole, every record in memory.
+  struct LogStarts {
+    std::size_t history = 0, span_log = 0;
+  };
   Imported import_state(std::string_view tables, std::string_view history, std::string_view span_log,
-                        std::optional<std::uint64_t> lost_history_bytes = std::nullopt);
+                        std::optional<std::uint64_t> lost_history_bytes = std::nullopt,
+                        std::optional<LogStarts> from = std::nullopt);
   // Empties the store: an imported state that turned out not to fit.
   void clear();
 
@@ -168,6 +179,7 @@ class MemoryStore : public Store {
 
   // Records by id; the ones let go of come before rollout_base_ and attempt_base_.
   RolloutRecord& rollout_at(RolloutId id) { return rollouts_[id - 1 - rollout_base_]; }
+  const RolloutRecord& rollout_at(RolloutId id) const { return rollouts_[id - 1 - rollout_base_]; }
   AttemptRecord& attempt_at(AttemptId id) { return attempts_[id - 1 - attempt_base_]; }
   const AttemptRecord& attempt_at(AttemptId id) const { return attempts_[id - 1 - attempt_base_]; }
   bool rollout_released(RolloutId id) const { return id != 0 && id <= rollout_base_; }
@@ -221,16 +233,31 @@ class MemoryStore : public Store {
   std::string tables_locked() const;
   std::string history_locked(std::size_t from, std::size_t until) const;
   std::string span_log_locked(std::size_t from, std::size_t until) const;
+  // What the tables say of the records let go of (a lazy import's use).
+  struct Released {
+    std::uint64_t rollout_base = 0, attempt_base = 0, resources_released = 0, archived_spans_end = 0;
+    std::uint64_t history_base = 0, span_log_base = 0;  // a lazy import begins at most here
+    Statistics stats;
+    std::vector<ResourcesVersion> resources;                      // ids 1..resources_released
+    std::vector<std::pair<AttemptId, RolloutId>> other_attempts;  // in memory, their rollout let go of (0: lost)
+    std::vector<RolloutId> lost_rollouts;                         // in memory
+    std::vector<AttemptId> spans_released;                        // in memory, their spans let go of
+  };
+  void encode_released(ByteWriter& out) const;
+  static Released decode_released(ByteReader& in);
   Imported import_locked(std::string_view tables, std::string_view history, std::string_view span_log,
-                         std::optional<std::uint64_t> lost_history_bytes);
+                         std::optional<std::uint64_t> lost_history_bytes, std::optional<LogStarts> from);
   // import_locked's steps (store_snapshot.cpp).
-  void import_tables(std::string_view tables, std::string_view history, std::uint64_t lost_bytes);
-  RolloutId place_rollout(ByteReader& from, bool ended);
+  Released import_tables(std::string_view tables, std::string_view history, std::uint64_t lost_bytes,
+                         std::optional<LogStarts> from);
+  void place_released(const Released& released);
+  RolloutId place_rollout(ArchivedRollout r, bool ended);
   static ArchivedRollout decode_history_rollout(ByteReader& from);
-  void import_history(std::string_view history);
+  void import_history(std::string_view history, bool lazy);
   void place_lost(std::uint8_t kind, std::uint64_t id);
+  bool placed_lost(std::uint8_t kind, std::uint64_t id) const;
   void mark_lost(Imported& imported);
-  void count_imported();
+  void count_imported(bool lazy);
   void import_span_log(std::string_view span_log, Imported& imported);
   std::vector<RolloutId> requeue_unended();
   void clear_locked();
