@@ -107,22 +107,23 @@ void MemoryStore::encode_released(ByteWriter& w) const {
   w.u64(stats_.resources);
   for (ResourcesId id = 1; id <= resources_released_; ++id) encode_resources(w, resources_[id - 1]);
   std::vector<std::pair<AttemptId, RolloutId>> others;
-  std::vector<AttemptId> spans_released;
+  std::vector<const AttemptRecord*> spans_released;
   for (const AttemptRecord& rec : attempts_) {
     if (rec.lost || rollout_released(rec.attempt.rollout_id))
       others.emplace_back(rec.attempt.id, rec.lost ? 0 : rec.attempt.rollout_id);
     else if (rec.spans_released)
-      spans_released.push_back(rec.attempt.id);
+      spans_released.push_back(&rec);
   }
   w.u64(others.size());
   for (const auto& [attempt, rollout] : others) w.u64(attempt), w.u64(rollout);
   std::vector<RolloutId> lost;
   for (const RolloutRecord& rec : rollouts_)
     if (rec.lost) lost.push_back(rec.rollout.id);
-  for (const std::vector<std::uint64_t>* ids : {&lost, &spans_released}) {
-    w.u64(ids->size());
-    for (std::uint64_t id : *ids) w.u64(id);
-  }
+  w.u64(lost.size());
+  for (RolloutId id : lost) w.u64(id);
+  w.u64(spans_released.size());
+  for (const AttemptRecord* rec : spans_released)
+    w.u64(rec->attempt.id), w.u64(rec->first_log_entry), w.u64(rec->last_log_entry);
 }
 
 // Counts come from the bytes: a claimed count only bounds a loop that runs out of them.
@@ -143,8 +144,13 @@ MemoryStore::Released MemoryStore::decode_released(ByteReader& in) {
     const AttemptId attempt = in.u64();
     r.other_attempts.emplace_back(attempt, in.u64());
   }
-  for (std::vector<std::uint64_t>* ids : {&r.lost_rollouts, &r.spans_released})
-    for (std::uint64_t n = in.u64(); n > 0; --n) ids->push_back(in.u64());
+  for (std::uint64_t n = in.u64(); n > 0; --n) r.lost_rollouts.push_back(in.u64());
+  for (std::uint64_t n = in.u64(); n > 0; --n) {
+    Released::SpansReleased& a = r.spans_released.emplace_back();
+    a.attempt = in.u64();
+    a.first_log_entry = in.u64();
+    a.last_log_entry = in.u64();
+  }
   return r;
 }
 
@@ -354,9 +360,14 @@ void MemoryStore::place_released(const Released& released) {
     rec.rollout.status = RolloutStatus::failed;
     rec.lost = true;
   }
-  for (AttemptId id : released.spans_released) {
-    if (id <= attempt_base_ || id > attempt_count()) throw DecodeError("store snapshot: an attempt out of place");
-    attempt_at(id).spans_released = true;  // its record comes with its rollout's, in the history
+  // Its record comes with its rollout's, in the history; where its spans are, only from here.
+  for (const Released::SpansReleased& a : released.spans_released) {
+    if (a.attempt <= attempt_base_ || a.attempt > attempt_count() || a.first_log_entry > a.last_log_entry)
+      throw DecodeError("store snapshot: an attempt out of place");
+    AttemptRecord& rec = attempt_at(a.attempt);
+    rec.spans_released = true;
+    rec.first_log_entry = a.first_log_entry;
+    rec.last_log_entry = a.last_log_entry;
   }
 }
 

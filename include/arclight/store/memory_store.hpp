@@ -241,7 +241,11 @@ class MemoryStore : public Store {
     std::vector<ResourcesVersion> resources;                      // ids 1..resources_released
     std::vector<std::pair<AttemptId, RolloutId>> other_attempts;  // in memory, their rollout let go of (0: lost)
     std::vector<RolloutId> lost_rollouts;                         // in memory
-    std::vector<AttemptId> spans_released;                        // in memory, their spans let go of
+    struct SpansReleased {
+      AttemptId attempt;
+      std::uint64_t first_log_entry, last_log_entry;
+    };
+    std::vector<SpansReleased> spans_released;  // in memory, their spans let go of, and where they were
   };
   void encode_released(ByteWriter& out) const;
   static Released decode_released(ByteReader& in);
