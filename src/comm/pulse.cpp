@@ -61,8 +61,10 @@ void PulseWatch::take() {
   while (try_receive(comm_, MPI_ANY_SOURCE, tag_pulse, buffer_, &from)) heard_[static_cast<std::size_t>(from)] = now;
 }
 
+// As of the last look: a watcher stopped right after take() (SIGSTOP, a frozen node) and continued
+// long after has seen nothing of that time, and blames no one for it.
 double PulseWatch::silent_seconds(int rank) const {
-  return std::chrono::duration<double>(Clock::now() - heard_[static_cast<std::size_t>(rank)]).count();
+  return std::chrono::duration<double>(last_take_ - heard_[static_cast<std::size_t>(rank)]).count();
 }
 
 std::vector<int> PulseWatch::silent_for(double seconds) const {

@@ -66,4 +66,20 @@ BOOST_AUTO_TEST_CASE(time_rank_0_does_not_look_counts_against_nobody) {
   MPI_Comm_free(&comm);
 }
 
+// A watcher stopped between a look and its check (the hardening test's SIGSTOP at start-up, continued once the job
+// ends) blames nobody for the time it was stopped.
+BOOST_AUTO_TEST_CASE(silence_counts_until_the_last_look) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (rank_of(comm) == 0) {
+    PulseWatch watch(comm);  // nobody pulses at all
+    watch.take();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    BOOST_TEST(watch.silent_seconds(2) < 1.0);
+    BOOST_TEST(watch.silent_for(2.0).empty());
+  }
+  MPI_Barrier(comm);
+  MPI_Comm_free(&comm);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

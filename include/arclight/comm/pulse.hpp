@@ -45,8 +45,8 @@ class PulseSender {
 
 // A rank's view of the pulses that come to it on `comm` (rank 0's of every other rank; the last
 // rank's of rank 0, through PulseSender): call take() often (every second or so); a rank is silent
-// for as long as its pulses have not come. Time in which take() was not called (the watcher busy
-// elsewhere, or itself stopped) counts against nobody but the first second of it.
+// for as long as its pulses had not come at the last take(). Time in which take() was not called
+// (the watcher busy elsewhere, or itself stopped) counts against nobody but the first second of it.
 class PulseWatch {
  public:
   explicit PulseWatch(MPI_Comm comm);
