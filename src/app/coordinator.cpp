@@ -99,9 +99,11 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       secret_(std::move(secret)) {}
 
 int Coordinator::run() {
-  std::optional<ckpt::Checkpoint> restored = restore();
+  // Before the restore: a lazy one leaves records in the version, which the store serves from the
+  // moment it is restored (runners asking for an older policy version, say).
   archive_ = std::make_shared<CheckpointStoreArchive>(checkpoint_dir_, config_.checkpoint.span_log == "all");
   store_.set_archive(archive_);
+  std::optional<ckpt::Checkpoint> restored = restore();
   // Outside clients come once the store holds what it resumed from (a restore fills an empty store).
   if (config_.store.http) store_api_ = std::make_unique<StoreApiServer>(config_, store_, secret_);
   RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,

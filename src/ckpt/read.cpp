@@ -420,9 +420,12 @@ void read_store(Reader& r, Checkpoint& c, Contents contents) {
   c.coordinator_rng = r.bytes("/rng/coordinator");
   if (r.has("/store/log_starts")) {
     c.store_log_starts = r.dataset<std::int64_t>("/store/log_starts", H5T_NATIVE_INT64);
+    // Only a hint where to begin reading: one that is not two entries and their bytes reads the logs whole.
     if (c.store_log_starts.size() != 4 ||
-        std::any_of(c.store_log_starts.begin(), c.store_log_starts.end(), [](std::int64_t v) { return v < 0; }))
-      throw CorruptCheckpoint(r.path() + ": /store/log_starts is not two entries and their bytes");
+        std::any_of(c.store_log_starts.begin(), c.store_log_starts.end(), [](std::int64_t v) { return v < 0; })) {
+      log::debug(r.path(), ": /store/log_starts is not two entries and their bytes; the logs are read whole");
+      c.store_log_starts.clear();
+    }
   }
   if (contents == Contents::restore && !c.store_log_starts.empty()) {
     c.store_history_offset = static_cast<std::uint64_t>(c.store_log_starts[1]);

@@ -123,12 +123,14 @@ void MemoryStore::encode_released(ByteWriter& w) const {
   for (RolloutId id : lost) w.u64(id);
   w.u64(spans_released.size());
   for (const AttemptRecord* rec : spans_released)
-    w.u64(rec->attempt.id), w.u64(rec->first_log_entry), w.u64(rec->last_log_entry);
+    w.u64(rec->attempt.id), w.u64(rec->first_log_entry), w.u64(rec->last_log_entry),
+        w.u64(rollout_at(rec->attempt.rollout_id).last_sequence_id);
 }
 
 // Counts come from the bytes: a claimed count only bounds a loop that runs out of them.
 MemoryStore::Released MemoryStore::decode_released(ByteReader& in) {
   Released r;
+  r.present = true;
   for (std::uint64_t* n : {&r.rollout_base, &r.attempt_base, &r.resources_released, &r.archived_spans_end,
                            &r.history_base, &r.span_log_base})
     *n = in.u64();
@@ -150,6 +152,7 @@ MemoryStore::Released MemoryStore::decode_released(ByteReader& in) {
     a.attempt = in.u64();
     a.first_log_entry = in.u64();
     a.last_log_entry = in.u64();
+    a.last_sequence_id = in.u64();
   }
   return r;
 }
@@ -270,10 +273,16 @@ MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::s
                                                  std::optional<LogStarts> from) {
   Imported imported;
   const Released released = import_tables(tables, history, lost_history_bytes.value_or(0), from);
-  const bool lazy = from.has_value();
+  const bool lazy = from && released.present;
   import_history(history, lazy);
   if (lost_history_bytes) mark_lost(imported);
   count_imported(lazy);
+  // The span counters of rollouts whose spans left memory: as the tables say.
+  for (const Released::SpansReleased& a : released.spans_released) {
+    if (!lazy) break;
+    std::uint64_t& counter = rollout_at(attempt_at(a.attempt).attempt.rollout_id).last_sequence_id;
+    counter = std::max(counter, a.last_sequence_id);
+  }
   import_span_log(span_log, imported);
   if (lazy) {  // the run's statistics, of the records let go of too; the bytes of the spans in memory
     const std::uint64_t span_bytes = stats_.span_bytes;
@@ -294,16 +303,17 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
   const std::uint32_t format = in.u32();
   if (format != tables_format && format != 2) throw DecodeError("store tables: unknown format");
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
-  const Released released = format == 2 ? Released{} : decode_released(in);
+  const Released released = format == 2 ? Released{} : decode_released(in);  // format 2: imported whole
   if (from) {
+    if (format == 2 && (from->history != 0 || from->span_log != 0))
+      throw DecodeError("store snapshot: logs in part, but its tables do not say what was let go of");
     if (from->history > released.history_base || from->span_log > released.span_log_base)
       throw DecodeError(log::concat("store snapshot: logs from entries ", from->history, " and ", from->span_log,
                                     ", past what it had let go of (", released.history_base, " and ",
                                     released.span_log_base, ")"));
-    if (format == 2 && (from->history != 0 || from->span_log != 0))
-      throw DecodeError("store snapshot: logs in part, but its tables do not say what was let go of");
   }
-  const Released& kept_out = from ? released : Released{};
+  const bool lazy = from && released.present;
+  const Released& kept_out = lazy ? released : Released{};
   // Every id in memory comes exactly once, from the tables or the history: a count beyond what
   // the bytes can hold (a history entry's least size: a lost record's kind and id) is refused
   // before anything is allocated for it. With lost segments, the bytes they held count too.
@@ -317,7 +327,7 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
   rollouts_.resize(rollout_count - rollout_base_);
   attempts_.resize(attempt_count - attempt_base_);
   resources_.resize(resources_count);
-  if (from) {
+  if (lazy) {
     history_base_ = from->history;
     span_log_base_ = release_scan_ = from->span_log;
     resources_released_ = kept_out.resources_released;

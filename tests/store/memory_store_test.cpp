@@ -719,6 +719,8 @@ BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_out_what_was_let_go_of_and_answers_the_
     BOOST_TEST(answers(from_start, id) == answers(full, id), "rollout " << id);
   }
   for (ResourcesId id = 1; id <= 4; ++id) BOOST_TEST(lazy.get_resources(id).content == full.get_resources(id).content);
+  const RolloutId b1 = untrained + 1;  // ended, its spans gone: its span counter as before
+  BOOST_TEST(lazy.next_sequence_id(b1) == full.next_sequence_id(b1));
   BOOST_TEST(lazy.get_latest_resources("policy").content == "v2");
 
   // It goes on as the whole import does: same ids, same versions, the same logs appended.

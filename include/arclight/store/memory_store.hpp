@@ -237,6 +237,7 @@ class MemoryStore : public Store {
   struct Released {
     std::uint64_t rollout_base = 0, attempt_base = 0, resources_released = 0, archived_spans_end = 0;
     std::uint64_t history_base = 0, span_log_base = 0;  // a lazy import begins at most here
+    bool present = false;                               // format 2's tables have none: imported whole
     Statistics stats;
     std::vector<ResourcesVersion> resources;                      // ids 1..resources_released
     std::vector<std::pair<AttemptId, RolloutId>> other_attempts;  // in memory, their rollout let go of (0: lost)
@@ -244,6 +245,7 @@ class MemoryStore : public Store {
     struct SpansReleased {
       AttemptId attempt;
       std::uint64_t first_log_entry, last_log_entry;
+      std::uint64_t last_sequence_id;  // its rollout's span counter
     };
     std::vector<SpansReleased> spans_released;  // in memory, their spans let go of, and where they were
   };
