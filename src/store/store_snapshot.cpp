@@ -1,5 +1,5 @@
-// MemoryStore's state for checkpoints: export and import, and the spans let go of once a
-// checkpoint holds them.
+// MemoryStore's state for checkpoints: export and import, whole or lazy (store_release.cpp: what
+// the store lets go of once a checkpoint holds it, and reads back).
 #include <algorithm>
 
 #include "arclight/core/bytes.hpp"
@@ -278,10 +278,11 @@ MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::s
   if (lost_history_bytes) mark_lost(imported);
   count_imported(lazy);
   // The span counters of rollouts whose spans left memory: as the tables say.
-  for (const Released::SpansReleased& a : released.spans_released) {
-    if (!lazy) break;
-    std::uint64_t& counter = rollout_at(attempt_at(a.attempt).attempt.rollout_id).last_sequence_id;
-    counter = std::max(counter, a.last_sequence_id);
+  if (lazy) {
+    for (const Released::SpansReleased& a : released.spans_released) {
+      std::uint64_t& counter = rollout_at(attempt_at(a.attempt).attempt.rollout_id).last_sequence_id;
+      counter = std::max(counter, a.last_sequence_id);
+    }
   }
   import_span_log(span_log, imported);
   if (lazy) {  // the run's statistics, of the records let go of too; the bytes of the spans in memory
@@ -561,200 +562,6 @@ std::vector<RolloutId> MemoryStore::requeue_unended() {
   }
   if (!requeued.empty()) log::debug("store restored: ", requeued.size(), " rollouts requeued");
   return requeued;
-}
-
-// ---- bounded memory -------------------------------------------------------------------
-
-std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vector<RolloutId>& keep) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  until_entry = std::min(until_entry, span_log_base_ + span_log_.size());
-  const std::unordered_set<RolloutId> kept(keep.begin(), keep.end());
-  std::vector<AttemptId> candidates;
-  candidates.swap(held_back_);
-  for (std::size_t i = std::max(release_scan_, span_log_base_); i < until_entry; ++i)
-    candidates.push_back(span_log_[i - span_log_base_].first);
-  release_scan_ = std::max(release_scan_, until_entry);
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  if (spans_archived()) archived_spans_end_ = std::max(archived_spans_end_, until_entry);
-  std::size_t released = 0;
-  for (AttemptId id : candidates) {
-    if (attempt_released(id)) continue;
-    AttemptRecord& rec = attempt_at(id);
-    if (rec.spans_released || rec.spans.empty()) continue;
-    const Rollout& rollout = rollout_at(rec.attempt.rollout_id).rollout;
-    if (!is_final(rollout.status) || kept.count(rollout.id) || rec.last_log_entry >= until_entry) {
-      held_back_.push_back(id);  // it may still take spans, or be trained on
-      continue;
-    }
-    for (const StoredSpan& stored : rec.spans) stats_.span_bytes -= sizeof(StoredSpan) + stored.record.capacity();
-    released += rec.spans.size();
-    std::vector<StoredSpan>().swap(rec.spans);
-    rec.spans_released = true;
-  }
-  while (!span_log_.empty() &&
-         (attempt_released(span_log_.front().first) || attempt_at(span_log_.front().first).spans_released)) {
-    span_log_.pop_front();
-    ++span_log_base_;
-  }
-  return released;
-}
-
-// Front to back, so that ids stay an offset into the tables: a rollout that is slow to end
-// holds back the ones after it until it has.
-std::size_t MemoryStore::release_records(std::size_t until_history_entry, const std::vector<RolloutId>& keep) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!archive_) return 0;
-  const std::unordered_set<RolloutId> kept(keep.begin(), keep.end());
-  auto releasable = [&](const RolloutRecord& rec) {
-    if (!is_final(rec.rollout.status) || rec.history_entry >= until_history_entry || kept.count(rec.rollout.id))
-      return false;
-    return std::all_of(rec.attempts.begin(), rec.attempts.end(),
-                       [&](AttemptId id) { return attempt_at(id).spans.empty(); });  // let go of, or none
-  };
-  std::size_t released = 0;
-  while (!rollouts_.empty() && releasable(rollouts_.front())) {
-    rollouts_.pop_front();
-    ++rollout_base_;
-    ++released;
-  }
-  // An attempt goes with its rollout (a lost one has none), once the ones before it have gone.
-  while (!attempts_.empty() &&
-         (attempts_.front().attempt.rollout_id == 0 || rollout_released(attempts_.front().attempt.rollout_id))) {
-    attempts_.pop_front();
-    ++attempt_base_;
-  }
-  // The history's entries a checkpoint holds, up to the first rollout still in memory; the
-  // content of resources versions with them, but for the latest of each name.
-  while (!history_.empty() && history_base_ < until_history_entry &&
-         (history_.front().kind != HistoryEntry::rollout || rollout_released(history_.front().id))) {
-    if (history_.front().kind == HistoryEntry::resources) {
-      resources_released_ = history_.front().id;
-      ResourcesVersion& v = resources_[resources_released_ - 1];
-      if (content_archived(v)) std::string().swap(v.content);
-    }
-    history_.pop_front();
-    ++history_base_;
-  }
-  return released;
-}
-
-std::shared_ptr<StoreArchive> MemoryStore::archive() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return archive_;
-}
-
-void MemoryStore::walk_archived_history(const std::string& what,
-                                        const std::function<bool(ArchivedRollout&&)>& on_rollout,
-                                        const std::function<bool(ResourcesVersion&&)>& on_resources) {
-  const std::shared_ptr<StoreArchive> archive = this->archive();
-  auto gone = [&](const std::string& why) {
-    return StoreError(StoreError::not_found, what + " left rank 0's memory for the checkpoint, " + why);
-  };
-  if (!archive) throw gone("which is no longer read");
-  try {
-    const std::string history = archive->history();
-    for (ByteReader past(history); past.remaining() > 0;) {
-      const std::uint8_t kind = past.u8();
-      if (kind == HistoryEntry::rollout) {
-        if (!on_rollout(decode_history_rollout(past))) return;
-      } else if (kind == HistoryEntry::resources) {
-        if (!on_resources(decode_resources(past))) return;
-      } else if (kind == HistoryEntry::lost_rollout) {
-        ArchivedRollout lost;
-        lost.rollout.id = past.u64();
-        lost.lost = true;
-        if (!on_rollout(std::move(lost))) return;
-      } else if (kind == HistoryEntry::lost_attempt || kind == HistoryEntry::lost_resources) {
-        past.u64();
-      } else {
-        throw DecodeError("store history: unknown record " + std::to_string(kind));
-      }
-    }
-  } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
-    throw gone(std::string("which did not read back: ") + e.what());
-  }
-  throw gone("which does not hold it");
-}
-
-std::unordered_map<RolloutId, MemoryStore::ArchivedRollout> MemoryStore::read_back(const std::vector<RolloutId>& ids) {
-  std::unordered_map<RolloutId, ArchivedRollout> out;
-  if (ids.empty()) return out;
-  std::unordered_set<RolloutId> wanted(ids.begin(), ids.end());
-  walk_archived_history(
-      log::concat("rollout ", ids.front()),
-      [&](ArchivedRollout&& r) {
-        if (!wanted.erase(r.rollout.id)) return true;
-        if (!r.lost) out.emplace(r.rollout.id, std::move(r));
-        return !wanted.empty();
-      },
-      [](ResourcesVersion&&) { return true; });
-  return out;
-}
-
-MemoryStore::ArchivedRollout MemoryStore::read_back_one(RolloutId id) {
-  auto read = read_back({id});
-  if (read.empty()) throw StoreError(StoreError::not_found, log::concat("rollout ", id, lost_with_damage));
-  return std::move(read.begin()->second);
-}
-
-ResourcesVersion MemoryStore::read_back_resources(ResourcesId id) {
-  ResourcesVersion found;
-  walk_archived_history(
-      log::concat("the content of resources ", id), [](ArchivedRollout&&) { return true; },
-      [&](ResourcesVersion&& v) {
-        if (v.id != id) return true;
-        found = std::move(v);
-        return false;
-      });
-  return found;
-}
-
-// A rollout let go of: its spans are in the archive's span log, before the entries it was told of.
-std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const SpanFilter& filter) {
-  AttemptId attempt = filter.attempt_id;
-  if (attempt == latest_attempt) {
-    if (r.attempts.empty()) return {};
-    attempt = r.attempts.back().id;
-  } else if (attempt != 0 &&
-             std::none_of(r.attempts.begin(), r.attempts.end(), [&](const Attempt& a) { return a.id == attempt; })) {
-    throw StoreError(StoreError::not_found, log::concat("no attempt ", attempt, " of rollout ", r.rollout.id));
-  }
-  std::size_t end = 0;
-  std::shared_ptr<StoreArchive> archive;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    end = archived_spans_end_;
-    archive = archive_;
-  }
-  std::vector<Span> out;
-  if (!archive || !archive->holds_spans()) {  // not kept: as for spans let go of without their records
-    if (filter.attempt_id == 0) return out;
-    throw StoreError(StoreError::not_found, log::concat("rollout ", r.rollout.id, spans_not_kept));
-  }
-  // Its record does not say where in the log its spans are: the whole log, a bounded stretch at a time.
-  constexpr std::size_t stretch = 4096;
-  try {
-    for (std::size_t first = 0; first < end; first += stretch) {
-      for (const SpanLogEntry& entry : archive->read(first, std::min(end, first + stretch) - 1)) {
-        if (entry.rollout_id != r.rollout.id || (attempt != 0 && entry.attempt_id != attempt) ||
-            entry.sequence_id <= filter.after_sequence_id)
-          continue;
-        Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
-        if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));
-      }
-    }
-  } catch (const std::exception& e) {
-    throw StoreError(StoreError::not_found,
-                     log::concat("rollout ", r.rollout.id,
-                                 ": its spans live in the checkpoint, which did not read back: ", e.what()));
-  }
-  return out;
-}
-
-void MemoryStore::set_archive(std::shared_ptr<StoreArchive> archive) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  archive_ = std::move(archive);
 }
 
 }  // namespace arclight::store
