@@ -169,7 +169,7 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
             figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
             figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)");
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
-  resumed_in_place_ = fs::equivalent(found->first, here, ec);
+  resumed_in_place_ = in_place;
   restored_path_ = resumed_in_place_ ? here.string() : found->first;
   version_ = static_cast<std::uint64_t>(c.policy_version);
   return std::move(c);
