@@ -251,7 +251,6 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   BOOST_CHECK_THROW(another.import_state(snap(before).tables, snap(before).history, "garbage"), DecodeError);
 }
 
-// A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
 // A checkpoint's logs as an archive: the reads are counted.
 class LogArchive : public StoreArchive {
  public:
@@ -279,6 +278,7 @@ class LogArchive : public StoreArchive {
   std::string history_;
 };
 
+// A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
 // it held, their ids kept as lost, and its next export holds the loss, not a gap.
 BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost) {
   ManualClock clock;
@@ -373,6 +373,123 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
   BOOST_TEST(third.wait_for_rollouts({lost, kept}, 0).size() == 1u);
   spans.rollout_id = kept;
   BOOST_TEST(third.query_spans(spans, {}).items.at(0).name == "kept span");
+}
+
+// What the test above leaves out: records lost with a damaged segment (issue 17), and spans that are not kept
+// (checkpoint.span_log = "none": they leave memory at once and no version holds them). Imported lazily from the
+// boundary, the store answers as the store that saved did, and goes on writing the same logs.
+BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out) {
+  ManualClock clock;
+  auto run = [](MemoryStore& s, const std::string& task, int spans, bool end) {
+    const RolloutId id = s.enqueue(suite::task(task)).id;
+    const auto taken = *s.dequeue("w" + task);
+    BOOST_REQUIRE(taken.rollout.id == id);
+    for (int k = 0; k < spans; ++k) {
+      Span span;
+      span.rollout_id = id;
+      span.attempt_id = taken.attempt.id;
+      span.name = task + " span " + std::to_string(k);
+      s.add_span(span);
+    }
+    if (end) s.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+    return id;
+  };
+  auto unkept = [](const MemoryStore::Snapshot& logs) {
+    auto archive = std::make_shared<LogArchive>(logs);
+    archive->spans = false;
+    return archive;
+  };
+  // A store that came back from a version whose first history segment was damaged: rollout 1 and the first
+  // policy version are lost records in it.
+  MemoryStore damaged(clock);
+  damaged.add_resources("policy", "v0");
+  const RolloutId lost = run(damaged, "lost", 1, true);
+  const std::size_t first_segment_entries = damaged.log_lengths().first;
+  damaged.update_resources("policy", "v1");
+  run(damaged, "a0", 2, true);
+  const MemoryStore::Snapshot saved = snap(damaged);
+  const std::string first_segment = damaged.export_history(0, first_segment_entries);
+  MemoryStore store(clock);
+  BOOST_REQUIRE(
+      store.import_state(saved.tables, saved.history.substr(first_segment.size()), saved.span_log, first_segment.size())
+          .lost_rollouts == 1u);
+  store.set_archive(unkept({}));
+
+  // Version 1: spans go as they come (none kept); the records trained on go once the version holds them.
+  for (int i = 1; i < 4; ++i) run(store, "a" + std::to_string(i), 2, true);
+  BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 8u);
+  const MemoryStore::Snapshot v1 = store.export_state();
+  store.set_archive(unkept(v1));
+  BOOST_TEST(store.release_records(v1.history_end, {}) == 5u, "the lost rollout with the four ended ones");
+  // Version 2: more rollouts, one still running; the spans go again but the running one's.
+  const RolloutId ended = run(store, "b0", 3, true);
+  store.update_resources("policy", "v2");
+  const RolloutId running = run(store, "b1", 2, false);
+  BOOST_TEST(store.release_spans(store.log_lengths().second, {running}) == 3u);
+  const MemoryStore::Snapshot v2 = store.export_state(v1.history_end, v1.span_log_end);
+  BOOST_TEST(v2.history_base == v1.history_end);
+  MemoryStore::Snapshot whole = v2;
+  whole.history = v1.history + v2.history;
+  whole.span_log = v1.span_log + v2.span_log;
+  store.set_archive(unkept(whole));
+
+  MemoryStore lazy(clock), full(clock);
+  const MemoryStore::Imported imported = lazy.import_state(whole.tables, v2.history, v2.span_log, std::nullopt,
+                                                           MemoryStore::LogStarts{v1.history_end, v1.span_log_end});
+  full.import_state(whole.tables, whole.history, whole.span_log);
+  BOOST_TEST(imported.requeued == std::vector<RolloutId>{running});
+  for (MemoryStore* s : {&lazy, &full}) s->set_archive(unkept(whole));
+  const auto lengths = lazy.log_lengths(), full_lengths = full.log_lengths();
+
+  auto answers = [](MemoryStore& s, RolloutId id) {
+    auto said = [](auto&& ask) {
+      try {
+        return ask();
+      } catch (const StoreError& e) {
+        return std::string(e.what());
+      }
+    };
+    return said([&] { return std::to_string(int(s.get_latest_attempt(id).status)); }) + " " + said([&] {
+             const Rollout r = s.get_rollout(id);
+             return r.input + " " + std::to_string(int(r.status)) + " " + std::to_string(r.attempt_count);
+           }) +
+           " spans:" + said([&] {
+             SpanFilter f;
+             f.rollout_id = id;
+             std::string out;
+             for (const Span& span : s.query_spans(f, {}).items) out += " " + span.name;
+             return out;
+           });
+  };
+  const std::string lost_answer = answers(store, lost);
+  BOOST_TEST(lost_answer.find("lost with a damaged checkpoint segment") != std::string::npos, lost_answer);
+  BOOST_TEST(answers(full, lost) == lost_answer);
+  for (RolloutId id = 1; id < running; ++id) BOOST_TEST(answers(lazy, id) == answers(store, id), "rollout " << id);
+  BOOST_TEST((lazy.get_rollout(running).status == RolloutStatus::requeuing), "its runner is gone");
+  BOOST_TEST(answers(lazy, running).find("b1 span 1") != std::string::npos, "the running one's spans are in memory");
+  BOOST_TEST(answers(lazy, ended).find("its spans are not kept") != std::string::npos, answers(lazy, ended));
+  BOOST_TEST(lazy.statistics().spans == store.statistics().spans);
+  BOOST_TEST(lazy.statistics().span_bytes == store.statistics().span_bytes);
+  BOOST_TEST(lazy.next_sequence_id(ended) == store.next_sequence_id(ended));
+  BOOST_TEST(lengths.first == v2.history_end);
+  BOOST_CHECK_THROW(lazy.get_resources(1), StoreError);  // lost
+  for (ResourcesId id = 2; id <= 3; ++id) BOOST_TEST(lazy.get_resources(id).content == store.get_resources(id).content);
+
+  // It goes on as the store that saved does: the same ids and versions, the same logs appended (each from where its
+  // own logs end).
+  for (MemoryStore* s : {&store, &lazy, &full}) {
+    BOOST_TEST(s->update_resources("policy", "v3").version == 4u);
+    s->update_attempt(running, latest_attempt, suite::status_update(AttemptStatus::succeeded));
+    BOOST_TEST(run(*s, "c0", 1, true) == running + 1);
+  }
+  const MemoryStore::Snapshot next = store.export_state(v2.history_end, v2.span_log_end),
+                              next_lazy = lazy.export_state(lengths.first, lengths.second),
+                              next_full = full.export_state(full_lengths.first, full_lengths.second);
+  BOOST_TEST(next_lazy.history == next.history);
+  BOOST_TEST(next_lazy.span_log == next.span_log);
+  BOOST_TEST(next_full.history == next.history);
+  BOOST_TEST(next_full.span_log == next.span_log);
+  BOOST_TEST(answers(lazy, running + 1) == answers(store, running + 1));
 }
 
 // Issue 11, point 3: spans that a committed checkpoint holds leave rank 0's memory once their rollouts are trained
