@@ -77,6 +77,8 @@ std::size_t MemoryStore::release_records(std::size_t until_history_entry, const 
       resources_released_ = history_.front().id;
       ResourcesVersion& v = resources_[resources_released_ - 1];
       if (content_archived(v)) std::string().swap(v.content);
+    } else if (history_.front().kind == HistoryEntry::lost_resources) {
+      resources_released_ = history_.front().id;  // a lazy import places it from the tables, as the others before it
     }
     history_.pop_front();
     ++history_base_;
