@@ -69,9 +69,9 @@ class Coordinator {
   struct RestoreFigures {
     std::uint64_t bytes_read = 0;
     double read_seconds = 0, broadcast_seconds = 0, seconds = 0;
-    double rank0_seconds = 0;  // from the start to the trainers' last read
+    double rank0_seconds = 0;  // from the start to the end of the store's import (the trainers read meanwhile)
   };
-  void restore_trainers(const std::string& path, RestoreFigures& figures);
+  std::string trainers_restored(std::vector<MPI_Request>& sends, RestoreFigures& figures);
   void check_same_model(const std::string& path, const std::string& saved_config) const;
   void commit_resume(const ckpt::Checkpoint* restored);
   void restore_state(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read);

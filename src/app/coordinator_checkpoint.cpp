@@ -57,17 +57,16 @@ void warn_of_lost_records(const std::string& path, const store::MemoryStore::Imp
 
 }  // namespace
 
-// Restores the newest (or the given) version, or tells the trainers that the run starts
-// fresh; either way they publish the weights the runners start from. The checkpoint
-// directory changes (LATEST, versions set aside) only once every trainer has its state.
+// Restores the newest (or the given) version, or starts fresh; then the trainers publish the
+// weights the runners start from (only now: a version they read may yet be given up for the one
+// before, when the store's part of it does not read back). The checkpoint directory changes
+// (LATEST, versions set aside) only once every trainer has its state.
 std::optional<ckpt::Checkpoint> Coordinator::restore() {
   std::optional<ckpt::Checkpoint> restored = load_while_holding_requests();
-  if (!restored) {
-    const std::string message = comm::work::encode(comm::work::Begin{});
-    std::vector<MPI_Request> sends = tell_trainers(message);
-    for (const std::string& failure : answers_of_trainers(sends))
-      if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
-  }
+  const std::string message = comm::work::encode(comm::work::Begin{});
+  std::vector<MPI_Request> sends = tell_trainers(message);
+  for (const std::string& failure : answers_of_trainers(sends))
+    if (!failure.empty()) throw UsageError(failure);  // one message, from rank 0; the directory is as it was
   commit_resume(restored ? &*restored : nullptr);
   return restored;
 }
@@ -134,14 +133,24 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   const ckpt::Contents contents = in_place ? ckpt::Contents::restore : ckpt::Contents::no_tensor_data;
   auto accept = [this, &figures, t, contents](const std::string& path, ckpt::Checkpoint& c) {
     check_same_model(path, c.config_toml);
-    restore_state(path, c, contents);
-    store_restored_ = true;
-    figures.rank0_seconds = seconds_since(t);  // its reads and the store's import, before the trainers read
+    // The trainers read their shares of the model while this rank imports the store.
+    const std::string request = comm::work::encode(comm::work::Restore{path});
+    std::vector<MPI_Request> sends = tell_trainers(request);
+    std::exception_ptr store_failure;
     try {
-      restore_trainers(path, figures);
-    } catch (const ckpt::CorruptCheckpoint&) {
+      restore_state(path, c, contents);
+      store_restored_ = true;
+    } catch (...) {
+      store_failure = std::current_exception();
+    }
+    figures.rank0_seconds = seconds_since(t);  // its reads and the store's import
+    // Every trainer answers before anything else happens: the answers to this version must not be
+    // taken for the next one's.
+    const std::string damaged = trainers_restored(sends, figures);
+    if (store_failure) std::rethrow_exception(store_failure);
+    if (!damaged.empty()) {
       store_.clear();  // for the version before
-      throw;
+      throw ckpt::CorruptCheckpoint(damaged);
     }
   };
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
@@ -175,13 +184,12 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   return std::move(c);
 }
 
-// The trainers read the model and optimizer of a version, each its share; CorruptCheckpoint
-// when a share is damaged (they all say so), UsageError when they fail otherwise (the job ends).
-void Coordinator::restore_trainers(const std::string& path, RestoreFigures& figures) {
+// The trainers' answers to `sends` (a Restore: each reads its share of the model and optimizer of
+// the version): why a share is damaged (they all say so), or empty when every share read back;
+// UsageError when they fail otherwise (the job ends). The trainers ask the store nothing before
+// work::Begin: a store still held (its import under way, or failed) does not hold them up.
+std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, RestoreFigures& figures) {
   using Outcome = comm::work::Restored::Outcome;
-  const std::string message = comm::work::encode(comm::work::Restore{path});
-  // The store keeps being served meanwhile: a trainer may be waiting on it before it reads this.
-  std::vector<MPI_Request> sends = tell_trainers(message);
   std::string damaged, failed;
   for (const std::string& reply : answers_of_trainers(sends)) {
     comm::work::Restored answer;
@@ -199,7 +207,7 @@ void Coordinator::restore_trainers(const std::string& path, RestoreFigures& figu
     if (answer.outcome == Outcome::failed) failed = answer.why;
   }
   if (!failed.empty()) throw UsageError(failed);  // one message, from rank 0; the directory is as it was
-  if (!damaged.empty()) throw ckpt::CorruptCheckpoint(damaged);
+  return damaged;
 }
 
 // A version continues only the model that saved it: every model.* setting the same (the
@@ -260,6 +268,8 @@ void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
 // Rebuilds the store and the task generator from a version (`read` as it was read);
 // CorruptCheckpoint (and an empty store) when they do not read back.
 void Coordinator::restore_state(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read) {
+  if (config_.faults.store_unreadable_step > 0 && c.step == config_.faults.store_unreadable_step)
+    throw ckpt::CorruptCheckpoint(path + ": the store does not read back (fault drill: faults.store_unreadable_step)");
   std::mt19937_64 rng;
   std::istringstream text(c.coordinator_rng);
   text >> rng;

@@ -81,7 +81,6 @@ class TrainerRank {
   }
 
   void run() {
-    if (leader_) announce_first_version();
     comm::IdleBackoff backoff(comm::IdleBackoff::Awaiting::next_message);
     std::string message;
     for (;;) {
@@ -162,8 +161,9 @@ class TrainerRank {
 
   // The trainers read the version together, each byte once: each its share of the weights and
   // optimizer state (a shared file system, as for writing), the shares then broadcast among
-  // them; rank 0 reads none of the model. They agree on the outcome, and each answers it:
-  // a damaged share makes rank 0 try the version before; what else goes wrong, rank 0 reports once.
+  // them; rank 0 reads none of the model (it imports the store meanwhile). They agree on the
+  // outcome, and each answers it: a damaged share makes rank 0 try the version before; what else
+  // goes wrong, rank 0 reports once. The runners get the weights at Begin, once rank 0 has the store too.
   void serve(const comm::work::Restore& request) {
     using Outcome = comm::work::Restored::Outcome;
     const auto t = Stopwatch::now();
@@ -176,7 +176,6 @@ class TrainerRank {
       policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
       trainer_.load_optimizer_state(
           {std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
-      weights_.publish(version_, saved.parameters);
     } catch (const ckpt::CorruptCheckpoint& e) {
       answer.outcome = Outcome::damaged, answer.why = e.what();
     } catch (const Error& e) {
@@ -190,8 +189,11 @@ class TrainerRank {
     MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, comm::tag_trainer_state, ch_.work.get());
   }
 
-  // A fresh run: the runners start from these weights.
+  // Training begins (fresh, or from the version restored): the runners start from these weights.
+  // Only now does a trainer ask the store anything: until rank 0 has restored it, the store holds
+  // requests, and rank 0 awaits the trainers' reads.
   void serve(const comm::work::Begin&) {
+    if (leader_) announce_first_version();
     weights_.publish(version_, policy_.flat_parameters());
     answer_state();
   }

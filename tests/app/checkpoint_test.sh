@@ -61,6 +61,16 @@ train 4 "$work/a" --run.steps 13 --resume auto
 check 'grep -q "skipping checkpoint .*v00000014.h5" "$work/err"' "no warning for the corrupt version: $(cat "$work/err")"
 check 'grep -q "^step=13 version=13 " "$work/out"' "did not resume from step 12: $(grep -o "^step=[0-9]*" "$work/out" | head -2)"
 
+# 3b. A version whose store does not read back while its model does: the trainers, which read their
+# shares while rank 0 imports the store, load the version before with rank 0, and the runners get its weights.
+train 4 "$work/u" --run.steps 8 --checkpoint.every_steps 4
+check '[ $rc = 0 ]' "run for 3b failed: $(tail -3 "$work/err")"
+train 4 "$work/u" --run.steps 10 --checkpoint.every_steps 4 --resume auto --faults.store_unreadable_step 8
+check '[ $rc = 0 ] && grep -q "skipping checkpoint .*v00000008.h5: .*fault drill" "$work/err"' \
+  "a store that does not read back: rc $rc, $(grep -v "^ " "$work/err" | head -5)"
+check 'grep -q "resuming from .*v00000004.h5" "$work/err" && grep -q "^step=5 version=5 " "$work/out"' \
+  "a store that does not read back: not resumed from the version before: $(grep -o "^step=[0-9]*" "$work/out" | head -2 | xargs)"
+
 # 4. SIGUSR1: a checkpoint at the next step, exit code 3 (requeue), then resume.
 timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
   --run.dir "$work/b" --run.steps 100000 --checkpoint.every_steps 0 >"$work/out" 2>"$work/err" &

@@ -202,6 +202,7 @@ struct FaultConfig {
   int kill_in_checkpoint = 0;       // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
   double slow_restore_seconds = 0;  // rank 0 takes this much longer to load the version it resumes from
   int hang_at_startup_rank = -1;    // this rank stops itself (SIGSTOP) at the start of start-up
+  int store_unreadable_step = 0;    // rank 0 takes the store of this step's version as not reading back; 0: never
 };
 
 struct Config {
