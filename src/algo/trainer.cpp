@@ -222,7 +222,10 @@ OptimizerState Trainer::optimizer_state_of(const std::vector<std::size_t>& only)
 
 void Trainer::load_optimizer_state(const OptimizerState& state) {
   auto params = impl_->policy.parameters();
-  if (state.exp_avg.empty()) return;  // saved before the first step
+  if (state.exp_avg.empty()) {  // saved before the first step: none, whatever a version tried before left
+    impl_->optimizer.state().clear();
+    return;
+  }
   if (state.steps.size() != params.size() || state.exp_avg.size() != impl_->policy.parameter_count() ||
       state.exp_avg_sq.size() != state.exp_avg.size())
     throw UsageError("checkpoint: the optimizer state does not fit this model");

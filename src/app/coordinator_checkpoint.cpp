@@ -72,8 +72,8 @@ std::optional<ckpt::Checkpoint> Coordinator::restore() {
 }
 
 // Loading can take minutes on a slow file system: it runs on a thread of its own while this one holds the store's
-// requests (their clients told every second to wait on), answered once the store is restored (store_restored_);
-// from then on this thread serves the store while the trainers read their shares.
+// requests (their clients told every second to wait on: an outside agent's dequeue through its runner, say),
+// answered once the version is restored, its store and the trainers' shares (store_restored_).
 // A trainer that hangs meanwhile (the others wait for it in the shares' collectives) ends the job as in a step.
 std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
   std::optional<ckpt::Checkpoint> loaded;
@@ -139,7 +139,6 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
     std::exception_ptr store_failure;
     try {
       restore_state(path, c, contents);
-      store_restored_ = true;
     } catch (...) {
       store_failure = std::current_exception();
     }
@@ -152,6 +151,7 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
       store_.clear();  // for the version before
       throw ckpt::CorruptCheckpoint(damaged);
     }
+    store_restored_ = true;  // the held requests are answered from this version's store, never from one given up
   };
   std::optional<std::pair<std::string, ckpt::Checkpoint>> found;
   if (resume_ == "auto") {

@@ -1,5 +1,5 @@
 // The trainer rank: serves the coordinator's requests on the work communicator (train a
-// shard, save or restore its share of a checkpoint, begin a fresh run, stop), one function each.
+// shard, save or restore its share of a checkpoint, begin training, stop), one function each.
 #include <algorithm>
 #include <memory>
 #include <variant>

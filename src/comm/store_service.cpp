@@ -145,6 +145,7 @@ void StoreServer::hold() { holding_ = true; }
 
 void StoreServer::release() {
   holding_ = false;
+  if (!held_.empty()) log::debug("the ", held_.size(), " store requests held meanwhile are answered now");
   for (HeldRequest& r : held_) handle(r.source, r.message);
   held_.clear();
 }

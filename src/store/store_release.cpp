@@ -78,7 +78,9 @@ std::size_t MemoryStore::release_records(std::size_t until_history_entry, const 
       ResourcesVersion& v = resources_[resources_released_ - 1];
       if (content_archived(v)) std::string().swap(v.content);
     } else if (history_.front().kind == HistoryEntry::lost_resources) {
-      resources_released_ = history_.front().id;  // a lazy import places it from the tables, as the others before it
+      // A lazy import places it from the tables, as the versions before it. An import that lost records puts them
+      // after the history it kept, so a lost version may come after newer ones: the count never goes back.
+      resources_released_ = std::max<std::size_t>(resources_released_, history_.front().id);
     }
     history_.pop_front();
     ++history_base_;

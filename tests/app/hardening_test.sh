@@ -89,16 +89,21 @@ timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --c
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from" "$work/err"' "resume from a ${#long}-character path: exit $rc: $(tail -2 "$work/err")"
 
-# 5. A restore slower than the store's timeout (a slow parallel file system): rank 0 holds the runners' and trainers'
-# requests while it loads, telling them every second to wait on, and the run resumes.
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+# 5. A restore slower than the store's timeout (a slow parallel file system): rank 0 holds the store's requests
+# while it loads, telling their clients every second to wait on, and the run resumes. The clients: outside agents
+# (the guess agent), which ask their runner for work as soon as it starts them, and the runner asks rank 0.
+for s in $(seq 1 7); do echo "{\"secret\": $s, \"n\": 7, \"max_turns\": 5}"; done >"$work/guess_tasks.jsonl"
+outside=(--agent.name external --agent.tasks "$work/guess_tasks.jsonl" --agent.command python3
+         --agent.command examples/guess_agent.py --agent.episode_timeout_seconds 20)
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml "${outside[@]}" \
   --run.dir "$work/slow" --run.steps 2 --checkpoint.every_steps 2 >"$work/out" 2>"$work/err"
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
-  --run.dir "$work/slow" --run.steps 4 --checkpoint.every_steps 0 --resume auto \
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" --log-level debug train --config configs/tiny.toml \
+  "${outside[@]}" --run.dir "$work/slow" --run.steps 4 --checkpoint.every_steps 0 --resume auto \
   --faults.slow_restore_seconds 6 --comm.store_timeout_seconds 2 >"$work/out" 2>"$work/err"
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from" "$work/err" && [ "$(wc -l <"$work/slow/metrics.jsonl")" = 4 ]' \
-  "a restore of 6 s with a store timeout of 2 s: exit $rc: $(tail -2 "$work/err")"
+  "a restore of 6 s with a store timeout of 2 s: exit $rc: $(grep -v "^ " "$work/err" | grep -v "debug\]" | tail -3)"
+check 'grep -q "store requests held meanwhile are answered now" "$work/err"' "a slow restore held no store request"
 
 # 6. A rank that hangs in start-up (stopped before its own pulses begin; the others wait for it in start-up's
 # collectives): it is named within run.hung_rank_seconds (by rank 0, or rank 0 by the last rank) and the job ends
@@ -152,7 +157,7 @@ check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "r2 error\].*rank 0
 
 # 8. A trainer that hangs while rank 0 restores (a slow file system: 30 s): rank 0 watches the pulses while it loads,
 # and the job ends with exit 3 naming the trainer, long before the restore would have ended.
-stop_rank_when 1 "fault drill: loading the version takes" err "$work/slow" --run.steps 6 --resume auto \
+stop_rank_when 1 "fault drill: loading the version takes" err "$work/slow" "${outside[@]}" --run.steps 6 --resume auto \
   --faults.slow_restore_seconds 30 --run.hung_rank_seconds 4
 check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 20 ]' \
   "a trainer stopped in a restore: exit $rc after $stopped_after s, want 3 within 20 s: $(tail -2 "$work/err")"
@@ -162,7 +167,7 @@ check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 1 (t
 # 9. --resume naming a symbolic link to a version: the user's choice, followed (one found in a checkpoint directory
 # in place of a version is not: tests/ckpt/hostile_dir_test.cpp).
 ln -s "$work/slow/checkpoints/v00000002.h5" "$work/chosen.h5"
-timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml "${outside[@]}" \
   --run.dir "$work/slow" --run.steps 3 --resume "$work/chosen.h5" >"$work/out" 2>"$work/err"
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from .*/slow/checkpoints/v00000002.h5: step 2" "$work/err"' \

@@ -377,8 +377,10 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
 
 // What the test above leaves out: records lost with a damaged segment (issue 17), and spans that are not kept
 // (checkpoint.span_log = "none": they leave memory at once and no version holds them). Imported lazily from the
-// boundary, the store answers as the store that saved did, and goes on writing the same logs.
-BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out) {
+// boundary, the store answers as the store that saved did, and goes on writing the same logs. With `survives`, a
+// resources version after the lost one survived (the import puts the lost records after it in the history).
+BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out, boost::unit_test::data::xrange(2),
+                     survives) {
   ManualClock clock;
   auto run = [](MemoryStore& s, const std::string& task, int spans, bool end) {
     const RolloutId id = s.enqueue(suite::task(task)).id;
@@ -399,12 +401,13 @@ BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out)
     archive->spans = false;
     return archive;
   };
-  // A store that came back from a version whose first history segment was damaged: rollout 1 and the only
-  // resources version are lost records in it (the newest version a lazy import places from the tables).
+  // A store that came back from a version whose first history segment was damaged: rollout 1 and the first
+  // resources version are lost records in it (without `survives`, the newest version the tables place).
   MemoryStore damaged(clock);
   damaged.add_resources("policy", "v0");
   const RolloutId lost = run(damaged, "lost", 1, true);
   const std::size_t first_segment_entries = damaged.log_lengths().first;
+  if (survives) damaged.update_resources("policy", "v1");
   run(damaged, "a0", 2, true);
   const MemoryStore::Snapshot saved = snap(damaged);
   const std::string first_segment = damaged.export_history(0, first_segment_entries);
@@ -422,7 +425,10 @@ BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out)
   BOOST_TEST(store.release_records(v1.history_end, {}) == 5u, "the lost rollout with the four ended ones");
   // Version 2: more rollouts, one still running; the spans go again but the running one's.
   const RolloutId ended = run(store, "b0", 3, true);
-  store.add_resources("policy", "v2");  // its versions before were lost
+  if (survives)
+    store.update_resources("policy", "v2");
+  else
+    store.add_resources("policy", "v2");  // its versions before were lost
   const RolloutId running = run(store, "b1", 2, false);
   BOOST_TEST(store.release_spans(store.log_lengths().second, {running}) == 3u);
   const MemoryStore::Snapshot v2 = store.export_state(v1.history_end, v1.span_log_end);
@@ -472,12 +478,16 @@ BOOST_AUTO_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out)
   BOOST_TEST(lazy.next_sequence_id(ended) == store.next_sequence_id(ended));
   BOOST_TEST(lengths.first == v2.history_end);
   BOOST_CHECK_THROW(lazy.get_resources(1), StoreError);  // lost
-  BOOST_TEST(lazy.get_resources(2).content == "v2");
+  const ResourcesId newest = survives ? 3 : 2;
+  BOOST_TEST(lazy.get_resources(newest).content == "v2");
+  for (ResourcesId id = 2; id <= newest; ++id)
+    BOOST_TEST(lazy.get_resources(id).content == store.get_resources(id).content);
 
   // It goes on as the store that saved does: the same ids and versions, the same logs appended (each from where its
   // own logs end).
+  const std::uint64_t version = store.get_latest_resources("policy").version + 1;
   for (MemoryStore* s : {&store, &lazy, &full}) {
-    BOOST_TEST(s->update_resources("policy", "v3").version == 2u);
+    BOOST_TEST(s->update_resources("policy", "v3").version == version);
     s->update_attempt(running, latest_attempt, suite::status_update(AttemptStatus::succeeded));
     BOOST_TEST(run(*s, "c0", 1, true) == running + 1);
   }

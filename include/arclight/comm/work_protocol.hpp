@@ -27,7 +27,7 @@ struct Save {  // copy this trainer's share of the state to host memory, then wr
 struct Restore {  // read the weights and optimizer state from this version file
   std::string path;
 };
-struct Begin {};  // a fresh run: publish the initial weights
+struct Begin {};  // training begins (fresh, or from the version restored): publish the weights
 
 using Request = std::variant<Train, Stop, Save, Restore, Begin>;
 

@@ -1,0 +1,36 @@
+// The trainer's optimizer state as checkpoints save and restore it.
+#include <boost/test/unit_test.hpp>
+
+#include "arclight/algo/trainer.hpp"
+#include "trainer_fixtures.hpp"
+
+using namespace arclight;
+
+BOOST_AUTO_TEST_SUITE(trainer_state)
+
+// A restore may load a version's state and then give the version up for the one before (its store does not read
+// back): when that one was saved before the first step, no moment of the version given up may stay.
+BOOST_AUTO_TEST_CASE(a_state_saved_before_the_first_step_leaves_no_moments_of_one_loaded_before) {
+  const ModelConfig mc = trainer_test_model();
+  const GrpoConfig gc;
+  const int vocab = 11;
+  model::Policy stepped_policy(mc, vocab, 5), restored_policy(mc, vocab, 5), fresh_policy(mc, vocab, 5);
+  algo::Trainer stepped(stepped_policy, gc, nullptr), restored(restored_policy, gc, nullptr),
+      fresh(fresh_policy, gc, nullptr);
+  const auto batch = make_batch(13, vocab, 0);
+  stepped.step(batch, algo::action_tokens(batch));
+  const algo::OptimizerState after_a_step = stepped.optimizer_state();
+  BOOST_REQUIRE(after_a_step.exp_avg.size() == stepped_policy.parameter_count());
+
+  restored.load_optimizer_state(after_a_step);
+  BOOST_TEST(restored.optimizer_state().exp_avg == after_a_step.exp_avg);
+  restored.load_optimizer_state(fresh.optimizer_state());  // the version before, saved before the first step
+  BOOST_TEST(restored.optimizer_state().exp_avg.empty());
+  // Its next step is a first step, as a fresh trainer's.
+  const auto next = make_batch(13, vocab, 1);
+  const double tokens = algo::action_tokens(next);
+  BOOST_TEST(restored.step(next, tokens).loss == fresh.step(next, tokens).loss);
+  BOOST_TEST(restored_policy.flat_parameters() == fresh_policy.flat_parameters());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
