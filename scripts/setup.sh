@@ -12,6 +12,8 @@ packages=(
   # the episode batcher runs each episode on a stack of its own (fibers)
   libboost-context-dev
   libtorch-dev
+  # the binary's malloc: rank 0's store allocates many small records (CMakeLists.txt says why)
+  libjemalloc-dev
   # safetensors headers (and config.json): outside input, read with a well-fuzzed JSON library
   nlohmann-json3-dev
   # the text module's tokenizers: Unicode regexes of tokenizer.json pre-tokenizers (UTF, UCP, JIT)

@@ -1,5 +1,6 @@
 #include "arclight/app/cli.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -87,6 +88,17 @@ class SectionedToml : public CLI::ConfigTOML {
   }
 };
 
+// The malloc this process runs on: jemalloc's when its mallctl is found in the process (the
+// build links it; LD_PRELOAD would do too), else glibc's.
+std::string allocator_in_use() {
+  using Mallctl = int (*)(const char*, void*, std::size_t*, void*, std::size_t);
+  const char* version = nullptr;
+  std::size_t size = sizeof version;
+  if (auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl")))
+    if (mallctl("version", &version, &size, nullptr, 0) == 0 && version) return std::string("jemalloc ") + version;
+  return "glibc malloc";
+}
+
 std::string version_text() {
   const BuildInfo& b = build_info();
   std::ostringstream out;
@@ -94,7 +106,8 @@ std::string version_text() {
       << "cuda: " << (b.cuda ? "yes" : "no") << "\n"
       << "libtorch cuda: " << (b.torch_cuda ? "yes" : "no (the policy computes on CPUs)") << "\n"
       << "nccl: " << (b.nccl ? "yes (" + comm::nccl_version() + ")" : std::string("no")) << "\n"
-      << "parallel hdf5: " << (b.parallel_hdf5 ? "yes" : "no");
+      << "parallel hdf5: " << (b.parallel_hdf5 ? "yes" : "no") << "\n"
+      << "allocator: " << allocator_in_use();
   return out.str();
 }
 

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   // Each forward and backward pass allocates and frees tensors of a few MB. glibc maps blocks
   // past its mmap threshold afresh and unmaps them on free, so the kernel would page in and
   // zero them again at every pass (a third of a runner's CPU time went to that). Keep them in
-  // the heap, to be reused.
+  // the heap, to be reused. (For a build without jemalloc; jemalloc_settings.cpp does the same
+  // for jemalloc, and these settings do not touch it.)
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   // Rank 0 serves the store and waits by testing and sleeping (comm/waiting.hpp), never inside

@@ -146,6 +146,8 @@ BOOST_AUTO_TEST_CASE(version_names_the_compiled_features) {
   BOOST_TEST(inv.text.find("nccl: ") != std::string::npos);
   BOOST_TEST(inv.text.find("libtorch cuda: ") != std::string::npos);
   BOOST_TEST(inv.text.find("parallel hdf5: yes") != std::string::npos);
+  // This test links no jemalloc (the binary does: mpi_cli_test.sh checks it there).
+  BOOST_TEST(inv.text.find("allocator: glibc malloc") != std::string::npos, inv.text);
 }
 
 BOOST_AUTO_TEST_CASE(log_level_from_flag_and_environment) {

@@ -72,5 +72,15 @@ grep -q "no checkpoint in $work/ckpt" "$work/out" || fail "inspect: $(cat "$work
 # 6. A bad value found by the job's own checks (not CLI11's) is refused the same way.
 check_bad_input "unknown agent" "no such agent" train --config configs/workstation.toml --agent.name chess
 
-echo "$((failures > 6 ? 0 : 6 - failures)) passed, $failures failed"
+# 7. The binary runs on the malloc it was linked with, with its settings (src/app/jemalloc_settings.cpp):
+# freed pages are kept, not given back to the kernel.
+if ldd "$bin" | grep -q libjemalloc; then
+  "$bin" --version | grep -q '^allocator: jemalloc ' || fail "--version: $("$bin" --version | grep allocator)"
+  MALLOC_CONF=stats_print:true "$bin" --version 2>&1 | grep -q 'opt.dirty_decay_ms: -1' ||
+    fail "jemalloc runs without the binary's settings"
+else
+  "$bin" --version | grep -q '^allocator: glibc malloc' || fail "--version: $("$bin" --version | grep allocator)"
+fi
+
+echo "$((failures > 7 ? 0 : 7 - failures)) passed, $failures failed"
 [ $failures = 0 ]
