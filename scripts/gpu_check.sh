@@ -21,7 +21,7 @@ if [ "${1:-}" = "--fetch" ]; then
   # Headers, CMake configs and tools of what arclight builds against (scripts/setup.sh's list without LibTorch).
   dev=(libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libcli11-dev libboost-test-dev
     libboost-context-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libicu-dev protobuf-compiler
-    libprotobuf-dev pkgconf hdf5-tools libjemalloc-dev)
+    libprotobuf-dev pkgconf hdf5-tools libjemalloc-dev libjemalloc2)
   # The libraries that the built binaries and Open MPI's plugins load, found by walking their NEEDED entries (not
   # through LibTorch's, which the wheel brings), as Debian packages; the C and C++ runtimes the machine has.
   binaries=("$root"/build/arclight "$root"/build/tests/test_model /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so

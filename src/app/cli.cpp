@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -88,15 +89,21 @@ class SectionedToml : public CLI::ConfigTOML {
   }
 };
 
-// The malloc this process runs on: jemalloc's when its mallctl is found in the process (the
-// build links it; LD_PRELOAD would do too), else glibc's.
+// The malloc this process runs on: jemalloc's when malloc comes from the library that defines
+// jemalloc's mallctl (the build links it; LD_PRELOAD would do too), glibc's when from libc, else
+// the library it comes from.
 std::string allocator_in_use() {
   using Mallctl = int (*)(const char*, void*, std::size_t*, void*, std::size_t);
+  auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  Dl_info of_mallctl{}, of_malloc{};
+  if (!::dladdr(::dlsym(RTLD_DEFAULT, "malloc"), &of_malloc) || !of_malloc.dli_fname) return "unknown";
   const char* version = nullptr;
   std::size_t size = sizeof version;
-  if (auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl")))
-    if (mallctl("version", &version, &size, nullptr, 0) == 0 && version) return std::string("jemalloc ") + version;
-  return "glibc malloc";
+  if (mallctl && ::dladdr(reinterpret_cast<void*>(mallctl), &of_mallctl) &&
+      of_mallctl.dli_fbase == of_malloc.dli_fbase && mallctl("version", &version, &size, nullptr, 0) == 0 && version)
+    return std::string("jemalloc ") + version;
+  const std::string library = std::filesystem::path(of_malloc.dli_fname).filename().string();
+  return library.rfind("libc.so", 0) == 0 ? "glibc malloc" : "malloc of " + library;
 }
 
 std::string version_text() {
