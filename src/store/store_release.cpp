@@ -179,7 +179,8 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
   std::vector<Span> out;
   if (!archive || !archive->holds_spans()) {  // not kept: as for spans let go of without their records
     if (filter.attempt_id == 0) return out;
-    throw StoreError(StoreError::not_found, log::concat("rollout ", r.rollout.id, spans_not_kept));
+    throw StoreError(StoreError::not_found,
+                     log::concat("attempt ", attempt, " of rollout ", r.rollout.id, spans_not_kept));
   }
   // Its record does not say where in the log its spans are: the whole log, a bounded stretch at a time.
   constexpr std::size_t stretch = 4096;

@@ -277,18 +277,14 @@ MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::s
   import_history(history, lazy);
   if (lost_history_bytes) mark_lost(imported);
   count_imported(lazy);
-  // The span counters of rollouts whose spans left memory: as the tables say.
-  if (lazy) {
-    for (const Released::SpansReleased& a : released.spans_released) {
-      std::uint64_t& counter = rollout_at(attempt_at(a.attempt).attempt.rollout_id).last_sequence_id;
-      counter = std::max(counter, a.last_sequence_id);
-    }
-  }
+  restore_span_counters(released);
   import_span_log(span_log, imported);
   if (lazy) {  // the run's statistics, of the records let go of too; the bytes of the spans in memory
     const std::uint64_t span_bytes = stats_.span_bytes;
     stats_ = released.stats;
     stats_.span_bytes = span_bytes;
+  } else {
+    keep_unkept_spans_out(released, imported);
   }
   imported.requeued = requeue_unended();
   imported.resources = resources_.size();
@@ -545,6 +541,36 @@ void MemoryStore::import_span_log(std::string_view span_log, Imported& imported)
     ++stats_.spans;
     stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
   }
+}
+
+// The span counters of rollouts whose spans left memory, as the tables say: the logs may not hold those spans.
+void MemoryStore::restore_span_counters(const Released& released) {
+  for (const Released::SpansReleased& a : released.spans_released) {
+    if (a.attempt <= attempt_base_ || a.attempt > attempt_count())
+      throw DecodeError("store snapshot: an attempt out of place");
+    const AttemptRecord& rec = attempt_at(a.attempt);
+    if (rec.lost) continue;  // with its rollout, in a damaged segment: no counter left to keep
+    const RolloutId rollout = rec.attempt.rollout_id;
+    if (rollout == 0 || rollout_released(rollout))
+      throw DecodeError("store snapshot: spans let go of by an attempt without its rollout");
+    std::uint64_t& counter = rollout_at(rollout).last_sequence_id;
+    counter = std::max(counter, a.last_sequence_id);
+  }
+}
+
+// A whole import of a version whose store kept the spans it let go of nowhere (checkpoint.span_log = "none"):
+// their attempts answer "not kept", as they did there, not as attempts that never had spans, and the statistics
+// count those spans (all the store had, less those of attempts this import lost).
+void MemoryStore::keep_unkept_spans_out(const Released& released, const Imported& imported) {
+  if (!released.present || released.archived_spans_end != 0) return;  // none let go of, or kept in the log
+  auto unkept = [](AttemptRecord& rec) {
+    if (!rec.lost && rec.spans.empty()) rec.spans_released = true;
+  };
+  for (const Released::SpansReleased& a : released.spans_released) unkept(attempt_at(a.attempt));
+  for (AttemptRecord& rec : attempts_)  // the records it had let go of, spans first
+    if (rec.attempt.rollout_id != 0 && rec.attempt.rollout_id <= released.rollout_base) unkept(rec);
+  if (released.stats.spans > stats_.spans + imported.lost_spans)
+    stats_.spans = released.stats.spans - imported.lost_spans;
 }
 
 // What had not ended goes back to the queue; its runner's attempt is over.

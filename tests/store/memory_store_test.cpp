@@ -375,6 +375,22 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
   BOOST_TEST(third.query_spans(spans, {}).items.at(0).name == "kept span");
 }
 
+// A rollout dequeued by worker "w<task>", given `spans` spans named "<task> span <k>", and ended (succeeded) or not.
+RolloutId run_with_spans(MemoryStore& s, const std::string& task, int spans, bool end) {
+  const RolloutId id = s.enqueue(suite::task(task)).id;
+  const auto taken = *s.dequeue("w" + task);
+  BOOST_REQUIRE(taken.rollout.id == id);
+  for (int k = 0; k < spans; ++k) {
+    Span span;
+    span.rollout_id = id;
+    span.attempt_id = taken.attempt.id;
+    span.name = task + " span " + std::to_string(k);
+    s.add_span(span);
+  }
+  if (end) s.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+  return id;
+}
+
 // What the test above leaves out: records lost with a damaged segment (issue 17), and spans that are not kept
 // (checkpoint.span_log = "none": they leave memory at once and no version holds them). Imported lazily from the
 // boundary, the store answers as the store that saved did, and goes on writing the same logs. With `survives`, a
@@ -382,20 +398,7 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
 BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out, boost::unit_test::data::xrange(2),
                      survives) {
   ManualClock clock;
-  auto run = [](MemoryStore& s, const std::string& task, int spans, bool end) {
-    const RolloutId id = s.enqueue(suite::task(task)).id;
-    const auto taken = *s.dequeue("w" + task);
-    BOOST_REQUIRE(taken.rollout.id == id);
-    for (int k = 0; k < spans; ++k) {
-      Span span;
-      span.rollout_id = id;
-      span.attempt_id = taken.attempt.id;
-      span.name = task + " span " + std::to_string(k);
-      s.add_span(span);
-    }
-    if (end) s.update_attempt(id, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
-    return id;
-  };
+  const auto run = run_with_spans;
   auto unkept = [](const MemoryStore::Snapshot& logs) {
     auto archive = std::make_shared<LogArchive>(logs);
     archive->spans = false;
@@ -475,7 +478,13 @@ BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out,
   BOOST_TEST(answers(lazy, ended).find("its spans are not kept") != std::string::npos, answers(lazy, ended));
   BOOST_TEST(lazy.statistics().spans == store.statistics().spans);
   BOOST_TEST(lazy.statistics().span_bytes == store.statistics().span_bytes);
-  BOOST_TEST(lazy.next_sequence_id(ended) == store.next_sequence_id(ended));
+  const std::uint64_t next_span = store.next_sequence_id(ended);
+  BOOST_TEST(lazy.next_sequence_id(ended) == next_span);
+  // The whole import (a resume from another directory, `inspect`) says the same of the spans that were not kept.
+  for (RolloutId id = 1; id < running; ++id) BOOST_TEST(answers(full, id) == answers(store, id), "rollout " << id);
+  BOOST_TEST(full.statistics().spans == store.statistics().spans);
+  BOOST_TEST(full.statistics().span_bytes == store.statistics().span_bytes);
+  BOOST_TEST(full.next_sequence_id(ended) == next_span);
   BOOST_TEST(lengths.first == v2.history_end);
   BOOST_CHECK_THROW(lazy.get_resources(1), StoreError);  // lost
   const ResourcesId newest = survives ? 3 : 2;
@@ -499,6 +508,28 @@ BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out,
   BOOST_TEST(next_full.history == next.history);
   BOOST_TEST(next_full.span_log == next.span_log);
   BOOST_TEST(answers(lazy, running + 1) == answers(store, running + 1));
+}
+
+// A damaged segment may hold a rollout whose spans had left memory (not kept): a whole import loses it with its
+// attempt, and keeps the rest.
+BOOST_AUTO_TEST_CASE(a_lost_segment_may_hold_a_rollout_whose_spans_left_memory) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  const RolloutId gone = run_with_spans(store, "gone", 2, true);
+  BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 2u);  // no archive: not kept
+  const std::size_t first_segment_entries = store.log_lengths().first;
+  const RolloutId kept = run_with_spans(store, "kept", 1, true);
+  const MemoryStore::Snapshot saved = snap(store);
+  const std::string first_segment = store.export_history(0, first_segment_entries);
+  MemoryStore back(clock);
+  const MemoryStore::Imported imported =
+      back.import_state(saved.tables, saved.history.substr(first_segment.size()), saved.span_log, first_segment.size());
+  BOOST_TEST(imported.lost_rollouts == 1u);
+  BOOST_TEST(imported.lost_attempts == 1u);
+  BOOST_CHECK_THROW(back.get_rollout(gone), StoreError);
+  SpanFilter f;
+  f.rollout_id = kept;
+  BOOST_TEST(back.query_spans(f, {}).items.size() == 1u);
 }
 
 // Issue 11, point 3: spans that a committed checkpoint holds leave rank 0's memory once their rollouts are trained

@@ -264,6 +264,8 @@ class MemoryStore : public Store {
   bool placed_lost(std::uint8_t kind, std::uint64_t id) const;
   void mark_lost(Imported& imported);
   void count_imported(bool lazy);
+  void restore_span_counters(const Released& released);
+  void keep_unkept_spans_out(const Released& released, const Imported& imported);
   void import_span_log(std::string_view span_log, Imported& imported);
   std::vector<RolloutId> requeue_unended();
   void clear_locked();
