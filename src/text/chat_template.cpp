@@ -249,7 +249,7 @@ ChatTemplate load_chat_template(const fs::path& model_dir, std::string_view name
   if (std::ifstream in(model_dir / "tokenizer_config.json", std::ios::binary); in) {
     try {
       config = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
       throw TokenizerFileError(where + ": not JSON: " + e.what());
     }
     if (!config.is_object()) throw TokenizerFileError(where + ": expected a JSON object");

@@ -94,7 +94,7 @@ Conversation parse_conversation(std::string_view json_text) {
   json root;
   try {
     root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
     bad("(input)", std::string("not JSON: ") + e.what());
   }
   const json* messages = &root;

@@ -284,7 +284,7 @@ BpeModel read_bpe_model(std::string_view json_text, const std::string& file) {
   json root;
   try {
     root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
     throw TokenizerFileError(log::concat(file, ": not JSON: ", e.what()));
   }
   return read_model(root, reader);

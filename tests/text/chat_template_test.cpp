@@ -86,7 +86,8 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
 BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
   for (const char* bad : {"not json", "{}", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
                           R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{}]}])",
-                          R"([{"role": "user", "content": [{"type": "image"}]}])"})
+                          R"([{"role": "user", "content": [{"type": "image"}]}])",
+                          R"([{"role": "user", "content": "x", "n": 1e999}])"})  // beyond a double
     BOOST_CHECK_THROW(parse_conversation(bad), UsageError);
   const auto parts =
       chat(R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])");
@@ -111,6 +112,8 @@ BOOST_AUTO_TEST_CASE(loaded_from_a_model_directory) {
   write({{"chat_template", "{{ messages }}"}});
   BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);  // not one it knows
   std::ofstream(dir.file("tokenizer_config.json")) << "{";
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
+  std::ofstream(dir.file("tokenizer_config.json")) << "{\"model_max_length\": 1e999}";  // beyond a double
   BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
 }
 

@@ -200,6 +200,7 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
       },
       "pre_tokenizer.pretokenizers[0].pattern");
   BOOST_CHECK_THROW(parse_tokenizer_json("{\"model\": ", "x.json"), TokenizerFileError);
+  BOOST_CHECK_THROW(parse_tokenizer_json("{\"version\": -1e999}", "x.json"), TokenizerFileError);  // beyond a double
   BOOST_CHECK_THROW(load_tokenizer("/nonexistent/dir"), TokenizerFileError);
 }
 
