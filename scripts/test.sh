@@ -4,4 +4,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/build.sh"
 cd "$root/build"
-ctest --output-on-failure "$@"
+# -j2: two fuzzers at a time; every other test runs alone (RUN_SERIAL, tests/CMakeLists.txt).
+ctest --output-on-failure -j2 "$@"
