@@ -106,7 +106,8 @@ Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
       }
       for (const AttemptRecord* rec : attempts) {
         if (rec->spans_released)
-          released.push_back({rec->attempt.rollout_id, rec->attempt.id, rec->first_log_entry, rec->last_log_entry});
+          released.push_back(
+              {rec->attempt.rollout_id, rec->attempt.id, rec->first_log_entry, rec->last_log_entry, rec->spans_unkept});
         for (const StoredSpan& stored : rec->spans) {
           if (stored.sequence_id <= filter.after_sequence_id) continue;
           Span span = decode_span_record(rec->attempt.rollout_id, rec->attempt.id, stored.sequence_id, stored.record);
@@ -130,8 +131,9 @@ std::vector<Span> MemoryStore::archived_spans(const std::vector<ReleasedSpans>& 
   const std::shared_ptr<StoreArchive> archive = this->archive();
   for (const ReleasedSpans& rec : released) {
     const std::string name = log::concat("attempt ", rec.attempt_id, " of rollout ", rec.rollout_id);
-    if (!archive || !archive->holds_spans()) {  // not kept: a query of the rollout gets the spans there are, one
-      if (filter.attempt_id == 0) continue;     // of this attempt an error
+    if (rec.unkept || !archive ||
+        !archive->holds_spans()) {           // not kept: a query of the rollout gets the spans there are, one
+      if (filter.attempt_id == 0) continue;  // of this attempt an error
       throw missing(name + spans_not_kept);
     }
     try {

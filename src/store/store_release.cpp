@@ -36,6 +36,7 @@ std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vecto
     released += rec.spans.size();
     std::vector<StoredSpan>().swap(rec.spans);
     rec.spans_released = true;
+    rec.spans_unkept = !spans_archived();
   }
   while (!span_log_.empty() &&
          (attempt_released(span_log_.front().first) || attempt_at(span_log_.front().first).spans_released)) {

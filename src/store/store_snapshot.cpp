@@ -11,8 +11,9 @@
 namespace arclight::store {
 namespace {
 constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
-constexpr std::uint32_t tables_format = 3;          // 2: without what was let go of (read, imported whole)
-constexpr std::size_t lost_entry_bytes = 1 + 8;     // kind, id: the least a history entry takes
+constexpr std::uint32_t tables_format = 4;       // 3: without whether each attempt's spans were kept; 2: without what
+                                                 // was let go of (read, imported whole)
+constexpr std::size_t lost_entry_bytes = 1 + 8;  // kind, id: the least a history entry takes
 
 }  // namespace
 
@@ -124,13 +125,14 @@ void MemoryStore::encode_released(ByteWriter& w) const {
   w.u64(spans_released.size());
   for (const AttemptRecord* rec : spans_released)
     w.u64(rec->attempt.id), w.u64(rec->first_log_entry), w.u64(rec->last_log_entry),
-        w.u64(rollout_at(rec->attempt.rollout_id).last_sequence_id);
+        w.u64(rollout_at(rec->attempt.rollout_id).last_sequence_id), w.u8(rec->spans_unkept);
 }
 
 // Counts come from the bytes: a claimed count only bounds a loop that runs out of them.
-MemoryStore::Released MemoryStore::decode_released(ByteReader& in) {
+MemoryStore::Released MemoryStore::decode_released(ByteReader& in, std::uint32_t format) {
   Released r;
   r.present = true;
+  r.unkept_known = format >= 4;
   for (std::uint64_t* n : {&r.rollout_base, &r.attempt_base, &r.resources_released, &r.archived_spans_end,
                            &r.history_base, &r.span_log_base})
     *n = in.u64();
@@ -153,6 +155,11 @@ MemoryStore::Released MemoryStore::decode_released(ByteReader& in) {
     a.first_log_entry = in.u64();
     a.last_log_entry = in.u64();
     a.last_sequence_id = in.u64();
+    if (r.unkept_known) {
+      const std::uint8_t unkept = in.u8();
+      if (unkept > 1) throw DecodeError("store tables: an attempt neither kept nor unkept");
+      a.unkept = unkept == 1;
+    }
   }
   return r;
 }
@@ -201,7 +208,7 @@ std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) co
   for (std::size_t i = std::max(from, span_log_base_); i < std::min(until, span_log_base_ + span_log_.size()); ++i) {
     const auto& [attempt_id, index] = span_log_[i - span_log_base_];
     if (attempt_released(attempt_id) || attempt_at(attempt_id).spans_released) {
-      if (spans_archived())
+      if (spans_archived() && (attempt_released(attempt_id) || !attempt_at(attempt_id).spans_unkept))
         throw StoreError(StoreError::invalid_argument,
                          "span log entry " + std::to_string(i) + " lives in the checkpoint, not in memory");
       continue;
@@ -278,13 +285,16 @@ MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::s
   if (lost_history_bytes) mark_lost(imported);
   count_imported(lazy);
   restore_span_counters(released);
+  const bool unkept = !lazy && mark_unkept_spans(released);
   import_span_log(span_log, imported);
   if (lazy) {  // the run's statistics, of the records let go of too; the bytes of the spans in memory
     const std::uint64_t span_bytes = stats_.span_bytes;
     stats_ = released.stats;
     stats_.span_bytes = span_bytes;
-  } else {
-    keep_unkept_spans_out(released, imported);
+  } else if (unkept && released.stats.spans > stats_.spans + imported.lost_spans) {
+    // The store's count, which counted them, less the log's spans of attempts this import lost (the unkept spans
+    // of attempts a damaged segment took stay counted: no table says how many they were).
+    stats_.spans = released.stats.spans - imported.lost_spans;
   }
   imported.requeued = requeue_unended();
   imported.resources = resources_.size();
@@ -298,9 +308,9 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
   ByteReader in(tables);
   if (in.u32() != tables_magic) throw DecodeError("store tables: unknown format");
   const std::uint32_t format = in.u32();
-  if (format != tables_format && format != 2) throw DecodeError("store tables: unknown format");
+  if (format < 2 || format > tables_format) throw DecodeError("store tables: unknown format");
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
-  const Released released = format == 2 ? Released{} : decode_released(in);  // format 2: imported whole
+  const Released released = format == 2 ? Released{} : decode_released(in, format);  // format 2: imported whole
   if (from) {
     if (format == 2 && (from->history != 0 || from->span_log != 0))
       throw DecodeError("store snapshot: logs in part, but its tables do not say what was let go of");
@@ -373,6 +383,7 @@ void MemoryStore::place_released(const Released& released) {
       throw DecodeError("store snapshot: an attempt out of place");
     AttemptRecord& rec = attempt_at(a.attempt);
     rec.spans_released = true;
+    rec.spans_unkept = a.unkept;
     rec.first_log_entry = a.first_log_entry;
     rec.last_log_entry = a.last_log_entry;
   }
@@ -558,19 +569,25 @@ void MemoryStore::restore_span_counters(const Released& released) {
   }
 }
 
-// A whole import of a version whose store kept the spans it let go of nowhere (checkpoint.span_log = "none"):
-// their attempts answer "not kept", as they did there, not as attempts that never had spans, and the statistics
-// count those spans (all the store had, less those of attempts this import lost).
-void MemoryStore::keep_unkept_spans_out(const Released& released, const Imported& imported) {
-  if (!released.present || released.archived_spans_end != 0) return;  // none let go of, or kept in the log
-  auto unkept = [](AttemptRecord& rec) {
-    if (!rec.lost && rec.spans.empty()) rec.spans_released = true;
+// A whole import, before the span log: the spans the store that saved let go of and kept nowhere
+// (checkpoint.span_log = "none") answer "not kept" there and so here, whatever archive comes next, not as attempts
+// that never had spans; their entries in the log (a version held them before they went) keep their places without
+// coming back, as in a lazy import. Returns whether there were any.
+bool MemoryStore::mark_unkept_spans(const Released& released) {
+  bool any = false;
+  auto unkept = [&any](AttemptRecord& rec) {
+    if (rec.lost) return;
+    rec.spans_released = rec.spans_unkept = true;
+    any = true;
   };
-  for (const Released::SpansReleased& a : released.spans_released) unkept(attempt_at(a.attempt));
-  for (AttemptRecord& rec : attempts_)  // the records it had let go of, spans first
-    if (rec.attempt.rollout_id != 0 && rec.attempt.rollout_id <= released.rollout_base) unkept(rec);
-  if (released.stats.spans > stats_.spans + imported.lost_spans)
-    stats_.spans = released.stats.spans - imported.lost_spans;
+  // Format 3's tables do not say it of each attempt: none was kept if none ever went to an archive.
+  const bool none_archived = released.present && released.archived_spans_end == 0;
+  for (const Released::SpansReleased& a : released.spans_released)
+    if (released.unkept_known ? a.unkept : none_archived) unkept(attempt_at(a.attempt));
+  if (none_archived)  // the records it let go of, their spans first: in memory again, their spans not
+    for (AttemptRecord& rec : attempts_)
+      if (rec.attempt.rollout_id != 0 && rec.attempt.rollout_id <= released.rollout_base) unkept(rec);
+  return any;
 }
 
 // What had not ended goes back to the queue; its runner's attempt is over.

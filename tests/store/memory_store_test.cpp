@@ -485,6 +485,18 @@ BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out,
   BOOST_TEST(full.statistics().spans == store.statistics().spans);
   BOOST_TEST(full.statistics().span_bytes == store.statistics().span_bytes);
   BOOST_TEST(full.next_sequence_id(ended) == next_span);
+  // Spans kept nowhere stay so when the archive that comes next holds spans (a resume with span_log = "all").
+  for (MemoryStore* s : {&lazy, &full}) {
+    s->set_archive(std::make_shared<LogArchive>(whole));
+    SpanFilter of_ended;
+    of_ended.rollout_id = ended;
+    BOOST_CHECK_EXCEPTION(s->query_spans(of_ended, {}), StoreError, [](const StoreError& e) {
+      return std::string(e.what()).find("its spans are not kept") != std::string::npos;
+    });
+    of_ended.attempt_id = 0;  // every attempt: the spans there are
+    BOOST_TEST(s->query_spans(of_ended, {}).items.empty());
+    s->set_archive(unkept(whole));
+  }
   BOOST_TEST(lengths.first == v2.history_end);
   BOOST_CHECK_THROW(lazy.get_resources(1), StoreError);  // lost
   const ResourcesId newest = survives ? 3 : 2;
@@ -508,6 +520,43 @@ BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out,
   BOOST_TEST(next_full.history == next.history);
   BOOST_TEST(next_full.span_log == next.span_log);
   BOOST_TEST(answers(lazy, running + 1) == answers(store, running + 1));
+}
+
+// With span_log = "none", spans of a rollout still to be trained on are in a version before they go: imported whole
+// or lazily, they answer "not kept" as in the store that saved, also once the next archive holds spans.
+BOOST_AUTO_TEST_CASE(spans_a_version_held_before_they_went_stay_unkept) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  auto archive = std::make_shared<LogArchive>(MemoryStore::Snapshot{});
+  archive->spans = false;
+  store.set_archive(archive);
+  const RolloutId held = run_with_spans(store, "held", 2, true);
+  const MemoryStore::Snapshot v1 = store.export_state();
+  BOOST_TEST(v1.span_log_end == 2u);
+  BOOST_TEST(store.release_spans(store.log_lengths().second, {}) == 2u);  // trained on: gone, kept nowhere
+  MemoryStore::Snapshot whole = store.export_state(v1.history_end, v1.span_log_end);
+  whole.history = v1.history + whole.history;
+  whole.span_log = v1.span_log + whole.span_log;
+  MemoryStore full(clock), lazy(clock);
+  full.import_state(whole.tables, whole.history, whole.span_log);
+  lazy.import_state(whole.tables, whole.history, whole.span_log.substr(v1.span_log.size()), std::nullopt,
+                    MemoryStore::LogStarts{0, v1.span_log_end});
+  const std::uint64_t next_span = store.next_sequence_id(held);
+  for (MemoryStore* s : {&full, &lazy}) {
+    s->set_archive(std::make_shared<LogArchive>(whole));  // holds spans, these among them
+    SpanFilter f;
+    f.rollout_id = held;
+    BOOST_CHECK_EXCEPTION(s->query_spans(f, {}), StoreError, [](const StoreError& e) {
+      return std::string(e.what()).find("its spans are not kept") != std::string::npos;
+    });
+    f.attempt_id = 0;
+    BOOST_TEST(s->query_spans(f, {}).items.empty());
+    BOOST_TEST(s->statistics().spans == store.statistics().spans);
+    BOOST_TEST(s->statistics().span_bytes == 0u);
+    BOOST_TEST(s->next_sequence_id(held) == next_span);
+  }
+  // A whole export (a version that must write the log anew) leaves them out rather than ask the archive for them.
+  BOOST_TEST(full.export_state().span_log.empty());
 }
 
 // A damaged segment may hold a rollout whose spans had left memory (not kept): a whole import loses it with its

@@ -173,6 +173,7 @@ class MemoryStore : public Store {
     Attempt attempt;
     bool lost = false;
     bool spans_released = false;                            // release_spans: they live in the archive, or nowhere
+    bool spans_unkept = false;                              // ... nowhere: no archive held them when they went
     std::uint64_t first_log_entry = 0, last_log_entry = 0;  // its spans' places in the span log
     std::vector<StoredSpan> spans;
   };
@@ -209,6 +210,7 @@ class MemoryStore : public Store {
     RolloutId rollout_id;
     AttemptId attempt_id;
     std::uint64_t first_log_entry, last_log_entry;
+    bool unkept;
   };
   std::vector<Span> archived_spans(const std::vector<ReleasedSpans>& released, const SpanFilter& filter);
   // Rollouts let go of, read back from the archive's history (without the lock), by id; one
@@ -246,11 +248,13 @@ class MemoryStore : public Store {
       AttemptId attempt;
       std::uint64_t first_log_entry, last_log_entry;
       std::uint64_t last_sequence_id;  // its rollout's span counter
+      bool unkept = false;             // kept nowhere (format 4; format 3's tables do not say)
     };
     std::vector<SpansReleased> spans_released;  // in memory, their spans let go of, and where they were
+    bool unkept_known = false;                  // format 4: each of them says whether it was kept
   };
   void encode_released(ByteWriter& out) const;
-  static Released decode_released(ByteReader& in);
+  static Released decode_released(ByteReader& in, std::uint32_t format);
   Imported import_locked(std::string_view tables, std::string_view history, std::string_view span_log,
                          std::optional<std::uint64_t> lost_history_bytes, std::optional<LogStarts> from);
   // import_locked's steps (store_snapshot.cpp).
@@ -265,7 +269,7 @@ class MemoryStore : public Store {
   void mark_lost(Imported& imported);
   void count_imported(bool lazy);
   void restore_span_counters(const Released& released);
-  void keep_unkept_spans_out(const Released& released, const Imported& imported);
+  bool mark_unkept_spans(const Released& released);
   void import_span_log(std::string_view span_log, Imported& imported);
   std::vector<RolloutId> requeue_unended();
   void clear_locked();
