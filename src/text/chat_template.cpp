@@ -231,7 +231,7 @@ std::string template_text(const nlohmann::json& config, const fs::path& dir, con
   if (it != config.end() && it->is_string()) return it->get<std::string>();
   if (it != config.end() && it->is_array())
     for (const auto& entry : *it)
-      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+      if (entry.is_object() && entry.value("name", nlohmann::json()) == "default" && entry.contains("template") &&
           entry["template"].is_string())
         return entry["template"];
   if (it != config.end() && !it->is_null())

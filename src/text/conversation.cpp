@@ -47,7 +47,8 @@ std::string content_of(const json& message, const std::string& where) {
     bad(where + ".content", log::concat("expected a string or a list of parts, found ", it->type_name()));
   std::string text;
   for (const json& part : *it) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       bad(where + ".content", "only {\"type\": \"text\", \"text\": ...} parts are supported, found " + part.dump());
     text += part["text"].get<std::string>();
   }

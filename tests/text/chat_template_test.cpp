@@ -87,7 +87,8 @@ BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
   for (const char* bad : {"not json", "{}", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
                           R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{}]}])",
                           R"([{"role": "user", "content": [{"type": "image"}]}])",
-                          R"([{"role": "user", "content": "x", "n": 1e999}])"})  // beyond a double
+                          R"([{"role": "user", "content": "x", "n": 1e999}])",  // beyond a double
+                          R"([{"role": "user", "content": [{"type": 5, "text": "x"}]}])"})
     BOOST_CHECK_THROW(parse_conversation(bad), UsageError);
   const auto parts =
       chat(R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])");
@@ -114,6 +115,8 @@ BOOST_AUTO_TEST_CASE(loaded_from_a_model_directory) {
   std::ofstream(dir.file("tokenizer_config.json")) << "{";
   BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
   std::ofstream(dir.file("tokenizer_config.json")) << "{\"model_max_length\": 1e999}";  // beyond a double
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
+  write({{"chat_template", {{{"name", 1}, {"template", chatml_source}}}}});  // a name that is no string
   BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
 }
 
