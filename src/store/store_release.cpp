@@ -178,7 +178,8 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
     archive = archive_;
   }
   std::vector<Span> out;
-  if (!archive || !archive->holds_spans()) {  // not kept: as for spans let go of without their records
+  // Not kept: as for spans let go of without their records; none is kept if none ever went to an archive.
+  if (!archive || !archive->holds_spans() || end == 0) {
     if (filter.attempt_id == 0) return out;
     throw StoreError(StoreError::not_found,
                      log::concat("attempt ", attempt, " of rollout ", r.rollout.id, spans_not_kept));
@@ -206,6 +207,12 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
 void MemoryStore::set_archive(std::shared_ptr<StoreArchive> archive) {
   std::lock_guard<std::mutex> lock(mutex_);
   archive_ = std::move(archive);
+  if (spans_archived()) return;
+  // From here on no archive holds the spans let go of (checkpoint.span_log = "none", or a span log written anew
+  // without them): they stay not kept, whatever archive comes after.
+  for (AttemptRecord& rec : attempts_)
+    if (rec.spans_released) rec.spans_unkept = true;
+  archived_spans_end_ = 0;
 }
 
 }  // namespace arclight::store

@@ -208,7 +208,7 @@ std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) co
   for (std::size_t i = std::max(from, span_log_base_); i < std::min(until, span_log_base_ + span_log_.size()); ++i) {
     const auto& [attempt_id, index] = span_log_[i - span_log_base_];
     if (attempt_released(attempt_id) || attempt_at(attempt_id).spans_released) {
-      if (spans_archived() && (attempt_released(attempt_id) || !attempt_at(attempt_id).spans_unkept))
+      if (spans_archived())
         throw StoreError(StoreError::invalid_argument,
                          "span log entry " + std::to_string(i) + " lives in the checkpoint, not in memory");
       continue;
@@ -285,8 +285,8 @@ MemoryStore::Imported MemoryStore::import_locked(std::string_view tables, std::s
   if (lost_history_bytes) mark_lost(imported);
   count_imported(lazy);
   restore_span_counters(released);
-  const bool unkept = !lazy && mark_unkept_spans(released);
   import_span_log(span_log, imported);
+  const bool unkept = !lazy && mark_unkept_spans(released);
   if (lazy) {  // the run's statistics, of the records let go of too; the bytes of the spans in memory
     const std::uint64_t span_bytes = stats_.span_bytes;
     stats_ = released.stats;
@@ -383,7 +383,7 @@ void MemoryStore::place_released(const Released& released) {
       throw DecodeError("store snapshot: an attempt out of place");
     AttemptRecord& rec = attempt_at(a.attempt);
     rec.spans_released = true;
-    rec.spans_unkept = a.unkept;
+    rec.spans_unkept = released.unkept_known ? a.unkept : released.archived_spans_end == 0;
     rec.first_log_entry = a.first_log_entry;
     rec.last_log_entry = a.last_log_entry;
   }
@@ -569,21 +569,19 @@ void MemoryStore::restore_span_counters(const Released& released) {
   }
 }
 
-// A whole import, before the span log: the spans the store that saved let go of and kept nowhere
+// A whole import, after the span log: the attempts whose spans the store that saved let go of and kept nowhere
 // (checkpoint.span_log = "none") answer "not kept" there and so here, whatever archive comes next, not as attempts
-// that never had spans; their entries in the log (a version held them before they went) keep their places without
-// coming back, as in a lazy import. Returns whether there were any.
+// that never had spans; those whose spans a version held before they went have them back from its log (no
+// placeholders in the log: its entries stay numbered as the file's). Returns whether any spans went unkept.
 bool MemoryStore::mark_unkept_spans(const Released& released) {
-  bool any = false;
-  auto unkept = [&any](AttemptRecord& rec) {
-    if (rec.lost) return;
-    rec.spans_released = rec.spans_unkept = true;
-    any = true;
+  auto unkept = [](AttemptRecord& rec) {
+    if (!rec.lost && rec.spans.empty()) rec.spans_released = rec.spans_unkept = true;
   };
   // Format 3's tables do not say it of each attempt: none was kept if none ever went to an archive.
   const bool none_archived = released.present && released.archived_spans_end == 0;
+  bool any = none_archived && released.rollout_base > 0;
   for (const Released::SpansReleased& a : released.spans_released)
-    if (released.unkept_known ? a.unkept : none_archived) unkept(attempt_at(a.attempt));
+    if (released.unkept_known ? a.unkept : none_archived) unkept(attempt_at(a.attempt)), any = true;
   if (none_archived)  // the records it let go of, their spans first: in memory again, their spans not
     for (AttemptRecord& rec : attempts_)
       if (rec.attempt.rollout_id != 0 && rec.attempt.rollout_id <= released.rollout_base) unkept(rec);
