@@ -580,8 +580,11 @@ bool MemoryStore::mark_unkept_spans(const Released& released) {
   // Format 3's tables do not say it of each attempt: none was kept if none ever went to an archive.
   const bool none_archived = released.present && released.archived_spans_end == 0;
   bool any = none_archived && released.rollout_base > 0;
+  // Every attempt listed had spans: one that the log gives none of kept them nowhere it can read (a span log written
+  // anew without them after these tables were taken, a damaged segment).
   for (const Released::SpansReleased& a : released.spans_released)
-    if (released.unkept_known ? a.unkept : none_archived) unkept(attempt_at(a.attempt)), any = true;
+    if ((released.unkept_known ? a.unkept : none_archived) || attempt_at(a.attempt).spans.empty())
+      unkept(attempt_at(a.attempt)), any = true;
   if (none_archived)  // the records it let go of, their spans first: in memory again, their spans not
     for (AttemptRecord& rec : attempts_)
       if (rec.attempt.rollout_id != 0 && rec.attempt.rollout_id <= released.rollout_base) unkept(rec);

@@ -567,6 +567,25 @@ BOOST_AUTO_TEST_CASE(spans_a_version_held_before_they_went) {
   BOOST_TEST(decode_span_log(first_there.span_log).size() == first_there.span_log_end - first_there.span_log_base);
 }
 
+// Spans an archive held, missing from the log a whole import reads (written anew without them after the tables were
+// taken): not kept, rather than an attempt that never had any.
+BOOST_AUTO_TEST_CASE(spans_the_log_read_whole_lacks_are_not_kept) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  const RolloutId gone = run_with_spans(store, "gone", 2, true);
+  const MemoryStore::Snapshot v1 = store.export_state();
+  store.set_archive(std::make_shared<LogArchive>(v1));  // holds them
+  BOOST_TEST(store.release_spans(v1.span_log_end, {}) == 2u);
+  const MemoryStore::Snapshot v2 = store.export_state(v1.history_end, v1.span_log_end);
+  MemoryStore back(clock);
+  back.import_state(v2.tables, v1.history + v2.history, v2.span_log);  // the log without v1's part
+  SpanFilter f;
+  f.rollout_id = gone;
+  BOOST_CHECK_EXCEPTION(back.query_spans(f, {}), StoreError, [](const StoreError& e) {
+    return std::string(e.what()).find("its spans are not kept") != std::string::npos;
+  });
+}
+
 // A damaged segment may hold a rollout whose spans had left memory (not kept): a whole import loses it with its
 // attempt, and keeps the rest.
 BOOST_AUTO_TEST_CASE(a_lost_segment_may_hold_a_rollout_whose_spans_left_memory) {

@@ -146,6 +146,8 @@ class MemoryStore : public Store {
   // back from the archive (a query) or is refused as for any ended rollout (a change); queries
   // of all rollouts or attempts list those in memory. Returns how many rollouts it let go.
   std::size_t release_records(std::size_t until_history_entry, const std::vector<RolloutId>& keep);
+  // One that holds no spans marks every attempt whose spans went as kept nowhere, and forgets where the archive's
+  // span log ended (0: no span went to an archive; a record let go of then answers "not kept").
   void set_archive(std::shared_ptr<StoreArchive> archive);
 
  private:
