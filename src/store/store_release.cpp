@@ -1,5 +1,5 @@
 // Bounded memory on rank 0: MemoryStore lets go of the spans and records that a committed
-// checkpoint holds, and reads them back from its archive when a query asks.
+// checkpoint holds, reads them back from its archive when a query asks, and what an import restores of them.
 #include <algorithm>
 
 #include "arclight/core/bytes.hpp"
@@ -202,6 +202,43 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
                                  ": its spans live in the checkpoint, which did not read back: ", e.what()));
   }
   return out;
+}
+
+// The span counters of rollouts whose spans left memory, as the tables say: the logs may not hold those spans.
+void MemoryStore::restore_span_counters(const Released& released) {
+  for (const Released::SpansReleased& a : released.spans_released) {
+    if (a.attempt <= attempt_base_ || a.attempt > attempt_count())
+      throw DecodeError("store snapshot: an attempt out of place");
+    const AttemptRecord& rec = attempt_at(a.attempt);
+    if (rec.lost) continue;  // with its rollout, in a damaged segment: no counter left to keep
+    const RolloutId rollout = rec.attempt.rollout_id;
+    if (rollout == 0 || rollout_released(rollout))
+      throw DecodeError("store snapshot: spans let go of by an attempt without its rollout");
+    std::uint64_t& counter = rollout_at(rollout).last_sequence_id;
+    counter = std::max(counter, a.last_sequence_id);
+  }
+}
+
+// A whole import, after the span log: the attempts whose spans the store that saved let go of and kept nowhere
+// (checkpoint.span_log = "none") answer "not kept" there and so here, whatever archive comes next, not as attempts
+// that never had spans; those whose spans a version held before they went have them back from its log (no
+// placeholders in the log: its entries stay numbered as the file's). Returns whether any spans went unkept.
+bool MemoryStore::mark_unkept_spans(const Released& released) {
+  auto unkept = [](AttemptRecord& rec) {
+    if (!rec.lost && rec.spans.empty()) rec.spans_released = rec.spans_unkept = true;
+  };
+  // Format 3's tables do not say it of each attempt: none was kept if none ever went to an archive.
+  const bool none_archived = released.present && released.archived_spans_end == 0;
+  bool any = none_archived && released.rollout_base > 0;
+  // Every attempt listed had spans: one that the log gives none of kept them nowhere it can read (a span log written
+  // anew without them after these tables were taken, a damaged segment).
+  for (const Released::SpansReleased& a : released.spans_released)
+    if ((released.unkept_known ? a.unkept : none_archived) || attempt_at(a.attempt).spans.empty())
+      unkept(attempt_at(a.attempt)), any = true;
+  if (none_archived)  // the records it let go of, their spans first: in memory again, their spans not
+    for (AttemptRecord& rec : attempts_)
+      if (rec.attempt.rollout_id != 0 && rec.attempt.rollout_id <= released.rollout_base) unkept(rec);
+  return any;
 }
 
 void MemoryStore::set_archive(std::shared_ptr<StoreArchive> archive) {
