@@ -2,12 +2,15 @@
 // multiplexed on C client ranks, each following a runner's message pattern with the sizes of
 // configs/train_128gpu.toml (arith, 9 digits: one policy call of 21 prompt and 10 response
 // tokens per episode, and a reward and a result span), against one rank 0 that serves its
-// store as training does (MemoryStore, watchdog, StoreServer). Every step: each logical runner
-// dequeues its share of the step's rollouts and ends them with their spans in one request
-// (end_attempts; fewer spans than runner.span_batch = 256, so none went before). Rank 0 then checks that
-// every rollout succeeded with one attempt (none lost or answered twice) and that it saw every
-// worker; the clients' request latencies come to rank 0. Last line: one JSON object.
-//   bench_scale RUNNERS STEPS ROLLOUTS_PER_STEP STEP_SECONDS
+// store as training does (MemoryStore, watchdog, StoreServer). Each logical runner, STEPS times
+// over, dequeues its share of a step's rollouts and ends them with their spans in one request
+// (end_attempts; fewer spans than runner.span_batch = 256, so none went before); like a runner
+// rank it has one request in flight at a time, and a client rank has up to IN_FLIGHT of its
+// logical runners' requests in flight at once (runners work side by side on a cluster). Rank 0
+// then checks that every rollout succeeded with one attempt (none lost or answered twice) and
+// that it saw every worker; the clients' request latencies come to rank 0. Last line: one JSON
+// object.
+//   bench_scale RUNNERS STEPS ROLLOUTS_PER_STEP STEP_SECONDS IN_FLIGHT
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -16,6 +19,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <unordered_map>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -79,6 +84,100 @@ double percentile(std::vector<double>& v, double p) {
   std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
   return v[k];
 }
+
+// One client rank's logical runners. Each, like a runner rank, has one request in flight at a
+// time: it dequeues its share, then ends those rollouts with their spans in one request, `steps`
+// times over; up to `in_flight_most` of them have a request in flight at once. Each request's
+// latency, send to reply, goes to `latencies`.
+void run_logical_runners(int rank, int runners, int clients, int steps, int share, int in_flight_most,
+                         std::vector<double>& latencies) {
+  struct LogicalRunner {
+    std::string name;
+    int steps_left = 0;
+    bool ending = false;  // its in-flight request is end_attempts (else dequeue)
+    std::string request;
+    MPI_Request send = MPI_REQUEST_NULL;
+    Steady::time_point sent;
+  };
+  const int first = (rank - 1) * runners / clients, mine = rank * runners / clients - first;
+  std::vector<LogicalRunner> logical(static_cast<std::size_t>(mine));
+  std::deque<int> ready;
+  for (int k = 0; k < mine; ++k) {
+    logical[k].name = "runner-" + std::to_string(first + k);
+    logical[k].steps_left = steps;
+    ready.push_back(k);
+  }
+  std::unordered_map<std::uint32_t, int> runner_of;  // request id -> logical runner
+  std::uint32_t next_id = 1;
+  // Runner k's next request: a dequeue, or the end of the rollouts it holds; its buffer lives until the send completes.
+  auto send = [&](int k, const std::vector<AttemptedRollout>* held) {
+    LogicalRunner& r = logical[k];
+    if (r.send != MPI_REQUEST_NULL) MPI_Wait(&r.send, MPI_STATUS_IGNORE);
+    const std::uint32_t id = next_id++;
+    if (held) {
+      std::vector<Span> spans;
+      std::vector<AttemptReport> ends;
+      for (const AttemptedRollout& ar : *held) {
+        add_episode_spans(ar, spans);
+        AttemptReport report;
+        report.rollout_id = ar.rollout.id;
+        report.attempt_id = ar.attempt.id;
+        report.update.status = AttemptStatus::succeeded;
+        ends.push_back(report);
+      }
+      comm::wire::encode_into(r.request, comm::wire::Type::end_attempts, false, id, spans, ends);
+    } else {
+      comm::wire::encode_into(r.request, comm::wire::Type::dequeue, false, id, r.name, std::uint32_t(share));
+    }
+    r.ending = held != nullptr;
+    runner_of[id] = k;
+    r.sent = Steady::now();
+    MPI_Isend(r.request.data(), static_cast<int>(r.request.size()), MPI_BYTE, 0, comm::tag_store_request,
+              MPI_COMM_WORLD, &r.send);
+  };
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::size_t in_flight = 0;
+  std::string reply;
+  std::vector<AttemptedRollout> held;
+  AttemptsEnded ended;
+  comm::IdleBackoff backoff(comm::IdleBackoff::Awaiting::reply);
+  while (!ready.empty() || in_flight > 0) {
+    while (!ready.empty() && in_flight < static_cast<std::size_t>(in_flight_most)) {
+      send(ready.front(), nullptr);
+      ready.pop_front();
+      ++in_flight;
+    }
+    if (!comm::try_receive(MPI_COMM_WORLD, 0, comm::tag_store_reply, reply)) {
+      backoff.idle();
+      continue;
+    }
+    backoff.reset();
+    const comm::wire::Header h = comm::wire::decode_header(reply);
+    const auto found = runner_of.find(h.request_id);
+    const int k = found == runner_of.end() ? -1 : found->second;
+    const auto expected = k >= 0 && logical[k].ending ? comm::wire::Type::end_attempts : comm::wire::Type::dequeue;
+    if (k < 0 || h.type != expected || !h.reply) {
+      std::fprintf(stderr, "bench_scale: rank %d got an unexpected reply to request %u\n", rank, h.request_id);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    runner_of.erase(found);
+    LogicalRunner& r = logical[k];
+    latencies.push_back(std::chrono::duration<double>(Steady::now() - r.sent).count());
+    ByteReader in(comm::wire::body_of(reply));
+    if (!r.ending) {
+      comm::wire::get(in, held);
+      send(k, &held);  // its episodes ran: their spans and ends
+    } else {
+      comm::wire::get(in, ended);
+      --in_flight;
+      if (--r.steps_left > 0) ready.push_back(k);
+    }
+  }
+  for (LogicalRunner& r : logical)
+    if (r.send != MPI_REQUEST_NULL) MPI_Wait(&r.send, MPI_STATUS_IGNORE);
+  const std::string bye = comm::wire::encode(comm::wire::Type::bye, false, 0);
+  MPI_Send(bye.data(), static_cast<int>(bye.size()), MPI_BYTE, 0, comm::tag_store_request, MPI_COMM_WORLD);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,11 +190,13 @@ int main(int argc, char** argv) {
   const int steps = argc > 2 ? std::atoi(argv[2]) : 3;
   const int per_step = argc > 3 ? std::atoi(argv[3]) : 8192;
   const double step_seconds = argc > 4 ? std::atof(argv[4]) : 1.0;
+  const int in_flight = argc > 5 ? std::atoi(argv[5]) : 4;
   const int clients = size - 1;
-  if (clients < 1 || runners < clients || per_step % runners != 0) {
+  if (clients < 1 || runners < clients || per_step % runners != 0 || in_flight < 1) {
     if (rank == 0)
       std::fprintf(stderr,
-                   "bench_scale: need a client rank, a runner per client and rollouts per step divisible by runners\n");
+                   "bench_scale: need a client rank, a runner per client, rollouts per step divisible by runners and "
+                   "a request in flight\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int share = per_step / runners;  // rollouts per logical runner per step
@@ -148,36 +249,7 @@ int main(int argc, char** argv) {
     if (stats.workers != static_cast<std::uint64_t>(runners))
       checks_pass = false, why += "workers seen " + std::to_string(stats.workers) + "; ";
   } else {
-    comm::RemoteStore client(MPI_COMM_WORLD, 0);
-    const int first = (rank - 1) * runners / clients, mine = rank * runners / clients - first;
-    std::vector<std::string> names;
-    for (int k = 0; k < mine; ++k) names.push_back("runner-" + std::to_string(first + k));
-    MPI_Barrier(MPI_COMM_WORLD);
-    auto timed = [&](auto&& call) {
-      const auto t = Steady::now();
-      call();
-      latencies.push_back(std::chrono::duration<double>(Steady::now() - t).count());
-    };
-    for (int s = 0; s < steps; ++s) {
-      // Every logical runner takes its share: all of them are in flight at once.
-      std::vector<std::vector<AttemptedRollout>> held(static_cast<std::size_t>(mine));
-      for (int k = 0; k < mine; ++k)
-        timed([&] { held[k] = client.dequeue(names[k], static_cast<std::size_t>(share)); });
-      // Its episodes' spans (fewer than runner.span_batch: none went earlier) and their ends, in one request.
-      for (int k = 0; k < mine; ++k) {
-        std::vector<Span> spans;
-        std::vector<AttemptReport> ends;
-        for (const AttemptedRollout& ar : held[k]) {
-          add_episode_spans(ar, spans);
-          AttemptReport r;
-          r.rollout_id = ar.rollout.id;
-          r.attempt_id = ar.attempt.id;
-          r.update.status = AttemptStatus::succeeded;
-          ends.push_back(r);
-        }
-        timed([&] { client.end_attempts(std::move(spans), ends); });
-      }
-    }
+    run_logical_runners(rank, runners, clients, steps, share, in_flight, latencies);
   }  // the clients' byes end the server's loop
   // The clients' latencies, to rank 0.
   int count = static_cast<int>(latencies.size());
@@ -201,23 +273,25 @@ int main(int argc, char** argv) {
     // its polls that find nothing still count), is its capacity there.
     const double serving = rank0_cpu - rank0_waiting, per_cpu_second = rollouts / serving;
     std::printf(
-        "%d logical runners on %d ranks, %d steps of %d rollouts: %.0f rollouts/s, %.0f spans/s, "
+        "%d logical runners on %d ranks (%d requests in flight on each), %d steps of %d rollouts: %.0f rollouts/s, "
+        "%.0f spans/s, "
         "request latency p50 %.3f ms p99 %.3f ms; rank 0 grew %.0f bytes per rollout (it keeps every span); "
         "demand %.0f rollouts/s (a step of %.2f s): capacity/demand %.2f; rank 0 used %.2f s of CPU in %.2f s, "
         "%.2f s of it waiting: %.0f rollouts per CPU second serving, %.2f times the demand on a core of its own "
         "(%.2f counting the waits); checks %s%s\n",
-        runners, clients, steps, per_step, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
+        runners, clients, in_flight, steps, per_step, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
         step_seconds, rollouts_per_s / demand, rank0_cpu, elapsed, rank0_waiting, per_cpu_second,
         per_cpu_second / demand, rollouts / rank0_cpu / demand, checks_pass ? "passed" : "FAILED: ", why.c_str());
     std::printf(
-        "{\"runners\": %d, \"client_ranks\": %d, \"rollouts_per_s\": %.0f, \"spans_per_s\": %.0f, "
+        "{\"runners\": %d, \"client_ranks\": %d, \"in_flight_per_client_rank\": %d, \"rollouts_per_s\": %.0f, "
+        "\"spans_per_s\": %.0f, "
         "\"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, \"rank0_bytes_per_rollout\": %.0f, "
         "\"demand_rollouts_per_s\": %.0f, \"capacity_over_demand\": %.3f, \"rank0_cpu_seconds\": %.3f, "
         "\"rank0_waiting_cpu_seconds\": %.3f, \"rollouts_per_serving_cpu_second\": %.0f, "
         "\"own_core_less_waits_over_demand\": %.3f, \"own_core_capacity_over_demand\": %.3f, \"checks_pass\": %s}\n",
-        runners, clients, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand, rollouts_per_s / demand,
-        rank0_cpu, rank0_waiting, per_cpu_second, per_cpu_second / demand, rollouts / rank0_cpu / demand,
-        checks_pass ? "true" : "false");
+        runners, clients, in_flight, rollouts_per_s, spans_per_s, p50, p99, bytes_per_rollout, demand,
+        rollouts_per_s / demand, rank0_cpu, rank0_waiting, per_cpu_second, per_cpu_second / demand,
+        rollouts / rank0_cpu / demand, checks_pass ? "true" : "false");
   }
   MPI_Finalize();
   return checks_pass ? 0 : 1;
