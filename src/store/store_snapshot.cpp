@@ -320,6 +320,18 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
                                     released.span_log_base, ")"));
   }
   const bool lazy = from && released.present;
+  // Spans let go of and kept nowhere (checkpoint.span_log = "none", or a span log written anew without them) are not in
+  // the version's span log, which so numbers its entries below the saving store's count: read from past them, the log
+  // would be numbered as the store counted, and an archive that holds spans reads the file by number. Read from its
+  // start, it is numbered as the file. Signs of such a store: no span went to an archive since it last had one that
+  // keeps none, or attempts in memory whose spans went kept nowhere (what versions of older builds show).
+  const bool left_spans_out =
+      released.archived_spans_end == 0 || std::any_of(released.spans_released.begin(), released.spans_released.end(),
+                                                      [](const Released::SpansReleased& a) { return a.unkept; });
+  if (lazy && from->span_log > 0 && left_spans_out && spans_archived())
+    throw DecodeError(
+        "its span log left out spans let go of and kept nowhere (checkpoint.span_log = \"none\" when it saved, or a "
+        "log written anew without them), and this store keeps spans: read it from its start");
   const Released& kept_out = lazy ? released : Released{};
   // Every id in memory comes exactly once, from the tables or the history: a count beyond what
   // the bytes can hold (a history entry's least size: a lost record's kind and id) is refused
@@ -338,7 +350,10 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
     history_base_ = from->history;
     span_log_base_ = release_scan_ = from->span_log;
     resources_released_ = kept_out.resources_released;
-    archived_spans_end_ = kept_out.archived_spans_end;
+    // Into a store whose archive keeps no spans: no span goes to an archive from here on, and how far one went is
+    // forgotten, as set_archive forgets it (its versions' span log leaves out what it lets go of, which the check above
+    // finds at the next resume that keeps spans).
+    archived_spans_end_ = archive_ && !archive_->holds_spans() ? 0 : kept_out.archived_spans_end;
     place_released(kept_out);
   }
   for (std::uint64_t open = in.u64(); open > 0; --open) place_rollout(decode_history_rollout(in), false);

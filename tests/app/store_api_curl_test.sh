@@ -189,5 +189,55 @@ kill -USR1 "$(pgrep -P $job)"
 wait $job; rc=$?
 check '[ "$rc" = 3 ] || [ "$rc" = 0 ]' "the resumed job ends (exit $rc): $(tail -3 "$work/err")"
 
+# Resumed in place with checkpoint.span_log = "none" (spans leave memory kept nowhere, and the versions' span log leaves
+# them out), then again with "all": that version's log numbers its entries apart from the store's count, so rank 0
+# reads it whole, and the spans it lets go of from then on read back from the versions.
+resume() {  # resume STEPS_MORE [TRAIN ARGS...]: a job resumed in place, the store API's base in $api once it serves
+  local more=$1; shift
+  timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" --log-level debug train --config configs/tiny.toml \
+    --run.dir "$work/run" --run.steps 100000 --run.progress lines --checkpoint.every_steps 1 \
+    --store.http true --store.http_port 0 --resume auto "$@" >"$work/out" 2>"$work/err" &
+  job=$!
+  for _ in $(seq 600); do
+    [ -s "$url_file" ] && [ "$(grep -c '^step=' "$work/out")" -ge "$more" ] && break
+    kill -0 $job 2>/dev/null || break
+    sleep 0.1
+  done
+  api=$(cat "$url_file" 2>/dev/null)/v1/agl
+}
+resume 4 --checkpoint.span_log none
+check 'grep -q "$let_go" "$work/err"' "with span_log none, spans leave memory: $(tail -2 "$work/err")"
+kill -USR1 "$(pgrep -P $job)"
+wait $job; rc=$?
+check '[ "$rc" = 3 ] || [ "$rc" = 0 ]' "the job with span_log none ends (exit $rc): $(tail -3 "$work/err")"
+resume 1
+check 'grep -q "read it from its start.*reading its logs whole" "$work/err"' \
+  "resumed with span_log all, rank 0 reads the version's logs whole: $(grep -E "resuming|whole|error" "$work/err" | head -3)"
+# A rollout left running holds the records after it in memory (they go front to back): the span of the one after
+# it then reads back by its place in the versions' span log, which must be the file's.
+request POST "$api/rollouts" '{"input": {"task": "holds the records after it"}, "mode": "test", "worker_id": "curl-worker"}'
+holder=$(field rollout_id)
+request POST "$api/rollouts" '{"input": {"task": "after span_log none"}, "mode": "test", "worker_id": "curl-worker"}'
+new_rid=$(field rollout_id); new_aid=$(field attempt attempt_id)
+new_span=${span//\"$rid\"/\"$new_rid\"}
+new_span=${new_span//\"$aid\"/\"$new_aid\"}
+request POST "$api/spans" "$new_span"
+check '[ "$status" = 201 ]' "a span of a rollout after the resume: 201 (got $status $body)"
+request POST "$api/spans/search" "{\"rollout_id\": \"$new_rid\", \"attempt_id\": \"latest\"}"
+new_span_in_memory=$body
+request POST "$api/rollouts/$new_rid/attempts/latest" '{"status": "succeeded"}'
+spans_go='[1-9][0-9]* spans and [0-9]* rollouts left rank 0.s memory'  # the records stay: the holder holds them
+spans_went=$(grep -c "$spans_go" "$work/err")
+for _ in $(seq 300); do [ "$(grep -c "$spans_go" "$work/err")" -ge $((spans_went + 3)) ] && break; sleep 0.1; done
+request POST "$api/spans/search" "{\"rollout_id\": \"$new_rid\", \"attempt_id\": \"latest\"}"
+check '[ "$(grep -c "$spans_go" "$work/err")" -ge $((spans_went + 3)) ] && [ "$status" = 200 ] &&
+  [ "$(field total)" = 1 ] && [ "$body" = "$new_span_in_memory" ]' \
+  "its span, let go of, reads back from the versions: $status $body (in memory: $new_span_in_memory)"
+request GET "$api/rollouts/$holder"
+check '[ "$status" = 200 ] && [ "$(field end_time)" = null ]' "the rollout that holds the records has not ended: $body"
+kill -USR1 "$(pgrep -P $job)"
+wait $job; rc=$?
+check '[ "$rc" = 3 ] || [ "$rc" = 0 ]' "the job resumed with span_log all ends (exit $rc): $(tail -3 "$work/err")"
+
 echo "$((checks - failures)) of $checks checks passed"
 [ "$failures" = 0 ]

@@ -278,6 +278,13 @@ class LogArchive : public StoreArchive {
   std::string history_;
 };
 
+// An archive of checkpoint.span_log = "none": it holds no spans (its history, if given).
+std::shared_ptr<LogArchive> keeping_no_spans(const MemoryStore::Snapshot& logs = {}) {
+  auto archive = std::make_shared<LogArchive>(logs);
+  archive->spans = false;
+  return archive;
+}
+
 // A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
 // it held, their ids kept as lost, and its next export holds the loss, not a gap.
 BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost) {
@@ -399,11 +406,7 @@ BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out,
                      survives) {
   ManualClock clock;
   const auto run = run_with_spans;
-  auto unkept = [](const MemoryStore::Snapshot& logs) {
-    auto archive = std::make_shared<LogArchive>(logs);
-    archive->spans = false;
-    return archive;
-  };
+  const auto unkept = [](const MemoryStore::Snapshot& logs) { return keeping_no_spans(logs); };
   // A store that came back from a version whose first history segment was damaged: rollout 1 and the first
   // resources version are lost records in it (without `survives`, the newest version the tables place).
   MemoryStore damaged(clock);
@@ -531,8 +534,7 @@ BOOST_DATA_TEST_CASE(a_lazy_import_keeps_lost_records_lost_and_unkept_spans_out,
 BOOST_AUTO_TEST_CASE(spans_a_version_held_before_they_went) {
   ManualClock clock;
   MemoryStore store(clock);
-  auto archive = std::make_shared<LogArchive>(MemoryStore::Snapshot{});
-  archive->spans = false;
+  auto archive = keeping_no_spans();
   store.set_archive(archive);
   const RolloutId held = run_with_spans(store, "held", 2, true);
   const MemoryStore::Snapshot v1 = store.export_state();
@@ -584,6 +586,103 @@ BOOST_AUTO_TEST_CASE(spans_the_log_read_whole_lacks_are_not_kept) {
   BOOST_CHECK_EXCEPTION(back.query_spans(f, {}), StoreError, [](const StoreError& e) {
     return std::string(e.what()).find("its spans are not kept") != std::string::npos;
   });
+}
+
+// checkpoint.span_log = "none" in the run that saved, "all" in the one that resumes in place: the versions' span log
+// left out the spans let go of, so its entries are numbered apart from the saving store's count. A lazy import from
+// past them would number what it reads as the store did, and an archive reads the file by number: refused (the
+// coordinator then reads the version whole). The whole import numbers the log as the file does, and the spans it
+// lets go of later read back. A lazy import from the log's start, or into a store that keeps no spans, stays.
+BOOST_AUTO_TEST_CASE(a_log_that_left_out_unkept_spans_is_read_whole_by_a_store_that_keeps_spans) {
+  ManualClock clock;
+  MemoryStore saving(clock);
+  auto none = keeping_no_spans();
+  saving.set_archive(none);
+  const RolloutId first = run_with_spans(saving, "first", 2, true);
+  const RolloutId second = run_with_spans(saving, "second", 2, false);
+  BOOST_TEST(saving.release_spans(saving.log_lengths().second, {}) == 2u);  // the first's, kept nowhere
+  const MemoryStore::Snapshot v1 = saving.export_state();
+  BOOST_TEST(decode_span_log(v1.span_log).size() == 2u, "the second's spans alone");
+  saving.update_attempt(second, latest_attempt, suite::status_update(AttemptStatus::succeeded));
+  BOOST_TEST(saving.release_spans(saving.log_lengths().second, {}) == 2u);
+  const RolloutId untrained = run_with_spans(saving, "untrained", 1, true);
+  BOOST_TEST(saving.release_spans(saving.log_lengths().second, {untrained}) == 0u);
+  const MemoryStore::Snapshot v2 = saving.export_state(v1.history_end, v1.span_log_end);
+  BOOST_TEST(v2.span_log_base == 4u);
+  MemoryStore::Snapshot held = v2;  // what LATEST links: 3 entries, of the store's 5
+  held.history = v1.history + v2.history;
+  held.span_log = v1.span_log + v2.span_log;
+  auto all = std::make_shared<LogArchive>(held);
+  const MemoryStore::LogStarts past_the_gap{0, v1.span_log_end};
+
+  MemoryStore lazy(clock), whole(clock), from_start(clock), keeps_none(clock);
+  lazy.set_archive(all);
+  BOOST_CHECK_EXCEPTION(
+      lazy.import_state(v2.tables, held.history, v2.span_log, std::nullopt, past_the_gap), DecodeError,
+      [](const DecodeError& e) { return std::string(e.what()).find("span_log = \"none\"") != std::string::npos; });
+  keeps_none.set_archive(none);
+  keeps_none.import_state(v2.tables, held.history, v2.span_log, std::nullopt, past_the_gap);
+  whole.set_archive(all);
+  whole.import_state(v2.tables, held.history, held.span_log);
+  from_start.set_archive(all);
+  from_start.import_state(v2.tables, held.history, held.span_log, std::nullopt, MemoryStore::LogStarts{0, 0});
+  for (MemoryStore* s : {&whole, &from_start}) {
+    BOOST_TEST(s->log_lengths().second == 3u, "numbered as the file");
+    // The version holds them all: the second's too, back in memory when read whole.
+    BOOST_TEST(s->release_spans(s->log_lengths().second, {}) == (s == &whole ? 3u : 1u));
+    SpanFilter f;
+    f.rollout_id = untrained;
+    const auto back = s->query_spans(f, {}).items;
+    BOOST_REQUIRE(back.size() == 1u);
+    BOOST_TEST(back[0].name == "untrained span 0");
+    f.rollout_id = second;
+    f.attempt_id = 0;  // every attempt: a lazy import has them as the saving store did, not kept
+    BOOST_TEST(s->query_spans(f, {}).items.size() == (s == &whole ? 2u : 0u), "the version held them");
+    f.rollout_id = first;
+    f.attempt_id = latest_attempt;
+    BOOST_CHECK_THROW(s->query_spans(f, {}), StoreError);  // not kept
+  }
+}
+
+// "all", then "none", then "all" again, each resumed in place: the store that keeps no spans comes from a version
+// whose spans went to an archive, and its own versions leave out what it lets go of: the next store that keeps spans
+// reads them whole too.
+BOOST_AUTO_TEST_CASE(a_store_that_keeps_no_spans_forgets_how_far_an_archive_held_them) {
+  ManualClock clock;
+  MemoryStore kept(clock);
+  run_with_spans(kept, "kept", 2, true);
+  const MemoryStore::Snapshot v1 = kept.export_state();
+  kept.set_archive(std::make_shared<LogArchive>(v1));
+  BOOST_TEST(kept.release_spans(v1.span_log_end, {}) == 2u);
+  const MemoryStore::Snapshot v2 = kept.export_state(v1.history_end, v1.span_log_end);
+
+  MemoryStore none(clock);
+  auto keeps_nothing = keeping_no_spans();
+  none.set_archive(keeps_nothing);
+  none.import_state(v2.tables, v1.history + v2.history, v2.span_log, std::nullopt,
+                    MemoryStore::LogStarts{0, v1.span_log_end});
+  run_with_spans(none, "gone", 1, true);
+  const RolloutId untrained = run_with_spans(none, "untrained", 1, true);
+  BOOST_TEST(none.release_spans(none.log_lengths().second, {untrained}) == 1u);  // kept nowhere
+  const MemoryStore::Snapshot v3 = none.export_state(v2.history_end, v2.span_log_end);
+  BOOST_TEST(decode_span_log(v3.span_log).size() == 1u, "the untrained one's span alone");
+  MemoryStore::Snapshot held = v3;  // 3 entries, of the store's 4
+  held.history = v1.history + v2.history + v3.history;
+  held.span_log = v1.span_log + v2.span_log + v3.span_log;
+
+  MemoryStore again(clock);
+  again.set_archive(std::make_shared<LogArchive>(held));
+  BOOST_CHECK_THROW(again.import_state(v3.tables, held.history, v3.span_log, std::nullopt,
+                                       MemoryStore::LogStarts{0, v3.span_log_base}),
+                    DecodeError);
+  again.import_state(v3.tables, held.history, held.span_log);
+  BOOST_TEST(again.log_lengths().second == 3u, "numbered as the file");
+  BOOST_TEST(again.release_spans(again.log_lengths().second, {}) == 3u);
+  SpanFilter f;
+  f.rollout_id = untrained;
+  const auto back = again.query_spans(f, {}).items;
+  BOOST_REQUIRE(back.size() == 1u);
+  BOOST_TEST(back[0].name == "untrained span 0");
 }
 
 // A damaged segment may hold a rollout whose spans had left memory (not kept): a whole import loses it with its
@@ -850,8 +949,7 @@ BOOST_AUTO_TEST_CASE(spans_released_without_an_archive_are_not_kept) {
 
   // With an archive of the history alone, the record goes too, and reads back without its spans.
   const std::string before = store.get_rollout(id).input;
-  auto history_only = std::make_shared<LogArchive>(saved);
-  history_only->spans = false;
+  auto history_only = keeping_no_spans(saved);
   store.set_archive(history_only);
   BOOST_TEST(store.release_records(saved.history_end, {}) == 1u);
   BOOST_TEST(store.get_rollout(id).input == before);
