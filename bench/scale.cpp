@@ -132,8 +132,10 @@ void run_logical_runners(int rank, int runners, int clients, int steps, int shar
     r.ending = held != nullptr;
     runner_of[id] = k;
     r.sent = Steady::now();
-    MPI_Isend(r.request.data(), static_cast<int>(r.request.size()), MPI_BYTE, 0, comm::tag_store_request,
-              MPI_COMM_WORLD, &r.send);
+    // As RemoteStore sends it: one larger than the server's posted receives on a tag of its own.
+    const int tag = r.request.size() <= comm::StoreServer::posted_request_bytes ? comm::tag_store_request
+                                                                                : comm::tag_store_large_request;
+    MPI_Isend(r.request.data(), static_cast<int>(r.request.size()), MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r.send);
   };
   MPI_Barrier(MPI_COMM_WORLD);
   std::size_t in_flight = 0;
@@ -157,7 +159,14 @@ void run_logical_runners(int rank, int runners, int clients, int steps, int shar
     const int k = found == runner_of.end() ? -1 : found->second;
     const auto expected = k >= 0 && logical[k].ending ? comm::wire::Type::end_attempts : comm::wire::Type::dequeue;
     if (k < 0 || h.type != expected || !h.reply) {
-      std::fprintf(stderr, "bench_scale: rank %d got an unexpected reply to request %u\n", rank, h.request_id);
+      std::string why;
+      if (h.type == comm::wire::Type::error) {
+        ByteReader error(comm::wire::body_of(reply));
+        error.u32();  // the code
+        why = std::string(error.bytes());
+      }
+      std::fprintf(stderr, "bench_scale: rank %d got an unexpected reply to request %u %s\n", rank, h.request_id,
+                   why.c_str());
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     runner_of.erase(found);
@@ -187,16 +196,16 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int runners = argc > 1 ? std::atoi(argv[1]) : 1024;
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   const int per_step = argc > 3 ? std::atoi(argv[3]) : 8192;
-  const double step_seconds = argc > 4 ? std::atof(argv[4]) : 1.0;
+  const double step_seconds = argc > 4 ? std::atof(argv[4]) : 0.3;
   const int in_flight = argc > 5 ? std::atoi(argv[5]) : 4;
   const int clients = size - 1;
-  if (clients < 1 || runners < clients || per_step % runners != 0 || in_flight < 1) {
+  if (clients < 1 || runners < clients || per_step % runners != 0 || steps < 1 || in_flight < 1) {
     if (rank == 0)
       std::fprintf(stderr,
-                   "bench_scale: need a client rank, a runner per client, rollouts per step divisible by runners and "
-                   "a request in flight\n");
+                   "bench_scale: need a client rank, a runner per client, rollouts per step divisible by runners, a "
+                   "step and a request in flight\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int share = per_step / runners;  // rollouts per logical runner per step

@@ -19,9 +19,10 @@ Clock::time_point after(double seconds) {
 namespace {
 // Receives posted ahead, enough that every request finds one: one that finds none waits in MPI's
 // unexpected queue and is copied once more. A RemoteStore has one request in flight, so a receive
-// for each other rank, and no fewer than 16 for a rank that multiplexes many clients (bench/scale.cpp:
-// 96 requests in flight from 3 ranks went 12 to 36% faster with 128 posted than with 16; 24 in
-// flight, 8 to 16% faster with 16 than with 4). Their pages come in only as requests land.
+// for each other rank, and no fewer than 16 for a rank that multiplexes many clients (bench/scale.cpp
+// on 4 ranks, the count set by hand: 96 requests in flight from 3 ranks went 12 to 36% faster with 128
+// posted than with 16; 24 in flight, 8 to 16% faster with 16 than with 4). Their pages come in only as
+// requests land.
 constexpr std::size_t fewest_posted_receives = 16, most_posted_receives = 256;
 // Large requests are probed for on polls that found no other, and at least this often.
 constexpr std::uint64_t large_request_check_every = 16;
