@@ -132,10 +132,8 @@ void run_logical_runners(int rank, int runners, int clients, int steps, int shar
     r.ending = held != nullptr;
     runner_of[id] = k;
     r.sent = Steady::now();
-    // As RemoteStore sends it: one larger than the server's posted receives on a tag of its own.
-    const int tag = r.request.size() <= comm::StoreServer::posted_request_bytes ? comm::tag_store_request
-                                                                                : comm::tag_store_large_request;
-    MPI_Isend(r.request.data(), static_cast<int>(r.request.size()), MPI_BYTE, 0, tag, MPI_COMM_WORLD, &r.send);
+    MPI_Isend(r.request.data(), static_cast<int>(r.request.size()), MPI_BYTE, 0,
+              comm::StoreServer::request_tag(r.request.size()), MPI_COMM_WORLD, &r.send);
   };
   MPI_Barrier(MPI_COMM_WORLD);
   std::size_t in_flight = 0;

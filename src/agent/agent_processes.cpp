@@ -17,8 +17,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <system_error>
 
+#include "agent_guard.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 
@@ -65,6 +67,17 @@ std::string resolve_command(const std::string& name, const std::vector<std::stri
     begin = end + 1;
   }
   throw UsageError("agent command '" + name + "' not found on PATH (" + path + ")");
+}
+
+// The guard program: beside the running executable (build/arclight), else where the build put it (tests' programs).
+std::string find_guard() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::string beside = (self.parent_path() / guard::executable).string();
+  if (!error && is_executable_file(beside)) return beside;
+  if (is_executable_file(ARCLIGHT_AGENT_GUARD_BUILT)) return ARCLIGHT_AGENT_GUARD_BUILT;
+  throw UsageError(log::concat("the agent guard ", guard::executable, " is neither beside ", self.string(), " nor at ",
+                               ARCLIGHT_AGENT_GUARD_BUILT, ": build it with the arclight binary"));
 }
 
 // The inherited environment with the options' entries (and the worker id) replacing variables of the same names.
@@ -115,13 +128,15 @@ struct ChildPlan {
   int max_fd;
 };
 
-// Between fork and exec: async-signal-safe calls only (the parent may have had other threads, holding locks).
+// Between fork and exec: async-signal-safe calls only (the parent may have had other threads, holding locks). The
+// child becomes the worker's guard (agent_guard.cpp), which starts the agent.
 [[noreturn]] void exec_child(const ChildPlan& plan) {
   ::setpgid(0, 0);
-  // Die with the supervisor, even a SIGKILLed one; if it already died, the signal was missed: leave now.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The guard learns that the supervisor ended, even a SIGKILLed one; if it already did, the signal was missed:
+  // leave now.
+  ::prctl(PR_SET_PDEATHSIG, guard::runner_gone_signal);
   if (::getppid() != plan.parent) ::_exit(127);
-  // Ignored signals and the blocked mask survive exec: give the agent the defaults.
+  // Ignored signals and the blocked mask survive exec: give the guard (and so the agent) the defaults.
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -132,14 +147,16 @@ struct ChildPlan {
   ::dup2(plan.output_fd, 1);
   ::dup2(plan.output_fd, 2);
   // Nothing else of the rank's (MPI's sockets, other workers' pipes) leaks into the agent; the status pipe, at 3,
-  // closes on exec.
-  ::dup2(plan.status_fd, 3);
-  ::fcntl(3, F_SETFD, FD_CLOEXEC);
-  if (::close_range(4, ~0U, 0) != 0)
-    for (int fd = 4; fd < plan.max_fd; ++fd) ::close(fd);
+  // closes on the agent's exec.
+  if (plan.status_fd == guard::status_fd)
+    ::fcntl(guard::status_fd, F_SETFD, 0);  // dup2 onto itself would leave it closing on the guard's exec
+  else
+    ::dup2(plan.status_fd, guard::status_fd);
+  if (::close_range(guard::status_fd + 1, ~0U, 0) != 0)
+    for (int fd = guard::status_fd + 1; fd < plan.max_fd; ++fd) ::close(fd);
   ::execve(plan.path, plan.argv, plan.envp);
-  int err = errno;
-  [[maybe_unused]] ssize_t n = ::write(3, &err, sizeof err);
+  const int record[2] = {guard::guard_failed, errno};
+  [[maybe_unused]] ssize_t n = ::write(guard::status_fd, record, sizeof record);
   ::_exit(127);
 }
 
@@ -168,7 +185,8 @@ struct AgentProcesses::Worker {
   std::string prefix;
   std::vector<std::string> env;
   std::vector<char*> envp;
-  pid_t pid = 0;
+  pid_t pid = 0;        // its guard's, which is the id of its process group
+  pid_t agent_pid = 0;  // the agent's own
   int output_fd = -1;
   std::string pending;  // a line not ended yet
   double started_at = 0;
@@ -204,8 +222,10 @@ void AgentProcesses::start() {
   if (options_.argv.empty() || options_.argv.front().empty()) throw UsageError("agent command is empty");
   if (options_.workers < 1) throw UsageError("agent workers must be at least 1");
   path_ = resolve_command(options_.argv.front(), options_.environment);
-  argv_ = options_.argv;
-  argvp_ = c_strings(argv_);
+  guard_path_ = find_guard();
+  guard_argv_ = {guard_path_, path_};
+  guard_argv_.insert(guard_argv_.end(), options_.argv.begin(), options_.argv.end());
+  guard_argvp_ = c_strings(guard_argv_);
   std::vector<std::string> env = worker_environment(options_.environment);
   workers_.resize(options_.workers);
   for (int i = 0; i < options_.workers; ++i) {
@@ -302,8 +322,8 @@ std::string AgentProcesses::spawn(Worker& w) {
   int fds[] = {above_stdio(output[0]), above_stdio(output[1]), above_stdio(status[0]), above_stdio(status[1]),
                above_stdio(::open("/dev/null", O_RDONLY | O_CLOEXEC))};
   ChildPlan plan;
-  plan.path = path_.c_str();
-  plan.argv = argvp_.data();
+  plan.path = guard_path_.c_str();
+  plan.argv = guard_argvp_.data();
   plan.envp = w.envp.data();
   plan.parent = ::getpid();
   plan.stdin_fd = fds[4];
@@ -319,20 +339,36 @@ std::string AgentProcesses::spawn(Worker& w) {
     return "cannot fork agent worker " + w.id + ": " + error_text(fork_errno);
   }
   ::setpgid(pid, pid);  // also done by the child; whichever runs first (fails harmlessly after exec)
-  int exec_errno = 0;
-  ssize_t n;
-  do n = ::read(fds[2], &exec_errno, sizeof exec_errno);
-  while (n < 0 && errno == EINTR);
+  // The guard's records (agent_guard.hpp) until the pipe ends: when the agent has exec'd, or nothing will.
+  pid_t agent = 0;
+  int failure[2] = {0, 0};
+  for (;;) {
+    int record[2];
+    ssize_t n = ::read(fds[2], record, sizeof record);  // whole records: each was one write of less than PIPE_BUF
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof record)) break;
+    if (record[0] == guard::agent_started)
+      agent = record[1];
+    else
+      failure[0] = record[0], failure[1] = record[1];
+  }
   ::close(fds[2]);
-  if (n > 0) {
+  if (failure[0] != 0 || agent == 0) {
+    ::killpg(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     ::close(fds[0]);
+    if (failure[0] != guard::agent_exec_failed)
+      return "cannot start the agent guard '" + guard_path_ + "': " +
+             (failure[0] == guard::guard_failed ? error_text(failure[1])
+                                                : std::string("it ended before the agent ran"));
+    const int exec_errno = failure[1];
     bool interpreter_missing = exec_errno == ENOENT && ::access(path_.c_str(), F_OK) == 0;
     return "cannot run agent command '" + path_ + "': " + error_text(exec_errno) +
            (interpreter_missing ? " (the interpreter its #! line names?)" : "");
   }
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
   w.pid = pid;
+  w.agent_pid = agent;
   w.output_fd = fds[0];
   w.started_at = now_seconds();
   std::lock_guard<std::mutex> lock(shared_->mutex);
@@ -400,7 +436,7 @@ std::optional<WorkerExit> AgentProcesses::reap_if_ended(Worker& w, bool wait) {
   WorkerExit e = status == -1 ? WorkerExit{} : exit_of(status);
   e.worker = w.index;
   e.worker_id = w.id;
-  e.pid = w.pid;
+  e.pid = w.agent_pid;
   e.lived_seconds = now_seconds() - w.started_at;
   drain(w);
   w.pid = 0;

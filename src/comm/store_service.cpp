@@ -245,8 +245,8 @@ RemoteStore::~RemoteStore() {
 }
 
 std::string RemoteStore::exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds) {
-  const int tag = request.size() <= StoreServer::posted_request_bytes ? tag_store_request : tag_store_large_request;
-  MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_, tag, comm_);
+  MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_,
+           StoreServer::request_tag(request.size()), comm_);
   auto deadline = after(timeout_seconds);
   backoff_.reset();
   std::string reply;

@@ -220,6 +220,21 @@ BOOST_AUTO_TEST_CASE(a_worker_that_exits_is_reported_by_id_and_restarted) {
   BOOST_TEST(lines_of(tmp.file("starts.runner-1-w1")).size() >= 3u);
 }
 
+// The guard between the supervisor and the agent ends as the agent did, also by the signals it ignores itself
+// (SIGTERM, SIGUSR1) or takes for the runner's end (SIGHUP); the pid reported is the agent's.
+BOOST_AUTO_TEST_CASE(a_worker_is_reported_by_its_own_pid_and_signal_through_its_guard) {
+  for (int sig : {SIGTERM, SIGHUP, SIGUSR1}) {
+    TempDir tmp;
+    const std::string file = tmp.file("pid");
+    AgentProcesses agents(shell_agent(write_whole("echo $$", file) + "; kill -" + std::to_string(sig) + " $$"));
+    agents.start();
+    auto exits = collect_exits(agents, 1, 10);
+    BOOST_REQUIRE_MESSAGE(exits.size() == 1u, "the worker's end reported");
+    BOOST_TEST(exits[0].signal == sig);
+    BOOST_TEST(exits[0].pid == std::stoi(read_file(file)));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_ended_by_a_signal_is_reported_with_the_signal) {
   AgentProcesses agents(shell_agent("kill -KILL $$"));
   agents.start();
@@ -381,31 +396,47 @@ BOOST_AUTO_TEST_CASE(a_dying_worker_takes_its_grandchildren_with_it) {
   BOOST_TEST(wait_until([&] { return !alive(grandchild); }, 2), "grandchild " << grandchild << " ended");
 }
 
-// The important one: a runner killed by SIGKILL (no destructor, no stop) leaves no agent behind.
-BOOST_AUTO_TEST_CASE(no_worker_survives_a_supervisor_killed_by_sigkill) {
+// The important one: a runner killed by SIGKILL (no destructor, no stop) leaves nothing behind: no guard, no agent,
+// and none of the processes an agent started (its grandchildren, which PDEATHSIG on the agent would not reach).
+BOOST_AUTO_TEST_CASE(nothing_survives_a_supervisor_killed_by_sigkill) {
+  TempDir tmp;
   int report[2];
   BOOST_REQUIRE(::pipe(report) == 0);
   pid_t supervisor = ::fork();
   BOOST_REQUIRE(supervisor >= 0);
-  if (supervisor == 0) {  // the supervisor: starts the workers, reports their pids, waits to be killed
+  if (supervisor == 0) {  // the supervisor: starts the workers, reports their groups, waits to be killed
     ::close(report[0]);
-    AgentProcesses agents(shell_agent("exec sleep 300", 3));  // exec: no grandchild (PDEATHSIG does not reach those)
+    // Each agent writes its own pid and its child's, then becomes `sleep`.
+    const std::string file = tmp.file("pids.$ARCLIGHT_WORKER_ID");
+    AgentProcesses agents(shell_agent("sleep 300 & " + write_whole("echo $$ $!", file) + "; exec sleep 300", 3));
     agents.start();
-    auto pids = agents.pids();
-    ssize_t n = ::write(report[1], pids.data(), pids.size() * sizeof(pid_t));
-    if (n != static_cast<ssize_t>(pids.size() * sizeof(pid_t))) ::_exit(1);
+    auto groups = agents.pids();
+    ssize_t n = ::write(report[1], groups.data(), groups.size() * sizeof(pid_t));
+    if (n != static_cast<ssize_t>(groups.size() * sizeof(pid_t))) ::_exit(1);
     for (;;) ::pause();
   }
   ::close(report[1]);
-  pid_t pids[3] = {};
+  pid_t groups[3] = {};
   pollfd ready{report[0], POLLIN, 0};
   BOOST_REQUIRE_MESSAGE(::poll(&ready, 1, 10000) == 1, "the supervisor reported its workers within 10 s");
-  BOOST_REQUIRE(::read(report[0], pids, sizeof pids) == static_cast<ssize_t>(sizeof pids));
+  BOOST_REQUIRE(::read(report[0], groups, sizeof groups) == static_cast<ssize_t>(sizeof groups));
   ::close(report[0]);
-  for (pid_t pid : pids) BOOST_REQUIRE_MESSAGE(alive(pid), "worker " << pid << " runs");
+  std::vector<pid_t> processes(groups, groups + 3);
+  for (int w = 0; w < 3; ++w) {
+    const std::string file = tmp.file("pids.worker-w" + std::to_string(w));
+    BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "worker " << w << " started its child");
+    std::istringstream pids(read_file(file));
+    pid_t agent = 0, child = 0;
+    BOOST_REQUIRE(pids >> agent >> child);
+    BOOST_TEST(agent != groups[w], "the agent runs under its guard");
+    BOOST_TEST(::getpgid(child) == groups[w], "the agent's child is in the worker's group");
+    processes.push_back(agent);
+    processes.push_back(child);
+  }
+  for (pid_t pid : processes) BOOST_REQUIRE_MESSAGE(alive(pid), "process " << pid << " runs");
   ::kill(supervisor, SIGKILL);
   ::waitpid(supervisor, nullptr, 0);
-  for (pid_t pid : pids) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "worker " << pid << " ended");
+  for (pid_t pid : processes) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "process " << pid << " ended");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -45,9 +45,9 @@ struct AgentProcessOptions {
 struct WorkerExit {
   int worker = 0;         // 0 .. workers-1
   std::string worker_id;  // its ARCLIGHT_WORKER_ID
-  pid_t pid = 0;
-  int exit_code = -1;  // when it exited
-  int signal = 0;      // when a signal ended it
+  pid_t pid = 0;          // the agent's
+  int exit_code = -1;     // when it exited
+  int signal = 0;         // when a signal ended it
   double lived_seconds = 0;
   // "exited with code 3", "killed by signal 9 (Killed)".
   std::string describe() const;
@@ -58,17 +58,16 @@ struct WorkerExit {
 // reaping and restarting; poll() hands the runner what died since the last call.
 //
 // No orphans: stop() (and the destructor) ends every worker's process group, SIGTERM then SIGKILL after the grace;
-// a worker that dies has the rest of its group killed before it restarts; and each worker gets
-// PR_SET_PDEATHSIG(SIGKILL), so it dies with the supervisor even when that is killed with SIGKILL. PDEATHSIG does not
-// reach the worker's own children (grandchildren): they are killed with the group on stop() and on a worker's death,
-// but outlive a SIGKILLed runner unless the agent sets PDEATHSIG on them itself (Slurm's job cgroup still ends them
-// at the job's end). A subreaper would not help there: it dies with the runner. Covering them would take a live
-// guard per worker holding a lifeline pipe to the runner and killing the group at its end; a guard forked without
-// exec would keep, copy-on-write, the pages the runner later changes (its weights), so it would have to exec a small
-// program of its own: not done.
+// a worker that dies has the rest of its group killed before it restarts. Each worker's group is led by a guard, a
+// small program (arclight-agent-guard, built beside the arclight binary) that starts the agent, waits for it and
+// ends as the agent ended; it gets PR_SET_PDEATHSIG, and when the supervisor is gone, even killed with SIGKILL, it
+// kills the whole group: the agent and the processes the agent started (which PDEATHSIG on the agent alone would
+// not reach). A process that leaves the group (setsid) escapes it; Slurm's job cgroup still ends it at the job's end.
+// The guard execs rather than staying a fork of the runner, which would keep, copy-on-write, every page the runner
+// changes later (its weights).
 //
 // MPI: Open MPI ranks may fork to exec. Between fork and exec the child makes async-signal-safe calls only (setpgid,
-// prctl, sigaction, dup2, close_range, execve, _exit); argv, envp and the resolved path are built before fork. The
+// prctl, sigaction, dup2, close_range, execve, _exit); argv, envp and the resolved paths are built before fork. The
 // fork happens on the supervisor thread, which lives until every worker has been reaped: PDEATHSIG fires when the
 // forking *thread* ends, not only the process. Ranks whose transport registers memory (verbs) mark it
 // MADV_DONTFORK; the child never touches it. fork copies the rank's page tables, a few ms per GB mapped, once per
@@ -111,7 +110,7 @@ class AgentProcesses {
   // ignored: false.
   bool kill_worker(const std::string& worker_id);
 
-  // The running workers' pids (0 for one waiting to restart), by worker.
+  // The running workers' process groups (each its guard's pid; 0 for one waiting to restart), by worker.
   std::vector<pid_t> pids() const;
   // Restarts so far, all workers together.
   int restarts() const;
@@ -132,9 +131,10 @@ class AgentProcesses {
   void forward(const Worker& worker, std::string_view line) const;
 
   AgentProcessOptions options_;
-  std::string path_;  // argv[0] resolved on PATH
-  std::vector<std::string> argv_;
-  std::vector<char*> argvp_;
+  std::string path_;                     // argv[0] resolved on PATH
+  std::string guard_path_;               // the guard program (agent_guard.hpp)
+  std::vector<std::string> guard_argv_;  // the guard's: the agent's path and argv after its own name
+  std::vector<char*> guard_argvp_;
   std::vector<Worker> workers_;  // the supervisor thread's, once started
   std::unique_ptr<Shared> shared_;
   std::thread supervisor_;

@@ -30,6 +30,10 @@ class StoreServer {
   // Requests up to this size go to the receives the server posts ahead; larger ones to
   // tag_store_large_request.
   static constexpr std::size_t posted_request_bytes = std::size_t(1) << 20;
+  // The tag a request of this size goes on.
+  static int request_tag(std::size_t request_bytes) {
+    return request_bytes <= posted_request_bytes ? tag_store_request : tag_store_large_request;
+  }
 
   StoreServer(MPI_Comm comm, store::MemoryStore& store);
   // Cancels the posted receives; a request that came too late is not answered.

@@ -1,0 +1,93 @@
+// arclight-agent-guard PATH ARGV0 [ARG...]: started by a runner (AgentProcesses) for each agent worker, with the
+// runner's death signal set (agent_guard.hpp). It runs PATH with ARGV0 ARG... in its own process group, waits for
+// it and ends the way the agent ended, so that the runner reads the agent's end. Should the runner go first, the
+// guard kills its whole group: the agent and every process the agent started in it. A small program of its own:
+// a guard forked from the runner without exec would keep, copy-on-write, every page the runner changes later.
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <initializer_list>
+
+#include "agent_guard.hpp"
+
+namespace guard = arclight::agent::guard;
+
+namespace {
+
+void report(guard::Record kind, int value) {
+  const int record[2] = {kind, value};
+  [[maybe_unused]] ssize_t n = ::write(guard::status_fd, record, sizeof record);
+}
+
+void set_action(int sig, void (*handler)(int)) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  ::sigaction(sig, &action, nullptr);
+}
+
+[[noreturn]] void exec_agent(char** argv, pid_t guard_pid) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with its guard, whatever ends it
+  if (::getppid() != guard_pid) ::_exit(127);
+  // The agent starts with every signal at its default and none blocked, as from a shell.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) set_action(sig, SIG_DFL);
+  ::execve(argv[1], argv + 2, environ);
+  report(guard::agent_exec_failed, errno);
+  ::_exit(127);
+}
+
+// Ends this process as the agent ended: the same exit code, or killed by the same signal (without a core dump of
+// the guard's own).
+[[noreturn]] void end_like(int status) {
+  if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+  const int sig = WTERMSIG(status);
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  set_action(sig, SIG_DFL);
+  sigset_t only;
+  ::sigemptyset(&only);
+  ::sigaddset(&only, sig);
+  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  ::raise(sig);
+  ::_exit(128 + sig);  // a signal whose default does not end a process
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s PATH ARGV0 [ARG...] (started by arclight's runners, not by hand)\n", argv[0]);
+    return 2;
+  }
+  // The runner gone: the whole group goes. Had the signal come before this line, its default ended the guard
+  // before it started anything.
+  set_action(guard::runner_gone_signal, [](int) { ::kill(0, SIGKILL); });
+  // What the runner sends the group at its stop (SIGTERM) is for the agent: the guard stays to report its end.
+  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) set_action(sig, SIG_IGN);
+  ::fcntl(guard::status_fd, F_SETFD, FD_CLOEXEC);  // the agent's exec closes its copy
+  const pid_t guard_pid = ::getpid();
+  const pid_t agent = ::fork();
+  if (agent < 0) {
+    report(guard::guard_failed, errno);
+    return 127;
+  }
+  if (agent == 0) exec_agent(argv, guard_pid);
+  report(guard::agent_started, agent);
+  // The runner learns that the agent runs when the status pipe ends; its output, when the agent's own ends.
+  ::close(guard::status_fd);
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd : {0, 1, 2}) null >= 0 ? ::dup2(null, fd) : ::close(fd);
+  if (null > 2) ::close(null);
+  int status = 0;
+  while (::waitpid(agent, &status, 0) < 0)
+    if (errno != EINTR) return 127;
+  end_like(status);
+}
