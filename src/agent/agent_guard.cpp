@@ -1,8 +1,9 @@
 // arclight-agent-guard PATH ARGV0 [ARG...]: started by a runner (AgentProcesses) for each agent worker, with the
-// runner's death signal set (agent_guard.hpp). It runs PATH with ARGV0 ARG... in its own process group, waits for
-// it and ends the way the agent ended, so that the runner reads the agent's end. Should the runner go first, the
-// guard kills its whole group: the agent and every process the agent started in it. A small program of its own:
-// a guard forked from the runner without exec would keep, copy-on-write, every page the runner changes later.
+// runner's death signal set (agent_guard.hpp). It runs PATH with ARGV0 ARG... as the leader of a process group of
+// its own, which the guard joins; waits for it; kills what the agent left in its group; and ends the way the agent
+// ended, so that the runner reads the agent's end. Should the runner go first, the guard kills the whole group: the
+// agent and every process the agent started in it. A small program of its own: a guard forked from the runner
+// without exec would keep, copy-on-write, every page the runner changes later.
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -20,6 +21,9 @@ namespace guard = arclight::agent::guard;
 
 namespace {
 
+pid_t runner = 0;                            // the process that started the guard
+volatile std::sig_atomic_t agent_group = 0;  // the agent's group while the agent is not reaped (its pid keeps the id)
+
 void report(guard::Record kind, int value) {
   const int record[2] = {kind, value};
   [[maybe_unused]] ssize_t n = ::write(guard::status_fd, record, sizeof record);
@@ -31,7 +35,16 @@ void set_action(int sig, void (*handler)(int)) {
   ::sigaction(sig, &action, nullptr);
 }
 
+// The runner gone: the agent's group and the guard go. A SIGHUP from anyone else (an agent's `kill -HUP 0`) is not
+// the runner's end: the runner's death signal comes from the runner, and the guard has a new parent by then.
+void on_runner_signal(int, siginfo_t* info, void*) {
+  if (info->si_pid != runner && ::getppid() == runner) return;
+  if (agent_group > 0) ::kill(-agent_group, SIGKILL);
+  ::kill(0, SIGKILL);
+}
+
 [[noreturn]] void exec_agent(char** argv, pid_t guard_pid) {
+  ::setpgid(0, 0);                     // leads a group of its own (as the guard's parent also makes it)
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with its guard, whatever ends it
   if (::getppid() != guard_pid) ::_exit(127);
   // The agent starts with every signal at its default and none blocked, as from a shell.
@@ -44,13 +57,14 @@ void set_action(int sig, void (*handler)(int)) {
   ::_exit(127);
 }
 
-// Ends this process as the agent ended: the same exit code, or killed by the same signal (without a core dump of
-// the guard's own).
+// Ends this process as the agent ended: the same exit code, or killed by the same signal (with no core dump or
+// crash report of the guard's own).
 [[noreturn]] void end_like(int status) {
   if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
   const int sig = WTERMSIG(status);
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
+  ::prctl(PR_SET_DUMPABLE, 0);  // a core_pattern that pipes to a handler ignores RLIMIT_CORE
   set_action(sig, SIG_DFL);
   sigset_t only;
   ::sigemptyset(&only);
@@ -67,25 +81,41 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PATH ARGV0 [ARG...] (started by arclight's runners, not by hand)\n", argv[0]);
     return 2;
   }
-  // The runner gone: the whole group goes. Had the signal come before this line, its default ended the guard
-  // before it started anything.
-  set_action(guard::runner_gone_signal, [](int) { ::kill(0, SIGKILL); });
+  runner = ::getppid();
+  // Had the runner's signal come before this, its default ended the guard before it started anything.
+  struct sigaction gone {};
+  gone.sa_sigaction = on_runner_signal;
+  gone.sa_flags = SA_SIGINFO;
+  ::sigaction(guard::runner_gone_signal, &gone, nullptr);
   // What the runner sends the group at its stop (SIGTERM) is for the agent: the guard stays to report its end.
   for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) set_action(sig, SIG_IGN);
   ::fcntl(guard::status_fd, F_SETFD, FD_CLOEXEC);  // the agent's exec closes its copy
   const pid_t guard_pid = ::getpid();
   const pid_t agent = ::fork();
   if (agent < 0) {
-    report(guard::guard_failed, errno);
+    report(guard::agent_fork_failed, errno);
     return 127;
   }
   if (agent == 0) exec_agent(argv, guard_pid);
+  agent_group = agent;
+  // The agent leads its group (its setpgid and setsid do what they did before it had a guard); the guard joins it,
+  // so that the runner's signals to the group reach both, and the guard's `kill(0, ...)` reaches the agent's.
+  ::setpgid(agent, agent);
+  ::setpgid(0, agent);
   report(guard::agent_started, agent);
   // The runner learns that the agent runs when the status pipe ends; its output, when the agent's own ends.
   ::close(guard::status_fd);
   const int null = ::open("/dev/null", O_RDWR);
   for (int fd : {0, 1, 2}) null >= 0 ? ::dup2(null, fd) : ::close(fd);
   if (null > 2) ::close(null);
+  siginfo_t ended{};
+  while (::waitid(P_PID, static_cast<id_t>(agent), &ended, WEXITED | WNOWAIT) != 0)
+    if (errno != EINTR) return 127;
+  // The agent ended and is not reaped yet, so its group's id is not reused: the guard leaves the group and kills
+  // what is left in it.
+  ::setpgid(0, 0);
+  ::kill(-agent, SIGKILL);
+  agent_group = 0;
   int status = 0;
   while (::waitpid(agent, &status, 0) < 0)
     if (errno != EINTR) return 127;

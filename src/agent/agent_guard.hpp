@@ -1,6 +1,6 @@
 #pragma once
-// Between a runner's AgentProcesses and the guard it starts for each agent worker (agent_guard.cpp): the guard leads
-// the worker's process group, starts the agent in it, and kills the whole group when the runner is gone, even a
+// Between a runner's AgentProcesses and the guard it starts for each agent worker (agent_guard.cpp): the guard starts
+// the agent as the leader of a process group, joins it, and kills the whole group when the runner is gone, even a
 // runner killed with SIGKILL, whose agents' own children PDEATHSIG would not reach.
 #include <csignal>
 
@@ -17,9 +17,10 @@ inline constexpr int runner_gone_signal = SIGHUP;
 // runner, which reads them until the pipe ends.
 inline constexpr int status_fd = 3;
 enum Record : int {
-  agent_started = 1,      // the value: the agent's pid
+  agent_started = 1,      // the value: the agent's pid, also its process group's id
   agent_exec_failed = 2,  // the value: execve's errno
-  guard_failed = 3,       // the value: the errno of the guard's own exec or fork
+  guard_failed = 3,       // the value: the errno of the guard's own exec
+  agent_fork_failed = 4,  // the value: fork's errno
 };
 
 }  // namespace arclight::agent::guard

@@ -185,8 +185,8 @@ struct AgentProcesses::Worker {
   std::string prefix;
   std::vector<std::string> env;
   std::vector<char*> envp;
-  pid_t pid = 0;        // its guard's, which is the id of its process group
-  pid_t agent_pid = 0;  // the agent's own
+  pid_t pid = 0;        // its guard's: the supervisor's child
+  pid_t agent_pid = 0;  // the agent's, also the id of the process group of the agent, what it starts, and the guard
   int output_fd = -1;
   std::string pending;  // a line not ended yet
   double started_at = 0;
@@ -274,7 +274,9 @@ bool AgentProcesses::kill_worker(const std::string& worker_id) {
     return false;
   }
   std::lock_guard<std::mutex> lock(shared_->mutex);
-  // The worker stays a zombie until the supervisor reaps it, so its group id is not reused before this signal.
+  // The agent stays a zombie until its guard has killed what is left of its group, so the group's id is not reused
+  // before this signal unless a whole round of pids (32,768 on many machines) went by since the guard reaped it and
+  // the supervisor saw the guard's end.
   if (index >= shared_->pids.size() || shared_->pids[index] <= 0) return false;
   ::killpg(shared_->pids[index], SIGKILL);
   return true;
@@ -354,17 +356,19 @@ std::string AgentProcesses::spawn(Worker& w) {
   }
   ::close(fds[2]);
   if (failure[0] != 0 || agent == 0) {
-    ::killpg(pid, SIGKILL);
+    ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    ::close(fds[0]);
-    if (failure[0] != guard::agent_exec_failed)
-      return "cannot start the agent guard '" + guard_path_ + "': " +
-             (failure[0] == guard::guard_failed ? error_text(failure[1])
-                                                : std::string("it ended before the agent ran"));
-    const int exec_errno = failure[1];
-    bool interpreter_missing = exec_errno == ENOENT && ::access(path_.c_str(), F_OK) == 0;
-    return "cannot run agent command '" + path_ + "': " + error_text(exec_errno) +
-           (interpreter_missing ? " (the interpreter its #! line names?)" : "");
+    w.output_fd = fds[0];
+    drain(w);  // what the guard or the agent said on the way (a loader's error)
+    const int err = failure[1];
+    if (failure[0] == guard::agent_exec_failed) {
+      bool interpreter_missing = err == ENOENT && ::access(path_.c_str(), F_OK) == 0;
+      return "cannot run agent command '" + path_ + "': " + error_text(err) +
+             (interpreter_missing ? " (the interpreter its #! line names?)" : "");
+    }
+    if (failure[0] == guard::agent_fork_failed) return "cannot fork agent worker " + w.id + ": " + error_text(err);
+    return "cannot start the agent guard '" + guard_path_ +
+           "': " + (failure[0] == guard::guard_failed ? error_text(err) : std::string("it ended before the agent ran"));
   }
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
   w.pid = pid;
@@ -372,7 +376,7 @@ std::string AgentProcesses::spawn(Worker& w) {
   w.output_fd = fds[0];
   w.started_at = now_seconds();
   std::lock_guard<std::mutex> lock(shared_->mutex);
-  shared_->pids[w.index] = pid;
+  shared_->pids[w.index] = agent;
   return "";
 }
 
@@ -421,8 +425,9 @@ void AgentProcesses::read_output(int timeout_ms) {
     if (fds[i].revents != 0) read_chunk(*owners[i]);
 }
 
-// A worker that has ended, still a zombie (so that its pid, which is its group's id, cannot be reused yet): the rest of
-// its group is killed, then it is reaped. Returns how it ended, or nothing while it runs.
+// A worker whose guard has ended (as the agent did): the rest of the agent's group is killed (the guard did so before
+// it reaped the agent, unless it was killed alone), then the guard is reaped. Returns how the agent ended, or nothing
+// while it runs.
 std::optional<WorkerExit> AgentProcesses::reap_if_ended(Worker& w, bool wait) {
   siginfo_t info{};
   int flags = WEXITED | WNOWAIT | (wait ? 0 : WNOHANG);
@@ -430,7 +435,7 @@ std::optional<WorkerExit> AgentProcesses::reap_if_ended(Worker& w, bool wait) {
   if (!gone && info.si_pid == 0) return std::nullopt;
   int status = -1;
   if (!gone) {
-    ::killpg(w.pid, SIGKILL);
+    ::killpg(w.agent_pid, SIGKILL);  // the guard did, unless it was killed alone (the OOM killer)
     ::waitpid(w.pid, &status, 0);
   }
   WorkerExit e = status == -1 ? WorkerExit{} : exit_of(status);
@@ -495,7 +500,7 @@ void AgentProcesses::restart(Worker& w) {
 // stop(): SIGTERM to every group, SIGKILL to what is left after the grace; every worker reaped, its output forwarded.
 void AgentProcesses::terminate_all() {
   for (Worker& w : workers_)
-    if (w.pid > 0) ::killpg(w.pid, SIGTERM);
+    if (w.pid > 0) ::killpg(w.agent_pid, SIGTERM);
   double deadline = now_seconds() + options_.stop_grace_seconds;
   auto running = [&] {
     return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.pid > 0; });
@@ -506,7 +511,7 @@ void AgentProcesses::terminate_all() {
       if (w.pid > 0) reap_if_ended(w, false);
   }
   for (Worker& w : workers_)
-    if (w.pid > 0) ::killpg(w.pid, SIGKILL), reap_if_ended(w, true);
+    if (w.pid > 0) ::killpg(w.agent_pid, SIGKILL), reap_if_ended(w, true);
   for (Worker& w : workers_) drain(w);
 }
 

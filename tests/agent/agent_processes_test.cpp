@@ -94,6 +94,18 @@ bool alive(pid_t pid) {
   return after_name != std::string::npos && after_name + 2 < stat.size() && stat[after_name + 2] != 'Z';
 }
 
+// The parent's pid from /proc (0 when the process is gone).
+pid_t parent_of(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::size_t after_name = stat.rfind(')');
+  if (after_name == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(after_name + 2));
+  std::string state;
+  pid_t parent = 0;
+  fields >> state >> parent;
+  return parent;
+}
+
 // A script line that writes `what`'s output to FILE whole (written aside, then renamed), so a test never reads half.
 std::string write_whole(const std::string& what, const std::string& file) {
   return what + " > " + file + ".part && mv " + file + ".part " + file;
@@ -233,6 +245,18 @@ BOOST_AUTO_TEST_CASE(a_worker_is_reported_by_its_own_pid_and_signal_through_its_
     BOOST_TEST(exits[0].signal == sig);
     BOOST_TEST(exits[0].pid == std::stoi(read_file(file)));
   }
+}
+
+// The guard kills the group on its runner's end only: a SIGHUP that the agent sends its own group is the agent's.
+BOOST_AUTO_TEST_CASE(an_agent_that_hangs_up_its_group_is_not_killed_by_its_guard) {
+  LineSink sink;
+  auto o = shell_agent("trap 'echo hung up' HUP; kill -HUP 0; sleep 0.3; echo still here; exec sleep 300");
+  o.log_line = sink.function();
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_TEST(wait_until([&] { return sink.has("[agent 0] still here"); }, 10), "the agent went on");
+  BOOST_TEST(sink.has("[agent 0] hung up"));
+  BOOST_TEST(agents.poll().empty(), "no worker ended");
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_ended_by_a_signal_is_reported_with_the_signal) {
@@ -397,41 +421,43 @@ BOOST_AUTO_TEST_CASE(a_dying_worker_takes_its_grandchildren_with_it) {
 }
 
 // The important one: a runner killed by SIGKILL (no destructor, no stop) leaves nothing behind: no guard, no agent,
-// and none of the processes an agent started (its grandchildren, which PDEATHSIG on the agent would not reach).
+// and none of the processes an agent started (its children, which PDEATHSIG on the agent would not reach).
 BOOST_AUTO_TEST_CASE(nothing_survives_a_supervisor_killed_by_sigkill) {
   TempDir tmp;
   int report[2];
   BOOST_REQUIRE(::pipe(report) == 0);
   pid_t supervisor = ::fork();
   BOOST_REQUIRE(supervisor >= 0);
-  if (supervisor == 0) {  // the supervisor: starts the workers, reports their groups, waits to be killed
+  if (supervisor == 0) {  // the supervisor: starts the workers, reports their pids, waits to be killed
     ::close(report[0]);
     // Each agent writes its own pid and its child's, then becomes `sleep`.
     const std::string file = tmp.file("pids.$ARCLIGHT_WORKER_ID");
     AgentProcesses agents(shell_agent("sleep 300 & " + write_whole("echo $$ $!", file) + "; exec sleep 300", 3));
     agents.start();
-    auto groups = agents.pids();
-    ssize_t n = ::write(report[1], groups.data(), groups.size() * sizeof(pid_t));
-    if (n != static_cast<ssize_t>(groups.size() * sizeof(pid_t))) ::_exit(1);
+    auto pids = agents.pids();
+    ssize_t n = ::write(report[1], pids.data(), pids.size() * sizeof(pid_t));
+    if (n != static_cast<ssize_t>(pids.size() * sizeof(pid_t))) ::_exit(1);
     for (;;) ::pause();
   }
   ::close(report[1]);
-  pid_t groups[3] = {};
+  pid_t pids[3] = {};
   pollfd ready{report[0], POLLIN, 0};
   BOOST_REQUIRE_MESSAGE(::poll(&ready, 1, 10000) == 1, "the supervisor reported its workers within 10 s");
-  BOOST_REQUIRE(::read(report[0], groups, sizeof groups) == static_cast<ssize_t>(sizeof groups));
+  BOOST_REQUIRE(::read(report[0], pids, sizeof pids) == static_cast<ssize_t>(sizeof pids));
   ::close(report[0]);
-  std::vector<pid_t> processes(groups, groups + 3);
+  std::vector<pid_t> processes;
   for (int w = 0; w < 3; ++w) {
     const std::string file = tmp.file("pids.worker-w" + std::to_string(w));
     BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "worker " << w << " started its child");
-    std::istringstream pids(read_file(file));
+    std::istringstream written(read_file(file));
     pid_t agent = 0, child = 0;
-    BOOST_REQUIRE(pids >> agent >> child);
-    BOOST_TEST(agent != groups[w], "the agent runs under its guard");
-    BOOST_TEST(::getpgid(child) == groups[w], "the agent's child is in the worker's group");
-    processes.push_back(agent);
-    processes.push_back(child);
+    BOOST_REQUIRE(written >> agent >> child);
+    BOOST_TEST(agent == pids[w], "pids() names the agent");
+    const pid_t guard = parent_of(agent);
+    BOOST_TEST(parent_of(guard) == supervisor, "the agent runs under a guard the supervisor started");
+    BOOST_TEST(::getpgid(guard) == agent, "the guard is in the agent's group");
+    BOOST_TEST(::getpgid(child) == agent, "so is the agent's child");
+    processes.insert(processes.end(), {guard, agent, child});
   }
   for (pid_t pid : processes) BOOST_REQUIRE_MESSAGE(alive(pid), "process " << pid << " runs");
   ::kill(supervisor, SIGKILL);

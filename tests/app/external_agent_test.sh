@@ -23,8 +23,8 @@ for s in $(seq 1 7); do echo "{\"secret\": $s, \"n\": 7, \"max_turns\": 5}"; don
 external=(--agent.name external --agent.tasks "$work/tasks.jsonl" --agent.command python3
           --agent.command examples/guess_agent.py --agent.command "$marker" --agent.episode_timeout_seconds 20)
 
-# The agents themselves, not the ranks or mpirun, whose command lines hold the marker too.
-agents_left() { pgrep -f "python3[^ ]* [^ ]+\.py $marker$" | xargs; }
+# The agents themselves, not the ranks, mpirun or the agents' guards, whose command lines hold the marker too.
+agents_left() { pgrep -f "^python3[^ ]* [^ ]+\.py $marker$" | xargs; }
 # Waits up to $1 seconds for every agent process to be gone.
 agents_gone_within() {
   local deadline=$((SECONDS + $1))
@@ -85,8 +85,11 @@ deadline=$((SECONDS + 60))
 until [ -n "$(agents_left)" ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
 [ -n "$(agents_left)" ] || fail "kill: the agents never started: $(tail -5 "$work/err")"
 sleep 2
-runner=$(ps -o ppid= -p "$(agents_left | cut -d' ' -f1)" | xargs)  # an agent's parent: the runner rank
-[ "$(ps -o comm= -p "$runner")" = arclight ] || fail "kill: the agents' parent is $(ps -o comm= -p "$runner"), not a rank"
+guard=$(ps -o ppid= -p "$(agents_left | cut -d' ' -f1)" | xargs)  # an agent's parent: its guard
+# comm: the name's first 15 characters
+[ "$(ps -o comm= -p "$guard")" = arclight-agent- ] || fail "kill: an agent's parent is $(ps -o comm= -p "$guard")"
+runner=$(ps -o ppid= -p "$guard" | xargs)  # the guard's parent: the runner rank
+[ "$(ps -o comm= -p "$runner")" = arclight ] || fail "kill: the guard's parent is $(ps -o comm= -p "$runner"), not a rank"
 kill -9 "$runner" 2>/dev/null
 agents_gone_within 5 || fail "kill: agents outlived their runner (SIGKILL): $(agents_left)"
 { kill -9 "$job"; pkill -9 -f "$work/killed"; wait "$job"; } 2>/dev/null

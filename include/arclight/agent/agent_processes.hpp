@@ -58,21 +58,22 @@ struct WorkerExit {
 // reaping and restarting; poll() hands the runner what died since the last call.
 //
 // No orphans: stop() (and the destructor) ends every worker's process group, SIGTERM then SIGKILL after the grace;
-// a worker that dies has the rest of its group killed before it restarts. Each worker's group is led by a guard, a
-// small program (arclight-agent-guard, built beside the arclight binary) that starts the agent, waits for it and
-// ends as the agent ended; it gets PR_SET_PDEATHSIG, and when the supervisor is gone, even killed with SIGKILL, it
-// kills the whole group: the agent and the processes the agent started (which PDEATHSIG on the agent alone would
-// not reach). A process that leaves the group (setsid) escapes it; Slurm's job cgroup still ends it at the job's end.
+// a worker that dies has the rest of its group killed before it restarts. Each agent runs under a guard, a small
+// program (arclight-agent-guard, built beside the arclight binary) that starts the agent as the leader of a process
+// group, joins that group, waits for the agent and ends as the agent ended; it gets PR_SET_PDEATHSIG, and when the
+// supervisor is gone, even killed with SIGKILL, it kills the whole group: the agent and the processes the agent
+// started (which PDEATHSIG on the agent alone would not reach). A process that leaves the group (setsid) escapes
+// it; Slurm's job cgroup still ends it at the job's end.
 // The guard execs rather than staying a fork of the runner, which would keep, copy-on-write, every page the runner
 // changes later (its weights).
 //
 // MPI: Open MPI ranks may fork to exec. Between fork and exec the child makes async-signal-safe calls only (setpgid,
-// prctl, sigaction, dup2, close_range, execve, _exit); argv, envp and the resolved paths are built before fork. The
-// fork happens on the supervisor thread, which lives until every worker has been reaped: PDEATHSIG fires when the
-// forking *thread* ends, not only the process. Ranks whose transport registers memory (verbs) mark it
-// MADV_DONTFORK; the child never touches it. fork copies the rank's page tables, a few ms per GB mapped, once per
-// start. The runner must not set SIGCHLD to SIG_IGN (its children would be reaped unseen; such a worker counts as
-// ended).
+// prctl, getppid, sigprocmask, sigaction, dup2, fcntl, close_range, execve, write, _exit); argv, envp and the resolved
+// paths are built before fork. The fork happens on the supervisor thread, which lives until every worker has been
+// reaped: PDEATHSIG fires when the forking *thread* ends, not only the process. Ranks whose transport registers memory
+// (verbs) mark it MADV_DONTFORK; the child never touches it. fork copies the rank's page tables, a few ms per GB
+// mapped, once per start. The runner must not set SIGCHLD to SIG_IGN (its children would be reaped unseen; such a
+// worker counts as ended).
 //
 //   AgentProcessOptions o;
 //   o.argv = {"python3", "my_agent.py"};
