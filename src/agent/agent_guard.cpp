@@ -87,9 +87,17 @@ int main(int argc, char** argv) {
   gone.sa_sigaction = on_runner_signal;
   gone.sa_flags = SA_SIGINFO;
   ::sigaction(guard::runner_gone_signal, &gone, nullptr);
-  // What the runner sends the group at its stop (SIGTERM) is for the agent: the guard stays to report its end.
-  for (int sig : {SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) set_action(sig, SIG_IGN);
+  // Whatever else reaches the group (the runner's SIGTERM at its stop, the agent's `kill -ALRM 0`, a SIGTSTP) is
+  // for the agent: the guard stays, running, to report its end. A fault of the guard's own still ends it.
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != guard::runner_gone_signal && sig != SIGCHLD && sig != SIGKILL && sig != SIGSTOP)
+      set_action(sig, SIG_IGN);
   ::fcntl(guard::status_fd, F_SETFD, FD_CLOEXEC);  // the agent's exec closes its copy
+  // The runner's end waits until the guard knows the agent's group.
+  sigset_t runner_signal;
+  ::sigemptyset(&runner_signal);
+  ::sigaddset(&runner_signal, guard::runner_gone_signal);
+  ::sigprocmask(SIG_BLOCK, &runner_signal, nullptr);
   const pid_t guard_pid = ::getpid();
   const pid_t agent = ::fork();
   if (agent < 0) {
@@ -102,6 +110,7 @@ int main(int argc, char** argv) {
   // so that the runner's signals to the group reach both, and the guard's `kill(0, ...)` reaches the agent's.
   ::setpgid(agent, agent);
   ::setpgid(0, agent);
+  ::sigprocmask(SIG_UNBLOCK, &runner_signal, nullptr);
   report(guard::agent_started, agent);
   // The runner learns that the agent runs when the status pipe ends; its output, when the agent's own ends.
   ::close(guard::status_fd);

@@ -69,16 +69,19 @@ std::string resolve_command(const std::string& name, const std::vector<std::stri
   throw UsageError("agent command '" + name + "' not found on PATH (" + path + ")");
 }
 
-// The guard program: beside the running executable (build/arclight), else where the build put it (tests' programs).
-std::string find_guard() {
+}  // namespace
+
+std::string find_agent_guard() {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   const std::string beside = (self.parent_path() / guard::executable).string();
   if (!error && is_executable_file(beside)) return beside;
   if (is_executable_file(ARCLIGHT_AGENT_GUARD_BUILT)) return ARCLIGHT_AGENT_GUARD_BUILT;
   throw UsageError(log::concat("the agent guard ", guard::executable, " is neither beside ", self.string(), " nor at ",
-                               ARCLIGHT_AGENT_GUARD_BUILT, ": build it with the arclight binary"));
+                               ARCLIGHT_AGENT_GUARD_BUILT, ": keep it beside arclight (the build makes both)"));
 }
+
+namespace {
 
 // The inherited environment with the options' entries (and the worker id) replacing variables of the same names.
 std::vector<std::string> worker_environment(const std::vector<std::string>& extra) {
@@ -222,7 +225,7 @@ void AgentProcesses::start() {
   if (options_.argv.empty() || options_.argv.front().empty()) throw UsageError("agent command is empty");
   if (options_.workers < 1) throw UsageError("agent workers must be at least 1");
   path_ = resolve_command(options_.argv.front(), options_.environment);
-  guard_path_ = find_guard();
+  guard_path_ = find_agent_guard();
   guard_argv_ = {guard_path_, path_};
   guard_argv_.insert(guard_argv_.end(), options_.argv.begin(), options_.argv.end());
   guard_argvp_ = c_strings(guard_argv_);
@@ -274,9 +277,9 @@ bool AgentProcesses::kill_worker(const std::string& worker_id) {
     return false;
   }
   std::lock_guard<std::mutex> lock(shared_->mutex);
-  // The agent stays a zombie until its guard has killed what is left of its group, so the group's id is not reused
-  // before this signal unless a whole round of pids (32,768 on many machines) went by since the guard reaped it and
-  // the supervisor saw the guard's end.
+  // The agent stays a zombie until its guard has killed what is left of its group. Its group's id could be another's
+  // by this signal only if a whole round of pids (32,768 on many machines) went by between the guard reaping it and
+  // the supervisor seeing the guard's end (here and in the other signals to a worker's group).
   if (index >= shared_->pids.size() || shared_->pids[index] <= 0) return false;
   ::killpg(shared_->pids[index], SIGKILL);
   return true;
@@ -358,6 +361,7 @@ std::string AgentProcesses::spawn(Worker& w) {
   if (failure[0] != 0 || agent == 0) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
+    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
     w.output_fd = fds[0];
     drain(w);  // what the guard or the agent said on the way (a loader's error)
     const int err = failure[1];
@@ -511,7 +515,7 @@ void AgentProcesses::terminate_all() {
       if (w.pid > 0) reap_if_ended(w, false);
   }
   for (Worker& w : workers_)
-    if (w.pid > 0) ::killpg(w.agent_pid, SIGKILL), reap_if_ended(w, true);
+    if (w.pid > 0) ::killpg(w.agent_pid, SIGKILL), ::kill(w.pid, SIGKILL), reap_if_ended(w, true);
   for (Worker& w : workers_) drain(w);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "arclight/agent/agent.hpp"
+#include "arclight/agent/agent_processes.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/text/tokenizer.hpp"
@@ -57,6 +58,7 @@ class ExternalAgent : public Agent {
     if (c.command.empty()) throw UsageError("agent.name = \"" + c.name + "\" needs agent.command (the agent's argv)");
     if (!runnable(c.command.front()))
       throw UsageError("agent.command: '" + c.command.front() + "' is not an executable file or a command on PATH");
+    find_agent_guard();  // each agent runs under it
   }
 
   std::string name() const override { return name_; }

@@ -232,8 +232,8 @@ BOOST_AUTO_TEST_CASE(a_worker_that_exits_is_reported_by_id_and_restarted) {
   BOOST_TEST(lines_of(tmp.file("starts.runner-1-w1")).size() >= 3u);
 }
 
-// The guard between the supervisor and the agent ends as the agent did, also by the signals it ignores itself
-// (SIGTERM, SIGUSR1) or takes for the runner's end (SIGHUP); the pid reported is the agent's.
+// The guard between the supervisor and the agent ends as the agent did, also by a signal the guard ignores itself
+// (SIGTERM, SIGUSR1) or handles (SIGHUP, the runner's end); the pid reported is the agent's.
 BOOST_AUTO_TEST_CASE(a_worker_is_reported_by_its_own_pid_and_signal_through_its_guard) {
   for (int sig : {SIGTERM, SIGHUP, SIGUSR1}) {
     TempDir tmp;
@@ -257,6 +257,16 @@ BOOST_AUTO_TEST_CASE(an_agent_that_hangs_up_its_group_is_not_killed_by_its_guard
   BOOST_TEST(wait_until([&] { return sink.has("[agent 0] still here"); }, 10), "the agent went on");
   BOOST_TEST(sink.has("[agent 0] hung up"));
   BOOST_TEST(agents.poll().empty(), "no worker ended");
+}
+
+// Signals the agent sends its own group (the guard is in it) are the agent's: the guard neither dies nor stops.
+BOOST_AUTO_TEST_CASE(signals_an_agent_sends_its_group_leave_its_guard_alone) {
+  AgentProcesses agents(
+      shell_agent("trap 'echo alarm' ALRM; trap '' TSTP; kill -ALRM 0; kill -TSTP 0; sleep 0.2; exit 7"));
+  agents.start();
+  auto exits = collect_exits(agents, 1, 10);
+  BOOST_REQUIRE_MESSAGE(exits.size() == 1u, "the worker's end reported");
+  BOOST_TEST(exits[0].describe() == "exited with code 7");
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_ended_by_a_signal_is_reported_with_the_signal) {

@@ -41,6 +41,10 @@ struct AgentProcessOptions {
   std::function<void(std::string_view line)> log_line;
 };
 
+// The guard program each agent runs under (see AgentProcesses): beside the running executable, else where the build
+// put it (the tests' programs). Throws UsageError naming both places when neither has it.
+std::string find_agent_guard();
+
 // A worker that ended (or could not be started), as poll() reports it.
 struct WorkerExit {
   int worker = 0;         // 0 .. workers-1
@@ -111,7 +115,8 @@ class AgentProcesses {
   // ignored: false.
   bool kill_worker(const std::string& worker_id);
 
-  // The running workers' process groups (each its guard's pid; 0 for one waiting to restart), by worker.
+  // The running workers' agents' pids, each also the id of the worker's process group (0 for one waiting to restart),
+  // by worker.
   std::vector<pid_t> pids() const;
   // Restarts so far, all workers together.
   int restarts() const;
