@@ -155,6 +155,25 @@ std::vector<Sample> transition_samples(const Trajectory& t, const std::vector<do
   return out;
 }
 
+std::vector<Sample> episode_samples(const Trajectory& t, const std::vector<double>& call_advantages, bool one_sequence,
+                                    std::string* not_one_sequence) {
+  std::vector<Sample> samples;
+  if (one_sequence) {
+    try {
+      samples.push_back(trajectory_sample(t, call_advantages));
+    } catch (const DecodeError& e) {
+      if (not_one_sequence) *not_one_sequence = e.what();
+    }
+  }
+  if (samples.empty()) samples = transition_samples(t, call_advantages);
+  // An action token is predicted by the one before it: position 0 never is.
+  const auto nothing_to_train = [](const Sample& s) {
+    return s.action_mask.size() < 2 || std::count(s.action_mask.begin() + 1, s.action_mask.end(), 1) == 0;
+  };
+  samples.erase(std::remove_if(samples.begin(), samples.end(), nothing_to_train), samples.end());
+  return samples;
+}
+
 double action_tokens(const std::vector<Sample>& samples) {
   double n = 0;
   for (const Sample& s : samples)

@@ -14,24 +14,32 @@ std::vector<double> returns_to_go(const std::vector<double>& rewards, double gam
 
 std::vector<double> normalize_within(const std::vector<double>& values, const std::vector<std::int64_t>& keys,
                                      double eps) {
+  // Two passes (the mean, then the spread about it): E[x^2] - mean^2 loses the spread of large rewards. A value that
+  // is not finite counts for nothing and gets 0, so that one bad reward does not take its group's signal with it.
   struct Moments {
-    double sum = 0, sum_sq = 0;
+    double sum = 0, squares = 0;
     int n = 0;
   };
   std::map<std::int64_t, Moments> groups;
   for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) continue;
     Moments& m = groups[keys[i]];
     m.sum += values[i];
-    m.sum_sq += values[i] * values[i];
     ++m.n;
   }
-  std::vector<double> out(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) continue;
+    Moments& m = groups[keys[i]];
+    const double d = values[i] - m.sum / m.n;
+    m.squares += d * d;
+  }
+  std::vector<double> out(values.size(), 0.0);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) continue;
     const Moments& m = groups[keys[i]];
     const double mean = m.sum / m.n;
-    const double var = std::max(0.0, m.sum_sq / m.n - mean * mean);
-    const double std = std::sqrt(var);
-    out[i] = std < 1e-12 ? 0.0 : (values[i] - mean) / (std + eps);
+    const double std = std::sqrt(m.squares / m.n);
+    out[i] = std < 1e-12 * std::max(1.0, std::abs(mean)) ? 0.0 : (values[i] - mean) / (std + eps);
   }
   return out;
 }

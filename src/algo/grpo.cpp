@@ -33,9 +33,12 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
     kl = ((torch::exp(delta) - delta - 1.0) * mask).sum() / count;
     loss = loss + config.kl_coef * kl;
   }
-  if (config.entropy_coef != 0.0 || terms) {
+  if (config.entropy_coef != 0.0) {
     entropy = (-(logp_all.exp() * logp_all).sum(-1) * mask).sum() / count;
-    if (config.entropy_coef != 0.0) loss = loss - config.entropy_coef * entropy;
+    loss = loss - config.entropy_coef * entropy;
+  } else if (terms) {  // a figure only: no graph of a [batch, tokens, vocabulary] tensor kept for backward
+    torch::NoGradGuard no_grad;
+    entropy = (-(logp_all.exp() * logp_all).sum(-1) * mask).sum() / count;
   }
   if (terms) {
     torch::NoGradGuard no_grad;

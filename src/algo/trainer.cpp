@@ -3,10 +3,12 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "arclight/algo/grpo.hpp"
 #include "arclight/core/error.hpp"
+#include "arclight/core/log.hpp"
 
 namespace arclight::algo {
 
@@ -114,6 +116,8 @@ struct Trainer::Impl {
   std::unique_ptr<model::Policy> reference;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // held, so that their hooks stay
   GradientReducer* armed = nullptr;                                  // set during the last micro-batch's backward
+  // Two tokens, no action: what a trainer with no share of a batch runs backward on.
+  const std::vector<Sample> placeholder{Sample{{0, 0}, {0, 0}, {0.f, 0.f}, {0.f, 0.f}, 0}};
 };
 
 Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
@@ -135,13 +139,19 @@ TrainStats Trainer::step(const std::vector<Sample>& shard, double total_action_t
 TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_action_tokens) {
   Impl& m = *impl_;
   TrainStats stats;
+  // Nothing to train on in the whole batch (every rollout failed or was stale): no step, which AdamW's momentum would
+  // make all the same. Every trainer is given the same total, so all of them skip it.
+  if (total_action_tokens <= 0) return stats;
+  // A trainer with no share trains on a placeholder at weight zero: its backward fires the gradient hooks the others'
+  // do, so its all-reduces (non-blocking during backward, blocking after) match theirs.
+  const std::vector<Sample>& batch = shard.empty() ? m.placeholder : shard;
   m.policy.zero_gradients();
-  const double total = std::max(1.0, total_action_tokens);
+  const double total = total_action_tokens;
   const std::size_t micro = static_cast<std::size_t>(m.config.micro_batch);
-  for (std::size_t begin = 0; begin < shard.size(); begin += micro) {
-    const std::size_t end = std::min(shard.size(), begin + micro);
+  for (std::size_t begin = 0; begin < batch.size(); begin += micro) {
+    const std::size_t end = std::min(batch.size(), begin + micro);
     torch::Tensor tokens, mask, logprobs, advantages;
-    m.tensors(shard, begin, end, tokens, mask, logprobs, advantages);
+    m.tensors(batch, begin, end, tokens, mask, logprobs, advantages);
     torch::Tensor reference_logits;
     if (m.reference) {
       torch::NoGradGuard no_grad;
@@ -152,7 +162,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
         grpo_loss(m.policy.logits(tokens), tokens, mask, logprobs, advantages, reference_logits, m.loss_config, &terms);
     // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
     const double weight = terms.action_tokens / total;
-    const bool last = end == shard.size();
+    const bool last = end == batch.size();
     if (last && m.reducer) {
       m.reducer->begin(m.policy.gradient_buffers());
       m.armed = m.reducer;
@@ -166,12 +176,14 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     stats.clip_fraction += terms.clip_fraction * weight;
     stats.action_tokens += terms.action_tokens;
   }
-  if (m.reducer) {
-    if (shard.empty()) m.reducer->begin(m.policy.gradient_buffers());  // nothing to train on here: zeros join the sum
-    m.reducer->finish();
-  }
+  if (m.reducer) m.reducer->finish();
   stats.grad_norm = torch::nn::utils::clip_grad_norm_(select(m.policy.parameters(), m.trainable),
                                                       m.config.grad_clip > 0 ? m.config.grad_clip : 1e30);
+  // The same summed gradient on every trainer: all of them skip a step that would spoil every weight.
+  if (!std::isfinite(stats.grad_norm)) {
+    log::warn("the gradient's norm is ", stats.grad_norm, ": this step is skipped");
+    return stats;
+  }
   m.optimizer.step();
   return stats;
 }

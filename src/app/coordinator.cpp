@@ -316,7 +316,8 @@ std::vector<store::Span> Coordinator::spans_of(store::RolloutId id) {
 std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig,
                                                      double& staleness, std::vector<store::RolloutId>& trained_on) {
   std::map<std::string, std::vector<algo::Trajectory>> groups;
-  int stale = 0;
+  int stale = 0, unusable = 0;
+  std::string why_unusable;
   std::vector<double> lags;
   for (const store::Rollout& r : store_.query_rollouts(store::RolloutFilter{0, ids, std::nullopt}, {}).items) {
     fig.retries += static_cast<int>(r.attempt_count) - 1;
@@ -324,7 +325,16 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
       ++fig.failed;
       continue;
     }
-    algo::Trajectory t = algo::read_trajectory(spans_of(r.id));
+    // What an outside agent traced may not make an episode (a reward for a call it never made, no call traced at
+    // all): that rollout is left out, not the job ended.
+    algo::Trajectory t;
+    try {
+      t = algo::read_trajectory(spans_of(r.id));
+      if (t.calls.empty()) throw DecodeError("no policy call was traced (a request outside /rollout/.../attempt/?)");
+    } catch (const DecodeError& e) {
+      if (unusable++ == 0) why_unusable = log::concat("rollout ", r.id, ": ", e.what());
+      continue;
+    }
     add_figures(t, fig);
     const double lag = double(version_) - double(t.oldest_version());
     lags.push_back(lag);
@@ -337,6 +347,7 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
   }
   staleness = lags.empty() ? 0 : *std::max_element(lags.begin(), lags.end());
   if (stale) log::debug(stale, " rollouts past max_staleness were not trained on");
+  if (unusable) log::warn(unusable, " succeeded rollouts made no episode and were not trained on (", why_unusable, ")");
   return samples_of_groups(groups);
 }
 
@@ -346,6 +357,8 @@ std::vector<algo::Sample> Coordinator::samples_of_groups(
     std::map<std::string, std::vector<algo::Trajectory>>& groups) const {
   std::vector<algo::Sample> samples;
   const bool per_step = config_.grpo.advantage == Advantage::per_step;
+  int by_call = 0;
+  std::string why_by_call;
   for (auto& [group, trajectories] : groups) {
     std::vector<std::vector<double>> rewards;
     for (const auto& t : trajectories) rewards.push_back(t.rewards);
@@ -353,13 +366,16 @@ std::vector<algo::Sample> Coordinator::samples_of_groups(
     for (std::size_t i = 0; i < trajectories.size(); ++i) {
       std::vector<double> per_call = advantages[i];
       per_call.resize(trajectories[i].calls.size(), per_call.empty() ? 0.0 : per_call.back());
-      if (config_.grpo.samples == SampleUnit::transition) {
-        for (algo::Sample& s : algo::transition_samples(trajectories[i], per_call)) samples.push_back(std::move(s));
-      } else {
-        samples.push_back(algo::trajectory_sample(trajectories[i], per_call));
-      }
+      std::string not_one_sequence;
+      for (algo::Sample& s : algo::episode_samples(trajectories[i], per_call,
+                                                   config_.grpo.samples == SampleUnit::trajectory, &not_one_sequence))
+        samples.push_back(std::move(s));
+      if (!not_one_sequence.empty() && by_call++ == 0) why_by_call = not_one_sequence;
     }
   }
+  if (by_call)
+    log::warn(by_call, " episodes were not one token sequence and trained call by call (", why_by_call,
+              "); grpo.samples = \"transition\" does so for all");
   return samples;
 }
 

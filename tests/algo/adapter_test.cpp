@@ -62,6 +62,28 @@ BOOST_AUTO_TEST_CASE(transitions_give_one_sample_per_call) {
   BOOST_TEST(samples[1].policy_version == 5u);
 }
 
+BOOST_AUTO_TEST_CASE(an_episode_that_is_not_one_sequence_trains_call_by_call) {
+  // The second prompt does not extend the first call's tokens (its text tokenized again: 16 became 15, 1): the whole
+  // episode was refused, which ended the job; now its calls train one by one. A call with no response gives nothing.
+  Trajectory t =
+      read_trajectory({llm({0}, {16}, {-1.5f}, 4), llm({0, 15, 1, 32}, {8}, {-0.5f}, 5), llm({0, 7}, {}, {}, 5)});
+  std::string why;
+  auto samples = episode_samples(t, {1.0, 2.0, 3.0}, true, &why);
+  BOOST_TEST(why == "policy call 0 is not a prefix of the episode's last prompt");
+  BOOST_REQUIRE(samples.size() == 2u);
+  BOOST_TEST(samples[0].tokens == (std::vector<std::int32_t>{0, 16}));
+  BOOST_TEST(samples[1].tokens == (std::vector<std::int32_t>{0, 15, 1, 32, 8}));
+  BOOST_TEST(samples[1].advantages[4] == 2.0f);
+  // One sequence where it is one; as transitions when asked.
+  Trajectory whole = read_trajectory({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8}, {-0.5f}, 5)});
+  why.clear();
+  BOOST_TEST(episode_samples(whole, {1.0, 2.0}, true, &why).size() == 1u);
+  BOOST_TEST(why.empty());
+  BOOST_TEST(episode_samples(whole, {1.0, 2.0}, false).size() == 2u);
+  // An episode of one call that produced nothing trains on nothing.
+  BOOST_TEST(episode_samples(read_trajectory({llm({0, 3}, {}, {}, 1)}), {1.0}, true).empty());
+}
+
 store::Span agl_reward(const char* key, double value) {
   store::Span s;
   s.name = span_names::agl_annotation;

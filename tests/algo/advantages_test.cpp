@@ -49,4 +49,20 @@ BOOST_AUTO_TEST_CASE(equal_rewards_give_no_signal) {
   BOOST_TEST(single[0][0] == 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(large_rewards_keep_their_spread) {
+  // E[x^2] - mean^2 loses a spread of 1 at 1e8 (its advantages were all 0).
+  auto a = group_advantages({{1e8}, {1e8 + 1}}, false, 1.0);
+  BOOST_TEST(a[0][0] == -1.0, tt::tolerance(1e-5));
+  BOOST_TEST(a[1][0] == 1.0, tt::tolerance(1e-5));
+}
+
+BOOST_AUTO_TEST_CASE(a_reward_that_is_not_finite_counts_for_nothing) {
+  // One NaN made its group's mean NaN, and every advantage 0; now the others keep theirs, and it gets 0.
+  auto a = group_advantages({{1}, {std::nan("")}, {3}, {INFINITY}}, false, 1.0);
+  BOOST_TEST(a[0][0] == -1.0, tt::tolerance(1e-5));
+  BOOST_TEST(a[2][0] == 1.0, tt::tolerance(1e-5));
+  BOOST_TEST(a[1][0] == 0.0);
+  BOOST_TEST(a[3][0] == 0.0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -48,4 +48,35 @@ BOOST_AUTO_TEST_CASE(k_trainers_on_a_split_batch_end_like_one_on_the_whole) {
   BOOST_TEST(everywhere < gc.lr / 100);
 }
 
+// Fewer samples than trainers: a trainer with none joins the others' all-reduces (which hung: its all-reduces were
+// all blocking, theirs non-blocking during backward) and takes their step. A batch with no sample at all takes none
+// (AdamW's momentum alone would move the weights).
+BOOST_AUTO_TEST_CASE(a_trainer_without_a_share_takes_the_step_and_an_empty_batch_takes_none) {
+  const ModelConfig mc = trainer_test_model();
+  GrpoConfig gc;
+  gc.lr = 3e-3;
+  const int vocab = 11;
+  model::Policy split(mc, vocab, 5), whole(mc, vocab, 5);
+  comm::ReducerConfig rc;
+  rc.first_bucket_bytes = 4 << 10;
+  rc.bucket_bytes = 16 << 10;
+  comm::MpiReducer reducer(MPI_COMM_WORLD, rc);
+  algo::Trainer split_trainer(split, gc, &reducer), whole_trainer(whole, gc, nullptr);
+  double worst = 0;
+  for (int count : {1, 0, 1}) {
+    const auto batch = make_batch(count, vocab, 7 + count);
+    const std::vector<algo::Sample> shard = rank_ == 0 ? batch : std::vector<algo::Sample>{};
+    const auto before = whole.flat_parameters();
+    split_trainer.step(shard, algo::action_tokens(batch));
+    whole_trainer.step(batch, algo::action_tokens(batch));
+    const auto a = split.flat_parameters(), b = whole.flat_parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    if (count == 0) BOOST_TEST((b == before), "an empty batch leaves the weights as they were");
+    if (count == 1) BOOST_TEST((b != before), "one sample moves them");
+  }
+  double everywhere = 0;
+  MPI_Allreduce(&worst, &everywhere, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  BOOST_TEST(everywhere < gc.lr / 100);
+}
+
 int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }

@@ -64,6 +64,8 @@ grep -q "UNEXPECTED" "$work/err" && fail "faults: the endpoint mishandled garbag
 grep -q "agent 0.*exited with code 3\|runner-2-w0.*exited with code 3" "$work/err" ||
   fail "faults: no crash of worker 0 was reported: $(grep -i agent "$work/err" | head -5)"
 grep -q "longer than 5 s; restarting it" "$work/err" || fail "faults: the hung worker was not restarted"
+grep -q "succeeded rollouts made no episode and were not trained on (rollout [0-9]*: no policy call was traced" \
+  "$work/err" || fail "faults: the episode without a policy call was not left out"
 agents_gone_within 5 || fail "faults: agents left after the job: $(agents_left)"
 [ $failures = "$before" ] && passed=$((passed + 1))
 

@@ -3,7 +3,8 @@
 examples/guess_agent.py does, and each worker (by the index at the end of ARCLIGHT_WORKER_ID) adds one fault:
   w0  crashes (os._exit) in the middle of its 4th episode, after sending the endpoint garbage it must refuse (4xx),
       in its first two lives (a worker that always crashes trips the runner's restart limit, which ends the job)
-  w1  hangs (sleeps for ever) in the middle of its 6th episode, in its first life
+  w1  ends its 2nd episode of every life as succeeded with a reward but no policy call (it makes no sample: the
+      coordinator leaves it out), and hangs (sleeps for ever) in the middle of its 6th episode, in its first life
   w2  never asks for work
 Lives are counted in files under $FAULT_AGENT_STATE.
 Every refusal that is not a 4xx JSON error is reported on stderr as "UNEXPECTED", which the test looks for."""
@@ -16,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 import guess_agent  # noqa: E402
-from agent_client import API_KEY, BASE_URL, llm_path, run_episodes  # noqa: E402
+from agent_client import API_KEY, BASE_URL, llm_path, reward_span, run_episodes  # noqa: E402
 
 WORKER_INDEX = int(os.environ["ARCLIGHT_WORKER_ID"].rsplit("w", 1)[1])
 episodes_played = 0
@@ -64,6 +65,9 @@ def play(llm, store, rollout):
         send_garbage(rollout)
         llm.post(llm_path(rollout, "completions"), {"prompt": [0], "max_tokens": 1})  # a call in flight, then:
         os._exit(3)
+    if WORKER_INDEX == 1 and episode == 2:
+        store.post("/v1/agl/spans", reward_span(rollout["rollout_id"], rollout["attempt"]["attempt_id"], 1.0))
+        return
     if WORKER_INDEX == 1 and episode == 6 and LIFE == 1:
         time.sleep(10_000)
     guess_agent.play(llm, store, rollout)

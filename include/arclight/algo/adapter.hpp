@@ -48,6 +48,12 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans);
 Sample trajectory_sample(const Trajectory& trajectory, const std::vector<double>& call_advantages);
 // One sample per policy call (transition level).
 std::vector<Sample> transition_samples(const Trajectory& trajectory, const std::vector<double>& call_advantages);
+// What a step trains on of one episode: its trajectory sample when `one_sequence`, else its transition samples; an
+// episode that is not one sequence (a chat whose later prompts were made again from text: tokenized another way, or
+// by a template that drops earlier reasoning) gives its transition samples too, and the reason in `not_one_sequence`.
+// A call that produced nothing gives no sample.
+std::vector<Sample> episode_samples(const Trajectory& trajectory, const std::vector<double>& call_advantages,
+                                    bool one_sequence, std::string* not_one_sequence = nullptr);
 
 // Action tokens in samples: what the loss averages over (position 0 is never predicted).
 double action_tokens(const std::vector<Sample>& samples);

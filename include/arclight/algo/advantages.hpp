@@ -9,7 +9,8 @@ namespace arclight::algo {
 std::vector<double> returns_to_go(const std::vector<double>& rewards, double gamma);
 
 // (x - mean) / (std + eps) within each group of values sharing a key; the
-// population standard deviation. A group of one, or of equal values, gives zeros.
+// population standard deviation. A group of one, or of equal values, gives zeros; a
+// value that is not finite gives 0 and is left out of its group's mean and spread.
 std::vector<double> normalize_within(const std::vector<double>& values, const std::vector<std::int64_t>& keys,
                                      double eps = 1e-6);
 

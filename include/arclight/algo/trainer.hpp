@@ -33,7 +33,8 @@ class Trainer {
   Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer);
   ~Trainer();
   // grpo.ppo_epochs optimizer steps on one batch (figures from the first). total_action_tokens counts the action tokens
-  // of every trainer's shard, so that K trainers on a split batch take the step one trainer would on all of it.
+  // of every trainer's shard, so that K trainers on a split batch take the step one trainer would on all of it; with
+  // none anywhere, or a gradient that is not finite, no step is taken. A trainer's shard may be empty.
   TrainStats step(const std::vector<Sample>& shard, double total_action_tokens);
 
   // For checkpoints: the optimizer's state out, and back in (after the policy's weights).
