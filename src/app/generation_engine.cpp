@@ -5,6 +5,7 @@
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "arclight/serve/http_server.hpp"
 
 namespace arclight::app {
 
@@ -29,6 +30,8 @@ std::shared_ptr<serve::GenerationStream> GenerationEngine::submit(serve::Generat
   auto stream = std::make_shared<serve::GenerationStream>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Nothing would serve it (its reader would wait for ever, and the HTTP server's stop for that reader).
+    if (closed_) throw serve::HttpError(503, "the runner is stopping: " + *closed_, "server_error");
     waiting_.emplace_back(std::move(request), stream);
   }
   arrived_.notify_one();
@@ -92,6 +95,7 @@ void GenerationEngine::close(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     waiting.swap(waiting_);
+    closed_ = why;
   }
   for (auto& entry : waiting) entry.second->finish(serve::Finish::error, why);
   for (auto& [sequence, stream] : live_) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "arclight/model/decode_batch.hpp"
@@ -21,7 +22,7 @@ class GenerationEngine : public serve::Generator {
   // Starts drained: nothing is answered before the first resume() names the weights' version.
   GenerationEngine(model::Policy& policy, int rows);
 
-  // Any thread. Throws UsageError for a request the model cannot answer.
+  // Any thread. Throws UsageError for a request the model cannot answer, serve::HttpError 503 once closed.
   std::shared_ptr<serve::GenerationStream> submit(serve::GenerationRequest request) override;
 
   // The owning thread only. One decode step for every live sequence, after admitting waiting requests (unless
@@ -30,7 +31,8 @@ class GenerationEngine : public serve::Generator {
   void drain() { draining_ = true; }
   bool drained() const { return draining_ && batch_.idle(); }
   void resume(std::uint64_t policy_version);
-  // Ends every waiting and live request with an error (the job ends); their readers stop waiting.
+  // Ends every waiting and live request with an error (the job ends); their readers stop waiting, and later requests
+  // are refused.
   void close(const std::string& why);
   // Waits up to `seconds` for a request to arrive (the owner's idle sleep).
   void wait_for_work(double seconds);
@@ -44,7 +46,8 @@ class GenerationEngine : public serve::Generator {
   model::Policy& policy_;
   model::DecodeBatch batch_;
   const int rows_, vocab_, max_seq_;
-  std::mutex mutex_;  // guards waiting_
+  std::mutex mutex_;                   // guards waiting_ and closed_
+  std::optional<std::string> closed_;  // why, once closed: later requests are refused (503)
   std::condition_variable arrived_;
   std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> waiting_;
   std::map<std::uint64_t, std::shared_ptr<serve::GenerationStream>> live_;  // by DecodeBatch sequence

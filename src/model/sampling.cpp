@@ -20,7 +20,8 @@ torch::Tensor draw_from(const torch::Tensor& logp, at::Generator& generator) {
 }  // namespace
 
 Draw draw_next(torch::Tensor logits, const Sampling& s, at::Generator& generator) {
-  if (s.temperature <= 0) return {logits.argmax(-1, true), torch::log_softmax(logits, -1)};
+  // Below 1e-5 (vLLM's bound too) greedy: logits divided by 1e-40 overflow to infinities, whose softmax is NaN.
+  if (s.temperature < 1e-5) return {logits.argmax(-1, true), torch::log_softmax(logits, -1)};
   logits = logits / s.temperature;
   const float minus_infinity = -std::numeric_limits<float>::infinity();
   if (s.top_k > 0 && s.top_k < logits.size(-1)) {

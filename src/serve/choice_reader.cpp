@@ -74,7 +74,7 @@ void ChoiceReader::take(const StreamedToken& token, Delta& delta) {
     finish_ = "stop";
     return;
   }
-  text_ += tokenizer_.decode({token.id}, /*skip_special=*/true);
+  text_ += tokenizer_.piece(token.id, /*skip_special=*/true, /*at_start=*/text_.empty());
   end_at_stop_string();
 }
 

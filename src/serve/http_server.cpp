@@ -86,7 +86,13 @@ void answer(httplib::Response& res, HttpResponse response) {
   }
   auto stream = std::move(response.stream);
   res.set_chunked_content_provider(response.content_type, [stream](std::size_t, httplib::DataSink& sink) {
-    stream([&sink](std::string_view piece) { return sink.is_writable() && sink.write(piece.data(), piece.size()); });
+    try {
+      stream([&sink](std::string_view piece) { return sink.is_writable() && sink.write(piece.data(), piece.size()); });
+    } catch (const std::exception& e) {
+      // Past the headers only the connection's end can tell the client; out of here it would end the process.
+      log::warn("http: a streamed answer failed: ", e.what());
+      return false;
+    }
     sink.done();
     return true;
   });

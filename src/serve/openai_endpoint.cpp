@@ -46,16 +46,17 @@ struct Answer {
   int n = 1;
   std::optional<Trace> trace;
   bool logprobs = false;
-  bool tools = false;  // tool calls are parsed from the answers
+  bool tools = false;   // tool calls are parsed from the answers
+  bool failed = false;  // a streamed choice ended in an error: not traced
 
   ~Answer() {
     for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
   }
   const TokenList& prompt_of(std::size_t choice) const { return prompts[choice / n]; }
-  std::size_t prompt_tokens() const {
+  std::size_t prompt_tokens() const {  // each prompt once, whatever n (as OpenAI and vLLM count them)
     std::size_t total = 0;
     for (const TokenList& p : prompts) total += p.size();
-    return total * static_cast<std::size_t>(n);
+    return total;
   }
   json usage() const {
     std::size_t completion = 0;
@@ -232,7 +233,7 @@ class Endpoint {
   }
 
   // ---- logprobs ----
-  std::string token_text(std::int32_t id) const { return model_.tokenizer->decode({id}); }
+  std::string token_text(std::int32_t id) const { return model_.tokenizer->piece(id, false, false); }
 
   json chat_logprob(std::int32_t id, float logprob) const {
     const std::string text = token_text(id);
@@ -312,7 +313,7 @@ class Endpoint {
     response.stream = [this, answer, chat, include_usage](const StreamWriter& write) {
       for (std::size_t i = 0; i < answer->choices.size(); ++i)
         if (!stream_choice(*answer, i, chat, write)) return;  // the client is gone: ~Answer cancels the rest
-      record(*answer);
+      if (!answer->failed) record(*answer);
       if (include_usage) {
         json last = header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
         last["usage"] = answer->usage();
@@ -349,9 +350,11 @@ class Endpoint {
       if (answer.tools || (delta.text.empty() && delta.tokens.empty())) continue;  // tool calls: sent whole at the end
       if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
     }
-    if (choice.finish_reason() == "error")
+    if (choice.finish_reason() == "error") {
+      answer.failed = true;
       return write(
           event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
+    }
     return send(last_choice(answer, i, chat));
   }
 

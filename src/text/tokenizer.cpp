@@ -136,6 +136,12 @@ class BpeTokenizer final : public Tokenizer {
     return out.erase(0, spaces);
   }
 
+  std::string piece(TokenId id, bool skip_special, bool at_start) const override {
+    if (id < 0 || static_cast<std::size_t>(id) >= m_.kind_of_id.size() || m_.kind_of_id[id] == Kind::none) return "";
+    if (at_start) return decode({id}, skip_special);
+    return skip_special && m_.kind_of_id[id] == Kind::special ? "" : m_.bytes_of_id[id];
+  }
+
   std::size_t vocab_size() const override { return m_.bytes_of_id.size(); }
 
   std::optional<TokenId> token_id(std::string_view token) const override {
@@ -273,6 +279,10 @@ class ByteTokenizer final : public Tokenizer {
         out += specials_[id - 256];
     }
     return out;
+  }
+
+  std::string piece(TokenId id, bool skip_special, bool) const override {
+    return id < 0 || static_cast<std::size_t>(id) >= vocab_size() ? "" : decode({id}, skip_special);
   }
 
   std::size_t vocab_size() const override { return 256 + specials_.size(); }

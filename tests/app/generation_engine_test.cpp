@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arclight/core/error.hpp"
+#include "arclight/serve/http_server.hpp"
 
 using namespace arclight;
 
@@ -131,6 +132,9 @@ BOOST_AUTO_TEST_CASE(cancelled_and_closed_requests_end_and_bad_ones_are_refused)
   BOOST_CHECK_THROW(engine.submit(greedy({40}, 4)), UsageError);                              // outside the vocabulary
   BOOST_CHECK_THROW(engine.submit(greedy(std::vector<std::int32_t>(24, 1), 1)), UsageError);  // no room to answer
   BOOST_CHECK_THROW(engine.submit(greedy({1}, 0)), UsageError);
+  // A request after the close would wait for ever (and the HTTP server's stop for it): refused, 503.
+  BOOST_CHECK_EXCEPTION(engine.submit(greedy({1}, 4)), serve::HttpError,
+                        [](const serve::HttpError& e) { return e.status() == 503; });
 }
 
 BOOST_AUTO_TEST_SUITE_END()

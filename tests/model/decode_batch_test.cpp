@@ -139,6 +139,17 @@ BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_hugging_fa
   }
 }
 
+// A temperature too small to divide by (1e-40 made the logits infinite, their log-probs NaN) samples greedily.
+BOOST_AUTO_TEST_CASE(a_vanishing_temperature_samples_greedily) {
+  Policy policy(small(Positions::rotary), 20, 7);
+  Sampling tiny;
+  tiny.temperature = 1e-40;
+  DecodeBatch batch(policy, 2);
+  const auto outputs = run(batch, {{0, request(prompt_of(4, 1, 20), 6, tiny)}, {0, request(prompt_of(4, 1, 20), 6)}});
+  BOOST_TEST(outputs[0].tokens == outputs[1].tokens);
+  for (float logprob : outputs[0].logprobs) BOOST_TEST(std::isfinite(logprob));
+}
+
 BOOST_AUTO_TEST_CASE(one_row_serves_many_sequences_in_turn) {
   Policy policy(small(), 20, 3);
   check_greedy_against_generate(policy, 1, ragged_arrivals(20));

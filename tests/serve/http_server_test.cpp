@@ -123,6 +123,26 @@ BOOST_AUTO_TEST_CASE(a_handler_that_throws_answers_500_and_the_server_goes_on) {
   BOOST_TEST(client.Get("/fine")->status == 200);
 }
 
+// Past its headers a streamed answer that throws can only end its connection: out of the library's worker it ended
+// the process (a token outside the tokenizer's vocabulary did, in a stream of the OpenAI endpoint).
+BOOST_AUTO_TEST_CASE(a_stream_that_throws_ends_its_answer_and_the_server_goes_on) {
+  HttpServer server(test_options());
+  server.get("/stream", [](const HttpRequest&) {
+    HttpResponse r{200, "text/event-stream", "", nullptr};
+    r.stream = [](const StreamWriter& write) {
+      write("data: 1\n\n");
+      throw std::out_of_range("token id 151890 is not in the vocabulary");
+    };
+    return r;
+  });
+  server.get("/fine", [](const HttpRequest&) { return HttpResponse{200, "application/json", "{}", nullptr}; });
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_bearer_token_auth(token.c_str());
+  client.Get("/stream");  // cut short: no result to check but that the process lives
+  BOOST_TEST(client.Get("/fine")->status == 200);
+}
+
 BOOST_AUTO_TEST_CASE(route_captures_and_lower_case_headers_reach_the_handler) {
   HttpServer server(test_options());
   server.post("/items/([0-9]+)", [](const HttpRequest& r) {

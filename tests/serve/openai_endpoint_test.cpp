@@ -80,8 +80,8 @@ BOOST_AUTO_TEST_CASE(prompts_as_token_ids_give_n_choices_each_with_their_prompt)
   for (int i = 0; i < 4; ++i) BOOST_TEST(body["choices"][i]["index"] == i);
   BOOST_TEST(body["choices"][1]["prompt_token_ids"] == json({1, 2, 3}));
   BOOST_TEST(body["choices"][2]["prompt_token_ids"] == json({4, 5}));
-  BOOST_TEST(!body.contains("prompt_token_ids"));  // two prompts: each choice carries its own
-  BOOST_TEST(body["usage"]["prompt_tokens"] == 10);
+  BOOST_TEST(!body.contains("prompt_token_ids"));   // two prompts: each choice carries its own
+  BOOST_TEST(body["usage"]["prompt_tokens"] == 5);  // each prompt once, whatever n
   std::vector<std::uint64_t> seeds;
   for (const GenerationRequest& r : served.generator.requests()) seeds.push_back(r.seed.value());
   std::sort(seeds.begin(), seeds.end());

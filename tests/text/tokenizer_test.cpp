@@ -270,6 +270,15 @@ BOOST_AUTO_TEST_CASE(sentencepiece_style_bpe_with_byte_fallback) {
   BOOST_TEST(t->encode("\xc3\xa9") == (std::vector<TokenId>{space, 3 + 0xc3, 3 + 0xa9}));  // é: no token, its bytes
   for (const char* text : {"ab ab", " a", "caf\xc3\xa9 \xff", "b  a "}) BOOST_TEST(t->decode(t->encode(text)) == text);
   BOOST_TEST(t->decode({1, ab}) == "<s> ab");
+  // Text given out token by token (the endpoint's streams): each token's decode alone lost its word's space.
+  for (const char* text : {"ab ab", "b  a", "caf\xc3\xa9 ab"}) {
+    const std::vector<TokenId> ids = t->encode(text);
+    std::string pieces;
+    for (TokenId id : ids) pieces += t->piece(id, true, pieces.empty());
+    BOOST_TEST(pieces == t->decode(ids, true));
+  }
+  BOOST_TEST(t->piece(1, true, true) + t->piece(ab, true, true) == "ab");  // after a skipped <s>: still the start
+  BOOST_TEST(t->piece(static_cast<TokenId>(t->vocab_size()) + 5, false, false).empty());  // a model's padding row
   // Without byte fallback a character without a token is the unknown token, once for a run (fuse_unk).
   j["model"]["byte_fallback"] = false;
   BOOST_TEST(load(j)->encode("\xc3\xa9\xc3\xa9"
@@ -283,6 +292,9 @@ BOOST_AUTO_TEST_CASE(byte_tokenizer) {
   BOOST_TEST(t->encode("<|eos|>", Specials::as_text).size() == 7u);
   BOOST_TEST(t->decode({'a', 256, 255}) == "a<|bos|>\xff");
   BOOST_TEST(t->decode({'a', 256}, true) == "a");
+  BOOST_TEST(t->piece(256, false, false) == "<|bos|>");
+  BOOST_TEST(t->piece(256, true, false).empty());
+  BOOST_TEST(t->piece(258, false, true).empty());  // past the vocabulary: no text, no exception
   BOOST_TEST(t->token_id("<|eos|>").value() == 257);
   BOOST_CHECK_THROW(t->decode({258}), std::out_of_range);
 }

@@ -62,7 +62,7 @@ class Generator {
  public:
   virtual ~Generator() = default;
   // Thread-safe. Throws UsageError for a request it cannot run (a prompt that leaves no room to answer, a token
-  // outside the vocabulary): the endpoint answers 400.
+  // outside the vocabulary): the endpoint answers 400; HttpError for one it will not (a generator closed: 503).
   virtual std::shared_ptr<GenerationStream> submit(GenerationRequest request) = 0;
 };
 

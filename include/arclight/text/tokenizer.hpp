@@ -35,6 +35,11 @@ class Tokenizer {
   virtual std::vector<TokenId> encode(std::string_view text, Specials specials = Specials::match) const = 0;
   // The bytes of the tokens, concatenated (not necessarily valid UTF-8); ids out of range throw std::out_of_range.
   virtual std::string decode(const std::vector<TokenId>& ids, bool skip_special = false) const = 0;
+  // The text one token adds to a sequence decoded so far, for text given out as it is generated: at the sequence's
+  // start (no text yet) what decode({id}) gives, elsewhere the token's bytes as they are (a SentencePiece-style
+  // decoder takes the first word's leading space off, which single-token decodes would do to every word). An id the
+  // tokenizer does not know (a model's embedding rows past its vocabulary) adds nothing.
+  virtual std::string piece(TokenId id, bool skip_special, bool at_start) const = 0;
   // One more than the largest id.
   virtual std::size_t vocab_size() const = 0;
   // The id of a token given by its text (as tokenizer.json writes it), for special tokens such as "<|im_end|>".
