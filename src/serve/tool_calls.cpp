@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "arclight/text/chat_template.hpp"
+
 namespace arclight::serve {
 namespace {
 
@@ -21,8 +23,11 @@ std::optional<ParsedToolCall> call_of(std::string_view body) {
   const auto arguments =
       call.contains("arguments") ? call["arguments"] : call.value("parameters", nlohmann::ordered_json::object());
   if (!arguments.is_object()) return std::nullopt;
-  return ParsedToolCall{call["name"].get<std::string>(),
-                        arguments.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)};
+  // Written again as the model most likely wrote them (json.dumps' style, as vLLM gives them): the client echoes them
+  // in its next request, whose prompt then repeats the model's own tokens.
+  return ParsedToolCall{
+      call["name"].get<std::string>(),
+      text::as_tojson(arguments.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace))};
 }
 
 }  // namespace

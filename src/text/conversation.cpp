@@ -91,6 +91,12 @@ std::string tojson(const nlohmann::ordered_json& value) {
   return out;
 }
 
+std::string as_tojson(std::string_view json_text) {
+  const json value = json::parse(json_text.begin(), json_text.end(), nullptr, false);
+  if (value.is_discarded()) throw UsageError("not JSON: " + std::string(json_text.substr(0, 80)));
+  return tojson(value);
+}
+
 Conversation parse_conversation(std::string_view json_text) {
   json root;
   try {

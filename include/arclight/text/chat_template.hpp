@@ -34,6 +34,10 @@ struct Conversation {
 // OpenAI-style JSON: a list of messages, or {"messages": [...], "tools": [...]}. Content may be a string, null, or
 // a list of {"type": "text", "text": ...} parts; tool call arguments an object or a JSON string. Throws UsageError.
 Conversation parse_conversation(std::string_view json_text);
+// A JSON text written again as the templates' tojson writes JSON (Python's json.dumps: ", " and ": "), as vLLM
+// gives a tool call's arguments back: a client echoes them, and the template renders the string as it is. Throws
+// UsageError for text that is not JSON.
+std::string as_tojson(std::string_view json_text);
 
 struct RenderOptions {
   bool add_generation_prompt = false;   // end with the assistant's header: what the model continues
