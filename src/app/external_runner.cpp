@@ -49,6 +49,13 @@ class AttemptBook {
     std::lock_guard<std::mutex> lock(mutex_);
     return held_.count({r, a}) > 0;
   }
+  // The attempt of rollout `r` held here (a rollout runs one attempt at a time), if any: what "latest" names.
+  std::optional<store::AttemptId> held_attempt_of(store::RolloutId r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = held_.lower_bound({r, 0});
+    if (it == held_.end() || it->first.first != r) return std::nullopt;
+    return it->first.second;
+  }
   bool release(store::RolloutId r, store::AttemptId a) {
     std::lock_guard<std::mutex> lock(mutex_);
     return held_.erase({r, a}) > 0;
@@ -118,6 +125,11 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
 
   std::optional<store::Attempt> update_attempt(store::RolloutId rollout, store::AttemptId attempt,
                                                store::AttemptStatus status) override {
+    if (attempt == store::latest_attempt) {  // .../attempts/latest, which Agent Lightning's interface allows
+      const auto held = book_.held_attempt_of(rollout);
+      if (!held) return std::nullopt;
+      attempt = *held;
+    }
     if (!book_.holds(rollout, attempt)) return std::nullopt;
     const bool ends = status == store::AttemptStatus::succeeded || status == store::AttemptStatus::failed;
     if (ends) book_.release(rollout, attempt);

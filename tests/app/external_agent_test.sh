@@ -60,7 +60,7 @@ ranks_timeout=300 run_ranks train --config configs/tiny.toml "${faulty[@]}" --ru
   --run.dir "$work/faults"
 [ "$(codes)" = "3x0" ] || fail "faults: exit codes '$(codes)': $(tail -5 "$work/err")"
 [ "$(metric_lines "$work/faults")" = 8 ] || fail "faults: $(metric_lines "$work/faults") steps, want 8"
-grep -q "UNEXPECTED" "$work/err" && fail "faults: the endpoint mishandled garbage: $(grep UNEXPECTED "$work/err" | head -3)"
+grep -q "UNEXPECTED" "$work/err" && fail "faults: an agent got an unexpected answer: $(grep UNEXPECTED "$work/err" | head -3)"
 grep -q "agent 0.*exited with code 3\|runner-2-w0.*exited with code 3" "$work/err" ||
   fail "faults: no crash of worker 0 was reported: $(grep -i agent "$work/err" | head -5)"
 grep -q "longer than 5 s; restarting it" "$work/err" || fail "faults: the hung worker was not restarted"

@@ -6,6 +6,7 @@ examples/guess_agent.py does, and each worker (by the index at the end of ARCLIG
   w1  ends its 2nd episode of every life as succeeded with a reward but no policy call (it makes no sample: the
       coordinator leaves it out), and hangs (sleeps for ever) in the middle of its 6th episode, in its first life
   w2  never asks for work
+Worker 1 also ends its attempts through .../attempts/latest, as Agent Lightning's interface allows.
 Lives are counted in files under $FAULT_AGENT_STATE.
 Every refusal that is not a 4xx JSON error is reported on stderr as "UNEXPECTED", which the test looks for."""
 import http.client
@@ -16,6 +17,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+import agent_client  # noqa: E402
 import guess_agent  # noqa: E402
 from agent_client import API_KEY, BASE_URL, llm_path, reward_span, run_episodes  # noqa: E402
 
@@ -73,7 +75,17 @@ def play(llm, store, rollout):
     guess_agent.play(llm, store, rollout)
 
 
+def end_latest_attempt(store, rollout, status):
+    try:
+        store.post(f"/v1/agl/rollouts/{rollout['rollout_id']}/attempts/latest", {"status": status})
+    except RuntimeError as error:
+        print(f"UNEXPECTED answer to ending attempts/latest: {error}", file=sys.stderr, flush=True)
+        raise
+
+
 if __name__ == "__main__":
+    if WORKER_INDEX == 1:
+        agent_client.end_attempt = end_latest_attempt  # what run_episodes ends each episode with
     if WORKER_INDEX == 2:
         time.sleep(10_000)
     run_episodes(play, 4)
