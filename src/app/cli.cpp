@@ -236,7 +236,9 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(positive);
   b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
       ->check(non_negative);
-  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")->check(positive);
+  // Sampling below 1e-5 is greedy (as vLLM's), whose log-probs are not the loss's logits / temperature.
+  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")
+      ->check(number_at_least(1e-5, true, "at least 1e-5"));
   b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(non_negative);
   b.opt("grpo.train_blocks", c.grpo.train_blocks,
         "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")

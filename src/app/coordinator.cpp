@@ -453,7 +453,16 @@ EpisodeFigures Coordinator::validate() {
       fig.results.emplace_back();
       continue;
     }
-    const algo::Trajectory t = algo::read_trajectory(spans_of(id));
+    algo::Trajectory t;
+    try {
+      t = algo::read_trajectory(spans_of(id));
+    } catch (const DecodeError& e) {  // as in training: the rollout counts as failed, the job goes on
+      log::warn("validation rollout ", id, " made no episode: ", e.what());
+      ++fig.failed;
+      ++fig.episodes;
+      fig.results.emplace_back();
+      continue;
+    }
     add_figures(t, fig);
     fig.results.push_back(t.metrics);
   }

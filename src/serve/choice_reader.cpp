@@ -74,7 +74,11 @@ void ChoiceReader::take(const StreamedToken& token, Delta& delta) {
     finish_ = "stop";
     return;
   }
-  text_ += tokenizer_.piece(token.id, /*skip_special=*/true, /*at_start=*/text_.empty());
+  text_ += tokenizer_.piece(token.id, /*skip_special=*/true, /*at_start=*/!started_);
+  // The decoded sequence starts at its first token that is neither a skipped special one nor unknown, even one whose
+  // text the start takes away (a lone U+2581).
+  started_ =
+      started_ || (static_cast<std::size_t>(token.id) < tokenizer_.vocab_size() && !tokenizer_.is_special(token.id));
   end_at_stop_string();
 }
 

@@ -46,6 +46,7 @@ class ChoiceReader {
   std::string text_;
   std::size_t given_ = 0;  // bytes of text_ already given out
   bool ended_ = false, done_ = false;
+  bool started_ = false;  // a token of the decoded sequence came (its start: SentencePiece-style spaces)
   std::string finish_;
 };
 
