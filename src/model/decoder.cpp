@@ -127,15 +127,15 @@ Decoder::Decoder(const Architecture& architecture, torch::ScalarType compute_typ
   sin_table_ = angles.sin();
 }
 
-void Decoder::initialize() {
+void Decoder::initialize(at::Generator& generator) {
   torch::NoGradGuard no_grad;
   for (const auto& module : modules()) {
     if (auto p = std::dynamic_pointer_cast<Projection>(module)) {
       const double bound = 1.0 / std::sqrt(double(p->weight.size(1)));  // torch.nn.Linear's kaiming_uniform(a=√5)
-      p->weight.uniform_(-bound, bound);
-      if (p->bias.defined()) p->bias.uniform_(-bound, bound);
+      p->weight.uniform_(-bound, bound, generator);
+      if (p->bias.defined()) p->bias.uniform_(-bound, bound, generator);
     } else if (auto t = std::dynamic_pointer_cast<Table>(module)) {
-      t->weight.normal_();
+      t->weight.normal_(0, 1, generator);
     } else if (auto n = std::dynamic_pointer_cast<Norm>(module)) {
       n->weight.fill_(1);
       if (n->bias.defined()) n->bias.zero_();
@@ -143,13 +143,13 @@ void Decoder::initialize() {
   }
 }
 
-void Decoder::initialize_adapters() {
+void Decoder::initialize_adapters(at::Generator& generator) {
   torch::NoGradGuard no_grad;
   for (const auto& module : modules()) {
     auto p = std::dynamic_pointer_cast<Projection>(module);
     if (!p || !p->lora_A) continue;
     const double bound = 1.0 / std::sqrt(double(p->weight.size(1)));
-    p->lora_A->weight.uniform_(-bound, bound);
+    p->lora_A->weight.uniform_(-bound, bound, generator);
     p->lora_B->weight.zero_();
   }
 }

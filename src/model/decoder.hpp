@@ -79,10 +79,10 @@ class Decoder : public torch::nn::Module {
   Decoder(const Architecture& architecture, torch::ScalarType compute_type, const LoraSpec& lora = {});
 
   // Draws every parameter as torch.nn's layers would (uniform by fan-in, unit normal embeddings, unit norms), from
-  // the global generator: a scratch model.
-  void initialize();
-  // LoRA: A drawn as torch.nn.Linear's weight is, B zeros (the model starts as it was), from the global generator.
-  void initialize_adapters();
+  // `generator`: a scratch model.
+  void initialize(at::Generator& generator);
+  // LoRA: A drawn as torch.nn.Linear's weight is, B zeros (the model starts as it was), from `generator`.
+  void initialize_adapters(at::Generator& generator);
   // What trains: the LoRA factors when there are adapters (the rest is frozen), else every parameter; by name.
   std::vector<std::pair<std::string, torch::Tensor>> trainable();
   // Every parameter but the LoRA factors, each projection with an adapter merged: W + scale * B A (for export).

@@ -95,14 +95,17 @@ struct Policy::Impl {
 };
 
 Policy::Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed) {
-  torch::manual_seed(seed);  // the same seed gives the same initial weights on every rank
+  // The same seed gives the same initial weights on every rank. A generator of its own, not LibTorch's global one:
+  // a colocated rank builds its trainer's and its runner's policies at once, in two threads, and with the global
+  // one the draws of both interleaved: its trainer's weights differed from the other trainers' for the whole run.
+  at::Generator initial = at::detail::createCPUGenerator(seed);
   const CheckedModel model = check_model(config, vocab_size);
   impl_ = std::make_unique<Impl>(config, model.architecture);
   if (model.weights) {
     load_hf_weights(*impl_->decoder, *model.weights);
-    impl_->decoder->initialize_adapters();
+    impl_->decoder->initialize_adapters(initial);
   } else {
-    impl_->decoder->initialize();
+    impl_->decoder->initialize(initial);
   }
   seed_sampling(seed);
 }

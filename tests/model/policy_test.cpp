@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 using namespace arclight;
 using namespace arclight::model;
@@ -166,6 +167,24 @@ BOOST_AUTO_TEST_CASE(same_seed_same_weights_and_flat_round_trip) {
   std::size_t total = 0;
   for (const FloatBuffer& g : a.gradient_buffers()) total += g.size;
   BOOST_TEST(total == a.parameter_count());
+}
+
+// A colocated rank builds its trainer's and its runner's policies at once, in two threads: each must still get the
+// seed's weights (drawn from LibTorch's global generator, the two interleaved their draws: a trainer's weights then
+// differed from the other trainers' for the whole run, and every ratio of the runs it trained on was off).
+BOOST_AUTO_TEST_CASE(policies_built_at_once_in_threads_get_their_seeds_weights) {
+  const std::vector<float> alone = Policy(small(), 20, 42).flat_parameters();
+  std::vector<std::vector<float>> built(8);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < built.size(); ++i)
+    threads.emplace_back([&built, &alone, i] {
+      for (int round = 0; round < 8 && built[i] == std::vector<float>{}; ++round) {
+        const std::vector<float> weights = Policy(small(), 20, 42).flat_parameters();
+        if (weights != alone || round == 7) built[i] = weights;  // the first that differs, else the last
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::vector<float>& weights : built) BOOST_TEST((weights == alone));
 }
 
 // A 16-bit model keeps its weights' casts between forwards: every change of the float32 weights (a weight load, an
