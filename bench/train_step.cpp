@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
       s.tokens.push_back(static_cast<std::int32_t>(rng() % vocab));
       s.action_mask.push_back(t % 2 == 1);
       s.behaviour_logprobs.push_back(-3.5f);
+      s.temperatures.push_back(1.0f);
       s.advantages.push_back(float(int(rng() % 3) - 1));
     }
   }

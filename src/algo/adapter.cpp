@@ -7,6 +7,7 @@
 
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/log.hpp"
+#include "arclight/model/policy.hpp"
 
 namespace arclight::algo {
 namespace {
@@ -51,6 +52,16 @@ std::optional<double> agl_reward(const store::Span& span) {
   return std::nullopt;
 }
 
+// The temperature an llm span's log-probs were taken at: the loss divides logits by it.
+float call_temperature(const store::Span& span, double unrecorded) {
+  if (!span.find("temperature")) return static_cast<float>(unrecorded);
+  const double t = attribute<double>(span, "temperature");
+  if (!(t >= model::greedy_below && t <= 1e6))
+    throw DecodeError(
+        log::concat("llm span (", span.sequence_id, "): temperature ", t, " outside ", model::greedy_below, " .. 1e6"));
+  return static_cast<float>(t);
+}
+
 bool reported_metrics(const std::vector<store::Span>& spans) {
   return std::any_of(spans.begin(), spans.end(), [](const store::Span& s) { return s.name == span_names::result; });
 }
@@ -63,7 +74,7 @@ std::uint64_t Trajectory::oldest_version() const {
   return calls.empty() ? 0 : oldest;
 }
 
-Trajectory read_trajectory(const std::vector<store::Span>& spans) {
+Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecorded_temperature) {
   Trajectory t;
   std::vector<std::pair<int, double>> rewards;
   std::vector<bool> rewarded;  // per call: an Agent Lightning reward went to it
@@ -73,6 +84,7 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans) {
       call.prompt = attribute<store::TokenIds>(span, "prompt_ids");
       call.response = attribute<store::TokenIds>(span, "response_ids");
       call.logprobs = attribute<store::Floats>(span, "logprobs");
+      call.temperature = call_temperature(span, unrecorded_temperature);
       call.policy_version = static_cast<std::uint64_t>(attribute<double>(span, "policy_version"));
       if (call.logprobs.size() != call.response.size())
         throw DecodeError("llm span: logprobs and response differ in length");
@@ -116,6 +128,7 @@ Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_ad
   s.tokens.insert(s.tokens.end(), last.response.begin(), last.response.end());
   s.action_mask.assign(s.tokens.size(), 0);
   s.behaviour_logprobs.assign(s.tokens.size(), 0.f);
+  s.temperatures.assign(s.tokens.size(), 1.f);
   s.advantages.assign(s.tokens.size(), 0.f);
   s.policy_version = t.oldest_version();
   for (std::size_t c = 0; c < t.calls.size(); ++c) {
@@ -128,6 +141,7 @@ Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_ad
     for (std::size_t i = 0; i < call.response.size(); ++i) {
       s.action_mask[start + i] = 1;
       s.behaviour_logprobs[start + i] = call.logprobs[i];
+      s.temperatures[start + i] = call.temperature;
       s.advantages[start + i] = static_cast<float>(call_advantages.at(c));
     }
   }
@@ -143,10 +157,12 @@ std::vector<Sample> transition_samples(const Trajectory& t, const std::vector<do
     s.tokens.insert(s.tokens.end(), call.response.begin(), call.response.end());
     s.action_mask.assign(s.tokens.size(), 0);
     s.behaviour_logprobs.assign(s.tokens.size(), 0.f);
+    s.temperatures.assign(s.tokens.size(), 1.f);
     s.advantages.assign(s.tokens.size(), 0.f);
     for (std::size_t i = 0; i < call.response.size(); ++i) {
       s.action_mask[call.prompt.size() + i] = 1;
       s.behaviour_logprobs[call.prompt.size() + i] = call.logprobs[i];
+      s.temperatures[call.prompt.size() + i] = call.temperature;
       s.advantages[call.prompt.size() + i] = static_cast<float>(call_advantages.at(c));
     }
     s.policy_version = call.policy_version;
@@ -186,11 +202,13 @@ std::string encode_samples(const std::vector<Sample>& samples) {
   ByteWriter w(out);
   w.u32(static_cast<std::uint32_t>(samples.size()));
   for (const Sample& s : samples) {
+    if (!s.sizes_agree()) throw Error("encode_samples: a sample's per-token vectors differ in length");
     w.u64(s.policy_version);
     w.u32(static_cast<std::uint32_t>(s.tokens.size()));
     w.raw(s.tokens.data(), s.tokens.size() * sizeof(std::int32_t));
     w.raw(s.action_mask.data(), s.action_mask.size());
     w.raw(s.behaviour_logprobs.data(), s.behaviour_logprobs.size() * sizeof(float));
+    w.raw(s.temperatures.data(), s.temperatures.size() * sizeof(float));
     w.raw(s.advantages.data(), s.advantages.size() * sizeof(float));
   }
   return out;
@@ -211,6 +229,7 @@ std::vector<Sample> decode_samples(std::string_view bytes) {
     copy(s.tokens);
     copy(s.action_mask);
     copy(s.behaviour_logprobs);
+    copy(s.temperatures);
     copy(s.advantages);
   }
   r.expect_end();

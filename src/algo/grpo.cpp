@@ -5,11 +5,12 @@
 namespace arclight::algo {
 
 at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
-                     const at::Tensor& behaviour_logprobs, const at::Tensor& advantages,
+                     const at::Tensor& behaviour_logprobs, const at::Tensor& temperatures, const at::Tensor& advantages,
                      const at::Tensor& reference_logits, const LossConfig& config, LossTerms* terms) {
   // Token i is predicted by the logits at i - 1.
   const std::int64_t t = tokens.size(1);
-  auto logp_all = torch::log_softmax(logits.narrow(1, 0, t - 1) / config.temperature, -1);
+  const auto temperature = temperatures.narrow(1, 1, t - 1).unsqueeze(-1);
+  auto logp_all = torch::log_softmax(logits.narrow(1, 0, t - 1) / temperature, -1);
   auto targets = tokens.narrow(1, 1, t - 1).unsqueeze(-1);
   auto logp = logp_all.gather(-1, targets).squeeze(-1);
   auto mask = action_mask.narrow(1, 1, t - 1).to(torch::kFloat);
@@ -25,7 +26,7 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
 
   at::Tensor kl, entropy;
   if (config.kl_coef != 0.0) {
-    auto ref_logp = torch::log_softmax(reference_logits.narrow(1, 0, t - 1) / config.temperature, -1)
+    auto ref_logp = torch::log_softmax(reference_logits.narrow(1, 0, t - 1) / temperature, -1)
                         .gather(-1, targets)
                         .squeeze(-1)
                         .detach();

@@ -13,6 +13,11 @@
 namespace arclight::algo {
 
 namespace {
+// A micro-batch's inputs to grpo_loss, padded to its longest sample ([rows, longest]).
+struct MicroBatch {
+  torch::Tensor tokens, action_mask, behaviour_logprobs, temperatures, advantages, reference_logits;
+};
+
 // grpo.train_blocks = N > 0: only the last N layers, the final norm and the head train (not the embeddings).
 std::vector<bool> trainable_mask(const model::Policy& p, int train_blocks) {
   std::vector<bool> mask;
@@ -66,7 +71,6 @@ struct Trainer::Impl {
     loss_config.clip_eps = c.clip_eps;
     loss_config.kl_coef = c.kl_coef;
     loss_config.entropy_coef = c.entropy_coef;
-    loss_config.temperature = c.temperature;
     if (c.kl_coef != 0.0) {
       reference = std::make_unique<model::Policy>(p.config(), p.vocab_size(), 0);
       reference->place_on(p.device());
@@ -76,34 +80,36 @@ struct Trainer::Impl {
   }
 
   // Pads a micro-batch to its longest sequence; padding is never an action.
-  void tensors(const std::vector<Sample>& shard, std::size_t begin, std::size_t end, torch::Tensor& tokens,
-               torch::Tensor& mask, torch::Tensor& logprobs, torch::Tensor& advantages) {
+  void tensors(const std::vector<Sample>& shard, std::size_t begin, std::size_t end, MicroBatch& in) {
     std::size_t length = 0;
     for (std::size_t i = begin; i < end; ++i) length = std::max(length, shard[i].tokens.size());
     const auto rows = static_cast<std::int64_t>(end - begin), cols = static_cast<std::int64_t>(length);
-    tokens = torch::zeros({rows, cols}, torch::kLong);
-    mask = torch::zeros({rows, cols});
-    logprobs = torch::zeros({rows, cols});
-    advantages = torch::zeros({rows, cols});
-    auto tok = tokens.accessor<std::int64_t, 2>();
-    auto m = mask.accessor<float, 2>();
-    auto lp = logprobs.accessor<float, 2>();
-    auto adv = advantages.accessor<float, 2>();
+    in.tokens = torch::zeros({rows, cols}, torch::kLong);
+    in.action_mask = torch::zeros({rows, cols});
+    in.behaviour_logprobs = torch::zeros({rows, cols});
+    in.temperatures = torch::ones({rows, cols});
+    in.advantages = torch::zeros({rows, cols});
+    auto tok = in.tokens.accessor<std::int64_t, 2>();
+    auto m = in.action_mask.accessor<float, 2>();
+    auto lp = in.behaviour_logprobs.accessor<float, 2>();
+    auto temperature = in.temperatures.accessor<float, 2>();
+    auto adv = in.advantages.accessor<float, 2>();
     for (std::size_t i = begin; i < end; ++i) {
       const Sample& s = shard[i];
-      for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+      const std::size_t n = s.tokens.size();
+      if (!s.sizes_agree()) throw Error("trainer: a sample's per-token vectors differ in length");
+      for (std::size_t t = 0; t < n; ++t) {
         tok[i - begin][t] = s.tokens[t];
         m[i - begin][t] = s.action_mask[t];
         lp[i - begin][t] = s.behaviour_logprobs[t];
+        temperature[i - begin][t] = s.temperatures[t];
         adv[i - begin][t] = s.advantages[t];
       }
     }
     if (policy.device() >= 0) {  // filled on the host, computed on the policy's device
       const torch::Device device(torch::kCUDA, policy.device());
-      tokens = tokens.to(device);
-      mask = mask.to(device);
-      logprobs = logprobs.to(device);
-      advantages = advantages.to(device);
+      for (torch::Tensor* t : {&in.tokens, &in.action_mask, &in.behaviour_logprobs, &in.temperatures, &in.advantages})
+        *t = t->to(device);
     }
   }
 
@@ -117,7 +123,7 @@ struct Trainer::Impl {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // held, so that their hooks stay
   GradientReducer* armed = nullptr;                                  // set during the last micro-batch's backward
   // Two tokens, no action: what a trainer with no share of a batch runs backward on.
-  const std::vector<Sample> placeholder{Sample{{0, 0}, {0, 0}, {0.f, 0.f}, {0.f, 0.f}, 0}};
+  const std::vector<Sample> placeholder{Sample{{0, 0}, {0, 0}, {0.f, 0.f}, {1.f, 1.f}, {0.f, 0.f}, 0}};
 };
 
 Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
@@ -150,16 +156,15 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
   const std::size_t micro = static_cast<std::size_t>(m.config.micro_batch);
   for (std::size_t begin = 0; begin < batch.size(); begin += micro) {
     const std::size_t end = std::min(batch.size(), begin + micro);
-    torch::Tensor tokens, mask, logprobs, advantages;
-    m.tensors(batch, begin, end, tokens, mask, logprobs, advantages);
-    torch::Tensor reference_logits;
+    MicroBatch in;
+    m.tensors(batch, begin, end, in);
     if (m.reference) {
       torch::NoGradGuard no_grad;
-      reference_logits = m.reference->logits(tokens);
+      in.reference_logits = m.reference->logits(in.tokens);
     }
     LossTerms terms;
-    auto loss =
-        grpo_loss(m.policy.logits(tokens), tokens, mask, logprobs, advantages, reference_logits, m.loss_config, &terms);
+    auto loss = grpo_loss(m.policy.logits(in.tokens), in.tokens, in.action_mask, in.behaviour_logprobs, in.temperatures,
+                          in.advantages, in.reference_logits, m.loss_config, &terms);
     // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
     const double weight = terms.action_tokens / total;
     const bool last = end == batch.size();

@@ -14,6 +14,7 @@
 #include "arclight/comm/gpu.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/version.hpp"
+#include "arclight/model/policy.hpp"
 
 namespace arclight::app {
 namespace {
@@ -236,9 +237,9 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(positive);
   b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
       ->check(non_negative);
-  // Sampling below 1e-5 is greedy (as vLLM's), whose log-probs are not the loss's logits / temperature.
+  // Below model::greedy_below sampling is greedy: every rollout of a group the same, nothing to learn from.
   b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")
-      ->check(number_at_least(1e-5, true, "at least 1e-5"));
+      ->check(number_at_least(model::greedy_below, true, "at least 1e-5"));
   b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(non_negative);
   b.opt("grpo.train_blocks", c.grpo.train_blocks,
         "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")

@@ -204,6 +204,7 @@ std::vector<Figure> Coordinator::train_step(int step) {
       {"loss", trained.loss, 4},
       {"grad_norm", trained.grad_norm, 3},
       {"entropy", trained.entropy, 3},
+      {"clip_fraction", trained.clip_fraction, 3},
       {"staleness", staleness, 2},
       {"failed", double(fig.failed), 0},
       {"retries", double(fig.retries), 0},
@@ -329,7 +330,7 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
     // all): that rollout is left out, not the job ended.
     algo::Trajectory t;
     try {
-      t = algo::read_trajectory(spans_of(r.id));
+      t = algo::read_trajectory(spans_of(r.id), config_.grpo.temperature);
       if (t.calls.empty()) throw DecodeError("no policy call was traced (a request outside /rollout/.../attempt/?)");
     } catch (const DecodeError& e) {
       if (unusable++ == 0) why_unusable = log::concat("rollout ", r.id, ": ", e.what());
@@ -455,7 +456,7 @@ EpisodeFigures Coordinator::validate() {
     }
     algo::Trajectory t;
     try {
-      t = algo::read_trajectory(spans_of(id));
+      t = algo::read_trajectory(spans_of(id), config_.grpo.temperature);
     } catch (const DecodeError& e) {  // as in training: the rollout counts as failed, the job goes on
       log::warn("validation rollout ", id, " made no episode: ", e.what());
       ++fig.failed;

@@ -155,6 +155,7 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
     s.attributes = {{"prompt_ids", store::TokenIds(std::move(call.prompt))},
                     {"response_ids", store::TokenIds(std::move(call.response))},
                     {"logprobs", store::Floats(std::move(call.logprobs))},
+                    {"temperature", model::logprob_temperature(call.temperature)},
                     {"policy_version", double(call.policy_version)}};
     add_span(std::move(s));
   }

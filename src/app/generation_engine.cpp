@@ -120,7 +120,7 @@ void GenerationEngine::drop_cancelled() {
 void GenerationEngine::deliver(const model::SequenceToken& token) {
   const auto it = live_.find(token.sequence);
   if (it == live_.end()) return;
-  it->second->push({token.token, token.logprob, token.top}, version_);
+  it->second->push({token.token, token.logprob, token.untruncated_logprob, token.top}, version_);
   ++tokens_;
   if (token.finish == model::FinishReason::none) return;
   it->second->finish(token.finish == model::FinishReason::stop ? serve::Finish::stop : serve::Finish::length);

@@ -20,15 +20,17 @@
 namespace arclight::app {
 namespace {
 
-// Writes an episode's record as spans of its attempt.
+// Writes an episode's record as spans of its attempt; its policy calls sample with `sampling`.
 class StoreTracer : public agent::Tracer {
  public:
-  StoreTracer(store::SpanBatcher& batcher, const store::AttemptedRollout& ar) : batcher_(batcher), ar_(ar) {}
+  StoreTracer(store::SpanBatcher& batcher, const store::AttemptedRollout& ar, const model::Sampling& sampling)
+      : batcher_(batcher), ar_(ar), temperature_(model::logprob_temperature(sampling.temperature)) {}
   void llm_call(const std::vector<std::int32_t>& prompt, const agent::LlmResponse& r) override {
     store::Span s = span(algo::span_names::llm);
     s.attributes = {{"prompt_ids", store::TokenIds(prompt)},
                     {"response_ids", store::TokenIds(r.tokens)},
                     {"logprobs", store::Floats(r.logprobs)},
+                    {"temperature", temperature_},
                     {"policy_version", double(r.policy_version)}};
     batcher_.add(std::move(s));
   }
@@ -54,6 +56,7 @@ class StoreTracer : public agent::Tracer {
   }
   store::SpanBatcher& batcher_;
   const store::AttemptedRollout& ar_;
+  const double temperature_;  // the log-probs' (model::logprob_temperature)
 };
 
 // The sampling seed of a batch of episodes: from the run's seed and its first rollout and
@@ -119,11 +122,12 @@ class Runner {
     for (const auto& ar : got)
       if ((ar.rollout.mode == store::Mode::train) == (mode == store::Mode::train)) these.push_back(&ar);
     if (these.empty()) return;
-    batcher_.set_sampling(mode == store::Mode::train ? train_sampling_ : greedy_);
+    const model::Sampling& sampling = mode == store::Mode::train ? train_sampling_ : greedy_;
+    batcher_.set_sampling(sampling);
     std::vector<std::unique_ptr<StoreTracer>> tracers;
     std::vector<std::function<void(agent::Llm&)>> episodes;
     for (const store::AttemptedRollout* ar : these) {
-      tracers.push_back(std::make_unique<StoreTracer>(spans_, *ar));
+      tracers.push_back(std::make_unique<StoreTracer>(spans_, *ar, sampling));
       StoreTracer* tracer = tracers.back().get();
       episodes.push_back([this, ar, tracer](agent::Llm& llm) {
         agent::TracedLlm traced(llm, *tracer, config_.agent.max_policy_calls, config_.agent.episode_timeout_seconds);

@@ -85,7 +85,7 @@ struct DecodeBatch::Impl {
   void draw_each(const std::vector<std::size_t>& candidates, const torch::Tensor& logits,
                  std::vector<SequenceToken>& out);
   void draw(const std::vector<std::size_t>& group, const torch::Tensor& logits, std::vector<SequenceToken>& out);
-  SequenceToken record(std::size_t row, std::int32_t token, float logprob);
+  SequenceToken record(std::size_t row, std::int32_t token, float logprob, float untruncated);
   FinishReason finish_of(const Sequence& s, std::int32_t token) const;
 
   Decoder& decoder;
@@ -221,21 +221,23 @@ void DecodeBatch::Impl::draw(const std::vector<std::size_t>& group, const torch:
   Sequence& first = *rows[group[0]];
   const Draw next = draw_next(logits, first.request.sampling, first.generator ? *first.generator : shared_generator);
   const auto tokens = next.tokens.cpu().contiguous(), logprobs = next.chosen().cpu().contiguous();
+  const auto untruncated = next.chosen_untruncated().cpu().contiguous();
   for (std::size_t i = 0; i < group.size(); ++i) {
     const int top = rows[group[i]]->request.top_logprobs;
     const auto token = static_cast<std::int32_t>(tokens.data_ptr<std::int64_t>()[i]);
-    out.push_back(record(group[i], token, logprobs.data_ptr<float>()[i]));
+    out.push_back(record(group[i], token, logprobs.data_ptr<float>()[i], untruncated.data_ptr<float>()[i]));
     if (top > 0) out.back().top = most_likely(next.logprobs.narrow(0, static_cast<std::int64_t>(i), 1), top);
   }
 }
 
 // The event of a row's new token (without top_logprobs); a sequence that ends frees its row.
-SequenceToken DecodeBatch::Impl::record(std::size_t row, std::int32_t token, float logprob) {
+SequenceToken DecodeBatch::Impl::record(std::size_t row, std::int32_t token, float logprob, float untruncated) {
   Sequence& s = *rows[row];
   SequenceToken event;
   event.sequence = s.id;
   event.token = token;
   event.logprob = logprob;
+  event.untruncated_logprob = untruncated;
   s.last = token;
   ++s.length;
   ++s.drawn;

@@ -20,13 +20,18 @@ torch::Tensor draw_from(const torch::Tensor& logp, at::Generator& generator) {
 }  // namespace
 
 Draw draw_next(torch::Tensor logits, const Sampling& s, at::Generator& generator) {
-  // Below 1e-5 (vLLM's bound too) greedy: logits divided by 1e-40 overflow to infinities, whose softmax is NaN.
-  if (s.temperature < 1e-5) return {logits.argmax(-1, true), torch::log_softmax(logits, -1)};
+  if (s.temperature < greedy_below) {
+    auto logp = torch::log_softmax(logits, -1);
+    return {logits.argmax(-1, true), logp, logp};
+  }
   logits = logits / s.temperature;
+  const auto untruncated = torch::log_softmax(logits, -1);
   const float minus_infinity = -std::numeric_limits<float>::infinity();
+  bool truncated = false;
   if (s.top_k > 0 && s.top_k < logits.size(-1)) {
     auto kth = std::get<0>(logits.topk(s.top_k, -1)).narrow(-1, s.top_k - 1, 1);
     logits = logits.masked_fill(logits < kth, minus_infinity);
+    truncated = true;
   }
   if (s.top_p < 1.0) {
     // Keep the most likely tokens until their probability reaches top_p (the first one always).
@@ -34,9 +39,10 @@ Draw draw_next(torch::Tensor logits, const Sampling& s, at::Generator& generator
     const auto probabilities = sorted.softmax(-1);
     const auto before = probabilities.cumsum(-1) - probabilities;
     logits = logits.scatter(-1, order, sorted.masked_fill(before >= s.top_p, minus_infinity));
+    truncated = true;
   }
-  auto logp = torch::log_softmax(logits, -1);
-  return {draw_from(logp, generator), logp};
+  auto logp = truncated ? torch::log_softmax(logits, -1) : untruncated;
+  return {draw_from(logp, generator), logp, untruncated};
 }
 
 }  // namespace arclight::model

@@ -10,7 +10,11 @@ namespace arclight::model {
 struct Draw {
   torch::Tensor tokens;    // [B, 1] int64
   torch::Tensor logprobs;  // [B, vocab] float32: the distribution they were drawn from
+  // [B, vocab]: the model's distribution at the sampling's temperature (logprob_temperature), before top-k and top-p;
+  // what training compares the policy's with. The same tensor as logprobs when neither cut anything.
+  torch::Tensor untruncated;
   torch::Tensor chosen() const { return logprobs.gather(1, tokens); }  // [B, 1]: the drawn tokens' log-probs
+  torch::Tensor chosen_untruncated() const { return untruncated.gather(1, tokens); }
 };
 
 // One token per row of logits [B, vocab]: the most likely for greedy (temperature 0; the distribution is the

@@ -111,9 +111,9 @@ std::vector<std::int32_t> ChoiceReader::token_ids() const {
   return ids;
 }
 
-std::vector<float> ChoiceReader::logprobs() const {
+std::vector<float> ChoiceReader::untruncated_logprobs() const {
   std::vector<float> out;
-  for (const StreamedToken& t : tokens_) out.push_back(t.logprob);
+  for (const StreamedToken& t : tokens_) out.push_back(t.untruncated_logprob);
   return out;
 }
 

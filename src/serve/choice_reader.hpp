@@ -30,7 +30,7 @@ class ChoiceReader {
   std::string error() const { return stream_->error(); }
   std::uint64_t policy_version() const { return stream_->policy_version(); }
   std::vector<std::int32_t> token_ids() const;
-  std::vector<float> logprobs() const;
+  std::vector<float> untruncated_logprobs() const;  // what a trace records (StreamedToken)
 
  private:
   void pull(Delta& delta);

@@ -45,6 +45,7 @@ struct Answer {
   std::vector<std::unique_ptr<ChoiceReader>> choices;
   int n = 1;
   std::optional<Trace> trace;
+  double temperature = 1.0;  // the traces record it
   bool logprobs = false;
   bool tools = false;   // tool calls are parsed from the answers
   bool failed = false;  // a streamed choice ended in an error: not traced
@@ -165,6 +166,7 @@ class Endpoint {
     answer->id = random_id(prefix);
     answer->n = sampling.n;
     answer->trace = trace;
+    answer->temperature = sampling.temperature;
     answer->logprobs = sampling.logprobs;
     answer->prompts = std::move(prompts);
     for (const TokenList& prompt : answer->prompts) {
@@ -220,7 +222,7 @@ class Endpoint {
     for (std::size_t i = 0; i < answer.choices.size(); ++i) {
       const ChoiceReader& choice = *answer.choices[i];
       tracer_->record({answer.trace->rollout, answer.trace->attempt, answer.prompt_of(i), choice.token_ids(),
-                       choice.logprobs(), choice.policy_version()});
+                       choice.untruncated_logprobs(), answer.temperature, choice.policy_version()});
     }
   }
 

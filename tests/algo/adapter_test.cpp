@@ -2,6 +2,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "arclight/core/bytes.hpp"
 
 using namespace arclight;
@@ -18,6 +20,8 @@ store::Span llm(std::vector<std::int32_t> prompt, std::vector<std::int32_t> resp
                   {"policy_version", version}};
   return s;
 }
+// Spans that record no temperature were sampled at 1 here.
+Trajectory trajectory_of(const std::vector<store::Span>& spans) { return read_trajectory(spans, 1.0); }
 store::Span reward(double value, int step) {
   store::Span s;
   s.name = span_names::reward;
@@ -36,7 +40,7 @@ BOOST_AUTO_TEST_CASE(a_multi_turn_episode_becomes_one_sequence_with_environment_
   result.name = span_names::result;
   result.attributes = {{"success", 1.0}, {"guesses", 2.0}};
   spans.push_back(result);
-  Trajectory t = read_trajectory(spans);
+  Trajectory t = trajectory_of(spans);
   BOOST_TEST(t.calls.size() == 2u);
   BOOST_TEST(t.rewards == (std::vector<double>{1.0, 2.0}));
   BOOST_TEST(t.metrics["guesses"] == 2.0);
@@ -53,7 +57,7 @@ BOOST_AUTO_TEST_CASE(a_multi_turn_episode_becomes_one_sequence_with_environment_
 }
 
 BOOST_AUTO_TEST_CASE(transitions_give_one_sample_per_call) {
-  Trajectory t = read_trajectory({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8, 9}, {-0.5f, -0.1f}, 5)});
+  Trajectory t = trajectory_of({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8, 9}, {-0.5f, -0.1f}, 5)});
   auto samples = transition_samples(t, {1.0, 2.0});
   BOOST_REQUIRE(samples.size() == 2u);
   BOOST_TEST(samples[1].tokens == (std::vector<std::int32_t>{0, 16, 32, 8, 9}));
@@ -66,7 +70,7 @@ BOOST_AUTO_TEST_CASE(an_episode_that_is_not_one_sequence_trains_call_by_call) {
   // The second prompt does not extend the first call's tokens (its text tokenized again: 16 became 15, 1): the whole
   // episode was refused, which ended the job; now its calls train one by one. A call with no response gives nothing.
   Trajectory t =
-      read_trajectory({llm({0}, {16}, {-1.5f}, 4), llm({0, 15, 1, 32}, {8}, {-0.5f}, 5), llm({0, 7}, {}, {}, 5)});
+      trajectory_of({llm({0}, {16}, {-1.5f}, 4), llm({0, 15, 1, 32}, {8}, {-0.5f}, 5), llm({0, 7}, {}, {}, 5)});
   std::string why;
   auto samples = episode_samples(t, {1.0, 2.0, 3.0}, true, &why);
   BOOST_TEST(why == "policy call 0 is not a prefix of the episode's last prompt");
@@ -75,13 +79,13 @@ BOOST_AUTO_TEST_CASE(an_episode_that_is_not_one_sequence_trains_call_by_call) {
   BOOST_TEST(samples[1].tokens == (std::vector<std::int32_t>{0, 15, 1, 32, 8}));
   BOOST_TEST(samples[1].advantages[4] == 2.0f);
   // One sequence where it is one; as transitions when asked.
-  Trajectory whole = read_trajectory({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8}, {-0.5f}, 5)});
+  Trajectory whole = trajectory_of({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8}, {-0.5f}, 5)});
   why.clear();
   BOOST_TEST(episode_samples(whole, {1.0, 2.0}, true, &why).size() == 1u);
   BOOST_TEST(why.empty());
   BOOST_TEST(episode_samples(whole, {1.0, 2.0}, false).size() == 2u);
   // An episode of one call that produced nothing trains on nothing.
-  BOOST_TEST(episode_samples(read_trajectory({llm({0, 3}, {}, {}, 1)}), {1.0}, true).empty());
+  BOOST_TEST(episode_samples(trajectory_of({llm({0, 3}, {}, {}, 1)}), {1.0}, true).empty());
 }
 
 store::Span agl_reward(const char* key, double value) {
@@ -101,24 +105,24 @@ store::Span named(const std::string& name, std::vector<store::Attribute> attribu
 BOOST_AUTO_TEST_CASE(agent_lightning_rewards_go_to_the_latest_call_before_them_that_has_none) {
   // A reward before any call has nothing to go to; v0.3's reward.0.value and v0.2's `reward` both count; a second
   // reward after the same call goes to the call before it, as Agent Lightning matches them.
-  Trajectory t = read_trajectory({agl_reward("agentlightning.reward.0.value", 5.0), llm({0}, {16}, {-1.5f}, 4),
-                                  llm({0, 16, 32}, {8}, {-0.5f}, 5), agl_reward("agentlightning.reward.0.value", 2.0),
-                                  agl_reward("reward", 0.5)});
+  Trajectory t = trajectory_of({agl_reward("agentlightning.reward.0.value", 5.0), llm({0}, {16}, {-1.5f}, 4),
+                                llm({0, 16, 32}, {8}, {-0.5f}, 5), agl_reward("agentlightning.reward.0.value", 2.0),
+                                agl_reward("reward", 0.5)});
   BOOST_TEST(t.rewards == (std::vector<double>{0.5, 2.0}));
   // No result span: the episode's figure is its total reward (what was credited to a call).
   BOOST_TEST(t.metrics.size() == 1u);
   BOOST_TEST(t.metrics["reward"] == 2.5);
   // One reward per call: a third after two calls finds none left.
-  t = read_trajectory(
-      {llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8}, {-0.5f}, 5), agl_reward("agentlightning.reward.0.value", 1.0),
-       agl_reward("agentlightning.reward.0.value", 0.5), agl_reward("agentlightning.reward.0.value", 0.25)});
+  t = trajectory_of({llm({0}, {16}, {-1.5f}, 4), llm({0, 16, 32}, {8}, {-0.5f}, 5),
+                     agl_reward("agentlightning.reward.0.value", 1.0), agl_reward("agentlightning.reward.0.value", 0.5),
+                     agl_reward("agentlightning.reward.0.value", 0.25)});
   BOOST_TEST(t.rewards == (std::vector<double>{0.5, 1.0}));
   BOOST_TEST(t.metrics["reward"] == 1.5);
   // An annotation without a reward (a tag) changes nothing.
   store::Span tag;
   tag.name = span_names::agl_annotation;
   tag.attributes = {{"agentlightning.tag.0", std::string("done")}};
-  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), tag}).rewards == (std::vector<double>{0.0}));
+  BOOST_TEST(trajectory_of({llm({0}, {16}, {-1.5f}, 4), tag}).rewards == (std::vector<double>{0.0}));
 }
 
 BOOST_AUTO_TEST_CASE(of_several_reward_dimensions_dimension_0_is_the_reward) {
@@ -128,18 +132,18 @@ BOOST_AUTO_TEST_CASE(of_several_reward_dimensions_dimension_0_is_the_reward) {
                                          {"agentlightning.reward.0.value", 1.0},
                                          {"agentlightning.reward.1.name", std::string("brevity")},
                                          {"agentlightning.reward.1.value", 0.2}});
-  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), reward}).rewards == (std::vector<double>{1.0}));
+  BOOST_TEST(trajectory_of({llm({0}, {16}, {-1.5f}, 4), reward}).rewards == (std::vector<double>{1.0}));
   // On a span of any name, as Agent Lightning reads it.
   const store::Span operation = named("agentlightning.operation", {{"agentlightning.reward.0.value", 0.5}});
-  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), operation}).rewards == (std::vector<double>{0.5}));
+  BOOST_TEST(trajectory_of({llm({0}, {16}, {-1.5f}, 4), operation}).rewards == (std::vector<double>{0.5}));
   // Dimension 1 alone is no reward.
   const store::Span second = named(span_names::agl_annotation, {{"agentlightning.reward.1.value", 0.2}});
-  BOOST_TEST(read_trajectory({llm({0}, {16}, {-1.5f}, 4), second}).rewards == (std::vector<double>{0.0}));
+  BOOST_TEST(trajectory_of({llm({0}, {16}, {-1.5f}, 4), second}).rewards == (std::vector<double>{0.0}));
 }
 
 BOOST_AUTO_TEST_CASE(agentops_rewards_are_json_in_task_or_entity_output_on_any_span) {
   auto rewards_with = [](std::vector<store::Attribute> attributes) {
-    return read_trajectory({llm({0}, {16}, {-1.5f}, 4), named("reward_function.task", std::move(attributes))}).rewards;
+    return trajectory_of({llm({0}, {16}, {-1.5f}, 4), named("reward_function.task", std::move(attributes))}).rewards;
   };
   using Text = std::string;
   BOOST_TEST(rewards_with({{"agentops.task.output", Text(R"({"type": "reward", "value": 0.75})")}})[0] == 0.75);
@@ -155,7 +159,7 @@ BOOST_AUTO_TEST_CASE(agentops_rewards_are_json_in_task_or_entity_output_on_any_s
   // v0.2's `reward` counts only on an annotation span.
   BOOST_TEST(rewards_with({{"reward", 1.0}})[0] == 0.0);
   BOOST_TEST(
-      read_trajectory({llm({0}, {16}, {-1.5f}, 4), named("agentlightning.annotation", {{"reward", 1.0}})}).rewards[0] ==
+      trajectory_of({llm({0}, {16}, {-1.5f}, 4), named("agentlightning.annotation", {{"reward", 1.0}})}).rewards[0] ==
       1.0);
 }
 
@@ -165,22 +169,45 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_own_llm_call_spans_are_not_calls) {
   const store::Span theirs = named("openai.chat.completion", {{"prompt_token_ids", store::TokenIds{0}},
                                                               {"response_token_ids", store::TokenIds{16}},
                                                               {"gen_ai.response.id", std::string("chatcmpl-1")}});
-  Trajectory t =
-      read_trajectory({llm({0}, {16}, {-1.5f}, 4), theirs, agl_reward("agentlightning.reward.0.value", 1.0)});
+  Trajectory t = trajectory_of({llm({0}, {16}, {-1.5f}, 4), theirs, agl_reward("agentlightning.reward.0.value", 1.0)});
   BOOST_TEST(t.calls.size() == 1u);
   BOOST_TEST(t.rewards == (std::vector<double>{1.0}));
-  BOOST_TEST(read_trajectory({theirs}).calls.empty());
+  BOOST_TEST(trajectory_of({theirs}).calls.empty());
 }
 
 BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
   // The second prompt does not extend the first call.
-  Trajectory t = read_trajectory({llm({0}, {16}, {-1.f}, 1), llm({0, 17, 32}, {8}, {-1.f}, 1)});
+  Trajectory t = trajectory_of({llm({0}, {16}, {-1.f}, 1), llm({0, 17, 32}, {8}, {-1.f}, 1)});
   BOOST_CHECK_THROW(trajectory_sample(t, {0, 0}), DecodeError);
   store::Span bare;
   bare.name = span_names::llm;
-  BOOST_CHECK_THROW(read_trajectory({bare}), DecodeError);
-  BOOST_CHECK_THROW(read_trajectory({llm({0}, {1}, {-1.f}, 1), reward(1.0, 3)}), DecodeError);  // no step 3
-  BOOST_CHECK_THROW(read_trajectory({llm({0}, {1, 2}, {-1.f}, 1)}), DecodeError);               // logprobs short
+  BOOST_CHECK_THROW(trajectory_of({bare}), DecodeError);
+  BOOST_CHECK_THROW(trajectory_of({llm({0}, {1}, {-1.f}, 1), reward(1.0, 3)}), DecodeError);  // no step 3
+  BOOST_CHECK_THROW(trajectory_of({llm({0}, {1, 2}, {-1.f}, 1)}), DecodeError);               // logprobs short
+}
+
+BOOST_AUTO_TEST_CASE(each_action_token_keeps_the_temperature_of_its_call) {
+  // An outside agent's calls at temperatures 0.7 and 1.3; a span written before spans recorded one had grpo's.
+  store::Span first = llm({0}, {16}, {-1.5f}, 4), second = llm({0, 16, 32}, {8, 9}, {-0.5f, -0.1f}, 5);
+  first.attributes.push_back({"temperature", 0.7});
+  second.attributes.push_back({"temperature", 1.3});
+  const Trajectory t = read_trajectory({first, second}, 0.9);
+  const Sample whole = trajectory_sample(t, {1.0, 2.0});
+  BOOST_TEST(whole.temperatures == (std::vector<float>{1.f, 0.7f, 1.f, 1.3f, 1.3f}));
+  const std::vector<Sample> calls = transition_samples(t, {1.0, 2.0});
+  BOOST_TEST(calls[0].temperatures == (std::vector<float>{1.f, 0.7f}));
+  BOOST_TEST(calls[1].temperatures == (std::vector<float>{1.f, 1.f, 1.f, 1.3f, 1.3f}));
+  const Trajectory unrecorded = read_trajectory({llm({0}, {16}, {-1.5f}, 4)}, 0.9);
+  BOOST_TEST(trajectory_sample(unrecorded, {1.0}).temperatures == (std::vector<float>{1.f, 0.9f}));
+  // A temperature that is not a number of at least greedy_below (a span any agent may send) refuses the episode.
+  for (const double bad : {0.0, -1.0, std::nan(""), 1e9}) {
+    store::Span span = llm({0}, {16}, {-1.5f}, 4);
+    span.attributes.push_back({"temperature", bad});
+    BOOST_CHECK_THROW(read_trajectory({span}, 1.0), DecodeError);
+  }
+  store::Span text = llm({0}, {16}, {-1.5f}, 4);
+  text.attributes.push_back({"temperature", std::string("0.7")});
+  BOOST_CHECK_THROW(read_trajectory({text}, 1.0), DecodeError);
 }
 
 BOOST_AUTO_TEST_CASE(samples_round_trip_through_their_encoding) {
@@ -188,6 +215,7 @@ BOOST_AUTO_TEST_CASE(samples_round_trip_through_their_encoding) {
   a.tokens = {0, 5, 7};
   a.action_mask = {0, 1, 1};
   a.behaviour_logprobs = {0, -1, -2};
+  a.temperatures = {1, 0.7f, 1.3f};
   a.advantages = {0, 0.5f, -0.5f};
   a.policy_version = 9;
   Sample empty;
@@ -195,6 +223,7 @@ BOOST_AUTO_TEST_CASE(samples_round_trip_through_their_encoding) {
   BOOST_REQUIRE(back.size() == 2u);
   BOOST_TEST(back[0].tokens == a.tokens);
   BOOST_TEST(back[0].advantages == a.advantages);
+  BOOST_TEST(back[0].temperatures == a.temperatures);
   BOOST_TEST(back[0].policy_version == 9u);
   BOOST_TEST(back[1].tokens.empty());
   std::string bytes = encode_samples({a});

@@ -15,6 +15,7 @@ struct Case {
   torch::Tensor logits = torch::log(torch::tensor({{{0.2f, 0.8f}, {0.5f, 0.5f}, {0.5f, 0.5f}}})).requires_grad_(true);
   torch::Tensor tokens = torch::tensor({{0L, 1L, 0L}});
   torch::Tensor mask = torch::tensor({{0.f, 1.f, 1.f}});
+  torch::Tensor temperatures = torch::ones({1, 3});
 };
 }  // namespace
 
@@ -26,7 +27,7 @@ BOOST_AUTO_TEST_CASE(on_policy_loss_is_minus_the_mean_advantage) {
   auto old_logp = torch::tensor({{0.f, std::log(0.8f), std::log(0.5f)}});
   auto adv = torch::tensor({{0.f, 2.f, -1.f}});
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, adv, {}, LossConfig{}, &terms);
+  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, LossConfig{}, &terms);
   BOOST_TEST(loss.item<double>() == -(2.0 - 1.0) / 2, tt::tolerance(1e-6));
   BOOST_TEST(terms.action_tokens == 2.0);
   BOOST_TEST(terms.clip_fraction == 0.0);
@@ -44,7 +45,7 @@ BOOST_AUTO_TEST_CASE(ratios_are_clipped_by_the_sign_of_the_advantage) {
   LossConfig config;
   config.clip_eps = 0.2;
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, adv, {}, config, &terms);
+  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, config, &terms);
   // A > 0: min(2 * 1, 1.2 * 1) = 1.2.  A < 0: min(2 * -1, 1.2 * -1) = -2.  Loss = -(1.2 - 2) / 2.
   BOOST_TEST(loss.item<double>() == 0.4, tt::tolerance(1e-5));
   BOOST_TEST(terms.clip_fraction == 1.0, tt::tolerance(1e-6));
@@ -64,7 +65,7 @@ BOOST_AUTO_TEST_CASE(kl_and_entropy_terms) {
   config.kl_coef = 0.1;
   config.entropy_coef = 0.01;
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, adv, ref, config, &terms);
+  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, ref, config, &terms);
   // k3 at position 0: delta = ln(0.5/0.8); exp(delta) - delta - 1. At position 1: 0.
   const double delta = std::log(0.5 / 0.8);
   const double kl = (std::exp(delta) - delta - 1) / 2;
@@ -75,16 +76,25 @@ BOOST_AUTO_TEST_CASE(kl_and_entropy_terms) {
   BOOST_TEST(loss.item<double>() == 0.1 * kl - 0.01 * entropy, tt::tolerance(1e-5));
 }
 
-BOOST_AUTO_TEST_CASE(temperature_scales_the_logits) {
+BOOST_AUTO_TEST_CASE(each_token_is_scored_at_its_own_temperature) {
   Case c;
-  LossConfig config;
-  config.temperature = 2.0;
-  // At temperature 2 the position-0 distribution is softmax(ln(0.2)/2, ln(0.8)/2) = (1/3, 2/3).
+  // Token 1 sampled at temperature 2: the position-0 distribution is softmax(ln(0.2)/2, ln(0.8)/2) = (1/3, 2/3).
+  // Token 2 at temperature 0.5: position 1 is even at any temperature.
+  c.temperatures = torch::tensor({{1.f, 2.f, 0.5f}});
   auto old_logp = torch::tensor({{0.f, std::log(2.f / 3.f), std::log(0.5f)}});
-  auto adv = torch::tensor({{0.f, 1.f, 0.f}});
+  auto adv = torch::tensor({{0.f, 1.f, 1.f}});
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, adv, {}, config, &terms);
-  BOOST_TEST(loss.item<double>() == -0.5, tt::tolerance(1e-5));  // ratio 1
+  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, LossConfig{}, &terms);
+  BOOST_TEST(loss.item<double>() == -1.0, tt::tolerance(1e-5));  // both ratios 1
+  BOOST_TEST(terms.clip_fraction == 0.0);
+  // d(loss)/d(logit) at position 0 for token 1: -(A/N) * (1 - p) / T = -(1/2) * (1/3) / 2.
+  loss.backward();
+  BOOST_TEST(c.logits.grad()[0][0][1].item<double>() == -1.0 / 12, tt::tolerance(1e-5));
+  // Scored at temperature 1 instead, the same behaviour log-prob would give token 1 a ratio of 0.8 / (2/3) = 1.2.
+  Case one;
+  const auto at_one =
+      grpo_loss(one.logits, one.tokens, one.mask, old_logp, one.temperatures, adv, {}, LossConfig{}, &terms);
+  BOOST_TEST(at_one.item<double>() == -(1.2 + 1.0) / 2, tt::tolerance(1e-5));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

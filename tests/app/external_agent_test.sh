@@ -2,6 +2,8 @@
 # Outside agents (agent.name = "external") on 3 ranks (coordinator, trainer, runner): the runner starts the agent
 # processes, which play through its OpenAI-compatible endpoint and its task interface.
 #   - examples/guess_agent.py learns (guess 1..7, the tiny model): the reward rises, as with the built-in agent;
+#     it samples at temperature 1 whatever grpo.temperature says, and the loss compares log-probs at the temperature
+#     each call recorded: on-policy (max_staleness 0), hardly a ratio is clipped;
 #   - agents that crash, hang, send garbage or never ask for work: every step still trains, the job ends 0;
 #   - examples/calculator_agent.py (tool calls over chat completions) runs end to end;
 #   - no agent process outlives the job, even when its runner is killed with SIGKILL;
@@ -36,18 +38,21 @@ agents_gone_within() {
 metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 
 # 1. The guess agent learns through the endpoint.
-ranks_timeout=240 run_ranks train --config configs/tiny.toml "${external[@]}" --run.dir "$work/learn"
+ranks_timeout=240 run_ranks train --config configs/tiny.toml "${external[@]}" --grpo.temperature 0.5 \
+  --run.dir "$work/learn"
 before=$failures
 [ "$(codes)" = "3x0" ] || fail "guess: exit codes '$(codes)': $(tail -5 "$work/err")"
 [ "$(metric_lines "$work/learn")" = 25 ] || fail "guess: $(metric_lines "$work/learn") steps in metrics.jsonl, want 25"
-read -r first last < <(python3 - "$work/learn/metrics.jsonl" <<'PY'
+read -r first last clipped < <(python3 - "$work/learn/metrics.jsonl" <<'PY'
 import json, sys
-r = [json.loads(l)["reward"] for l in open(sys.argv[1])] or [0]
-print(sum(r[:5]) / 5, sum(r[-5:]) / 5)
+rows = [json.loads(l) for l in open(sys.argv[1])] or [{"reward": 0, "clip_fraction": 1}]
+r = [row["reward"] for row in rows]
+print(sum(r[:5]) / 5, sum(r[-5:]) / 5, max(row["clip_fraction"] for row in rows))
 PY
 )
-echo "guess through the endpoint: mean reward of the first 5 steps $first, of the last 5 $last"
+echo "guess through the endpoint: mean reward of the first 5 steps $first, of the last 5 $last; most clipped $clipped"
 python3 -c "import sys; sys.exit(0 if $last > $first + 0.2 else 1)" || fail "guess: reward did not rise ($first -> $last)"
+python3 -c "import sys; sys.exit(0 if $clipped < 0.02 else 1)" || fail "guess: on-policy, yet $clipped of a step clipped"
 agents_gone_within 5 || fail "guess: agents left after the job: $(agents_left)"
 [ $failures = "$before" ] && passed=$((passed + 1))
 

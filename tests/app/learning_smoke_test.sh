@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The real binary learns: on configs/tiny.toml (guess 1..7, fixed seed), the mean reward of
 # the last 5 steps beats the first 5, and every step's line is in metrics.jsonl; usage.json has
-# every rank, its CPU over the training's window holding its compute, the start apart.
+# every rank, its CPU over the training's window holding its compute, the start apart. On-policy
+# (tiny.toml: max_staleness 0, one epoch) the trainer's log-probs, taken at each token's sampling
+# temperature, are those the runners recorded: hardly a ratio clipped at any step.
 # Usage: learning_smoke_test.sh BIN SOURCE_DIR [NP [extra train flags...]]
 set -u
 bin=$(realpath "$1"); src=$2; np=${3:-4}; shift 3 2>/dev/null || shift $#
@@ -17,15 +19,15 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 lines=$(wc -l <"$work/run/metrics.jsonl" 2>/dev/null || echo 0)
 [ "$lines" = 25 ] || fail "metrics.jsonl has $lines lines, want 25"
 grep -q '^step=25 version=25 reward=' "$work/out" || fail "no progress line for step 25"
-first=0; last=0
-[ -f "$work/run/metrics.jsonl" ] && read -r first last < <(python3 - "$work/run/metrics.jsonl" <<'PY'
+first=0; last=0; clipped=1
+[ -f "$work/run/metrics.jsonl" ] && read -r first last clipped < <(python3 - "$work/run/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 r = [row["reward"] for row in rows]
-print(sum(r[:5]) / 5, sum(r[-5:]) / 5)
+print(sum(r[:5]) / 5, sum(r[-5:]) / 5, max(row["clip_fraction"] for row in rows))
 PY
 )
-echo "mean reward, first 5 steps: $first; last 5 steps: $last"
+echo "mean reward, first 5 steps: $first; last 5 steps: $last; most clipped in a step: $clipped"
 usage=$(python3 - "$work/run/usage.json" "$np" <<'PY' 2>&1
 import json, sys
 u = json.load(open(sys.argv[1]))
@@ -41,5 +43,6 @@ PY
 )
 [ "$usage" = ok ] || fail "usage.json: $usage"
 python3 -c "import sys; sys.exit(0 if $last > $first + 0.2 else 1)" || fail "reward did not rise ($first -> $last)"
-echo "$((failures > 4 ? 0 : 4 - failures)) passed, $failures failed"
+python3 -c "import sys; sys.exit(0 if $clipped < 0.02 else 1)" || fail "on-policy, yet $clipped of a step's ratios clipped"
+echo "$((failures > 5 ? 0 : 5 - failures)) passed, $failures failed"
 [ $failures = 0 ]

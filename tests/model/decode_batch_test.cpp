@@ -1,6 +1,7 @@
 #include "arclight/model/decode_batch.hpp"
 
 #include <boost/test/unit_test.hpp>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -148,6 +149,38 @@ BOOST_AUTO_TEST_CASE(a_vanishing_temperature_samples_greedily) {
   const auto outputs = run(batch, {{0, request(prompt_of(4, 1, 20), 6, tiny)}, {0, request(prompt_of(4, 1, 20), 6)}});
   BOOST_TEST(outputs[0].tokens == outputs[1].tokens);
   for (float logprob : outputs[0].logprobs) BOOST_TEST(std::isfinite(logprob));
+}
+
+// What training compares with: each token's log-prob at the sampling's temperature before top-k and top-p cut the
+// distribution; the client's (logprob) is of the distribution drawn from, higher where the cut took mass away.
+BOOST_AUTO_TEST_CASE(each_token_also_has_its_log_prob_before_top_k_and_top_p) {
+  Policy policy(small(Positions::rotary), 20, 7);
+  Sampling sampling;
+  sampling.temperature = 0.8;
+  sampling.top_k = 12;
+  sampling.top_p = 0.6;
+  DecodeBatch batch(policy, 1);
+  const std::vector<std::int32_t> prompt = prompt_of(4, 3, 20);
+  const Output out = run(batch, {{0, request(prompt, 8, sampling)}}).at(0);
+  std::vector<std::int64_t> sequence(prompt.begin(), prompt.end());
+  sequence.insert(sequence.end(), out.tokens.begin(), out.tokens.end());
+  torch::NoGradGuard no_grad;
+  const auto logits = policy.logits(torch::tensor(sequence).unsqueeze(0))[0];
+  bool cut = false;
+  for (std::size_t i = 0; i < out.events.size(); ++i) {
+    const auto position = static_cast<std::int64_t>(prompt.size() + i - 1);
+    const float expected = torch::log_softmax(logits[position] / 0.8, -1)[out.tokens[i]].item<float>();
+    BOOST_TEST(out.events[i].untruncated_logprob == expected, boost::test_tools::tolerance(1e-4f));
+    BOOST_TEST(out.events[i].logprob >= out.events[i].untruncated_logprob - 1e-6f);
+    cut = cut || out.events[i].logprob > out.events[i].untruncated_logprob + 1e-3f;
+  }
+  BOOST_TEST(cut);
+  // Without a cut both are the same; greedy ones are the model's own (temperature 1).
+  DecodeBatch plain(policy, 2);
+  Sampling warm;
+  warm.temperature = 0.8;
+  for (const Output& o : run(plain, {{0, request(prompt, 4, warm)}, {0, request(prompt, 4)}}))
+    for (const SequenceToken& e : o.events) BOOST_TEST(e.logprob == e.untruncated_logprob);
 }
 
 BOOST_AUTO_TEST_CASE(one_row_serves_many_sequences_in_turn) {

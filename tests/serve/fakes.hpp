@@ -60,7 +60,8 @@ class ScriptedGenerator : public Generator {
       }
       if (static_cast<int>(i) == request.max_tokens) return stream.finish(Finish::length);
       std::this_thread::sleep_for(per_token);
-      StreamedToken t{answer[i], -float(i + 1) / 8, {}};
+      // The untruncated log-prob lower, as where top-p cut some of the distribution away
+      StreamedToken t{answer[i], -float(i + 1) / 8, -float(i + 1) / 4, {}};
       for (int k = 1; k <= request.top_logprobs; ++k) t.top.emplace_back(answer[i] + k, t.logprob - k);
       stream.push(t, policy_version);
       for (const std::int32_t stop : request.stop_tokens)

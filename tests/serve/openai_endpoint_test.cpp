@@ -286,7 +286,12 @@ BOOST_AUTO_TEST_CASE(a_request_under_the_proxy_path_is_traced_per_choice) {
   served.generator.answer_text("ab");
   json request = hello_chat;
   request["n"] = 2;
+  request["temperature"] = 0.7;
+  request["top_p"] = 0.9;
+  request["logprobs"] = true;
   const json body = served.ok("/rollout/ro-3/attempt/at-5/v1/chat/completions", request);
+  // The client sees the log-probs of the distribution drawn from; the trace those before top-p, and the temperature
+  BOOST_TEST(body["choices"][0]["logprobs"]["content"][1]["logprob"] == -0.25);
   const std::vector<TracedCall> calls = served.tracer.calls();
   BOOST_REQUIRE(calls.size() == 2);
   for (const TracedCall& call : calls) {
@@ -294,7 +299,8 @@ BOOST_AUTO_TEST_CASE(a_request_under_the_proxy_path_is_traced_per_choice) {
     BOOST_TEST(call.attempt_id == 5u);
     BOOST_TEST(json(call.prompt) == body["prompt_token_ids"]);
     BOOST_TEST(json(call.response) == body["choices"][0]["token_ids"]);
-    BOOST_TEST(call.logprobs == (std::vector<float>{-0.125f, -0.25f}));
+    BOOST_TEST(call.logprobs == (std::vector<float>{-0.25f, -0.5f}));
+    BOOST_TEST(call.temperature == 0.7);
     BOOST_TEST(call.policy_version == policy_version);
   }
 }

@@ -11,7 +11,8 @@ namespace arclight::algo {
 
 // What runners record, span by span (see the app's tracer): the names and attributes read here.
 namespace span_names {
-inline constexpr const char* llm = "llm";        // prompt_ids, response_ids, logprobs, policy_version
+// prompt_ids, response_ids, logprobs, policy_version, and temperature: the one the log-probs were taken at
+inline constexpr const char* llm = "llm";
 inline constexpr const char* reward = "reward";  // reward, step
 inline constexpr const char* result = "result";  // the episode's figures, each a number
 // Agent Lightning's reward span, as outside agents send it (agentlightning.reward.0.value; the older forms too, see
@@ -23,6 +24,7 @@ struct Trajectory {
   struct Call {
     std::vector<std::int32_t> prompt, response;
     std::vector<float> logprobs;
+    float temperature = 1;  // of the log-probs (before top-k and top-p)
     std::uint64_t policy_version = 0;
   };
   std::vector<Call> calls;                // in order
@@ -32,15 +34,17 @@ struct Trajectory {
 };
 
 // Reads one attempt's spans (in sequence order). Throws DecodeError for a span that lacks
-// what its name promises. Agent Lightning's rewards are read as its get_reward_value reads them, from a span of any
-// name other than the three above: dimension 0 of agentlightning.reward.N.{name,value} (emit_reward puts the primary
-// dimension first; the others are not trained on); else agentops.task.output / agentops.entity.output holding the
-// JSON {"type": "reward", "value": x}; else v0.2's attribute `reward` on an agentlightning.annotation span. Each goes
-// to the latest policy call before it that has no such reward yet, as its LlmProxyTraceToTriplet matches them
+// what its name promises, or an llm span whose temperature is not a number of at least model::greedy_below; one
+// without a temperature (written before spans recorded it) had `unrecorded_temperature`, grpo.temperature. Agent
+// Lightning's rewards are read as its get_reward_value reads them, from a span of any name other than the three above:
+// dimension 0 of agentlightning.reward.N.{name,value} (emit_reward puts the primary dimension first; the others are not
+// trained on); else agentops.task.output / agentops.entity.output holding the JSON {"type": "reward", "value": x}; else
+// v0.2's attribute `reward` on an agentlightning.annotation span. Each goes to the latest policy call before it that
+// has no such reward yet, as its LlmProxyTraceToTriplet matches them
 // ("first occurrence" by sequence); one with no such call is dropped. Agent Lightning's own LLM-call spans
 // (openai.chat.completion ...) are not calls here: arclight's endpoint records every call it serves as an `llm` span,
 // with the log-probs and the policy version that training needs and theirs lack.
-Trajectory read_trajectory(const std::vector<store::Span>& spans);
+Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecorded_temperature);
 
 // One sequence for the whole trajectory: the last call's prompt and response, where every
 // call's response tokens are actions and the environment's tokens are masked out. Each

@@ -14,7 +14,6 @@ struct LossConfig {
   double clip_eps = 0.2;
   double kl_coef = 0.0;       // weight of KL(policy || reference), k3 estimator
   double entropy_coef = 0.0;  // weight of the entropy bonus
-  double temperature = 1.0;   // the sampling temperature: log-probs are taken at it
 };
 
 struct LossTerms {
@@ -28,9 +27,11 @@ struct LossTerms {
 // The loss to minimize, averaged over action tokens.
 // logits [B, T, V] from the policy on tokens [B, T] (int64); the others [B, T] float,
 // aligned with tokens: position i holds the values for token i, predicted at i - 1.
+// temperatures: the sampling temperature of each token, at which its behaviour log-prob was taken; the policy's and
+// the reference's log-probs are taken at it too (logits / temperature), so that their ratio compares like with like.
 // reference_logits may be undefined when kl_coef is 0.
 at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
-                     const at::Tensor& behaviour_logprobs, const at::Tensor& advantages,
+                     const at::Tensor& behaviour_logprobs, const at::Tensor& temperatures, const at::Tensor& advantages,
                      const at::Tensor& reference_logits, const LossConfig& config, LossTerms* terms);
 
 }  // namespace arclight::algo

@@ -30,6 +30,9 @@ struct SequenceToken {
   std::uint64_t sequence = 0;  // what add() returned
   std::int32_t token = 0;
   float logprob = 0;  // under the distribution it was drawn from (as Policy::generate)
+  // Under the model's distribution at the sampling's temperature, before top-k and top-p (logprob_temperature): what
+  // training compares with. The same as logprob when neither cut anything.
+  float untruncated_logprob = 0;
   // The top_logprobs most likely under that distribution, most likely first (-inf: ruled out by top-k / top-p).
   std::vector<std::pair<std::int32_t, float>> top;
   FinishReason finish = FinishReason::none;  // set on the sequence's last token

@@ -23,10 +23,16 @@ class Decoder;
 class DecodeBatch;
 
 struct Sampling {
-  double temperature = 1.0;  // 0: greedy (the most likely token)
+  double temperature = 1.0;  // below greedy_below: greedy (the most likely token)
   int top_k = 0;             // 0: the whole vocabulary
   double top_p = 1.0;        // the smallest set of most likely tokens whose probability reaches top_p
 };
+
+// Below this temperature sampling is greedy (vLLM's bound too): logits divided by less overflow.
+inline constexpr double greedy_below = 1e-5;
+// The temperature at which a sampling's log-probs are taken: its own, or the model's own (1) when greedy. Training
+// compares the policy's log-probs at this temperature with those recorded.
+inline double logprob_temperature(double temperature) { return temperature < greedy_below ? 1.0 : temperature; }
 
 // One row of a generate call: the sampled tokens and their log-probs under the distribution they were drawn from
 // (temperature, top-k and top-p applied; for greedy rows, the model's own distribution). A row that drew a stop

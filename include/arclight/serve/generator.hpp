@@ -26,7 +26,9 @@ struct GenerationRequest {
 
 struct StreamedToken {
   std::int32_t id = 0;
-  float logprob = 0;
+  float logprob = 0;  // under the distribution it was drawn from (temperature, top-p)
+  // At the temperature, before top-p: what a trace records, what training compares the policy's log-probs with
+  float untruncated_logprob = 0;
   std::vector<std::pair<std::int32_t, float>> top;  // most likely first
 };
 
