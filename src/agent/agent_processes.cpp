@@ -31,6 +31,7 @@ namespace {
 
 constexpr std::size_t longest_line = 64 * 1024;  // a longer one is forwarded in pieces
 constexpr int poll_interval_ms = 50;             // how often the supervisor looks for dead workers
+constexpr double guard_sweep_seconds = 5;        // at stop, for the guards to kill what their agents started
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -502,20 +503,26 @@ void AgentProcesses::restart(Worker& w) {
 }
 
 // stop(): SIGTERM to every group, SIGKILL to what is left after the grace; every worker reaped, its output forwarded.
+// The guards kill what their agents started once the agents are gone: they get a few seconds more for that.
 void AgentProcesses::terminate_all() {
   for (Worker& w : workers_)
     if (w.pid > 0) ::killpg(w.agent_pid, SIGTERM);
-  double deadline = now_seconds() + options_.stop_grace_seconds;
-  auto running = [&] {
+  const auto running = [&] {
     return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.pid > 0; });
   };
-  while (running() && now_seconds() < deadline) {
-    read_output(10);
-    for (Worker& w : workers_)
-      if (w.pid > 0) reap_if_ended(w, false);
-  }
+  const auto reap_until = [&](double deadline) {
+    while (running() && now_seconds() < deadline) {
+      read_output(10);
+      for (Worker& w : workers_)
+        if (w.pid > 0) reap_if_ended(w, false);
+    }
+  };
+  reap_until(now_seconds() + options_.stop_grace_seconds);
   for (Worker& w : workers_)
-    if (w.pid > 0) ::killpg(w.agent_pid, SIGKILL), ::kill(w.pid, SIGKILL), reap_if_ended(w, true);
+    if (w.pid > 0) ::killpg(w.agent_pid, SIGKILL);
+  reap_until(now_seconds() + guard_sweep_seconds);
+  for (Worker& w : workers_)
+    if (w.pid > 0) ::kill(w.pid, SIGKILL), reap_if_ended(w, true);  // a guard that hangs (it should not)
   for (Worker& w : workers_) drain(w);
 }
 

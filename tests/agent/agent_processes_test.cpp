@@ -111,6 +111,21 @@ std::string write_whole(const std::string& what, const std::string& file) {
   return what + " > " + file + ".part && mv " + file + ".part " + file;
 }
 
+// A script part that starts two processes out of the agent's group, as daemons do, and leaves their pids in
+// $escaped: one by setsid (its parent the agent), one by setsid in a shell that ends at once (a double fork: its
+// parent gone, the guard adopts it). Their output goes to /dev/null: the worker's pipe is not theirs to hold.
+const std::string start_escapees =
+    "escaped=\"$(setsid sh -c 'sleep 300 >/dev/null 2>&1 & echo $!') \"; setsid sleep 300 >/dev/null 2>&1 & "
+    "escaped=\"$escaped$!\"";
+
+// The pids a script wrote to `file` (whole, by write_whole).
+std::vector<pid_t> pids_in(const std::string& file) {
+  std::vector<pid_t> out;
+  std::istringstream written(read_file(file));
+  for (pid_t pid = 0; written >> pid;) out.push_back(pid);
+  return out;
+}
+
 std::vector<WorkerExit> collect_exits(AgentProcesses& agents, std::size_t count, double seconds) {
   std::vector<WorkerExit> exits;
   wait_until(
@@ -389,13 +404,15 @@ BOOST_AUTO_TEST_CASE(a_command_that_dies_at_once_trips_the_restart_limit) {
 }
 
 BOOST_AUTO_TEST_CASE(stop_kills_a_worker_that_ignores_sigterm_after_the_grace) {
-  LineSink sink;
-  auto o = shell_agent("trap '' TERM; echo ready; while :; do sleep 0.1; done");
+  TempDir tmp;
+  const std::string file = tmp.file("escaped");
+  // Its daemons ignore SIGTERM too (an ignored signal is inherited).
+  auto o = shell_agent("trap '' TERM; " + start_escapees + "; " + write_whole("echo $escaped", file) +
+                       "; while :; do sleep 0.1; done");
   o.stop_grace_seconds = 0.5;
-  o.log_line = sink.function();
   AgentProcesses agents(o);
   agents.start();
-  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has("[agent 0] ready"); }, 10), "the worker set its trap");
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker set its trap");
   pid_t pid = agents.pids()[0];
   double begin = now_seconds();
   agents.stop();
@@ -403,31 +420,54 @@ BOOST_AUTO_TEST_CASE(stop_kills_a_worker_that_ignores_sigterm_after_the_grace) {
   BOOST_TEST(took >= 0.5, "it got the grace first: " << took << " s");
   BOOST_TEST(took < 2.0, "then SIGKILL: " << took << " s");
   BOOST_TEST(!alive(pid));
+  for (pid_t escaped : pids_in(file)) BOOST_TEST(!alive(escaped), "process " << escaped << " ended with the stop");
 }
 
-BOOST_AUTO_TEST_CASE(stop_ends_a_grandchild_in_the_worker_group) {
+BOOST_AUTO_TEST_CASE(stop_ends_every_process_the_worker_started) {
   TempDir tmp;
-  std::string file = tmp.file("grandchild");
-  AgentProcesses agents(shell_agent("sleep 300 & " + write_whole("echo $!", file) + "; wait"));
+  std::string file = tmp.file("grandchildren");
+  AgentProcesses agents(shell_agent("sleep 300 & child=$!; " + start_escapees + "; " +
+                                    write_whole("echo $child $escaped", file) + "; wait"));
   agents.start();
-  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its child");
-  pid_t grandchild = std::stoi(read_file(file));
-  BOOST_REQUIRE(alive(grandchild));
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its children");
+  const std::vector<pid_t> grandchildren = pids_in(file);
+  BOOST_REQUIRE(grandchildren.size() == 3u);
+  for (pid_t pid : grandchildren) BOOST_REQUIRE(alive(pid));
   agents.stop();
-  BOOST_TEST(wait_until([&] { return !alive(grandchild); }, 2), "grandchild " << grandchild << " ended");
+  for (pid_t pid : grandchildren) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "process " << pid << " ended");
 }
 
-BOOST_AUTO_TEST_CASE(a_dying_worker_takes_its_grandchildren_with_it) {
+BOOST_AUTO_TEST_CASE(a_dying_worker_takes_every_process_it_started_with_it) {
   TempDir tmp;
-  std::string file = tmp.file("grandchild");
-  auto o = shell_agent("sleep 300 & " + write_whole("echo $!", file) + "; sleep 0.2; exit 1");
-  o.backoff_initial_seconds = 30;  // no second start (and grandchild) during the test
+  std::string file = tmp.file("grandchildren");
+  auto o = shell_agent("sleep 300 & child=$!; " + start_escapees + "; " + write_whole("echo $child $escaped", file) +
+                       "; sleep 0.2; exit 1");
+  o.backoff_initial_seconds = 30;  // no second start (and grandchildren) during the test
   AgentProcesses agents(o);
   agents.start();
-  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its child");
-  pid_t grandchild = std::stoi(read_file(file));
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its children");
+  const std::vector<pid_t> grandchildren = pids_in(file);
+  BOOST_REQUIRE(grandchildren.size() == 3u);
   BOOST_REQUIRE_MESSAGE(collect_exits(agents, 1, 10).size() == 1u, "the worker's exit reported");
-  BOOST_TEST(wait_until([&] { return !alive(grandchild); }, 2), "grandchild " << grandchild << " ended");
+  for (pid_t pid : grandchildren) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "process " << pid << " ended");
+}
+
+// A hung worker killed by the runner (its rollout timed out): what it started goes too, and it is reported killed.
+BOOST_AUTO_TEST_CASE(a_killed_worker_takes_every_process_it_started_with_it) {
+  TempDir tmp;
+  std::string file = tmp.file("grandchildren");
+  auto o = shell_agent(start_escapees + "; " + write_whole("echo $escaped", file) + "; exec sleep 300");
+  o.backoff_initial_seconds = 30;
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its children");
+  const std::vector<pid_t> escaped = pids_in(file);
+  BOOST_REQUIRE(escaped.size() == 2u);
+  BOOST_REQUIRE(agents.kill_worker(o.worker_id_prefix + "-w0"));
+  const std::vector<WorkerExit> exits = collect_exits(agents, 1, 10);
+  BOOST_REQUIRE(exits.size() == 1u);
+  BOOST_TEST(exits[0].signal == SIGKILL);
+  for (pid_t pid : escaped) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "process " << pid << " ended");
 }
 
 // The important one: a runner killed by SIGKILL (no destructor, no stop) leaves nothing behind: no guard, no agent,
@@ -440,9 +480,12 @@ BOOST_AUTO_TEST_CASE(nothing_survives_a_supervisor_killed_by_sigkill) {
   BOOST_REQUIRE(supervisor >= 0);
   if (supervisor == 0) {  // the supervisor: starts the workers, reports their pids, waits to be killed
     ::close(report[0]);
-    // Each agent writes its own pid and its child's, then becomes `sleep`.
+    // Each agent writes its own pid, its child's and those of two processes that left its group, then becomes
+    // `sleep`.
     const std::string file = tmp.file("pids.$ARCLIGHT_WORKER_ID");
-    AgentProcesses agents(shell_agent("sleep 300 & " + write_whole("echo $$ $!", file) + "; exec sleep 300", 3));
+    AgentProcesses agents(shell_agent("sleep 300 & child=$!; " + start_escapees + "; " +
+                                          write_whole("echo $$ $child $escaped", file) + "; exec sleep 300",
+                                      3));
     agents.start();
     auto pids = agents.pids();
     ssize_t n = ::write(report[1], pids.data(), pids.size() * sizeof(pid_t));
@@ -459,15 +502,18 @@ BOOST_AUTO_TEST_CASE(nothing_survives_a_supervisor_killed_by_sigkill) {
   for (int w = 0; w < 3; ++w) {
     const std::string file = tmp.file("pids.worker-w" + std::to_string(w));
     BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "worker " << w << " started its child");
-    std::istringstream written(read_file(file));
-    pid_t agent = 0, child = 0;
-    BOOST_REQUIRE(written >> agent >> child);
+    const std::vector<pid_t> written = pids_in(file);
+    BOOST_REQUIRE(written.size() == 4u);
+    const pid_t agent = written[0], child = written[1];
     BOOST_TEST(agent == pids[w], "pids() names the agent");
     const pid_t guard = parent_of(agent);
     BOOST_TEST(parent_of(guard) == supervisor, "the agent runs under a guard the supervisor started");
-    BOOST_TEST(::getpgid(guard) == agent, "the guard is in the agent's group");
-    BOOST_TEST(::getpgid(child) == agent, "so is the agent's child");
-    processes.insert(processes.end(), {guard, agent, child});
+    BOOST_TEST(::getpgid(guard) == guard, "the guard leads a group of its own");
+    BOOST_TEST(::getpgid(child) == agent, "the agent's child is in the agent's group");
+    BOOST_TEST(::getpgid(written[2]) != agent, "a daemon is not");
+    BOOST_TEST(parent_of(written[2]) == guard, "the guard adopted the daemon");
+    processes.insert(processes.end(), written.begin(), written.end());
+    processes.push_back(guard);
   }
   for (pid_t pid : processes) BOOST_REQUIRE_MESSAGE(alive(pid), "process " << pid << " runs");
   ::kill(supervisor, SIGKILL);

@@ -62,12 +62,12 @@ struct WorkerExit {
 // reaping and restarting; poll() hands the runner what died since the last call.
 //
 // No orphans: stop() (and the destructor) ends every worker's process group, SIGTERM then SIGKILL after the grace;
-// a worker that dies has the rest of its group killed before it restarts. Each agent runs under a guard, a small
+// a worker that dies has every process it started killed before it restarts. Each agent runs under a guard, a small
 // program (arclight-agent-guard, built beside the arclight binary) that starts the agent as the leader of a process
-// group, joins that group, waits for the agent and ends as the agent ended; it gets PR_SET_PDEATHSIG, and when the
-// supervisor is gone, even killed with SIGKILL, it kills the whole group: the agent and the processes the agent
-// started (which PDEATHSIG on the agent alone would not reach). A process that leaves the group (setsid) escapes
-// it; Slurm's job cgroup still ends it at the job's end.
+// group, waits for the agent, kills every process the agent started and ends as the agent ended; it gets
+// PR_SET_PDEATHSIG, and when the supervisor is gone, even killed with SIGKILL, it kills the agent and every process
+// the agent started (which PDEATHSIG on the agent alone would not reach), then itself. It is their subreaper: a
+// process that left the agent's group (setsid, a daemon's double fork) is still found and killed.
 // The guard execs rather than staying a fork of the runner, which would keep, copy-on-write, every page the runner
 // changes later (its weights).
 //
