@@ -227,12 +227,16 @@ std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string&
 }
 
 std::vector<std::string> linked_files(const std::string& path) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
   std::set<std::string> linked;
   walk_links(path, nullptr, &linked);
   return {linked.begin(), linked.end()};
 }
 
+// Rank 0's loader calls it while the main thread already serves the restored store, whose reads of the archive use
+// HDF5 too.
 VersionSizes version_sizes(const std::string& path) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
   std::map<std::string, Held> held;
   walk_links(path, &held, nullptr);
   VersionSizes sizes;

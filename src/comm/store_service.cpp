@@ -253,6 +253,9 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
   for (;;) {
     if (try_receive(comm_, server_, tag_store_reply, reply)) {
       wire::Header h = wire::decode_header(reply);
+      // A reply to a request given up earlier (it timed out: an HTTP thread's call answered 500 and the runner went
+      // on) comes late, ahead of this one's: passed over. Ids wrap around; a reply from later is the server's fault.
+      if (static_cast<std::int32_t>(request_id - h.request_id) > 0) continue;
       if (h.request_id != request_id)
         throw Error(log::concat("store reply for request ", h.request_id, " while waiting for ", request_id));
       if (h.type != wire::Type::pending) return reply;

@@ -10,11 +10,16 @@ SpanBatcher::SpanBatcher(Store& store, std::size_t max_spans, double max_delay_s
     const auto delay =
         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(max_delay_));
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
+    while (!stop_ && !failure_) {
       if (buffer_.empty()) {
         wake_.wait(lock, [this] { return stop_ || !buffer_.empty(); });
       } else if (buffer_.size() >= max_spans_ || std::chrono::steady_clock::now() >= oldest_ + delay) {
-        send_locked(lock);
+        try {
+          send_locked(lock);
+        } catch (...) {  // the store failed (it did not answer in time): the owner's next call throws it
+          if (!lock.owns_lock()) lock.lock();
+          failure_ = std::current_exception();
+        }
       } else {
         wake_.wait_until(lock, oldest_ + delay);
       }
@@ -38,6 +43,7 @@ SpanBatcher::~SpanBatcher() {
 
 void SpanBatcher::add(Span span) {
   std::unique_lock<std::mutex> lock(mutex_);
+  throw_if_failed();
   if (buffer_.empty()) {
     oldest_ = std::chrono::steady_clock::now();
     wake_.notify_all();
@@ -53,11 +59,13 @@ void SpanBatcher::add(Span span) {
 
 void SpanBatcher::flush() {
   std::unique_lock<std::mutex> lock(mutex_);
+  throw_if_failed();
   send_locked(lock);
 }
 
 std::vector<ReportOutcome> SpanBatcher::end_attempts(const std::vector<AttemptReport>& ends) {
   std::unique_lock<std::mutex> lock(mutex_);
+  throw_if_failed();
   std::vector<ReportOutcome> outcomes;
   send_locked(lock, !ends.empty(), [&](std::vector<Span> batch) {
     AttemptsEnded done = store_.end_attempts(std::move(batch), ends);
@@ -81,6 +89,10 @@ void SpanBatcher::send_locked(std::unique_lock<std::mutex>& lock, bool even_empt
   lock.lock();
   batches_ += has_spans ? 1 : 0;
   refused_ += static_cast<std::uint64_t>(std::count(ids.begin(), ids.end(), 0u));
+}
+
+void SpanBatcher::throw_if_failed() const {
+  if (failure_) std::rethrow_exception(failure_);
 }
 
 std::uint64_t SpanBatcher::batches_sent() const {

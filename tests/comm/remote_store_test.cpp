@@ -69,6 +69,19 @@ BOOST_AUTO_TEST_CASE(a_parked_wait_does_not_block_other_requests) {
   BOOST_TEST(waited < 10.0);
 }
 
+// A caller that gave up waiting (a timeout, answered 500 by an HTTP thread) leaves the reply to come late: the next
+// requests pass over it instead of failing, each of them, on the reply before their own.
+BOOST_AUTO_TEST_CASE(a_reply_that_came_after_its_request_gave_up_is_passed_over) {
+  RemoteHarness h;
+  const RolloutId id = client->enqueue(suite::task("x")).id;
+  // The server parks this wait for 0.3 s; its caller gives up after 0.05 s.
+  const std::string wait = wire::encode(wire::Type::wait_for_rollouts, false, 0, std::vector<RolloutId>{id}, 0.3);
+  BOOST_CHECK_THROW(client->exchange_raw(wait, 0.05), Error);
+  sleep_for(0.5);  // its reply has come
+  BOOST_TEST(client->statistics().queue_length == 1u);
+  BOOST_TEST(client->statistics().queue_length == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(requests_larger_than_the_posted_receives_come_on_their_own_tag) {
   RemoteHarness h;
   // Either side of the posted receives' size, and small ones between: each answered in turn.

@@ -2,8 +2,10 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <thread>
 
+#include "arclight/core/error.hpp"
 #include "arclight/store/memory_store.hpp"
 #include "store_suite.hpp"
 
@@ -87,6 +89,38 @@ BOOST_AUTO_TEST_CASE(ending_attempts_takes_the_buffered_spans_along_first) {
   BOOST_REQUIRE(alone.size() == 1u);
   BOOST_TEST(!alone[0].attempt.has_value());
   BOOST_TEST(batcher.batches_sent() == 1u);
+}
+
+// A store that fails (here: from its second batch on), as a store on rank 0 that did not answer in time.
+struct FailingStore : MemoryStore {
+  using MemoryStore::MemoryStore;
+  std::atomic<int> batches{0};
+  std::vector<std::uint64_t> add_spans(std::vector<Span> spans) override {
+    if (++batches > 1) throw Error("the store on rank 0 did not reply within 1 s");
+    return MemoryStore::add_spans(std::move(spans));
+  }
+};
+
+// An error of a batch the batcher's thread sent ended the process (std::terminate: an abort and a core, not the
+// error's message and exit code); now the runner's next call throws it.
+BOOST_AUTO_TEST_CASE(a_store_error_on_the_batchers_thread_reaches_the_runner) {
+  FailingStore failing(clock);
+  failing.enqueue(suite::task("y"));
+  const AttemptedRollout running = *failing.dequeue("w2");
+  SpanBatcher batcher(failing, 1000, 0.01);
+  batcher.add(suite::span_of(running));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (failing.batches < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  batcher.add(suite::span_of(running));  // its batch fails on the thread
+  while (failing.batches < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // from the throw to its catch
+  BOOST_CHECK_EXCEPTION(batcher.add(suite::span_of(running)), Error, [](const Error& e) {
+    return std::string(e.what()).find("did not reply") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(batcher.flush(), Error);
+  BOOST_CHECK_THROW(batcher.end_attempts({}), Error);
 }
 
 BOOST_AUTO_TEST_CASE(refused_spans_are_counted) {

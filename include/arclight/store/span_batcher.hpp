@@ -1,5 +1,6 @@
 #pragma once
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -12,7 +13,9 @@ namespace arclight::store {
 // Batches a runner's spans to the store: a batch goes when it holds max_spans,
 // or when its oldest span has waited max_delay_seconds (a thread of its own sends
 // both), or on flush(). Each batch is also its attempts' heartbeat,
-// so an episode that stops producing spans stops heartbeating.
+// so an episode that stops producing spans stops heartbeating. Should the store fail a
+// batch the thread sent (it did not answer in time), every later add, flush or
+// end_attempts throws that error, on the runner's own thread.
 class SpanBatcher {
  public:
   SpanBatcher(Store& store, std::size_t max_spans, double max_delay_seconds);
@@ -34,6 +37,7 @@ class SpanBatcher {
   // asked.
   using Send = std::function<std::vector<std::uint64_t>(std::vector<Span>)>;
   void send_locked(std::unique_lock<std::mutex>& lock, bool even_empty = false, const Send& send = {});
+  void throw_if_failed() const;  // with mutex_ held
 
   Store& store_;
   const std::size_t max_spans_;
@@ -46,6 +50,7 @@ class SpanBatcher {
   std::uint64_t batches_ = 0;
   std::uint64_t refused_ = 0;
   bool stop_ = false;
+  std::exception_ptr failure_;  // of a batch the thread sent
   std::thread timer_;
 };
 
