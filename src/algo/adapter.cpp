@@ -219,7 +219,7 @@ std::vector<Sample> decode_samples(std::string_view bytes) {
   std::vector<Sample> out(r.count(12));
   for (Sample& s : out) {
     s.policy_version = r.u64();
-    const std::uint32_t n = r.count(13);
+    const std::uint32_t n = r.count(17);  // bytes per token
     auto copy = [&](auto& vec) {
       using T = typename std::decay_t<decltype(vec)>::value_type;
       vec.resize(n);

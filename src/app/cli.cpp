@@ -238,7 +238,8 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")
       ->check(non_negative);
   // Below model::greedy_below sampling is greedy: every rollout of a group the same, nothing to learn from.
-  b.opt("grpo.temperature", c.grpo.temperature, "sampling temperature of training rollouts")
+  b.opt("grpo.temperature", c.grpo.temperature,
+        "sampling temperature of training rollouts (built-in agents; the one Agent Lightning agents are told)")
       ->check(number_at_least(model::greedy_below, true, "at least 1e-5"));
   b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(non_negative);
   b.opt("grpo.train_blocks", c.grpo.train_blocks,

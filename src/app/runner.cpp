@@ -170,7 +170,7 @@ class Runner {
   store::SpanBatcher spans_;
   std::unique_ptr<agent::Agent> agent_;
   model::Policy policy_;
-  const model::Sampling train_sampling_{config_.grpo.temperature, 0}, greedy_{1.0, 1};
+  const model::Sampling train_sampling_{config_.grpo.temperature, 0}, greedy_{0.0};
   agent::EpisodeBatcher batcher_;
   const std::string me_;
   RequiredVersions required_{store_};

@@ -204,7 +204,7 @@ std::vector<Generation> Policy::generate(const std::vector<std::vector<std::int3
   for (int step = 0; step < max_new_tokens; ++step) {
     const Draw draw = draw_next(logits, sampling, impl_->generator);
     const torch::Tensor& next = draw.tokens;
-    append_step(out, next, draw.chosen(), stop_tokens);
+    append_step(out, next, draw.chosen_untruncated(), stop_tokens);
     const bool all_stopped = std::all_of(out.begin(), out.end(), [](const Generation& g) { return g.stopped; });
     if (step + 1 == max_new_tokens || all_stopped) break;
     if (use_cache) {

@@ -17,7 +17,7 @@ struct Draw {
   torch::Tensor chosen_untruncated() const { return untruncated.gather(1, tokens); }
 };
 
-// One token per row of logits [B, vocab]: the most likely for greedy (temperature 0; the distribution is the
+// One token per row of logits [B, vocab]: the most likely for greedy (below greedy_below; the distribution is the
 // model's own), else drawn from `generator` after temperature, top-k and top-p.
 Draw draw_next(torch::Tensor logits, const Sampling& sampling, at::Generator& generator);
 

@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
   BOOST_TEST(parse({"train", "--grpo.group_size", "0"}).error ==
              "config: grpo.group_size = 0: must be a positive number");
   BOOST_TEST(parse({"train", "--grpo.kl_coef", "-1"}).error == "config: grpo.kl_coef = -1: must be a number >= 0");
-  // Sampling is greedy below 1e-5: the loss's logits / temperature would not be what the runners sampled from.
+  // Sampling is greedy below 1e-5: every rollout of a group alike, nothing to learn from.
   BOOST_TEST(parse({"train", "--grpo.temperature", "1e-6"}).error ==
              "config: grpo.temperature = 1e-6: must be at least 1e-5");
   TempToml toml("[model]\nn_heads = -4\n");

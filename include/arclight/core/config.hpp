@@ -168,7 +168,7 @@ struct GrpoConfig {
   int micro_batch = 256;     // sequences per forward/backward (gradient accumulation)
   int ppo_epochs = 1;        // optimizer steps on each batch (PPO-style reuse; the clip keeps them close)
   int max_staleness = 0;     // train on a rollout only while current - its version <= this
-  double temperature = 1.0;  // sampling temperature for training rollouts
+  double temperature = 1.0;  // training rollouts' of built-in agents, told to AGL agents; outside agents may choose
   int validate_every = 10;   // steps between validations; 0: never
   int train_blocks = 0;      // 0: the whole model trains; N: only the last N blocks and the final norm (a frozen base)
 };

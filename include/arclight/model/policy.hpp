@@ -34,9 +34,9 @@ inline constexpr double greedy_below = 1e-5;
 // compares the policy's log-probs at this temperature with those recorded.
 inline double logprob_temperature(double temperature) { return temperature < greedy_below ? 1.0 : temperature; }
 
-// One row of a generate call: the sampled tokens and their log-probs under the distribution they were drawn from
-// (temperature, top-k and top-p applied; for greedy rows, the model's own distribution). A row that drew a stop
-// token ends with it.
+// One row of a generate call: the sampled tokens and their log-probs under the model's distribution at the sampling's
+// temperature, before top-k and top-p (logprob_temperature; for greedy rows the model's own): what training compares
+// with. A row that drew a stop token ends with it.
 struct Generation {
   std::vector<std::int32_t> tokens;
   std::vector<float> logprobs;

@@ -16,8 +16,8 @@ struct TracedCall {
   store::RolloutId rollout_id = 0;
   store::AttemptId attempt_id = 0;
   std::vector<std::int32_t> prompt, response;
-  std::vector<float> logprobs;  // each response token's, at `temperature` before top-p (StreamedToken)
-  double temperature = 1.0;     // the request's (0: greedy)
+  std::vector<float> logprobs;  // each response token's before top-p (StreamedToken), at the temperature (1 if greedy)
+  double temperature = 1.0;     // the request's (below 1e-5: greedy)
   std::uint64_t policy_version = 0;
 };
 
