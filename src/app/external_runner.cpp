@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "arclight/agent/agent.hpp"
@@ -192,6 +193,11 @@ class ExternalRunner {
         backend_(store, spans_, book_, published_version_),
         server_(endpoint_options(config, secret)) {
     weights_.attach(policy_);
+    // Requests without a seed draw from the policy's generator: a stream of this rank's own, new at every start. Seeded
+    // from run.seed, every runner drew the same numbers, and members of one GRPO group on two runners got the same
+    // answers (their batches depend on timing: not reproducible anyway).
+    std::random_device entropy;
+    policy_.seed_sampling((std::uint64_t{entropy()} << 32 | entropy()) + static_cast<std::uint64_t>(rank));
     serve::ServedModel model = served_model(config.model, text_, policy_);
     const std::string model_name = model.name;
     serve::add_openai_routes(server_, engine_, std::move(model), &backend_);
