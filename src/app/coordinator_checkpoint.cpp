@@ -94,12 +94,8 @@ std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
     if (store_restored_) server_.release();
     try {
       serve_a_little();
-    } catch (const Error& e) {  // the loader thread still uses this coordinator: the job ends here, not unwound
-      log::error(e.what());
-      MPI_Abort(MPI_COMM_WORLD, e.exit_code());
-    } catch (const std::exception& e) {
-      log::error("unexpected: ", e.what());
-      MPI_Abort(MPI_COMM_WORLD, exit_failure);
+    } catch (...) {  // the loader thread still uses this coordinator: the job ends here, not unwound
+      end_job_now(std::current_exception());
     }
   }
   loader.join();

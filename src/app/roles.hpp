@@ -100,6 +100,11 @@ void run_trainer(const Config& config, const comm::Channels& ch, const Layout& l
 // "mpi"; "none" for a lone trainer.
 std::string gradient_transport(int trainers, int device);
 
+// Ends the job at once with the error's message and exit code (MPI_Abort), as the program's top level would: for an
+// error on a thread whose rank has another thread still using what unwinding would destroy (communicators, the store
+// client). `error` holds an Error, another std::exception, or anything.
+[[noreturn]] void end_job_now(const std::exception_ptr& error);
+
 // coordinator.cpp: rank 0, the store and the algorithm; the store over HTTP too with store.http (its
 // token: the job's secret). Returns exit_ok, or exit_requeue after a signal asked the job to stop at a checkpoint.
 int run_coordinator(const Config& config, const comm::Channels& ch, const Layout& layout, const std::string& resume,

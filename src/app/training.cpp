@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -86,8 +87,9 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
     try {
       run_runner_of(config, store, weights, rank, device, secret);
     } catch (...) {
-      trainer.detach();  // the error ends the whole job (MPI_Abort) right after this
-      throw;
+      // The trainer thread still uses the communicators, the weights and the store client: unwinding would destroy
+      // them under it (a runner whose agent keeps dying ended so, in MPI_ERR_COMM or a crash instead of its message).
+      end_job_now(std::current_exception());
     }
     trainer.join();
     if (trainer_error) std::rethrow_exception(trainer_error);
@@ -103,6 +105,21 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
 }
 
 }  // namespace
+
+void end_job_now(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    log::error(e.what());
+    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  } catch (const std::exception& e) {
+    log::error("unexpected: ", e.what());
+  } catch (...) {
+    log::error("unexpected: an exception that is not a std::exception");
+  }
+  MPI_Abort(MPI_COMM_WORLD, exit_failure);
+  std::abort();  // MPI_Abort does not return
+}
 
 void check_training_config(const Config& config) {
   auto agent = agent::make_agent(config.agent);

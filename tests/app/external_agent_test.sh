@@ -7,7 +7,8 @@
 #   - agents that crash, hang, send garbage or never ask for work: every step still trains, the job ends 0;
 #   - examples/calculator_agent.py (tool calls over chat completions) runs end to end;
 #   - no agent process outlives the job, even when its runner is killed with SIGKILL;
-#   - a config without agent.command or with a command that does not exist is refused (exit 2 on every rank).
+#   - a config without agent.command or with a command that does not exist is refused (exit 2 on every rank);
+#   - colocated ranks whose agent keeps dying end the job with the runner's message.
 # Usage: external_agent_test.sh BIN SOURCE_DIR
 set -u
 bin=$(realpath "$1"); src=$(realpath "$2")
@@ -107,6 +108,20 @@ check_refused "no agent.command" "needs agent.command" --agent.name external --a
 check_refused "no tasks" "needs agent.tasks" --agent.name external --agent.command python3
 check_refused "a command not on PATH" "no-such-agent-command" --agent.name external --agent.tasks "$work/tasks.jsonl" \
   --agent.command no-such-agent-command
+
+# 6. Colocated ranks (a trainer and a runner thread each) whose agent command keeps dying: the runner's error ends the
+#    job at once with its message, not unwound under the trainer thread that still uses the rank's communicators.
+before=$failures
+ranks_timeout=120 run_ranks train --config configs/tiny.toml --layout.mode colocated --agent.name external \
+  --agent.tasks "$work/tasks.jsonl" --agent.command sh --agent.command -c --agent.command "exit 3 # $marker" \
+  --run.dir "$work/dying"
+grep -q "was restarted 5 times within 60 s and ended again (exited with code 3)" "$work/err" ||
+  fail "dying: no restart-limit message: $(tail -5 "$work/err")"
+grep -q "MPI_ABORT was invoked on rank [12] in communicator MPI_COMM_WORLD" "$work/err" ||
+  fail "dying: not ended by the runner's MPI_Abort: $(grep -v '^\[rank' "$work/err" | tail -5)"
+! grep -qiE "MPI_ERR|segmentation|terminate called|core dumped|unexpected" "$work/err" ||
+  fail "dying: $(grep -iE "MPI_ERR|segmentation|terminate called|core dumped|unexpected" "$work/err" | head -3)"
+[ $failures = "$before" ] && passed=$((passed + 1))
 
 echo "$passed passed, $failures failed"
 [ $failures = 0 ]
