@@ -47,8 +47,7 @@ struct Answer {
   std::optional<Trace> trace;
   double temperature = 1.0;  // the traces record it
   bool logprobs = false;
-  bool tools = false;   // tool calls are parsed from the answers
-  bool failed = false;  // a streamed choice ended in an error: not traced
+  bool tools = false;  // tool calls are parsed from the answers
 
   ~Answer() {
     for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
@@ -214,16 +213,16 @@ class Endpoint {
       if (choice->finish_reason() == "error")
         throw HttpError(500, "generation failed: " + choice->error(), "server_error");
     }
-    record(answer);
+    for (std::size_t i = 0; i < answer.choices.size(); ++i) record(answer, i);
   }
 
-  void record(const Answer& answer) {
+  // A traced request's choice that ended well becomes a span of its attempt: before the client hears of its end, so
+  // that a client ending the attempt at once finds it recorded.
+  void record(const Answer& answer, std::size_t i) {
     if (!answer.trace) return;
-    for (std::size_t i = 0; i < answer.choices.size(); ++i) {
-      const ChoiceReader& choice = *answer.choices[i];
-      tracer_->record({answer.trace->rollout, answer.trace->attempt, answer.prompt_of(i), choice.token_ids(),
-                       choice.untruncated_logprobs(), answer.temperature, choice.policy_version()});
-    }
+    const ChoiceReader& choice = *answer.choices[i];
+    tracer_->record({answer.trace->rollout, answer.trace->attempt, answer.prompt_of(i), choice.token_ids(),
+                     choice.untruncated_logprobs(), answer.temperature, choice.policy_version()});
   }
 
   json header(const Answer& answer, const char* object, json choices) const {
@@ -315,7 +314,6 @@ class Endpoint {
     response.stream = [this, answer, chat, include_usage](const StreamWriter& write) {
       for (std::size_t i = 0; i < answer->choices.size(); ++i)
         if (!stream_choice(*answer, i, chat, write)) return;  // the client is gone: ~Answer cancels the rest
-      if (!answer->failed) record(*answer);
       if (include_usage) {
         json last = header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
         last["usage"] = answer->usage();
@@ -352,11 +350,10 @@ class Endpoint {
       if (answer.tools || (delta.text.empty() && delta.tokens.empty())) continue;  // tool calls: sent whole at the end
       if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
     }
-    if (choice.finish_reason() == "error") {
-      answer.failed = true;
+    if (choice.finish_reason() == "error")  // not traced
       return write(
           event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
-    }
+    record(answer, i);
     return send(last_choice(answer, i, chat));
   }
 

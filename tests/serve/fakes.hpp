@@ -76,13 +76,15 @@ class ScriptedGenerator : public Generator {
   std::atomic<int> cancelled_{0};
 };
 
-// Runs attempt 5 of rollout 3 only; keeps what it records.
+// Runs attempt 5 of rollout 3 only; keeps what it records, each after `record_delay` (a store taking its time).
 class RecordingTracer : public CallTracer {
  public:
+  std::chrono::milliseconds record_delay{0};
   bool running_here(store::RolloutId rollout, store::AttemptId attempt) override {
     return rollout == 3 && attempt == 5;
   }
   void record(TracedCall call) override {
+    std::this_thread::sleep_for(record_delay);
     std::lock_guard<std::mutex> lock(mutex_);
     calls_.push_back(std::move(call));
   }

@@ -322,6 +322,35 @@ BOOST_AUTO_TEST_CASE(a_streamed_traced_request_is_recorded_once_it_ends) {
   BOOST_TEST(served.tracer.calls()[0].response == bytes_of("abc"));
 }
 
+// A client may end the attempt as soon as it reads a choice's finish reason: the choice is recorded by then (recorded
+// after the stream, the span reached an attempt already ended and was dropped).
+BOOST_AUTO_TEST_CASE(a_streamed_choice_is_recorded_before_its_end_is_sent) {
+  Served served;
+  served.generator.answer_text("abc");
+  served.tracer.record_delay = std::chrono::milliseconds(100);
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/rollout/ro-3/attempt/at-5/v1/completions";
+  request.body = json({{"prompt", "p"}, {"stream", true}, {"n", 2}}).dump();
+  request.set_header("Content-Type", "application/json");
+  std::string seen;
+  std::vector<std::size_t> recorded_at_ends;       // how many calls were recorded as each choice's end arrived
+  const std::string end = "\"finish_reason\":\"";  // a reason, not null
+  request.content_receiver = [&](const char* data, std::size_t size, std::uint64_t, std::uint64_t) {
+    const std::size_t before = seen.size();  // a match from before it is whole in what came before
+    seen.append(data, size);
+    for (std::size_t at = seen.find(end, before >= end.size() ? before - end.size() + 1 : 0); at != std::string::npos;
+         at = seen.find(end, at + 1))
+      recorded_at_ends.push_back(served.tracer.calls().size());
+    return true;
+  };
+  const httplib::Result result = served.client->send(request);
+  BOOST_REQUIRE(result);
+  BOOST_TEST(result->status == 200);
+  BOOST_TEST(recorded_at_ends == (std::vector<std::size_t>{1, 2}));
+  BOOST_TEST(served.tracer.calls().size() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(an_attempt_not_running_here_is_404_before_generating) {
   Served served;
   for (const char* path :
