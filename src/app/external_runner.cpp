@@ -109,8 +109,9 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
     for (;;) {
       std::vector<store::AttemptedRollout> got = store_.dequeue(worker_id, limit);
       if (!got.empty()) {
-        wait_for_version(got);
+        // Held first: while they wait for their version, their worker's death or their timeout still fails them.
         for (const auto& ar : got) book_.hold(ar, worker_id);
+        wait_for_version(got);
         return got;
       }
       if (Stopwatch::now() >= deadline) return got;
