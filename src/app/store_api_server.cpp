@@ -22,8 +22,12 @@ serve::HttpServerOptions store_api_options(const Config& config, const std::stri
   o.bearer_token = secret;
   o.token_in_path = true;
   o.missing_token_status = 404;
-  // Agent Lightning's client waits 30 s for an answer; a connection silent that long is closed.
-  o.read_timeout = o.write_timeout = o.idle_timeout = std::chrono::seconds(30);
+  // Agent Lightning's client waits 30 s for an answer; a request or answer stalled that long is dropped.
+  o.read_timeout = o.write_timeout = std::chrono::seconds(30);
+  // Each open connection holds one of the server's threads. A kept-alive one goes after 5 s without a request: the
+  // runners' heartbeats (every 10 s) kept theirs for good, and 64 of them starved every other client.
+  o.idle_timeout = std::chrono::seconds(5);
+  o.worker_threads = 256;
   return o;
 }
 

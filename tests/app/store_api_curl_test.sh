@@ -143,6 +143,29 @@ check '[ "$status" = 400 ]' "OTLP as JSON: 400 (got $status)"
 request POST "$base/v1/metrics" "" -H 'Content-Type: application/x-protobuf' --data-binary ''
 check '[ "$status" = 501 ] && [ -n "$(field detail)" ]' "OTLP metrics: 501, as Agent Lightning answers (got $status $body)"
 
+# Each open connection holds one of the API's threads: 100 clients that keep theirs open and busy (as Agent Lightning's
+# runners heartbeat) leave it answering the others (64 such starved every other client).
+python3 - "$root" "$secret" "$work/held" <<'PY' &
+import http.client, sys, time, urllib.parse
+url = urllib.parse.urlsplit(sys.argv[1])
+held = [http.client.HTTPConnection(url.hostname, url.port, timeout=10) for _ in range(100)]
+def round_trip():
+    for c in held:
+        c.request("GET", f"/{sys.argv[2]}/v1/agl/health")
+        c.getresponse().read()
+round_trip()
+open(sys.argv[3], "w").write("ready")
+for _ in range(8):  # busy: never idle long enough to be closed
+    time.sleep(1)
+    round_trip()
+PY
+holder=$!
+for _ in $(seq 30); do [ -s "$work/held" ] && break; sleep 0.1; done
+request GET "$api/health" "" --max-time 3
+check '[ -s "$work/held" ] && [ "$status" = 200 ]' \
+  "100 connections open at once (within 3 s: $([ -s "$work/held" ] && echo yes || echo no)), another client answered: $status"
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+
 # Once a version holds our ended rollout's span and record (a checkpoint every step), rank 0 lets go of them; a search
 # reads them back from the checkpoint, the same, and a change is refused as before (issue 11, point 3).
 steps_now=$(grep -c '^step=' "$work/out")

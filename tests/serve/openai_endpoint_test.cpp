@@ -376,6 +376,9 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
     return error_of(result, 400)["param"];
   };
   BOOST_TEST(param_of("{\"messages\": [").is_null());
+  BOOST_TEST(param_of(R"({"messages": [{"role": "user", "content": "x"}], "metadata": )" + std::string(1000, '[') +
+                      std::string(1000, ']') + "}")
+                 .is_null());  // nested past 256 levels: refused as the body, not dumped (a thread's stack overflowed)
   BOOST_TEST(param_of("[1, 2]").is_null());
   BOOST_TEST(param_of(R"({"messages": "hi"})") == "messages");
   BOOST_TEST(param_of(R"({"messages": [{"role": "wizard", "content": "x"}]})") == "messages");

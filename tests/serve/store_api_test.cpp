@@ -442,6 +442,13 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
   auto unparsable = c.Post("/v1/agl/queues/rollouts/enqueue", "{not json", "application/json");
   BOOST_TEST(unparsable->status == 422);
   BOOST_TEST(Json::parse(unparsable->body)["detail"][0]["msg"].is_string());
+  // Nested 100,000 deep (200 KB): the server's thread overflowed its stack dumping it; now refused like non-JSON,
+  // while 256 levels still go.
+  const auto nested = [](int depth) {
+    return R"({"rollouts": [{"input": )" + std::string(depth, '[') + std::string(depth, ']') + "}]}";
+  };
+  BOOST_TEST(c.Post("/v1/agl/queues/rollouts/enqueue", nested(100000), "application/json")->status == 422);
+  BOOST_TEST(c.Post("/v1/agl/queues/rollouts/enqueue", nested(250), "application/json")->status == 200);
   BOOST_TEST(c.Post(("/v1/agl/rollouts/" + id).c_str(), R"({"status": null})", "application/json")->status == 400);
   BOOST_TEST(c.Post(("/v1/agl/rollouts/" + id).c_str(), R"({"status": "bogus"})", "application/json")->status == 422);
   // A move the store refuses is 409 with its reason; what does not exist is 404.

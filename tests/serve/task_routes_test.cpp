@@ -92,6 +92,9 @@ BOOST_AUTO_TEST_CASE(a_span_that_is_not_one_is_422) {
   Served served;
   BOOST_TEST(served.post("/v1/agl/spans", {{"rollout_id", "ro-3"}, {"attempt_id", "at-5"}})->status == 422);
   BOOST_TEST(served.client->Post("/v1/agl/spans", "{nope", "application/json")->status == 422);
+  const std::string deep = R"({"rollout_id": "ro-3", "attempt_id": "at-5", "name": "x", "attributes": {"a": )" +
+                           std::string(1000, '[') + std::string(1000, ']') + "}}";
+  BOOST_TEST(served.client->Post("/v1/agl/spans", deep, "application/json")->status == 422);
   BOOST_TEST(served.backend.spans.empty());
 }
 
