@@ -223,7 +223,9 @@ void bind_agent(ConfigBinder& b, Config& c) {
 
 void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.tasks_per_step", c.grpo.tasks_per_step, "tasks per step")->check(positive);
-  b.opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")->check(positive);
+  // A group of one has nothing to compare with: every advantage 0, no gradient, a run that learns nothing silently.
+  b.opt("grpo.group_size", c.grpo.group_size, "rollouts per task (a GRPO group)")
+      ->check(number_at_least(2, true, "at least 2 (a group of one has no advantage)"));
   b.mode("grpo.advantage", c.grpo.advantage, "returns-to-go normalized per step, or one per trajectory");
   b.mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
   b.opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));

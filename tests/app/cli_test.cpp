@@ -190,7 +190,9 @@ BOOST_AUTO_TEST_CASE(empty_resume_is_refused) {
 
 BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
   BOOST_TEST(parse({"train", "--grpo.group_size", "0"}).error ==
-             "config: grpo.group_size = 0: must be a positive number");
+             "config: grpo.group_size = 0: must be at least 2 (a group of one has no advantage)");
+  BOOST_TEST(parse({"train", "--grpo.group_size", "1"}).error ==
+             "config: grpo.group_size = 1: must be at least 2 (a group of one has no advantage)");
   BOOST_TEST(parse({"train", "--grpo.kl_coef", "-1"}).error == "config: grpo.kl_coef = -1: must be a number >= 0");
   // Sampling is greedy below 1e-5: every rollout of a group alike, nothing to learn from.
   BOOST_TEST(parse({"train", "--grpo.temperature", "1e-6"}).error ==
