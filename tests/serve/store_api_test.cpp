@@ -448,7 +448,7 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
     return R"({"rollouts": [{"input": )" + std::string(depth, '[') + std::string(depth, ']') + "}]}";
   };
   BOOST_TEST(c.Post("/v1/agl/queues/rollouts/enqueue", nested(100000), "application/json")->status == 422);
-  BOOST_TEST(c.Post("/v1/agl/queues/rollouts/enqueue", nested(250), "application/json")->status == 200);
+  BOOST_TEST(c.Post("/v1/agl/queues/rollouts/enqueue", nested(250), "application/json")->status == 201);
   BOOST_TEST(c.Post(("/v1/agl/rollouts/" + id).c_str(), R"({"status": null})", "application/json")->status == 400);
   BOOST_TEST(c.Post(("/v1/agl/rollouts/" + id).c_str(), R"({"status": "bogus"})", "application/json")->status == 422);
   // A move the store refuses is 409 with its reason; what does not exist is 404.
