@@ -163,16 +163,15 @@ int main(int argc, char** argv) {
   const int null = ::open("/dev/null", O_RDWR);
   for (int fd : {0, 1, 2}) null >= 0 ? ::dup2(null, fd) : ::close(fd);
   if (null > 2) ::close(null);
+  // Until the agent has ended: of itself, or killed by the runner's signal (whose handler killed its group). Its
+  // children are the guard's from then on.
   siginfo_t ended{};
-  while (!runner_gone && ::waitid(P_PID, static_cast<id_t>(agent), &ended, WEXITED | WNOWAIT) != 0)
-    if (errno != EINTR) return 127;
-  // The agent ended (or the runner did) and is not reaped yet, so its group's id is not reused: what is left in the
-  // group goes first. Then, once the agent's end is done (a SIGKILL takes a moment; its children are the guard's only
-  // after it), every other process the agent started.
-  ::kill(-agent, SIGKILL);
-  agent_group = 0;
   while (::waitid(P_PID, static_cast<id_t>(agent), &ended, WEXITED | WNOWAIT) != 0)
     if (errno != EINTR) return 127;
+  // Not reaped yet, so its group's id is not reused: what is left in the group goes first, then every other process
+  // the agent started.
+  ::kill(-agent, SIGKILL);
+  agent_group = 0;
   kill_descendants(agent);
   if (runner_gone) ::_exit(128 + SIGKILL);  // no one reads it
   int status = 0;

@@ -120,17 +120,36 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecor
   return t;
 }
 
-Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_advantages) {
+namespace {
+
+// A call's prompt and response as a sample's tokens, none of them an action yet.
+Sample sample_of(const Trajectory::Call& call, std::uint64_t policy_version) {
   Sample s;
-  if (t.calls.empty()) return s;
-  const Trajectory::Call& last = t.calls.back();
-  s.tokens = last.prompt;
-  s.tokens.insert(s.tokens.end(), last.response.begin(), last.response.end());
+  s.tokens = call.prompt;
+  s.tokens.insert(s.tokens.end(), call.response.begin(), call.response.end());
   s.action_mask.assign(s.tokens.size(), 0);
   s.behaviour_logprobs.assign(s.tokens.size(), 0.f);
   s.temperatures.assign(s.tokens.size(), 1.f);
   s.advantages.assign(s.tokens.size(), 0.f);
-  s.policy_version = t.oldest_version();
+  s.policy_version = policy_version;
+  return s;
+}
+
+// The call's response tokens, at `start` in s, become actions with its log-probs, temperature and advantage.
+void add_actions(Sample& s, std::size_t start, const Trajectory::Call& call, double advantage) {
+  for (std::size_t i = 0; i < call.response.size(); ++i) {
+    s.action_mask[start + i] = 1;
+    s.behaviour_logprobs[start + i] = call.logprobs[i];
+    s.temperatures[start + i] = call.temperature;
+    s.advantages[start + i] = static_cast<float>(advantage);
+  }
+}
+
+}  // namespace
+
+Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_advantages) {
+  if (t.calls.empty()) return {};
+  Sample s = sample_of(t.calls.back(), t.oldest_version());
   for (std::size_t c = 0; c < t.calls.size(); ++c) {
     const Trajectory::Call& call = t.calls[c];
     const std::size_t start = call.prompt.size();
@@ -138,12 +157,7 @@ Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_ad
         !std::equal(call.prompt.begin(), call.prompt.end(), s.tokens.begin()) ||
         !std::equal(call.response.begin(), call.response.end(), s.tokens.begin() + start))
       throw DecodeError(log::concat("policy call ", c, " is not a prefix of the episode's last prompt"));
-    for (std::size_t i = 0; i < call.response.size(); ++i) {
-      s.action_mask[start + i] = 1;
-      s.behaviour_logprobs[start + i] = call.logprobs[i];
-      s.temperatures[start + i] = call.temperature;
-      s.advantages[start + i] = static_cast<float>(call_advantages.at(c));
-    }
+    add_actions(s, start, call, call_advantages.at(c));
   }
   return s;
 }
@@ -152,20 +166,8 @@ std::vector<Sample> transition_samples(const Trajectory& t, const std::vector<do
   std::vector<Sample> out;
   for (std::size_t c = 0; c < t.calls.size(); ++c) {
     const Trajectory::Call& call = t.calls[c];
-    Sample s;
-    s.tokens = call.prompt;
-    s.tokens.insert(s.tokens.end(), call.response.begin(), call.response.end());
-    s.action_mask.assign(s.tokens.size(), 0);
-    s.behaviour_logprobs.assign(s.tokens.size(), 0.f);
-    s.temperatures.assign(s.tokens.size(), 1.f);
-    s.advantages.assign(s.tokens.size(), 0.f);
-    for (std::size_t i = 0; i < call.response.size(); ++i) {
-      s.action_mask[call.prompt.size() + i] = 1;
-      s.behaviour_logprobs[call.prompt.size() + i] = call.logprobs[i];
-      s.temperatures[call.prompt.size() + i] = call.temperature;
-      s.advantages[call.prompt.size() + i] = static_cast<float>(call_advantages.at(c));
-    }
-    s.policy_version = call.policy_version;
+    Sample s = sample_of(call, call.policy_version);
+    add_actions(s, call.prompt.size(), call, call_advantages.at(c));
     out.push_back(std::move(s));
   }
   return out;

@@ -282,12 +282,8 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
       case Command::serve: return mpi.rank() == 0 ? serve_model(inv) : exit_ok;
       case Command::none: return exit_ok;
     }
-  } catch (const Error& e) {
-    log::error(e.what());
-    mpi.abort(e.exit_code());
-  } catch (const std::exception& e) {
-    log::error("unexpected: ", e.what());
-    mpi.abort(exit_failure);
+  } catch (...) {
+    end_job_now(std::current_exception());
   }
   return exit_ok;
 }

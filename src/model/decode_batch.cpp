@@ -220,12 +220,14 @@ void DecodeBatch::Impl::draw(const std::vector<std::size_t>& group, const torch:
                              std::vector<SequenceToken>& out) {
   Sequence& first = *rows[group[0]];
   const Draw next = draw_next(logits, first.request.sampling, first.generator ? *first.generator : shared_generator);
-  const auto tokens = next.tokens.cpu().contiguous(), logprobs = next.chosen().cpu().contiguous();
-  const auto untruncated = next.chosen_untruncated().cpu().contiguous();
+  // Each row's two log-probs [group, 2] in one copy from the device
+  const auto tokens = next.tokens.cpu().contiguous();
+  const auto logprobs = torch::cat({next.chosen(), next.chosen_untruncated()}, 1).cpu().contiguous();
+  const float* logprob = logprobs.data_ptr<float>();
   for (std::size_t i = 0; i < group.size(); ++i) {
     const int top = rows[group[i]]->request.top_logprobs;
     const auto token = static_cast<std::int32_t>(tokens.data_ptr<std::int64_t>()[i]);
-    out.push_back(record(group[i], token, logprobs.data_ptr<float>()[i], untruncated.data_ptr<float>()[i]));
+    out.push_back(record(group[i], token, logprob[2 * i], logprob[2 * i + 1]));
     if (top > 0) out.back().top = most_likely(next.logprobs.narrow(0, static_cast<std::int64_t>(i), 1), top);
   }
 }
