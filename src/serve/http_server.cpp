@@ -144,6 +144,14 @@ struct HttpServer::Impl {
   int port = 0;
   std::vector<std::pair<std::regex, HttpErrorFormatter>> formatters;
 
+  // The path as answers and logs show it: a secret in its first segment stays out of them.
+  std::string path_shown(const std::string& path) const {
+    if (!options.token_in_path || path.size() < 2) return path;
+    const std::size_t end = std::min(path.find('/', 1), path.size());
+    if (!same_secret(std::string_view(path).substr(1, end - 1), options.bearer_token)) return path;
+    return "/<secret>" + path.substr(end);
+  }
+
   // In the shape of the first formatter whose pattern matches the path, else OpenAI's.
   void answer_error(httplib::Response& res, const HttpRequest& request, const HttpError& error) const {
     for (const auto& [pattern, formatter] : formatters) {
@@ -151,7 +159,7 @@ struct HttpServer::Impl {
       try {
         return answer(res, formatter(request, error));
       } catch (const std::exception& e) {
-        log::warn("http: the error formatter of ", request.path, " failed: ", e.what());
+        log::warn("http: the error formatter of ", path_shown(request.path), " failed: ", e.what());
         break;
       }
     }
@@ -164,7 +172,7 @@ struct HttpServer::Impl {
     } catch (const HttpError& e) {
       answer_error(res, request, e);
     } catch (const std::exception& e) {
-      log::warn("http: ", request.method, " ", request.path, ": ", e.what());
+      log::warn("http: ", request.method, " ", path_shown(request.path), ": ", e.what());
       answer_error(res, request, HttpError(500, std::string("internal error: ") + e.what(), "server_error"));
     }
   }
@@ -224,7 +232,7 @@ struct HttpServer::Impl {
     server.set_error_handler(
         httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-          const std::string message = res.status == 404   ? "no route for " + req.method + " " + req.path
+          const std::string message = res.status == 404   ? "no route for " + req.method + " " + path_shown(req.path)
                                       : res.status == 413 ? "request body too large"
                                                           : log::concat("HTTP error ", res.status);
           answer_error(res, request_of(req), HttpError(res.status, message, status_type(res.status)));

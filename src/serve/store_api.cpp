@@ -391,7 +391,9 @@ HttpResponse StoreApi::add_span(const HttpRequest& request) {
     throw unprocessable("the body is not JSON (or nests deeper than " + std::to_string(max_json_depth) + " levels)");
   store::Span span = span_from_json(body);
   Json echo = span_json(span);
-  echo["sequence_id"] = store_.add_span(std::move(span));
+  const std::uint64_t sequence_id = store_.add_span(std::move(span));
+  if (sequence_id == 0) return json_answer(201, nullptr);  // its attempt holds this span id: kept once, as AGL does
+  echo["sequence_id"] = sequence_id;
   return json_answer(201, echo);
 }
 
@@ -454,7 +456,8 @@ void StoreApi::ingest_otlp(std::vector<Json> spans) {
     }
   }
   for (std::uint64_t sequence_id : store_.add_spans(std::move(taken))) dropped += sequence_id == 0;
-  if (dropped) log::debug("store api: ", dropped, " of ", spans.size(), " OTLP spans left out (unknown or ended)");
+  if (dropped)
+    log::debug("store api: ", dropped, " of ", spans.size(), " OTLP spans left out (unknown, ended or sent before)");
 }
 
 // ---- waits, workers -----------------------------------------------------------------------------

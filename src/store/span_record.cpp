@@ -77,6 +77,12 @@ std::string_view take_span_body(ByteReader& in) {
   return in.consumed_since(start);
 }
 
+std::string_view span_id_of_body(std::string_view body) {
+  ByteReader in(body);
+  in.bytes();  // the trace id
+  return in.bytes();
+}
+
 void decode_span_body(ByteReader& in, Span& span) {
   span.trace_id = in.bytes();
   span.span_id = in.bytes();

@@ -182,7 +182,8 @@ class HttpStore : public Store {
     return out;
   }
   std::uint64_t add_span(Span span) override {
-    return call("POST", "/spans", span_json(span))["sequence_id"].get<std::uint64_t>();
+    const Json echo = call("POST", "/spans", span_json(span));
+    return echo.is_null() ? 0 : echo["sequence_id"].get<std::uint64_t>();  // null: a span sent again
   }
   std::uint64_t next_sequence_id(RolloutId rollout_id) override {
     return call("POST", "/spans/next",
@@ -497,6 +498,12 @@ BOOST_AUTO_TEST_CASE(without_the_token_nothing_is_there) {
   }
   BOOST_TEST(Json::parse(c.Get("/v1/agl/statistics")->body)["detail"] == "Not Found");
   BOOST_TEST(c.Get(("/" + token + "/v1/agl/health").c_str())->status == 200);
+  // A path that has no route under the secret: the answer does not repeat the secret (answers end up in logs).
+  const auto unrouted = c.Get(("/" + token + "/v1/agl/no/such/route").c_str());
+  BOOST_REQUIRE(unrouted);
+  BOOST_TEST(unrouted->status == 404);
+  BOOST_TEST(unrouted->body.find(token) == std::string::npos, unrouted->body);
+  BOOST_TEST(unrouted->body.find("/<secret>/v1/agl/no/such/route") != std::string::npos, unrouted->body);
   httplib::Client wrong("127.0.0.1", h.port());
   wrong.set_bearer_token_auth("not-the-token");
   BOOST_TEST(wrong.Get("/v1/agl/health")->status == 404);

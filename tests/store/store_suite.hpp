@@ -48,7 +48,8 @@ inline Span span_of(const AttemptedRollout& ar, std::string name = "llm") {
   s.attempt_id = ar.attempt.id;
   s.name = std::move(name);
   s.trace_id = "trace";
-  s.span_id = "span";
+  static std::uint64_t spans_made = 0;  // each its own span id: a span id an attempt holds is kept once
+  s.span_id = "span-" + std::to_string(++spans_made);
   s.status = SpanStatus::ok;
   s.attributes.push_back({"prompt", std::string(64, 'p')});
   s.attributes.push_back({"reward", 0.5});
@@ -149,6 +150,35 @@ inline void sequence_ids_count_per_rollout_and_given_ids_are_kept(Harness& h) {
   for (const Span& span : s.query_spans(f, {}).items) order.push_back(span.sequence_id);
   BOOST_TEST(order == (std::vector<std::uint64_t>{1, 2, 3, 10, 11}));
   expect_refused([&] { s.next_sequence_id(999999); }, StoreError::not_found);
+}
+
+// Agent Lightning's clients and OTLP exporters send a span again when its answer was lost: it is kept once.
+inline void a_span_sent_again_is_kept_once(Harness& h) {
+  Store& s = h.store();
+  s.enqueue(task("x"));
+  s.enqueue(task("y"));
+  const AttemptedRollout first = *s.dequeue("w1");
+  const AttemptedRollout second = *s.dequeue("w2");
+  const Span span = span_of(first);
+  BOOST_TEST(s.add_span(span) >= 1u);
+  BOOST_TEST(s.add_span(span) == 0u);
+  const std::vector<std::uint64_t> batch = s.add_spans({span, span_of(first)});
+  BOOST_REQUIRE(batch.size() == 2u);
+  BOOST_TEST(batch[0] == 0u);
+  BOOST_TEST(batch[1] >= 1u);
+  Span in_another_attempt = span;
+  in_another_attempt.rollout_id = second.rollout.id;
+  in_another_attempt.attempt_id = second.attempt.id;
+  BOOST_TEST(s.add_span(in_another_attempt) >= 1u);
+  Span without_id = span_of(first);
+  without_id.span_id.clear();  // the built-in runners' spans: never compared
+  BOOST_TEST(s.add_span(without_id) >= 1u);
+  BOOST_TEST(s.add_span(without_id) >= 1u);
+  SpanFilter f;
+  f.rollout_id = first.rollout.id;
+  BOOST_TEST(s.query_spans(f, {}).total == 4u);
+  f.rollout_id = second.rollout.id;
+  BOOST_TEST(s.query_spans(f, {}).total == 1u);
 }
 
 inline void success_ends_the_rollout_once(Harness& h) {
@@ -515,6 +545,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"first_span_starts_the_attempt_and_sequence_ids_increase",
        first_span_starts_the_attempt_and_sequence_ids_increase},
       {"sequence_ids_count_per_rollout_and_given_ids_are_kept", sequence_ids_count_per_rollout_and_given_ids_are_kept},
+      {"a_span_sent_again_is_kept_once", a_span_sent_again_is_kept_once},
       {"success_ends_the_rollout_once", success_ends_the_rollout_once},
       {"failure_retries_up_to_max_attempts", failure_retries_up_to_max_attempts},
       {"no_retry_without_the_condition", no_retry_without_the_condition},

@@ -201,7 +201,8 @@ class MemoryStore : public Store {
   void transition_attempt(AttemptRecord& attempt, AttemptStatus status, double now);
   // Checks that an attempt takes spans now, marks it running and heartbeats it.
   AttemptRecord& span_target(RolloutId rollout_id, AttemptId attempt_id, double now);
-  // Keeps a span record under its attempt with `sequence_id` (0: the rollout's next).
+  // Keeps a span record under its attempt with `sequence_id` (0: the rollout's next) and returns its sequence id;
+  // 0, keeping nothing, when the attempt holds a span of the same span id already (a client's retry).
   std::uint64_t store_record(AttemptRecord& attempt, std::uint64_t sequence_id, std::string record);
   template <class Add>
   std::vector<std::uint64_t> add_each(std::size_t count, const Add& add);

@@ -15,6 +15,8 @@ void decode_span_body(ByteReader& in, Span& span);
 // Checks one encoded span body without copying it and returns its bytes; throws
 // DecodeError on malformed input. Lets the store keep a span as it came off the wire.
 std::string_view take_span_body(ByteReader& in);
+// The span id of an encoded span body ("" when it has none); throws DecodeError on malformed input.
+std::string_view span_id_of_body(std::string_view body);
 // A span from its ids and its encoded body.
 Span decode_span_record(RolloutId rollout_id, AttemptId attempt_id, std::uint64_t sequence_id, std::string_view body);
 

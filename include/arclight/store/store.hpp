@@ -24,11 +24,13 @@ class Store {
 
   // ---- spans and updates ----
   // Stores spans and returns their sequence ids, in order; 0 for a span that was refused
-  // (its attempt timed out or ended, its rollout ended, or they do not exist).
+  // (its attempt timed out or ended, its rollout ended, or they do not exist) or kept already: a span whose
+  // span id its attempt holds is a client's retry, kept once (Agent Lightning's rule).
   // A span is a heartbeat of its attempt; the first moves a preparing attempt to running
   // and revives an unresponsive one.
   virtual std::vector<std::uint64_t> add_spans(std::vector<Span> spans) = 0;
-  // Stores one span and returns its sequence id; throws StoreError, saying why, when it is refused.
+  // Stores one span and returns its sequence id, or 0 when its attempt holds its span id already; throws
+  // StoreError, saying why, when it is refused.
   virtual std::uint64_t add_span(Span span) = 0;
   // Reserves the next sequence id of a rollout's counter (for a span to come, or a policy call
   // whose spans share it); throws StoreError when there is no such rollout.
