@@ -1,5 +1,6 @@
 #include "arclight/model/architecture.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "arclight/core/log.hpp"
@@ -108,6 +109,9 @@ LoraSpec lora_of(const ModelConfig& config) {
   for (const std::string& t : config.lora_targets)
     if (t != "q" && t != "k" && t != "v" && t != "o" && t != "gate" && t != "up" && t != "down")
       throw UsageError("model.lora_targets: \"" + t + "\" is none of q, k, v, o, gate, up, down");
+  for (auto t = config.lora_targets.begin(); t != config.lora_targets.end(); ++t)
+    if (std::find(config.lora_targets.begin(), t, *t) != t)
+      throw UsageError("model.lora_targets: \"" + *t + "\" is named twice");
   return {config.lora_rank, config.lora_alpha, config.lora_targets};
 }
 

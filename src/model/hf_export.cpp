@@ -137,6 +137,12 @@ std::vector<std::string> write_weights(const fs::path& dir, const std::vector<Pl
   return files;
 }
 
+// Where an export goes: `out_dir` without a trailing separator (its staging directory is a sibling, not a child).
+fs::path export_target(const std::string& out_dir) {
+  const fs::path out = fs::path(out_dir).lexically_normal();
+  return out.has_filename() ? out : out.parent_path();
+}
+
 // A fresh directory beside `out` that becomes `out` once complete (publish), so a failed export leaves no half model.
 fs::path staging_directory_for(const fs::path& out) {
   std::error_code ec;
@@ -229,7 +235,7 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
   const auto ordered = weights_in_order(config, weights, source_model_dir);
   ExportReport report;
   report.dtype = dtype_of(config, source_model_dir);
-  const fs::path out = fs::path(out_dir).lexically_normal();
+  const fs::path out = export_target(out_dir);
   const fs::path partial = staging_directory_for(out);
   report.files = write_weights(partial, ordered, report.dtype, options.max_shard_bytes, report.weight_bytes);
   for (const char* name : companion_files) {
@@ -255,7 +261,7 @@ ExportReport export_peft_adapter(const std::string& source_model_dir, const Lora
   if (lora.rank <= 0) throw UsageError("export: a PEFT adapter needs a LoRA run (model.lora_rank > 0)");
   const HfConfig config = read_hf_config(source_model_dir);
   const auto ordered = adapters_in_order(config, lora, adapters, source_model_dir);
-  const fs::path out = fs::path(out_dir).lexically_normal();
+  const fs::path out = export_target(out_dir);
   const fs::path partial = staging_directory_for(out);
   ExportReport report;
   std::vector<TensorToWrite> tensors;

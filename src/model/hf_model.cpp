@@ -49,6 +49,7 @@ constexpr Defaults mistral{"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, 
 constexpr double default_rms_norm_eps = 1e-6;
 constexpr double default_rope_theta = 10000.0;
 constexpr int default_sliding_window = 4096;
+constexpr int default_max_window_layers = 28;  // Qwen2Config's and Qwen3Config's
 
 std::string supported_list() {
   std::string out;
@@ -119,7 +120,11 @@ class ConfigReader {
     return v->get<std::string>();
   }
 
+  // A value as an error message shows it: a list or an object only by its size (dump recurses once per level of
+  // nesting: a config.json nested 100,000 deep overflowed the stack).
   static std::string dump(const json& v) {
+    if (v.is_array()) return log::concat("a list of ", v.size());
+    if (v.is_object()) return log::concat("an object of ", v.size(), " keys");
     std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
     return text.size() > 60 ? text.substr(0, 57) + "..." : text;
   }
@@ -166,6 +171,8 @@ std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& confi
 }
 
 std::string read_text(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) fail_file(path, "not a regular file");  // a FIFO blocks
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_file(path, "cannot be opened");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -239,6 +246,39 @@ void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& 
   c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
   c.rope_theta = config.number("rope_theta", default_rope_theta);
   c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
+  if (const auto act = config.string("hidden_act"); act && *act != "silu")
+    config.fail("hidden_act",
+                "\"" + *act + "\" is not supported (the MLP computes silu, as the four architectures do)");
+}
+
+// Whether Qwen's layers attend through the sliding window: as transformers builds layer_types when the config has
+// none, the layers from max_window_layers (28 by default) on slide and the ones before attend in full. One decoder
+// window serves every layer: a mix of the two kinds is refused.
+bool qwen_layers_slide(const ConfigReader& config, int layers) {
+  std::int64_t sliding = 0;
+  const char* key = "layer_types";
+  if (const json* types = config.find(key)) {
+    if (!types->is_array() || types->size() != static_cast<std::size_t>(layers))
+      config.fail(key, log::concat("expected a list of ", layers, " layer types (num_hidden_layers), found ",
+                                   ConfigReader::dump(*types)));
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const json& type = (*types)[i];
+      if (type != "full_attention" && type != "sliding_attention")
+        config.fail(key, log::concat("layer ", i, ": expected \"full_attention\" or \"sliding_attention\", found ",
+                                     ConfigReader::dump(type)));
+      sliding += type == "sliding_attention";
+    }
+  } else {
+    key = "max_window_layers";
+    const int full_layers = config.optional_int(key).value_or(default_max_window_layers);
+    if (full_layers < 0) config.fail(key, log::concat("must not be negative, is ", full_layers));
+    sliding = std::max(0, layers - full_layers);
+  }
+  if (sliding != 0 && sliding != layers)
+    config.fail(key, log::concat(sliding, " of ", layers,
+                                 " layers attend through the sliding window and the others in full: arclight's "
+                                 "decoder has one window for every layer"));
+  return sliding != 0;
 }
 
 // Biases, q/k norms, RoPE and its scaling, the sliding window.
@@ -271,9 +311,10 @@ void read_attention(const ConfigReader& config, const Defaults* defaults, const 
     else if (config.find("sliding_window"))
       c.sliding_window = config.positive("sliding_window", 0);
   } else if (defaults != &llama && config.boolean("use_sliding_window", false)) {
-    c.sliding_window = config.has("sliding_window") ? config.optional_int("sliding_window") : default_sliding_window;
-    if (c.sliding_window && *c.sliding_window <= 0)
-      config.fail("sliding_window", log::concat("must be positive, is ", *c.sliding_window));
+    const std::optional<int> window =
+        config.has("sliding_window") ? config.optional_int("sliding_window") : default_sliding_window;
+    if (window && *window <= 0) config.fail("sliding_window", log::concat("must be positive, is ", *window));
+    if (window && qwen_layers_slide(config, c.num_hidden_layers)) c.sliding_window = window;
   }
 }
 
@@ -313,7 +354,8 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   read_sizes(config, defaults, c);
   read_attention(config, defaults, file, c);
   read_special_tokens(config, defaults, c);
-  c.torch_dtype = config.string("torch_dtype").value_or(config.string("dtype").value_or(""));
+  const std::optional<std::string> torch_dtype = config.string("torch_dtype");  // transformers 5 writes dtype
+  c.torch_dtype = torch_dtype ? *torch_dtype : config.string("dtype").value_or("");
   return c;
 }
 
@@ -455,6 +497,12 @@ std::vector<std::string> HfWeights::names() const {
 std::size_t HfWeights::file_count() const { return state_->files.size(); }
 
 void HfWeights::check_against(const HfConfig& config) const {
+  // A layer count beyond the weights' tensors (each layer has nine or more) is refused before the list of what is
+  // expected is built: that list grows with the layer count (2^31 layers would not fit in memory).
+  if (static_cast<std::size_t>(config.num_hidden_layers) > state_->tensors.size())
+    throw ModelFileError(log::concat(state_->dir, ": the weights do not match config.json: num_hidden_layers ",
+                                     config.num_hidden_layers, " is more than the ", state_->tensors.size(),
+                                     " tensors the weights hold (each layer has nine or more)"));
   std::vector<std::string> problems;
   const auto check = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
     const TensorEntry& e = *state_->tensors.find(name)->second.entry;

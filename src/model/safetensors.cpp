@@ -364,7 +364,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view prefix, std::uint64_
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile file;
   file.path_ = path;
-  Descriptor d(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Descriptor d(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO would block the open
   if (d.fd < 0) fail(path, log::concat("cannot open: ", std::strerror(errno)));
   struct stat st {};
   if (::fstat(d.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail(path, "not a regular file");

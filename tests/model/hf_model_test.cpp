@@ -6,6 +6,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -200,6 +202,30 @@ BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
   BOOST_TEST(!md.attention_bias);
 }
 
+// Qwen's window, as transformers builds layer_types: only the layers from max_window_layers (28) on slide.
+BOOST_AUTO_TEST_CASE(qwen_layers_slide_from_max_window_layers_on) {
+  const std::string sliding = replaced(replaced(qwen2_config, "\"sliding_window\": null", "\"sliding_window\": 5"),
+                                       "\"use_sliding_window\": false", "\"use_sliding_window\": true");
+  BOOST_TEST(!parse_hf_config(sliding, "c").sliding_window.has_value());  // 2 layers, both before the 28th
+  const std::string all_slide = replaced(sliding, "\"architectures\"", "\"max_window_layers\": 0, \"architectures\"");
+  BOOST_TEST(parse_hf_config(all_slide, "c").sliding_window.value() == 5);
+  const std::string typed =
+      replaced(sliding, "\"architectures\"",
+               "\"layer_types\": [\"sliding_attention\", \"sliding_attention\"], \"architectures\"");
+  BOOST_TEST(parse_hf_config(typed, "c").sliding_window.value() == 5);
+  const std::string full =
+      replaced(typed, "[\"sliding_attention\", \"sliding_attention\"]", "[\"full_attention\", \"full_attention\"]");
+  BOOST_TEST(!parse_hf_config(full, "c").sliding_window.has_value());
+  // One window serves every layer: a mix is refused, as is a list that does not name each layer.
+  expect_config_refused(replaced(sliding, "\"architectures\"", "\"max_window_layers\": 1, \"architectures\""),
+                        {"\"max_window_layers\"", "1 of 2 layers"});
+  expect_config_refused(
+      replaced(typed, "[\"sliding_attention\", \"sliding_attention\"]", "[\"full_attention\", \"sliding_attention\"]"),
+      {"\"layer_types\"", "1 of 2 layers"});
+  expect_config_refused(replaced(typed, "[\"sliding_attention\", \"sliding_attention\"]", "[\"sliding_attention\"]"),
+                        {"\"layer_types\"", "a list of 2"});
+}
+
 BOOST_AUTO_TEST_CASE(expected_tensors_per_architecture) {
   const Tensors llama = expected_tensors(parse_hf_config(llama_config, "c"));
   BOOST_TEST(llama.size() == 1 + 2 * 9 + 1 + 1u);
@@ -288,8 +314,17 @@ BOOST_AUTO_TEST_CASE(weights_not_matching_the_config_are_refused) {
       {"2 problems", up_proj, "lm_head.weight"});
   // An untied model's lm_head is no optional extra.
   expect_weights_refused(drop("lm_head.weight"), {"'lm_head.weight' is missing"});
+  // A layer count the weights cannot hold is refused before the expected tensors are listed (2^31 - 1 layers would
+  // not fit in memory).
+  TempDir small;
+  write_weights(small, expected_tensors(parse_hf_config(llama_config, "c")));
+  const HfConfig huge =
+      parse_hf_config(replaced(llama_config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 2147483647"), "c");
+  BOOST_CHECK_EXCEPTION(HfWeights::open(small.dir()).check_against(huge), ModelFileError, [](const ModelFileError& e) {
+    return mentions(e, {"num_hidden_layers 2147483647", "the 21 tensors the weights hold"});
+  });
   // Many problems: the first ten, then a count.
-  expect_weights_refused([](Tensors& t) { t.resize(1); }, {"20 problems", "and 10 more"});
+  expect_weights_refused([](Tensors& t) { t.resize(2); }, {"19 problems", "and 9 more"});
 }
 
 BOOST_AUTO_TEST_CASE(malformed_configs_are_refused) {
@@ -323,7 +358,12 @@ BOOST_AUTO_TEST_CASE(malformed_configs_are_refused) {
   expect_config_refused(replaced(llama_config, "[1, 2]", "[1, \"2\"]"), {"\"eos_token_id\"", "expected an integer"});
   expect_config_refused(replaced(llama_config, "[1, 2]", "[1, 16]"), {"\"eos_token_id\"", "outside the vocabulary"});
   expect_config_refused(replaced(qwen3_config, "\"head_dim\": 6", "\"head_dim\": 5"), {"\"head_dim\"", "even"});
+  expect_config_refused(replaced(llama_config, "\"architectures\"", "\"hidden_act\": \"gelu\", \"architectures\""),
+                        {"\"hidden_act\"", "\"gelu\"", "not supported"});
   expect_config_refused("{\"architectures\": [", {"not JSON"});
+  // Nested 100,000 deep: one error, and its message does not print the value (printing recurses once per level).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_config_refused("{\"architectures\": " + deep + "}", {"\"architectures\"", "a list of 1"});
   expect_config_refused("[1]", {"expected a JSON object"});
 
   TempDir dir;
@@ -340,6 +380,15 @@ BOOST_AUTO_TEST_CASE(bad_weight_files_and_indexes_are_refused) {
   {
     TempDir dir;  // no weights at all
     refused(dir, {"model.safetensors", "model.safetensors.index.json"});
+  }
+  {
+    TempDir dir;  // a FIFO (a tarball may hold one) is refused, not opened: opening it would wait for a writer
+    BOOST_REQUIRE(::mkfifo(dir.file("model.safetensors").c_str(), 0600) == 0);
+    refused(dir, {"model.safetensors", "not a regular file"});
+    BOOST_REQUIRE(::mkfifo(dir.file("config.json").c_str(), 0600) == 0);
+    BOOST_CHECK_EXCEPTION(read_hf_config(dir.dir()), ModelFileError, [&](const ModelFileError& e) {
+      return mentions(e, {"config.json", "not a regular file"});
+    });
   }
   {
     TempDir dir;  // a shard named but not there

@@ -181,12 +181,18 @@ def forward(c, w, ids):
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
     q_idx, kv_idx = torch.arange(t)[:, None], torch.arange(t)[None, :]
-    allowed = kv_idx <= q_idx
-    if c.get("sliding_window") and (c["model_type"] == "mistral" or c.get("use_sliding_window")):
-        allowed &= kv_idx > q_idx - c["sliding_window"]
-    mask = torch.zeros(t, t).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    causal = kv_idx <= q_idx
+    full_mask = torch.zeros(t, t).masked_fill(~causal, torch.finfo(torch.float32).min)
+    window = c.get("sliding_window")
+    if window:
+        in_window = causal & (kv_idx > q_idx - window)
+        window_mask = torch.zeros(t, t).masked_fill(~in_window, torch.finfo(torch.float32).min)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
+        # Mistral's every layer slides; Qwen's from max_window_layers on (transformers' layer_types).
+        slides = window and (c["model_type"] == "mistral" or
+                             (c.get("use_sliding_window") and i >= c.get("max_window_layers", 28)))
+        mask = window_mask if slides else full_mask
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
         q = linear(h, w, p + "self_attn.q_proj").view(1, t, -1, head_dim)
         k = linear(h, w, p + "self_attn.k_proj").view(1, t, -1, head_dim)

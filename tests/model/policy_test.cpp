@@ -434,6 +434,7 @@ BOOST_AUTO_TEST_CASE(lora_needs_a_pretrained_model_and_known_targets) {
   write_random_qwen3(dir);
   BOOST_CHECK_THROW(Policy(with_lora(dir, {"q", "w"}), 10, 1), UsageError);
   BOOST_CHECK_THROW(Policy(with_lora(dir, {}), 10, 1), UsageError);
+  BOOST_CHECK_THROW(Policy(with_lora(dir, {"q", "v", "q"}), 10, 1), UsageError);  // one adapter per projection
 }
 
 BOOST_AUTO_TEST_CASE(bad_shapes_are_refused) {
