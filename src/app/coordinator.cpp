@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "arclight/algo/advantages.hpp"
@@ -399,6 +400,12 @@ comm::work::TrainerFigures Coordinator::train(const std::vector<algo::Sample>& s
   std::vector<MPI_Request> sends(trainers.size());
   for (std::size_t k = 0; k < trainers.size(); ++k) {
     messages[k] = comm::work::encode(comm::work::Train{total, algo::encode_samples(shards[k])});
+    if (messages[k].size() > std::size_t(std::numeric_limits<int>::max()))  // MPI counts are ints
+      throw Error(log::concat("the step's samples for trainer rank ", trainers[k], " are ", messages[k].size() >> 20,
+                              " MiB, past MPI's 2 GiB message: more trainers, or fewer or shorter episodes a step, "
+                              "bring each trainer's share under it"));
+  }
+  for (std::size_t k = 0; k < trainers.size(); ++k) {
     MPI_Isend(messages[k].data(), static_cast<int>(messages[k].size()), MPI_BYTE, trainers[k], comm::tag_work,
               ch_.work.get(), &sends[k]);
   }

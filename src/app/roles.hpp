@@ -100,6 +100,11 @@ void run_trainer(const Config& config, const comm::Channels& ch, const Layout& l
 // "mpi"; "none" for a lone trainer.
 std::string gradient_transport(int trainers, int device);
 
+// trainer_rank.cpp: checks, collectively over the trainers, that each all-reduces over the same transport (`mine`,
+// gradient_transport's): one trainer without its GPU (a driver fault, a node without GPUs) would build an MPI reducer
+// among NCCL ones, and their collectives would never match (a hang). Throws UsageError on every trainer if not.
+void check_same_gradient_transport(MPI_Comm trainers, const std::string& mine);
+
 // Ends the job at once with the error's message and exit code (MPI_Abort), as the program's top level would: for an
 // error on a thread whose rank has another thread still using what unwinding would destroy (communicators, the store
 // client). `error` holds an Error, another std::exception, or anything.

@@ -43,6 +43,7 @@ void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInf
 std::unique_ptr<GradientReducer> make_reducer(const Config& config, const comm::Communicator& trainers, int device) {
   const std::string transport = gradient_transport(trainers.size(), device);
   if (transport == "none") return nullptr;
+  check_same_gradient_transport(trainers.get(), transport);
   if (transport == "nccl") return comm::make_nccl_reducer(trainers.get(), device);
   comm::ReducerConfig rc;
   rc.bucket_bytes = static_cast<std::size_t>(config.comm.bucket_mb * (1 << 20));
@@ -100,7 +101,8 @@ class TrainerRank {
   void announce_first_version() {
     try {
       store_.get_latest_resources("policy");
-    } catch (const store::StoreError&) {
+    } catch (const store::StoreError& e) {
+      if (e.code() != store::StoreError::not_found) throw;  // not "no policy yet": the store's own failure
       store_.add_resources("policy",
                            comm::work::encode(comm::work::PolicyResource{0, checksum(policy_.flat_parameters())}));
     }
@@ -219,6 +221,18 @@ class TrainerRank {
 std::string gradient_transport(int trainers, int device) {
   if (trainers <= 1) return "none";
   return device >= 0 && comm::nccl_available() ? "nccl" : "mpi";
+}
+
+void check_same_gradient_transport(MPI_Comm trainers, const std::string& mine) {
+  const int over_nccl = mine == "nccl";
+  int count = 0, size = 0;
+  MPI_Allreduce(&over_nccl, &count, 1, MPI_INT, MPI_SUM, trainers);
+  MPI_Comm_size(trainers, &size);
+  if (count != 0 && count != size)
+    throw UsageError(log::concat(count, " of ", size,
+                                 " trainers would all-reduce gradients over NCCL (a GPU each) and the others over MPI "
+                                 "(no GPU found; this trainer: ",
+                                 mine, "): give every trainer a GPU, or none (CUDA_VISIBLE_DEVICES=\"\")"));
 }
 
 void run_trainer(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,

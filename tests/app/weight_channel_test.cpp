@@ -1,7 +1,8 @@
 // The split layouts' weight channel under MPI (mpirun -np 3): rank 0 is the trainer leader, ranks 1 and 2 runners.
 // Each version reaches every runner whole (float32), or rounded to 16 bits when comm.compression says so, and the
-// end of training ends every runner's poll.
+// end of training ends every runner's poll. Also the trainers' agreement on their gradient transport.
 #include "../mpi_test_main.hpp"
+#include "../../src/app/roles.hpp"
 #include "../../src/app/weight_channel.hpp"
 #include "../model/test_models.hpp"
 
@@ -72,6 +73,26 @@ BOOST_AUTO_TEST_SUITE(weight_channel)
 BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
 BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
 BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// One trainer without its GPU would build an MPI reducer among NCCL ones: every trainer refuses to start, at once.
+BOOST_AUTO_TEST_SUITE(gradient_transport)
+
+BOOST_AUTO_TEST_CASE(trainers_that_agree_go_on) {
+  BOOST_CHECK_NO_THROW(app::check_same_gradient_transport(MPI_COMM_WORLD, "mpi"));
+  BOOST_CHECK_NO_THROW(app::check_same_gradient_transport(MPI_COMM_WORLD, "nccl"));
+}
+
+BOOST_AUTO_TEST_CASE(a_trainer_without_its_gpu_stops_every_trainer) {
+  BOOST_CHECK_EXCEPTION(app::check_same_gradient_transport(MPI_COMM_WORLD, rank_ == 1 ? "mpi" : "nccl"), UsageError,
+                        [](const UsageError& e) {
+                          const std::string what = e.what();
+                          return what.find("2 of 3 trainers") != std::string::npos &&
+                                 what.find(rank_ == 1 ? "this trainer: mpi" : "this trainer: nccl") !=
+                                     std::string::npos;
+                        });
+}
 
 BOOST_AUTO_TEST_SUITE_END()
 
