@@ -31,7 +31,9 @@ std::optional<double> number(const store::Span& span, const char* key) {
 std::pair<bool, std::optional<double>> agentops_reward(const store::AttributeValue* output) {
   if (!output || !std::holds_alternative<std::string>(*output)) return {false, std::nullopt};
   const nlohmann::json payload = nlohmann::json::parse(std::get<std::string>(*output), nullptr, false);
-  if (!payload.is_object() || payload.value("type", nlohmann::json()) != "reward") return {false, std::nullopt};
+  // Compared in place: a copy (value()) of a deeply nested "type" would recurse once per level.
+  const auto type = payload.find("type");  // end() for anything but an object
+  if (type == payload.end() || *type != "reward") return {false, std::nullopt};
   const auto value = payload.find("value");
   if (value == payload.end() || !value->is_number()) return {true, std::nullopt};
   return {true, value->get<double>()};

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
-#include "json_input.hpp"
+#include "arclight/text/json_input.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -17,9 +17,10 @@ using json = nlohmann::ordered_json;  // tools keep their keys' order: the templ
 }
 
 json parse_body(std::string_view body) {
-  json root = parse_json<json>(body);
+  json root = text::parse_json<json>(body);
   if (root.is_discarded())
-    bad("", "the request body is not valid JSON (or nests deeper than " + std::to_string(max_json_depth) + " levels)");
+    bad("", "the request body is not valid JSON (or nests deeper than " + std::to_string(text::max_json_depth) +
+                " levels)");
   if (!root.is_object()) bad("", "the request body must be a JSON object");
   return root;
 }

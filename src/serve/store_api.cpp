@@ -11,7 +11,7 @@
 #include "arclight/core/log.hpp"
 #include "arclight/serve/ids.hpp"
 #include "store_api_args.hpp"
-#include "json_input.hpp"
+#include "arclight/text/json_input.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -386,9 +386,10 @@ HttpResponse StoreApi::update_resources(const HttpRequest& request) {
 // ---- spans --------------------------------------------------------------------------------------
 
 HttpResponse StoreApi::add_span(const HttpRequest& request) {
-  Json body = parse_json<Json>(request.body);
+  Json body = text::parse_json<Json>(request.body);
   if (body.is_discarded())
-    throw unprocessable("the body is not JSON (or nests deeper than " + std::to_string(max_json_depth) + " levels)");
+    throw unprocessable("the body is not JSON (or nests deeper than " + std::to_string(text::max_json_depth) +
+                        " levels)");
   store::Span span = span_from_json(body);
   Json echo = span_json(span);
   const std::uint64_t sequence_id = store_.add_span(std::move(span));

@@ -4,7 +4,7 @@
 #include <charconv>
 
 #include "arclight/serve/ids.hpp"
-#include "json_input.hpp"
+#include "arclight/text/json_input.hpp"
 
 namespace arclight::serve::store_args {
 namespace {
@@ -23,9 +23,10 @@ std::int64_t integer_of(const std::string& key, const std::string& text) {
 // The body as a JSON object; no body is {} (Agent Lightning's client sends none for a plain dequeue or heartbeat).
 Json object_body(const HttpRequest& request) {
   if (request.body.empty()) return Json::object();
-  Json body = parse_json<Json>(request.body);
+  Json body = text::parse_json<Json>(request.body);
   if (body.is_discarded())
-    throw unprocessable("the body is not JSON (or nests deeper than " + std::to_string(max_json_depth) + " levels)");
+    throw unprocessable("the body is not JSON (or nests deeper than " + std::to_string(text::max_json_depth) +
+                        " levels)");
   if (!body.is_object()) throw unprocessable("the body must be a JSON object");
   return body;
 }
@@ -175,7 +176,7 @@ Json worker_json(const store::Worker& w) {
 
 // A resources version as a ResourcesUpdate: its content when that is a JSON object (NamedResources), else {}.
 Json resources_json(const store::ResourcesVersion& v) {
-  Json resources = parse_json<Json>(v.content);
+  Json resources = text::parse_json<Json>(v.content);
   if (!resources.is_object()) resources = Json::object();
   return {{"resources_id", resources_name(v.id)}, {"create_time", v.create_time},
           {"update_time", v.create_time},         {"version", v.version},

@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "arclight/serve/ids.hpp"
-#include "json_input.hpp"
+#include "arclight/text/json_input.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -12,13 +12,13 @@ Json time_or_null(double t) { return t == 0 ? Json() : Json(t); }
 
 // Rollout inputs are opaque bytes: JSON when they parse as JSON, else a string.
 Json opaque_json(const std::string& bytes) {
-  Json value = parse_json<Json>(bytes);
+  Json value = text::parse_json<Json>(bytes);
   return value.is_discarded() ? Json(bytes) : value;
 }
 
 Json metadata_json(const std::string& bytes) {
   if (bytes.empty()) return Json::object();
-  Json value = parse_json<Json>(bytes);
+  Json value = text::parse_json<Json>(bytes);
   return value.is_object() ? value : Json();
 }
 

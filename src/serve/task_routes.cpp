@@ -5,7 +5,7 @@
 
 #include "arclight/serve/ids.hpp"
 #include "store_json.hpp"
-#include "json_input.hpp"
+#include "arclight/text/json_input.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -26,7 +26,7 @@ HttpResponse unprocessable(const std::string& message) {
 // The body as a JSON object; no body is {} (Agent Lightning's client sends none for a plain dequeue).
 std::optional<Json> object_body(const HttpRequest& request) {
   if (request.body.empty()) return Json::object();
-  Json body = parse_json<Json>(request.body);
+  Json body = text::parse_json<Json>(request.body);
   if (!body.is_object()) return std::nullopt;
   return body;
 }
@@ -52,9 +52,10 @@ class TaskRoutes {
 
   HttpResponse add_span(const HttpRequest& request) {
     store::Span span;
-    const Json body = parse_json<Json>(request.body);
+    const Json body = text::parse_json<Json>(request.body);
     if (body.is_discarded())
-      return unprocessable("the body is not JSON (or nests deeper than " + std::to_string(max_json_depth) + " levels)");
+      return unprocessable("the body is not JSON (or nests deeper than " + std::to_string(text::max_json_depth) +
+                           " levels)");
     try {
       span = span_from_json(body);
     } catch (const std::exception& e) {  // not a span

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "arclight/text/chat_template.hpp"
-#include "json_input.hpp"
+#include "arclight/text/json_input.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -19,7 +19,7 @@ std::string_view trim(std::string_view s) {
 }
 
 std::optional<ParsedToolCall> call_of(std::string_view body) {
-  const auto call = parse_json<nlohmann::ordered_json>(body);
+  const auto call = text::parse_json<nlohmann::ordered_json>(body);
   if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return std::nullopt;
   const auto arguments =
       call.contains("arguments") ? call["arguments"] : call.value("parameters", nlohmann::ordered_json::object());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
+#include "arclight/text/json_input.hpp"
 #include "json_text.hpp"
 #include "unicode.hpp"
 
@@ -247,11 +248,10 @@ ChatTemplate load_chat_template(const fs::path& model_dir, std::string_view name
   const std::string where = (model_dir / "tokenizer_config.json").string();
   nlohmann::json config = nlohmann::json::object();
   if (std::ifstream in(model_dir / "tokenizer_config.json", std::ios::binary); in) {
-    try {
-      config = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
-      throw TokenizerFileError(where + ": not JSON: " + e.what());
-    }
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    config = parse_json<nlohmann::json>(text);
+    if (config.is_discarded())
+      throw TokenizerFileError(log::concat(where, ": not JSON, or nested deeper than ", max_json_depth, " levels"));
     if (!config.is_object()) throw TokenizerFileError(where + ": expected a JSON object");
   } else if (name.empty()) {
     throw TokenizerFileError(where + ": cannot be read, and no chat template was named");

@@ -4,6 +4,7 @@
 
 #include "arclight/core/log.hpp"
 #include "arclight/text/chat_template.hpp"
+#include "arclight/text/json_input.hpp"
 #include "json_text.hpp"
 
 namespace arclight::text {
@@ -38,7 +39,7 @@ void append_tojson(std::string& out, const json& value) {
   }
 }
 
-// A string, null (""), or a list of text parts joined.
+// A string, null (""), or a list of text parts joined by newlines (as vLLM joins them).
 std::string content_of(const json& message, const std::string& where) {
   const auto it = message.find("content");
   if (it == message.end() || it->is_null()) return "";
@@ -50,6 +51,7 @@ std::string content_of(const json& message, const std::string& where) {
     if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
         !part["text"].is_string())
       bad(where + ".content", "only {\"type\": \"text\", \"text\": ...} parts are supported, found " + part.dump());
+    if (&part != &it->front()) text += '\n';
     text += part["text"].get<std::string>();
   }
   return text;
@@ -61,6 +63,7 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
     bad(where, "a tool call needs a function name, found " + call.dump());
   ToolCall out{function["name"].get<std::string>(), "{}"};
   const auto arguments = function.find("arguments");
+  // Arguments as text are rendered as given, as Qwen3's template renders them (tests/text/chat_template_reference).
   if (arguments != function.end() && !arguments->is_null())
     out.arguments = arguments->is_string() ? arguments->get<std::string>() : tojson(*arguments);
   return out;
@@ -92,18 +95,16 @@ std::string tojson(const nlohmann::ordered_json& value) {
 }
 
 std::string as_tojson(std::string_view json_text) {
-  const json value = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (value.is_discarded()) throw UsageError("not JSON: " + std::string(json_text.substr(0, 80)));
+  const json value = parse_json<json>(json_text);
+  if (value.is_discarded())
+    throw UsageError(
+        log::concat("not JSON (or nested deeper than ", max_json_depth, " levels): ", json_text.substr(0, 80)));
   return tojson(value);
 }
 
 Conversation parse_conversation(std::string_view json_text) {
-  json root;
-  try {
-    root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
-    bad("(input)", std::string("not JSON: ") + e.what());
-  }
+  const json root = parse_json<json>(json_text);
+  if (root.is_discarded()) bad("(input)", log::concat("not JSON, or nested deeper than ", max_json_depth, " levels"));
   const json* messages = &root;
   Conversation out;
   if (root.is_object()) {

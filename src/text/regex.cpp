@@ -1,5 +1,6 @@
 #include "regex.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 
@@ -31,18 +32,53 @@ struct MatchResources {
   }
 };
 
+// \s and \S as Hugging Face's regex engine (Oniguruma) reads them: Unicode's White_Space. PCRE2's \s also takes
+// U+180E (Mongolian vowel separator), which Unicode 6.3 took out of White_Space: "\u180e's" split otherwise.
+std::string with_white_space_property(const std::string& pattern) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    const char escaped = pattern[++i];
+    if (escaped == 's') {
+      out += "\\p{White_Space}";
+    } else if (escaped == 'S') {
+      out += "\\P{White_Space}";
+    } else if (escaped == 'Q') {  // quoted up to \E: as written
+      const std::size_t end = std::min(pattern.find("\\E", i + 1), pattern.size());
+      out.append(pattern, i - 1, end - (i - 1));
+      i = end - 1;
+    } else {
+      out += '\\';
+      out += escaped;
+    }
+  }
+  return out;
+}
+
+// The next character's offset after `at` in UTF-8 text (a byte on, where the text is not UTF-8).
+std::size_t next_character(std::string_view text, std::size_t at) {
+  ++at;
+  while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+  return at;
+}
+
 }  // namespace
 
-Regex::Regex(const std::string& pattern, bool literal) {
+Regex::Regex(const std::string& pattern_text, bool literal) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const std::uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0);
+  // PCRE2 takes no UCP with LITERAL (a Split's {"String": ...}); nothing in a literal depends on it.
+  const std::uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+  const std::string pattern = literal ? pattern_text : with_white_space_property(pattern_text);
   pcre2_code* code =
       pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
-    throw std::invalid_argument("regex \"" + pattern + "\" at offset " + std::to_string(offset) + ": " +
+    throw std::invalid_argument("regex \"" + pattern_text + "\" at offset " + std::to_string(offset) + ": " +
                                 reinterpret_cast<const char*>(message));
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where JIT is missing, pcre2_match interprets: slower, same answer
@@ -64,8 +100,10 @@ void Regex::split(std::string_view text, std::vector<std::string_view>& pieces, 
     if (rc < 0) throw std::runtime_error("regex match failed with PCRE2 error " + std::to_string(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
     const std::size_t begin = ovector[0], end = ovector[1];
-    if (end == begin) {  // an empty match splits nothing: look on from the next byte
-      at = begin + 1;
+    if (end == begin) {  // an empty match (\b, a lookahead) cuts the text there, as Hugging Face's splits do
+      if (keep_gaps && begin > gap_start) pieces.push_back(text.substr(gap_start, begin - gap_start));
+      gap_start = std::max(gap_start, begin);
+      at = next_character(text, begin);
       continue;
     }
     if (keep_gaps && begin > gap_start) pieces.push_back(text.substr(gap_start, begin - gap_start));

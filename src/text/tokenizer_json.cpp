@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
+#include "arclight/text/json_input.hpp"
 #include "bpe_model.hpp"
 #include "unicode.hpp"
 
@@ -206,8 +207,12 @@ bool read_pre_tokenizer(const Reader& r, const json& pre, const std::string& whe
     r.fail(where + ".type", "pre-tokenizer \"" + type + "\" is not supported (Split, ByteLevel and Sequence are)");
   const json& list = r.get(pre, where, "pretokenizers", json::value_t::array);
   bool byte_level = false;
-  for (std::size_t i = 0; i < list.size(); ++i)
-    byte_level |= read_pre_tokenizer(r, list[i], log::concat(where, ".pretokenizers[", i, "]"), m);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string step = log::concat(where, ".pretokenizers[", i, "]");
+    if (byte_level)  // Hugging Face runs it on ByteLevel's mapped characters (Ġ for a space), arclight on the bytes
+      r.fail(step, "a step after ByteLevel is not supported (ByteLevel comes last in GPT-2's, Llama 3's and Qwen's)");
+    byte_level |= read_pre_tokenizer(r, list[i], step, m);
+  }
   return byte_level;
 }
 
@@ -230,8 +235,9 @@ void read_decoder(const Reader& r, const json& decoder, const std::string& where
   const std::string type = r.string(decoder, where, "type");
   if (type == "Replace") {
     const json& pattern = r.get(decoder, where, "pattern", json::value_t::object);
-    m.decoder_replacements.emplace_back(r.string(pattern, where + ".pattern", "String"),
-                                        r.string(decoder, where, "content"));
+    const std::string from = r.string(pattern, where + ".pattern", "String");
+    if (from.empty()) r.fail(where + ".pattern.String", "an empty pattern");
+    m.decoder_replacements.emplace_back(from, r.string(decoder, where, "content"));
   } else if (type == "ByteFallback") {
     m.decoder_byte_fallback = true;
   } else if (type == "Strip") {
@@ -281,12 +287,9 @@ std::string BpeModel::key_of(const std::string& token) const {
 
 BpeModel read_bpe_model(std::string_view json_text, const std::string& file) {
   const Reader reader(file);
-  json root;
-  try {
-    root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
-    throw TokenizerFileError(log::concat(file, ": not JSON: ", e.what()));
-  }
+  const json root = parse_json<json>(json_text);
+  if (root.is_discarded())
+    throw TokenizerFileError(log::concat(file, ": not JSON, or nested deeper than ", max_json_depth, " levels"));
   return read_model(root, reader);
 }
 

@@ -92,7 +92,11 @@ BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
     BOOST_CHECK_THROW(parse_conversation(bad), UsageError);
   const auto parts =
       chat(R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])");
-  BOOST_TEST(parts.messages[0].content == "ab");
+  BOOST_TEST(parts.messages[0].content == "a\nb");  // joined as vLLM joins a message's text parts
+  // Nested 100,000 deep (tools, arguments): one UsageError, not a stack overflow in the rendering's tojson.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  BOOST_CHECK_THROW(parse_conversation(R"({"messages": [], "tools": )" + deep + "}"), UsageError);
+  BOOST_CHECK_THROW(as_tojson(deep), UsageError);
 }
 
 BOOST_AUTO_TEST_CASE(loaded_from_a_model_directory) {

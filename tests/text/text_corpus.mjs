@@ -50,7 +50,7 @@ const words = {
             "<|im_start|>assistant\n", "<|im_", "|>", "<|fim_prefix|>", "<|vision_pad|>", "<|begin_of_text|>",
             "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\n", "<|reserved_special_token_3|>"],
   spaces: [" ", "  ", "    ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\u2003", "\u200b", "\u0085",
-           "\f", "\v", "        \n"],
+           "\f", "\v", "        \n", "\u180e", "\u180e's"],
   punctuation: [".", ",", "!", "?", "...", "—", "–", "«»", "“quoted”", "'", "'s", "''", "(", ")", "[", "]", "@#$%^&*",
                 "、", "。", "！", "؟"],
 };

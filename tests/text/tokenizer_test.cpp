@@ -2,6 +2,7 @@
 // before anything else, the pre-tokenizer's pieces, NFC, ignore_merges, byte round trips; then malformed files, each
 // refused with a TokenizerFileError naming the key. And the byte tokenizer.
 #include "arclight/text/tokenizer.hpp"
+#include "../../src/text/regex.hpp"
 #include "../temp_dir.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -158,6 +159,30 @@ BOOST_AUTO_TEST_CASE(split_pre_tokenizer) {
   const auto t = load(j);
   BOOST_TEST(t->encode("12") == (std::vector<TokenId>{'1', '2'}));
   BOOST_TEST(t->encode(" hello") == (std::vector<TokenId>{id_of(*t, "Ġhello")}));
+
+  // An empty match cuts there, as Hugging Face's splits do: \b parts " " from "hello".
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", R"(\b)"}};
+  BOOST_TEST(load(j)->encode(" hello") == (std::vector<TokenId>{' ', id_of(*t, "hello")}));
+  // A {"String": ...} pattern is a literal: Removed drops each space.
+  j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}};
+  BOOST_TEST(load(j)->encode(" hello hello") == (std::vector<TokenId>(2, id_of(*t, "hello"))));
+}
+
+// \s is Unicode's White_Space, as Oniguruma (Hugging Face's regex engine) reads it: not U+180E, which PCRE2's \s
+// takes; and an empty match cuts without a piece of its own.
+BOOST_AUTO_TEST_CASE(regex_splits_as_hugging_faces) {
+  const auto split = [](const std::string& pattern, const std::string& text) {
+    std::vector<std::string_view> pieces;
+    Regex(pattern).split(text, pieces, true, true);
+    return std::vector<std::string>(pieces.begin(), pieces.end());
+  };
+  using Pieces = std::vector<std::string>;
+  BOOST_TEST(split(R"(\s|\S+)", "\u180e's a") == (Pieces{"\u180e's", " ", "a"}));
+  BOOST_TEST(split(R"([^\s\p{L}]+|\p{L}+)", "\u180e\u00a0x") == (Pieces{"\u180e", "\u00a0", "x"}));
+  BOOST_TEST(split(R"(\s+)", "a\u3000\u2028\u0085b") == (Pieces{"a", "\u3000\u2028\u0085", "b"}));
+  BOOST_TEST(split(R"(\Q\s\E)", "a\\sb") == (Pieces{"a", "\\s", "b"}));  // quoted: as written
+  BOOST_TEST(split(R"(\b)", "hi there") == (Pieces{"hi", " ", "there"}));
+  BOOST_TEST(split(R"((?=é))", "aébé") == (Pieces{"a", "éb", "é"}));
 }
 
 BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
@@ -199,7 +224,23 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
              {{{"type", "Split"}, {"pattern", {{"Regex", "(("}}}, {"behavior", "Isolated"}}, {{"type", "ByteLevel"}}}}};
       },
       "pre_tokenizer.pretokenizers[0].pattern");
+  refused(
+      [](json& j) {
+        j["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers",
+                               {{{"type", "ByteLevel"}, {"use_regex", false}},
+                                {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}}}}};
+      },
+      "pre_tokenizer.pretokenizers[1]");  // after ByteLevel: Hugging Face splits its mapped characters
+  refused(
+      [](json& j) {
+        j["pre_tokenizer"] = nullptr;
+        j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", ""}};
+      },
+      "decoder.pattern.String");  // an empty pattern replaced for ever
   BOOST_CHECK_THROW(parse_tokenizer_json("{\"model\": ", "x.json"), TokenizerFileError);
+  const std::string deep = "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  BOOST_CHECK_THROW(parse_tokenizer_json(deep, "x.json"), TokenizerFileError);
   BOOST_CHECK_THROW(parse_tokenizer_json("{\"version\": -1e999}", "x.json"), TokenizerFileError);  // beyond a double
   BOOST_CHECK_THROW(load_tokenizer("/nonexistent/dir"), TokenizerFileError);
 }
