@@ -1,6 +1,7 @@
 #include "arclight/text/chat_template.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 
@@ -25,8 +26,21 @@ constexpr std::string_view qwen_tools_tail =
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
     "<args-json-object>}\n</tool_call><|im_end|>\n";
 constexpr std::string_view qwen25_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-// Llama 3.1's template writes these dates unless the caller passes others.
-constexpr std::string_view llama31_preamble = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+constexpr std::string_view qwen2_system = "You are a helpful assistant.";  // Qwen2-Instruct's and Qwen1.5's
+// Llama 3.1's template writes this date unless the caller passes another; 3.2's writes today's (strftime_now).
+constexpr std::string_view llama31_date = "26 Jul 2024";
+
+std::string llama3_preamble(const ChatTemplate& t) {
+  std::string date(llama31_date);
+  if (t.date_today) {
+    char text[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    date.assign(text, std::strftime(text, sizeof text, "%d %b %Y", &local));
+  }
+  return "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n";
+}
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool ends_with(std::string_view s, std::string_view p) {
@@ -149,8 +163,8 @@ std::string render_llama3(const ChatTemplate& t, const Conversation& c, const Re
   std::string out = t.bos_token;
   const bool has_system = !c.messages.empty() && c.messages[0].role == "system";
   if (t.knowledge_cutoff)
-    out += llama3_header("system") + std::string(llama31_preamble) +
-           std::string(has_system ? trim(c.messages[0].content) : "") + "<|eot_id|>";
+    out += llama3_header("system") + llama3_preamble(t) + std::string(has_system ? trim(c.messages[0].content) : "") +
+           "<|eot_id|>";
   for (std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
     if (m.role == "tool") {  // Llama 3.1 calls the tool's role ipython; 3.0's template writes the role as given
@@ -178,24 +192,35 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   if (name == "chatml") return t;
   if (name == "qwen3") return t.think = true, t;
   if (name == "qwen2.5") return t.default_system = std::string(qwen25_system), t;
+  if (name == "qwen2") return t.default_system = std::string(qwen2_system), t;
   t.family = TemplateFamily::llama3;
   t.bos_token = "<|begin_of_text|>";
   if (name == "llama3") return t;
   if (name == "llama3.1") return t.knowledge_cutoff = true, t;
-  throw UsageError("chat template \"" + std::string(name) +
-                   "\" is not known (chatml, qwen2.5, qwen3, llama3, llama3.1)");
+  if (name == "llama3.2") return t.knowledge_cutoff = t.date_today = true, t;
+  throw UsageError("chat template \"" + std::string(name) + "\" is not known (" + std::string(known_templates) + ")");
 }
 
 ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& where) {
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("<|im_start|>")) {
+    // Qwen3-*-Thinking-2507 and QwQ open a <think> block in the generation prompt; qwen3 leaves it to the model.
+    if (has("<|im_start|>assistant\\n<think>\\n'"))
+      throw TokenizerFileError(where +
+                               ": a template whose generation prompt opens <think> (Qwen3 Thinking-2507, QwQ) is not "
+                               "built in; name one to use instead (qwen3 leaves <think> to the model)");
     if (has("<think>")) return named("qwen3");
-    return named(has(qwen25_system) ? "qwen2.5" : "chatml");
+    if (has(qwen25_system)) return named("qwen2.5");
+    return named(has(qwen2_system) ? "qwen2" : "chatml");
   }
-  if (has("<|start_header_id|>")) return named(has("Cutting Knowledge Date") ? "llama3.1" : "llama3");
+  if (has("<|start_header_id|>")) {
+    if (!has("Cutting Knowledge Date")) return named("llama3");
+    return named(has("strftime_now") ? "llama3.2" : "llama3.1");
+  }
   throw TokenizerFileError(where +
                            ": a chat template arclight does not know (it recognises ChatML by <|im_start|> and "
-                           "Llama 3 by <|start_header_id|>); name one (chatml, qwen2.5, qwen3, llama3, llama3.1)");
+                           "Llama 3 by <|start_header_id|>); name one (" +
+                           std::string(known_templates) + ")");
 }
 
 std::string ChatTemplate::render(const Conversation& conversation, const RenderOptions& options) const {

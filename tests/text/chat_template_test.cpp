@@ -6,6 +6,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <ctime>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -34,6 +36,20 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
           .name == "qwen2.5");
   BOOST_TEST(ChatTemplate::recognize("<|start_header_id|>", "x").name == "llama3");
   BOOST_TEST(ChatTemplate::recognize("<|start_header_id|> Cutting Knowledge Date", "x").name == "llama3.1");
+  // Qwen2-Instruct's and Qwen1.5's template (its default system prompt); Llama 3.2's (today's date).
+  BOOST_TEST(ChatTemplate::recognize("{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
+                                     "You are a helpful assistant.<|im_end|>\\n' }}{% endif %}",
+                                     "x")
+                 .name == "qwen2");
+  BOOST_TEST(ChatTemplate::recognize("<|start_header_id|> Cutting Knowledge Date {% set date_string = "
+                                     "strftime_now(\"%d %b %Y\") %}",
+                                     "x")
+                 .name == "llama3.2");
+  // A generation prompt that opens <think> (Qwen3 Thinking-2507, QwQ): not qwen3's, refused unless named.
+  BOOST_CHECK_THROW(ChatTemplate::recognize("<think> {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n"
+                                            "<think>\\n' }}{%- endif %}",
+                                            "x"),
+                    TokenizerFileError);
   BOOST_CHECK_THROW(ChatTemplate::recognize("[INST] {{ m.content }} [/INST]", "x"), TokenizerFileError);
   BOOST_CHECK_THROW(ChatTemplate::named("mistral"), UsageError);
 }
@@ -58,6 +74,16 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
   const auto no_system = chat(R"([{"role": "user", "content": "U"}])");
   BOOST_TEST(ChatTemplate::named("qwen2.5").render(no_system).find("You are Qwen") != std::string::npos);
   BOOST_TEST(ChatTemplate::named("llama3.1").render(no_system).find("Cutting Knowledge Date") != std::string::npos);
+  BOOST_TEST(ChatTemplate::named("qwen2").render(no_system) ==
+             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
+  BOOST_TEST(ChatTemplate::named("llama3.1").render(no_system).find("Today Date: 26 Jul 2024\n") != std::string::npos);
+  char today[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  const std::string date(today, std::strftime(today, sizeof today, "%d %b %Y", &local));
+  const std::string rendered = ChatTemplate::named("llama3.2").render(no_system);
+  BOOST_TEST(rendered.find("Today Date: " + date + "\n") != std::string::npos, rendered);
 }
 
 BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {

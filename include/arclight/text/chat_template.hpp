@@ -46,12 +46,15 @@ struct RenderOptions {
 
 enum class TemplateFamily { chatml, llama3 };
 
+inline constexpr std::string_view known_templates = "chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2";
+
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
-  std::string name;               // chatml, qwen2.5, qwen3, llama3, llama3.1
+  std::string name;               // one of known_templates
   bool think = false;             // Qwen3: <think> blocks of assistant turns after the last user query
-  std::string default_system;     // Qwen2.5: the system prompt used when the conversation gives none
-  bool knowledge_cutoff = false;  // Llama 3.1: the "Cutting Knowledge Date" system preamble
+  std::string default_system;     // Qwen2 and 2.5: the system prompt used when the conversation gives none
+  bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
+  bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
   std::string bos_token;          // Llama 3: <|begin_of_text|>, first in the text
   std::string eos_token;          // tokenizer_config.json's eos_token, a stop token
 
