@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "arclight/algo/grpo.hpp"
@@ -182,12 +183,20 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     stats.action_tokens += terms.action_tokens;
   }
   if (m.reducer) m.reducer->finish();
-  stats.grad_norm = torch::nn::utils::clip_grad_norm_(select(m.policy.parameters(), m.trainable),
-                                                      m.config.grad_clip > 0 ? m.config.grad_clip : 1e30);
-  // The same summed gradient on every trainer: all of them skip a step that would spoil every weight.
-  if (!std::isfinite(stats.grad_norm)) {
+  const std::vector<torch::Tensor> trainable = select(m.policy.parameters(), m.trainable);
+  stats.grad_norm = torch::nn::utils::clip_grad_norm_(trainable, std::numeric_limits<double>::infinity());
+  // Every trainer scales by the first one's norm (and all skip alike): their own may differ in the last bits.
+  if (m.reducer) stats.grad_norm = m.reducer->leaders_value(stats.grad_norm);
+  if (!std::isfinite(stats.grad_norm)) {  // a step that would spoil every weight
     log::warn("the gradient's norm is ", stats.grad_norm, ": this step is skipped");
     return stats;
+  }
+  // As torch's clip_grad_norm_ scales, in float: max_norm / (norm + 1e-6), at most 1.
+  const float clip = static_cast<float>(m.config.grad_clip) / (static_cast<float>(stats.grad_norm) + 1e-6f);
+  if (m.config.grad_clip > 0 && clip < 1) {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& p : trainable)
+      if (p.grad().defined()) p.grad().mul_(clip);
   }
   m.optimizer.step();
   return stats;

@@ -1,4 +1,7 @@
 #include "arclight/comm/reducer.hpp"
+
+#include <exception>
+
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 
@@ -20,7 +23,7 @@ void check_cuda(cudaError_t rc, const char* what) {
 // grouped, on a stream of its own; on any error the communicator is aborted, never left hanging.
 class NcclReducer : public GradientReducer {
  public:
-  NcclReducer(MPI_Comm comm, int device) : device_(device) {
+  NcclReducer(MPI_Comm comm, int device) : mpi_(comm), device_(device) {
     int rank = 0, size = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -33,7 +36,8 @@ class NcclReducer : public GradientReducer {
   }
   ~NcclReducer() override {
     if (stream_) cudaStreamDestroy(stream_);
-    if (comm_) ncclCommDestroy(comm_);
+    // Unwinding after an error: the other trainers may sit in an all-reduce, which a destroy would wait for.
+    if (comm_) std::uncaught_exceptions() > 0 ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
   }
   void begin(const std::vector<FloatBuffer>& buffers) override {
     for (const FloatBuffer& b : buffers)
@@ -41,6 +45,10 @@ class NcclReducer : public GradientReducer {
     buffers_ = buffers;
   }
   void ready(std::size_t) override {}
+  double leaders_value(double value) override {
+    MPI_Bcast(&value, 1, MPI_DOUBLE, 0, mpi_);
+    return value;
+  }
   void finish() override {
     check(ncclGroupStart(), "ncclGroupStart");
     for (const FloatBuffer& b : buffers_)
@@ -63,6 +71,7 @@ class NcclReducer : public GradientReducer {
     }
     throw Error(log::concat(what, ": ", ncclGetErrorString(rc)));
   }
+  MPI_Comm mpi_;  // the trainers' communicator
   int device_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;

@@ -197,6 +197,11 @@ void MpiReducer::unpack(Bucket& b) {
   }
 }
 
+double MpiReducer::leaders_value(double value) {
+  MPI_Bcast(&value, 1, MPI_DOUBLE, 0, comm_);
+  return value;
+}
+
 void MpiReducer::finish() {
   // What backward has not sent yet goes now, blocking: Open MPI's blocking all-reduce
   // is about twice as fast as its non-blocking one when there is nothing left to overlap.

@@ -79,4 +79,33 @@ BOOST_AUTO_TEST_CASE(a_trainer_without_a_share_takes_the_step_and_an_empty_batch
   BOOST_TEST(everywhere < gc.lr / 100);
 }
 
+// Sums that differ in their last bits from trainer to trainer (as threads that sum in other orders leave them): every
+// trainer still clips by the first one's norm, so none drifts from the others by the clipping.
+BOOST_AUTO_TEST_CASE(every_trainer_clips_by_the_first_ones_norm) {
+  struct Perturbed : GradientReducer {  // the MPI sum, then a little more on every rank but the first
+    comm::MpiReducer inner{MPI_COMM_WORLD, comm::ReducerConfig{}};
+    std::vector<FloatBuffer> buffers;
+    void begin(const std::vector<FloatBuffer>& b) override { inner.begin(buffers = b); }
+    void ready(std::size_t i) override { inner.ready(i); }
+    void finish() override {
+      inner.finish();
+      if (rank_ > 0)
+        for (std::size_t i = 0; i < buffers.front().size; ++i) buffers.front().data[i] *= 1.0001f;
+    }
+    double leaders_value(double value) override { return inner.leaders_value(value); }
+  } reducer;
+  GrpoConfig gc;
+  gc.lr = 3e-3;
+  gc.grad_clip = 1e-6;  // clipping acts on every step
+  model::Policy policy(trainer_test_model(), 11, 5);
+  algo::Trainer trainer(policy, gc, &reducer);
+  const auto batch = make_batch(4, 11, 3);
+  const algo::TrainStats stats = trainer.step(batch, algo::action_tokens(batch) * size_);
+  double lowest = 0, highest = 0;
+  MPI_Allreduce(&stats.grad_norm, &lowest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&stats.grad_norm, &highest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  BOOST_TEST(lowest > 0);
+  BOOST_TEST(lowest == highest, "the norms the trainers clipped by: " << lowest << " to " << highest);
+}
+
 int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }

@@ -28,8 +28,8 @@ inline std::vector<arclight::algo::Sample> make_batch(int count, int vocab, int 
       s.tokens.push_back(static_cast<std::int32_t>(rng() % vocab));
       s.action_mask.push_back(t > 0 && t % 2 == 1);
       s.behaviour_logprobs.push_back(-1.0f - 0.1f * (rng() % 10));
-      s.temperatures.push_back(t % 3 == 0 ? 0.7f : 1.0f);  // an agent's own temperature on some calls
-      s.advantages.push_back(((rng() % 7) - 3) / 3.0f);
+      s.temperatures.push_back(t % 3 == 0 ? 0.7f : 1.0f);                // an agent's own temperature on some calls
+      s.advantages.push_back((static_cast<int>(rng() % 7) - 3) / 3.0f);  // unsigned, -3 wrapped to ~1.4e9
     }
     batch.push_back(s);
   }

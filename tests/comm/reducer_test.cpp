@@ -67,6 +67,11 @@ BOOST_AUTO_TEST_CASE(sums_exactly_across_ranks) {
   BOOST_TEST(members.back().back() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(every_rank_gets_the_first_ones_value) {
+  MpiReducer reducer(MPI_COMM_WORLD, ReducerConfig{});
+  BOOST_TEST(reducer.leaders_value(0.25 + rank_) == 0.25);
+}
+
 BOOST_AUTO_TEST_CASE(buffers_announced_during_backward_give_the_same_sums) {
   const std::vector<std::size_t> sizes{5000, 3, 70000, 12000, 1};
   ReducerConfig config;

@@ -30,6 +30,7 @@ class MpiReducer : public GradientReducer {
   void begin(const std::vector<FloatBuffer>& buffers) override;
   void ready(std::size_t index) override;
   void finish() override;
+  double leaders_value(double value) override;
 
   std::size_t bucket_count() const { return buckets_.size(); }
   // The buffers of each bucket, in bucket order (for tests).

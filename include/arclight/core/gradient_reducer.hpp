@@ -23,6 +23,10 @@ class GradientReducer {
   virtual void ready(std::size_t index) = 0;
   // Sends whatever has not gone and waits for every sum.
   virtual void finish() = 0;
+  // The first trainer's `value`, on every trainer. A figure computed from the summed gradient (its norm) can differ in
+  // its last bits between trainers (threads sum in other orders where their counts differ); scaled by it, their
+  // weights would drift apart.
+  virtual double leaders_value(double value) = 0;
 
   void all_reduce(const std::vector<FloatBuffer>& buffers) {
     begin(buffers);
