@@ -110,10 +110,11 @@ class BpeTokenizer final : public Tokenizer {
         continue;
       }
       std::size_t end = at + added->content.size(), before = at;
+      // lstrip and rstrip take Unicode's White_Space (U+00A0, U+2028, ...), as Hugging Face's do.
       if (added->lstrip)
-        while (before > segment && is_space(text[before - 1])) --before;
+        for (std::size_t n; (n = white_space_before(text, before)) > 0 && before - n >= segment;) before -= n;
       if (added->rstrip)
-        while (end < text.size() && is_space(text[end])) ++end;
+        for (std::size_t n; (n = white_space_at(text, end)) > 0;) end += n;
       encode_segment(text.substr(segment, before - segment), ids);
       ids.push_back(added->id);
       segment = at = end;
@@ -157,8 +158,6 @@ class BpeTokenizer final : public Tokenizer {
   }
 
  private:
-  static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
   const AddedToken* added_at(std::string_view text, std::size_t at, Specials specials) const {
     for (std::size_t i : added_by_first_byte_[static_cast<std::uint8_t>(text[at])]) {
       const AddedToken& t = m_.added[i];

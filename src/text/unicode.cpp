@@ -120,4 +120,24 @@ std::string byte_level_char(std::uint8_t byte) {
   return out;
 }
 
+namespace {
+constexpr std::string_view white_space[] = {"\t",     "\n",     "\v",     "\f",     "\r",     " ",      "\u0085",
+                                            "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003", "\u2004",
+                                            "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028",
+                                            "\u2029", "\u202f", "\u205f", "\u3000"};
+}  // namespace
+
+std::size_t white_space_at(std::string_view text, std::size_t at) {
+  for (std::string_view s : white_space)
+    if (text.substr(at).substr(0, s.size()) == s) return s.size();
+  return 0;
+}
+
+// A whole UTF-8 sequence that ends at `end` starts on a character: no lead byte is a continuation byte.
+std::size_t white_space_before(std::string_view text, std::size_t end) {
+  for (std::string_view s : white_space)
+    if (end >= s.size() && text.substr(end - s.size(), s.size()) == s) return s.size();
+  return 0;
+}
+
 }  // namespace arclight::text

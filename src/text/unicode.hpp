@@ -21,4 +21,9 @@ std::string byte_level_char(std::uint8_t byte);
 // The length of the valid UTF-8 sequence starting at text[at], or 0 where the bytes there are not one.
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
 
+// The byte length of the White_Space character (Rust's char::is_whitespace, as Hugging Face's added tokens strip)
+// that starts at text[at], or that ends just before text[end]; 0 where there is none.
+std::size_t white_space_at(std::string_view text, std::size_t at);
+std::size_t white_space_before(std::string_view text, std::size_t end);
+
 }  // namespace arclight::text

@@ -118,6 +118,12 @@ BOOST_AUTO_TEST_CASE(added_tokens_are_matched_first) {
   BOOST_TEST(!t->is_special(301));
   BOOST_TEST(t->decode({hello, 300, 301}) == "hello<|end|><x>");
   BOOST_TEST(t->decode({hello, 300, 301}, true) == "hello<x>");
+  // lstrip and rstrip take Unicode's White_Space along, as Hugging Face's do: U+00A0 and U+2028 too.
+  json j = tiny_tokenizer();
+  j["added_tokens"][1]["lstrip"] = j["added_tokens"][1]["rstrip"] = true;
+  const auto stripping = load(j);
+  BOOST_TEST(stripping->encode("hello \u00a0<x>\u2028\thello") == (std::vector<TokenId>{hello, 301, hello}));
+  BOOST_TEST(stripping->encode("\u00a0<x>") == (std::vector<TokenId>{301}));
 }
 
 BOOST_AUTO_TEST_CASE(any_bytes_come_back) {
