@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -126,7 +127,8 @@ int Coordinator::run() {
   let_go_of_trained();  // of a resumed run: what the version holds and was trained on
   for (int step = first_step; step <= config_.run.steps; ++step) {
     std::vector<Figure> figures = train_step(step);
-    if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps))
+    if (config_.grpo.validate_every > 0 && (step % config_.grpo.validate_every == 0 || step == config_.run.steps) &&
+        !agent_->validation_tasks().empty())  // an outside agent without validation tasks has none to report
       add_validation(figures);
     const bool stop_now = stop_requested.load();
     std::optional<ckpt::Checkpoint> snapshot;
@@ -194,11 +196,12 @@ std::vector<Figure> Coordinator::train_step(int step) {
   let_go_of_trained();
   const double step_seconds = seconds_since(t0);
   ++version_;
-  const double n = std::max(1, fig.episodes);
+  // Reward over the episodes (a failed rollout has none); success over every rollout that ended (a failure is no
+  // success: an agent that times out does not raise it), as validation counts it.
   return {
       {"version", double(version_), 0},
-      {"reward", fig.reward / n, 3},
-      {"success", fig.success / n, 3},
+      {"reward", fig.reward / std::max(1, fig.episodes), 3},
+      {"success", fig.success / std::max(1, fig.episodes + fig.failed), 3},
       {"rollouts", double(fig.episodes), 0},
       {"rollouts_per_s", fig.episodes / std::max(1e-9, step_seconds), 1},
       {"tokens_per_s", fig.tokens / std::max(1e-9, step_seconds), 1},
@@ -267,7 +270,7 @@ void Coordinator::wait_for(const std::vector<store::RolloutId>& ids) {
 }
 
 // The ranks that have not said bye and have been silent for run.hung_rank_seconds (pulse.hpp).
-// A runner is named once (a trainer ends the job: end_if_a_trainer_hangs).
+// A runner is named once (a trainer ends the job: end_if_training_cannot_go_on).
 std::vector<int> Coordinator::hung_ranks() {
   pulses_taken_ = Stopwatch::now();
   pulses_.take();
@@ -285,21 +288,35 @@ std::vector<int> Coordinator::hung_ranks() {
 }
 
 // A runner of a split layout that hangs is survived (the store requeues its work, the trainer
-// leader fences it); a trainer is not: the others wait for it in every all-reduce. The job
-// ends, to be requeued.
-void Coordinator::end_if_a_trainer_hangs() {
-  for (int r : hung_ranks())
+// leader fences it), unless every runner hangs: then no rollout can end. A trainer is not: the
+// others wait for it in every all-reduce. The job ends, to be requeued (it resumes from its last
+// checkpoint): here, not by unwinding, which would wait for ever for a checkpoint writer's thread
+// that sits in a collective write with the hung trainer.
+void Coordinator::end_if_training_cannot_go_on() {
+  const std::vector<int> hung = hung_ranks();
+  const auto end_job = [&](const std::string& who, const std::string& why) {
+    end_job_now(std::make_exception_ptr(
+        Error(hung_rank_message(who, config_.run.hung_rank_seconds,
+                                log::concat(", and ", why,
+                                            "; ending the job, to be requeued (it resumes from its last "
+                                            "checkpoint)")),
+              exit_requeue)));
+  };
+  for (int r : hung)
     if (layout_.roles[r].trainer)
-      throw Error(hung_rank_message(log::concat("rank ", r, " (", role_name(layout_.roles[r]), ")"),
-                                    config_.run.hung_rank_seconds,
-                                    ", and training cannot go on without it; ending the job, to be requeued (it "
-                                    "resumes from its last checkpoint)"),
-                  exit_requeue);
+      end_job(log::concat("rank ", r, " (", role_name(layout_.roles[r]), ")"), "training cannot go on without it");
+  std::vector<int> runners;
+  for (int r = 0; r < static_cast<int>(layout_.roles.size()); ++r)
+    if (layout_.roles[r].runner) runners.push_back(r);
+  if (!runners.empty() && std::includes(hung.begin(), hung.end(), runners.begin(), runners.end()))
+    end_job(runners.size() == 1 ? log::concat("the only runner (rank ", runners.front(), ")")
+                                : log::concat("every runner (", runners.size(), " ranks)"),
+            "no rollout can end without one");
 }
 
 // Answers the store's requests that have come; waits a little (IdleBackoff) when none had.
 std::size_t Coordinator::serve_a_little() {
-  if (seconds_since(pulses_taken_) >= 1.0) end_if_a_trainer_hangs();
+  if (seconds_since(pulses_taken_) >= 1.0) end_if_training_cannot_go_on();
   const std::size_t served = server_.poll();
   if (served > 0)
     backoff_.reset();
@@ -335,6 +352,7 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
       if (t.calls.empty()) throw DecodeError("no policy call was traced (a request outside /rollout/.../attempt/?)");
     } catch (const DecodeError& e) {
       if (unusable++ == 0) why_unusable = log::concat("rollout ", r.id, ": ", e.what());
+      ++fig.failed;  // for the figures: it ended without an episode
       continue;
     }
     add_figures(t, fig);
@@ -381,12 +399,14 @@ std::vector<algo::Sample> Coordinator::samples_of_groups(
   return samples;
 }
 
+// A reward or success that is not a number (an outside agent's NaN) counts for nothing, as in the advantages.
 void Coordinator::add_figures(const algo::Trajectory& t, EpisodeFigures& fig) {
   ++fig.episodes;
-  for (double r : t.rewards) fig.reward += r;
+  for (double r : t.rewards)
+    if (std::isfinite(r)) fig.reward += r;
   for (const auto& c : t.calls) fig.tokens += double(c.response.size());
   auto it = t.metrics.find("success");
-  fig.success += it == t.metrics.end() ? 0.0 : it->second;
+  if (it != t.metrics.end() && std::isfinite(it->second)) fig.success += it->second;
 }
 
 // Sends every trainer its shard of the samples, serves the store meanwhile, and combines

@@ -49,7 +49,7 @@ class Coordinator {
   void wait_for(const std::vector<store::RolloutId>& ids);
   std::size_t serve_a_little();
   std::vector<int> hung_ranks();
-  void end_if_a_trainer_hangs();
+  void end_if_training_cannot_go_on();
   void finish_writing();
   std::vector<store::Span> spans_of(store::RolloutId id);
   std::vector<algo::Sample> build_samples(const std::vector<store::RolloutId>& ids, EpisodeFigures& fig,

@@ -56,7 +56,8 @@ bool parse_row(const std::string& line, std::int64_t& step, std::vector<std::pai
     const std::size_t end = line.find('"', at + 1);
     if (end == std::string::npos || end + 1 >= line.size() || line[end + 1] != ':') return false;
     const std::string key = line.substr(at + 1, end - at - 1);
-    const double value = std::strtod(line.c_str() + end + 2, nullptr);
+    const double value =
+        line.compare(end + 2, 4, "null") == 0 ? std::nan("") : std::strtod(line.c_str() + end + 2, nullptr);
     if (key == "step")
       step = static_cast<std::int64_t>(value);
     else
@@ -116,7 +117,11 @@ void RunReport::step(int step, const std::vector<Figure>& figures, double elapse
   line << "step=" << step;
   std::vector<std::pair<std::string, double>> scalars;
   for (const Figure& f : figures) {
-    json << ",\"" << f.name << "\":" << std::setprecision(6) << f.value;
+    json << ",\"" << f.name << "\":";  // JSON has no NaN nor infinity: null
+    if (std::isfinite(f.value))
+      json << std::setprecision(6) << f.value;
+    else
+      json << "null";
     line << ' ' << f.name << '=' << std::fixed << std::setprecision(f.precision) << f.value;
     scalars.emplace_back(f.name, f.value);
   }

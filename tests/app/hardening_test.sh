@@ -164,6 +164,14 @@ check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 20 ]' \
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "error\].*rank 1 (trainer) has sent no sign of life" "$work/err"' \
   "a trainer stopped in a restore: not one error naming rank 1: $(grep "error\]" "$work/err")"
 
+# 8b. The only runner of a split layout hangs mid-run: no rollout can end, and rank 0 ends the job with exit 3
+# (requeue), one error naming it (it waited for ever before).
+stop_rank_when 2 "^step=2 " out "$work/runner" --run.steps 100000 --run.hung_rank_seconds 4
+check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 40 ]' \
+  "the only runner stopped: exit $rc after $stopped_after s, want 3 within 40 s: $(tail -2 "$work/err")"
+check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "r0 error\].*the only runner (rank 2) has sent no sign of life" "$work/err"' \
+  "the only runner stopped: not one error, from rank 0, naming rank 2: $(grep "error\]" "$work/err")"
+
 # 9. --resume naming a symbolic link to a version: the user's choice, followed (one found in a checkpoint directory
 # in place of a version is not: tests/ckpt/hostile_dir_test.cpp).
 ln -s "$work/slow/checkpoints/v00000002.h5" "$work/chosen.h5"
