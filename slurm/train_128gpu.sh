@@ -7,7 +7,8 @@
 #
 # Overrides, by environment (sbatch --export) or by sbatch options, which beat the #SBATCH lines:
 #   ARCLIGHT_CONFIG   configuration file            (configs/train_128gpu.toml)
-#   ARCLIGHT_CKPT     checkpoint directory           (runs/<job name>/checkpoints)
+#   ARCLIGHT_CKPT     checkpoint directory           (runs/<job name>/checkpoints; it beats the config's
+#                     checkpoint.dir, and the chain's successors keep it)
 #   ARCLIGHT_ARGS     extra `arclight train` flags, e.g. "--run.steps 500"
 #   ARCLIGHT_BIN      the binary                      (build/arclight)
 #   GPUS_PER_NODE     GPUs per node                   (8; 0 on CPU-only nodes)
@@ -57,10 +58,10 @@ echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $node
 # which checkpoints at its next step and exits with 3; this script then requeues or chains.
 # SIGTERM means Slurm itself is ending the job (scontrol requeue, pre-emption, scancel): ask for
 # a checkpoint within KillWait the same way, but leave the requeue to Slurm.
-warned=0
-forward() { echo "arclight: $1 received, asking the job to checkpoint"; kill -USR1 "$step" 2>/dev/null; }
+warned=0 termed=0 step=""
+forward() { echo "arclight: $1 received, asking the job to checkpoint"; [ -n "$step" ] && kill -USR1 "$step" 2>/dev/null; }
 trap 'warned=1; forward SIGUSR1' USR1
-trap 'forward SIGTERM' TERM
+trap 'termed=1; forward SIGTERM' TERM
 
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
@@ -75,10 +76,16 @@ while :; do
   kill -0 "$step" 2>/dev/null || break
 done
 echo "arclight: the job step exited with $rc"
+if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 0 ]; then
+  # Exit 3 with no signal seen: the job's own end (a hung rank or node), or Slurm's SIGTERM that
+  # reached the ranks before this shell: give that a few seconds to come.
+  sleep 5 & wait $! 2>/dev/null
+fi
 
-if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ]; then
+if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 1 ]; then
   # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel), which may
-  # reach this shell after they are done: Slurm decides what happens next.
+  # reach this shell after they are done: Slurm decides what happens next. (Exit 3 with no
+  # signal at all is the job's own: a hung rank or node. It requeues below.)
   echo "arclight: checkpointed; Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi
@@ -87,7 +94,8 @@ if [ "$rc" -eq "$exit_requeue" ]; then
   chain=${ARCLIGHT_CHAIN:-0}
   if [ "$chain" -gt 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
     next=$(sbatch --parsable ${ARCLIGHT_SBATCH_ARGS:-} --dependency="afterany:$SLURM_JOB_ID" \
-      --export="ALL,ARCLIGHT_CHAIN=$((chain - 1))" "${ARCLIGHT_SCRIPT:-slurm/train_128gpu.sh}") &&
+      --job-name="${SLURM_JOB_NAME:-arclight}" --export="ALL,ARCLIGHT_CHAIN=$((chain - 1)),ARCLIGHT_CKPT=$ckpt" \
+      "${ARCLIGHT_SCRIPT:-slurm/train_128gpu.sh}") &&
       { echo "arclight: submitted the next link, job $next ($((chain - 1)) left after it)"; exit 0; }
   fi
   if [ -n "${SLURM_JOB_ID:-}" ] && scontrol requeue "$SLURM_JOB_ID"; then

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "arclight/comm/gpu.hpp"
 #include "arclight/core/error.hpp"
@@ -31,38 +32,81 @@ std::string trimmed(const std::string& line) {
   return first == std::string::npos ? "" : line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
 }
 
-// CLI11 reads a line it cannot parse (say "steps 3") as a flag named by the whole line, which
-// then reads as an unknown key; find such lines first. Multi-line arrays continue as CLI11 reads them.
-void check_toml_lines(const std::string& text) {
+[[noreturn]] void toml_error(int line, const std::string& why, const std::string& text) {
+  throw TomlSyntaxError("TOML syntax error at line " + std::to_string(line) + ": " + why + ": " + text);
+}
+
+// One logical line of a TOML file, as CLI11 is given it: its comment taken off, an array spread over several lines
+// joined into one. `number`: its first line in the file.
+struct TomlLine {
+  int number;
+  std::string text;
+};
+
+// Takes the comment (a # outside quotes) off `line` and counts the brackets outside quotes into `depth`; a quote
+// left open is an error.
+std::string without_comment(const std::string& line, int number, int& depth) {
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote) {
+      if (c == '\\' && quote == '"')
+        ++i;
+      else if (c == quote)
+        quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      return trimmed(line.substr(0, i));
+    } else if (c == '[' || c == ']') {
+      depth += c == '[' ? 1 : -1;
+    }
+  }
+  if (quote) toml_error(number, "unterminated string", trimmed(line));
+  return trimmed(line);
+}
+
+// CLI11 (Debian's 2.1) cuts a value at any #, even inside a string (dir = "runs/#1" read as "runs/), and reads no
+// comment after a section header nor an array over several lines: this gives it lines it reads right.
+std::vector<TomlLine> toml_lines(const std::string& text) {
+  std::vector<TomlLine> out;
   std::istringstream lines(text);
   std::string raw;
-  bool in_array = false;
+  int depth = 0;  // brackets of an array still open
   for (int n = 1; std::getline(lines, raw); ++n) {
-    const std::string line = trimmed(raw);
-    const auto fail = [&](const std::string& why) {
-      throw TomlSyntaxError("TOML syntax error at line " + std::to_string(n) + ": " + why + ": " + line);
-    };
-    if (in_array) {
-      in_array = line.empty() || line.back() != ']';
+    if (depth > 0) {  // an array goes on
+      const std::string more = without_comment(raw, n, depth);
+      if (!more.empty()) out.back().text += (more.front() == ']' ? "" : " ") + more;
+      if (depth == 0) {  // TOML allows a comma after the last element; CLI11 would read an empty one
+        std::string& t = out.back().text;
+        const std::size_t close = t.find_last_not_of(" ]");
+        if (close != std::string::npos && t[close] == ',') t.erase(close, 1);
+      }
       continue;
     }
-    if (line.empty() || line[0] == '#') continue;
+    const std::string line = without_comment(raw, n, depth);
+    if (line.empty()) continue;
+    if (line.front() == '[') depth = 0;  // a section header, not an array
+    out.push_back({n, line});
+  }
+  if (depth > 0) toml_error(out.back().number, "an array is not closed with ] by the end of the file", out.back().text);
+  return out;
+}
+
+// CLI11 reads a line it cannot parse (say "steps 3") as a flag named by the whole line, which
+// then reads as an unknown key; find such lines first.
+void check_toml_lines(const std::vector<TomlLine>& lines) {
+  for (const TomlLine& l : lines) {
+    const std::string& line = l.text;
     if (line[0] == '[') {
-      if (line.back() != ']') fail("a section header must end with ]");
+      if (line.back() != ']') toml_error(l.number, "a section header must end with ]", line);
       continue;
     }
     const auto eq = line.find('=');
-    if (eq == std::string::npos) fail("expected key = value");
-    if (trimmed(line.substr(0, eq)).empty()) fail("no key before =");
-    std::string value = trimmed(line.substr(eq + 1));
-    const auto comment = value.find('#');
-    if (comment != std::string::npos && value[0] != '"' && value[0] != '\'') value = trimmed(value.substr(0, comment));
-    if (value.empty()) fail("no value after =");
-    if ((value[0] == '"' || value[0] == '\'') && (value.size() < 2 || value.find(value[0], 1) == std::string::npos))
-      fail("unterminated string");
-    in_array = value[0] == '[' && value.back() != ']';
+    if (eq == std::string::npos) toml_error(l.number, "expected key = value", line);
+    if (trimmed(line.substr(0, eq)).empty()) toml_error(l.number, "no key before =", line);
+    if (trimmed(line.substr(eq + 1)).empty()) toml_error(l.number, "no value after =", line);
   }
-  if (in_array) throw TomlSyntaxError("TOML syntax error: an array is not closed with ] by the end of the file");
 }
 
 // TOML sections become dotted option names of the train command: [layout] trainers = "1"
@@ -71,10 +115,15 @@ class SectionedToml : public CLI::ConfigTOML {
  public:
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
-    check_toml_lines(text);
-    std::istringstream again(text);
+    const std::vector<TomlLine> lines = toml_lines(text);
+    check_toml_lines(lines);
+    std::string cleaned;
+    for (const TomlLine& l : lines) cleaned += l.text + "\n";
+    std::istringstream again(cleaned);
+    CLI::ConfigTOML parser;  // the comments are gone: a # left is in a string
+    parser.comment('\x01');
     std::vector<CLI::ConfigItem> flat;
-    for (CLI::ConfigItem& item : CLI::ConfigTOML::from_config(again)) {
+    for (CLI::ConfigItem& item : parser.from_config(again)) {
       if (item.name == "++" || item.name == "--") continue;  // section open/close markers
       // An empty list (`command = []`, as the effective config of every built-in agent has it) is the default.
       if (item.inputs.empty() || (item.inputs.size() == 1 && item.inputs[0] == "[]")) continue;
@@ -132,6 +181,16 @@ CLI::Validator number_at_least(double low, bool inclusive, const std::string& wh
       what);
 }
 const CLI::Validator positive = number_at_least(0, false, "a positive number");
+// CLI11 reads an integer with a leading 0 as octal (010 as 8); TOML has no such integers.
+const CLI::Validator decimal_integer(
+    [](std::string& value) -> std::string {
+      const std::size_t digits = value.find_first_not_of("+-");
+      if (digits == std::string::npos || value[digits] != '0' || digits + 1 >= value.size() ||
+          value[digits + 1] == 'x' || value[digits + 1] == 'X')  // 0x10 is 16, in TOML as in CLI11
+        return "";
+      return "= " + value + ": an integer is written without leading zeros";
+    },
+    "a decimal integer");
 const CLI::Validator non_negative = number_at_least(0, true, "a number >= 0");
 
 // Binds each field of the configuration to its option --section.key (and TOML key).
@@ -141,7 +200,9 @@ class ConfigBinder {
 
   template <class Field>
   CLI::Option* opt(const std::string& key, Field& field, const std::string& help) {
-    return train_.add_option("--" + key, field, help)->capture_default_str()->group("Configuration");
+    CLI::Option* o = train_.add_option("--" + key, field, help)->capture_default_str()->group("Configuration");
+    if constexpr (std::is_integral_v<Field> && !std::is_same_v<Field, bool>) o->check(decimal_integer);
+    return o;
   }
 
   // A mode binds as its name (so the effective configuration prints names) and is read into its enum.

@@ -242,6 +242,12 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   log::init(mpi.rank(), log::Level::info);
   Invocation inv = parse_command_line(argc, argv);
   log::init(mpi.rank(), inv.log_level);
+  // SIGTERM and SIGUSR1 ask training (and serve) to stop at a good point; for the other commands (tokenize, export,
+  // inspect) there is none: they end as any program does (they ran on, deaf to kill, before).
+  if (inv.command != Command::train && inv.command != Command::serve) {
+    std::signal(SIGTERM, SIG_DFL);
+    std::signal(SIGUSR1, SIG_DFL);
+  }
 
   // A rank that hangs in start-up would hold the others in its collectives forever: pulses say which one.
   std::optional<comm::StartupWatch> startup;

@@ -41,12 +41,13 @@ void check_request(const SequenceRequest& r, const Architecture& a) {
 
 // The N most likely tokens of a distribution [1, vocab], most likely first.
 std::vector<std::pair<std::int32_t, float>> most_likely(const torch::Tensor& logprobs, int n) {
-  const auto [values, tokens] = logprobs.topk(n, -1);
+  const auto [values, tokens] = logprobs.topk(std::min<std::int64_t>(n, logprobs.size(-1)), -1);  // a tiny vocabulary
   const auto on_host_values = values.cpu(), on_host_tokens = tokens.cpu();
   const auto value = on_host_values.accessor<float, 2>();
   const auto token = on_host_tokens.accessor<std::int64_t, 2>();
   std::vector<std::pair<std::int32_t, float>> out;
-  for (int i = 0; i < n; ++i) out.emplace_back(static_cast<std::int32_t>(token[0][i]), value[0][i]);
+  for (std::int64_t i = 0; i < values.size(1); ++i)
+    out.emplace_back(static_cast<std::int32_t>(token[0][i]), value[0][i]);
   return out;
 }
 

@@ -236,9 +236,13 @@ class Endpoint {
   // ---- logprobs ----
   std::string token_text(std::int32_t id) const { return model_.tokenizer->piece(id, false, false); }
 
+  // A token that top-p or top-k cut has log-prob -inf, which JSON cannot hold (it was written null): -9999, as vLLM.
+  static float finite(float logprob) { return std::max(logprob, -9999.0f); }
+
   json chat_logprob(std::int32_t id, float logprob) const {
     const std::string text = token_text(id);
-    return {{"token", text}, {"logprob", logprob}, {"bytes", std::vector<unsigned char>(text.begin(), text.end())}};
+    return {
+        {"token", text}, {"logprob", finite(logprob)}, {"bytes", std::vector<unsigned char>(text.begin(), text.end())}};
   }
 
   json chat_logprobs(const std::vector<StreamedToken>& tokens) const {
@@ -261,9 +265,9 @@ class Endpoint {
     for (const StreamedToken& t : tokens) {
       const std::string text = token_text(t.id);
       out["tokens"].push_back(text);
-      out["token_logprobs"].push_back(t.logprob);
+      out["token_logprobs"].push_back(finite(t.logprob));
       json top = json::object();
-      for (const auto& [id, logprob] : t.top) top[token_text(id)] = logprob;
+      for (const auto& [id, logprob] : t.top) top[token_text(id)] = finite(logprob);
       out["top_logprobs"].push_back(std::move(top));
       out["text_offset"].push_back(offset);
       offset += text.size();

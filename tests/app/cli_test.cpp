@@ -218,6 +218,29 @@ BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_file_and_line) {
   BOOST_TEST(inv.config.run.steps == 4);
 }
 
+// A # in a string is no comment (CLI11 cut dir = "runs/#1" to "runs/); comments after a section header and inside an
+// array spread over lines, and a comma after its last element, are TOML too.
+BOOST_AUTO_TEST_CASE(toml_comments_strings_and_arrays_as_toml_reads_them) {
+  TempToml toml(
+      "[run]  # the run\ndir = \"runs/#1 'x'\"  # where\n[rollout]\nretry_condition = [\n  \"failed\",  # one\n"
+      "  # a line of its own\n  \"timeout\",\n]\n[agent]\nname = 'guess'  # built in\n");
+  const Invocation inv = parse({"train", "--config", toml.path});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST(inv.config.run.dir == "runs/#1 'x'");
+  BOOST_TEST(inv.config.rollout.retry_condition == (std::vector<std::string>{"failed", "timeout"}));
+  BOOST_TEST(inv.config.agent.name == "guess");
+}
+
+// CLI11 reads a leading 0 as octal (010 as 8); TOML has no such integers: refused, in the file and on the line.
+BOOST_AUTO_TEST_CASE(integers_with_a_leading_zero_are_refused) {
+  BOOST_TEST(parse({"train", "--run.steps", "010"}).error ==
+             "config: run.steps = 010: an integer is written without leading zeros");
+  TempToml toml("[run]\nsteps = 0100\n");
+  BOOST_TEST(parse({"train", "--config", toml.path}).error.find("0100") != std::string::npos);
+  BOOST_TEST(parse({"train", "--run.steps", "0"}).error == "");
+  BOOST_TEST(parse({"train", "--run.steps", "10"}).config.run.steps == 10);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(cli_rollout)

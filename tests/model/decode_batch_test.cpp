@@ -313,6 +313,12 @@ BOOST_AUTO_TEST_CASE(top_logprobs_are_sorted_and_hold_the_drawn_token) {
     BOOST_TEST(kept == 1.0, boost::test_tools::tolerance(1e-5));  // the same distribution, renormalised
     BOOST_TEST(std::isinf(e.top[3].second));                      // outside top_k: impossible
   }
+  // More alternatives asked than the vocabulary has (11 tokens, 20 asked): all of them (topk threw, ending the rank).
+  Policy tiny(small(), 11, 5);
+  SequenceRequest all = request(prompt_of(3, 1, 11), 2);
+  all.top_logprobs = 20;
+  DecodeBatch tiny_batch(tiny, 1);
+  for (const SequenceToken& e : run(tiny_batch, {{0, all}})[0].events) BOOST_TEST(e.top.size() == 11u);
 }
 
 BOOST_AUTO_TEST_CASE(bad_requests_are_refused) {

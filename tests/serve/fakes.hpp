@@ -1,6 +1,7 @@
 #pragma once
 // Test doubles for what the app gives the serve module (the engine, the tracer, the task backend) and a server with
 // every route on a free port, for tests that speak real HTTP to it.
+#include <limits>
 #include <httplib.h>
 
 #include <atomic>
@@ -62,7 +63,9 @@ class ScriptedGenerator : public Generator {
       std::this_thread::sleep_for(per_token);
       // The untruncated log-prob lower, as where top-p cut some of the distribution away
       StreamedToken t{answer[i], -float(i + 1) / 8, -float(i + 1) / 4, {}};
-      for (int k = 1; k <= request.top_logprobs; ++k) t.top.emplace_back(answer[i] + k, t.logprob - k);
+      // Alternatives past the second were cut by top-p: -inf
+      for (int k = 1; k <= request.top_logprobs; ++k)
+        t.top.emplace_back(answer[i] + k, k <= 2 ? t.logprob - k : -std::numeric_limits<float>::infinity());
       stream.push(t, policy_version);
       for (const std::int32_t stop : request.stop_tokens)
         if (stop == answer[i]) return stream.finish(Finish::stop);

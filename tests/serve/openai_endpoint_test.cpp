@@ -153,6 +153,11 @@ BOOST_AUTO_TEST_CASE(chat_logprobs_have_openai_shape) {
   BOOST_TEST(content[1]["top_logprobs"].size() == 2);
   BOOST_TEST(content[1]["top_logprobs"][0]["token"] == "c");
   BOOST_TEST(served.generator.requests().at(0).top_logprobs == 2);
+  // An alternative that top-p cut (-inf) is -9999, as vLLM writes it: JSON has no infinity (it was null).
+  request["top_logprobs"] = 3;
+  const json cut = served.ok("/v1/chat/completions", request)["choices"][0]["logprobs"]["content"][0]["top_logprobs"];
+  BOOST_REQUIRE(cut.size() == 3);
+  BOOST_TEST(cut[2]["logprob"] == -9999.0);
 }
 
 BOOST_AUTO_TEST_CASE(completion_logprobs_have_the_legacy_shape) {

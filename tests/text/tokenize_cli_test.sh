@@ -41,6 +41,15 @@ check '[ "$out" = "$expected" ]' "chat: $out"
 out=$("$bin" tokenize --model "$work/model" --chat --template llama3 <"$work/chat.json" 2>&1)
 check 'echo "$out" | grep -q "\"template\": \"llama3\""' "chat with a named template: $out"
 
+# SIGTERM ends a tokenize that waits for its input (it ran on, deaf to kill, with training's stop-at-a-step handler).
+mkfifo "$work/never"
+exec 7<>"$work/never"  # held open for writing: the read never sees an end
+started=$SECONDS
+timeout -s TERM -k 5 2 "$bin" tokenize --model "$work/model" <"$work/never" >/dev/null 2>&1; rc=$?
+exec 7>&-
+check '[ $rc = 124 ] && [ $((SECONDS - started)) -lt 10 ]' \
+  "tokenize waiting for input, sent SIGTERM: exit $rc after $((SECONDS - started)) s, want 124 within 10 s"
+
 # Mistakes: one message, exit 2.
 out=$(echo '[{"role": "robot"}]' | "$bin" tokenize --model "$work/model" --chat 2>&1); rc=$?
 check '[ $rc = 2 ] && echo "$out" | grep -q "messages\[0\].role"' "a bad message: rc $rc: $out"
