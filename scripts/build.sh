@@ -3,9 +3,11 @@
 # ARCLIGHT_TORCH picks the LibTorch: empty for Debian's (CPU only, the default here), "python" for the one of
 # python3's torch (a CUDA wheel on a GPU machine or login node), or the directory of an unpacked LibTorch zip.
 # NCCL and the CUDA toolkit come from /usr/local/cuda, or from CUDAToolkit_ROOT / NCCL_LIBRARY given to cmake.
+# ARCLIGHT_SETUP=0 leaves the packages alone (a login node without sudo whose modules provide them; setup.sh also
+# installs what the tests need: a local Slurm, munge, python3-torch).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bash "$root/scripts/setup.sh"
+[ "${ARCLIGHT_SETUP:-1}" = 0 ] || bash "$root/scripts/setup.sh"
 torch=()
 case "${ARCLIGHT_TORCH:-}" in
   "") ;;

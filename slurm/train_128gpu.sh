@@ -11,7 +11,7 @@
 #                     checkpoint.dir, and the chain's successors keep it)
 #   ARCLIGHT_ARGS     extra `arclight train` flags, e.g. "--run.steps 500"
 #   ARCLIGHT_BIN      the binary                      (build/arclight)
-#   GPUS_PER_NODE     GPUs per node                   (8; 0 on CPU-only nodes)
+#   GPUS_PER_NODE     GPUs per node                   (Slurm's SLURM_GPUS_ON_NODE, else 8; 0 on CPU-only nodes)
 #   sbatch --nodes=N  node count; the rank count follows: N x GPUS_PER_NODE + 1
 #   ARCLIGHT_CHAIN    links left in the job chain (0: none). When the job is stopped by the
 #                     time limit or a pre-emption before training is done, it checkpoints and
@@ -39,7 +39,7 @@ cd "${SLURM_SUBMIT_DIR:-.}"
 config=${ARCLIGHT_CONFIG:-configs/train_128gpu.toml}
 bin=${ARCLIGHT_BIN:-build/arclight}
 ckpt=${ARCLIGHT_CKPT:-runs/${SLURM_JOB_NAME:-arclight}/checkpoints}
-gpus=${GPUS_PER_NODE:-8}
+gpus=${GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}  # Slurm sets the second where it hands out GPUs
 nodes=${SLURM_JOB_NUM_NODES:-1}
 if [ "$gpus" -gt 0 ]; then ranks=$((nodes * gpus + 1)); else ranks=${SLURM_NTASKS:-2}; fi
 exit_requeue=3  # arclight's exit code after a signal-triggered checkpoint

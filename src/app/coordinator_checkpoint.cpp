@@ -11,7 +11,9 @@
 #include <sstream>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 
+#include "arclight/app/cli.hpp"
 #include "arclight/comm/work_protocol.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -206,23 +208,45 @@ std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, Rest
   return damaged;
 }
 
-// A version continues only the model that saved it: every model.* setting the same (the
-// trainers check the tensors' shapes too). Bad input otherwise, before anything changes.
+// A version continues only the model that saved it: every model.* setting the same, compared by value (16 and 16.0,
+// two spellings of one directory: the same), the trainers check the tensors' shapes too. Bad input otherwise, before
+// anything changes.
 void Coordinator::check_same_model(const std::string& path, const std::string& saved_config) const {
-  auto model_lines = [](const std::string& toml) {
-    std::vector<std::string> lines;
-    std::istringstream in(toml);
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("model.", 0) == 0) lines.push_back(line);
-    return lines;
+  const ModelConfig saved = config_from_toml(saved_config).model, &mine = config_.model;
+  const auto directory = [](const std::string& p) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(p, ec);
+    return ec || p.empty() ? p : canonical.string();
   };
-  const std::vector<std::string> saved = model_lines(saved_config), mine = model_lines(effective_config_);
-  if (saved == mine) return;
   std::string differ;
-  for (const std::string& line : saved)
-    if (std::find(mine.begin(), mine.end(), line) == mine.end()) differ += (differ.empty() ? "" : ", ") + line;
-  throw UsageError(path + " holds another model (saved with " + differ +
-                   "): resume with the configuration that saved it");
+  const auto compare = [&](const char* key, const auto& a, const auto& b) {
+    if (a == b) return;
+    std::ostringstream line;
+    line << (differ.empty() ? "" : ", ") << "model." << key << " = ";
+    if constexpr (std::is_same_v<std::decay_t<decltype(a)>, std::vector<std::string>>) {
+      for (std::size_t i = 0; i < a.size(); ++i) line << (i ? "," : "[") << a[i];
+      line << (a.empty() ? "[]" : "]");
+    } else {
+      line << a;
+    }
+    differ += line.str();
+  };
+  compare("source", std::string(name_of(saved.source)), std::string(name_of(mine.source)));
+  compare("path", directory(saved.path), directory(mine.path));
+  compare("dtype", std::string(name_of(saved.dtype)), std::string(name_of(mine.dtype)));
+  compare("chat_template", saved.chat_template, mine.chat_template);
+  compare("lora_rank", saved.lora_rank, mine.lora_rank);
+  compare("lora_alpha", saved.lora_alpha, mine.lora_alpha);
+  compare("lora_targets", saved.lora_targets, mine.lora_targets);
+  compare("d_model", saved.d_model, mine.d_model);
+  compare("n_layers", saved.n_layers, mine.n_layers);
+  compare("n_heads", saved.n_heads, mine.n_heads);
+  compare("d_ff", saved.d_ff, mine.d_ff);
+  compare("max_seq", saved.max_seq, mine.max_seq);
+  compare("positions", std::string(name_of(saved.positions)), std::string(name_of(mine.positions)));
+  if (!differ.empty())
+    throw UsageError(path + " holds another model (saved with " + differ +
+                     "): resume with the configuration that saved it");
 }
 
 // Once every trainer has its state: one timeline from here on. A version resumed from in

@@ -23,6 +23,7 @@
 #include "arclight/comm/store_service.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "arclight/core/version.hpp"
 #include "arclight/model/architecture.hpp"
 #include "arclight/text/chat_template.hpp"
 #include "roles.hpp"
@@ -123,9 +124,9 @@ void end_job_now(const std::exception_ptr& error) {
 
 void check_training_config(const Config& config) {
   auto agent = agent::make_agent(config.agent);
-  // The ranks run on CPUs, where LibTorch has no float16 matrix products.
-  if (config.model.dtype == ComputeType::float16)
-    throw UsageError("model.dtype = float16 needs GPUs; on CPUs use bfloat16 or float32");
+  // A LibTorch without CUDA computes on CPUs, where it has no float16 matrix products.
+  if (config.model.dtype == ComputeType::float16 && !build_info().torch_cuda)
+    throw UsageError("model.dtype = float16 needs GPUs (a CUDA build); on CPUs use bfloat16 or float32");
   const model::Architecture architecture = model::architecture_of(config.model, agent->vocab_size());
   chat_template_of(config.model);
   model::lora_of(config.model);

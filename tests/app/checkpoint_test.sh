@@ -176,6 +176,10 @@ for wrong in "--model.d_model 48" "--layout.trainers 2 --model.n_heads 8"; do
   check '[ "$(cat "$work/e/checkpoints/LATEST")" = "$latest_before" ] && [ ! -e "$work/e/checkpoints.superseded-"* ]' \
     "a failed resume changed the checkpoint directory: $(ls "$work/e" | xargs)"
 done
+# The same model written otherwise (16.0 for 16) is the same model: compared by value, it resumes.
+train 3 "$work/e" --run.steps 8 --model.lora_alpha 16.0 --resume auto
+check '[ $rc = 0 ] && grep -q "resuming from" "$work/err"' \
+  "resume with model.lora_alpha 16.0 (saved: 16): rc $rc, $(grep -v "^--\|^ \|^$" "$work/err" | head -3)"
 
 # 12. A restart reads each byte of the version once: rank 0 the store and the meta, each trainer
 # its share of the model, broadcast among them (a model large enough to outweigh the store). A
