@@ -15,9 +15,6 @@ namespace arclight::model {
 namespace {
 
 constexpr int most_top_logprobs = 20;
-// The attention scores one prefill of several prompts may hold (rows x heads x length², 256 MB in float32): a
-// single prompt always goes, however long.
-constexpr std::int64_t max_prefill_scores = std::int64_t{1} << 26;
 
 bool is_token(std::int32_t token, int vocab_size) { return token >= 0 && token < vocab_size; }
 
@@ -73,8 +70,9 @@ struct DecodeBatch::Impl {
     std::int32_t last = 0;  // the token the next step feeds
   };
 
-  Impl(Policy& policy, int max_sequences)
-      : decoder(policy.decoder()),
+  Impl(Policy& policy, int max_sequences, std::int64_t prefill_scores)
+      : prefill_scores(prefill_scores),
+        decoder(policy.decoder()),
         shared_generator(policy.sampling_generator()),
         slots(decoder.new_cache(max_sequences, decoder.architecture().max_seq)),
         rows(static_cast<std::size_t>(max_sequences)) {}
@@ -89,6 +87,7 @@ struct DecodeBatch::Impl {
   SequenceToken record(std::size_t row, std::int32_t token, float logprob, float untruncated);
   FinishReason finish_of(const Sequence& s, std::int32_t token) const;
 
+  const std::int64_t prefill_scores;  // DecodeBatch's constructor says
   Decoder& decoder;
   at::Generator& shared_generator;
   KvCache slots;                              // a row per sequence: [rows, kv_heads, max_seq, head_dim]
@@ -163,7 +162,7 @@ void DecodeBatch::Impl::admit_queued(std::vector<SequenceToken>& out) {
     const std::int64_t length = rows[r]->length;  // the longest so far: the group's padded length with it
     const auto rows_with_it = static_cast<std::int64_t>(group.size() + 1);
     const bool too_padded = rows_with_it * length > 2 * (tokens + length);
-    const bool too_large = rows_with_it * heads * length * length > max_prefill_scores;
+    const bool too_large = rows_with_it * heads * length * length > prefill_scores;
     if (!group.empty() && (too_padded || too_large)) {
       prefill(group, out);
       group.clear();
@@ -188,7 +187,16 @@ void DecodeBatch::Impl::prefill(const std::vector<std::size_t>& group, std::vect
     last.push_back(rows[group[i]]->length - 1);
   }
   KvCache fresh = decoder.new_cache(n, longest);
-  const auto logits = decoder.forward_at(long_tensor(std::move(tokens)).view({n, longest}), long_tensor(last), &fresh);
+  const auto prompts = long_tensor(std::move(tokens)).view({n, longest});
+  // A lone prompt too long for one forward's attention scores goes in chunks of queries, each attending to the cache
+  // so far (a 32k-token prompt's scores, heads x length², would be hundreds of GB); only the last gives logits.
+  const std::int64_t heads = decoder.architecture().num_heads;
+  const std::int64_t chunk = n > 1 ? longest : std::max<std::int64_t>(1, prefill_scores / (heads * longest));
+  std::int64_t begin = 0;
+  for (; longest - begin > chunk; begin += chunk)
+    decoder.forward_at(prompts.narrow(1, begin, chunk), long_tensor({chunk - 1}), &fresh);
+  for (std::int64_t& position : last) position -= begin;
+  const auto logits = decoder.forward_at(prompts.narrow(1, begin, longest - begin), long_tensor(last), &fresh);
   draw_each(group, logits, out);
   std::vector<std::int64_t> from, to;  // the rows still live after their first token
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -256,9 +264,9 @@ FinishReason DecodeBatch::Impl::finish_of(const Sequence& s, std::int32_t token)
   return FinishReason::none;
 }
 
-DecodeBatch::DecodeBatch(Policy& policy, int max_sequences) {
+DecodeBatch::DecodeBatch(Policy& policy, int max_sequences, std::int64_t prefill_scores) {
   if (max_sequences < 1) throw UsageError(log::concat("DecodeBatch: max_sequences = ", max_sequences, " (at least 1)"));
-  impl_ = std::make_unique<Impl>(policy, max_sequences);
+  impl_ = std::make_unique<Impl>(policy, max_sequences, std::max<std::int64_t>(1, prefill_scores));
 }
 
 DecodeBatch::~DecodeBatch() = default;

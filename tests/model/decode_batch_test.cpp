@@ -81,8 +81,9 @@ std::vector<Output> run(DecodeBatch& batch, const std::vector<Arrival>& arrivals
 }
 
 // Each arrival alone through Policy::generate (greedy) gives what the batch gave it.
-void check_greedy_against_generate(Policy& policy, int rows, const std::vector<Arrival>& arrivals) {
-  DecodeBatch batch(policy, rows);
+void check_greedy_against_generate(Policy& policy, int rows, const std::vector<Arrival>& arrivals,
+                                   std::int64_t prefill_scores = DecodeBatch::default_prefill_scores) {
+  DecodeBatch batch(policy, rows, prefill_scores);
   const auto outputs = run(batch, arrivals);
   for (std::size_t i = 0; i < arrivals.size(); ++i) {
     const SequenceRequest& r = arrivals[i].request;
@@ -136,6 +137,11 @@ BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_hugging_fa
       Policy policy(hf_model(dir), 40, 1);
       check_greedy_against_generate(policy, 3, ragged_arrivals(40));
       check_greedy_against_generate(policy, 7, simultaneous_arrivals(40));
+      // A budget of attention scores that 9 queries of a 9-token prompt pass: prompts of 7 and 9 tokens go in
+      // chunks of 3 queries (Mistral's sliding window of 4 across the chunks' edges), with the same tokens.
+      const std::int64_t heads = policy.architecture().num_heads;
+      check_greedy_against_generate(policy, 3, ragged_arrivals(40), heads * 9 * 3);
+      check_greedy_against_generate(policy, 7, simultaneous_arrivals(40), heads * 9 * 3);
     }
   }
 }

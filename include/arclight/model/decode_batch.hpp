@@ -42,8 +42,11 @@ class DecodeBatch {
  public:
   // Room for max_sequences at once, each up to the model's max_seq tokens (the KV cache is allocated here). Decodes
   // with the policy's current weights; unseeded sequences draw from its generator (seed_sampling). The policy must
-  // outlive it. UsageError for max_sequences < 1.
-  DecodeBatch(Policy& policy, int max_sequences);
+  // outlive it. UsageError for max_sequences < 1. A prefill holds at most `prefill_scores` attention scores (rows x
+  // heads x queries x keys; 2^26, 256 MB in float32): prompts of similar length share one up to it, and a prompt
+  // longer than it allows goes in chunks of queries.
+  static constexpr std::int64_t default_prefill_scores = std::int64_t{1} << 26;
+  DecodeBatch(Policy& policy, int max_sequences, std::int64_t prefill_scores = default_prefill_scores);
   ~DecodeBatch();
   DecodeBatch(const DecodeBatch&) = delete;
   DecodeBatch& operator=(const DecodeBatch&) = delete;
