@@ -19,6 +19,8 @@
 #                     submits nothing. With no links left it requeues itself instead.
 #   ARCLIGHT_SBATCH_ARGS  sbatch options the successor is submitted with (the overrides this job had)
 #   ARCLIGHT_SCRIPT   the script the successor runs   (slurm/train_128gpu.sh)
+#   ARCLIGHT_MAX_HANG_REQUEUES  times a job that ended itself on a hung rank (exit 3, no signal) is requeued (3):
+#                     a node that hangs again and again would otherwise requeue the job for ever
 #
 #SBATCH --job-name=arclight
 #SBATCH --nodes=16
@@ -89,8 +91,13 @@ if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 1 ]; then
   echo "arclight: checkpointed; Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi
+if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -ge "${ARCLIGHT_MAX_HANG_REQUEUES:-3}" ]; then
+  echo "arclight: the job ended on a hung rank after ${SLURM_RESTART_COUNT:-0} restarts; not requeued again" \
+    "(ARCLIGHT_MAX_HANG_REQUEUES=${ARCLIGHT_MAX_HANG_REQUEUES:-3})"
+  exit "$exit_requeue"
+fi
 if [ "$rc" -eq "$exit_requeue" ]; then
-  # Checkpointed on a signal, training not done: the next link of the chain, or a requeue.
+  # Checkpointed on a signal (or ended on a hung rank), training not done: the next link of the chain, or a requeue.
   chain=${ARCLIGHT_CHAIN:-0}
   if [ "$chain" -gt 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
     next=$(sbatch --parsable ${ARCLIGHT_SBATCH_ARGS:-} --dependency="afterany:$SLURM_JOB_ID" \

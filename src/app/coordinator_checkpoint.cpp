@@ -212,7 +212,22 @@ std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, Rest
 // two spellings of one directory: the same), the trainers check the tensors' shapes too. Bad input otherwise, before
 // anything changes.
 void Coordinator::check_same_model(const std::string& path, const std::string& saved_config) const {
-  const ModelConfig saved = config_from_toml(saved_config).model, &mine = config_.model;
+  const auto model_lines = [](const std::string& toml) {  // only these: the rest of a saved config is not ours to read
+    std::string lines;
+    std::istringstream in(toml);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("model.", 0) == 0) lines += line + "\n";
+    return lines;
+  };
+  ModelConfig saved;
+  try {
+    saved = config_from_toml(model_lines(saved_config)).model;
+  } catch (const Error&) {  // lines an older or newer arclight wrote: as text
+    if (model_lines(saved_config) == model_lines(effective_config_)) return;
+    throw UsageError(path + " holds another model (its model.* settings differ from this run's, and do not read): " +
+                     "resume with the configuration that saved it");
+  }
+  const ModelConfig& mine = config_.model;
   const auto directory = [](const std::string& p) {
     std::error_code ec;
     const auto canonical = std::filesystem::weakly_canonical(p, ec);

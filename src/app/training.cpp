@@ -19,6 +19,7 @@
 
 #include "arclight/agent/agent.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/comm/gpu.hpp"
 #include "arclight/comm/pulse.hpp"
 #include "arclight/comm/store_service.hpp"
 #include "arclight/core/error.hpp"
@@ -124,9 +125,9 @@ void end_job_now(const std::exception_ptr& error) {
 
 void check_training_config(const Config& config) {
   auto agent = agent::make_agent(config.agent);
-  // A LibTorch without CUDA computes on CPUs, where it has no float16 matrix products.
-  if (config.model.dtype == ComputeType::float16 && !build_info().torch_cuda)
-    throw UsageError("model.dtype = float16 needs GPUs (a CUDA build); on CPUs use bfloat16 or float32");
+  // Without a CUDA LibTorch and a GPU in sight the ranks compute on CPUs, where LibTorch has no float16 products.
+  if (config.model.dtype == ComputeType::float16 && (!build_info().torch_cuda || comm::visible_gpu_count() == 0))
+    throw UsageError("model.dtype = float16 needs GPUs (a CUDA build, GPUs visible); on CPUs use bfloat16 or float32");
   const model::Architecture architecture = model::architecture_of(config.model, agent->vocab_size());
   chat_template_of(config.model);
   model::lora_of(config.model);

@@ -120,7 +120,7 @@ struct ModelConfig {
   ModelSource source = ModelSource::scratch;
   std::string path;                          // hf: the model directory
   ComputeType dtype = ComputeType::float32;  // the forward's type; parameters and optimizer state stay float32
-  std::string chat_template;  // hf: chatml, qwen2.5, qwen3, llama3, llama3.1; empty: recognised from the directory
+  std::string chat_template;                 // hf: one of text::known_templates; empty: recognised from the directory
   // LoRA (hf): lora_rank > 0 freezes the model and trains low-rank adapters on the projections named in lora_targets
   // (q, k, v, o, gate, up, down), each adding (lora_alpha / lora_rank) * B A x.
   int lora_rank = 0;
