@@ -2,6 +2,7 @@
 // batch (mpirun -np 2 or more). Every rank also trains the single-trainer reference itself.
 #include "../mpi_test_main.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -106,6 +107,13 @@ BOOST_AUTO_TEST_CASE(every_trainer_clips_by_the_first_ones_norm) {
   MPI_Allreduce(&stats.grad_norm, &highest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   BOOST_TEST(lowest > 0);
   BOOST_TEST(lowest == highest, "the norms the trainers clipped by: " << lowest << " to " << highest);
+  // The scale applied, not only the norm reported: every parameter but the first (whose gradient differs) came out
+  // of the step the same, bit for bit, on every trainer.
+  const std::size_t first = policy.parameter_buffers().front().size;
+  std::vector<float> mine = policy.flat_parameters(), leaders = mine;
+  MPI_Bcast(leaders.data(), static_cast<int>(leaders.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  BOOST_REQUIRE(first < mine.size());
+  BOOST_TEST(std::equal(mine.begin() + first, mine.end(), leaders.begin() + first));
 }
 
 int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }
