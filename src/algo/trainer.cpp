@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <limits>
 #include <numeric>
 
 #include "arclight/algo/grpo.hpp"
@@ -36,6 +35,16 @@ std::vector<torch::Tensor> select(const std::vector<torch::Tensor>& all, const s
   for (std::size_t i = 0; i < all.size(); ++i)
     if (mask[i]) out.push_back(all[i]);
   return out;
+}
+
+// The gradients' 2-norm as torch's clip_grad_norm_ computes it (the norm of the parameters' norms), bit for bit,
+// without its scaling pass (by 1 where nothing is clipped).
+double gradient_norm(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> norms;
+  for (const torch::Tensor& p : parameters)
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+  if (norms.empty()) return 0.0;
+  return (norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2)).item<double>();
 }
 
 // Runs after autograd has accumulated a parameter's gradient: tells the reducer, so that a
@@ -184,7 +193,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
   }
   if (m.reducer) m.reducer->finish();
   const std::vector<torch::Tensor> trainable = select(m.policy.parameters(), m.trainable);
-  stats.grad_norm = torch::nn::utils::clip_grad_norm_(trainable, std::numeric_limits<double>::infinity());
+  stats.grad_norm = gradient_norm(trainable);
   // Every trainer scales by the first one's norm (and all skip alike): their own may differ in the last bits.
   if (m.reducer) stats.grad_norm = m.reducer->leaders_value(stats.grad_norm);
   if (!std::isfinite(stats.grad_norm)) {  // a step that would spoil every weight

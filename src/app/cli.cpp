@@ -69,6 +69,11 @@ std::string without_comment(const std::string& line, int number, int& depth) {
 // CLI11 (Debian's 2.1) cuts a value at any #, even inside a string (dir = "runs/#1" read as "runs/), and reads no
 // comment after a section header nor an array over several lines: this gives it lines it reads right.
 std::vector<TomlLine> toml_lines(const std::string& text) {
+  // TOML allows a comma after an array's last element; CLI11 would read an empty one.
+  const auto drop_trailing_comma = [](std::string& t) {
+    const std::size_t close = t.find_last_not_of(" ]");
+    if (!t.empty() && t.back() == ']' && close != std::string::npos && t[close] == ',') t.erase(close, 1);
+  };
   std::vector<TomlLine> out;
   std::istringstream lines(text);
   std::string raw;
@@ -77,16 +82,13 @@ std::vector<TomlLine> toml_lines(const std::string& text) {
     if (depth > 0) {  // an array goes on
       const std::string more = without_comment(raw, n, depth);
       if (!more.empty()) out.back().text += (more.front() == ']' ? "" : " ") + more;
-      if (depth == 0) {  // TOML allows a comma after the last element; CLI11 would read an empty one
-        std::string& t = out.back().text;
-        const std::size_t close = t.find_last_not_of(" ]");
-        if (close != std::string::npos && t[close] == ',') t.erase(close, 1);
-      }
+      if (depth == 0) drop_trailing_comma(out.back().text);
       continue;
     }
-    const std::string line = without_comment(raw, n, depth);
+    std::string line = without_comment(raw, n, depth);
     if (line.empty()) continue;
     if (line.front() == '[') depth = 0;  // a section header, not an array
+    if (depth == 0) drop_trailing_comma(line);
     out.push_back({n, line});
   }
   if (depth > 0) toml_error(out.back().number, "an array is not closed with ] by the end of the file", out.back().text);
@@ -306,8 +308,9 @@ void bind_grpo(ConfigBinder& b, Config& c) {
         "sampling temperature of training rollouts (built-in agents; the one Agent Lightning agents are told)")
       ->check(number_at_least(model::greedy_below, true, "at least 1e-5"));
   b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(non_negative);
-  b.opt("grpo.train_blocks", c.grpo.train_blocks,
-        "0: the whole model trains; N: only the last N blocks and the final norm (the rest is frozen)")
+  b.opt(
+       "grpo.train_blocks", c.grpo.train_blocks,
+       "0: the whole model trains; N: only the last N blocks, the final norm and the output layer (the rest is frozen)")
       ->check(non_negative);
 }
 
@@ -530,10 +533,23 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.command = Command::tokenize;
   } else if (serve->parsed()) {
     inv.command = Command::serve;
+    // `arclight --config FILE serve` means FILE too (it was read for train's keys and ignored: a default model)
+    const std::string given = app.get_config_ptr()->as<std::string>();
+    if (!given.empty() && !inv.serve_config.empty() && given != inv.serve_config)
+      inv.error = "serve: two config files (--config " + given + " and " + inv.serve_config + "): give one";
+    else if (!given.empty())
+      inv.serve_config = given;
   } else {
     inv.text = app.help();
   }
   return inv;
+}
+
+Config config_from_file(const std::string& path) {
+  const char* argv[] = {"arclight", "train", "--config", path.c_str()};
+  const Invocation inv = parse_command_line(4, argv);
+  if (inv.error.empty()) return inv.config;
+  throw UsageError(inv.error.find(path) == std::string::npos ? "config file " + path + ": " + inv.error : inv.error);
 }
 
 Config config_from_toml(const std::string& toml) {
@@ -542,12 +558,18 @@ Config config_from_toml(const std::string& toml) {
   if (fd < 0) throw Error("cannot create a temporary file for the checkpoint's configuration");
   const bool written = ::write(fd, toml.data(), toml.size()) == static_cast<ssize_t>(toml.size());
   ::close(fd);
-  const char* argv[] = {"arclight", "train", "--config", path};
-  Invocation inv = written ? parse_command_line(4, argv) : Invocation{};
-  ::unlink(path);
-  if (!written) throw Error("cannot write a temporary file for the checkpoint's configuration");
-  if (!inv.error.empty()) throw UsageError("the checkpoint's configuration does not read: " + inv.error);
-  return inv.config;
+  try {
+    if (!written) throw Error("cannot write a temporary file for the checkpoint's configuration");
+    Config config = config_from_file(path);
+    ::unlink(path);
+    return config;
+  } catch (const UsageError& e) {
+    ::unlink(path);
+    throw UsageError(std::string("the checkpoint's configuration does not read: ") + e.what());
+  } catch (...) {
+    ::unlink(path);
+    throw;
+  }
 }
 
 }  // namespace arclight::app

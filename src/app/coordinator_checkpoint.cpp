@@ -259,6 +259,8 @@ void Coordinator::check_same_model(const std::string& path, const std::string& s
   compare("d_ff", saved.d_ff, mine.d_ff);
   compare("max_seq", saved.max_seq, mine.max_seq);
   compare("positions", std::string(name_of(saved.positions)), std::string(name_of(mine.positions)));
+  // A tripwire, not a rule: a new ModelConfig field changes its size, and must be compared above.
+  static_assert(sizeof(ModelConfig) == 144, "a new model.* setting: compare it in check_same_model, then update this");
   if (!differ.empty())
     throw UsageError(path + " holds another model (saved with " + differ +
                      "): resume with the configuration that saved it");

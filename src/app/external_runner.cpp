@@ -167,8 +167,15 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
   void wait_for_version(const std::vector<store::AttemptedRollout>& got) {
     const std::uint64_t needed = required_.of(got);
     const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
-    while ((version_ == no_version || version_ < needed) && Stopwatch::now() < deadline)
+    while (version_ == no_version || version_ < needed) {
+      if (Stopwatch::now() >= deadline) {  // handed out all the same: rank 0 drops what lags beyond max_staleness
+        log::warn("policy version ", needed, " has not reached this runner in 60 s (it serves ",
+                  version_ == no_version ? std::string("none") : std::to_string(version_.load()),
+                  "): its rollouts start on what it has");
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   store::Store& store_;

@@ -11,7 +11,7 @@ namespace arclight::app {
 
 GenerationEngine::GenerationEngine(model::Policy& policy, int rows)
     : policy_(policy),
-      batch_(policy, rows),
+      batch_(std::make_unique<model::DecodeBatch>(policy, rows)),
       rows_(rows),
       vocab_(policy.vocab_size()),
       max_seq_(policy.architecture().max_seq) {}
@@ -52,9 +52,27 @@ void GenerationEngine::wait_for_work(double seconds) {
 bool GenerationEngine::step() {
   drop_cancelled();
   if (!draining_) admit();
-  if (batch_.idle()) return false;
-  for (const model::SequenceToken& token : batch_.step()) deliver(token);
+  if (batch_->idle()) return false;
+  std::vector<model::SequenceToken> tokens;
+  try {
+    tokens = batch_->step();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    fail_batch(what.substr(0, what.find('\n')));  // LibTorch's messages go on with a backtrace
+    return true;
+  }
+  for (const model::SequenceToken& token : tokens) deliver(token);
   return true;
+}
+
+// A step that failed (out of memory: more rows or longer prompts than the device holds) may leave rows half joined:
+// its requests end with the error and a new batch replaces it, so one bad step is not the end of the runner.
+void GenerationEngine::fail_batch(const std::string& why) {
+  log::error("a decode step failed; its ", live_.size(), " requests end with an error: ", why);
+  for (auto& [sequence, stream] : live_) stream->finish(serve::Finish::error, "the decode step failed: " + why);
+  live_.clear();
+  batch_.reset();  // its KV cache goes before the new one's comes
+  batch_ = std::make_unique<model::DecodeBatch>(policy_, rows_);
 }
 
 void GenerationEngine::admit() {
@@ -62,7 +80,7 @@ void GenerationEngine::admit() {
   std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> admitted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    while (!waiting_.empty() && batch_.live() + batch_.queued() + admitted.size() < std::size_t(rows_)) {
+    while (!waiting_.empty() && batch_->live() + batch_->queued() + admitted.size() < std::size_t(rows_)) {
       admitted.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
     }
@@ -76,14 +94,14 @@ void GenerationEngine::admit() {
     sequence.prompt = std::move(request.prompt);
     // Never past the context: the last position ends the answer with finish reason "length".
     sequence.max_new_tokens = std::min(request.max_tokens, max_seq_ - static_cast<int>(sequence.prompt.size()));
-    sequence.sampling = {request.temperature, 0, request.top_p};
+    sequence.sampling = {request.temperature, request.top_k, request.top_p};
     // A stop token the model cannot draw (the template's, with a smaller agent.vocab_size) never ends anything.
     for (std::int32_t id : request.stop_tokens)
       if (id >= 0 && id < vocab_) sequence.stop_tokens.push_back(id);
     sequence.seed = request.seed;
     sequence.top_logprobs = request.top_logprobs;
     try {
-      live_[batch_.add(std::move(sequence))] = stream;
+      live_[batch_->add(std::move(sequence))] = stream;
     } catch (const std::exception& e) {
       stream->finish(serve::Finish::error, e.what());
     }
@@ -99,7 +117,7 @@ void GenerationEngine::close(const std::string& why) {
   }
   for (auto& entry : waiting) entry.second->finish(serve::Finish::error, why);
   for (auto& [sequence, stream] : live_) {
-    batch_.cancel(sequence);
+    batch_->cancel(sequence);
     stream->finish(serve::Finish::error, why);
   }
   live_.clear();
@@ -108,7 +126,7 @@ void GenerationEngine::close(const std::string& why) {
 void GenerationEngine::drop_cancelled() {
   for (auto it = live_.begin(); it != live_.end();) {
     if (it->second->cancelled()) {
-      batch_.cancel(it->first);
+      batch_->cancel(it->first);
       it->second->finish(serve::Finish::cancelled);
       it = live_.erase(it);
     } else {

@@ -26,10 +26,11 @@ class GenerationEngine : public serve::Generator {
   std::shared_ptr<serve::GenerationStream> submit(serve::GenerationRequest request) override;
 
   // The owning thread only. One decode step for every live sequence, after admitting waiting requests (unless
-  // draining) and dropping cancelled ones; false when there was nothing to do.
+  // draining) and dropping cancelled ones; false when there was nothing to do. A step that throws (out of memory)
+  // ends the requests in the batch with its error and the engine serves on with an empty batch.
   bool step();
   void drain() { draining_ = true; }
-  bool drained() const { return draining_ && batch_.idle(); }
+  bool drained() const { return draining_ && batch_->idle(); }
   void resume(std::uint64_t policy_version);
   // Ends every waiting and live request with an error (the job ends); their readers stop waiting, and later requests
   // are refused.
@@ -42,9 +43,10 @@ class GenerationEngine : public serve::Generator {
   void admit();
   void drop_cancelled();
   void deliver(const model::SequenceToken& token);
+  void fail_batch(const std::string& why);
 
   model::Policy& policy_;
-  model::DecodeBatch batch_;
+  std::unique_ptr<model::DecodeBatch> batch_;  // a new one after a step that failed
   const int rows_, vocab_, max_seq_;
   std::mutex mutex_;                   // guards waiting_ and closed_
   std::optional<std::string> closed_;  // why, once closed: later requests are refused (503)

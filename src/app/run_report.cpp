@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,7 +40,9 @@ void archive_earlier_run(const fs::path& dir) {
   if (earlier.empty()) return;
   const auto stamp =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const fs::path to = dir / "archive" / std::to_string(stamp);
+  fs::path to = dir / "archive" / std::to_string(stamp);
+  for (int n = 2; fs::exists(to); ++n)  // two runs ended within a second: the first one's archive stays
+    to = dir / "archive" / log::concat(stamp, "-", n);
   fs::create_directories(to);
   for (const fs::path& p : earlier) fs::rename(p, to / p.filename());
   log::info("an earlier run's metrics in ", dir.string(), " moved to ", to.string());
@@ -111,19 +114,32 @@ void RunReport::note(const std::string& line) {
     log::progress(line);
 }
 
+namespace {
+// An outside agent names its own figures (a result span's keys): kept to letters, digits and _.-/ so that a name
+// needs no escaping in the JSON line, cannot forge another key ("elapsed", which a resume reads back), and reaches the
+// terminal and TensorBoard as it reaches the file.
+std::string figure_name(const std::string& name) {
+  std::string out = name;
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-' && c != '/') c = '_';
+  return out;
+}
+}  // namespace
+
 void RunReport::step(int step, const std::vector<Figure>& figures, double elapsed_seconds) {
   std::ostringstream json, line;
   json << "{\"step\":" << step;
   line << "step=" << step;
   std::vector<std::pair<std::string, double>> scalars;
   for (const Figure& f : figures) {
-    json << ",\"" << f.name << "\":";  // JSON has no NaN nor infinity: null
+    const std::string name = figure_name(f.name);
+    json << ",\"" << name << "\":";  // JSON has no NaN nor infinity: null
     if (std::isfinite(f.value))
-      json << std::setprecision(6) << f.value;
+      json << std::setprecision(10) << f.value;  // counts and seconds past 10^6 whole (6 digits: 1.23457e+06)
     else
       json << "null";
-    line << ' ' << f.name << '=' << std::fixed << std::setprecision(f.precision) << f.value;
-    scalars.emplace_back(f.name, f.value);
+    line << ' ' << name << '=' << std::fixed << std::setprecision(f.precision) << f.value;
+    scalars.emplace_back(name, f.value);
   }
   metrics_ << json.str() << "}\n";
   metrics_.flush();

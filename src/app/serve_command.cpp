@@ -20,7 +20,7 @@ Config read_config(const std::string& path) {
   if (path.empty()) return Config{};
   std::ifstream in(path);
   if (!in) throw UsageError("serve: cannot read the config file " + path);
-  return config_from_toml(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  return config_from_file(path);
 }
 
 std::string bearer_token() {

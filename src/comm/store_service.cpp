@@ -95,7 +95,7 @@ bool StoreServer::try_park(int source, std::string_view message) {
   double timeout = in.f64();
   in.expect_end();
   store_->wait_for_rollouts(wait.ids, 0.0);  // unknown ids are refused now, not at the deadline
-  wait.deadline = after(std::clamp(timeout, 0.0, 86400.0));
+  wait.deadline = after(timeout >= 0 ? std::min(timeout, 86400.0) : 0.0);  // NaN: 0, as the local store
   parked_.push_back(std::move(wait));
   return true;
 }
@@ -106,8 +106,8 @@ void StoreServer::handle(int source, std::string_view message) {
   try {
     wire::Header h = wire::decode_header(message);
     request_id = h.request_id;
-    if (h.type == wire::Type::bye) {
-      ++clients_done_;
+    if (h.type == wire::Type::bye) {  // a rank counted once: a second client's bye must not end the serving early
+      if (!said_bye_[static_cast<std::size_t>(source)]) ++clients_done_;
       said_bye_[static_cast<std::size_t>(source)] = true;
       return;
     }
@@ -135,9 +135,16 @@ void StoreServer::answer_parked_waits() {
   const auto now = Clock::now();
   for (std::size_t i = 0; i < parked_.size();) {
     ParkedWait& w = parked_[i];
-    std::vector<Rollout> ended = store_->wait_for_rollouts(w.ids, 0.0);
-    if (ended.size() == w.ids.size() || now >= w.deadline) {
-      reply(w.source, wire::encode(wire::Type::wait_for_rollouts, true, w.request_id, ended));
+    std::string answer;
+    try {  // a rollout's record read back from the archive may fail: that wait's answer, not rank 0's end
+      std::vector<Rollout> ended = store_->wait_for_rollouts(w.ids, 0.0);
+      if (ended.size() == w.ids.size() || now >= w.deadline)
+        answer = wire::encode(wire::Type::wait_for_rollouts, true, w.request_id, ended);
+    } catch (const StoreError& e) {
+      answer = wire::encode_error(w.request_id, e.code(), e.what());
+    }
+    if (!answer.empty()) {
+      reply(w.source, std::move(answer));
       parked_[i] = std::move(parked_.back());
       parked_.pop_back();
     } else {
@@ -348,7 +355,8 @@ ResourcesVersion RemoteStore::get_latest_resources(const std::string& name) {
   return call<ResourcesVersion>(wire::Type::get_latest_resources, 0, name);
 }
 std::vector<Rollout> RemoteStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) {
-  timeout_seconds = std::clamp(timeout_seconds, 0.0, 86400.0);
+  // NaN as the local store reads it, 0 (clamped it stays NaN, and a deadline of NaN lies in the past)
+  timeout_seconds = timeout_seconds >= 0 ? std::min(timeout_seconds, 86400.0) : 0.0;
   return call<std::vector<Rollout>>(wire::Type::wait_for_rollouts, timeout_seconds, ids, timeout_seconds);
 }
 Worker RemoteStore::heartbeat(const std::string& worker_id) {

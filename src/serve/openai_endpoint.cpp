@@ -193,6 +193,7 @@ class Endpoint {
         static_cast<int>(std::min<long>(sampling.max_tokens.value_or(default_max < 0 ? room : default_max), room));
     request.temperature = sampling.temperature;
     request.top_p = sampling.top_p;
+    request.top_k = sampling.top_k;
     request.stop_tokens = stop_ids;
     request.seed = sampling.seed;
     request.top_logprobs = sampling.top_logprobs;

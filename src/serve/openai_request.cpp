@@ -82,6 +82,8 @@ Sampling sampling_of(const json& body) {
   Sampling s;
   s.temperature = number(body, "temperature", 1.0, 0.0, 100.0);
   s.top_p = number(body, "top_p", 1.0, std::numeric_limits<double>::min(), 1.0);
+  s.top_k = static_cast<int>(
+      std::max<std::int64_t>(0, integer(body, "top_k", -1, std::numeric_limits<int>::max()).value_or(0)));
   auto max_tokens = integer(body, "max_completion_tokens", 1, std::numeric_limits<int>::max());
   if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int>::max());
   if (max_tokens) s.max_tokens = static_cast<int>(*max_tokens);

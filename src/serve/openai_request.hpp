@@ -19,6 +19,7 @@ inline constexpr int max_choices = 128;
 struct Sampling {
   double temperature = 1.0;
   double top_p = 1.0;
+  int top_k = 0;                  // vLLM's extension (Qwen's cards ask for 20): the k most likely tokens; 0 or -1: all
   std::optional<int> max_tokens;  // none: as many as the context leaves (chat) or 16 (completions)
   std::vector<std::string> stop;  // strings that end a choice, matched on its text
   int n = 1;

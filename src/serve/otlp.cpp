@@ -284,7 +284,7 @@ std::vector<Json> spans_of(const otlp::ExportTraceServiceRequest& request, const
   for (const otlp::ResourceSpans& group : request.resource_spans()) {
     const Json resource = {{"attributes", attributes_json(group.resource().attributes())},
                            {"schema_url", text(group.schema_url(), "a schema_url")}};
-    const std::size_t resource_bytes = group.resource().ByteSizeLong();
+    const std::size_t resource_bytes = group.resource().ByteSizeLong() + group.schema_url().size();  // both copied
     for (const otlp::ScopeSpans& scope : group.scope_spans()) {
       check_unkept_text(scope);
       // Each span carries a copy of its resource: bounded, so that a large resource over many tiny spans cannot

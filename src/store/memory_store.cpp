@@ -245,8 +245,7 @@ std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequen
   // Agent Lightning's clients and OTLP exporters send a span again when an answer is lost: one (rollout, attempt,
   // span id) is kept once, as their store does. Spans without an id (the built-in runners') are never compared.
   if (const std::string_view span_id = span_id_of_body(record); !span_id.empty())
-    for (const StoredSpan& kept : rec.spans)
-      if (span_id_of_body(kept.record) == span_id) return 0;
+    if (!rec.span_ids.emplace(span_id).second) return 0;
   std::uint64_t& counter = rollout_at(rec.attempt.rollout_id).last_sequence_id;
   counter = sequence_id == 0 ? counter + 1 : std::max(counter, sequence_id);
   StoredSpan& stored = rec.spans.emplace_back();

@@ -35,6 +35,7 @@ std::size_t MemoryStore::release_spans(std::size_t until_entry, const std::vecto
     for (const StoredSpan& stored : rec.spans) stats_.span_bytes -= sizeof(StoredSpan) + stored.record.capacity();
     released += rec.spans.size();
     std::vector<StoredSpan>().swap(rec.spans);
+    std::unordered_set<std::string>().swap(rec.span_ids);
     rec.spans_released = true;
     rec.spans_unkept = !spans_archived();
   }

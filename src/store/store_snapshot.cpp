@@ -558,6 +558,8 @@ void MemoryStore::import_span_log(std::string_view span_log, Imported& imported)
     StoredSpan& stored = rec.spans.emplace_back();
     stored.sequence_id = sequence_id;
     stored.record = std::string(record);
+    if (const std::string_view span_id = span_id_of_body(stored.record); !span_id.empty())
+      rec.span_ids.emplace(span_id);
     std::uint64_t& counter = rollout_at(rollout_id).last_sequence_id;
     counter = std::max(counter, sequence_id);
     const std::size_t entry = span_log_base_ + span_log_.size();

@@ -63,9 +63,7 @@ std::string decoded_bytes(const BpeModel& m, const std::string& token) {
       std::isxdigit(static_cast<unsigned char>(token[3])) && std::isxdigit(static_cast<unsigned char>(token[4])))
     return std::string(1, static_cast<char>(std::stoi(token.substr(3, 2), nullptr, 16)));
   std::string out = token;
-  for (const auto& [from, to] : m.decoder_replacements)
-    for (std::size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
-      out.replace(at, from.size(), to);
+  for (const auto& [from, to] : m.decoder_replacements) out = replaced_all(out, from, to);
   return out;
 }
 
@@ -247,6 +245,7 @@ void read_decoder(const Reader& r, const json& decoder, const std::string& where
       r.fail(where + ".stop", "only 0 is supported");
   } else if (type == "Metaspace") {
     const std::string replacement = r.string(decoder, where, "replacement");
+    if (replacement.empty()) r.fail(where + ".replacement", "an empty replacement");
     m.decoder_replacements.emplace_back(replacement, " ");
     const auto scheme = decoder.find("prepend_scheme");
     m.strip_leading_spaces = scheme != decoder.end() && *scheme == "never" ? 0 : 1;

@@ -140,4 +140,15 @@ std::size_t white_space_before(std::string_view text, std::size_t end) {
   return 0;
 }
 
+std::string replaced_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t done = 0;
+  for (std::size_t at = text.find(from); at != std::string_view::npos; at = text.find(from, done)) {
+    out.append(text, done, at - done).append(to);
+    done = at + from.size();
+  }
+  return out.append(text, done);
+}
+
 }  // namespace arclight::text

@@ -26,4 +26,8 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
 std::size_t white_space_at(std::string_view text, std::size_t at);
 std::size_t white_space_before(std::string_view text, std::size_t end);
 
+// text with every occurrence of `from` (not empty) replaced by `to`, left to right, in one pass: replacing in place
+// shifts the rest each time (quadratic: 1 MB of spaces took 12 s).
+std::string replaced_all(std::string_view text, std::string_view from, std::string_view to);
+
 }  // namespace arclight::text

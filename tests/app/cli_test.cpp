@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "arclight/core/error.hpp"
+
 using namespace arclight;
 using namespace arclight::app;
 
@@ -168,6 +170,29 @@ BOOST_AUTO_TEST_CASE(inspect_takes_a_directory) {
   BOOST_TEST(parse({"inspect"}).error != "");
 }
 
+// serve's config: CONFIG or the top-level --config (read as train reads it), never a default model in silence; a
+// bad file is named, not a temporary copy of it.
+BOOST_AUTO_TEST_CASE(serve_reads_its_config_from_either_place) {
+  TempToml file("[model]\nd_model = 32\n");
+  BOOST_TEST(parse({"serve", file.path}).serve_config == file.path);
+  const Invocation top = parse({"--config", file.path, "serve"});
+  BOOST_TEST(top.error == "");
+  BOOST_TEST(top.serve_config == file.path);
+  TempToml other("[model]\nd_model = 16\n");
+  BOOST_TEST(parse({"--config", file.path, "serve", other.path}).error.find("two config files") != std::string::npos);
+  BOOST_TEST(config_from_file(file.path).model.d_model == 32);
+  TempToml bad("[model]\nbogus = 1\n");
+  try {
+    config_from_file(bad.path);
+    BOOST_FAIL("an unknown key read");
+  } catch (const UsageError& e) {
+    const std::string message = e.what();
+    BOOST_TEST(message.find(bad.path) != std::string::npos, message);
+    BOOST_TEST(message.find("model.bogus") != std::string::npos, message);
+    BOOST_TEST(message.find("checkpoint") == std::string::npos, message);
+  }
+}
+
 // Issue 17, points 6, 14, 15: operator mistakes refused with one plain sentence.
 BOOST_AUTO_TEST_CASE(huge_steps_are_refused) {
   // 2e9 tasks (or rollouts per task) is accepted by the types; rank 0 would grow until it died.
@@ -229,6 +254,10 @@ BOOST_AUTO_TEST_CASE(toml_comments_strings_and_arrays_as_toml_reads_them) {
   BOOST_TEST(inv.config.run.dir == "runs/#1 'x'");
   BOOST_TEST(inv.config.rollout.retry_condition == (std::vector<std::string>{"failed", "timeout"}));
   BOOST_TEST(inv.config.agent.name == "guess");
+  TempToml one_line("[rollout]\nretry_condition = [\"failed\", \"timeout\", ]  # a comma after the last\n");
+  const Invocation same = parse({"train", "--config", one_line.path});
+  BOOST_TEST(same.error == "");
+  BOOST_TEST(same.config.rollout.retry_condition == (std::vector<std::string>{"failed", "timeout"}));
 }
 
 // CLI11 reads a leading 0 as octal (010 as 8); TOML has no such integers: refused, in the file and on the line.

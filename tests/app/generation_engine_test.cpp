@@ -3,6 +3,7 @@
 #include "../../src/app/generation_engine.hpp"
 
 #include <boost/test/unit_test.hpp>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <thread>
@@ -135,6 +136,42 @@ BOOST_AUTO_TEST_CASE(cancelled_and_closed_requests_end_and_bad_ones_are_refused)
   // A request after the close would wait for ever (and the HTTP server's stop for it): refused, 503.
   BOOST_CHECK_EXCEPTION(engine.submit(greedy({1}, 4)), serve::HttpError,
                         [](const serve::HttpError& e) { return e.status() == 503; });
+}
+
+// A request's top_k reaches the sampler: the one most likely token at temperature 1 is the greedy answer.
+BOOST_AUTO_TEST_CASE(top_k_of_one_draws_the_greedy_tokens) {
+  model::Policy policy(small_model(), 40, 1);
+  app::GenerationEngine engine(policy, 2);
+  engine.resume(0);
+  auto request = greedy({1, 2, 3}, 8);
+  request.temperature = 1;
+  request.top_k = 1;
+  const auto stream = engine.submit(request);
+  run_until_finished(engine, {stream});
+  BOOST_TEST(read_all(*stream) == policy.generate({{1, 2, 3}}, 8, model::Sampling{0, 0, 1.0})[0].tokens);
+}
+
+// A step that throws (out of memory on a device: here a weight of the wrong shape, so the forward fails inside the
+// step) ends the requests in the batch with its error; the engine serves the next request with a new batch.
+BOOST_AUTO_TEST_CASE(a_step_that_fails_ends_its_requests_and_the_engine_serves_on) {
+  model::Policy policy(small_model(), 40, 1);
+  app::GenerationEngine engine(policy, 2);
+  engine.resume(0);
+  torch::Tensor embedding = policy.parameters().at(0);
+  const torch::Tensor kept = embedding.detach().clone();
+  embedding.set_data(torch::zeros({1, 1}));
+  const auto failed = engine.submit(greedy({1, 2, 3}, 5));
+  const auto also_failed = engine.submit(greedy({4}, 5));
+  run_until_finished(engine, {failed, also_failed});
+  for (const auto& stream : {failed, also_failed}) {
+    BOOST_TEST((stream->finish_reason() == serve::Finish::error));
+    BOOST_TEST(stream->error().find("the decode step failed") == 0u, stream->error());
+  }
+  embedding.set_data(kept);
+  const auto next = engine.submit(greedy({1, 2, 3}, 5));
+  run_until_finished(engine, {next});
+  BOOST_TEST((next->finish_reason() == serve::Finish::length));
+  BOOST_TEST(read_all(*next) == policy.generate({{1, 2, 3}}, 5, model::Sampling{0, 0, 1.0})[0].tokens);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,10 +5,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 using namespace arclight;
 
@@ -29,6 +32,36 @@ BOOST_AUTO_TEST_CASE(a_figure_that_is_not_a_number_is_null) {
   BOOST_TEST(history == written);
   app::RunReport resumed(second.dir(), 3, Progress::lines, &history);  // replays it into the new event file
   BOOST_TEST(resumed.history() == written);
+}
+
+// An outside agent names its validation figures: a name cannot break the line nor forge a key a resume reads back
+// ("elapsed"), and large counts and seconds are written whole.
+BOOST_AUTO_TEST_CASE(a_figure_s_name_cannot_break_the_line_and_large_values_are_whole) {
+  TempDir dir;
+  {
+    app::RunReport report(dir.dir(), 1, Progress::lines);
+    report.step(1, {{"elapsed", 1234567.5, 1}, {"val_a\":0,\"elapsed", 1e300, 3}, {"val_b\nc\\", 2, 3}}, 1.0);
+  }
+  std::ifstream in(dir.file("metrics.jsonl"));
+  const std::string written((std::istreambuf_iterator<char>(in)), {});
+  BOOST_TEST(written == "{\"step\":1,\"elapsed\":1234567.5,\"val_a__0__elapsed\":1e+300,\"val_b_c_\":2}\n");
+}
+
+// A fresh run in a directory moves the earlier run's files aside; two within one second keep both archives.
+BOOST_AUTO_TEST_CASE(earlier_runs_are_archived_and_none_is_overwritten) {
+  TempDir dir;
+  for (int run = 1; run <= 3; ++run) {
+    app::RunReport report(dir.dir(), 1, Progress::lines);
+    report.step(1, {{"reward", double(run), 3}}, 1.0);
+  }
+  std::vector<std::string> archived;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.file("archive")))
+    if (e.path().filename() == "metrics.jsonl") {
+      std::ifstream in(e.path());
+      archived.emplace_back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+  std::sort(archived.begin(), archived.end());
+  BOOST_TEST(archived == (std::vector<std::string>{"{\"step\":1,\"reward\":1}\n", "{\"step\":1,\"reward\":2}\n"}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

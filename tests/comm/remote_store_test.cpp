@@ -4,6 +4,7 @@
 
 #include <boost/test/data/test_case.hpp>
 
+#include <cmath>
 #include <memory>
 #include <thread>
 
@@ -67,6 +68,16 @@ BOOST_AUTO_TEST_CASE(a_parked_wait_does_not_block_other_requests) {
   BOOST_TEST(ended.empty());
   BOOST_TEST(waited >= 0.25);
   BOOST_TEST(waited < 10.0);
+}
+
+// A timeout that is not a number is 0, as the local store reads it (a NaN deadline lay in the past: "did not reply").
+BOOST_AUTO_TEST_CASE(a_wait_with_a_timeout_that_is_not_a_number_answers_at_once) {
+  RemoteHarness h;
+  const RolloutId id = client->enqueue(suite::task("x")).id;
+  BOOST_TEST(client->wait_for_rollouts({id}, std::nan("")).empty());
+  ManualClock clock;
+  MemoryStore local(clock);
+  BOOST_TEST(local.wait_for_rollouts({local.enqueue(suite::task("x")).id}, std::nan("")).empty());
 }
 
 // A caller that gave up waiting (a timeout, answered 500 by an HTTP thread) leaves the reply to come late: the next

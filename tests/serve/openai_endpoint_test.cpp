@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(models_lists_the_served_model) {
 BOOST_AUTO_TEST_CASE(a_text_completion_answers_text_token_ids_and_usage) {
   Served served;
   served.generator.answer_text("Hi!");
-  const json body = served.ok("/v1/completions", {{"prompt", "Say hi"}, {"temperature", 0}});
+  const json body = served.ok("/v1/completions", {{"prompt", "Say hi"}, {"temperature", 0}, {"top_k", 20}});
   BOOST_TEST(body["object"] == "text_completion");
   BOOST_TEST(body["choices"][0]["text"] == "Hi!");
   BOOST_TEST(body["choices"][0]["finish_reason"] == "stop");
@@ -69,7 +69,10 @@ BOOST_AUTO_TEST_CASE(a_text_completion_answers_text_token_ids_and_usage) {
   BOOST_TEST(sent.prompt == bytes_of("Say hi"));
   BOOST_TEST(sent.max_tokens == 16);  // OpenAI's default for completions
   BOOST_TEST(sent.temperature == 0.0);
+  BOOST_TEST(sent.top_k == 20);  // vLLM's extension
   BOOST_TEST(sent.stop_tokens == std::vector<std::int32_t>{258});
+  served.ok("/v1/completions", {{"prompt", "Say hi"}, {"top_k", -1}});  // vLLM's "all", as 0
+  BOOST_TEST(served.generator.requests().at(1).top_k == 0);
 }
 
 BOOST_AUTO_TEST_CASE(prompts_as_token_ids_give_n_choices_each_with_their_prompt) {
@@ -391,6 +394,7 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   BOOST_TEST(param_of("{" + messages + R"(, "temperature": -1})") == "temperature");
   BOOST_TEST(param_of("{" + messages + R"(, "temperature": "hot"})") == "temperature");
   BOOST_TEST(param_of("{" + messages + R"(, "n": 0})") == "n");
+  BOOST_TEST(param_of("{" + messages + R"(, "top_k": -2})") == "top_k");
   BOOST_TEST(param_of("{" + messages + R"(, "max_tokens": 0})") == "max_tokens");
   BOOST_TEST(param_of("{" + messages + R"(, "logprobs": true, "top_logprobs": 21})") == "top_logprobs");
   BOOST_TEST(param_of("{" + messages + R"(, "stop": 5})") == "stop");

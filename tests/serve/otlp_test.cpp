@@ -327,6 +327,10 @@ BOOST_AUTO_TEST_CASE(a_large_resource_repeated_over_many_spans_is_refused) {
   OtlpOptions roomy;
   roomy.max_inflated_bytes = 32 << 20;
   BOOST_TEST(decode_otlp_traces(e.bytes(), protobuf, "", roomy).size() == 300u);
+  Export by_url;  // the group's schema_url is copied into each span too
+  by_url.group->set_schema_url(std::string(64 << 10, 'u'));
+  for (int i = 0; i < 300; ++i) by_url.scope->add_spans();
+  BOOST_CHECK_THROW(by_url.decoded(), OtlpError);
 }
 
 BOOST_AUTO_TEST_CASE(accept_encoding_is_read_as_agent_lightning_reads_it) {

@@ -21,7 +21,7 @@ submit() {
   local script=$1 name=$2; shift 2
   # --time=30: the scripts ask for SIGUSR1 10 minutes before the limit, which must not come during the test
   local shrink="--nodes=1 --ntasks=4 --gpus-per-node=0 --time=30 --output=$work/$name.out --error=$work/$name.out"
-  GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="$bin" ARCLIGHT_CKPT="$work/$name/checkpoints" \
+  GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="$bin" ARCLIGHT_CKPT="${CKPT:-$work/$name/checkpoints}" \
     ARCLIGHT_ARGS="--run.dir $work/$name $*" ARCLIGHT_SBATCH_ARGS="$shrink" ARCLIGHT_CHAIN=${CHAIN:-0} \
     sbatch --parsable $shrink "slurm/$script"
 }
@@ -54,8 +54,9 @@ check '[ "$(restarts "$job")" -ge 1 ]' "the requeued job did not restart"
 check 'grep -q "resuming guess from step" "$work/requeue.out"' "the requeued job did not resume from a checkpoint"
 check '[ "$(steps_of "$work/requeue")" = "$(seq 1 200 | xargs)" ]' "requeued run's steps: $(steps_of "$work/requeue" | head -c 300)"
 
-# 4. The chain: a job stopped early submits its successor, which resumes; a finished job submits nothing.
-job=$(CHAIN=2 submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
+# 4. The chain: a job stopped early submits its successor, which resumes (from a directory whose name has a comma,
+# which sbatch --export=NAME=VALUE would cut); a finished job submits nothing.
+job=$(CHAIN=2 CKPT="$work/chain/check,points" submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
 wait_until "3 steps of job $job" 60 '[ "$(lines_of "$work/chain")" -ge 3 ]'
 scancel --signal=USR1 --batch "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)

@@ -287,6 +287,23 @@ std::shared_ptr<LogArchive> keeping_no_spans(const MemoryStore::Snapshot& logs =
 
 // A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
 // it held, their ids kept as lost, and its next export holds the loss, not a gap.
+// A span sent again after rank 0 came back from a checkpoint is still found: the span ids come back with the spans.
+BOOST_AUTO_TEST_CASE(a_span_sent_again_after_an_import_is_kept_once) {
+  ManualClock clock;
+  MemoryStore before(clock);
+  before.enqueue(suite::task("running"));
+  const AttemptedRollout running = *before.dequeue("w1");
+  const Span span = suite::span_of(running);
+  BOOST_TEST(before.add_span(span) >= 1u);
+  MemoryStore after(clock);
+  after.import_state(snap(before).tables, snap(before).history, snap(before).span_log);
+  BOOST_TEST(after.add_span(span) == 0u);  // revives the attempt, adds nothing
+  BOOST_TEST(after.add_span(suite::span_of(running)) >= 1u);
+  SpanFilter f;
+  f.rollout_id = running.rollout.id;
+  BOOST_TEST(after.query_spans(f, {}).total == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost) {
   ManualClock clock;
   MemoryStore before(clock);

@@ -244,6 +244,12 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
         j["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", ""}};
       },
       "decoder.pattern.String");  // an empty pattern replaced for ever
+  refused(
+      [](json& j) {
+        j["pre_tokenizer"] = nullptr;
+        j["decoder"] = {{"type", "Metaspace"}, {"replacement", ""}};
+      },
+      "decoder.replacement");  // the same through Metaspace
   BOOST_CHECK_THROW(parse_tokenizer_json("{\"model\": ", "x.json"), TokenizerFileError);
   const std::string deep = "{\"model\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   BOOST_CHECK_THROW(parse_tokenizer_json(deep, "x.json"), TokenizerFileError);

@@ -45,6 +45,9 @@ struct Invocation {
 // comes back in `error`.
 Invocation parse_command_line(int argc, const char* const* argv);
 
+// A config file read as `arclight train --config PATH` reads it; UsageError naming the file if it does not.
+Config config_from_file(const std::string& path);
+
 // The configuration a checkpoint saved (its effective TOML), read as a config file is; UsageError if it does not.
 Config config_from_toml(const std::string& toml);
 

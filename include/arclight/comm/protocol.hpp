@@ -167,6 +167,11 @@ void encode_into(std::string& out, Type type, bool reply, std::uint32_t request_
   w.u32(request_id);
   w.u32(0);
   (put(w, values), ...);
+  // The length field (and MPI's int count) would wrap: a message this large is refused, the client told why.
+  if (out.size() - header_size > max_body)
+    throw store::StoreError(store::StoreError::invalid_argument,
+                            "a store message of " + std::to_string(out.size() - header_size) +
+                                " bytes passes the control plane's 1 GiB: ask for less at once (a limit)");
   w.patch_u32(8, static_cast<std::uint32_t>(out.size() - header_size));
 }
 

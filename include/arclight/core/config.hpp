@@ -170,7 +170,7 @@ struct GrpoConfig {
   int max_staleness = 0;     // train on a rollout only while current - its version <= this
   double temperature = 1.0;  // training rollouts' of built-in agents, told to AGL agents; outside agents may choose
   int validate_every = 10;   // steps between validations; 0: never
-  int train_blocks = 0;      // 0: the whole model trains; N: only the last N blocks and the final norm (a frozen base)
+  int train_blocks = 0;      // 0: the whole model trains; N: the last N blocks, final norm, lm_head
 };
 
 // How gradients travel among trainers.

@@ -19,6 +19,7 @@ struct GenerationRequest {
   int max_tokens = 16;
   double temperature = 1.0;  // 0: greedy
   double top_p = 1.0;
+  int top_k = 0;                          // 0: the whole vocabulary
   std::vector<std::int32_t> stop_tokens;  // generation ends after drawing one of these
   std::optional<std::uint64_t> seed;
   int top_logprobs = 0;  // 0..20

@@ -1,7 +1,9 @@
 #pragma once
 // An HTTP server for JSON routes: every request needs the token (a bearer token, or basic auth's password, else 401;
-// or the path's first segment where options allow), bodies are bounded (413), slow
-// or half-open connections time out, and errors are JSON in OpenAI's shape. Handlers run on a pool of worker
+// or the path's first segment where options allow), bodies are bounded (413), a silent or half-open connection
+// times out (each read has its deadline; a client trickling bytes, or sending endless headers, is not cut off before
+// the token is checked: Debian's cpp-httplib 0.11 has no per-request deadline nor header count, so the server binds
+// to loopback unless configured otherwise), and errors are JSON in OpenAI's shape. Handlers run on a pool of worker
 // threads; a handler's exception is a 500 JSON answer, never the server's end. The HTTP library stays inside.
 #include <chrono>
 #include <cstddef>

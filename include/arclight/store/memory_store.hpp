@@ -178,6 +178,7 @@ class MemoryStore : public Store {
     bool spans_unkept = false;                              // ... nowhere: no archive held them when they went
     std::uint64_t first_log_entry = 0, last_log_entry = 0;  // its spans' places in the span log
     std::vector<StoredSpan> spans;
+    std::unordered_set<std::string> span_ids;  // of the spans that have one: a span sent again is found at once
   };
 
   // Records by id; the ones let go of come before rollout_base_ and attempt_base_.
