@@ -32,23 +32,29 @@ StoreServer::StoreServer(MPI_Comm comm, MemoryStore& store) : comm_(comm), store
   int size = 0;
   MPI_Comm_size(comm, &size);
   said_bye_.assign(static_cast<std::size_t>(size), false);
-  posted_.resize(std::clamp(static_cast<std::size_t>(size - 1), fewest_posted_receives, most_posted_receives));
-  for (PostedReceive& r : posted_) {
-    r.buffer.reset(new char[posted_request_bytes]);
-    post(r);
+  const std::size_t count =
+      std::clamp(static_cast<std::size_t>(size - 1), fewest_posted_receives, most_posted_receives);
+  posted_requests_.assign(count, MPI_REQUEST_NULL);
+  posted_order_.assign(count, 0);
+  arrived_.resize(count);
+  arrived_status_.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    posted_buffers_.emplace_back(new char[posted_request_bytes]);
+    post(i);
   }
 }
 
-void StoreServer::post(PostedReceive& receive) {
-  MPI_Irecv(receive.buffer.get(), static_cast<int>(posted_request_bytes), MPI_BYTE, MPI_ANY_SOURCE, tag_store_request,
-            comm_, &receive.request);
+void StoreServer::post(std::size_t receive) {
+  MPI_Irecv(posted_buffers_[receive].get(), static_cast<int>(posted_request_bytes), MPI_BYTE, MPI_ANY_SOURCE,
+            tag_store_request, comm_, &posted_requests_[receive]);
+  posted_order_[receive] = posts_++;
 }
 
 StoreServer::~StoreServer() {
-  for (PostedReceive& r : posted_) {
-    if (r.request == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&r.request);
-    MPI_Wait(&r.request, MPI_STATUS_IGNORE);
+  for (MPI_Request& r : posted_requests_) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
   // Replies still in flight go to ranks that are exiting; don't wait for them forever.
   for (MPI_Request& r : send_requests_) {
@@ -185,28 +191,57 @@ void StoreServer::take(int source, std::string_view message) {
     handle(source, message);
 }
 
+// Takes the `done` requests that arrived in the receives arrived_[0..done) (statuses alike), in the order MPI matched
+// them (the order posted), which is the order they came, and posts each receive again.
+std::size_t StoreServer::take_posted(std::size_t done) {
+  std::vector<std::pair<std::uint64_t, std::size_t>>& order = arrival_order_;
+  order.clear();
+  for (std::size_t k = 0; k < done; ++k) order.emplace_back(posted_order_[static_cast<std::size_t>(arrived_[k])], k);
+  if (done > 1) std::sort(order.begin(), order.end());
+  std::size_t next = 0;
+  // Posted again also when handling throws (the requests not reached yet are lost then): a receive left completed
+  // would never take a request again.
+  struct PostAgain {
+    StoreServer& server;
+    std::size_t& next;
+    ~PostAgain() {
+      for (; next < server.arrival_order_.size(); ++next)
+        server.post(static_cast<std::size_t>(server.arrived_[server.arrival_order_[next].second]));
+    }
+  } post_again{*this, next};
+  for (; next < order.size(); ++next) {
+    const std::size_t k = order[next].second, receive = static_cast<std::size_t>(arrived_[k]);
+    int count = 0;
+    MPI_Get_count(&arrived_status_[k], MPI_BYTE, &count);
+    take(arrived_status_[k].MPI_SOURCE,
+         std::string_view(posted_buffers_[receive].get(), static_cast<std::size_t>(count)));
+    post(receive);
+  }
+  return done;
+}
+
 std::size_t StoreServer::poll() {
   std::size_t handled = 0;
-  for (;;) {
-    PostedReceive& oldest = posted_[oldest_posted_];
+  // Bounded: requests that keep coming must not keep the caller (the algorithm, parked waits, sends) from its turn.
+  while (handled < 4 * posted_requests_.size()) {
+    // First the receive MPI matches next, with MPI_Test: it runs the progress engine and looks again (Open MPI's
+    // MPI_Testsome does not look again: a request would wait for the next poll, a fifth of the throughput).
+    const std::size_t next =
+        static_cast<std::size_t>(std::min_element(posted_order_.begin(), posted_order_.end()) - posted_order_.begin());
+    int arrived = 0;
+    MPI_Test(&posted_requests_[next], &arrived, &arrived_status_[0]);
+    if (arrived) {
+      arrived_[0] = static_cast<int>(next);
+      handled += take_posted(1);
+      continue;
+    }
+    // Then the others: they complete behind it while its request is still arriving (a large one from a rank that
+    // froze mid-send), and must not wait for it.
     int done = 0;
-    MPI_Status status;
-    MPI_Test(&oldest.request, &done, &status);
-    if (!done) break;
-    // Posted again once handled, also when handling throws: a receive left completed would
-    // read as a request from nowhere at the next poll.
-    struct PostAgain {
-      StoreServer& server;
-      PostedReceive& receive;
-      ~PostAgain() {
-        server.post(receive);
-        server.oldest_posted_ = (server.oldest_posted_ + 1) % server.posted_.size();
-      }
-    } post_again{*this, oldest};
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    ++handled;
-    take(status.MPI_SOURCE, std::string_view(oldest.buffer.get(), static_cast<std::size_t>(count)));
+    MPI_Testsome(static_cast<int>(posted_requests_.size()), posted_requests_.data(), &done, arrived_.data(),
+                 arrived_status_.data());
+    if (done == MPI_UNDEFINED || done == 0) break;
+    handled += take_posted(static_cast<std::size_t>(done));
   }
   if (handled == 0 || ++polls_ % large_request_check_every == 0) {
     int source = 0;

@@ -71,11 +71,8 @@ class StoreServer {
     std::string message;
     std::chrono::steady_clock::time_point pending_sent;
   };
-  struct PostedReceive {
-    std::unique_ptr<char[]> buffer;  // posted_request_bytes, left uninitialised: pages come in as requests land
-    MPI_Request request = MPI_REQUEST_NULL;
-  };
-  void post(PostedReceive& receive);
+  void post(std::size_t receive);
+  std::size_t take_posted(std::size_t done);
   // A request: answered, or kept while held.
   void take(int source, std::string_view message);
   void reply(int source, std::string message);
@@ -90,9 +87,16 @@ class StoreServer {
   store::MemoryStore* store_;
   std::function<store::MemoryStore&()> fresh_store_;
   std::string buffer_;  // a large request
-  // Receives posted in this order: MPI matches a request to the oldest, the next one to complete.
-  std::vector<PostedReceive> posted_;
-  std::size_t oldest_posted_ = 0;
+  // Receives posted ahead, tested all at once: one whose request is still arriving (a large one from a rank that
+  // froze mid-send) holds up no other. Each buffer is posted_request_bytes, left uninitialised: pages come in as
+  // requests land.
+  std::vector<std::unique_ptr<char[]>> posted_buffers_;
+  std::vector<MPI_Request> posted_requests_;
+  std::vector<std::uint64_t> posted_order_;  // when each was posted: MPI matches requests to the earliest first
+  std::uint64_t posts_ = 0;
+  std::vector<int> arrived_;  // MPI_Testsome's indices and statuses
+  std::vector<MPI_Status> arrived_status_;
+  std::vector<std::pair<std::uint64_t, std::size_t>> arrival_order_;  // (posted_order_, k), sorted
   std::uint64_t polls_ = 0;
   std::vector<MPI_Request> send_requests_;
   std::vector<std::unique_ptr<std::string>> send_buffers_;  // the replies in flight

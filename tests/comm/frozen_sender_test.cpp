@@ -1,0 +1,71 @@
+// A runner that freezes in the middle of sending a large request (a node that hangs, a process stopped) must not
+// hold up rank 0's store for the others (mpirun -np 3): rank 1 starts a 512 KiB request and then makes no MPI call
+// for 3 s, so its last fragments wait for it; rank 2 asks the store meanwhile and must be answered at once.
+// Open MPI's shared-memory transport is told to copy through its buffers (as between nodes, where the sender sends
+// every fragment), not to read the sender's memory itself.
+#include "../mpi_test_main.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "arclight/comm/protocol.hpp"
+#include "arclight/comm/store_service.hpp"
+#include "arclight/store/memory_store.hpp"
+
+using namespace arclight;
+using namespace arclight::store;
+namespace wire = arclight::comm::wire;
+
+namespace {
+int rank_ = 0, size_ = 0;
+
+std::string receive_reply(MPI_Comm comm) {
+  MPI_Status status;
+  MPI_Probe(0, comm::tag_store_reply, comm, &status);
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  std::string reply(static_cast<std::size_t>(count), '\0');
+  MPI_Recv(reply.data(), count, MPI_BYTE, 0, comm::tag_store_reply, comm, MPI_STATUS_IGNORE);
+  return reply;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_request_still_arriving_holds_up_no_other) {
+  BOOST_REQUIRE_MESSAGE(size_ == 3, "the test needs exactly 3 ranks, not " << size_);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (rank_ == 0) {
+    SystemClock clock;
+    MemoryStore store(clock);
+    comm::StoreServer server(comm, store);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    server.serve_until_all_done([&] { return std::chrono::steady_clock::now() > deadline; });
+    BOOST_TEST(server.clients_done() == 2);
+    BOOST_TEST(store.statistics().queue_length == 1u);  // rank 1's, whole
+  } else if (rank_ == 1) {
+    NewRollout big;
+    big.input = std::string(512 << 10, 'x');
+    const std::string request = wire::encode(wire::Type::enqueue, false, 1, std::vector<NewRollout>{big});
+    MPI_Request sent;
+    MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, 0, comm::tag_store_request, comm, &sent);
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // frozen: no MPI call, no progress on its send
+    MPI_Wait(&sent, MPI_STATUS_IGNORE);
+    BOOST_TEST(wire::decode_header(receive_reply(comm)).request_id == 1u);
+    const std::string bye = wire::encode(wire::Type::bye, false, 0);
+    MPI_Send(bye.data(), static_cast<int>(bye.size()), MPI_BYTE, 0, comm::tag_store_request, comm);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's request is on its way by now
+    comm::RemoteStore client(comm, 0, 2.0);  // rank 1 sends again only after 3 s
+    const auto start = std::chrono::steady_clock::now();
+    BOOST_CHECK_NO_THROW(client.statistics());
+    BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 2.0);
+  }
+  MPI_Barrier(comm);
+  MPI_Comm_free(&comm);
+}
+
+int main(int argc, char** argv) {
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // before MPI_Init reads it
+  return mpi_test_main(argc, argv, rank_, size_);
+}
