@@ -145,6 +145,9 @@ int main(int argc, char** argv) {
   ::sigemptyset(&runner_signal);
   ::sigaddset(&runner_signal, guard::runner_gone_signal);
   ::sigprocmask(SIG_BLOCK, &runner_signal, nullptr);
+  // The runner may have gone while the handler was set but before it was blocked: no agent to start then (its
+  // group's signal would never come).
+  if (runner_gone || ::getppid() != runner) ::_exit(128 + SIGKILL);
   const pid_t guard_pid = ::getpid();
   const pid_t agent = ::fork();
   if (agent < 0) {
@@ -165,9 +168,16 @@ int main(int argc, char** argv) {
   if (null > 2) ::close(null);
   // Until the agent has ended: of itself, or killed by the runner's signal (whose handler killed its group). Its
   // children are the guard's from then on.
-  siginfo_t ended{};
-  while (::waitid(P_PID, static_cast<id_t>(agent), &ended, WEXITED | WNOWAIT) != 0)
-    if (errno != EINTR) return 127;
+  // The orphans that come to the guard meanwhile are reaped as they end (else a zombie each, for the agent's life).
+  for (siginfo_t ended{};;) {
+    ended.si_pid = 0;
+    if (::waitid(P_ALL, 0, &ended, WEXITED | WNOWAIT) != 0) {
+      if (errno != EINTR) return 127;
+      continue;
+    }
+    if (ended.si_pid == agent) break;
+    ::waitpid(ended.si_pid, nullptr, 0);
+  }
   // Not reaped yet, so its group's id is not reused: what is left in the group goes first, then every other process
   // the agent started.
   ::kill(-agent, SIGKILL);

@@ -1,7 +1,7 @@
 #include "arclight/agent/episode_batcher.hpp"
 
 #include <boost/context/fiber.hpp>
-#include <boost/context/fixedsize_stack.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
 
 #include <map>
 #include <memory>
@@ -76,7 +76,7 @@ void EpisodeBatcher::serve(std::vector<Episode*>& waiting) {
 std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::function<void(Llm&)>>& episodes) {
   std::vector<std::exception_ptr> errors(episodes.size());
   std::vector<Episode> live(episodes.size());  // sized once: fibers hold pointers into it
-  ctx::fixedsize_stack stacks(episode_stack_bytes);
+  ctx::protected_fixedsize_stack stacks(episode_stack_bytes);  // a guard page: an overflow faults, not corrupts
   for (std::size_t i = 0; i < episodes.size(); ++i) {
     Episode& e = live[i];
     e.index = i;

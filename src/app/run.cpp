@@ -247,6 +247,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   if (inv.command != Command::train && inv.command != Command::serve) {
     std::signal(SIGTERM, SIG_DFL);
     std::signal(SIGUSR1, SIG_DFL);
+    if (stop_signal_received()) std::raise(SIGTERM);  // one that came during start-up ends it now
   }
 
   // A rank that hangs in start-up would hold the others in its collectives forever: pulses say which one.
@@ -264,7 +265,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
       layout = make_layout(inv.config.layout, mpi.size());
       check_training_config(inv.config);
       if (mpi.rank() == 0 && !inv.dry_run) check_checkpoint_dir(inv.config);  // a dry run leaves no trace
-    } catch (const UsageError& e) {
+    } catch (const std::exception& e) {  // UsageError, or a file system's error: every rank agrees below, exit 2
       inv.error = e.what();
     }
   }

@@ -99,10 +99,16 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
   }
   SplitWeights weights(ch.sync.get(), rank == layout.trainer_leader(), config.run.hung_rank_seconds,
                        config.comm.compression);
-  if (role.trainer)
-    run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
-  else
-    run_runner_of(config, store, weights, rank, device, secret);
+  try {
+    if (role.trainer)
+      run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
+    else
+      run_runner_of(config, store, weights, rank, device, secret);
+  } catch (...) {
+    // Not unwound: the weights' receives are still posted into their buffers, and the store client's bye and the
+    // pulses would drive MPI on into freed memory.
+    end_job_now(std::current_exception());
+  }
   return exit_ok;
 }
 
@@ -160,7 +166,10 @@ void lock_job_directories(const Config& config) {
 
 std::string chat_template_of(const ModelConfig& model) {
   if (model.source != ModelSource::hf) return {};
-  if (model.chat_template.empty() && !std::filesystem::exists(model.path + "/tokenizer_config.json")) return {};
+  std::error_code unreadable;  // a path too long or a loop: the loader says so
+  if (model.chat_template.empty() && !std::filesystem::exists(model.path + "/tokenizer_config.json", unreadable) &&
+      !unreadable)
+    return {};
   return text::load_chat_template(model.path, model.chat_template).name;
 }
 
@@ -173,7 +182,11 @@ void check_checkpoint_dir(const Config& config) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) refuse("it is not a directory");
   fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) refuse(ec ? "cannot create it (" + ec.message() + ")" : "it is not a directory");
+  std::error_code status;  // a name too long, a loop of links, a parent not searchable: one message, not an abort
+  if (!fs::is_directory(dir, status))
+    refuse(ec       ? "cannot create it (" + ec.message() + ")"
+           : status ? status.message()
+                    : "it is not a directory");
   // Permission bits do not tell (root, read-only mounts, ACLs): create a file, as a checkpoint will.
   const std::string probe = (fs::path(dir) / (".arclight_probe_" + std::to_string(getpid()))).string();
   const int fd = open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -104,6 +105,18 @@ pid_t parent_of(pid_t pid) {
   pid_t parent = 0;
   fields >> state >> parent;
   return parent;
+}
+
+// How many of `parent`'s children are zombies, waiting for it to reap them.
+int zombie_children_of(pid_t parent) {
+  int zombies = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    zombies += parent_of(pid) == parent && ::kill(pid, 0) == 0 && !alive(pid);
+  }
+  return zombies;
 }
 
 // A script line that writes `what`'s output to FILE whole (written aside, then renamed), so a test never reads half.
@@ -450,6 +463,22 @@ BOOST_AUTO_TEST_CASE(a_dying_worker_takes_every_process_it_started_with_it) {
   BOOST_REQUIRE(grandchildren.size() == 3u);
   BOOST_REQUIRE_MESSAGE(collect_exits(agents, 1, 10).size() == 1u, "the worker's exit reported");
   for (pid_t pid : grandchildren) BOOST_TEST(wait_until([&] { return !alive(pid); }, 2), "process " << pid << " ended");
+}
+
+// The orphans of a long-lived agent (`cmd &` in a shell that ends) come to its guard, which reaps them while the
+// agent runs: they must not pile up as zombies (a pid each) for the agent's whole life.
+BOOST_AUTO_TEST_CASE(a_guard_reaps_the_orphans_of_a_running_agent) {
+  TempDir tmp;
+  std::string file = tmp.file("guard");
+  auto o = shell_agent("for i in 1 2 3 4 5 6 7 8; do sh -c 'true &'; done; " + write_whole("echo $PPID", file) +
+                       "; exec sleep 300");
+  o.backoff_initial_seconds = 30;
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the agent started");
+  const pid_t guard = pids_in(file).at(0);
+  BOOST_TEST(wait_until([&] { return zombie_children_of(guard) == 0; }, 5),
+             zombie_children_of(guard) << " zombies wait for the guard " << guard);
 }
 
 // A hung worker killed by the runner (its rollout timed out): what it started goes too, and it is reported killed.
