@@ -184,9 +184,7 @@ void check_checkpoint_dir(const Config& config) {
   fs::create_directories(dir, ec);
   std::error_code status;  // a name too long, a loop of links, a parent not searchable: one message, not an abort
   if (!fs::is_directory(dir, status))
-    refuse(ec       ? "cannot create it (" + ec.message() + ")"
-           : status ? status.message()
-                    : "it is not a directory");
+    refuse(ec ? "cannot create it (" + ec.message() + ")" : status ? status.message() : "it is not a directory");
   // Permission bits do not tell (root, read-only mounts, ACLs): create a file, as a checkpoint will.
   const std::string probe = (fs::path(dir) / (".arclight_probe_" + std::to_string(getpid()))).string();
   const int fd = open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);

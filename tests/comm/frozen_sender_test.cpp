@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(a_request_still_arriving_holds_up_no_other) {
     MPI_Send(bye.data(), static_cast<int>(bye.size()), MPI_BYTE, 0, comm::tag_store_request, comm);
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's request is on its way by now
-    comm::RemoteStore client(comm, 0, 2.0);  // rank 1 sends again only after 3 s
+    comm::RemoteStore client(comm, 0, 2.0);                       // rank 1 sends again only after 3 s
     const auto start = std::chrono::steady_clock::now();
     BOOST_CHECK_NO_THROW(client.statistics());
     BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 2.0);
