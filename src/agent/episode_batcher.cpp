@@ -75,7 +75,7 @@ void EpisodeBatcher::serve(std::vector<Episode*>& waiting) {
 
 std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::function<void(Llm&)>>& episodes) {
   std::vector<std::exception_ptr> errors(episodes.size());
-  std::vector<Episode> live(episodes.size());  // sized once: fibers hold pointers into it
+  std::vector<Episode> live(episodes.size());                  // sized once: fibers hold pointers into it
   ctx::protected_fixedsize_stack stacks(episode_stack_bytes);  // a guard page: an overflow faults, not corrupts
   for (std::size_t i = 0; i < episodes.size(); ++i) {
     Episode& e = live[i];
