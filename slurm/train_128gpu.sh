@@ -100,8 +100,9 @@ if [ "$rc" -eq "$exit_requeue" ]; then
   # Checkpointed on a signal (or ended on a hung rank), training not done: the next link of the chain, or a requeue.
   chain=${ARCLIGHT_CHAIN:-0}
   if [ "$chain" -gt 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
-    # In the environment, not in --export=NAME=VALUE: a comma in the path would cut it there.
-    next=$(ARCLIGHT_CHAIN=$((chain - 1)) ARCLIGHT_CKPT=$ckpt sbatch --parsable ${ARCLIGHT_SBATCH_ARGS:-} \
+    # In the environment, not in --export=NAME=VALUE: a comma in the path would cut it there. Without this job's
+    # restart count: Slurm sets none on a fresh job, and the successor would count this one's hang requeues.
+    next=$(ARCLIGHT_CHAIN=$((chain - 1)) ARCLIGHT_CKPT=$ckpt env -u SLURM_RESTART_COUNT sbatch --parsable ${ARCLIGHT_SBATCH_ARGS:-} \
       --dependency="afterany:$SLURM_JOB_ID" --job-name="${SLURM_JOB_NAME:-arclight}" --export=ALL \
       "${ARCLIGHT_SCRIPT:-slurm/train_128gpu.sh}") &&
       { echo "arclight: submitted the next link, job $next ($((chain - 1)) left after it)"; exit 0; }

@@ -535,7 +535,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.command = Command::serve;
     // `arclight --config FILE serve` means FILE too (it was read for train's keys and ignored: a default model)
     const std::string given = app.get_config_ptr()->as<std::string>();
-    if (!given.empty() && !inv.serve_config.empty() && given != inv.serve_config)
+    std::error_code unknown;
+    if (!given.empty() && !inv.serve_config.empty() && !std::filesystem::equivalent(given, inv.serve_config, unknown))
       inv.error = "serve: two config files (--config " + given + " and " + inv.serve_config + "): give one";
     else if (!given.empty())
       inv.serve_config = given;

@@ -71,7 +71,8 @@ void GenerationEngine::fail_batch(const std::string& why) {
   log::error("a decode step failed; its ", live_.size(), " requests end with an error: ", why);
   for (auto& [sequence, stream] : live_) stream->finish(serve::Finish::error, "the decode step failed: " + why);
   live_.clear();
-  batch_.reset();  // its KV cache goes before the new one's comes
+  // The old KV cache goes before the new one's comes; a new one that fails too throws on: the runner's end.
+  batch_.reset();
   batch_ = std::make_unique<model::DecodeBatch>(policy_, rows_);
 }
 

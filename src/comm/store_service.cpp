@@ -51,10 +51,23 @@ void StoreServer::post(std::size_t receive) {
 }
 
 StoreServer::~StoreServer() {
-  for (MPI_Request& r : posted_requests_) {
-    if (r == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&r);
-    MPI_Wait(&r, MPI_STATUS_IGNORE);
+  // A receive already matched to a request from a rank that froze mid-send cannot be cancelled, and waiting for it
+  // would hold the end of the job: waited for a while, then let go of, its buffer left to it.
+  for (MPI_Request& r : posted_requests_)
+    if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+  const auto deadline = after(2.0);
+  for (std::size_t i = 0; i < posted_requests_.size(); ++i) {
+    for (int done = 0; !done && posted_requests_[i] != MPI_REQUEST_NULL;) {
+      MPI_Test(&posted_requests_[i], &done, MPI_STATUS_IGNORE);
+      if (!done && Clock::now() >= deadline) {
+        MPI_Request_free(&posted_requests_[i]);
+        (void)posted_buffers_[i].release();
+      }
+    }
+  }
+  for (LargeReceive& r : large_) {
+    MPI_Request_free(&r.request);
+    (void)r.bytes.release();
   }
   // Replies still in flight go to ranks that are exiting; don't wait for them forever.
   for (MPI_Request& r : send_requests_) {
@@ -220,6 +233,38 @@ std::size_t StoreServer::take_posted(std::size_t done) {
   return done;
 }
 
+// Large requests: each matched by its probe gets its own buffer and a non-blocking receive, taken once complete (a
+// blocking receive would hold rank 0 for as long as a sender that froze mid-send stays frozen).
+std::size_t StoreServer::take_large_requests() {
+  for (;;) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, tag_store_large_request, comm_, &flag, &message, &status);
+    if (!flag) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    LargeReceive& r = large_.emplace_back();
+    r.source = status.MPI_SOURCE;
+    r.bytes = std::make_unique<std::string>(static_cast<std::size_t>(count), '\0');
+    MPI_Imrecv(r.bytes->data(), count, MPI_BYTE, &message, &r.request);
+  }
+  std::size_t taken = 0;
+  for (std::size_t i = 0; i < large_.size();) {
+    int done = 0;
+    MPI_Test(&large_[i].request, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      ++i;
+      continue;
+    }
+    LargeReceive arrived = std::move(large_[i]);
+    large_.erase(large_.begin() + static_cast<std::ptrdiff_t>(i));  // in the order they came
+    take(arrived.source, *arrived.bytes);
+    ++taken;
+  }
+  return taken;
+}
+
 std::size_t StoreServer::poll() {
   std::size_t handled = 0;
   // Bounded: requests that keep coming must not keep the caller (the algorithm, parked waits, sends) from its turn.
@@ -243,13 +288,7 @@ std::size_t StoreServer::poll() {
     if (done == MPI_UNDEFINED || done == 0) break;
     handled += take_posted(static_cast<std::size_t>(done));
   }
-  if (handled == 0 || ++polls_ % large_request_check_every == 0) {
-    int source = 0;
-    while (try_receive(comm_, MPI_ANY_SOURCE, tag_store_large_request, buffer_, &source)) {
-      take(source, buffer_);
-      ++handled;
-    }
-  }
+  if (handled == 0 || ++polls_ % large_request_check_every == 0) handled += take_large_requests();
   if (holding_) keep_held_waiting();
   if (!parked_.empty() && !holding_) answer_parked_waits();
   if (!send_requests_.empty()) complete_sends();

@@ -1,6 +1,7 @@
 // A runner that freezes in the middle of sending a large request (a node that hangs, a process stopped) must not
-// hold up rank 0's store for the others (mpirun -np 3): rank 1 starts a 512 KiB request and then makes no MPI call
-// for 3 s, so its last fragments wait for it; rank 2 asks the store meanwhile and must be answered at once.
+// hold up rank 0's store for the others (mpirun -np 3): rank 1 starts a request (512 KiB, then 2 MiB: past the
+// receives posted ahead) and then makes no MPI call for 3 s, so its last fragments wait for it; rank 2 asks the store
+// meanwhile and must be answered at once.
 // Open MPI's shared-memory transport is told to copy through its buffers (as between nodes, where the sender sends
 // every fragment), not to read the sender's memory itself.
 #include "../mpi_test_main.hpp"
@@ -33,34 +34,46 @@ std::string receive_reply(MPI_Comm comm) {
 
 BOOST_AUTO_TEST_CASE(a_request_still_arriving_holds_up_no_other) {
   BOOST_REQUIRE_MESSAGE(size_ == 3, "the test needs exactly 3 ranks, not " << size_);
-  MPI_Comm comm;
+  // Into the receives posted ahead, and one past them (on the large requests' tag)
+  const std::vector<std::size_t> sizes{std::size_t(512) << 10, comm::StoreServer::posted_request_bytes * 2};
+  MPI_Comm comm, clients;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_split(MPI_COMM_WORLD, rank_ == 0 ? MPI_UNDEFINED : 1, rank_, &clients);
   if (rank_ == 0) {
     SystemClock clock;
     MemoryStore store(clock);
     comm::StoreServer server(comm, store);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     server.serve_until_all_done([&] { return std::chrono::steady_clock::now() > deadline; });
     BOOST_TEST(server.clients_done() == 2);
-    BOOST_TEST(store.statistics().queue_length == 1u);  // rank 1's, whole
+    BOOST_TEST(store.statistics().queue_length == sizes.size());  // rank 1's, whole
   } else if (rank_ == 1) {
-    NewRollout big;
-    big.input = std::string(512 << 10, 'x');
-    const std::string request = wire::encode(wire::Type::enqueue, false, 1, std::vector<NewRollout>{big});
-    MPI_Request sent;
-    MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, 0, comm::tag_store_request, comm, &sent);
-    std::this_thread::sleep_for(std::chrono::seconds(3));  // frozen: no MPI call, no progress on its send
-    MPI_Wait(&sent, MPI_STATUS_IGNORE);
-    BOOST_TEST(wire::decode_header(receive_reply(comm)).request_id == 1u);
+    for (std::size_t size : sizes) {
+      MPI_Barrier(clients);
+      NewRollout big;
+      big.input = std::string(size, 'x');
+      const std::string request = wire::encode(wire::Type::enqueue, false, 1, std::vector<NewRollout>{big});
+      MPI_Request sent;
+      MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, 0,
+                comm::StoreServer::request_tag(request.size()), comm, &sent);
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // frozen: no MPI call, no progress on its send
+      MPI_Wait(&sent, MPI_STATUS_IGNORE);
+      BOOST_TEST(wire::decode_header(receive_reply(comm)).request_id == 1u);
+    }
     const std::string bye = wire::encode(wire::Type::bye, false, 0);
     MPI_Send(bye.data(), static_cast<int>(bye.size()), MPI_BYTE, 0, comm::tag_store_request, comm);
   } else {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's request is on its way by now
-    comm::RemoteStore client(comm, 0, 2.0);                       // rank 1 sends again only after 3 s
-    const auto start = std::chrono::steady_clock::now();
-    BOOST_CHECK_NO_THROW(client.statistics());
-    BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 2.0);
+    comm::RemoteStore client(comm, 0, 2.0);  // rank 1 sends on only after 3 s
+    for (std::size_t size : sizes) {
+      MPI_Barrier(clients);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1's request is on its way by now
+      const auto start = std::chrono::steady_clock::now();
+      BOOST_CHECK_NO_THROW(client.statistics());
+      BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 2.0,
+                 "behind a request of " << size << " bytes");
+    }
   }
+  if (clients != MPI_COMM_NULL) MPI_Comm_free(&clients);
   MPI_Barrier(comm);
   MPI_Comm_free(&comm);
 }

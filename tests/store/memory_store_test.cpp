@@ -285,8 +285,6 @@ std::shared_ptr<LogArchive> keeping_no_spans(const MemoryStore::Snapshot& logs =
   return archive;
 }
 
-// A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
-// it held, their ids kept as lost, and its next export holds the loss, not a gap.
 // A span sent again after rank 0 came back from a checkpoint is still found: the span ids come back with the spans.
 BOOST_AUTO_TEST_CASE(a_span_sent_again_after_an_import_is_kept_once) {
   ManualClock clock;
@@ -304,6 +302,8 @@ BOOST_AUTO_TEST_CASE(a_span_sent_again_after_an_import_is_kept_once) {
   BOOST_TEST(after.query_spans(f, {}).total == 2u);
 }
 
+// A checkpoint's history segment that does not read (issue 17, point 11): the store comes back without the records
+// it held, their ids kept as lost, and its next export holds the loss, not a gap.
 BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost) {
   ManualClock clock;
   MemoryStore before(clock);

@@ -73,6 +73,7 @@ class StoreServer {
   };
   void post(std::size_t receive);
   std::size_t take_posted(std::size_t done);
+  std::size_t take_large_requests();
   // A request: answered, or kept while held.
   void take(int source, std::string_view message);
   void reply(int source, std::string message);
@@ -86,7 +87,12 @@ class StoreServer {
   IdleBackoff backoff_{IdleBackoff::Awaiting::next_message};
   store::MemoryStore* store_;
   std::function<store::MemoryStore&()> fresh_store_;
-  std::string buffer_;  // a large request
+  struct LargeReceive {
+    int source = 0;
+    std::unique_ptr<std::string> bytes;  // where MPI writes: it stays put while large_ grows
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::vector<LargeReceive> large_;  // large requests matched and still arriving
   // Receives posted ahead, tested all at once: one whose request is still arriving (a large one from a rank that
   // froze mid-send) holds up no other. Each buffer is posted_request_bytes, left uninitialised: pages come in as
   // requests land.
