@@ -299,6 +299,14 @@ void read_attention(const ConfigReader& config, const Defaults* defaults, const 
   } else {
     c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
   }
+  // transformers rotates only that share of each head's dimensions (in rope_parameters since transformers 5)
+  if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
+    config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
+  if (const json* p = config.find("rope_parameters"); p && p->is_object())
+    if (const double rotary = ConfigReader(*p, file, "rope_parameters.").number("partial_rotary_factor", 1.0);
+        rotary != 1.0)
+      config.fail("rope_parameters",
+                  log::concat("partial_rotary_factor ", rotary, " is not supported (RoPE turns every dimension)"));
   if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings)
     config.fail("rope_scaling",
                 log::concat("original_max_position_embeddings (", c.rope_scaling->original_max_position_embeddings,

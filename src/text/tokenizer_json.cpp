@@ -142,6 +142,8 @@ void read_added_tokens(const Reader& r, const json& root, BpeModel& m) {
                      r.flag(t, where, "special", false), r.flag(t, where, "lstrip", false),
                      r.flag(t, where, "rstrip", false)};
     if (added.content.empty()) r.fail(where + ".content", "an empty added token");
+    if (r.flag(t, where, "single_word", false))  // matched only as a whole word: not done here, so not silently
+      r.fail(where + ".single_word", "true is not supported (the token would be matched inside words too)");
     set_token(m, added.id, decoded_bytes(m, added.content), added.special ? Kind::special : Kind::added);
     m.added.push_back(std::move(added));
   }

@@ -360,6 +360,12 @@ BOOST_AUTO_TEST_CASE(malformed_configs_are_refused) {
   expect_config_refused(replaced(qwen3_config, "\"head_dim\": 6", "\"head_dim\": 5"), {"\"head_dim\"", "even"});
   expect_config_refused(replaced(llama_config, "\"architectures\"", "\"hidden_act\": \"gelu\", \"architectures\""),
                         {"\"hidden_act\"", "\"gelu\"", "not supported"});
+  // RoPE on a share of each head's dimensions (transformers reads it for every architecture): not silently on all
+  expect_config_refused(
+      replaced(llama_config, "\"architectures\"", "\"partial_rotary_factor\": 0.5, \"architectures\""),
+      {"\"partial_rotary_factor\"", "0.5", "not supported"});
+  BOOST_CHECK_NO_THROW(parse_hf_config(
+      replaced(llama_config, "\"architectures\"", "\"partial_rotary_factor\": 1.0, \"architectures\""), "x/c.json"));
   expect_config_refused("{\"architectures\": [", {"not JSON"});
   // Nested 100,000 deep: one error, and its message does not print the value (printing recurses once per level).
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');

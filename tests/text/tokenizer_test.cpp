@@ -214,6 +214,7 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
   refused([](json& j) { j["model"]["unk_token"] = "<nope>"; }, "model.unk_token");
   refused([](json& j) { j["added_tokens"][0].erase("id"); }, "added_tokens[0].id");
   refused([](json& j) { j["added_tokens"][1]["content"] = 5; }, "added_tokens[1].content");
+  refused([](json& j) { j["added_tokens"][1]["single_word"] = true; }, "added_tokens[1].single_word");
   refused([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer.type");
   refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer.type");
   refused(
