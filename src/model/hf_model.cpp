@@ -476,10 +476,17 @@ HfWeights HfWeights::open(const std::string& model_dir) {
       fail_file(index_path, log::concat("weight_map: tensor '", tensor, "' is not in its shard ", file.path()));
     s.add_tensor(file, *entry);
   }
-  for (const auto& file : s.files)
-    for (const TensorEntry& e : file->header().tensors)
-      if (!map.contains(e.name))
-        fail_file(file->path(), log::concat("tensor '", e.name, "' is not in ", index_file, "'s weight_map"));
+  for (const auto& [shard, position] : shards) {
+    const SafetensorsFile& file = *s.files[position];
+    for (const TensorEntry& e : file.header().tensors) {
+      const auto named = map.find(e.name);
+      if (named == map.end())
+        fail_file(file.path(), log::concat("tensor '", e.name, "' is not in ", index_file, "'s weight_map"));
+      if (named->get<std::string>() != shard)  // which copy transformers takes depends on the order it reads shards
+        fail_file(file.path(), log::concat("tensor '", e.name, "' is in this shard too, but ", index_file,
+                                           "'s weight_map names ", named->get<std::string>()));
+    }
+  }
   return weights;
 }
 
