@@ -339,7 +339,7 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
   std::string why_unusable;
   std::vector<double> lags;
   for (const store::Rollout& r : store_.query_rollouts(store::RolloutFilter{0, ids, std::nullopt}, {}).items) {
-    fig.retries += static_cast<int>(r.attempt_count) - 1;
+    fig.retries += std::max(0, static_cast<int>(r.attempt_count) - 1);  // one cancelled before its first: none
     if (r.status != store::RolloutStatus::succeeded) {
       ++fig.failed;
       continue;
