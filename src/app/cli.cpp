@@ -559,17 +559,15 @@ Config config_from_toml(const std::string& toml) {
   if (fd < 0) throw Error("cannot create a temporary file for the checkpoint's configuration");
   const bool written = ::write(fd, toml.data(), toml.size()) == static_cast<ssize_t>(toml.size());
   ::close(fd);
+  struct Unlink {
+    const char* path;
+    ~Unlink() { ::unlink(path); }
+  } unlink_at_end{path};
+  if (!written) throw Error("cannot write a temporary file for the checkpoint's configuration");
   try {
-    if (!written) throw Error("cannot write a temporary file for the checkpoint's configuration");
-    Config config = config_from_file(path);
-    ::unlink(path);
-    return config;
+    return config_from_file(path);
   } catch (const UsageError& e) {
-    ::unlink(path);
     throw UsageError(std::string("the checkpoint's configuration does not read: ") + e.what());
-  } catch (...) {
-    ::unlink(path);
-    throw;
   }
 }
 

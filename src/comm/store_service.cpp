@@ -12,6 +12,10 @@ namespace {
 Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
+
+// A wait's timeout as the local store reads it: NaN or negative 0 (clamped, NaN stays NaN, and a deadline of NaN lies
+// in the past), at most a day.
+double wait_seconds(double timeout) { return timeout >= 0 ? std::min(timeout, 86400.0) : 0.0; }
 }  // namespace
 
 // ---- server ------------------------------------------------------------------------------
@@ -114,7 +118,7 @@ bool StoreServer::try_park(int source, std::string_view message) {
   double timeout = in.f64();
   in.expect_end();
   store_->wait_for_rollouts(wait.ids, 0.0);  // unknown ids are refused now, not at the deadline
-  wait.deadline = after(timeout >= 0 ? std::min(timeout, 86400.0) : 0.0);  // NaN: 0, as the local store
+  wait.deadline = after(wait_seconds(timeout));
   parked_.push_back(std::move(wait));
   return true;
 }
@@ -429,8 +433,7 @@ ResourcesVersion RemoteStore::get_latest_resources(const std::string& name) {
   return call<ResourcesVersion>(wire::Type::get_latest_resources, 0, name);
 }
 std::vector<Rollout> RemoteStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) {
-  // NaN as the local store reads it, 0 (clamped it stays NaN, and a deadline of NaN lies in the past)
-  timeout_seconds = timeout_seconds >= 0 ? std::min(timeout_seconds, 86400.0) : 0.0;
+  timeout_seconds = wait_seconds(timeout_seconds);
   return call<std::vector<Rollout>>(wire::Type::wait_for_rollouts, timeout_seconds, ids, timeout_seconds);
 }
 Worker RemoteStore::heartbeat(const std::string& worker_id) {

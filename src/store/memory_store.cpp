@@ -248,8 +248,14 @@ std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequen
     if (!rec.span_ids.emplace(span_id).second) return 0;
   std::uint64_t& counter = rollout_at(rec.attempt.rollout_id).last_sequence_id;
   counter = sequence_id == 0 ? counter + 1 : std::max(counter, sequence_id);
+  const std::uint64_t kept = sequence_id == 0 ? counter : sequence_id;
+  keep_span(rec, kept, std::move(record));
+  return kept;
+}
+
+void MemoryStore::keep_span(AttemptRecord& rec, std::uint64_t sequence_id, std::string record) {
   StoredSpan& stored = rec.spans.emplace_back();
-  stored.sequence_id = sequence_id == 0 ? counter : sequence_id;
+  stored.sequence_id = sequence_id;
   stored.record = std::move(record);
   stored.record.shrink_to_fit();
   const std::size_t entry = span_log_base_ + span_log_.size();
@@ -258,7 +264,6 @@ std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequen
   span_log_.emplace_back(rec.attempt.id, static_cast<std::uint32_t>(rec.spans.size() - 1));
   ++stats_.spans;
   stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
-  return stored.sequence_id;
 }
 
 template <class Add>

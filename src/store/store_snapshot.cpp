@@ -555,19 +555,10 @@ void MemoryStore::import_span_log(std::string_view span_log, Imported& imported)
       span_log_.emplace_back(attempt_id, 0);
       continue;
     }
-    StoredSpan& stored = rec.spans.emplace_back();
-    stored.sequence_id = sequence_id;
-    stored.record = std::string(record);
-    if (const std::string_view span_id = span_id_of_body(stored.record); !span_id.empty())
-      rec.span_ids.emplace(span_id);
+    if (const std::string_view span_id = span_id_of_body(record); !span_id.empty()) rec.span_ids.emplace(span_id);
     std::uint64_t& counter = rollout_at(rollout_id).last_sequence_id;
     counter = std::max(counter, sequence_id);
-    const std::size_t entry = span_log_base_ + span_log_.size();
-    if (rec.spans.size() == 1) rec.first_log_entry = entry;
-    rec.last_log_entry = entry;
-    span_log_.emplace_back(attempt_id, static_cast<std::uint32_t>(rec.spans.size() - 1));
-    ++stats_.spans;
-    stats_.span_bytes += sizeof(StoredSpan) + stored.record.capacity();
+    keep_span(rec, sequence_id, std::string(record));
   }
 }
 

@@ -205,6 +205,8 @@ class MemoryStore : public Store {
   // Keeps a span record under its attempt with `sequence_id` (0: the rollout's next) and returns its sequence id;
   // 0, keeping nothing, when the attempt holds a span of the same span id already (a client's retry).
   std::uint64_t store_record(AttemptRecord& attempt, std::uint64_t sequence_id, std::string record);
+  // A span of `rec` (its id, if any, already in span_ids): in the attempt, in the span log, in the figures.
+  void keep_span(AttemptRecord& rec, std::uint64_t sequence_id, std::string record);
   template <class Add>
   std::vector<std::uint64_t> add_each(std::size_t count, const Add& add);
   Worker& worker_record(const std::string& id, double now);
