@@ -110,6 +110,10 @@ struct StoredBytes {
 // `where` (untouched for an empty dataset).
 std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what, StoredBytes* where = nullptr);
 
+// Asks the kernel to start reading a dataset's bytes now (readahead), so that the disk works
+// while the reading thread is busy elsewhere. A hint: a failure is ignored.
+void advise_will_read(hid_t set, const StoredBytes& where);
+
 // The byte ranges a read has taken, by file: a forged version may point several datasets
 // at the same bytes (links, or overlapping offsets) to make a read allocate more than the
 // files hold; each byte is read once.

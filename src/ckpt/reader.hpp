@@ -143,8 +143,19 @@ class Reader {
   }
   // Reads what `plan` names, in its order, each into place (the vectors grow to hold it, within
   // the room reserved), until a checksum fails; the checksums are the helper's jobs.
+  // The kernel is asked to read ahead up to readahead_bytes past the read under way: the disk
+  // works while this thread fills fresh memory and HDF5 does its bookkeeping, and a version
+  // larger than the page cache is not read ahead so far that its pages are evicted unused.
   void read_planned(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
-    for (const PlannedRead& p : plan) {
+    std::size_t advised = 0;
+    std::uint64_t ahead = 0;  // bytes advised and not yet read
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      for (; advised < plan.size() && (advised <= i || ahead < readahead_bytes); ++advised) {
+        advise_will_read(plan[advised].set, plan[advised].where);
+        ahead += plan[advised].count * sizeof(float);
+      }
+      const PlannedRead& p = plan[i];
+      ahead -= p.count * sizeof(float);
       if (helper.failed()) break;  // a checksum did not match: helper.finish() says which
       if (p.values->size() < p.at + p.count) p.values->resize(p.at + p.count);
       read_checked(p.set, p.name, H5T_NATIVE_FLOAT, p.values->data() + p.at, p.count, &helper);
@@ -257,6 +268,7 @@ class Reader {
     };
   }
 
+  static constexpr std::uint64_t readahead_bytes = std::uint64_t(256) << 20;
   // Pieces of a read: large enough for the disk, small enough that each one's checksum
   // overlaps the next one's read.
   static constexpr std::size_t piece_bytes = 4u << 20;

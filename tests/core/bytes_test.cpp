@@ -1,6 +1,7 @@
 #include "arclight/core/bytes.hpp"
 
 #include <boost/test/unit_test.hpp>
+#include <vector>
 
 using namespace arclight;
 
@@ -72,6 +73,33 @@ BOOST_AUTO_TEST_CASE(crc32c_extends_over_pieces) {
     BOOST_TEST(arclight::crc32c_extend(first, text.data() + cut, text.size() - cut) == whole);
   }
   BOOST_TEST(arclight::crc32c_extend(0, "123456789", 9) == 0xE3069283u);
+}
+
+// The definition, a bit at a time: no table, no instruction, no streams joined.
+std::uint32_t crc32c_by_bits(const unsigned char* p, std::size_t size) {
+  std::uint32_t c = 0xFFFFFFFFu;
+  for (std::size_t i = 0; i < size; ++i) {
+    c ^= p[i];
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+
+BOOST_AUTO_TEST_CASE(crc32c_agrees_with_the_definition_over_long_buffers) {
+  // Lengths around the blocks that the instruction's three streams take (3 x 4096 bytes), at
+  // every alignment of the start, whole and extended over two pieces.
+  std::vector<unsigned char> bytes(3 * 3 * 4096 + 64);
+  std::uint32_t state = 12345;
+  for (unsigned char& b : bytes) b = static_cast<unsigned char>((state = state * 1103515245u + 12345u) >> 16);
+  for (std::size_t length :
+       {std::size_t(12287), std::size_t(12288), std::size_t(12289), std::size_t(24576 + 7), std::size_t(3 * 3 * 4096)})
+    for (std::size_t start : {0, 1, 3, 7}) {
+      const unsigned char* p = bytes.data() + start;
+      const std::uint32_t expected = crc32c_by_bits(p, length);
+      BOOST_TEST(arclight::crc32c(p, length) == expected, "length " << length << " from " << start);
+      const std::size_t cut = length / 3 + start;
+      BOOST_TEST(arclight::crc32c_extend(arclight::crc32c(p, cut), p + cut, length - cut) == expected);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
