@@ -20,8 +20,12 @@
 namespace arclight::app {
 namespace {
 
-std::uint32_t checksum(const std::vector<float>& weights) {
-  return crc32c(weights.data(), weights.size() * sizeof(float));
+// crc32c of the flat float weights, tensor by tensor.
+std::uint32_t checksum(const model::Policy& policy) {
+  std::uint32_t crc = 0;
+  policy.for_each_parameter(
+      [&crc](const float* data, std::size_t size) { crc = crc32c_extend(crc, data, size * sizeof(float)); });
+  return crc;
 }
 
 // A saved model fits this one when its tensors have the same names and sizes, in order.
@@ -103,8 +107,7 @@ class TrainerRank {
       store_.get_latest_resources("policy");
     } catch (const store::StoreError& e) {
       if (e.code() != store::StoreError::not_found) throw;  // not "no policy yet": the store's own failure
-      store_.add_resources("policy",
-                           comm::work::encode(comm::work::PolicyResource{0, checksum(policy_.flat_parameters())}));
+      store_.add_resources("policy", comm::work::encode(comm::work::PolicyResource{0, checksum(policy_)}));
     }
   }
 
@@ -134,11 +137,10 @@ class TrainerRank {
                                        stats.action_tokens, seconds_since(t0),   0};
     ++version_;
     const auto t1 = Stopwatch::now();
-    std::vector<float> new_weights = policy_.flat_parameters();
     if (leader_)
       store_.update_resources("policy", comm::work::encode(comm::work::PolicyResource{
-                                            static_cast<std::uint64_t>(version_), checksum(new_weights)}));
-    weights_.publish(version_, new_weights);
+                                            static_cast<std::uint64_t>(version_), checksum(policy_)}));
+    weights_.publish(version_, policy_);
     figures.sync_seconds = seconds_since(t1);
     const std::string reply = comm::work::encode(figures);
     MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, comm::tag_trainer_figures, ch_.work.get());
@@ -196,7 +198,7 @@ class TrainerRank {
   // requests, and rank 0 awaits the trainers' reads.
   void serve(const comm::work::Begin&) {
     if (leader_) announce_first_version();
-    weights_.publish(version_, policy_.flat_parameters());
+    weights_.publish(version_, policy_);
     answer_state();
   }
 

@@ -23,13 +23,13 @@ std::size_t packed_bytes(Compression compression, std::size_t count) {
   return count * (compression == Compression::none ? sizeof(float) : sizeof(std::uint16_t));
 }
 
-void pack(Compression compression, const std::vector<float>& weights, char* out) {
+void pack(Compression compression, const float* weights, std::size_t count, char* out) {
   if (compression == Compression::none) {
-    std::memcpy(out, weights.data(), weights.size() * sizeof(float));
+    std::memcpy(out, weights, count * sizeof(float));
     return;
   }
   const auto to_half = compression == Compression::bf16 ? comm::to_bf16 : comm::to_fp16;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     const std::uint16_t half = to_half(weights[i]);
     std::memcpy(out + i * sizeof half, &half, sizeof half);
   }
@@ -82,11 +82,20 @@ void SplitWeights::attach(const model::Policy& policy) {
 
 // ---- the leader ----
 
-void SplitWeights::publish(std::int64_t version, const std::vector<float>& weights) {
+void SplitWeights::publish(std::int64_t version, const model::Policy& policy) {
   if (!leader_) return;  // other trainers hold the same weights; the leader speaks for them
   settle();
   std::memcpy(bytes_.data(), &version, sizeof version);
-  pack(compression_, weights, bytes_.data() + sizeof version);
+  // Straight from the parameters into the buffer the runners get: no other copy of the model.
+  const std::size_t count = policy.parameter_count();
+  if (bytes_.size() != sizeof version + packed_bytes(compression_, count))
+    throw Error(log::concat("policy version ", version, " has ", count, " parameters; the runners await ",
+                            bytes_.size(), " bytes"));
+  std::size_t packed = 0;
+  policy.for_each_parameter([&](const float* data, std::size_t size) {
+    pack(compression_, data, size, bytes_.data() + sizeof version + packed_bytes(compression_, packed));
+    packed += size;
+  });
   send(version);
   if (std::all_of(runners_.begin(), runners_.end(), [](const Runner& r) { return r.fenced; }))
     throw Error(
@@ -170,8 +179,12 @@ void SplitWeights::turn_to_point_to_point() {
             " within ", hung_seconds_,
             " s (run.hung_rank_seconds): the trainer leader sends each runner its versions on its own from now on, "
             "rather than by broadcast, and fences a runner that does not take one in time");
-  broadcast_.clear();  // it may never finish (MPI cannot cancel it): it keeps its buffer
-  abandon_buffer();
+  // A broadcast not finished may never finish (MPI cannot cancel it): it keeps its buffer. One the leader
+  // finished (its requests null: the runners' acknowledgements are late) reads the buffer no more.
+  const bool unfinished =
+      std::any_of(broadcast_.begin(), broadcast_.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+  broadcast_.clear();
+  if (unfinished) abandon_buffer();
   mode_ = Mode::point_to_point;
   for (Runner& r : runners_) {
     if (r.fenced) continue;
@@ -329,10 +342,15 @@ bool SplitWeights::end_here() {
   return false;
 }
 
-void SharedWeights::publish(std::int64_t version, const std::vector<float>& weights) {
+void SharedWeights::publish(std::int64_t version, const model::Policy& policy) {
   std::lock_guard<std::mutex> lock(mutex_);
   version_ = version;
-  weights_ = weights;
+  weights_.resize(policy.parameter_count());  // the same room every step
+  std::size_t at = 0;
+  policy.for_each_parameter([&](const float* data, std::size_t size) {
+    std::copy(data, data + size, weights_.data() + at);
+    at += size;
+  });
 }
 
 void SharedWeights::stop() {

@@ -19,8 +19,9 @@ class WeightChannel {
   virtual ~WeightChannel() = default;
   // Called once by the rank's trainer or runner with its policy, before anything else.
   virtual void attach(const model::Policy&) {}
-  // Trainer side. Every trainer calls publish after each step; stop once at the end.
-  virtual void publish(std::int64_t version, const std::vector<float>& weights) = 0;
+  // Trainer side. Every trainer calls publish with its policy after each step; stop once at the end. A
+  // trainer whose weights go nowhere (not the leader, in a split layout) copies nothing.
+  virtual void publish(std::int64_t version, const model::Policy& policy) = 0;
   virtual void stop() = 0;
   // Runner side, between episodes: loads a newer version into the policy if one has come.
   // Returns false once training is over.
@@ -45,7 +46,7 @@ class SplitWeights : public WeightChannel {
  public:
   SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression = Compression::none);
   void attach(const model::Policy& policy) override;
-  void publish(std::int64_t version, const std::vector<float>& weights) override;
+  void publish(std::int64_t version, const model::Policy& policy) override;
   void stop() override;
   bool poll(model::Policy& policy, std::uint64_t& version) override;
   bool arrived(std::uint64_t version) override;
@@ -106,7 +107,7 @@ class SplitWeights : public WeightChannel {
 // same rank (every trainer holds the same weights after a step).
 class SharedWeights : public WeightChannel {
  public:
-  void publish(std::int64_t version, const std::vector<float>& weights) override;
+  void publish(std::int64_t version, const model::Policy& policy) override;
   void stop() override;
   bool poll(model::Policy& policy, std::uint64_t& version) override;
   bool arrived(std::uint64_t version) override;

@@ -251,11 +251,15 @@ std::vector<FloatBuffer> Policy::gradient_buffers() {
 std::vector<float> Policy::flat_parameters() const {
   std::vector<float> out;
   out.reserve(parameter_count());
-  for (const auto& p : impl_->trainable) {
-    auto c = p.detach().cpu().contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
+  for_each_parameter([&out](const float* data, std::size_t size) { out.insert(out.end(), data, data + size); });
   return out;
+}
+
+void Policy::for_each_parameter(const std::function<void(const float*, std::size_t)>& take) const {
+  for (const auto& p : impl_->trainable) {
+    const auto c = p.detach().cpu().contiguous();  // on the CPU already: the tensor itself, no copy
+    take(c.data_ptr<float>(), static_cast<std::size_t>(c.numel()));
+  }
 }
 
 std::vector<float> Policy::flat_parameters_of(const std::vector<std::size_t>& tensors) const {

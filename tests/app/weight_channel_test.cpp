@@ -38,7 +38,10 @@ void check_channel(Compression compression) {
   channel.attach(policy);
   const std::size_t count = policy.parameter_count();
   if (rank_ == 0) {
-    for (std::int64_t v = 1; v <= 2; ++v) channel.publish(v, weights_of_version(v, count));
+    for (std::int64_t v = 1; v <= 2; ++v) {
+      policy.load_flat_parameters(weights_of_version(v, count).data(), count);
+      channel.publish(v, policy);
+    }
     channel.stop();
     return;
   }
@@ -73,6 +76,27 @@ BOOST_AUTO_TEST_SUITE(weight_channel)
 BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
 BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
 BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
+
+// Colocated layouts: the runner thread loads what the trainer thread published last, once, and the stop.
+BOOST_AUTO_TEST_CASE(shared_weights_hand_over_the_newest_version) {
+  model::Policy trainer(small(), 11, 5), runner(small(), 11, 6);
+  const std::size_t count = trainer.parameter_count();
+  app::SharedWeights channel;
+  std::uint64_t version = 0;
+  BOOST_TEST(!channel.arrived(version));
+  for (std::int64_t v = 1; v <= 2; ++v) {
+    trainer.load_flat_parameters(weights_of_version(v, count).data(), count);
+    channel.publish(v, trainer);
+  }
+  BOOST_TEST(channel.arrived(version));
+  BOOST_TEST(channel.poll(runner, version));
+  BOOST_TEST(version == 2u);
+  BOOST_TEST(runner.flat_parameters() == weights_of_version(2, count));
+  BOOST_TEST(!channel.arrived(version));
+  channel.stop();
+  BOOST_TEST(channel.arrived(version));
+  BOOST_TEST(!channel.poll(runner, version));
+}
 
 BOOST_AUTO_TEST_SUITE_END()
 

@@ -3,6 +3,7 @@
 // This header does not include LibTorch; the few translation units that pass
 // tensors (model, algo) include it themselves.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -85,6 +86,8 @@ class Policy {
   void zero_gradients();
   // All parameters as one flat vector, and back (weight sync, checkpoints).
   std::vector<float> flat_parameters() const;
+  // Each parameter tensor's floats in host memory, in the same order: flat_parameters without the whole copy.
+  void for_each_parameter(const std::function<void(const float*, std::size_t)>& take) const;
   // The parameter tensors numbered `tensors` (ascending, in parameters() order), one after another, in host memory.
   std::vector<float> flat_parameters_of(const std::vector<std::size_t>& tensors) const;
   void load_flat_parameters(const float* data, std::size_t size);
