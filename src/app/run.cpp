@@ -4,6 +4,7 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -233,7 +234,9 @@ int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {
   if (inv.inspect_trained) return print_trained(inv.inspect_dir);
   ckpt::DirectoryReport report = ckpt::inspect_directory(inv.inspect_dir);
   std::printf("%s\n", ckpt::describe(report).c_str());
-  return report.versions.empty() ? exit_failure : exit_ok;
+  const bool some_valid =
+      std::any_of(report.versions.begin(), report.versions.end(), [](const ckpt::VersionFile& v) { return v.valid; });
+  return some_valid ? exit_ok : exit_failure;  // nothing to resume from: a script's check must see it
 }
 
 }  // namespace

@@ -23,10 +23,17 @@ DirectoryReport inspect_directory(const std::string& dir) {
   static const std::regex version_name{R"(v[0-9]{8}\.h5)"};
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || !std::regex_match(name, version_name)) continue;
+    if (!std::regex_match(name, version_name)) continue;
     VersionFile v;
     v.path = entry.path().string();
-    v.bytes = entry.file_size();
+    // Named as a version but no file to read (a dangling link, a link loop, a directory): said, not skipped.
+    std::error_code entry_error;
+    if (!entry.is_regular_file(entry_error)) {
+      v.problem = "not a readable file" + (entry_error ? " (" + entry_error.message() + ")" : std::string());
+      report.versions.push_back(v);
+      continue;
+    }
+    v.bytes = entry.file_size(entry_error);
     try {
       v.links_to = linked_files(v.path);
       v.linked_bytes = version_sizes(v.path).linked;

@@ -1,7 +1,9 @@
 #include "arclight/model/hf_export.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -103,10 +105,23 @@ std::string shard_name(std::size_t index, std::size_t count) {
   return name;
 }
 
+// A file's (or a directory's) bytes on disk before the export is published: a crash after the rename must not
+// leave a published directory with an empty config.json.
+void sync_to_disk(const fs::path& path, bool directory = false) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!synced) throw Error(log::concat("export: cannot fsync ", path.string(), ": ", std::strerror(error)));
+}
+
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out.flush()) throw Error(log::concat("export: cannot write ", path.string()));
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    if (!out.flush()) throw Error(log::concat("export: cannot write ", path.string()));
+  }
+  sync_to_disk(path);
 }
 
 // The weights as safetensors in `dir`, sharded with an index past max_bytes; returns the file names.
@@ -137,28 +152,63 @@ std::vector<std::string> write_weights(const fs::path& dir, const std::vector<Pl
   return files;
 }
 
-// Where an export goes: `out_dir` without a trailing separator (its staging directory is a sibling, not a child).
-fs::path export_target(const std::string& out_dir) {
-  const fs::path out = fs::path(out_dir).lexically_normal();
-  return out.has_filename() ? out : out.parent_path();
-}
+// The directory an export fills: a fresh one beside the target, renamed to it once complete (publish), and removed
+// with what it holds when the export fails before that, so that a failure leaves neither a half model nor its
+// pieces. The target is checked first: a new or empty directory, named (not ".", "..", "/"), not a symbolic link
+// (the rename would replace the link, not fill what it names).
+class Staging {
+ public:
+  explicit Staging(const std::string& out_dir) : out_(target_of(out_dir)) {
+    std::error_code ec;
+    const fs::file_status status = fs::symlink_status(out_, ec);
+    if (fs::is_symlink(status))
+      throw UsageError(log::concat("export: ", out_.string(), " is a symbolic link; name the directory itself"));
+    if (fs::exists(status) && (!fs::is_directory(status) || !fs::is_empty(out_, ec)))
+      throw UsageError(log::concat("export: ", out_.string(), " exists and is not an empty directory"));
+    partial_ = out_.string() + ".partial-" + std::to_string(::getpid());
+    try {
+      fs::remove_all(partial_);
+      fs::create_directories(partial_);
+    } catch (const fs::filesystem_error& e) {
+      throw Error(log::concat("export: cannot create ", partial_.string(), " beside ", out_.string(), ": ",
+                              e.code().message()));
+    }
+  }
+  ~Staging() {
+    std::error_code ec;
+    if (!published_) fs::remove_all(partial_, ec);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
 
-// A fresh directory beside `out` that becomes `out` once complete (publish), so a failed export leaves no half model.
-fs::path staging_directory_for(const fs::path& out) {
-  std::error_code ec;
-  if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
-    throw UsageError(log::concat("export: ", out.string(), " exists and is not an empty directory"));
-  const fs::path partial = out.string() + ".partial-" + std::to_string(::getpid());
-  fs::remove_all(partial);
-  fs::create_directories(partial);
-  return partial;
-}
+  const fs::path& dir() const { return partial_; }
 
-void publish(const fs::path& partial, const fs::path& out) {
-  std::error_code ec;
-  fs::remove(out, ec);  // an empty directory, if any
-  fs::rename(partial, out);
-}
+  void publish() {
+    sync_to_disk(partial_, true);
+    std::error_code ec;
+    fs::remove(out_, ec);  // an empty directory, if any
+    fs::rename(partial_, out_, ec);
+    if (ec)
+      throw Error(log::concat("export: cannot rename ", partial_.string(), " to ", out_.string(), ": ", ec.message()));
+    published_ = true;
+    sync_to_disk(out_.has_parent_path() ? out_.parent_path() : fs::path("."), true);
+  }
+
+ private:
+  // `out_dir` without a trailing separator (the staging directory is a sibling, not a child).
+  static fs::path target_of(const std::string& out_dir) {
+    fs::path out = fs::path(out_dir).lexically_normal();
+    if (!out.has_filename()) out = out.parent_path();
+    const std::string name = out.filename().string();
+    if (name.empty() || name == "." || name == ".." || out == out.root_path())
+      throw UsageError(log::concat("export: '", out_dir, "' names no new directory; give one, such as ", out_dir,
+                                   out_dir.empty() || out_dir.back() == '/' ? "" : "/", "exported"));
+    return out;
+  }
+
+  fs::path out_, partial_;
+  bool published_ = false;
+};
 
 // PEFT's module name of a LoRA target (model.lora_targets).
 std::string peft_module_of(const std::string& target) { return target + "_proj"; }
@@ -235,13 +285,16 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
   const auto ordered = weights_in_order(config, weights, source_model_dir);
   ExportReport report;
   report.dtype = dtype_of(config, source_model_dir);
-  const fs::path out = export_target(out_dir);
-  const fs::path partial = staging_directory_for(out);
+  Staging staging(out_dir);
+  const fs::path& partial = staging.dir();
   report.files = write_weights(partial, ordered, report.dtype, options.max_shard_bytes, report.weight_bytes);
   for (const char* name : companion_files) {
     const fs::path from = fs::path(source_model_dir) / name;
     if (!fs::is_regular_file(from)) continue;
-    fs::copy_file(from, partial / name);
+    std::error_code ec;
+    fs::copy_file(from, partial / name, ec);
+    if (ec) throw Error(log::concat("export: cannot copy ", from.string(), ": ", ec.message()));
+    sync_to_disk(partial / name);
     report.files.push_back(name);
   }
   if (!fs::exists(partial / "generation_config.json")) {  // transformers derives one from the model's config
@@ -252,7 +305,7 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
     write_text(partial / "generation_config.json", generation.dump(2) + "\n");
     report.files.push_back("generation_config.json");
   }
-  publish(partial, out);
+  staging.publish();
   return report;
 }
 
@@ -261,8 +314,8 @@ ExportReport export_peft_adapter(const std::string& source_model_dir, const Lora
   if (lora.rank <= 0) throw UsageError("export: a PEFT adapter needs a LoRA run (model.lora_rank > 0)");
   const HfConfig config = read_hf_config(source_model_dir);
   const auto ordered = adapters_in_order(config, lora, adapters, source_model_dir);
-  const fs::path out = export_target(out_dir);
-  const fs::path partial = staging_directory_for(out);
+  Staging staging(out_dir);
+  const fs::path& partial = staging.dir();
   ExportReport report;
   std::vector<TensorToWrite> tensors;
   for (const Placed& w : ordered) {
@@ -288,7 +341,7 @@ ExportReport export_peft_adapter(const std::string& source_model_dir, const Lora
                                               {"inference_mode", true}};
   write_text(partial / "adapter_config.json", adapter_config.dump(2) + "\n");
   report.files = {"adapter_model.safetensors", "adapter_config.json"};
-  publish(partial, out);
+  staging.publish();
   return report;
 }
 

@@ -68,6 +68,12 @@ grep -q 'at least 2' "$work/err" || fail "one rank: message missing"
 mkdir -p "$work/ckpt"
 run_ranks 2 inspect "$work/ckpt"
 grep -q "no checkpoint in $work/ckpt" "$work/out" || fail "inspect: $(cat "$work/out")"
+grep -q "exit-code 0 1" "$work/out" || fail "inspect of an empty directory: not exit 1: $(codes)"
+# ... and of one whose only version does not read: it is named INVALID, and the exit says nothing can resume.
+head -c 100 /dev/urandom >"$work/ckpt/v00000002.h5"
+run_ranks 2 inspect "$work/ckpt"
+grep -q "v00000002.h5 .*INVALID" "$work/out" || fail "inspect of a damaged version: $(cat "$work/out")"
+grep -q "exit-code 0 1" "$work/out" || fail "inspect with no valid version: not exit 1: $(codes)"
 
 # 6. A bad value found by the job's own checks (not CLI11's) is refused the same way.
 check_bad_input "unknown agent" "no such agent" train --config configs/workstation.toml --agent.name chess

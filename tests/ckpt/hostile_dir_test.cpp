@@ -283,6 +283,26 @@ BOOST_AUTO_TEST_CASE(a_version_named_for_another_step_is_skipped) {
   BOOST_TEST(report.versions[3].problem.find("holds step 2") != std::string::npos, report.versions[3].problem);
 }
 
+// Names of versions that are no file to read (a link to itself, a dangling link, a directory): inspect reports each
+// invalid beside the good versions, and the restore takes the newest good one.
+BOOST_AUTO_TEST_CASE(version_names_that_are_no_files_are_reported_invalid) {
+  TempDir dir;
+  write_versions(dir, 2);
+  fs::create_symlink("v00000009.h5", dir.path / "v00000009.h5");
+  fs::create_symlink("gone.h5", dir.path / "v00000008.h5");
+  fs::create_directory(dir.path / "v00000007.h5");
+  const DirectoryReport report = inspect_directory(dir.dir());
+  BOOST_REQUIRE(report.versions.size() == 5u);
+  BOOST_TEST(report.versions[0].valid);
+  BOOST_TEST(report.versions[1].valid);
+  for (std::size_t i = 2; i < 5; ++i) {
+    BOOST_TEST(!report.versions[i].valid);
+    BOOST_TEST(report.versions[i].problem.find("not a readable file") != std::string::npos, report.versions[i].problem);
+  }
+  BOOST_TEST(report.versions[4].problem.find("symbolic links") != std::string::npos, report.versions[4].problem);
+  BOOST_TEST(load_latest(dir.dir())->second.step == 2);
+}
+
 // Versions 1 to 3, and one bit of the first segment of a log flipped where it holds `text`
 // (every version links that segment); the newest version, read back, without that part of the
 // log; inspect and the version name the segment's file.

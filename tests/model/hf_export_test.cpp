@@ -6,7 +6,11 @@
 #include <boost/test/unit_test.hpp>
 #include <torch/torch.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <limits>
 #include <random>
@@ -166,6 +170,54 @@ BOOST_AUTO_TEST_CASE(weights_that_do_not_fit_are_refused_before_writing) {
   std::ofstream(exported + "/keep.txt") << "a user's file";
   BOOST_CHECK_THROW(export_hf(source.dir(), all, exported), UsageError);
   BOOST_TEST(fs::exists(exported + "/keep.txt"));
+}
+
+// What the target directory holds after a refusal or a failure: nothing beside it either.
+std::vector<std::string> entries_of(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+BOOST_AUTO_TEST_CASE(targets_that_are_no_new_directory_are_refused) {
+  TempDir source, out;
+  Policy trained(hf_model(random_qwen3(source, "float32")), 10, 1);
+  const auto weights = trained.flat_parameters();
+  const auto all = named(trained.parameter_names(), weights, trained);
+  // A link to a directory: the rename would replace the link and leave its directory empty.
+  fs::create_directory(out.file("real"));
+  fs::create_directory_symlink(out.file("real"), out.file("link"));
+  fs::create_symlink(out.file("not-yet"), out.file("dangling"));
+  std::ofstream(out.file("a-file")) << "x";
+  for (const std::string& target : {out.file("link"), out.file("dangling"), out.dir() + "/.", out.dir() + "/..",
+                                    std::string("/"), std::string(".")})
+    BOOST_CHECK_THROW(export_hf(source.dir(), all, target), UsageError);
+  // Under a file: one error naming the path, not a filesystem exception.
+  BOOST_CHECK_EXCEPTION(export_hf(source.dir(), all, out.file("a-file") + "/model"), Error,
+                        [](const Error& e) { return std::string(e.what()).find("a-file/model") != std::string::npos; });
+  BOOST_TEST(fs::is_empty(out.file("real")));
+  BOOST_TEST((entries_of(out.dir()) == std::vector<std::string>{"a-file", "dangling", "link", "real"}));
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_write_leaves_no_staging_directory) {
+  TempDir source, out;
+  Policy trained(hf_model(random_qwen3(source, "float32")), 10, 1);
+  const auto weights = trained.flat_parameters();
+  ExportOptions options;
+  options.max_shard_bytes = 4000;
+  // Files may not grow past 3000 bytes (a full disk, as a write sees it): the shards are written until one fails.
+  struct rlimit before {};
+  ::getrlimit(RLIMIT_FSIZE, &before);
+  const struct rlimit small { 3000, before.rlim_max };
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  ::setrlimit(RLIMIT_FSIZE, &small);
+  BOOST_CHECK_EXCEPTION(
+      export_hf(source.dir(), named(trained.parameter_names(), weights, trained), out.file("model"), options), Error,
+      [](const Error& e) { return std::string(e.what()).find("File too large") != std::string::npos; });
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous);
+  BOOST_TEST(entries_of(out.dir()).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
