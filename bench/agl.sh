@@ -22,7 +22,7 @@ import json
 import sys
 
 local, mpi, out = (json.loads(a) for a in sys.argv[1:4])
-agl_v03 = 2600  # Agent Lightning v0.3's in-memory store, in-process (issue 15)
+agl_v03 = 2600  # Agent Lightning v0.3's in-memory store, in-process: issue 15's figure, a reference not measured here
 http = out["http"][0]  # 1 client thread, as the MPI run's 1 client
 ratios = {
     "enqueue_over_mpi": http["enqueue_per_s"] / mpi["enqueue_per_s"],
@@ -41,7 +41,8 @@ print(f"HTTP / MPI, 1 client each: enqueue {r['enqueue_over_mpi']}, dequeue {r['
       f"(10 spans a request: {r['otlp_batch_spans_over_mpi']}), attempt succeeded {r['complete_over_mpi']}, "
       f"the mix {r['mix_over_mpi']}")
 print(f"the mix over HTTP (1 client) / in-process store: {r['mix_over_local']}; "
-      f"/ Agent Lightning v0.3's in-memory store in-process (~{agl_v03} ops/s): {r['mix_over_agl_v03']}")
+      f"/ Agent Lightning v0.3's in-memory store in-process (~{agl_v03} ops/s, issue 15's figure, not measured "
+      f"here): {r['mix_over_agl_v03']}")
 out.update(mpi=mpi, local_ops_per_s=local["local_ops_per_s"], agl_v03_in_process_ops_per_s=agl_v03, ratios=r)
 print(json.dumps(out))
 PY

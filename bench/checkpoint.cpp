@@ -55,7 +55,7 @@ int parallel(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     best = std::min(best, since(t));
   }
-  if (rank == 0) std::printf("%.4f\n", best);
+  if (rank == 0) std::printf("%.6g\n", best);
   MPI_Finalize();
   return 0;
 }
@@ -72,7 +72,7 @@ int restore_shared(int argc, char** argv) {
   const double seconds = since(t);
   std::fprintf(stderr, "rank %d: its share read in %.4f s (%.1f MB), broadcast %.4f s\n", rank, figures.read_seconds,
                figures.bytes_read / 1e6, figures.broadcast_seconds);
-  if (rank == 0) std::printf("%.4f\n", seconds);
+  if (rank == 0) std::printf("%.6g\n", seconds);
   MPI_Finalize();
   return back.parameters.empty() ? 1 : 0;
 }
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--restore") {  // seconds to restore one version
     auto t = Clock::now();
     ckpt::Checkpoint back = ckpt::read_checkpoint(argv[2]);
-    std::printf("%.4f\n", since(t));
+    std::printf("%.6g\n", since(t));
     return back.parameters.empty() ? 1 : 0;
   }
   const std::string dir = argc > 1 ? argv[1] : "/tmp/arclight_bench_ckpt";
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
       bytes / 1e6, blocking, memcpy_seconds, write_seconds, bytes / write_seconds / 1e6, rounds, read_seconds,
       inc_bytes / 1e6, full_bytes / 1e6);
   std::printf(
-      "{\"bytes\": %.0f, \"blocking_s\": %.4f, \"memcpy_s\": %.4f, \"write_s\": %.4f, \"restore_s\": %.4f, "
+      "{\"bytes\": %.0f, \"blocking_s\": %.6g, \"memcpy_s\": %.6g, \"write_s\": %.6g, \"restore_s\": %.6g, "
       "\"incremental_ratio\": %.4f, \"incremental_bytes\": %.0f, \"full_bytes\": %.0f, \"file\": \"%s\"}\n",
       bytes, blocking, memcpy_seconds, write_seconds, read_seconds, inc_bytes / full_bytes, inc_bytes, full_bytes,
       path.c_str());

@@ -19,7 +19,7 @@ file=$(echo "$json" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.
 best() { sort -g | head -n 1; }
 dd_s=$(for r in $(seq "$rounds"); do
   start=$(date +%s.%N)
-  dd if=/dev/zero of="$dir/dd$r.bin" bs=1M count=$((bytes / 1048576)) conv=fsync status=none
+  dd if=/dev/zero of="$dir/dd$r.bin" bs=1M iflag=count_bytes count="$bytes" conv=fsync status=none
   echo "$(date +%s.%N) - $start" | bc
 done | best)
 # Restores against a plain read of the same file, all cold where the page cache can be

@@ -23,6 +23,7 @@ decode_rows = $clients
 TOML
 ARCLIGHT_API_KEY=bench-key "$root/build/arclight" serve "$work/serve.toml" --port 0 >"$work/url" 2>"$work/log" &
 server=$!
-for _ in $(seq 200); do [ -s "$work/url" ] && break; sleep 0.1; done
+for _ in $(seq 200); do [ -s "$work/url" ] && break; kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
+[ -s "$work/url" ] || { echo "arclight serve did not start within 20 s:" >&2; cat "$work/log" >&2; exit 1; }
 "$root/build/bench/bench_endpoint" "$work/serve.toml" "$(head -1 "$work/url")" bench-key "$clients" \
   "${PROMPT_TOKENS:-32}" "${NEW_TOKENS:-32}"

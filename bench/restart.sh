@@ -41,7 +41,10 @@ wait $job || true
 cold=cold
 sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || cold=page-cache
 launch=$(/usr/bin/python3 -c 'import time; print(f"{time.time():.6f}")')
-resumed=$(grep -o '"step":[0-9]*' "$work/run/metrics.jsonl" | tail -1 | cut -d: -f2)
+# The step of the newest version, which the resume starts after (metrics.jsonl may hold later steps: versions are
+# written while training goes on, and steps finished after it are trained again).
+newest=$(ls "$work/run/checkpoints" | grep -E '^v[0-9]{8}\.h5$' | sort | tail -1)
+resumed=$((10#${newest:1:8}))
 train "$work/resume.log" --run.steps $((resumed + 1)) --resume auto || { tail -5 "$work/resume.log" >&2; exit 1; }
 
 /usr/bin/python3 - "$work/resume.log" "$launch" "$cold" "$resumed" <<'PY'
@@ -58,6 +61,9 @@ built, _ = first(r"debug\] the policy and its optimizer built in")
 t_restore, m = first(r"restore: read ([0-9.e+-]+) times the version's (\d+) bytes \(rank 0 (\d+), the \d+ trainers (\d+)\) "
                      r"in ([0-9.e+-]+) s \(rank 0's reads and the store's import ([0-9.e+-]+) s\); the slowest trainer's restore ([0-9.e+-]+) s \(its share read ([0-9.e+-]+) s, "
                      r"broadcast ([0-9.e+-]+) s\)")
+_, resumed_from = first(r"resuming from \S+: step (\d+),")
+if int(resumed_from[1]) != resumed:
+    sys.exit(f"resumed from step {resumed_from[1]}, not from the newest version's {resumed}")
 t_step, _ = first(rf"^step={resumed + 1} ")
 ratio, version_bytes, rank0_bytes, trainer_bytes = float(m[1]), int(m[2]), int(m[3]), int(m[4])
 rank0_s, restore_s, share_s, broadcast_s = float(m[6]), float(m[7]), float(m[8]), float(m[9])

@@ -34,7 +34,6 @@ PY
 
 json=""
 for corpus in generated repository; do
-  "$root/build/tests/tokenizer_tool" bench "$tokenizer" "$work/$corpus.hex" 1 >/dev/null  # warm-up
   ours=$("$root/build/tests/tokenizer_tool" bench "$tokenizer" "$work/$corpus.hex" "$rounds")
   theirs=$(node "$root/bench/tokenizer_js.mjs" "$npm_cache" "$tokenizer" "$work/$corpus.hex" "$rounds")
   echo "$corpus: arclight $ours" >&2

@@ -51,7 +51,8 @@ def figures(name, d):
         mix = "AGL API ops/s, the store bench's mix (13 a rollout), 1 client"
         yield mix, http["mix_ops_per_s"], mpi["mpi_ops_per_s"], "store over MPI, 1 client"
         yield mix, http["mix_ops_per_s"], d["local_ops_per_s"], "store in-process"
-        yield mix, http["mix_ops_per_s"], d["agl_v03_in_process_ops_per_s"], "Agent Lightning v0.3's store in-process"
+        # A figure of issue 15, not measured in this run (no Agent Lightning here): a reference, not a baseline.
+        yield mix, http["mix_ops_per_s"], d["agl_v03_in_process_ops_per_s"], "reference, not measured here: Agent Lightning v0.3's store in-process (issue 15)"
         yield "AGL API enqueue requests/s, 1 client", http["enqueue_per_s"], mpi["enqueue_per_s"], "enqueue over MPI"
         yield "AGL API dequeue requests/s, 1 client", http["dequeue_per_s"], mpi["dequeue_per_s"], "dequeue over MPI"
         yield "AGL API span JSON requests/s, 1 client", http["spans_json_per_s"], mpi["add_span_per_s"], "add_span over MPI"
