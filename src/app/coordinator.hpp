@@ -123,6 +123,17 @@ class Coordinator {
     std::uint64_t byte = 0;
   };
   std::vector<LogMark> history_marks_{LogMark{}}, span_marks_{LogMark{}};
+  // The writer's own. A log written whole (LATEST did not hold its earlier part: a damaged segment) begins anew,
+  // its bytes no longer as the main thread counts them: each later version's offset and restore start move by
+  // `delta`, and a start before `from_entry` (a place in the log as it was) is none (the resume reads it whole).
+  struct LogRewrite {
+    std::int64_t delta = 0;
+    std::size_t from_entry = 0;
+    std::optional<std::uint64_t> whole_bytes;  // what whole_log wrote, in the write under way
+  };
+  LogRewrite history_rewrite_, span_rewrite_;
+  void rebase_logs(ckpt::Checkpoint& c);
+  void note_rewrites(const ckpt::Checkpoint& c, std::size_t history_end, std::size_t spans_end);
   // The history's and the span log's entries in the newest version written (the writer's).
   std::atomic<std::size_t> committed_history_{0}, committed_spans_{0};
   std::shared_ptr<store::StoreArchive> archive_;  // checkpoint.span_log = "all": LATEST, for what the store let go of

@@ -423,15 +423,22 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
   // Should LATEST not hold the logs' earlier parts after all, the whole logs up to this version.
   const std::size_t history_end = logs_.history, spans_end = logs_.spans;
   options.whole_log = [this, history_end, spans_end](const std::string& path) {
-    if (path == "/store/history") return whole_history(history_end);
+    if (path == "/store/history") {
+      std::string whole = whole_history(history_end);
+      history_rewrite_.whole_bytes = whole.size();
+      return whole;
+    }
+    std::string whole;
     try {
-      return store_.export_span_log(0, spans_end);
+      whole = store_.export_span_log(0, spans_end);
     } catch (const store::StoreError& e) {  // spans let go of live in LATEST, which does not read
       log::warn("the span log is written anew without the spans rank 0 let go of (", e.what(),
                 "): from here on they are not kept, as with checkpoint.span_log = \"none\"");
       store_.set_archive(archive_ = std::make_shared<CheckpointStoreArchive>(checkpoint_dir_, false));
-      return store_.export_span_log(0, spans_end);
+      whole = store_.export_span_log(0, spans_end);
     }
+    span_rewrite_.whole_bytes = whole.size();
+    return whole;
   };
   if (config_.faults.kill_in_checkpoint == step)
     options.before_close = [] {
@@ -439,15 +446,52 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
       std::raise(SIGKILL);
     };
   finish_writing();  // one write at a time
-  writer_.start(log::concat("writing version ", step), [this, step, options, history_end, spans_end, c = std::move(c)] {
-    const auto t = Stopwatch::now();
-    std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
-    committed_history_ = history_end;
-    committed_spans_ = spans_end;
-    for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
-      log::debug("retention removed ", old);
-    log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
-  });
+  writer_.start(log::concat("writing version ", step),
+                [this, step, options, history_end, spans_end, c = std::move(c)]() mutable {
+                  const auto t = Stopwatch::now();
+                  rebase_logs(c);
+                  std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
+                  note_rewrites(c, history_end, spans_end);
+                  committed_history_ = history_end;
+                  committed_spans_ = spans_end;
+                  for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
+                    log::debug("retention removed ", old);
+                  log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
+                });
+}
+
+// The offsets of a version's parts of the logs, and its restore starts, as the logs lie in LATEST since one was
+// written whole (without that, each later version found LATEST not holding what it counted and wrote its logs whole
+// again).
+void Coordinator::rebase_logs(ckpt::Checkpoint& c) {
+  history_rewrite_.whole_bytes.reset();  // of a write that failed: LATEST did not move
+  span_rewrite_.whole_bytes.reset();
+  const auto moved = [](std::uint64_t at, std::int64_t delta) {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(at) + delta);
+  };
+  c.store_history_offset = moved(c.store_history_offset, history_rewrite_.delta);
+  c.span_log_offset = moved(c.span_log_offset, span_rewrite_.delta);
+  if (c.store_log_starts.size() != 4) return;
+  std::vector<std::int64_t>& starts = c.store_log_starts;
+  if (static_cast<std::size_t>(starts[0]) < history_rewrite_.from_entry ||
+      static_cast<std::size_t>(starts[2]) < span_rewrite_.from_entry) {
+    starts.clear();  // a place in a log that was since written anew
+    return;
+  }
+  starts[1] += history_rewrite_.delta;
+  starts[3] += span_rewrite_.delta;
+}
+
+// After a write: a log written whole holds `whole_bytes` where this version's offset and part said otherwise.
+void Coordinator::note_rewrites(const ckpt::Checkpoint& c, std::size_t history_end, std::size_t spans_end) {
+  const auto note = [](LogRewrite& r, std::uint64_t offset, std::size_t part, std::size_t end) {
+    if (!r.whole_bytes) return;
+    r.delta += static_cast<std::int64_t>(*r.whole_bytes) - static_cast<std::int64_t>(offset + part);
+    r.from_entry = end;
+    r.whole_bytes.reset();
+  };
+  note(history_rewrite_, c.store_history_offset, c.store_history.size(), history_end);
+  note(span_rewrite_, c.span_log_offset, c.span_log.size(), spans_end);
 }
 
 // Bounded memory: the spans of rollouts trained on leave rank 0 once a committed version holds
