@@ -86,6 +86,7 @@ struct Planner {
   const std::function<std::string(const std::string&)>* whole_log = nullptr;
   std::deque<std::string>* keep = nullptr;
   std::vector<PlanEntry> entries;
+  bool wrote_whole_log = false;
 
   void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
     PlanEntry e{path, kind, count, crc, owner, "", "", 0};
@@ -115,6 +116,7 @@ struct Planner {
         log::warn("checkpoint: LATEST does not hold the first ", blob.offset, " bytes of ", blob.path,
                   "; writing it whole");
         keep->push_back((*whole_log)(blob.path));
+        wrote_whole_log = true;
         blob.data = keep->back().data();
         blob.count = keep->back().size() / size;
         blob.offset = 0;
@@ -306,6 +308,12 @@ std::string plan_version(const std::string& dir, std::int64_t version, const Wri
   }
   for (const Blob& b : blobs)
     if (b.append_only) planner.append_only(b);
+  // The restore starts count the logs' bytes as LATEST held them, not as this version writes them anew: none (a
+  // restore reads the logs whole; one that happened to fit would skip the wrong bytes).
+  if (planner.wrote_whole_log)
+    planner.entries.erase(std::remove_if(planner.entries.begin(), planner.entries.end(),
+                                         [](const PlanEntry& e) { return e.path == "/store/log_starts"; }),
+                          planner.entries.end());
   plan_meta(planner, parent, blobs, keep);
   std::string plan;
   ByteWriter w(plan);

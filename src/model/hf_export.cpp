@@ -186,12 +186,15 @@ class Staging {
   void publish() {
     sync_to_disk(partial_, true);
     std::error_code ec;
-    fs::remove(out_, ec);  // an empty directory, if any
-    fs::rename(partial_, out_, ec);
+    fs::rename(partial_, out_, ec);  // rename(2) replaces an empty directory
     if (ec)
       throw Error(log::concat("export: cannot rename ", partial_.string(), " to ", out_.string(), ": ", ec.message()));
     published_ = true;
-    sync_to_disk(out_.has_parent_path() ? out_.parent_path() : fs::path("."), true);
+    try {  // published: a parent that cannot be synced (not readable, a file system that refuses) is a warning
+      sync_to_disk(out_.has_parent_path() ? out_.parent_path() : fs::path("."), true);
+    } catch (const Error& e) {
+      log::warn(e.what(), ": ", out_.string(), " is complete, but its entry may not survive a crash yet");
+    }
   }
 
  private:

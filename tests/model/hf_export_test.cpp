@@ -138,6 +138,7 @@ BOOST_AUTO_TEST_CASE(large_weights_go_into_shards_with_an_index) {
   ExportOptions options;
   options.max_shard_bytes = 4000;
   const std::string exported = out.file("sharded");
+  fs::create_directory(exported);  // an empty directory is replaced
   const ExportReport report =
       export_hf(source.dir(), named(trained.parameter_names(), weights, trained), exported, options);
   BOOST_TEST(fs::exists(exported + "/model.safetensors.index.json"));
