@@ -212,16 +212,22 @@ void get(ByteReader& r, Paging& v) {
   v.limit = r.u64();
 }
 
-// A worker as the checkpoint keeps it, then what it works on now.
+// A worker as the checkpoint keeps it, then what it works on now, and when it last dequeued, became busy and idle.
 void put(ByteWriter& w, const Worker& v) {
   encode_worker_liveness(w, v);
   w.u64(v.current_rollout);
   w.u64(v.current_attempt);
+  w.f64(v.last_dequeue_time);
+  w.f64(v.last_busy_time);
+  w.f64(v.last_idle_time);
 }
 void get(ByteReader& r, Worker& v) {
   v = decode_worker_liveness(r);
   v.current_rollout = r.u64();
   v.current_attempt = r.u64();
+  v.last_dequeue_time = r.f64();
+  v.last_busy_time = r.f64();
+  v.last_idle_time = r.f64();
 }
 
 void put(ByteWriter& w, const Statistics& v) {

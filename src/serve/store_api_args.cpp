@@ -166,9 +166,9 @@ Json worker_json(const store::Worker& w) {
           {"status", store::to_string(w.status)},
           {"heartbeat_stats", nullptr},
           {"last_heartbeat_time", time_or_null(w.last_heartbeat_time)},
-          {"last_dequeue_time", nullptr},
-          {"last_busy_time", nullptr},
-          {"last_idle_time", nullptr},
+          {"last_dequeue_time", time_or_null(w.last_dequeue_time)},
+          {"last_busy_time", time_or_null(w.last_busy_time)},
+          {"last_idle_time", time_or_null(w.last_idle_time)},
           {"current_rollout_id", w.current_rollout ? Json(rollout_name(w.current_rollout)) : Json()},
           {"current_attempt_id", w.current_attempt ? Json(attempt_name(w.current_attempt)) : Json()},
           {"heartbeats", w.heartbeats}};

@@ -82,13 +82,15 @@ MemoryStore::AttemptRecord& MemoryStore::create_attempt(RolloutRecord& rollout, 
   rollout.attempts.push_back(a.id);
   watched_.insert(a.id);
   if (rollout.rollout.status != RolloutStatus::preparing) set_rollout_status(rollout, RolloutStatus::preparing, now);
-  if (!worker_id.empty()) {
-    Worker& w = worker_record(worker_id, now);
-    w.status = WorkerStatus::busy;
-    w.current_rollout = a.rollout_id;
-    w.current_attempt = a.id;
-  }
+  if (!worker_id.empty()) take_worker(worker_record(worker_id, now), a, now);
   return rec;
+}
+
+void MemoryStore::take_worker(Worker& w, const Attempt& a, double now) {
+  w.status = WorkerStatus::busy;
+  w.current_rollout = a.rollout_id;
+  w.current_attempt = a.id;
+  w.last_busy_time = now;
 }
 
 Worker& MemoryStore::worker_record(const std::string& id, double now) {
@@ -101,12 +103,16 @@ Worker& MemoryStore::worker_record(const std::string& id, double now) {
   return w;
 }
 
-void MemoryStore::release_worker(const Attempt& a) {
+// As Agent Lightning: a worker whose attempt timed out or went unresponsive is unknown until it is heard from again.
+void MemoryStore::release_worker(const Attempt& a, double now) {
   auto it = workers_.find(a.worker_id);
   if (it == workers_.end() || it->second.current_attempt != a.id) return;
-  it->second.current_rollout = 0;
-  it->second.current_attempt = 0;
-  if (it->second.status == WorkerStatus::busy) it->second.status = WorkerStatus::idle;
+  Worker& w = it->second;
+  w.current_rollout = 0;
+  w.current_attempt = 0;
+  const bool lost_track = a.status == AttemptStatus::timeout || a.status == AttemptStatus::unresponsive;
+  w.status = lost_track ? WorkerStatus::unknown : WorkerStatus::idle;
+  w.last_idle_time = now;
 }
 
 // ---- state machine ----------------------------------------------------------------
@@ -124,7 +130,7 @@ void MemoryStore::set_rollout_status(RolloutRecord& rec, RolloutStatus status, d
     history_.push_back(HistoryEntry{HistoryEntry::rollout, r.id});
     for (AttemptId id : rec.attempts) {
       // Attempts of an ended rollout are no longer watched, and their workers are free.
-      if (watched_.erase(id)) release_worker(attempt_at(id).attempt);
+      if (watched_.erase(id)) release_worker(attempt_at(id).attempt, now);
     }
     rollout_ended_.notify_all();
   }
@@ -139,7 +145,7 @@ void MemoryStore::set_attempt_status(AttemptRecord& rec, AttemptStatus status, d
     a.end_time = now;
     watched_.erase(a.id);
   }
-  if (is_final(status) || status == AttemptStatus::unresponsive) release_worker(a);
+  if (is_final(status) || status == AttemptStatus::unresponsive) release_worker(a, now);
 }
 
 void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, double now) {
@@ -185,7 +191,7 @@ std::vector<AttemptedRollout> MemoryStore::dequeue(const std::string& worker_id,
   std::lock_guard<std::mutex> lock(mutex_);
   const double now = clock_.now();
   std::vector<AttemptedRollout> out;
-  if (!worker_id.empty()) worker_record(worker_id, now);
+  if (!worker_id.empty()) worker_record(worker_id, now).last_dequeue_time = now;
   while (out.size() < max_count && !queue_.empty()) {
     auto [id, ticket] = queue_.front();
     queue_.pop_front();
@@ -195,6 +201,10 @@ std::vector<AttemptedRollout> MemoryStore::dequeue(const std::string& worker_id,
     if (rec.queue_ticket != ticket || (s != RolloutStatus::queuing && s != RolloutStatus::requeuing)) continue;
     AttemptRecord& attempt = create_attempt(rec, worker_id, now);
     out.push_back({rec.rollout, attempt.attempt});
+  }
+  if (out.empty() && !worker_id.empty()) {  // Agent Lightning's rule: a worker that finds no work is idle
+    Worker& w = workers_.at(worker_id);
+    if (w.status != WorkerStatus::idle) w.status = WorkerStatus::idle, w.last_idle_time = now;
   }
   return out;
 }
@@ -232,11 +242,7 @@ MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, Attem
   a.last_heartbeat_time = now;
   if (!a.worker_id.empty()) {
     Worker& w = worker_record(a.worker_id, now);
-    if (w.current_attempt == 0) {  // a revived attempt takes its worker back
-      w.current_rollout = a.rollout_id;
-      w.current_attempt = a.id;
-      w.status = WorkerStatus::busy;
-    }
+    if (w.current_attempt == 0) take_worker(w, a, now);  // a revived attempt takes its worker back
   }
   return rec;
 }

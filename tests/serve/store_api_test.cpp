@@ -110,6 +110,9 @@ Worker worker_from(const Json& j) {
       j["current_rollout_id"].is_null() ? 0 : *parse_rollout_name(j["current_rollout_id"].get<std::string>());
   w.current_attempt =
       j["current_attempt_id"].is_null() ? 0 : *parse_attempt_name(j["current_attempt_id"].get<std::string>());
+  w.last_dequeue_time = time_of(j["last_dequeue_time"]);
+  w.last_busy_time = time_of(j["last_busy_time"]);
+  w.last_idle_time = time_of(j["last_idle_time"]);
   return w;
 }
 

@@ -466,6 +466,36 @@ inline void workers_and_statistics(Harness& h) {
   BOOST_TEST(after.span_bytes > before.span_bytes);
 }
 
+// Agent Lightning's rules for workers: a dequeue is noted; taking work makes a worker busy, a dequeue that finds
+// none idle, losing track of its attempt (unresponsive, timeout) unknown until it is heard from again.
+inline void workers_follow_agent_lightnings_rules(Harness& h) {
+  Store& s = h.store();
+  auto worker = [&s](const std::string& id) {
+    for (const Worker& w : s.query_workers())
+      if (w.id == id) return w;
+    BOOST_FAIL("no worker " << id);
+    return Worker{};
+  };
+  s.enqueue({task("a")});
+  const AttemptedRollout taken = *s.dequeue("agl-worker");
+  Worker w = worker("agl-worker");
+  BOOST_TEST((w.status == WorkerStatus::busy));
+  BOOST_TEST(w.current_attempt == taken.attempt.id);
+  BOOST_TEST(w.last_dequeue_time > 0);
+  BOOST_TEST(w.last_busy_time > 0);
+  BOOST_TEST(w.last_idle_time == 0);
+  BOOST_TEST(!s.dequeue("agl-worker").has_value());
+  w = worker("agl-worker");
+  BOOST_TEST((w.status == WorkerStatus::idle));
+  BOOST_TEST(w.last_idle_time > 0);
+  s.update_attempt(taken.rollout.id, taken.attempt.id, status_update(AttemptStatus::unresponsive));
+  w = worker("agl-worker");
+  BOOST_TEST((w.status == WorkerStatus::unknown));
+  BOOST_TEST(w.current_attempt == 0u);
+  s.heartbeat("agl-worker");
+  BOOST_TEST((worker("agl-worker").status == WorkerStatus::idle));
+}
+
 inline void a_batch_of_reports_applies_each_and_refuses_one_by_one(Harness& h) {
   Store& s = h.store();
   s.enqueue({task("a"), task("b"), task("c")});
@@ -566,6 +596,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
       {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},
       {"workers_and_statistics", workers_and_statistics},
+      {"workers_follow_agent_lightnings_rules", workers_follow_agent_lightnings_rules},
       {"a_batch_of_reports_applies_each_and_refuses_one_by_one",
        a_batch_of_reports_applies_each_and_refuses_one_by_one},
       {"ending_attempts_stores_their_spans_first", ending_attempts_stores_their_spans_first},

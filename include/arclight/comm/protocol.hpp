@@ -128,10 +128,10 @@ inline constexpr std::size_t min_encoded_bytes<store::Attempt> = store::min_atte
 template <>
 inline constexpr std::size_t min_encoded_bytes<store::AttemptedRollout> =
     store::min_rollout_bytes + store::min_attempt_bytes;
-// What a checkpoint keeps of a worker, then the rollout and the attempt it works on.
+// What a checkpoint keeps of a worker, then the rollout and the attempt it works on, and its three times.
 template <>
 inline constexpr std::size_t min_encoded_bytes<store::Worker> = store::min_worker_liveness_bytes +
-                                                                2 * sizeof(std::uint64_t);
+                                                                2 * sizeof(std::uint64_t) + 3 * sizeof(double);
 
 template <class T>
 void put(ByteWriter& w, const std::vector<T>& values) {

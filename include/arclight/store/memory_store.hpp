@@ -210,7 +210,8 @@ class MemoryStore : public Store {
   template <class Add>
   std::vector<std::uint64_t> add_each(std::size_t count, const Add& add);
   Worker& worker_record(const std::string& id, double now);
-  void release_worker(const Attempt& attempt);
+  void take_worker(Worker& worker, const Attempt& attempt, double now);
+  void release_worker(const Attempt& attempt, double now);
   // The spans a query wants from what query_spans gathered under the lock and the archive.
   struct ReleasedSpans {
     RolloutId rollout_id;

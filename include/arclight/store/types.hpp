@@ -147,6 +147,8 @@ struct Worker {
   std::uint64_t heartbeats = 0;
   RolloutId current_rollout = 0;
   AttemptId current_attempt = 0;
+  // As Agent Lightning keeps them (0: never): its last dequeue, and when it last became busy and idle (or unknown).
+  double last_dequeue_time = 0, last_busy_time = 0, last_idle_time = 0;
 };
 
 struct AttemptUpdate {
