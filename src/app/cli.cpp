@@ -482,7 +482,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   exporter->add_option("--model", request.source_dir,
                        "the Hugging Face directory the run started from (its config and tokenizer files are copied); "
                        "default: the run's model.path");
-  exporter->add_flag("--merge-lora", request.merge_lora, "a LoRA run: merge the adapters into the model's weights");
+  exporter
+      ->add_flag("--merge-lora", request.merge_lora,
+                 "a LoRA run: merge the adapters into the model's weights (--hf; --peft writes them unmerged)")
+      ->excludes("--peft");
   exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
       ->check(positive)
       ->capture_default_str();

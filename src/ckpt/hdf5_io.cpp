@@ -187,11 +187,13 @@ StoredBytes file_of(hid_t set, const std::string& what) {
 
 void advise_will_read(hid_t set, const StoredBytes& where) {
   if (where.end <= where.begin) return;
-  Handle file(H5Iget_file_id(set), H5Fclose, "a dataset's file");
+  const hid_t file = H5Iget_file_id(set);
+  if (file < 0) return;
   int* fd = nullptr;
-  if (H5Fget_vfd_handle(file.id, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) < 0 || fd == nullptr) return;
-  ::posix_fadvise(*fd, static_cast<off_t>(where.begin), static_cast<off_t>(where.end - where.begin),
-                  POSIX_FADV_WILLNEED);
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) >= 0 && fd != nullptr)
+    ::posix_fadvise(*fd, static_cast<off_t>(where.begin), static_cast<off_t>(where.end - where.begin),
+                    POSIX_FADV_WILLNEED);
+  H5Fclose(file);
 }
 
 std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what, StoredBytes* where) {

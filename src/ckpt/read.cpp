@@ -54,6 +54,8 @@ void read_meta(Reader& r, Checkpoint& c) {
     throw CorruptCheckpoint(r.path() + ": not a checkpoint of format " + std::to_string(format_version));
   c.step = r.one("/meta/step");
   c.policy_version = r.one("/meta/policy_version");
+  // Negative numbers are the weight channel's notes to the runners (the end of training), never a version.
+  if (c.policy_version < 0) throw CorruptCheckpoint(r.path() + ": /meta/policy_version is negative");
   c.config_toml = r.bytes("/meta/config_toml");
   c.arclight_version = r.bytes("/meta/arclight_version");
   auto created = r.dataset<double>("/meta/created", H5T_NATIVE_DOUBLE);

@@ -170,6 +170,14 @@ BOOST_AUTO_TEST_CASE(inspect_takes_a_directory) {
   BOOST_TEST(parse({"inspect"}).error != "");
 }
 
+// --merge-lora merges into a model directory; --peft writes the adapters unmerged: both at once is a contradiction.
+BOOST_AUTO_TEST_CASE(export_refuses_merge_lora_with_peft) {
+  BOOST_TEST(parse({"export", "/tmp", "--hf", "/tmp/x", "--merge-lora"}).error == "");
+  const Invocation both = parse({"export", "/tmp", "--peft", "/tmp/x", "--merge-lora"});
+  BOOST_TEST(both.error.find("--merge-lora") != std::string::npos, both.error);
+  BOOST_TEST(both.error.find("--peft") != std::string::npos, both.error);
+}
+
 // serve's config: CONFIG or the top-level --config (read as train reads it), never a default model in silence; a
 // bad file is named, not a temporary copy of it.
 BOOST_AUTO_TEST_CASE(serve_reads_its_config_from_either_place) {

@@ -270,6 +270,14 @@ BOOST_AUTO_TEST_CASE(two_datasets_on_the_same_bytes_skip_the_version) {
   expect_refused(dir, "bytes another dataset holds");
 }
 
+// A negative policy version would reach the runners as the weight channel's end of training.
+BOOST_AUTO_TEST_CASE(a_negative_policy_version_is_refused) {
+  TempDir dir;
+  write_versions(dir, 2);
+  Edit(dir.path / "v00000002.h5").numbers("/meta/policy_version", {-1});
+  expect_refused(dir, "policy_version is negative");
+}
+
 // Point 10: a version whose file name says another step is skipped.
 BOOST_AUTO_TEST_CASE(a_version_named_for_another_step_is_skipped) {
   TempDir dir;
