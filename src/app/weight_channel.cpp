@@ -345,12 +345,9 @@ bool SplitWeights::end_here() {
 void SharedWeights::publish(std::int64_t version, const model::Policy& policy) {
   std::lock_guard<std::mutex> lock(mutex_);
   version_ = version;
-  weights_.resize(policy.parameter_count());  // the same room every step
-  std::size_t at = 0;
-  policy.for_each_parameter([&](const float* data, std::size_t size) {
-    std::copy(data, data + size, weights_.data() + at);
-    at += size;
-  });
+  weights_.clear();  // its room kept for the next step
+  policy.for_each_parameter(
+      [this](const float* data, std::size_t size) { weights_.insert(weights_.end(), data, data + size); });
 }
 
 void SharedWeights::stop() {

@@ -172,28 +172,31 @@ void check_layout(hid_t set, std::size_t size, const std::string& what) {
   if (H5Tget_size(type.id) != size) throw CorruptCheckpoint(what + " has the wrong element type");
 }
 
+// The descriptor of the file that holds a dataset, or -1 (the file stays open while the dataset is).
+int descriptor_of(hid_t set) {
+  const hid_t file = H5Iget_file_id(set);
+  if (file < 0) return -1;
+  int* fd = nullptr;
+  const int out = H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) >= 0 && fd ? *fd : -1;
+  H5Fclose(file);
+  return out;
+}
+
 // The file that holds a dataset, by its descriptor: its identity and its real size.
 StoredBytes file_of(hid_t set, const std::string& what) {
-  Handle file(H5Iget_file_id(set), H5Fclose, what);
-  int* fd = nullptr;
+  const int fd = descriptor_of(set);
   struct stat st;
-  if (H5Fget_vfd_handle(file.id, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) < 0 || fd == nullptr ||
-      ::fstat(*fd, &st) != 0)
-    throw CorruptCheckpoint(what + ": the file that holds it cannot be examined");
+  if (fd < 0 || ::fstat(fd, &st) != 0) throw CorruptCheckpoint(what + ": the file that holds it cannot be examined");
   return {st.st_dev, st.st_ino, 0, static_cast<std::uint64_t>(st.st_size)};
 }
 
 }  // namespace
 
 void advise_will_read(hid_t set, const StoredBytes& where) {
-  if (where.end <= where.begin) return;
-  const hid_t file = H5Iget_file_id(set);
-  if (file < 0) return;
-  int* fd = nullptr;
-  if (H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) >= 0 && fd != nullptr)
-    ::posix_fadvise(*fd, static_cast<off_t>(where.begin), static_cast<off_t>(where.end - where.begin),
+  const int fd = descriptor_of(set);
+  if (fd >= 0 && where.end > where.begin)
+    ::posix_fadvise(fd, static_cast<off_t>(where.begin), static_cast<off_t>(where.end - where.begin),
                     POSIX_FADV_WILLNEED);
-  H5Fclose(file);
 }
 
 std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what, StoredBytes* where) {
