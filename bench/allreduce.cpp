@@ -47,8 +47,10 @@ int main(int argc, char** argv) {
     }
     const double bytes = double(total) * sizeof(float);
     if (rank == 0) {
-      std::printf("%zu MB in %zu buffers over %d ranks: reducer %.1f MB/s, raw MPI_Allreduce %.1f MB/s, ratio %.3f\n",
-                  megabytes, buffers.size(), size, bytes / ours / 1e6, bytes / raw / 1e6, raw / ours);
+      std::printf(
+          "%zu MiB (%.1f MB) in %zu buffers over %d ranks: reducer %.1f MB/s, raw MPI_Allreduce %.1f MB/s, ratio "
+          "%.3f\n",
+          megabytes, bytes / 1e6, buffers.size(), size, bytes / ours / 1e6, bytes / raw / 1e6, raw / ours);
       char part[200];
       std::snprintf(part, sizeof part,
                     "%s\"mb%zu_reducer_MBps\": %.1f, \"mb%zu_raw_MBps\": %.1f, \"mb%zu_ratio\": %.3f",

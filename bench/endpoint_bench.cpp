@@ -167,6 +167,13 @@ int main(int argc, char** argv) {
   int served_tokens = 0;
   for (int t : tokens) served_tokens += t;
   const double served_rate = served_tokens / served_seconds;
+  if (static_cast<std::size_t>(served_tokens) != local_tokens) {  // else the ratio compares different work
+    std::fprintf(stderr,
+                 "bench_endpoint: the endpoint produced %d tokens, the in-process batch %zu: not the same "
+                 "sequences (weights, seeds or stop tokens differ)\n",
+                 served_tokens, local_tokens);
+    return 1;
+  }
 
   // One request, one token, on a kept-alive connection: best of 20.
   httplib::Client one(host.host, host.port);

@@ -7,14 +7,23 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 available=$(cd "$root/bench" && ls ./*.sh 2>/dev/null | sed 's|^\./||; s|\.sh$||' | xargs)
 name=${1:-}
 if [ "$name" = all ]; then
-  # Every benchmark in turn; then one table of figure, baseline and ratio.
+  # Every benchmark in turn (one that fails is named at the end, the others still run); then one table of
+  # figure, baseline and ratio.
   results=$(mktemp); trap 'rm -f "$results"' EXIT
+  failed=""
   for b in $available; do
     echo "== $b" >&2
-    last=$(bash "$root/scripts/bench.sh" "$b" | tee /dev/stderr | tail -n 1)
-    echo "$b $last" >>"$results"
+    if last=$(bash "$root/scripts/bench.sh" "$b" | tee /dev/stderr | tail -n 1); then
+      echo "$b $last" >>"$results"
+    else
+      failed="$failed $b"
+    fi
   done
   python3 "$root/scripts/bench_table.py" <"$results"
+  if [ -n "$failed" ]; then
+    echo "bench: failed:$failed" >&2
+    exit 1
+  fi
   exit 0
 fi
 if [ -z "$name" ] || [ ! -f "$root/bench/$name.sh" ]; then

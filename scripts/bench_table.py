@@ -22,7 +22,7 @@ def figures(name, d):
             yield f"store over MPI ops/s, {m['clients']} client(s)", m["mpi_ops_per_s"], m["raw_pingpong_per_s"], "raw 64 B ping-pong/s"
     elif name == "allreduce":
         for mb in (25, 100):
-            yield f"gradient all-reduce MB/s, {mb} MB", d[f"mb{mb}_reducer_MBps"], d[f"mb{mb}_raw_MBps"], "one MPI_Allreduce"
+            yield f"gradient all-reduce MB/s, {mb} MiB", d[f"mb{mb}_reducer_MBps"], d[f"mb{mb}_raw_MBps"], "one MPI_Allreduce"
     elif name == "generate":
         yield "generation tokens/s", d["cached_tokens_per_s"], d["uncached_tokens_per_s"], "no KV cache"
     elif name == "checkpoint":

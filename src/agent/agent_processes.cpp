@@ -84,7 +84,16 @@ std::string find_agent_guard() {
 
 namespace {
 
-// The inherited environment with the options' entries (and the worker id) replacing variables of the same names.
+// The MPI launcher's variables name the runner's rank: an agent that imports mpi4py (or a library that does) would
+// join the job as that rank. Without them it starts as an MPI program of its own.
+bool names_the_runners_rank(const std::string& name) {
+  for (const char* prefix : {"OMPI_", "PMIX_", "PRTE_", "PMI_"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// The inherited environment, less the MPI launcher's, with the options' entries (and the worker id) replacing
+// variables of the same names.
 std::vector<std::string> worker_environment(const std::vector<std::string>& extra) {
   for (const auto& entry : extra)
     if (entry.find('=') == std::string::npos || entry.front() == '=')
@@ -93,7 +102,7 @@ std::vector<std::string> worker_environment(const std::vector<std::string>& extr
   for (char** e = environ; e && *e; ++e) {
     std::string entry = *e;
     std::string name = variable_name(entry);
-    bool replaced = name == AgentProcesses::worker_id_env ||
+    bool replaced = name == AgentProcesses::worker_id_env || names_the_runners_rank(name) ||
                     std::any_of(extra.begin(), extra.end(), [&](const auto& x) { return variable_name(x) == name; });
     if (!replaced) env.push_back(entry);
   }
@@ -230,7 +239,6 @@ void AgentProcesses::start() {
   guard_argv_ = {guard_path_, path_};
   guard_argv_.insert(guard_argv_.end(), options_.argv.begin(), options_.argv.end());
   guard_argvp_ = c_strings(guard_argv_);
-  std::vector<std::string> env = worker_environment(options_.environment);
   workers_.resize(options_.workers);
   for (int i = 0; i < options_.workers; ++i) {
     Worker& w = workers_[i];
@@ -239,7 +247,11 @@ void AgentProcesses::start() {
     w.prefix = options_.log_prefix;
     for (auto at = w.prefix.find("{w}"); at != std::string::npos; at = w.prefix.find("{w}"))
       w.prefix.replace(at, 3, std::to_string(i));
-    w.env = env;
+    std::vector<std::string> extra = options_.environment;
+    for (std::string& entry : extra)
+      for (auto at = entry.find(worker_id_placeholder); at != std::string::npos; at = entry.find(worker_id_placeholder))
+        entry.replace(at, std::string_view(worker_id_placeholder).size(), w.id);
+    w.env = worker_environment(extra);
     w.env.push_back(std::string(worker_id_env) + "=" + w.id);
     w.envp = c_strings(w.env);
   }
@@ -448,6 +460,7 @@ std::optional<WorkerExit> AgentProcesses::reap_if_ended(Worker& w, bool wait) {
   e.worker_id = w.id;
   e.pid = w.agent_pid;
   e.lived_seconds = now_seconds() - w.started_at;
+  e.ended_at = std::chrono::steady_clock::now();
   drain(w);
   w.pid = 0;
   std::lock_guard<std::mutex> lock(shared_->mutex);

@@ -44,7 +44,8 @@ class AttemptBook {
  public:
   void hold(const store::AttemptedRollout& ar, const std::string& worker) {
     std::lock_guard<std::mutex> lock(mutex_);
-    held_[{ar.rollout.id, ar.attempt.id}] = {worker, Stopwatch::now()};
+    const auto now = Stopwatch::now();
+    held_[{ar.rollout.id, ar.attempt.id}] = {worker, now, now};
   }
   bool holds(store::RolloutId r, store::AttemptId a) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -61,12 +62,19 @@ class AttemptBook {
     std::lock_guard<std::mutex> lock(mutex_);
     return held_.erase({r, a}) > 0;
   }
-  // Releases and returns the attempts of `worker`.
-  std::vector<AttemptKey> release_worker(const std::string& worker) {
+  // Releases and returns the attempts `worker` took before `ended_at`: those after are its restart's (the same id).
+  std::vector<AttemptKey> release_worker(const std::string& worker, Stopwatch::time_point ended_at) {
     std::vector<AttemptKey> keys;
-    for (const auto& released : release_if([&](const Held& h) { return h.worker == worker; }))
+    for (const auto& released : release_if([&](const Held& h) { return h.worker == worker && h.taken <= ended_at; }))
       keys.push_back(released.first);
     return keys;
+  }
+  // The episode's clock of each starts now: the wait for their policy version is not the agent's time.
+  void start_clocks(const std::vector<store::AttemptedRollout>& attempts) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& ar : attempts)
+      if (const auto it = held_.find({ar.rollout.id, ar.attempt.id}); it != held_.end())
+        it->second.since = Stopwatch::now();
   }
   // Releases and returns the attempts held longer than `seconds`, with their workers.
   std::vector<std::pair<AttemptKey, std::string>> release_older_than(double seconds) {
@@ -76,7 +84,8 @@ class AttemptBook {
  private:
   struct Held {
     std::string worker;
-    Stopwatch::time_point since;
+    Stopwatch::time_point taken;  // from the store
+    Stopwatch::time_point since;  // the episode's start: handed to the agent
   };
   template <class Predicate>
   std::vector<std::pair<AttemptKey, std::string>> release_if(Predicate matches) {
@@ -103,15 +112,16 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
                 const std::atomic<std::uint64_t>& version)
       : store_(store), spans_(spans), book_(book), version_(version) {}
 
-  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, std::size_t limit,
-                                               double wait_seconds) override {
+  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& holder,
+                                               std::size_t limit, double wait_seconds) override {
     const auto deadline = Stopwatch::now() + std::chrono::duration<double>(wait_seconds);
     for (;;) {
       std::vector<store::AttemptedRollout> got = store_.dequeue(worker_id, limit);
       if (!got.empty()) {
         // Held first: while they wait for their version, their worker's death or their timeout still fails them.
-        for (const auto& ar : got) book_.hold(ar, worker_id);
+        for (const auto& ar : got) book_.hold(ar, holder);
         wait_for_version(got);
+        book_.start_clocks(got);
         return got;
       }
       if (Stopwatch::now() >= deadline) return got;
@@ -254,7 +264,9 @@ class ExternalRunner {
       // Agent Lightning's runner role with a managed store connects to f"http://{AGL_SERVER_HOST}:{AGL_SERVER_PORT}"
       // (with AGL_MANAGED_STORE=0 it would use the script's own store instead); the secret rides in the host's user
       // info, which its HTTP clients (aiohttp, requests) send as basic auth.
-      o.environment.push_back("AGL_SERVER_HOST=arclight:" + secret + "@" + config.runner.http_host);
+      // The user name is the process's worker id: its requests say which process sent them.
+      o.environment.push_back(log::concat("AGL_SERVER_HOST=", agent::AgentProcesses::worker_id_placeholder, ":", secret,
+                                          "@", config.runner.http_host));
       o.environment.push_back(log::concat("AGL_SERVER_PORT=", port));
       o.environment.push_back("AGL_CURRENT_ROLE=runner");
       o.environment.push_back("AGL_MANAGED_STORE=1");
@@ -278,7 +290,13 @@ class ExternalRunner {
   // Dead agents' attempts fail (the rollout's retry rule decides what follows); an attempt held longer than an
   // episode may take fails too, and its agent is restarted: it hangs.
   void supervise() {
-    for (const agent::WorkerExit& exit : processes_->poll()) fail(book_.release_worker(exit.worker_id));
+    for (const agent::WorkerExit& exit : processes_->poll()) {
+      const std::vector<AttemptKey> held = book_.release_worker(exit.worker_id, exit.ended_at);
+      if (!held.empty())
+        log::warn("runner ", rank_, ": agent ", exit.worker_id, " ", exit.describe(), " holding ", held.size(),
+                  held.size() == 1 ? " attempt, which fails" : " attempts, which fail");
+      fail(held);
+    }
     for (const auto& [key, worker] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
       fail({key});
       const bool restarted = processes_->kill_worker(worker);

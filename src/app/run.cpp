@@ -33,6 +33,7 @@
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/hf_export.hpp"
 #include "arclight/model/policy.hpp"
+#include "arclight/text/chat_template.hpp"
 #include "roles.hpp"
 #include "serve_command.hpp"
 #include "tokenize.hpp"
@@ -182,6 +183,22 @@ std::vector<std::pair<std::string, std::vector<float>>> merged_lora_weights(Mode
   return policy.merged_weights();
 }
 
+// A run that named its chat template (model.chat_template) rendered prompts with it; the exported tokenizer files
+// are the source's, so a server of the export renders with the source's template: said when the two differ.
+void warn_of_another_template(const std::string& named, const std::string& model_dir) {
+  if (named.empty()) return;
+  std::string carried;
+  try {
+    carried = text::load_chat_template(model_dir).name;
+  } catch (const std::exception&) {  // none, or one arclight does not know
+  }
+  if (carried == named) return;
+  log::warn("export: the run rendered its chats with chat template \"", named, "\" (model.chat_template), but ",
+            model_dir, "'s tokenizer files carry ",
+            carried.empty() ? "none arclight recognises" : "\"" + carried + "\"",
+            ": a server of this model renders chats differently unless it is given a ", named, " template");
+}
+
 // The model of a checkpoint as a Hugging Face directory, with the config and tokenizer of the model it started from.
 int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
   if (mpi.rank() != 0) return exit_ok;
@@ -220,6 +237,7 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
     options.max_shard_bytes = request.max_shard_bytes;
     report = model::export_hf(source, weights, out, options);
   }
+  warn_of_another_template(saved.model.chat_template, request.peft_dir.empty() ? out : source);
   std::string files;
   for (const std::string& f : report.files) files += " " + f;
   std::printf("%s (step %lld) -> %s: %llu bytes of %s weights;%s\n", path.c_str(),

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/files.hpp"
 #include "arclight/core/log.hpp"
 #include "hdf5_io.hpp"
 
@@ -92,7 +93,7 @@ void set_latest(const std::string& dir, const std::string& version_file) {
   ::close(fd);
   if (!written) throw Error("checkpoint: cannot write " + latest_tmp);
   fs::rename(latest_tmp, fs::path(dir) / "LATEST");
-  fsync_path(dir, true);
+  sync_to_disk(dir, true);
 }
 
 namespace {
@@ -119,7 +120,7 @@ std::string supersede_newer_versions(const std::string& dir, std::int64_t step) 
     if (ec) throw Error("checkpoint: cannot set " + from.string() + " aside: " + ec.message());
     moved.push_back(from.filename().string());
   }
-  if (!moved.empty()) fsync_path(dir, true);
+  if (!moved.empty()) sync_to_disk(dir, true);
   std::string text;
   for (const std::string& m : moved) text += (text.empty() ? "" : " ") + m;
   return text;

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "arclight/core/files.hpp"
+
 namespace arclight::ckpt {
 
 std::recursive_mutex& hdf5_mutex() {
@@ -20,15 +22,6 @@ std::recursive_mutex& hdf5_mutex() {
 CheckpointsHeld::CheckpointsHeld() { hdf5_mutex().lock(); }
 CheckpointsHeld::~CheckpointsHeld() { hdf5_mutex().unlock(); }
 namespace fs = std::filesystem;
-
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) throw Error("checkpoint: cannot open " + path + " to fsync");
-  const int rc = ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (rc != 0) throw Error("checkpoint: fsync of " + path + " failed: " + os_error(error));
-}
 
 void remove_stale(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
@@ -337,11 +330,6 @@ void write_attribute(hid_t set, std::uint32_t crc, const std::string& path) {
   if (H5Awrite(attr.id, H5T_NATIVE_UINT32, &crc) < 0) throw Error("checkpoint: cannot write the checksum of " + path);
 }
 
-std::string os_error(int number) {
-  const char* name = strerrorname_np(number);
-  return std::string(std::strerror(number)) + (name ? std::string(" (") + name + ")" : std::string());
-}
-
 namespace {
 
 // Why the file system refused bytes HDF5 could not write: neither HDF5 nor MPI-IO passes the
@@ -410,13 +398,13 @@ std::string write_segment(const std::string& dir, const std::string& name, Kind 
       write_in_pieces(set.id, space.id, kind, count, static_cast<const char*>(data), final_path, tmp_path);
       write_attribute(set.id, crc, final_path);
     }
-    fsync_path(tmp_path, false);
+    sync_to_disk(tmp_path, false);
     fs::rename(tmp_path, final_path);
   } catch (const std::exception&) {
     ::unlink(tmp_path.c_str());  // a failed write leaves nothing behind
     throw;
   }
-  fsync_path(segments.string(), true);
+  sync_to_disk(segments.string(), true);
   return "segments/" + name;
 }
 

@@ -50,9 +50,6 @@ class QuietHdf5Errors {
 // 0's background write and retention, a query that reads spans back) holds this.
 std::recursive_mutex& hdf5_mutex();
 
-void fsync_path(const std::string& path, bool directory);
-// An errno as a message: its text and its name ("No space left on device (ENOSPC)").
-std::string os_error(int number);
 // Removes a leftover temporary file (or a link planted in its place: the link, never what
 // it points to) so that the next write can create it with O_EXCL.
 void remove_stale(const std::string& path);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/files.hpp"
 #include "hdf5_io.hpp"
 #include "plan.hpp"
 
@@ -152,14 +153,14 @@ void write_file(const VersionWrite& w, const std::vector<PlanEntry>& entries) {
 // 4. Every rank's bytes are on disk (each rank fsyncs what it wrote, from its own node)
 // before rank 0 commits.
 void sync_all(const VersionWrite& w) {
-  fsync_path(w.tmp_path, false);
+  sync_to_disk(w.tmp_path, false);
   if (w.parallel) MPI_Barrier(w.options.comm);
 }
 
 // 5. Rank 0 commits: the file's bytes, then its name, then LATEST; each survives a crash of the next.
 void commit(const VersionWrite& w) {
   fs::rename(w.tmp_path, w.final_path);
-  fsync_path(w.dir, true);
+  sync_to_disk(w.dir, true);
   set_latest(w.dir, version_file_name(w.version));
 }
 

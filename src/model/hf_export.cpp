@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arclight/core/files.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/model/hf_model.hpp"
 
@@ -105,23 +106,13 @@ std::string shard_name(std::size_t index, std::size_t count) {
   return name;
 }
 
-// A file's (or a directory's) bytes on disk before the export is published: a crash after the rename must not
-// leave a published directory with an empty config.json.
-void sync_to_disk(const fs::path& path, bool directory = false) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  const bool synced = fd >= 0 && ::fsync(fd) == 0;
-  const int error = errno;
-  if (fd >= 0) ::close(fd);
-  if (!synced) throw Error(log::concat("export: cannot fsync ", path.string(), ": ", std::strerror(error)));
-}
-
 void write_text(const fs::path& path, const std::string& text) {
   {
     std::ofstream out(path, std::ios::binary);
     out << text;
     if (!out.flush()) throw Error(log::concat("export: cannot write ", path.string()));
   }
-  sync_to_disk(path);
+  sync_to_disk(path.string());
 }
 
 // The weights as safetensors in `dir`, sharded with an index past max_bytes; returns the file names.
@@ -184,14 +175,14 @@ class Staging {
   const fs::path& dir() const { return partial_; }
 
   void publish() {
-    sync_to_disk(partial_, true);
+    sync_to_disk(partial_.string(), true);
     std::error_code ec;
     fs::rename(partial_, out_, ec);  // rename(2) replaces an empty directory
     if (ec)
       throw Error(log::concat("export: cannot rename ", partial_.string(), " to ", out_.string(), ": ", ec.message()));
     published_ = true;
     try {  // published: a parent that cannot be synced (not readable, a file system that refuses) is a warning
-      sync_to_disk(out_.has_parent_path() ? out_.parent_path() : fs::path("."), true);
+      sync_to_disk(out_.has_parent_path() ? out_.parent_path().string() : std::string("."), true);
     } catch (const Error& e) {
       log::warn(e.what(), ": ", out_.string(), " is complete, but its entry may not survive a crash yet");
     }
@@ -249,6 +240,14 @@ std::vector<Placed> adapters_in_order(const HfConfig& config, const LoraSpec& lo
   return out;
 }
 
+// PEFT resolves a relative base_model_name_or_path against the loading process's directory (or takes it for a hub
+// name): the adapter names the base by its absolute path.
+std::string absolute_directory(const std::string& dir) {
+  std::string path = fs::absolute(dir).lexically_normal().string();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 }  // namespace
 
 std::uint16_t to_bfloat16(float value) {
@@ -297,7 +296,7 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
     std::error_code ec;
     fs::copy_file(from, partial / name, ec);
     if (ec) throw Error(log::concat("export: cannot copy ", from.string(), ": ", ec.message()));
-    sync_to_disk(partial / name);
+    sync_to_disk((partial / name).string());
     report.files.push_back(name);
   }
   if (!fs::exists(partial / "generation_config.json")) {  // transformers derives one from the model's config
@@ -331,7 +330,7 @@ ExportReport export_peft_adapter(const std::string& source_model_dir, const Lora
   for (const std::string& target : lora.targets) modules.push_back(peft_module_of(target));
   const nlohmann::ordered_json adapter_config{{"peft_type", "LORA"},
                                               {"task_type", "CAUSAL_LM"},
-                                              {"base_model_name_or_path", source_model_dir},
+                                              {"base_model_name_or_path", absolute_directory(source_model_dir)},
                                               {"r", lora.rank},
                                               {"lora_alpha", lora.alpha},
                                               {"lora_dropout", 0.0},

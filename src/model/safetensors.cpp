@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arclight/core/files.hpp"
 #include "arclight/core/log.hpp"
 
 namespace arclight::model {
@@ -316,12 +317,6 @@ void write_file(const std::string& path, const std::string& header, const std::v
   if (::close(file.release()) != 0) io_failure(path, "close");
 }
 
-void fsync_directory_of(const std::string& path) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  Descriptor d(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd < 0 || ::fsync(d.fd) != 0) io_failure(dir, "fsync the directory");
-}
-
 }  // namespace
 
 // ---- dtypes -------------------------------------------------------------------------------------------------------
@@ -437,7 +432,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     ::unlink(temporary.c_str());
     throw;
   }
-  fsync_directory_of(path);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  sync_to_disk(dir.empty() ? "." : dir, true);
 }
 
 }  // namespace arclight::model

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <optional>
 #include <regex>
 #include <thread>
@@ -30,9 +31,13 @@ bool same_secret(std::string_view a, std::string_view b) {
   return differ == 0;
 }
 
-// The password of `Authorization: Basic base64(user:password)`; nullopt when the header is not that. Clients that
-// keep credentials in a URL's user info (aiohttp, requests: http://user:<token>@host/) send it so.
-std::optional<std::string> basic_auth_password(const std::string& header) {
+struct BasicAuth {
+  std::string user, password;
+};
+
+// The user and password of `Authorization: Basic base64(user:password)`; nullopt when the header is not that. Clients
+// that keep credentials in a URL's user info (aiohttp, requests: http://user:<token>@host/) send it so.
+std::optional<BasicAuth> basic_auth(const std::string& header) {
   if (header.rfind("Basic ", 0) != 0) return std::nullopt;
   static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string decoded;
@@ -46,7 +51,7 @@ std::optional<std::string> basic_auth_password(const std::string& header) {
   }
   const std::size_t colon = decoded.find(':');
   if (colon == std::string::npos) return std::nullopt;
-  return decoded.substr(colon + 1);
+  return BasicAuth{decoded.substr(0, colon), decoded.substr(colon + 1)};
 }
 
 std::string status_type(int status) {
@@ -66,7 +71,7 @@ bool inflated_by_library(const std::string& content_encoding) {
 }
 
 HttpRequest request_of(const httplib::Request& req) {
-  HttpRequest out{req.method, req.path, {}, {}, {}, req.body};
+  HttpRequest out{req.method, req.path, {}, {}, {}, req.body, {}};
   for (const auto& [key, value] : req.params) out.params.emplace(key, value);
   for (std::size_t i = 1; i < req.matches.size(); ++i) out.captures.push_back(req.matches[i].str());
   for (const auto& [name, value] : req.headers) {
@@ -74,6 +79,7 @@ HttpRequest request_of(const httplib::Request& req) {
     if (key == "content-encoding" && inflated_by_library(value)) continue;
     out.headers.emplace(std::move(key), value);
   }
+  if (const auto basic = basic_auth(req.get_header_value("Authorization"))) out.basic_auth_user = basic->user;
   return out;
 }
 
@@ -140,6 +146,7 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   httplib::Server server;
   std::thread listener;
+  std::atomic<bool> listening_ended{false};
   std::atomic<int> socket{-1};
   int port = 0;
   std::vector<std::pair<std::regex, HttpErrorFormatter>> formatters;
@@ -213,7 +220,7 @@ struct HttpServer::Impl {
       const std::string given = req.get_header_value("Authorization");
       if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token))
         return httplib::Server::HandlerResponse::Unhandled;
-      if (const auto password = basic_auth_password(given); password && same_secret(*password, options.bearer_token))
+      if (const auto basic = basic_auth(given); basic && same_secret(basic->password, options.bearer_token))
         return httplib::Server::HandlerResponse::Unhandled;
       if (options.token_in_path && req.path.size() > 1) {
         const std::size_t end = req.path.find('/', 1);
@@ -279,7 +286,14 @@ int HttpServer::bind() {
 
 void HttpServer::start() {
   bind();
-  impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->listener = std::thread([this] {
+    impl_->server.listen_after_bind();
+    impl_->listening_ended = true;
+  });
+  // The library's stop() does nothing before its loop has begun, and stop()'s join would then wait for ever (a
+  // constructor that fails right after start(), say): start() returns once the loop runs.
+  while (!impl_->server.is_running() && !impl_->listening_ended)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   log::debug("http: listening on ", impl_->options.host, ":", impl_->port);
 }
 

@@ -164,9 +164,12 @@ BOOST_AUTO_TEST_CASE(workers_start_with_the_inherited_and_given_environment_and_
   TempDir tmp;
   ::setenv("ARCLIGHT_TEST_INHERITED", "yes", 1);
   ::setenv("ARCLIGHT_TEST_REPLACED", "old", 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "3", 1);  // the launcher's: the agent is no rank of the job
+  ::setenv("PMIX_RANK", "3", 1);
   auto o = shell_agent(
       write_whole("{ env; readlink /proc/$$/fd/0; }", tmp.dir() + "/env.$ARCLIGHT_WORKER_ID") + "; sleep 30", 2);
-  o.environment = {"ARCLIGHT_TEST_REPLACED=new", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"};
+  o.environment = {"ARCLIGHT_TEST_REPLACED=new", "OPENAI_BASE_URL=http://127.0.0.1:9/v1",
+                   "AGL_SERVER_HOST={worker_id}:secret@127.0.0.1"};
   o.worker_id_prefix = "runner-3";
   AgentProcesses agents(o);
   agents.start();
@@ -180,10 +183,16 @@ BOOST_AUTO_TEST_CASE(workers_start_with_the_inherited_and_given_environment_and_
     BOOST_TEST(!has("ARCLIGHT_TEST_REPLACED=old"));
     BOOST_TEST(has("OPENAI_BASE_URL=http://127.0.0.1:9/v1"));
     BOOST_TEST(has("ARCLIGHT_WORKER_ID=" + id));
+    BOOST_TEST(has("AGL_SERVER_HOST=" + id + ":secret@127.0.0.1"));
+    BOOST_TEST(std::none_of(env.begin(), env.end(), [](const std::string& e) {
+      return e.rfind("OMPI_COMM_WORLD_RANK=", 0) == 0 || e.rfind("PMIX_RANK=", 0) == 0;
+    }));
     BOOST_TEST(env.back() == "/dev/null");
     pid_t pid = agents.pids()[w];
     BOOST_TEST(::getpgid(pid) == pid, "each worker leads a process group of its own");
   }
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("PMIX_RANK");
 }
 
 BOOST_AUTO_TEST_CASE(the_agent_inherits_no_descriptor_and_no_ignored_signal_of_the_supervisor) {

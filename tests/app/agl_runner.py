@@ -14,6 +14,9 @@ arclight must serve so that an unchanged Agent Lightning script started by `agen
   succeeded (failed when the rollout raised).
 
 AGL_TEST_LOG: a file where the first resources seen are written (JSON) for the test to check.
+AGL_TEST_FAULTS: a directory; the first process to claim "hang" in it hangs on its first rollout, the first to claim
+"crash" exits with code 3 on its first (the faults of issue 14: the runner must tell these processes apart although
+every one calls itself Worker-0).
 """
 import base64
 import http.client
@@ -156,6 +159,20 @@ def guess_rollout(task, llm_url, llm, mode):
     return total
 
 
+def claim_fault(claimed=[]):
+    """The fault this process plays on its first rollout, if it is the first to claim one; None after that."""
+    if claimed or not os.environ.get("AGL_TEST_FAULTS"):
+        return None
+    claimed.append(True)
+    for fault in ("hang", "crash"):
+        try:
+            os.close(os.open(os.path.join(os.environ["AGL_TEST_FAULTS"], fault), os.O_CREAT | os.O_EXCL))
+            return fault
+        except FileExistsError:
+            pass
+    return None
+
+
 def main():
     assert os.environ.get("AGL_CURRENT_ROLE") == "runner", os.environ.get("AGL_CURRENT_ROLE")
     if os.environ.get("AGL_MANAGED_STORE", "1").lower() in ("0", "false", "no", "off"):
@@ -178,6 +195,11 @@ def main():
             time.sleep(POLL_INTERVAL)
             continue
         rid, aid = rollout["rollout_id"], rollout["attempt"]["attempt_id"]
+        fault = claim_fault()
+        if fault == "hang":
+            time.sleep(3600)
+        elif fault == "crash":
+            os._exit(3)
         update = (store.get_resources_by_id(rollout["resources_id"]) if rollout.get("resources_id")
                   else store.get_latest_resources())
         if not logged and os.environ.get("AGL_TEST_LOG"):

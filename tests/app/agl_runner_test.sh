@@ -90,7 +90,28 @@ PY
 grep -q "rollout .* failed" "$work/err" && fail "rollouts failed in the agents: $(grep 'failed' "$work/err" | head -3)"
 [ $failures = "$before" ] && passed=$((passed + 1))
 
-# 2. A mistake in the config: refused before anything starts.
+# 2. Faults, where every Agent Lightning runner calls itself Worker-0 and only its credentials (the worker id as
+# AGL_SERVER_HOST's user) tell the processes apart: the one that hangs on its first rollout is killed at the episode
+# timeout and restarted, the one that crashes fails its attempt at once; training goes on.
+before=$failures
+mkdir "$work/faults"
+faulty=(--agent.name agl --agent.tasks "$work/tasks.jsonl" --agent.command python3
+        --agent.command tests/app/agl_runner.py --agent.command "$marker" --agent.workers 3
+        --agent.vocab_size 11 --agent.episode_timeout_seconds 8 --grpo.tasks_per_step 4 --grpo.group_size 4)
+AGL_TEST_FAULTS=$work/faults ranks_timeout=120 run_ranks train --config configs/tiny.toml "${faulty[@]}" \
+  --run.steps 3 --run.dir "$work/faulty"
+[ "$(codes)" = "3x0" ] || fail "faults: exit codes '$(codes)': $(tail -5 "$work/err")"
+steps=$(wc -l <"$work/faulty/metrics.jsonl" 2>/dev/null || echo 0)
+[ "$steps" = 3 ] || fail "faults: $steps steps in metrics.jsonl, want 3"
+[ -e "$work/faults/hang" ] && [ -e "$work/faults/crash" ] || fail "faults: not both played: $(ls "$work/faults" | xargs)"
+grep -q "agent runner-[0-9]*-w[0-9] held rollout .* longer than 8 s; restarting it" "$work/err" ||
+  fail "faults: the agent that hung was not restarted: $(grep -m3 'held rollout' "$work/err")"
+grep -q "agent runner-[0-9]*-w[0-9] exited with code 3 holding 1 attempt, which fails" "$work/err" ||
+  fail "faults: the attempt of the agent that crashed did not fail at once"
+grep -q "no process of this runner has that worker id" "$work/err" && fail "faults: a rollout held by no known process"
+[ $failures = "$before" ] && passed=$((passed + 1))
+
+# 3. A mistake in the config: refused before anything starts.
 check_refused "no agent.command" 'agent.name = "agl" needs agent.command' --agent.name agl \
   --agent.tasks "$work/tasks.jsonl"
 

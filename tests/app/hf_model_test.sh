@@ -26,12 +26,15 @@ grep -q "^Qwen3ForCausalLM: 3 layers, hidden 24, 4 heads (2 key/value) of 10, .*
 
 # Three steps of Qwen3, then a resume to five: the checkpoint holds the model under transformers' names.
 before=$failures
-train --model.path "$work/models/qwen3" --run.dir "$work/qwen3" --run.steps 3 --checkpoint.every_steps 3
+# Its template named (ChatML), where the model has none (no tokenizer files): the export says the two differ.
+train --model.path "$work/models/qwen3" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 3 \
+  --checkpoint.every_steps 3
 [ "$(codes)" = "3x0" ] || fail "qwen3: exit codes '$(codes)': $(tail -3 "$work/err")"
 [ "$(metric_lines "$work/qwen3")" = 3 ] || fail "qwen3: $(metric_lines "$work/qwen3") metric lines, want 3"
 h5dump -n "$work/qwen3/checkpoints/v00000003.h5" 2>/dev/null | grep -q "model.layers.2.self_attn.q_norm.weight" ||
   fail "qwen3: the checkpoint lacks model.layers.2.self_attn.q_norm.weight"
-train --model.path "$work/models/qwen3" --run.dir "$work/qwen3" --run.steps 5 --resume auto
+train --model.path "$work/models/qwen3" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 5 \
+  --resume auto
 [ "$(codes)" = "3x0" ] || fail "qwen3 resume: exit codes '$(codes)': $(tail -3 "$work/err")"
 [ "$(metric_lines "$work/qwen3")" = 5 ] || fail "qwen3 resume: $(metric_lines "$work/qwen3") metric lines, want 5"
 [ $failures = "$before" ] && passed=$((passed + 1))
@@ -41,6 +44,8 @@ before=$failures
 "$bin" export "$work/qwen3/checkpoints" --hf "$work/export" >"$work/out" 2>"$work/err" || fail "export: $(cat "$work/err")"
 grep -q "(step 5) -> $work/export: .* F32 weights; model.safetensors config.json generation_config.json" "$work/out" ||
   fail "export: $(cat "$work/out")"
+grep -q "export: the run rendered its chats with chat template \"chatml\" (model.chat_template), but .* carry none arclight" \
+  "$work/err" || fail "export: no word of the run's chat template: $(cat "$work/err")"
 "$bin" export "$work/qwen3/checkpoints/v00000003.h5" --hf "$work/sharded" --max-shard-bytes 20000 >"$work/out" 2>&1 ||
   fail "sharded export: $(cat "$work/out")"
 [ -f "$work/sharded/model.safetensors.index.json" ] && [ -f "$work/sharded/model-00002-of-00004.safetensors" ] ||
@@ -74,8 +79,10 @@ train "${lora[@]}" --run.steps 5 --resume auto
 train --model.path "$work/lora_export" --dry-run --run.dir "$work/dry"
 [ "$(codes)" = "3x0" ] || fail "the merged export does not load: $(tail -3 "$work/err")"
 # The adapters un-merged, as PEFT lays them out; merged by PEFT's rule they give the merged export's weights.
-"$bin" export "$work/lora/checkpoints" --peft "$work/lora_peft" >"$work/out" 2>"$work/err" ||
+# From another directory, the base model named relatively: the adapter still names it (absolutely).
+(cd "$work" && "$bin" export lora/checkpoints --model models/qwen3 --peft lora_peft) >"$work/out" 2>"$work/err" ||
   fail "peft export: $(cat "$work/err")"
+grep -q "chat template" "$work/err" && fail "peft export: a template warning for a run of the model's own: $(cat "$work/err")"
 /usr/bin/python3 tests/app/peft_check.py "$work/models/qwen3" "$work/lora_peft" "$work/lora_export" >"$work/out" 2>&1 ||
   fail "peft export: $(tail -3 "$work/out")"
 "$bin" export "$work/qwen3/checkpoints" --peft "$work/not_lora" >"$work/out" 2>"$work/err"

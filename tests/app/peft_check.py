@@ -46,6 +46,9 @@ def read_model(directory):
 def main(base_dir, adapter_dir, merged_dir):
     config = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
     assert config["peft_type"] == "LORA", config
+    # PEFT finds the base model by this path from wherever it runs: absolute, naming the model trained.
+    base_path = config["base_model_name_or_path"]
+    assert os.path.isabs(base_path) and os.path.samefile(base_path, base_dir), base_path
     assert not config.get("use_rslora") and not config.get("use_dora"), config
     scaling = config["lora_alpha"] / config["r"]
     adapter = read_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"))

@@ -174,6 +174,16 @@ BOOST_AUTO_TEST_CASE(half_open_connections_time_out_and_free_their_workers) {
   ::close(b);
 }
 
+// A server stopped as soon as it started (a runner whose set-up fails right after) stops: the stop comes after the
+// listening loop has begun, where the library would otherwise miss it and the join wait for ever.
+BOOST_AUTO_TEST_CASE(a_server_stopped_right_after_it_started_stops) {
+  for (int i = 0; i < 200; ++i) {
+    HttpServer server(test_options());
+    server.start();
+    server.stop();
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_server_without_a_token_is_refused) {
   BOOST_CHECK_THROW(HttpServer(HttpServerOptions{}), UsageError);
 }

@@ -3,6 +3,7 @@
 // in their environment, their output forwarded to the job's log, restarted when they die, ended with the job.
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,7 +19,8 @@ struct AgentProcessOptions {
   std::vector<std::string> argv;
   int workers = 1;
   // NAME=VALUE entries added to the inherited environment (replacing a variable of the same name), e.g.
-  // OPENAI_BASE_URL, OPENAI_API_KEY, ARCLIGHT_STORE_URL.
+  // OPENAI_BASE_URL, OPENAI_API_KEY, ARCLIGHT_STORE_URL; "{worker_id}" in one stands for the worker's id. The MPI
+  // launcher's variables (OMPI_*, PMIX_*, PRTE_*, PMI_*) are not inherited.
   std::vector<std::string> environment;
   // Worker i gets ARCLIGHT_WORKER_ID=<worker_id_prefix>-w<i>, e.g. "runner-3-w0".
   std::string worker_id_prefix = "worker";
@@ -53,6 +55,8 @@ struct WorkerExit {
   int exit_code = -1;     // when it exited
   int signal = 0;         // when a signal ended it
   double lived_seconds = 0;
+  // When the supervisor saw it end: what it held was taken before; its restart (same worker id) comes after.
+  std::chrono::steady_clock::time_point ended_at{};
   // "exited with code 3", "killed by signal 9 (Killed)".
   std::string describe() const;
 };
@@ -94,6 +98,7 @@ struct WorkerExit {
 class AgentProcesses {
  public:
   static constexpr const char* worker_id_env = "ARCLIGHT_WORKER_ID";
+  static constexpr const char* worker_id_placeholder = "{worker_id}";
 
   explicit AgentProcesses(AgentProcessOptions options);
   ~AgentProcesses();

@@ -42,6 +42,9 @@ struct HttpRequest {
   // past it, 413; one that does not inflate, 400; one cut short passes as what it holds) and then leaves that header
   // out of `headers`.
   std::string body;
+  // The user name of Basic authentication (what a client sent before its password, the token), "" without it: runner
+  // ranks give each agent process its own (its worker id), so a request says which process sent it.
+  std::string basic_auth_user;
   std::string header(const std::string& lower_case_name) const;  // "" when absent
   std::vector<std::string> param_values(const std::string& key) const;
 };
