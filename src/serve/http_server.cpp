@@ -15,6 +15,7 @@
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "guarded_server.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -129,6 +130,16 @@ std::optional<HttpError> read_body(const httplib::Request& req, httplib::Respons
   return HttpError(400, "a body that could not be read (cut short, or one that does not inflate)");
 }
 
+ConnectionLimits limits_of(const HttpServerOptions& o) {
+  ConnectionLimits limits;
+  limits.read_timeout = o.read_timeout;
+  limits.write_timeout = o.write_timeout;
+  limits.idle_timeout = o.idle_timeout;
+  limits.request_timeout = o.request_timeout;
+  limits.body_bytes = o.max_body_bytes;
+  return limits;
+}
+
 }  // namespace
 
 std::string HttpRequest::header(const std::string& lower_case_name) const {
@@ -143,8 +154,10 @@ std::vector<std::string> HttpRequest::param_values(const std::string& key) const
 }
 
 struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions o) : options(std::move(o)), server(limits_of(options)) {}
+
   HttpServerOptions options;
-  httplib::Server server;
+  GuardedServer server;
   std::thread listener;
   std::atomic<bool> listening_ended{false};
   std::atomic<int> socket{-1};
@@ -200,6 +213,15 @@ struct HttpServer::Impl {
     };
   }
 
+  bool authenticated(const httplib::Request& req) const {
+    const std::string given = req.get_header_value("Authorization");
+    if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token)) return true;
+    if (const auto basic = basic_auth(given); basic && same_secret(basic->password, options.bearer_token)) return true;
+    if (!options.token_in_path || req.path.size() < 2) return false;
+    const std::size_t end = req.path.find('/', 1);
+    return end != std::string::npos && same_secret(std::string_view(req.path).substr(1, end - 1), options.bearer_token);
+  }
+
   void configure() {
     const int threads = options.worker_threads;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
@@ -217,17 +239,11 @@ struct HttpServer::Impl {
       socket = fd;
     });
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const std::string given = req.get_header_value("Authorization");
-      if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options.bearer_token))
+      if (authenticated(req)) {
+        GuardedServer::authenticated();  // its body may come now
         return httplib::Server::HandlerResponse::Unhandled;
-      if (const auto basic = basic_auth(given); basic && same_secret(basic->password, options.bearer_token))
-        return httplib::Server::HandlerResponse::Unhandled;
-      if (options.token_in_path && req.path.size() > 1) {
-        const std::size_t end = req.path.find('/', 1);
-        if (end != std::string::npos &&
-            same_secret(std::string_view(req.path).substr(1, end - 1), options.bearer_token))
-          return httplib::Server::HandlerResponse::Unhandled;
       }
+      GuardedServer::refused();
       if (options.missing_token_status == 401)
         answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
                                          "authentication_error", "", "invalid_api_key"));
@@ -251,9 +267,9 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
+HttpServer::HttpServer(HttpServerOptions options) {
   if (options.bearer_token.empty()) throw UsageError("http server: a bearer token is required");
-  impl_->options = std::move(options);
+  impl_ = std::make_unique<Impl>(std::move(options));
   impl_->configure();
 }
 
@@ -300,6 +316,7 @@ void HttpServer::start() {
 void HttpServer::stop() {
   if (!impl_->listener.joinable()) return;
   impl_->server.stop();
+  impl_->server.close_connections();  // no client keeps the pool's threads, and so the join, waiting
   impl_->listener.join();
 }
 

@@ -4,6 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
 #include <boost/test/unit_test.hpp>
 
 #include "fakes.hpp"
@@ -11,27 +15,36 @@
 namespace arclight::serve::testing {
 namespace {
 
-// A connection that sends half a request line and then nothing.
-int half_open_connection(int port) {
+int connection_to(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<std::uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  return fd;
+}
+
+// A connection that sends half a request line and then nothing.
+int half_open_connection(int port) {
+  const int fd = connection_to(port);
   BOOST_REQUIRE(::send(fd, "POST /v1/completions HTT", 24, 0) == 24);
   return fd;
 }
 
-// Reads until the server closes the connection (0) or 3 s pass (-1).
-long read_to_close(int fd) {
+// Reads until the server closes the connection (0; an abortive close, -2) or 3 s pass (-1); what came, in `got`.
+long read_to_close(int fd, std::string* got = nullptr) {
   timeval limit{3, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   char buffer[512];
-  long got;
-  while ((got = ::recv(fd, buffer, sizeof buffer, 0)) > 0) {
-  }
-  return got;
+  long n;
+  while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0)
+    if (got) got->append(buffer, static_cast<std::size_t>(n));
+  return n < 0 && errno == ECONNRESET ? -2 : n;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 json error_of(const httplib::Result& result, int status) {
@@ -172,6 +185,77 @@ BOOST_AUTO_TEST_CASE(half_open_connections_time_out_and_free_their_workers) {
   BOOST_TEST(read_to_close(b) == 0);
   ::close(a);
   ::close(b);
+}
+
+// A client that never sends its token may not hold a worker thread by sending a header line now and then, each
+// within the read timeout: its request's line and headers have request_timeout in all.
+BOOST_AUTO_TEST_CASE(a_client_trickling_its_headers_is_cut_off_at_the_request_timeout) {
+  HttpServerOptions options = test_options();
+  options.worker_threads = 1;
+  options.read_timeout = std::chrono::milliseconds(2000);
+  options.request_timeout = std::chrono::milliseconds(500);
+  Served served(options);
+  const int fd = connection_to(served.server.port());
+  const auto start = std::chrono::steady_clock::now();
+  bool cut_off = false;
+  std::string line = "GET /v1/models HTTP/1.1\r\n";
+  while (!cut_off && seconds_since(start) < 6) {
+    cut_off = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL) < 0;
+    line = "X-Trickle: a\r\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  BOOST_TEST(cut_off, "the server still reads the trickle after " << seconds_since(start) << " s");
+  BOOST_TEST(seconds_since(start) < 4);
+  BOOST_TEST(served.client->Get("/v1/models")->status == 200);  // the one worker is free again
+  ::close(fd);
+}
+
+// Header lines without end, before the token: the connection ends after 64 KiB, not after the client's last byte.
+BOOST_AUTO_TEST_CASE(endless_headers_before_the_token_end_the_connection_unanswered) {
+  Served served;
+  const int fd = connection_to(served.server.port());
+  std::string request = "GET /v1/models HTTP/1.1\r\n";
+  for (int i = 0; i < 20000; ++i) request += "X-Header-" + std::to_string(i) + ": some value\r\n";
+  request += "\r\n";  // about 580 KB
+  timeval limit{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);  // the kernel's buffers may take it all
+  std::string answer;
+  BOOST_TEST(read_to_close(fd, &answer) != -1, "the connection stays open");
+  BOOST_TEST(answer.find("401") == std::string::npos,
+             "the server read them all and answered: " << answer.substr(0, 40));
+  ::close(fd);
+}
+
+// A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).
+BOOST_AUTO_TEST_CASE(a_request_refused_for_its_token_ends_its_connection) {
+  Served served;
+  const int fd = connection_to(served.server.port());
+  const std::string request = "GET /v1/models HTTP/1.1\r\nHost: here\r\nConnection: keep-alive\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::string answer;
+  BOOST_TEST(read_to_close(fd, &answer) == 0, "the connection stays open");
+  BOOST_TEST(answer.rfind("HTTP/1.1 401", 0) == 0);
+  ::close(fd);
+}
+
+// stop() with clients still connected (one mid-request, one idle between requests, one that never sent a byte) ends
+// their connections and returns, without waiting for their timeouts.
+BOOST_AUTO_TEST_CASE(stop_ends_open_connections_at_once) {
+  HttpServerOptions options = test_options();
+  options.read_timeout = options.idle_timeout = options.request_timeout = std::chrono::milliseconds(60000);
+  auto served = std::make_unique<Served>(options);
+  const int mid_request = half_open_connection(served->server.port());
+  const int silent = connection_to(served->server.port());
+  BOOST_TEST(served->client->Get("/v1/models")->status == 200);  // its connection stays, kept alive
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));   // every connection taken by a worker
+  const auto start = std::chrono::steady_clock::now();
+  served->server.stop();
+  BOOST_TEST(seconds_since(start) < 5);
+  BOOST_TEST(read_to_close(mid_request) == 0);
+  BOOST_TEST(read_to_close(silent) == 0);
+  ::close(mid_request);
+  ::close(silent);
 }
 
 // A server stopped as soon as it started (a runner whose set-up fails right after) stops: the stop comes after the

@@ -1,10 +1,11 @@
 #pragma once
 // An HTTP server for JSON routes: every request needs the token (a bearer token, or basic auth's password, else 401;
 // or the path's first segment where options allow), bodies are bounded (413), a silent or half-open connection
-// times out (each read has its deadline; a client trickling bytes, or sending endless headers, is not cut off before
-// the token is checked: Debian's cpp-httplib 0.11 has no per-request deadline nor header count, so the server binds
-// to loopback unless configured otherwise), and errors are JSON in OpenAI's shape. Handlers run on a pool of worker
-// threads; a handler's exception is a 500 JSON answer, never the server's end. The HTTP library stays inside.
+// times out (each read has its deadline; a request's line and headers come within request_timeout and 64 KiB until
+// its token is checked, so a client trickling bytes or sending endless headers holds a worker thread no longer; a
+// request refused for its token ends its connection), and errors are JSON in OpenAI's shape. Handlers run on a pool
+// of worker threads; a handler's exception is a 500 JSON answer, never the server's end. stop() ends every
+// connection. The HTTP library stays inside.
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -26,10 +27,11 @@ struct HttpServerOptions {
   bool token_in_path = false;
   int missing_token_status = 401;  // 404 hides that anything is served here
   std::size_t max_body_bytes = 8 << 20;
-  std::chrono::milliseconds read_timeout{5000};   // per read of a request: a silent client is dropped after it
-  std::chrono::milliseconds write_timeout{5000};  // per write of an answer: a client that stops reading
-  std::chrono::milliseconds idle_timeout{5000};   // a kept-alive connection with no request
-  int worker_threads = 64;                        // connections served at once (the endpoint wants hundreds)
+  std::chrono::milliseconds read_timeout{5000};      // per read of a request: a silent client is dropped after it
+  std::chrono::milliseconds write_timeout{5000};     // per write of an answer: a client that stops reading
+  std::chrono::milliseconds idle_timeout{5000};      // a kept-alive connection with no request
+  std::chrono::milliseconds request_timeout{10000};  // a request's line and headers, until its token is checked
+  int worker_threads = 64;                           // connections served at once (the endpoint wants hundreds)
 };
 
 struct HttpRequest {

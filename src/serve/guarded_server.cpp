@@ -1,0 +1,186 @@
+#include "guarded_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace arclight::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// poll(2) for `events` until `deadline`; false when it passed (or the socket failed).
+bool wait_until(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+std::string address_text(const sockaddr_storage& address, int& port) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (address.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(address);
+    ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+    port = ntohs(a.sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
+    port = ntohs(a.sin6_port);
+  }
+  return text;
+}
+
+// One connection's bytes, buffered (the library reads a request's line and headers a byte at a time), counted and
+// timed per request.
+class ConnectionStream final : public httplib::Stream {
+ public:
+  ConnectionStream(int fd, const ConnectionLimits& limits) : fd_(fd), limits_(limits) {}
+
+  // A new request begins: its budget and its deadline start again, its token unchecked.
+  void begin_request() {
+    received_ = 0;
+    authenticated_ = refused_ = false;
+    request_deadline_ = Clock::now() + limits_.request_timeout;
+  }
+  void authenticate() { authenticated_ = true; }
+  void refuse() { refused_ = true; }
+  // A request that did not come within its deadline or its budget: the library answers 400 and would go on reading
+  // the connection's next request from the same client.
+  bool ends_connection() const { return refused_ || cut_off_; }
+  bool buffered() const { return begin_ < end_; }
+
+  bool is_readable() const override { return buffered() || wait_until(fd_, POLLIN, read_deadline()); }
+
+  bool is_writable() const override {
+    if (!wait_until(fd_, POLLOUT, Clock::now() + limits_.write_timeout)) return false;
+    char byte;  // a client gone: the peek reads the end of its stream
+    return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (!buffered()) {
+      if (!wait_until(fd_, POLLIN, read_deadline())) return cut_off();
+      ssize_t n;
+      do n = ::recv(fd_, buffer_, sizeof buffer_, 0);
+      while (n < 0 && errno == EINTR);
+      if (n <= 0) return n < 0 ? -1 : 0;
+      received_ += static_cast<std::size_t>(n);
+      if (received_ > (authenticated_ ? limits_.header_bytes + limits_.body_bytes : limits_.header_bytes))
+        return cut_off();
+      begin_ = 0;
+      end_ = static_cast<std::size_t>(n);
+    }
+    const std::size_t n = std::min(size, end_ - begin_);
+    std::memcpy(ptr, buffer_ + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!wait_until(fd_, POLLOUT, Clock::now() + limits_.write_timeout)) return -1;
+    ssize_t n;
+    do n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) ip = address_text(address, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) ip = address_text(address, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  // Each read waits read_timeout at most; before the token is checked, no later than the request's deadline.
+  Clock::time_point read_deadline() const {
+    const auto each = Clock::now() + limits_.read_timeout;
+    return authenticated_ ? each : std::min(each, request_deadline_);
+  }
+
+  ssize_t cut_off() {
+    cut_off_ = true;
+    return -1;
+  }
+
+  const int fd_;
+  const ConnectionLimits& limits_;
+  char buffer_[4096];
+  std::size_t begin_ = 0, end_ = 0;
+  std::size_t received_ = 0;
+  bool authenticated_ = false, refused_ = false, cut_off_ = false;
+  Clock::time_point request_deadline_{};
+};
+
+thread_local ConnectionStream* reading = nullptr;  // the connection this worker thread serves
+
+}  // namespace
+
+void GuardedServer::authenticated() {
+  if (reading) reading->authenticate();
+}
+
+void GuardedServer::refused() {
+  if (reading) reading->refuse();
+}
+
+void GuardedServer::close_connections() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const socket_t sock : open_) ::shutdown(sock, SHUT_RDWR);
+}
+
+bool GuardedServer::wait_for_request(socket_t sock) const {
+  // In slices, to see the server stop: a connection that came in as it stopped was never shut down.
+  const auto deadline = Clock::now() + limits_.idle_timeout;
+  while (svr_sock_ != INVALID_SOCKET) {
+    const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+    if (wait_until(sock, POLLIN, slice)) return true;
+    if (Clock::now() >= deadline) return false;
+  }
+  return false;
+}
+
+bool GuardedServer::process_and_close_socket(socket_t sock) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_.insert(sock);
+  }
+  ConnectionStream stream(sock, limits_);
+  reading = &stream;
+  bool served = false;
+  // Registered before the server's state is read: close_connections() after stop() reaches it, or it sees the stop.
+  for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
+    if (!stream.buffered() && !wait_for_request(sock)) break;
+    stream.begin_request();
+    bool connection_closed = false;
+    served = process_request(stream, left == 1, connection_closed, {});
+    // A client refused for its token may have sent a body after its headers: nothing more is read from it.
+    if (!served || connection_closed || stream.ends_connection()) break;
+  }
+  reading = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_.erase(sock);
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return served;
+}
+
+}  // namespace arclight::serve
