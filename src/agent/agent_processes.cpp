@@ -487,23 +487,23 @@ void AgentProcesses::schedule_restart(Worker& w, const WorkerExit& e) {
                                           : std::min(2 * w.backoff, options_.backoff_max_seconds);
   while (!w.restart_times.empty() && w.restart_times.front() < now - options_.restart_window_seconds)
     w.restart_times.pop_front();
-  std::lock_guard<std::mutex> lock(shared_->mutex);
-  shared_->exits.push_back(e);
-  if (static_cast<int>(w.restart_times.size()) >= options_.max_restarts) {
-    w.restart_at = -1;
-    if (shared_->fatal.empty())
+  const bool limit_reached = static_cast<int>(w.restart_times.size()) >= options_.max_restarts;
+  w.restart_at = limit_reached ? -1 : now + w.backoff;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->exits.push_back(e);
+    if (limit_reached && shared_->fatal.empty())
       shared_->fatal = log::concat("agent command '", joined(options_.argv), "' (worker ", w.id, ") was restarted ",
                                    w.restart_times.size(), " times within ", options_.restart_window_seconds,
                                    " s and ended again (", e.describe(),
-                                   "): not restarted again; its output is in "
-                                   "the log with the prefix '",
-                                   w.prefix, "'");
-    forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), "; restart limit reached"));
-    return;
+                                   "): not restarted again; its output is in the log with the prefix '", w.prefix, "'");
   }
-  w.restart_at = now + w.backoff;
-  forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), " after ", e.lived_seconds,
-                         " s; restarting in ", w.backoff, " s"));
+  // Logged out of the lock: a log that blocks (its pipe full) must not hold the runner's poll() and kill_worker().
+  if (limit_reached)
+    forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), "; restart limit reached"));
+  else
+    forward(w, log::concat("agent worker ", w.id, " (pid ", e.pid, ") ", e.describe(), " after ", e.lived_seconds,
+                           " s; restarting in ", w.backoff, " s"));
 }
 
 void AgentProcesses::restart(Worker& w) {
