@@ -37,6 +37,9 @@ namespace {
 // Agent Lightning's runners (agent.name = "agl") also get the store's API and their environment.
 bool agl_agents(const Config& config) { return config.agent.name == "agl"; }
 
+// The worker ids of a runner's agent processes are this and "-w<i>": "runner-3-w0".
+std::string worker_id_prefix(int rank) { return log::concat("runner-", rank); }
+
 using AttemptKey = std::pair<store::RolloutId, store::AttemptId>;
 
 // The attempts this rank's agents hold, and which worker holds each: a dead or hung worker's attempts fail.
@@ -44,8 +47,8 @@ class AttemptBook {
  public:
   void hold(const store::AttemptedRollout& ar, const std::string& worker) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto now = Stopwatch::now();
-    held_[{ar.rollout.id, ar.attempt.id}] = {worker, now, now};
+    // Its episode's clock starts when the agent gets it (start_clocks), after the wait for its policy version.
+    held_[{ar.rollout.id, ar.attempt.id}] = {worker, Stopwatch::now(), Stopwatch::time_point::max()};
   }
   bool holds(store::RolloutId r, store::AttemptId a) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -109,11 +112,14 @@ class AttemptBook {
 class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
  public:
   RunnerBackend(store::Store& store, store::SpanBatcher& spans, AttemptBook& book,
-                const std::atomic<std::uint64_t>& version)
-      : store_(store), spans_(spans), book_(book), version_(version) {}
+                const std::atomic<std::uint64_t>& version, std::string worker_prefix)
+      : store_(store), spans_(spans), book_(book), version_(version), worker_prefix_(std::move(worker_prefix)) {}
 
-  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& holder,
+  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& caller,
                                                std::size_t limit, double wait_seconds) override {
+    // The process that asks: its credentials' user when that is one of this runner's workers (an agent of its own
+    // may send any, or none), else the name it gives.
+    const std::string& holder = caller.rfind(worker_prefix_, 0) == 0 ? caller : worker_id;
     const auto deadline = Stopwatch::now() + std::chrono::duration<double>(wait_seconds);
     for (;;) {
       std::vector<store::AttemptedRollout> got = store_.dequeue(worker_id, limit);
@@ -192,6 +198,7 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
   store::SpanBatcher& spans_;
   AttemptBook& book_;
   const std::atomic<std::uint64_t>& version_;
+  const std::string worker_prefix_;  // "runner-<rank>-w"
   RequiredVersions required_{store_};
 };
 
@@ -208,7 +215,7 @@ class ExternalRunner {
         policy_(policy_on(device, config.model, agent::make_agent(config.agent)->vocab_size(), config.run.seed)),
         engine_(policy_, config.runner.decode_rows),
         text_(served_text(config.model)),
-        backend_(store, spans_, book_, published_version_),
+        backend_(store, spans_, book_, published_version_, worker_id_prefix(rank) + "-w"),
         server_(endpoint_options(config, secret)) {
     weights_.attach(policy_);
     // Requests without a seed draw from the policy's generator: a stream of this rank's own, new at every start. Seeded
@@ -271,7 +278,7 @@ class ExternalRunner {
       o.environment.push_back("AGL_CURRENT_ROLE=runner");
       o.environment.push_back("AGL_MANAGED_STORE=1");
     }
-    o.worker_id_prefix = log::concat("runner-", rank);
+    o.worker_id_prefix = worker_id_prefix(rank);
     o.log_prefix = log::concat("[rank ", rank, " agent {w}] ");
     return o;
   }

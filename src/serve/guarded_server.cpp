@@ -50,14 +50,15 @@ class ConnectionStream final : public httplib::Stream {
   // A new request begins: its budget and its deadline start again, its token unchecked.
   void begin_request() {
     received_ = 0;
-    authenticated_ = refused_ = false;
+    authenticated_ = unread_ = false;
     request_deadline_ = Clock::now() + limits_.request_timeout;
   }
   void authenticate() { authenticated_ = true; }
-  void refuse() { refused_ = true; }
-  // A request that did not come within its deadline or its budget: the library answers 400 and would go on reading
-  // the connection's next request from the same client.
-  bool ends_connection() const { return refused_ || cut_off_; }
+  void leave_unread() { unread_ = true; }
+  // After a request not authenticated (the library answers a request it cannot parse, 400 or 414, before the token is
+  // looked at), one cut off at its deadline or budget, or one whose body was left unread: the next bytes would be read
+  // as a request of their own.
+  bool ends_connection() const { return !authenticated_ || cut_off_ || unread_; }
   bool buffered() const { return begin_ < end_; }
 
   bool is_readable() const override { return buffered() || wait_until(fd_, POLLIN, read_deadline()); }
@@ -124,7 +125,7 @@ class ConnectionStream final : public httplib::Stream {
   char buffer_[4096];
   std::size_t begin_ = 0, end_ = 0;
   std::size_t received_ = 0;
-  bool authenticated_ = false, refused_ = false, cut_off_ = false;
+  bool authenticated_ = false, unread_ = false, cut_off_ = false;
   Clock::time_point request_deadline_{};
 };
 
@@ -136,8 +137,8 @@ void GuardedServer::authenticated() {
   if (reading) reading->authenticate();
 }
 
-void GuardedServer::refused() {
-  if (reading) reading->refuse();
+void GuardedServer::body_left_unread() {
+  if (reading) reading->leave_unread();
 }
 
 void GuardedServer::close_connections() {
@@ -156,6 +157,19 @@ bool GuardedServer::wait_for_request(socket_t sock) const {
   return false;
 }
 
+// A lingering close: the answer's end goes out (FIN) while what the client still sends (a body not read) is read and
+// dropped for up to two seconds. Closed with those bytes unread, the connection would be reset, and the client might
+// never read its answer (a 413, a 401).
+void GuardedServer::linger(socket_t sock) const {
+  ::shutdown(sock, SHUT_WR);
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  char dropped[16 << 10];
+  while (svr_sock_ != INVALID_SOCKET && wait_until(sock, POLLIN, deadline)) {
+    const ssize_t n = ::recv(sock, dropped, sizeof dropped, 0);
+    if (n == 0 || (n < 0 && errno != EINTR)) return;
+  }
+}
+
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -163,17 +177,18 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   }
   ConnectionStream stream(sock, limits_);
   reading = &stream;
-  bool served = false;
+  bool served = false, ended_early = false;
   // Registered before the server's state is read: close_connections() after stop() reaches it, or it sees the stop.
   for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     if (!stream.buffered() && !wait_for_request(sock)) break;
     stream.begin_request();
     bool connection_closed = false;
     served = process_request(stream, left == 1, connection_closed, {});
-    // A client refused for its token may have sent a body after its headers: nothing more is read from it.
-    if (!served || connection_closed || stream.ends_connection()) break;
+    // Connection: close or not, bytes of it may still come (a body not read): they are read and dropped first.
+    if ((ended_early = !served || stream.ends_connection()) || connection_closed) break;
   }
   reading = nullptr;
+  if (ended_early) linger(sock);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     open_.erase(sock);

@@ -3,7 +3,9 @@
 // client sending a byte now and then never meets, and no bound on a request's header bytes or on a chunked body; its
 // stop() waits for every connection to end of itself. Here a request's line and headers come within a deadline and a
 // byte budget until the token is checked, an authenticated request sends at most its body's limit and the headers'
-// budget, a request refused for its token ends its connection, and close_connections() ends every connection at once.
+// budget, a request that was not authenticated (refused, or one the library could not parse) or whose body was not
+// read whole ends its connection (after a lingering close: the client still gets its answer), and close_connections()
+// ends every connection at once.
 // Only http_server.cpp uses it.
 #include <httplib.h>
 
@@ -27,10 +29,10 @@ class GuardedServer : public httplib::Server {
  public:
   explicit GuardedServer(ConnectionLimits limits) : limits_(limits) {}
 
-  // Called from the pre-routing handler, on the thread reading the request: its token is right (it may send its
-  // body), or not (its connection ends after the answer).
+  // Called on the thread serving a request: from the pre-routing handler once its token is right (it may send its
+  // body); by a handler that left its body unread (a 413), whose connection then ends after the answer.
   static void authenticated();
-  static void refused();
+  static void body_left_unread();
 
   // Shuts every open connection down: after stop(), no client (trickling, idle, or mid-request) keeps a worker
   // thread, and the listening thread's end, waiting.
@@ -40,6 +42,7 @@ class GuardedServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   // Waits for a kept-alive connection's next request: false after the idle timeout, or once the server stops.
   bool wait_for_request(socket_t sock) const;
+  void linger(socket_t sock) const;
 
   const ConnectionLimits limits_;
   std::mutex mutex_;

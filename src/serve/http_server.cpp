@@ -207,8 +207,10 @@ struct HttpServer::Impl {
     return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
                                                 const httplib::ContentReader& reader) {
       HttpRequest request = request_of(req);
-      if (const auto error = read_body(req, res, reader, options.max_body_bytes, request.body))
+      if (const auto error = read_body(req, res, reader, options.max_body_bytes, request.body)) {
+        GuardedServer::body_left_unread();  // what is left of it must not be read as the next request
         return answer_error(res, request, *error);
+      }
       serve(handler, request, res);
     };
   }
@@ -243,7 +245,6 @@ struct HttpServer::Impl {
         GuardedServer::authenticated();  // its body may come now
         return httplib::Server::HandlerResponse::Unhandled;
       }
-      GuardedServer::refused();
       if (options.missing_token_status == 401)
         answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
                                          "authentication_error", "", "invalid_api_key"));

@@ -43,10 +43,9 @@ class TaskRoutes {
     if (!limit.is_number_integer() || limit.get<std::int64_t>() < 1 || limit.get<std::int64_t>() > 1000)
       return unprocessable("limit: expected an integer from 1 to 1000");
     if (!worker.is_string() && !worker.is_null()) return unprocessable("worker_id: expected a string");
-    const std::string worker_id = worker.is_string() ? worker.get<std::string>() : "";
     // Agent Lightning's runners name themselves (every process "Worker-0"): the process is known by its credentials.
-    const std::string& holder = request.basic_auth_user.empty() ? worker_id : request.basic_auth_user;
-    const auto taken = backend_.dequeue(worker_id, holder, limit.get<std::size_t>(), options_.dequeue_wait_seconds);
+    const auto taken = backend_.dequeue(worker.is_string() ? worker.get<std::string>() : "", request.basic_auth_user,
+                                        limit.get<std::size_t>(), options_.dequeue_wait_seconds);
     Json out = Json::array();
     for (const store::AttemptedRollout& attempted : taken) out.push_back(attempted_rollout_json(attempted));
     return json_answer(200, out);

@@ -107,7 +107,7 @@ class FakeTaskBackend : public TaskBackend {
   std::vector<store::AttemptedRollout> queue;
   std::vector<store::Span> spans;
   std::vector<double> waits;
-  std::vector<std::string> holders;
+  std::vector<std::string> callers;
 
   FakeTaskBackend() {
     store::AttemptedRollout task;
@@ -118,11 +118,11 @@ class FakeTaskBackend : public TaskBackend {
     task.attempt = {5, 3, 1, "worker-a", store::AttemptStatus::preparing, 101, 0, 0};
     queue.push_back(task);
   }
-  std::vector<store::AttemptedRollout> dequeue(const std::string& worker, const std::string& holder, std::size_t limit,
+  std::vector<store::AttemptedRollout> dequeue(const std::string& worker, const std::string& caller, std::size_t limit,
                                                double wait) override {
     std::lock_guard<std::mutex> lock(mutex_);
     waits.push_back(wait);
-    holders.push_back(holder);
+    callers.push_back(caller);
     std::vector<store::AttemptedRollout> out;
     while (!queue.empty() && out.size() < limit) {
       out.push_back(queue.back());

@@ -227,6 +227,28 @@ BOOST_AUTO_TEST_CASE(endless_headers_before_the_token_end_the_connection_unanswe
   ::close(fd);
 }
 
+// A request the library cannot parse, without a token: answered 400, and its connection ends (a client sending such
+// requests now and then held a worker thread for good).
+BOOST_AUTO_TEST_CASE(a_malformed_request_without_a_token_ends_its_connection) {
+  Served served;
+  const int fd = connection_to(served.server.port());
+  BOOST_REQUIRE(::send(fd, "X\r\n\r\n", 5, 0) == 5);
+  std::string answer;
+  BOOST_TEST(read_to_close(fd, &answer) == 0, "the connection stays open");
+  BOOST_TEST(answer.rfind("HTTP/1.1 400", 0) == 0);
+  ::close(fd);
+}
+
+// A body far over the limit is answered 413, which the client reads (the rest of its body is read and dropped before
+// the connection closes, not left to reset it).
+BOOST_AUTO_TEST_CASE(a_body_far_over_the_limit_is_answered_413_not_reset) {
+  Served served;
+  const auto result = served.client->Post("/v1/completions", std::string(4 << 20, 'x'), "application/json");
+  BOOST_REQUIRE_MESSAGE(result, "no answer: " << httplib::to_string(result.error()));
+  BOOST_TEST(result->status == 413);
+  BOOST_TEST(served.client->Get("/v1/models")->status == 200);
+}
+
 // A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).
 BOOST_AUTO_TEST_CASE(a_request_refused_for_its_token_ends_its_connection) {
   Served served;

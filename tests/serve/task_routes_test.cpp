@@ -36,9 +36,9 @@ BOOST_AUTO_TEST_CASE(dequeue_answers_attempted_rollouts_then_an_empty_list) {
   BOOST_TEST(served.backend.waits.at(1) == 0.25);  // the configured long poll
 }
 
-// Agent Lightning's runners all call themselves "Worker-0": the process that takes a rollout is the one whose
-// credentials (Basic authentication's user, its worker id) the request carries.
-BOOST_AUTO_TEST_CASE(a_dequeue_goes_to_the_process_its_credentials_name) {
+// Agent Lightning's runners all call themselves "Worker-0": the request's credentials (Basic authentication's user, the
+// process's worker id) reach the runner beside the name.
+BOOST_AUTO_TEST_CASE(a_dequeue_carries_its_credentials_user) {
   Served served;
   httplib::Client process("127.0.0.1", served.server.port());
   process.set_basic_auth("runner-2-w1", token.c_str());
@@ -46,9 +46,8 @@ BOOST_AUTO_TEST_CASE(a_dequeue_goes_to_the_process_its_credentials_name) {
       process.Post("/v1/agl/queues/rollouts/dequeue", json({{"worker_id", "Worker-0"}}).dump(), "application/json");
   BOOST_REQUIRE(result->status == 200);
   BOOST_TEST(json::parse(result->body)[0]["attempt"]["worker_id"] == "Worker-0");  // the store knows its own name
-  served.ok("/v1/agl/queues/rollouts/dequeue", {{"worker_id", "w2"}});             // a bearer token: no process named
-  BOOST_TEST(served.backend.holders == std::vector<std::string>({"runner-2-w1", "w2"}),
-             boost::test_tools::per_element());
+  served.ok("/v1/agl/queues/rollouts/dequeue", {{"worker_id", "w2"}});             // a bearer token: no user
+  BOOST_TEST(served.backend.callers == std::vector<std::string>({"runner-2-w1", ""}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_dequeue_with_a_bad_limit_is_422_with_detail) {

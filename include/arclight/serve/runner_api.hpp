@@ -33,9 +33,9 @@ class TaskBackend {
  public:
   virtual ~TaskBackend() = default;
   // Up to `limit` rollouts for `worker_id`, each with a new attempt; waits up to wait_seconds for one to come.
-  // `holder`: the agent process they go to (the request's Basic authentication user, which runners set to each
-  // process's worker id; else `worker_id`), whose death or hang fails them.
-  virtual std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& holder,
+  // `caller`: the request's Basic authentication user ("" without), which runners set to each agent process's worker
+  // id: the process they go to, whose death or hang fails them, where `worker_id` is a name the agent chose.
+  virtual std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& caller,
                                                        std::size_t limit, double wait_seconds) = 0;
   // A span of an attempt this runner runs (a reward, an episode's result); false if it runs no such attempt.
   virtual bool add_span(store::Span span) = 0;
