@@ -26,7 +26,7 @@ LIBRARIES = [
     ("zlib", re.compile(r"zlib\.h$")),
 ]
 # The C++ standard library (no extension) and the POSIX and glibc headers any module may use.
-SYSTEM = re.compile(r"([a-z_]+|(unistd|fcntl|malloc|sched|dlfcn|signal|errno|pthread|dirent)\.h|sys/[a-z_]+\.h)$")
+SYSTEM = re.compile(r"([a-z_]+|(unistd|fcntl|malloc|sched|dlfcn|signal|errno|pthread|dirent|poll)\.h|(sys|arpa|netinet)/[a-z_]+\.h)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 

@@ -131,6 +131,10 @@ class ConnectionStream final : public httplib::Stream {
 
 thread_local ConnectionStream* reading = nullptr;  // the connection this worker thread serves
 
+// No route here answers a byte range: the library would cut any answer, a 401's JSON included, into the ranges a
+// Range header asks for (thousands of them from 8 KB of header, before the token is checked).
+void serve_whole_answers(httplib::Request& req) { req.ranges.clear(); }
+
 }  // namespace
 
 void GuardedServer::authenticated() {
@@ -183,7 +187,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (!stream.buffered() && !wait_for_request(sock)) break;
     stream.begin_request();
     bool connection_closed = false;
-    served = process_request(stream, left == 1, connection_closed, {});
+    served = process_request(stream, left == 1, connection_closed, serve_whole_answers);
     // Connection: close or not, bytes of it may still come (a body not read): they are read and dropped first.
     if ((ended_early = !served || stream.ends_connection()) || connection_closed) break;
   }

@@ -224,6 +224,15 @@ struct HttpServer::Impl {
     return end != std::string::npos && same_secret(std::string_view(req.path).substr(1, end - 1), options.bearer_token);
   }
 
+  // The answer to a request without the token.
+  void refuse(const httplib::Request& req, httplib::Response& res) const {
+    if (options.missing_token_status == 401)
+      answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
+                                       "authentication_error", "", "invalid_api_key"));
+    else  // as if nothing were served here, in the shape of the path's protocol
+      answer_error(res, request_of(req), HttpError(options.missing_token_status, "Not Found", "not_found_error"));
+  }
+
   void configure() {
     const int threads = options.worker_threads;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
@@ -245,12 +254,15 @@ struct HttpServer::Impl {
         GuardedServer::authenticated();  // its body may come now
         return httplib::Server::HandlerResponse::Unhandled;
       }
-      if (options.missing_token_status == 401)
-        answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
-                                         "authentication_error", "", "invalid_api_key"));
-      else  // as if nothing were served here, in the shape of the path's protocol
-        answer_error(res, request_of(req), HttpError(options.missing_token_status, "Not Found", "not_found_error"));
+      refuse(req, res);
       return httplib::Server::HandlerResponse::Handled;
+    });
+    // A client that asks before sending its body (curl: Expect: 100-continue) is told to go on only with the token;
+    // the library asks this before the pre-routing handler.
+    server.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (authenticated(req)) return 100;
+      refuse(req, res);
+      return res.status;
     });
     // The library's own answers (no route, a body too large, a bad request line) get a JSON body too.
     server.set_error_handler(

@@ -249,6 +249,33 @@ BOOST_AUTO_TEST_CASE(a_body_far_over_the_limit_is_answered_413_not_reset) {
   BOOST_TEST(served.client->Get("/v1/models")->status == 200);
 }
 
+// A client that asks before sending its body (Expect: 100-continue, as curl does) hears "go on" only with the token.
+BOOST_AUTO_TEST_CASE(expect_100_continue_is_answered_401_without_the_token) {
+  Served served;
+  const int fd = connection_to(served.server.port());
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: here\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+      "Expect: 100-continue\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::string answer;
+  read_to_close(fd, &answer);
+  BOOST_TEST(answer.rfind("HTTP/1.1 401", 0) == 0, "answered: " << answer.substr(0, 30));
+  ::close(fd);
+}
+
+// No answer is cut into byte ranges: a Range header gets the whole answer (the library would send a 206 of the ranges,
+// for a 401 too).
+BOOST_AUTO_TEST_CASE(a_range_header_gets_the_whole_answer) {
+  Served served;
+  const auto whole = served.client->Get("/v1/models");
+  const auto ranged = served.client->Get("/v1/models", {{"Range", "bytes=0-3,0-3,0-3"}});
+  BOOST_REQUIRE(ranged);
+  BOOST_TEST(ranged->status == 200);
+  BOOST_TEST(ranged->body == whole->body);
+  httplib::Client anonymous("127.0.0.1", served.server.port());
+  error_of(anonymous.Get("/v1/models", {{"Range", "bytes=0-3"}}), 401);
+}
+
 // A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).
 BOOST_AUTO_TEST_CASE(a_request_refused_for_its_token_ends_its_connection) {
   Served served;
