@@ -15,6 +15,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr std::size_t header_bytes = 64 << 10;  // what a request sends before its token is checked
+
 // poll(2) for `events` until `deadline`; false when it passed (or the socket failed).
 bool wait_until(int fd, short events, Clock::time_point deadline) {
   for (;;) {
@@ -45,13 +47,13 @@ std::string address_text(const sockaddr_storage& address, int& port) {
 // timed per request.
 class ConnectionStream final : public httplib::Stream {
  public:
-  ConnectionStream(int fd, const ConnectionLimits& limits) : fd_(fd), limits_(limits) {}
+  ConnectionStream(int fd, const HttpServerOptions& options) : fd_(fd), options_(options) {}
 
   // A new request begins: its budget and its deadline start again, its token unchecked.
   void begin_request() {
     received_ = 0;
     authenticated_ = unread_ = false;
-    request_deadline_ = Clock::now() + limits_.request_timeout;
+    request_deadline_ = Clock::now() + options_.request_timeout;
   }
   void authenticate() { authenticated_ = true; }
   void leave_unread() { unread_ = true; }
@@ -64,7 +66,7 @@ class ConnectionStream final : public httplib::Stream {
   bool is_readable() const override { return buffered() || wait_until(fd_, POLLIN, read_deadline()); }
 
   bool is_writable() const override {
-    if (!wait_until(fd_, POLLOUT, Clock::now() + limits_.write_timeout)) return false;
+    if (!wait_until(fd_, POLLOUT, Clock::now() + options_.write_timeout)) return false;
     char byte;  // a client gone: the peek reads the end of its stream
     return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
   }
@@ -77,8 +79,7 @@ class ConnectionStream final : public httplib::Stream {
       while (n < 0 && errno == EINTR);
       if (n <= 0) return n < 0 ? -1 : 0;
       received_ += static_cast<std::size_t>(n);
-      if (received_ > (authenticated_ ? limits_.header_bytes + limits_.body_bytes : limits_.header_bytes))
-        return cut_off();
+      if (received_ > (authenticated_ ? header_bytes + options_.max_body_bytes : header_bytes)) return cut_off();
       begin_ = 0;
       end_ = static_cast<std::size_t>(n);
     }
@@ -89,7 +90,7 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (!wait_until(fd_, POLLOUT, Clock::now() + limits_.write_timeout)) return -1;
+    if (!wait_until(fd_, POLLOUT, Clock::now() + options_.write_timeout)) return -1;
     ssize_t n;
     do n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
@@ -111,7 +112,7 @@ class ConnectionStream final : public httplib::Stream {
  private:
   // Each read waits read_timeout at most; before the token is checked, no later than the request's deadline.
   Clock::time_point read_deadline() const {
-    const auto each = Clock::now() + limits_.read_timeout;
+    const auto each = Clock::now() + options_.read_timeout;
     return authenticated_ ? each : std::min(each, request_deadline_);
   }
 
@@ -121,7 +122,7 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   const int fd_;
-  const ConnectionLimits& limits_;
+  const HttpServerOptions& options_;
   char buffer_[4096];
   std::size_t begin_ = 0, end_ = 0;
   std::size_t received_ = 0;
@@ -152,7 +153,7 @@ void GuardedServer::close_connections() {
 
 bool GuardedServer::wait_for_request(socket_t sock) const {
   // In slices, to see the server stop: a connection that came in as it stopped was never shut down.
-  const auto deadline = Clock::now() + limits_.idle_timeout;
+  const auto deadline = Clock::now() + options_.idle_timeout;
   while (svr_sock_ != INVALID_SOCKET) {
     const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
     if (wait_until(sock, POLLIN, slice)) return true;
@@ -179,7 +180,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     std::lock_guard<std::mutex> lock(mutex_);
     open_.insert(sock);
   }
-  ConnectionStream stream(sock, limits_);
+  ConnectionStream stream(sock, options_);
   reading = &stream;
   bool served = false, ended_early = false;
   // Registered before the server's state is read: close_connections() after stop() reaches it, or it sees the stop.

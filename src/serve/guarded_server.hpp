@@ -9,25 +9,17 @@
 // Only http_server.cpp uses it.
 #include <httplib.h>
 
-#include <chrono>
-#include <cstddef>
 #include <mutex>
 #include <set>
 
-namespace arclight::serve {
+#include "arclight/serve/http_server.hpp"
 
-struct ConnectionLimits {
-  std::chrono::milliseconds read_timeout{5000};      // each read
-  std::chrono::milliseconds write_timeout{5000};     // each write
-  std::chrono::milliseconds idle_timeout{5000};      // a kept-alive connection waiting for its next request
-  std::chrono::milliseconds request_timeout{10000};  // a request's line and headers, until its token is checked
-  std::size_t header_bytes = 64 << 10;               // what a request sends before its token is checked
-  std::size_t body_bytes = 8 << 20;                  // and after (on the wire: compressed, chunked)
-};
+namespace arclight::serve {
 
 class GuardedServer : public httplib::Server {
  public:
-  explicit GuardedServer(ConnectionLimits limits) : limits_(limits) {}
+  // Its timeouts and body limit are the options'.
+  explicit GuardedServer(const HttpServerOptions& options) : options_(options) {}
 
   // Called on the thread serving a request: from the pre-routing handler once its token is right (it may send its
   // body); by a handler that left its body unread (a 413), whose connection then ends after the answer.
@@ -44,7 +36,7 @@ class GuardedServer : public httplib::Server {
   bool wait_for_request(socket_t sock) const;
   void linger(socket_t sock) const;
 
-  const ConnectionLimits limits_;
+  const HttpServerOptions options_;
   std::mutex mutex_;
   std::set<socket_t> open_;
 };

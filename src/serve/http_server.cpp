@@ -130,16 +130,6 @@ std::optional<HttpError> read_body(const httplib::Request& req, httplib::Respons
   return HttpError(400, "a body that could not be read (cut short, or one that does not inflate)");
 }
 
-ConnectionLimits limits_of(const HttpServerOptions& o) {
-  ConnectionLimits limits;
-  limits.read_timeout = o.read_timeout;
-  limits.write_timeout = o.write_timeout;
-  limits.idle_timeout = o.idle_timeout;
-  limits.request_timeout = o.request_timeout;
-  limits.body_bytes = o.max_body_bytes;
-  return limits;
-}
-
 }  // namespace
 
 std::string HttpRequest::header(const std::string& lower_case_name) const {
@@ -154,7 +144,7 @@ std::vector<std::string> HttpRequest::param_values(const std::string& key) const
 }
 
 struct HttpServer::Impl {
-  explicit Impl(HttpServerOptions o) : options(std::move(o)), server(limits_of(options)) {}
+  explicit Impl(HttpServerOptions o) : options(std::move(o)), server(options) {}
 
   HttpServerOptions options;
   GuardedServer server;
