@@ -276,6 +276,30 @@ BOOST_AUTO_TEST_CASE(a_range_header_gets_the_whole_answer) {
   error_of(anonymous.Get("/v1/models", {{"Range", "bytes=0-3"}}), 401);
 }
 
+// Before the token is checked, a path goes through the error formatters' patterns, and std::regex recurses once per
+// character of it: a path of some 30,000 characters overflowed a worker thread's stack (rank 0's end, for anyone who
+// can connect). Debian's compiled cpp-httplib bounds the request's target at 8,192 bytes, far below that: the longest
+// path is answered, a longer one is 414 (this fails if a library without that bound comes in).
+BOOST_AUTO_TEST_CASE(the_longest_path_goes_through_the_error_patterns_and_a_longer_one_is_414) {
+  HttpServerOptions options = test_options();
+  options.token_in_path = true;
+  options.missing_token_status = 404;
+  HttpServer server(options);
+  server.format_errors("(/[^/]+)?/v1/agl(/.*)?", [](const HttpRequest&, const HttpError& error) {
+    return HttpResponse{error.status(), "application/json", "{\"detail\":\"formatted\"}", nullptr};
+  });
+  server.start();
+  httplib::Client anonymous("127.0.0.1", server.port());
+  const auto longest = anonymous.Get("/wrong/v1/agl/" + std::string(8150, 'a'));
+  BOOST_REQUIRE(longest);
+  BOOST_TEST(longest->status == 404);
+  BOOST_TEST(longest->body == "{\"detail\":\"formatted\"}");
+  httplib::Client again("127.0.0.1", server.port());
+  const auto longer = again.Get("/wrong/v1/agl/" + std::string(40000, 'a'));
+  BOOST_REQUIRE(longer);
+  BOOST_TEST(longer->status == 414);
+}
+
 // A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).
 BOOST_AUTO_TEST_CASE(a_request_refused_for_its_token_ends_its_connection) {
   Served served;
