@@ -28,6 +28,7 @@
 #include "arclight/store/span_batcher.hpp"
 #include "endpoint.hpp"
 #include "generation_engine.hpp"
+#include "runner_backend.hpp"
 #include "roles.hpp"
 #include "weight_channel.hpp"
 
@@ -39,168 +40,6 @@ bool agl_agents(const Config& config) { return config.agent.name == "agl"; }
 
 // The worker ids of a runner's agent processes are this and "-w<i>": "runner-3-w0".
 std::string worker_id_prefix(int rank) { return log::concat("runner-", rank); }
-
-using AttemptKey = std::pair<store::RolloutId, store::AttemptId>;
-
-// The attempts this rank's agents hold, and which worker holds each: a dead or hung worker's attempts fail.
-class AttemptBook {
- public:
-  void hold(const store::AttemptedRollout& ar, const std::string& worker) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    // Its episode's clock starts when the agent gets it (start_clocks), after the wait for its policy version.
-    held_[{ar.rollout.id, ar.attempt.id}] = {worker, Stopwatch::now(), Stopwatch::time_point::max()};
-  }
-  bool holds(store::RolloutId r, store::AttemptId a) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return held_.count({r, a}) > 0;
-  }
-  // The attempt of rollout `r` held here (a rollout runs one attempt at a time), if any: what "latest" names.
-  std::optional<store::AttemptId> held_attempt_of(store::RolloutId r) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = held_.lower_bound({r, 0});
-    if (it == held_.end() || it->first.first != r) return std::nullopt;
-    return it->first.second;
-  }
-  bool release(store::RolloutId r, store::AttemptId a) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return held_.erase({r, a}) > 0;
-  }
-  // Releases and returns the attempts `worker` took before `ended_at`: those after are its restart's (the same id).
-  std::vector<AttemptKey> release_worker(const std::string& worker, Stopwatch::time_point ended_at) {
-    std::vector<AttemptKey> keys;
-    for (const auto& released : release_if([&](const Held& h) { return h.worker == worker && h.taken <= ended_at; }))
-      keys.push_back(released.first);
-    return keys;
-  }
-  // The episode's clock of each starts now: the wait for their policy version is not the agent's time.
-  void start_clocks(const std::vector<store::AttemptedRollout>& attempts) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& ar : attempts)
-      if (const auto it = held_.find({ar.rollout.id, ar.attempt.id}); it != held_.end())
-        it->second.since = Stopwatch::now();
-  }
-  // Releases and returns the attempts held longer than `seconds`, with their workers.
-  std::vector<std::pair<AttemptKey, std::string>> release_older_than(double seconds) {
-    return release_if([&](const Held& h) { return seconds_since(h.since) > seconds; });
-  }
-
- private:
-  struct Held {
-    std::string worker;
-    Stopwatch::time_point taken;  // from the store
-    Stopwatch::time_point since;  // the episode's start: handed to the agent
-  };
-  template <class Predicate>
-  std::vector<std::pair<AttemptKey, std::string>> release_if(Predicate matches) {
-    std::vector<std::pair<AttemptKey, std::string>> released;
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (!matches(it->second)) {
-        ++it;
-        continue;
-      }
-      released.emplace_back(it->first, it->second.worker);
-      it = held_.erase(it);
-    }
-    return released;
-  }
-  std::mutex mutex_;
-  std::map<AttemptKey, Held> held_;
-};
-
-// What the endpoint's traced calls and the task interface do to the store, on HTTP threads.
-class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
- public:
-  RunnerBackend(store::Store& store, store::SpanBatcher& spans, AttemptBook& book,
-                const std::atomic<std::uint64_t>& version, std::string worker_prefix)
-      : store_(store), spans_(spans), book_(book), version_(version), worker_prefix_(std::move(worker_prefix)) {}
-
-  std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& caller,
-                                               std::size_t limit, double wait_seconds) override {
-    // The process that asks: its credentials' user when that is one of this runner's workers (an agent of its own
-    // may send any, or none), else the name it gives.
-    const std::string& holder = caller.rfind(worker_prefix_, 0) == 0 ? caller : worker_id;
-    const auto deadline = Stopwatch::now() + std::chrono::duration<double>(wait_seconds);
-    for (;;) {
-      std::vector<store::AttemptedRollout> got = store_.dequeue(worker_id, limit);
-      if (!got.empty()) {
-        // Held first: while they wait for their version, their worker's death or their timeout still fails them.
-        for (const auto& ar : got) book_.hold(ar, holder);
-        wait_for_version(got);
-        book_.start_clocks(got);
-        return got;
-      }
-      if (Stopwatch::now() >= deadline) return got;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
-  bool add_span(store::Span span) override {
-    if (!book_.holds(span.rollout_id, span.attempt_id)) return false;
-    spans_.add(std::move(span));
-    return true;
-  }
-
-  std::optional<store::Attempt> update_attempt(store::RolloutId rollout, store::AttemptId attempt,
-                                               store::AttemptStatus status) override {
-    if (attempt == store::latest_attempt) {  // .../attempts/latest, which Agent Lightning's interface allows
-      const auto held = book_.held_attempt_of(rollout);
-      if (!held) return std::nullopt;
-      attempt = *held;
-    }
-    if (!book_.holds(rollout, attempt)) return std::nullopt;
-    const bool ends = status == store::AttemptStatus::succeeded || status == store::AttemptStatus::failed;
-    if (ends) book_.release(rollout, attempt);
-    store::AttemptReport report{rollout, attempt, {}};
-    report.update.status = status;
-    // An end takes the episode's spans along, ahead of it.
-    const store::ReportOutcome outcome =
-        (ends ? spans_.end_attempts({report}) : store_.update_attempts({report})).at(0);
-    if (!outcome.attempt) log::debug("agent's report refused: ", outcome.refusal);  // e.g. the attempt timed out
-    return outcome.attempt;
-  }
-
-  bool running_here(store::RolloutId rollout, store::AttemptId attempt) override {
-    return book_.holds(rollout, attempt);
-  }
-
-  void record(serve::TracedCall call) override {
-    store::Span s;
-    s.rollout_id = call.rollout_id;
-    s.attempt_id = call.attempt_id;
-    s.name = algo::span_names::llm;
-    s.status = store::SpanStatus::ok;
-    s.attributes = {{"prompt_ids", store::TokenIds(std::move(call.prompt))},
-                    {"response_ids", store::TokenIds(std::move(call.response))},
-                    {"logprobs", store::Floats(std::move(call.logprobs))},
-                    {"temperature", model::logprob_temperature(call.temperature)},
-                    {"policy_version", double(call.policy_version)}};
-    add_span(std::move(s));
-  }
-
- private:
-  // A rollout runs with the policy version it was enqueued under, or a newer one (the broadcast may be on its way).
-  void wait_for_version(const std::vector<store::AttemptedRollout>& got) {
-    const std::uint64_t needed = required_.of(got);
-    const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
-    while (version_ == no_version || version_ < needed) {
-      if (Stopwatch::now() >= deadline) {  // handed out all the same: rank 0 drops what lags beyond max_staleness
-        log::warn("policy version ", needed, " has not reached this runner in 60 s (it serves ",
-                  version_ == no_version ? std::string("none") : std::to_string(version_.load()),
-                  "): its rollouts start on what it has");
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-
-  store::Store& store_;
-  store::SpanBatcher& spans_;
-  AttemptBook& book_;
-  const std::atomic<std::uint64_t>& version_;
-  const std::string worker_prefix_;  // "runner-<rank>-w"
-  RequiredVersions required_{store_};
-};
 
 class ExternalRunner {
  public:
@@ -302,26 +141,15 @@ class ExternalRunner {
       if (!held.empty())
         log::warn("runner ", rank_, ": agent ", exit.worker_id, " ", exit.describe(), " holding ", held.size(),
                   held.size() == 1 ? " attempt, which fails" : " attempts, which fail");
-      fail(held);
+      fail_attempts(spans_, held);
     }
     for (const auto& [key, worker] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
-      fail({key});
+      fail_attempts(spans_, {key});
       const bool restarted = processes_->kill_worker(worker);
       log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
                 config_.agent.episode_timeout_seconds, " s; ",
                 restarted ? "restarting it" : "its attempt fails (no process of this runner has that worker id)");
     }
-  }
-
-  void fail(const std::vector<AttemptKey>& attempts) {
-    if (attempts.empty()) return;
-    std::vector<store::AttemptReport> reports;
-    for (const auto& [rollout, attempt] : attempts) {
-      store::AttemptReport report{rollout, attempt, {}};
-      report.update.status = store::AttemptStatus::failed;
-      reports.push_back(report);
-    }
-    spans_.end_attempts(reports);
   }
 
   const Config& config_;

@@ -62,6 +62,15 @@ class ConnectionStream final : public httplib::Stream {
   // as a request of their own.
   bool ends_connection() const { return !authenticated_ || cut_off_ || unread_; }
   bool buffered() const { return begin_ < end_; }
+  // The client closed its end: the connection reads its end (a next request's bytes are no end), or hung up.
+  bool peer_gone() const {
+    if (buffered()) return false;
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return true;
+    char byte;
+    return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  }
 
   bool is_readable() const override { return buffered() || wait_until(fd_, POLLIN, read_deadline()); }
 
@@ -145,6 +154,8 @@ void GuardedServer::authenticated() {
 void GuardedServer::body_left_unread() {
   if (reading) reading->leave_unread();
 }
+
+bool GuardedServer::client_gone() { return reading && reading->peer_gone(); }
 
 void GuardedServer::close_connections() {
   std::lock_guard<std::mutex> lock(mutex_);

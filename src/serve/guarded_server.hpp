@@ -25,6 +25,8 @@ class GuardedServer : public httplib::Server {
   // body); by a handler that left its body unread (a 413), whose connection then ends after the answer.
   static void authenticated();
   static void body_left_unread();
+  // On the thread serving a request: whether its client has closed (or half-closed) the connection.
+  static bool client_gone();
 
   // Shuts every open connection down: after stop(), no client (trickling, idle, or mid-request) keeps a worker
   // thread, and the listening thread's end, waiting.

@@ -72,7 +72,7 @@ bool inflated_by_library(const std::string& content_encoding) {
 }
 
 HttpRequest request_of(const httplib::Request& req) {
-  HttpRequest out{req.method, req.path, {}, {}, {}, req.body, {}};
+  HttpRequest out{req.method, req.path, {}, {}, {}, req.body, {}, {}};
   for (const auto& [key, value] : req.params) out.params.emplace(key, value);
   for (std::size_t i = 1; i < req.matches.size(); ++i) out.captures.push_back(req.matches[i].str());
   for (const auto& [name, value] : req.headers) {
@@ -81,6 +81,7 @@ HttpRequest request_of(const httplib::Request& req) {
     out.headers.emplace(std::move(key), value);
   }
   if (const auto basic = basic_auth(req.get_header_value("Authorization"))) out.basic_auth_user = basic->user;
+  out.connection_gone = &GuardedServer::client_gone;
   return out;
 }
 

@@ -45,7 +45,8 @@ class TaskRoutes {
     if (!worker.is_string() && !worker.is_null()) return unprocessable("worker_id: expected a string");
     // Agent Lightning's runners name themselves (every process "Worker-0"): the process is known by its credentials.
     const auto taken = backend_.dequeue(worker.is_string() ? worker.get<std::string>() : "", request.basic_auth_user,
-                                        limit.get<std::size_t>(), options_.dequeue_wait_seconds);
+                                        limit.get<std::size_t>(), options_.dequeue_wait_seconds,
+                                        [&request] { return request.client_gone(); });
     Json out = Json::array();
     for (const store::AttemptedRollout& attempted : taken) out.push_back(attempted_rollout_json(attempted));
     return json_answer(200, out);

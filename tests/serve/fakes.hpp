@@ -119,7 +119,7 @@ class FakeTaskBackend : public TaskBackend {
     queue.push_back(task);
   }
   std::vector<store::AttemptedRollout> dequeue(const std::string& worker, const std::string& caller, std::size_t limit,
-                                               double wait) override {
+                                               double wait, const std::function<bool()>&) override {
     std::lock_guard<std::mutex> lock(mutex_);
     waits.push_back(wait);
     callers.push_back(caller);

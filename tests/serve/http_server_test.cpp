@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -298,6 +299,48 @@ BOOST_AUTO_TEST_CASE(the_longest_path_goes_through_the_error_patterns_and_a_long
   const auto longer = again.Get("/wrong/v1/agl/" + std::string(40000, 'a'));
   BOOST_REQUIRE(longer);
   BOOST_TEST(longer->status == 414);
+}
+
+// A handler that waits (a long poll) learns when its client has closed the connection; a client still there, even one
+// that already sent its next request, is not taken for gone.
+BOOST_AUTO_TEST_CASE(a_waiting_handler_sees_its_client_leave) {
+  HttpServer server(test_options());
+  std::atomic<double> gone_after{-1};
+  server.get("/wait", [&](const HttpRequest& request) {
+    const double seconds = std::stod(request.param_values("seconds").at(0));
+    const auto start = std::chrono::steady_clock::now();
+    for (; seconds_since(start) < seconds; std::this_thread::sleep_for(std::chrono::milliseconds(10)))
+      if (request.client_gone()) {
+        gone_after = seconds_since(start);
+        return HttpResponse{200, "text/plain", "gone", nullptr};
+      }
+    return HttpResponse{200, "text/plain", "here", nullptr};
+  });
+  server.start();
+  const std::string wait_request =
+      "GET /wait?seconds=0.5 HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token + "\r\n\r\n";
+  const int pipelined = connection_to(server.port());
+  std::string last = wait_request;
+  last.insert(last.find("\r\n\r\n"), "\r\nConnection: close");
+  const std::string two = wait_request + last;
+  BOOST_REQUIRE(::send(pipelined, two.data(), two.size(), 0) == static_cast<ssize_t>(two.size()));
+  std::string answers;
+  BOOST_TEST(read_to_close(pipelined, &answers) == 0);
+  BOOST_TEST(answers.find("here") != answers.rfind("here"), answers);  // two answers, each "here"
+  BOOST_TEST(answers.find("gone") == std::string::npos);
+  BOOST_TEST(gone_after < 0);
+  ::close(pipelined);
+
+  const int leaving = connection_to(server.port());
+  std::string request = wait_request;
+  request.replace(request.find("0.5"), 3, "5.0");
+  BOOST_REQUIRE(::send(leaving, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::close(leaving);
+  const auto start = std::chrono::steady_clock::now();
+  while (gone_after < 0 && seconds_since(start) < 6) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_TEST(gone_after >= 0, "the handler waited its 5 s out");
+  BOOST_TEST(gone_after < 1.0);
 }
 
 // A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).

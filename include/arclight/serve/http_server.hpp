@@ -47,6 +47,11 @@ struct HttpRequest {
   // The user name of Basic authentication (what a client sent before its password, the token), "" without it: runner
   // ranks give each agent process its own (its worker id), so a request says which process sent it.
   std::string basic_auth_user;
+  // True once the client has closed its connection (or half-closed it; HTTP clients do not), for a handler that waits
+  // (a long poll) to stop early and hand out nothing. Ask it on the thread the handler runs on. Always false for a
+  // request that came over no connection (tests), whose connection_gone is empty.
+  bool client_gone() const { return connection_gone && connection_gone(); }
+  std::function<bool()> connection_gone;
   std::string header(const std::string& lower_case_name) const;  // "" when absent
   std::vector<std::string> param_values(const std::string& key) const;
 };

@@ -3,6 +3,7 @@
 // attempts it runs, and the small task interface its agent processes use (a strict subset of Agent Lightning
 // v0.3's store API). The app implements both on the runner's loop thread (which owns MPI); HTTP threads call them.
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,8 +36,11 @@ class TaskBackend {
   // Up to `limit` rollouts for `worker_id`, each with a new attempt; waits up to wait_seconds for one to come.
   // `caller`: the request's Basic authentication user ("" without), which runners set to each agent process's worker
   // id: the process they go to, whose death or hang fails them, where `worker_id` is a name the agent chose.
+  // `client_gone` (HttpRequest::client_gone): true once the asking client has closed its connection; what
+  // is taken for a client gone would wait in vain for it.
   virtual std::vector<store::AttemptedRollout> dequeue(const std::string& worker_id, const std::string& caller,
-                                                       std::size_t limit, double wait_seconds) = 0;
+                                                       std::size_t limit, double wait_seconds,
+                                                       const std::function<bool()>& client_gone) = 0;
   // A span of an attempt this runner runs (a reward, an episode's result); false if it runs no such attempt.
   virtual bool add_span(store::Span span) = 0;
   // The attempt's end (succeeded or failed) or a heartbeat (running); nullopt if this runner runs no such attempt.

@@ -1,0 +1,87 @@
+// A runner's side of its agents' task interface (src/app/runner_backend.hpp) over a real MemoryStore: a dequeue holds
+// what it takes for the asking process, and takes nothing, or gives back what it took, for a client that left.
+#include "../../src/app/runner_backend.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+
+#include "arclight/core/clock.hpp"
+#include "arclight/store/memory_store.hpp"
+
+using namespace arclight;
+
+namespace {
+
+struct Runner {
+  SystemClock clock;
+  store::MemoryStore store{clock, config()};
+  store::SpanBatcher spans{store, 64, 0.01};
+  app::AttemptBook book;
+  std::atomic<std::uint64_t> version{0};
+  app::RunnerBackend backend{store, spans, book, version, "runner-1-w"};
+
+  static store::RolloutConfig config() {
+    store::RolloutConfig c;
+    c.max_attempts = 2;
+    c.retry_condition = store::bit(store::AttemptStatus::failed);
+    return c;
+  }
+  store::RolloutId enqueue() {
+    store::NewRollout rollout;
+    rollout.input = "{}";
+    return store.enqueue(std::vector<store::NewRollout>{rollout}).at(0).id;
+  }
+  store::Attempt latest(store::RolloutId id) { return store.get_latest_attempt(id); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(runner_backend)
+
+BOOST_AUTO_TEST_CASE(a_dequeue_holds_its_rollout_for_the_process_that_asked) {
+  Runner r;
+  const store::RolloutId id = r.enqueue();
+  const auto got = r.backend.dequeue("Worker-0", "runner-1-w0", 1, 0, [] { return false; });
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_TEST(r.book.holds(id, got[0].attempt.id));
+  // Its process ended after it took it: the attempt is that process's and fails.
+  const auto released = r.book.release_worker("runner-1-w0", app::Stopwatch::now());
+  BOOST_REQUIRE_EQUAL(released.size(), 1u);
+  BOOST_TEST(released[0].second == got[0].attempt.id);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_gone_before_a_rollout_came_takes_nothing) {
+  Runner r;
+  const store::RolloutId id = r.enqueue();
+  const auto got = r.backend.dequeue("Worker-0", "runner-1-w0", 1, 5, [] { return true; });
+  BOOST_TEST(got.empty());
+  // Still queued, no attempt made: the next agent gets it.
+  const auto next = r.backend.dequeue("Worker-0", "runner-1-w1", 1, 0, [] { return false; });
+  BOOST_REQUIRE_EQUAL(next.size(), 1u);
+  BOOST_TEST(next[0].rollout.id == id);
+  BOOST_TEST(next[0].attempt.sequence_id == 1u);
+}
+
+// The client left while its rollout was taken and waited for its policy version (its process died, or it gave up
+// the long poll): the attempt fails at once, and the rollout's retry makes a new one, instead of waiting for the
+// episode's timeout held for a process that is no more (whose restart, with the same worker id, was killed for it).
+BOOST_AUTO_TEST_CASE(a_client_gone_while_its_rollout_came_fails_that_attempt_at_once) {
+  Runner r;
+  const store::RolloutId id = r.enqueue();
+  int asked = 0;
+  const auto got = r.backend.dequeue("Worker-0", "runner-1-w0", 1, 5, [&] { return ++asked > 1; });
+  BOOST_TEST(got.empty());
+  BOOST_TEST(asked == 2);
+  const store::Attempt first = r.latest(id);
+  BOOST_TEST(first.sequence_id == 1u);
+  BOOST_TEST(static_cast<int>(first.status) == static_cast<int>(store::AttemptStatus::failed));
+  BOOST_TEST(!r.book.holds(id, first.id));
+  BOOST_TEST(r.book.release_older_than(-1).empty());
+  // The retry is queued for whoever asks next.
+  const auto retry = r.backend.dequeue("Worker-0", "runner-1-w0", 1, 0, [] { return false; });
+  BOOST_REQUIRE_EQUAL(retry.size(), 1u);
+  BOOST_TEST(retry[0].attempt.sequence_id == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
