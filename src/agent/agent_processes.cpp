@@ -39,6 +39,38 @@ double now_seconds() {
 
 std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
+// Where the escape sequence that begins at `at` (an ESC) ends, its last byte: ESC [ parameters intermediates final
+// (CSI: colours, cursor moves), else ESC and one byte.
+std::size_t escape_end(std::string_view line, std::size_t at) {
+  std::size_t end = at + 1;
+  if (end < line.size() && line[end] == '[') {
+    ++end;
+    while (end < line.size() && !(line[end] >= 0x40 && line[end] <= 0x7e)) ++end;
+  }
+  return end;
+}
+
+// A line of an agent's output as the log takes it: what follows its last carriage return (a progress bar's last
+// state, as a terminal shows it, not every update glued together), without terminal escape sequences, other control
+// characters as '?'. Nothing an agent writes moves a terminal's cursor over the prefix or over other lines.
+std::string printable(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF
+  if (const auto at = line.rfind('\r'); at != std::string_view::npos) line.remove_prefix(at + 1);
+  std::string out;
+  out.reserve(line.size());
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if (c == 0x1b) {
+      i = escape_end(line, i);
+    } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      out += '?';
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string joined(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
@@ -398,8 +430,7 @@ std::string AgentProcesses::spawn(Worker& w) {
 }
 
 void AgentProcesses::forward(const Worker& w, std::string_view line) const {
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  options_.log_line(w.prefix + std::string(line));
+  options_.log_line(w.prefix + printable(line));
 }
 
 // Reads what one worker's pipe holds now, one chunk (fairness among chatty workers), and forwards its whole lines;
@@ -419,6 +450,11 @@ bool AgentProcesses::read_chunk(Worker& w) {
   for (std::size_t end; (end = w.pending.find('\n', begin)) != std::string::npos; begin = end + 1)
     forward(w, std::string_view(w.pending).substr(begin, end - begin));
   w.pending.erase(0, begin);
+  // A line that a carriage return took back to its start keeps what follows (a CR last may be a CRLF's first half):
+  // a progress bar that updates for hours holds a line's worth, not hours of updates.
+  if (const auto at = w.pending.size() < 2 ? std::string::npos : w.pending.rfind('\r', w.pending.size() - 2);
+      at != std::string::npos)
+    w.pending.erase(0, at + 1);
   if (w.pending.size() >= longest_line) forward(w, w.pending), w.pending.clear();
   return true;
 }

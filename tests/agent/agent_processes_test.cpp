@@ -119,6 +119,19 @@ int zombie_children_of(pid_t parent) {
   return zombies;
 }
 
+// The lines one worker running `script` forwards until `last` has come (then it stops).
+std::vector<std::string> lines_until(const std::string& script, const std::string& last, double seconds) {
+  LineSink sink;
+  auto o = shell_agent(script + "; sleep 30");
+  o.log_line = sink.function();
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has(last); }, seconds), "'" << last << "' forwarded");
+  agents.stop();
+  std::lock_guard<std::mutex> lock(sink.mutex);
+  return sink.lines;
+}
+
 // A script line that writes `what`'s output to FILE whole (written aside, then renamed), so a test never reads half.
 std::string write_whole(const std::string& what, const std::string& file) {
   return what + " > " + file + ".part && mv " + file + ".part " + file;
@@ -231,6 +244,28 @@ BOOST_AUTO_TEST_CASE(stdout_and_stderr_lines_arrive_with_the_worker_prefix) {
   BOOST_TEST(!sink.has("[rank 3 agent 0] no-newline"), "an unfinished line waits for its end");
   agents.stop();
   BOOST_TEST(sink.has("[rank 3 agent 0] no-newline"), "the last unfinished line is forwarded at the end");
+}
+
+// Lines as a terminal would leave them, and nothing that moves its cursor: a progress bar's last state (not its updates
+// glued together, nor an overwritten prefix), colours and cursor moves dropped, other control characters as '?'.
+BOOST_AUTO_TEST_CASE(carriage_returns_escapes_and_control_characters_do_not_reach_the_log) {
+  const std::vector<std::string> lines = lines_until(
+      "printf 'bar 10%%\\rbar 50%%\\rbar 100%%\\n'; printf '\\033[31mred\\033[0m\\tx\\033[2K\\033[1A\\033cy\\n'; "
+      "printf 'a\\bb\\0c\\r\\n'; printf '\\rforged\\n'",
+      "[agent 0] forged", 10);
+  const std::vector<std::string> expected = {"[agent 0] bar 100%", "[agent 0] red\txy", "[agent 0] a?b?c",
+                                             "[agent 0] forged"};
+  BOOST_TEST(lines == expected, boost::test_tools::per_element());
+}
+
+// A progress bar that never ends its line is held as its last state, not as all of its updates (300 KB here, which
+// went out in pieces of 64 KiB).
+BOOST_AUTO_TEST_CASE(a_line_taken_back_by_carriage_returns_is_not_forwarded_in_pieces) {
+  const std::vector<std::string> lines =
+      lines_until("i=0; while [ $i -lt 20000 ]; do printf '\\rprogress %05d' $i; i=$((i+1)); done; echo; echo done",
+                  "[agent 0] done", 30);
+  const std::vector<std::string> expected = {"[agent 0] progress 19999", "[agent 0] done"};
+  BOOST_TEST(lines == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_chatty_worker_is_never_blocked_by_its_pipe) {

@@ -62,8 +62,10 @@ struct WorkerExit {
 };
 
 // Supervises `workers` copies of one command. Each worker runs in a process group of its own, stdin /dev/null, its
-// stdout and stderr (one pipe) forwarded line by line with the prefix. A supervisor thread does the forking, reading,
-// reaping and restarting; poll() hands the runner what died since the last call.
+// stdout and stderr (one pipe) forwarded line by line with the prefix (a line's text after its last carriage return,
+// without terminal escapes or other control characters: no agent moves the cursor of a terminal showing the log). A
+// supervisor thread does the forking, reading, reaping and restarting; poll() hands the runner what died since the last
+// call.
 //
 // No orphans: stop() (and the destructor) ends every worker's process group, SIGTERM then SIGKILL after the grace;
 // a worker that dies has every process it started killed before it restarts. Each agent runs under a guard, a small
