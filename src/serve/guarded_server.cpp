@@ -8,7 +8,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace arclight::serve {
 namespace {
@@ -140,6 +146,77 @@ class ConnectionStream final : public httplib::Stream {
 };
 
 thread_local ConnectionStream* reading = nullptr;  // the connection this worker thread serves
+thread_local bool refusing = false;                // on the accepting thread: the pool has no room for the connection
+
+// The library's thread pool, with a bound on the connections that wait for a worker: past it, a new connection is
+// answered 503 by the accepting thread and closed. The library's queue grew without end, and a rank out of file
+// descriptors cannot write its checkpoint.
+class BoundedPool final : public httplib::TaskQueue {
+ public:
+  BoundedPool(std::size_t threads, std::size_t max_waiting) : max_waiting_(max_waiting) {
+    for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+
+  void enqueue(std::function<void()> serve_connection) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (waiting_.size() < max_waiting_) {
+        waiting_.push_back(std::move(serve_connection));
+        wake_.notify_one();
+        return;
+      }
+    }
+    refusing = true;  // GuardedServer::process_and_close_socket answers 503 and closes
+    serve_connection();
+    refusing = false;
+  }
+
+  // Serves what waits, then ends the threads.
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      shut_down_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> serve_connection;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return shut_down_ || !waiting_.empty(); });
+        if (waiting_.empty()) return;
+        serve_connection = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+      serve_connection();
+    }
+  }
+
+  const std::size_t max_waiting_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> waiting_;
+  bool shut_down_ = false;
+};
+
+// The answer to a connection the pool has no room for, sent without waiting (the accepting thread sends it).
+void refuse_busy(socket_t sock) {
+  static const std::string body =
+      R"({"error":{"message":"the server is busy: too many connections wait","type":"server_error","param":null,)"
+      R"("code":null}})";
+  static const std::string answer =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+  ::send(sock, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+}
 
 // No route here answers a byte range: the library would cut any answer, a 401's JSON included, into the ranges a
 // Range header asks for (thousands of them from 8 KB of header, before the token is checked).
@@ -153,6 +230,10 @@ void GuardedServer::authenticated() {
 
 void GuardedServer::body_left_unread() {
   if (reading) reading->leave_unread();
+}
+
+httplib::TaskQueue* GuardedServer::new_pool(std::size_t threads, std::size_t max_waiting) {
+  return new BoundedPool(threads, max_waiting);
 }
 
 bool GuardedServer::client_gone() { return reading && reading->peer_gone(); }
@@ -187,6 +268,10 @@ void GuardedServer::linger(socket_t sock) const {
 }
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
+  if (refusing) {
+    refuse_busy(sock);
+    return false;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     open_.insert(sock);

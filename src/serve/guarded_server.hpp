@@ -28,6 +28,10 @@ class GuardedServer : public httplib::Server {
   // On the thread serving a request: whether its client has closed (or half-closed) the connection.
   static bool client_gone();
 
+  // The task queue the library serves connections from: `threads` workers, at most `max_waiting` connections
+  // waiting for one (past it, a connection is answered 503 and closed).
+  static httplib::TaskQueue* new_pool(std::size_t threads, std::size_t max_waiting);
+
   // Shuts every open connection down: after stop(), no client (trickling, idle, or mid-request) keeps a worker
   // thread, and the listening thread's end, waiting.
   void close_connections();

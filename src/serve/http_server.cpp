@@ -225,8 +225,9 @@ struct HttpServer::Impl {
   }
 
   void configure() {
-    const int threads = options.worker_threads;
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    const auto threads = static_cast<std::size_t>(options.worker_threads);
+    const auto waiting = static_cast<std::size_t>(options.max_waiting_connections);
+    server.new_task_queue = [threads, waiting] { return GuardedServer::new_pool(threads, waiting); };
     server.set_payload_max_length(options.max_body_bytes);
     server.set_read_timeout(options.read_timeout);
     server.set_write_timeout(options.write_timeout);
@@ -273,6 +274,8 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(HttpServerOptions options) {
   if (options.bearer_token.empty()) throw UsageError("http server: a bearer token is required");
+  if (options.worker_threads < 1 || options.max_waiting_connections < 0)
+    throw UsageError("http server: worker_threads must be at least 1 and max_waiting_connections at least 0");
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->configure();
 }

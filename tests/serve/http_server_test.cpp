@@ -343,6 +343,35 @@ BOOST_AUTO_TEST_CASE(a_waiting_handler_sees_its_client_leave) {
   BOOST_TEST(gone_after < 1.0);
 }
 
+// Connections past the workers and the waiting room are answered 503 at once and closed (the queue grew without
+// bound: descriptors and memory for anyone who can connect); once the crowd has gone, requests are served again.
+BOOST_AUTO_TEST_CASE(connections_past_the_waiting_room_are_answered_503_at_once) {
+  HttpServerOptions options = test_options();
+  options.worker_threads = 2;
+  options.max_waiting_connections = 2;
+  options.idle_timeout = options.request_timeout = std::chrono::milliseconds(60000);
+  Served served(options);
+  std::vector<int> crowd;
+  for (int i = 0; i < 4; ++i) {  // two taken by the workers, two waiting
+    crowd.push_back(connection_to(served.server.port()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int one_more = connection_to(served.server.port());
+  std::string answer;
+  BOOST_TEST(read_to_close(one_more, &answer) == 0, "the connection stays open");
+  BOOST_TEST(answer.rfind("HTTP/1.1 503", 0) == 0, "answered: " << answer.substr(0, 40));
+  BOOST_TEST(answer.find("too many connections wait") != std::string::npos);
+  BOOST_TEST(seconds_since(start) < 2);
+  ::close(one_more);
+  for (const int fd : crowd) ::close(fd);
+  int status = 0;
+  for (const auto gone = std::chrono::steady_clock::now(); status != 200 && seconds_since(gone) < 3;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50)))
+    status = served.client->Get("/v1/models")->status;  // the workers see the crowd's ends within a poll
+  BOOST_TEST(status == 200);
+}
+
 // A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).
 BOOST_AUTO_TEST_CASE(a_request_refused_for_its_token_ends_its_connection) {
   Served served;

@@ -32,6 +32,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds idle_timeout{5000};      // a kept-alive connection with no request
   std::chrono::milliseconds request_timeout{10000};  // a request's line and headers, until its token is checked
   int worker_threads = 64;                           // connections served at once (the endpoint wants hundreds)
+  // Connections that wait for a worker thread; one more is answered 503 and closed at once, so that no client, with
+  // or without the token, makes the rank hold file descriptors and memory without bound.
+  int max_waiting_connections = 256;
 };
 
 struct HttpRequest {
