@@ -517,14 +517,9 @@ void AgentProcesses::reap_and_restart() {
 
 // After a death: the backoff (doubling, back to the first after a healthy life), or the restart limit.
 void AgentProcesses::schedule_restart(Worker& w, const WorkerExit& e) {
-  double now = now_seconds();
-  bool healthy = e.lived_seconds >= options_.healthy_after_seconds;
-  w.backoff = (w.backoff == 0 || healthy) ? options_.backoff_initial_seconds
-                                          : std::min(2 * w.backoff, options_.backoff_max_seconds);
-  while (!w.restart_times.empty() && w.restart_times.front() < now - options_.restart_window_seconds)
-    w.restart_times.pop_front();
-  const bool limit_reached = static_cast<int>(w.restart_times.size()) >= options_.max_restarts;
-  w.restart_at = limit_reached ? -1 : now + w.backoff;
+  const double now = now_seconds();
+  const bool healthy = e.lived_seconds >= options_.healthy_after_seconds;
+  const bool limit_reached = back_off(w, now, healthy);
   {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     shared_->exits.push_back(e);
@@ -542,13 +537,39 @@ void AgentProcesses::schedule_restart(Worker& w, const WorkerExit& e) {
                            " s; restarting in ", w.backoff, " s"));
 }
 
+// Sets the next restart's time, after a backoff that doubles (back to the first after a healthy life); true, and no
+// restart, once the worker has been restarted max_restarts times within the window.
+bool AgentProcesses::back_off(Worker& w, double now, bool healthy) {
+  w.backoff = (w.backoff == 0 || healthy) ? options_.backoff_initial_seconds
+                                          : std::min(2 * w.backoff, options_.backoff_max_seconds);
+  while (!w.restart_times.empty() && w.restart_times.front() < now - options_.restart_window_seconds)
+    w.restart_times.pop_front();
+  const bool limit_reached = static_cast<int>(w.restart_times.size()) >= options_.max_restarts;
+  w.restart_at = limit_reached ? -1 : now + w.backoff;
+  return limit_reached;
+}
+
+// A restart that cannot start the agent (fork out of processes or memory, descriptors, a command being replaced: often
+// passing) is tried again after the backoff, and counts toward the restart limit as a death does.
 void AgentProcesses::restart(Worker& w) {
   w.restart_at = -1;
   w.restart_times.push_back(now_seconds());
-  std::string error = spawn(w);
-  std::lock_guard<std::mutex> lock(shared_->mutex);
-  ++shared_->restarts;
-  if (!error.empty() && shared_->fatal.empty()) shared_->fatal = error;
+  const std::string error = spawn(w);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    ++shared_->restarts;
+  }
+  if (error.empty()) return;
+  const bool limit_reached = back_off(w, now_seconds(), false);
+  if (limit_reached) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    if (shared_->fatal.empty())
+      shared_->fatal = log::concat(error, " (worker ", w.id, "; restarted ", w.restart_times.size(), " times within ",
+                                   options_.restart_window_seconds, " s: not tried again)");
+    return;
+  }
+  forward(
+      w, log::concat("agent worker ", w.id, " could not be restarted: ", error, "; trying again in ", w.backoff, " s"));
 }
 
 // stop(): SIGTERM to every group, SIGKILL to what is left after the grace; every worker reaped, its output forwarded.

@@ -54,6 +54,10 @@ struct LineSink {
     std::lock_guard<std::mutex> lock(mutex);
     return std::find(lines.begin(), lines.end(), line) != lines.end();
   }
+  std::size_t count_containing(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::count_if(lines.begin(), lines.end(), [&](const auto& l) { return l.find(part) != std::string::npos; });
+  }
   std::size_t count_starting(const std::string& start) {
     std::lock_guard<std::mutex> lock(mutex);
     return std::count_if(lines.begin(), lines.end(), [&](const auto& l) { return l.rfind(start, 0) == 0; });
@@ -425,6 +429,39 @@ BOOST_AUTO_TEST_CASE(a_script_whose_interpreter_is_missing_is_refused_with_a_hin
     return std::string(e.what()) == "cannot run agent command '" + tmp.file("agent.py") +
                                         "': No such file or directory (the interpreter its #! line names?)";
   });
+}
+
+// A restart that cannot start the agent (here its script is gone; fork out of processes would do the same) is tried
+// again after the backoff instead of ending the runner, and the agent lives again once it can.
+BOOST_AUTO_TEST_CASE(a_restart_that_cannot_start_the_agent_is_tried_again) {
+  TempDir tmp;
+  const std::string script = tmp.file("agent.sh");
+  std::ofstream(script) << "#!/bin/sh\nrm \"$0\"\nexit 1\n";  // its first life ends it, and removes it
+  ::chmod(script.c_str(), 0755);
+  LineSink sink;
+  AgentProcessOptions o;
+  o.argv = {script};
+  o.log_line = sink.function();
+  o.backoff_initial_seconds = 0.05;
+  o.backoff_max_seconds = 0.2;
+  o.max_restarts = 50;  // the failed restarts count, 5 a second at most: a slow test thread trips no limit
+  AgentProcesses agents(o);
+  agents.start();
+  const auto polled_until = [&](const std::function<bool()>& done, double seconds) {
+    return wait_until(
+        [&] {
+          agents.poll();  // throws once the runner would end
+          return done();
+        },
+        seconds);
+  };
+  BOOST_REQUIRE_MESSAGE(polled_until([&] { return sink.count_containing("could not be restarted") > 0; }, 10),
+                        "a restart failed");
+  std::ofstream(script + ".part") << "#!/bin/sh\necho second life\nsleep 30\n";
+  ::chmod((script + ".part").c_str(), 0755);
+  std::filesystem::rename(script + ".part", script);
+  BOOST_TEST(polled_until([&] { return sink.has("[agent 0] second life"); }, 10), "the agent started again");
+  agents.stop();
 }
 
 BOOST_AUTO_TEST_CASE(a_command_that_dies_at_once_trips_the_restart_limit) {

@@ -142,6 +142,7 @@ class AgentProcesses {
   void drain(Worker& worker);
   void terminate_all();
   void forward(const Worker& worker, std::string_view line) const;
+  bool back_off(Worker& worker, double now, bool healthy);
 
   AgentProcessOptions options_;
   std::string path_;                     // argv[0] resolved on PATH
