@@ -120,6 +120,31 @@ BOOST_AUTO_TEST_CASE(next_sequence_ids_count_up_per_rollout) {
   BOOST_TEST(served.ok("/v1/agl/spans/next", {{"rollout_id", "ro-4"}, {"attempt_id", "at-1"}})["sequence_id"] == 1);
 }
 
+// The counters kept are the newest rollouts': memory stays bounded over a run of millions of rollouts.
+BOOST_AUTO_TEST_CASE(only_the_newest_rollouts_keep_their_sequence_counters) {
+  HttpServer server(test_options());
+  FakeTaskBackend backend;
+  add_task_routes(server, backend, {0.25, 2});
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_bearer_token_auth(token.c_str());
+  const auto next = [&](const std::string& rollout) {
+    const auto result = client.Post("/v1/agl/spans/next", json{{"rollout_id", rollout}, {"attempt_id", "at-1"}}.dump(),
+                                    "application/json");
+    BOOST_REQUIRE(result && result->status == 200);
+    return json::parse(result->body)["sequence_id"].get<int>();
+  };
+  BOOST_TEST(next("ro-3") == 1);
+  BOOST_TEST(next("ro-4") == 1);
+  BOOST_TEST(next("ro-4") == 2);
+  BOOST_TEST(next("ro-5") == 1);  // ro-3's counter goes
+  BOOST_TEST(next("ro-4") == 3);
+  BOOST_TEST(next("ro-5") == 2);
+  BOOST_TEST(next("ro-3") == 1);  // counted anew, and ro-4's goes
+  BOOST_TEST(next("ro-5") == 3);
+  BOOST_TEST(next("ro-4") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(an_attempts_end_answers_the_attempt) {
   Served served;
   const json attempt = served.ok("/v1/agl/rollouts/ro-3/attempts/at-5", {{"status", "succeeded"}});

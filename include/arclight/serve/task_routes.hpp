@@ -14,6 +14,9 @@ namespace arclight::serve {
 
 struct TaskRouteOptions {
   double dequeue_wait_seconds = 1.0;  // how long a dequeue waits for a rollout when the queue is empty
+  // Rollouts whose /spans/next counter is kept, the newest (highest ids): an older one's counts from 1 again (the store
+  // issues the sequence ids it orders spans by). Without a bound a runner kept one for every rollout of the run.
+  std::size_t sequence_counters = 65536;
 };
 
 // `backend` outlives the server.
