@@ -39,22 +39,33 @@ double now_seconds() {
 
 std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-// Where the escape sequence that begins at `at` (an ESC) ends, its last byte: ESC [ parameters intermediates final
-// (CSI: colours, cursor moves), else ESC and one byte.
+// Where the escape sequence that begins at `at` (an ESC) ends, its last byte (ECMA-48): ESC [ parameters
+// intermediates final (CSI: colours, cursor moves); ESC ] P ^ _ up to BEL or ESC \ (a title, a hyperlink); ESC
+// intermediates final (ESC ( B of `tput sgr0`). An ESC before a byte that begins none of these goes alone.
 std::size_t escape_end(std::string_view line, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return i < line.size() ? static_cast<unsigned char>(line[i]) : 0; };
   std::size_t end = at + 1;
-  if (end < line.size() && line[end] == '[') {
-    ++end;
-    while (end < line.size() && !(line[end] >= 0x40 && line[end] <= 0x7e)) ++end;
+  const unsigned char kind = byte(end);
+  if (kind == '[') {
+    do ++end;
+    while (end < line.size() && !(byte(end) >= 0x40 && byte(end) <= 0x7e));
+  } else if (kind == ']' || kind == 'P' || kind == '^' || kind == '_') {
+    while (++end < line.size() && byte(end) != 0x07 && !(byte(end) == 0x1b && byte(end + 1) == '\\')) {
+    }
+    if (byte(end) == 0x1b) ++end;  // the string terminator's second byte
+  } else if (kind >= 0x20 && kind <= 0x7e) {
+    while (end < line.size() && byte(end) >= 0x20 && byte(end) <= 0x2f) ++end;
+  } else {
+    return at;
   }
-  return end;
+  return std::min(end, line.size());
 }
 
 // A line of an agent's output as the log takes it: what follows its last carriage return (a progress bar's last
 // state, as a terminal shows it, not every update glued together), without terminal escape sequences, other control
 // characters as '?'. Nothing an agent writes moves a terminal's cursor over the prefix or over other lines.
 std::string printable(std::string_view line) {
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF
+  while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, CRCRLF (through a pty)
   if (const auto at = line.rfind('\r'); at != std::string_view::npos) line.remove_prefix(at + 1);
   std::string out;
   out.reserve(line.size());
@@ -64,6 +75,9 @@ std::string printable(std::string_view line) {
       i = escape_end(line, i);
     } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
       out += '?';
+    } else if (c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) < 0xa0) {
+      out += '?';  // U+0080 to U+009F, the C1 controls (U+009B is a CSI of its own)
+      ++i;
     } else {
       out += static_cast<char>(c);
     }
@@ -450,11 +464,10 @@ bool AgentProcesses::read_chunk(Worker& w) {
   for (std::size_t end; (end = w.pending.find('\n', begin)) != std::string::npos; begin = end + 1)
     forward(w, std::string_view(w.pending).substr(begin, end - begin));
   w.pending.erase(0, begin);
-  // A line that a carriage return took back to its start keeps what follows (a CR last may be a CRLF's first half):
+  // A line that a carriage return took back to its start keeps what follows (the CRs it ends with may be a CRLF's):
   // a progress bar that updates for hours holds a line's worth, not hours of updates.
-  if (const auto at = w.pending.size() < 2 ? std::string::npos : w.pending.rfind('\r', w.pending.size() - 2);
-      at != std::string::npos)
-    w.pending.erase(0, at + 1);
+  if (const auto last_text = w.pending.find_last_not_of('\r'); last_text != std::string::npos)
+    if (const auto at = w.pending.rfind('\r', last_text); at != std::string::npos) w.pending.erase(0, at + 1);
   if (w.pending.size() >= longest_line) forward(w, w.pending), w.pending.clear();
   return true;
 }

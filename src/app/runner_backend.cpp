@@ -89,7 +89,7 @@ std::vector<store::AttemptedRollout> RunnerBackend::dequeue(const std::string& w
     if (!got.empty()) {
       // Held first: while they wait for their version, their worker's death or their timeout still fails them.
       for (const auto& ar : got) book_.hold(ar, holder);
-      wait_for_version(got);
+      wait_for_version(got, gone);
       if (gone()) {
         // The client left while its rollouts came (it died, or gave up waiting): they would be held for it until the
         // episode's timeout, and its restart, which has the same worker id, killed for them.
@@ -152,10 +152,11 @@ void RunnerBackend::record(serve::TracedCall call) {
   add_span(std::move(s));
 }
 
-void RunnerBackend::wait_for_version(const std::vector<store::AttemptedRollout>& got) {
+void RunnerBackend::wait_for_version(const std::vector<store::AttemptedRollout>& got,
+                                     const std::function<bool()>& gone) {
   const std::uint64_t needed = required_.of(got);
   const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
-  while (version_ == no_version || version_ < needed) {
+  while ((version_ == no_version || version_ < needed) && !gone()) {
     if (Stopwatch::now() >= deadline) {  // handed out all the same: rank 0 drops what lags beyond max_staleness
       log::warn("policy version ", needed, " has not reached this runner in 60 s (it serves ",
                 version_ == no_version ? std::string("none") : std::to_string(version_.load()),

@@ -69,8 +69,9 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
   void record(serve::TracedCall call) override;
 
  private:
-  // A rollout runs with the policy version it was enqueued under, or a newer one (the broadcast may be on its way).
-  void wait_for_version(const std::vector<store::AttemptedRollout>& got);
+  // A rollout runs with the policy version it was enqueued under, or a newer one (the broadcast may be on its way);
+  // no longer than its client is there.
+  void wait_for_version(const std::vector<store::AttemptedRollout>& got, const std::function<bool()>& gone);
 
   store::Store& store_;
   store::SpanBatcher& spans_;

@@ -160,7 +160,9 @@ class BoundedPool final : public httplib::TaskQueue {
   void enqueue(std::function<void()> serve_connection) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (waiting_.size() < max_waiting_) {
+      // Idle workers take theirs at once: they count as room (else a burst, or a bound of 0, met idle workers with
+      // 503).
+      if (waiting_.size() < max_waiting_ + idle_) {
         waiting_.push_back(std::move(serve_connection));
         wake_.notify_one();
         return;
@@ -187,7 +189,9 @@ class BoundedPool final : public httplib::TaskQueue {
       std::function<void()> serve_connection;
       {
         std::unique_lock<std::mutex> lock(mutex_);
+        ++idle_;
         wake_.wait(lock, [&] { return shut_down_ || !waiting_.empty(); });
+        --idle_;
         if (waiting_.empty()) return;
         serve_connection = std::move(waiting_.front());
         waiting_.pop_front();
@@ -201,6 +205,7 @@ class BoundedPool final : public httplib::TaskQueue {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> waiting_;
+  std::size_t idle_ = 0;  // workers waiting for a connection
   bool shut_down_ = false;
 };
 
@@ -214,7 +219,12 @@ void refuse_busy(socket_t sock) {
       "Content-Length: " +
       std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
   ::send(sock, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  ::shutdown(sock, SHUT_RDWR);
+  ::shutdown(sock, SHUT_WR);
+  // The request already here is read and dropped: closed with unread bytes, the connection would be reset, and the
+  // client might lose its answer. (Not waited for: the accepting thread sends this.)
+  char dropped[16 << 10];
+  for (int i = 0; i < 4 && ::recv(sock, dropped, sizeof dropped, MSG_DONTWAIT) > 0; ++i) {
+  }
   ::close(sock);
 }
 

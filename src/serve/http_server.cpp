@@ -275,7 +275,7 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(HttpServerOptions options) {
   if (options.bearer_token.empty()) throw UsageError("http server: a bearer token is required");
   if (options.worker_threads < 1 || options.max_waiting_connections < 0)
-    throw UsageError("http server: worker_threads must be at least 1 and max_waiting_connections at least 0");
+    throw UsageError("http server: worker_threads must be at least 1 and max_waiting_connections not negative");
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->configure();
 }

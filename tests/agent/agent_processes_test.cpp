@@ -255,10 +255,20 @@ BOOST_AUTO_TEST_CASE(stdout_and_stderr_lines_arrive_with_the_worker_prefix) {
 BOOST_AUTO_TEST_CASE(carriage_returns_escapes_and_control_characters_do_not_reach_the_log) {
   const std::vector<std::string> lines = lines_until(
       "printf 'bar 10%%\\rbar 50%%\\rbar 100%%\\n'; printf '\\033[31mred\\033[0m\\tx\\033[2K\\033[1A\\033cy\\n'; "
-      "printf 'a\\bb\\0c\\r\\n'; printf '\\rforged\\n'",
-      "[agent 0] forged", 10);
-  const std::vector<std::string> expected = {"[agent 0] bar 100%", "[agent 0] red\txy", "[agent 0] a?b?c",
-                                             "[agent 0] forged"};
+      "printf 'a\\bb\\0c\\r\\n'; printf '\\rforged\\n'; "
+      // a pty's CRCRLF, also split over several reads
+      "printf 'crcrlf\\r\\r\\n'; printf 'split\\r'; sleep 0.2; printf '\\r'; sleep 0.2; printf '\\n'; "
+      // tput sgr0, a title, a hyperlink, a C1 CSI in UTF-8, an ESC before a letter of UTF-8
+      "printf '\\033(Bplain\\033]0;title\\007!\\033]8;;http://x\\033\\\\link\\033]8;;\\033\\\\ \\302\\23331m "
+      "\\033\\303\\251\\n'",
+      "[agent 0] plain!link ?31m \303\251", 10);
+  const std::vector<std::string> expected = {"[agent 0] bar 100%",
+                                             "[agent 0] red\txy",
+                                             "[agent 0] a?b?c",
+                                             "[agent 0] forged",
+                                             "[agent 0] crcrlf",
+                                             "[agent 0] split",
+                                             "[agent 0] plain!link ?31m \303\251"};
   BOOST_TEST(lines == expected, boost::test_tools::per_element());
 }
 

@@ -84,4 +84,16 @@ BOOST_AUTO_TEST_CASE(a_client_gone_while_its_rollout_came_fails_that_attempt_at_
   BOOST_TEST(retry[0].attempt.sequence_id == 2u);
 }
 
+// No policy version has reached the runner yet: the dequeue waits for one, but not past its client's leaving.
+BOOST_AUTO_TEST_CASE(the_wait_for_a_policy_version_ends_when_the_client_leaves) {
+  Runner r;
+  r.version = app::no_version;
+  const store::RolloutId id = r.enqueue();
+  const auto start = app::Stopwatch::now();
+  const auto got = r.backend.dequeue("Worker-0", "runner-1-w0", 1, 5, [&] { return app::seconds_since(start) > 0.3; });
+  BOOST_TEST(got.empty());
+  BOOST_TEST(app::seconds_since(start) < 10);  // the wait for a version lasts 60 s
+  BOOST_TEST(static_cast<int>(r.latest(id).status) == static_cast<int>(store::AttemptStatus::failed));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

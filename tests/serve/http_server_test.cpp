@@ -368,8 +368,18 @@ BOOST_AUTO_TEST_CASE(connections_past_the_waiting_room_are_answered_503_at_once)
   int status = 0;
   for (const auto gone = std::chrono::steady_clock::now(); status != 200 && seconds_since(gone) < 3;
        std::this_thread::sleep_for(std::chrono::milliseconds(50)))
-    status = served.client->Get("/v1/models")->status;  // the workers see the crowd's ends within a poll
+    // The workers see the crowd's ends within a poll.
+    if (const auto result = served.client->Get("/v1/models")) status = result->status;
   BOOST_TEST(status == 200);
+}
+
+// Idle workers are room: with no waiting room at all, a connection that finds a worker free is served.
+BOOST_AUTO_TEST_CASE(a_free_worker_serves_without_a_waiting_room) {
+  HttpServerOptions options = test_options();
+  options.worker_threads = 2;
+  options.max_waiting_connections = 0;
+  Served served(options);
+  for (int i = 0; i < 3; ++i) BOOST_TEST(served.client->Get("/v1/models")->status == 200);
 }
 
 // A request refused for its token: answered 401, then its connection ends (a body it sent is never read as a request).
