@@ -75,7 +75,8 @@ std::string printable(std::string_view line) {
       i = escape_end(line, i);
     } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
       out += '?';
-    } else if (c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) < 0xa0) {
+    } else if (c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(line[i + 1]) < 0xa0) {
       out += '?';  // U+0080 to U+009F, the C1 controls (U+009B is a CSI of its own)
       ++i;
     } else {
@@ -83,6 +84,21 @@ std::string printable(std::string_view line) {
     }
   }
   return out;
+}
+
+// Where a line too long to wait for its end is cut: not inside a UTF-8 character, nor inside an escape sequence
+// begun in its last 256 bytes (the rest goes with the next piece). Never nothing.
+std::size_t piece_end(std::string_view pending) {
+  std::size_t cut = pending.size();
+  if (const auto esc = pending.rfind('\x1b'); esc != std::string_view::npos && pending.size() - esc < 256) cut = esc;
+  std::size_t lead = cut;  // the start of the last character before the cut
+  while (lead > 0 && cut - lead < 3 && (static_cast<unsigned char>(pending[lead - 1]) & 0xc0) == 0x80) --lead;
+  if (lead > 0) {
+    const auto c = static_cast<unsigned char>(pending[lead - 1]);
+    const std::size_t length = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (length > 1 && cut - (lead - 1) < length) cut = lead - 1;  // a character not whole yet
+  }
+  return cut == 0 ? pending.size() : cut;
 }
 
 std::string joined(const std::vector<std::string>& words) {
@@ -468,7 +484,11 @@ bool AgentProcesses::read_chunk(Worker& w) {
   // a progress bar that updates for hours holds a line's worth, not hours of updates.
   if (const auto last_text = w.pending.find_last_not_of('\r'); last_text != std::string::npos)
     if (const auto at = w.pending.rfind('\r', last_text); at != std::string::npos) w.pending.erase(0, at + 1);
-  if (w.pending.size() >= longest_line) forward(w, w.pending), w.pending.clear();
+  if (w.pending.size() >= longest_line) {
+    const std::size_t end = piece_end(w.pending);
+    forward(w, std::string_view(w.pending).substr(0, end));
+    w.pending.erase(0, end);
+  }
   return true;
 }
 

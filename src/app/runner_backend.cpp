@@ -156,7 +156,12 @@ void RunnerBackend::wait_for_version(const std::vector<store::AttemptedRollout>&
                                      const std::function<bool()>& gone) {
   const std::uint64_t needed = required_.of(got);
   const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
-  while ((version_ == no_version || version_ < needed) && !gone()) {
+  auto asked = Stopwatch::now();
+  while (version_ == no_version || version_ < needed) {
+    if (seconds_since(asked) > 0.05) {  // a system call each time: not at every millisecond
+      if (gone()) return;
+      asked = Stopwatch::now();
+    }
     if (Stopwatch::now() >= deadline) {  // handed out all the same: rank 0 drops what lags beyond max_staleness
       log::warn("policy version ", needed, " has not reached this runner in 60 s (it serves ",
                 version_ == no_version ? std::string("none") : std::to_string(version_.load()),

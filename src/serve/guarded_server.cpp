@@ -153,7 +153,7 @@ thread_local bool refusing = false;                // on the accepting thread: t
 // descriptors cannot write its checkpoint.
 class BoundedPool final : public httplib::TaskQueue {
  public:
-  BoundedPool(std::size_t threads, std::size_t max_waiting) : max_waiting_(max_waiting) {
+  BoundedPool(std::size_t threads, std::size_t max_waiting) : max_waiting_(max_waiting), idle_(threads) {
     for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
   }
 
@@ -185,18 +185,17 @@ class BoundedPool final : public httplib::TaskQueue {
 
  private:
   void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      std::function<void()> serve_connection;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        ++idle_;
-        wake_.wait(lock, [&] { return shut_down_ || !waiting_.empty(); });
-        --idle_;
-        if (waiting_.empty()) return;
-        serve_connection = std::move(waiting_.front());
-        waiting_.pop_front();
-      }
+      wake_.wait(lock, [&] { return shut_down_ || !waiting_.empty(); });
+      if (waiting_.empty()) return;
+      std::function<void()> serve_connection = std::move(waiting_.front());
+      waiting_.pop_front();
+      --idle_;
+      lock.unlock();
       serve_connection();
+      lock.lock();
+      ++idle_;
     }
   }
 
@@ -205,7 +204,7 @@ class BoundedPool final : public httplib::TaskQueue {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> waiting_;
-  std::size_t idle_ = 0;  // workers waiting for a connection
+  std::size_t idle_;  // workers not serving a connection (counted from the start: a thread not yet waiting is free)
   bool shut_down_ = false;
 };
 

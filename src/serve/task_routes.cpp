@@ -79,8 +79,11 @@ class TaskRoutes {
                              : std::nullopt;
     if (!rollout) return unprocessable("rollout_id: expected a rollout id (ro-<n>)");
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!sequence_ids_.count(*rollout) && sequence_ids_.size() >= options_.sequence_counters && !sequence_ids_.empty())
-      sequence_ids_.erase(sequence_ids_.begin());  // the oldest rollout's
+    if (!sequence_ids_.count(*rollout) && sequence_ids_.size() >= options_.sequence_counters) {
+      if (sequence_ids_.empty() || *rollout < sequence_ids_.begin()->first)
+        return json_answer(200, {{"sequence_id", 1}});  // older than every rollout kept: counted, not kept
+      sequence_ids_.erase(sequence_ids_.begin());       // the oldest rollout's
+    }
     return json_answer(200, {{"sequence_id", ++sequence_ids_[*rollout]}});
   }
 

@@ -140,8 +140,12 @@ BOOST_AUTO_TEST_CASE(only_the_newest_rollouts_keep_their_sequence_counters) {
   BOOST_TEST(next("ro-5") == 1);  // ro-3's counter goes
   BOOST_TEST(next("ro-4") == 3);
   BOOST_TEST(next("ro-5") == 2);
-  BOOST_TEST(next("ro-3") == 1);  // counted anew, and ro-4's goes
+  BOOST_TEST(next("ro-3") == 1);  // counted anew, not kept: older than both kept
+  BOOST_TEST(next("ro-3") == 1);
   BOOST_TEST(next("ro-5") == 3);
+  BOOST_TEST(next("ro-4") == 4);
+  BOOST_TEST(next("ro-6") == 1);  // ro-4's goes
+  BOOST_TEST(next("ro-5") == 4);
   BOOST_TEST(next("ro-4") == 1);
 }
 

@@ -47,7 +47,7 @@ struct AgentProcessOptions {
 // put it (the tests' programs). Throws UsageError naming both places when neither has it.
 std::string find_agent_guard();
 
-// A worker that ended (or could not be started), as poll() reports it.
+// A worker that ended, as poll() reports it (a restart that could not start it is not one: nothing of it ran).
 struct WorkerExit {
   int worker = 0;         // 0 .. workers-1
   std::string worker_id;  // its ARCLIGHT_WORKER_ID
