@@ -14,6 +14,31 @@ namespace {
 constexpr std::size_t episode_stack_bytes = 256 * 1024;
 }  // namespace
 
+// Stacks with a guard page (an overflow faults, not corrupts), kept for the next run's episodes: mapping, guarding and
+// unmapping one per episode was a tenth of a runner's CPU time, in the kernel (the workstation demo: 256 episodes a
+// step on each runner). One thread uses it: the batcher's.
+struct EpisodeBatcher::StackPool {
+  ctx::protected_fixedsize_stack make{episode_stack_bytes};
+  std::vector<ctx::stack_context> free;
+  ~StackPool() {
+    for (ctx::stack_context& stack : free) make.deallocate(stack);
+  }
+};
+
+namespace {
+// What a fiber takes its stack from and gives it back to (a handle: each fiber keeps a copy).
+struct PooledStacks {
+  EpisodeBatcher::StackPool* pool;
+  ctx::stack_context allocate() {
+    if (pool->free.empty()) return pool->make.allocate();
+    const ctx::stack_context stack = pool->free.back();
+    pool->free.pop_back();
+    return stack;
+  }
+  void deallocate(ctx::stack_context& stack) noexcept { pool->free.push_back(stack); }
+};
+}  // namespace
+
 struct EpisodeBatcher::Episode {
   std::size_t index = 0;
   ctx::fiber fiber;   // the episode, suspended; empty once it has ended
@@ -47,7 +72,9 @@ class Handle : public Llm {
 }  // namespace
 
 EpisodeBatcher::EpisodeBatcher(model::Policy& policy, model::Sampling sampling, std::uint64_t policy_version)
-    : policy_(policy), sampling_(sampling), version_(policy_version) {}
+    : policy_(policy), sampling_(sampling), version_(policy_version), stacks_(std::make_unique<StackPool>()) {}
+
+EpisodeBatcher::~EpisodeBatcher() = default;
 
 void EpisodeBatcher::serve(std::vector<Episode*>& waiting) {
   // One forward pass per group of equal prompt length and answer length, rows in episode order.
@@ -75,23 +102,23 @@ void EpisodeBatcher::serve(std::vector<Episode*>& waiting) {
 
 std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::function<void(Llm&)>>& episodes) {
   std::vector<std::exception_ptr> errors(episodes.size());
-  std::vector<Episode> live(episodes.size());                  // sized once: fibers hold pointers into it
-  ctx::protected_fixedsize_stack stacks(episode_stack_bytes);  // a guard page: an overflow faults, not corrupts
+  std::vector<Episode> live(episodes.size());  // sized once: fibers hold pointers into it
   for (std::size_t i = 0; i < episodes.size(); ++i) {
     Episode& e = live[i];
     e.index = i;
-    e.fiber = ctx::fiber(std::allocator_arg, stacks, [&e, &episodes, &errors](ctx::fiber&& caller) {
-      e.caller = std::move(caller);
-      try {
-        Handle llm(e);
-        episodes[e.index](llm);
-      } catch (const ctx::detail::forced_unwind&) {
-        throw;  // the batcher is unwinding this fiber's stack
-      } catch (...) {
-        errors[e.index] = std::current_exception();
-      }
-      return std::move(e.caller);
-    });
+    e.fiber =
+        ctx::fiber(std::allocator_arg, PooledStacks{stacks_.get()}, [&e, &episodes, &errors](ctx::fiber&& caller) {
+          e.caller = std::move(caller);
+          try {
+            Handle llm(e);
+            episodes[e.index](llm);
+          } catch (const ctx::detail::forced_unwind&) {
+            throw;  // the batcher is unwinding this fiber's stack
+          } catch (...) {
+            errors[e.index] = std::current_exception();
+          }
+          return std::move(e.caller);
+        });
   }
   // Run every episode to its first call, then serve the calls of all that wait and resume
   // them, until none is left.

@@ -7,6 +7,7 @@
 // than computing. A batch's rows are in episode order: with a seeded policy, the same episodes
 // sample the same tokens.
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "arclight/agent/agent.hpp"
@@ -17,6 +18,9 @@ namespace arclight::agent {
 class EpisodeBatcher {
  public:
   EpisodeBatcher(model::Policy& policy, model::Sampling sampling, std::uint64_t policy_version);
+  ~EpisodeBatcher();
+  EpisodeBatcher(const EpisodeBatcher&) = delete;
+  EpisodeBatcher& operator=(const EpisodeBatcher&) = delete;
 
   // Runs every episode to its end, each given an Llm backed by the shared policy. An episode's
   // exception is caught and returned in its slot (nullptr: it ended normally). Episodes must
@@ -29,7 +33,8 @@ class EpisodeBatcher {
   std::uint64_t policy_calls() const { return calls_; }
   std::uint64_t batches() const { return batches_; }  // generate calls on the policy
 
-  struct Episode;  // one episode's fiber and its pending call (episode_batcher.cpp)
+  struct Episode;    // one episode's fiber and its pending call (episode_batcher.cpp)
+  struct StackPool;  // the episodes' stacks, kept from one run to the next
 
  private:
   void serve(std::vector<Episode*>& waiting);
@@ -38,6 +43,7 @@ class EpisodeBatcher {
   model::Sampling sampling_;
   std::uint64_t version_;
   std::uint64_t calls_ = 0, batches_ = 0;
+  std::unique_ptr<StackPool> stacks_;
 };
 
 }  // namespace arclight::agent
