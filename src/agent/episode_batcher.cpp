@@ -20,6 +20,7 @@ constexpr std::size_t episode_stack_bytes = 256 * 1024;
 struct EpisodeBatcher::StackPool {
   ctx::protected_fixedsize_stack make{episode_stack_bytes};
   std::vector<ctx::stack_context> free;
+  std::size_t mapped = 0;  // stacks made, free or in use
   ~StackPool() {
     for (ctx::stack_context& stack : free) make.deallocate(stack);
   }
@@ -30,7 +31,10 @@ namespace {
 struct PooledStacks {
   EpisodeBatcher::StackPool* pool;
   ctx::stack_context allocate() {
-    if (pool->free.empty()) return pool->make.allocate();
+    if (pool->free.empty()) {
+      pool->free.reserve(++pool->mapped);  // room for its return: deallocate() may not throw
+      return pool->make.allocate();
+    }
     const ctx::stack_context stack = pool->free.back();
     pool->free.pop_back();
     return stack;
