@@ -21,6 +21,7 @@
 #include <system_error>
 
 #include "agent_guard.hpp"
+#include "agent_output.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 
@@ -38,68 +39,6 @@ double now_seconds() {
 }
 
 std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
-// Where the escape sequence that begins at `at` (an ESC) ends, its last byte (ECMA-48): ESC [ parameters
-// intermediates final (CSI: colours, cursor moves); ESC ] P ^ _ up to BEL or ESC \ (a title, a hyperlink); ESC
-// intermediates final (ESC ( B of `tput sgr0`). An ESC before a byte that begins none of these goes alone.
-std::size_t escape_end(std::string_view line, std::size_t at) {
-  const auto byte = [&](std::size_t i) { return i < line.size() ? static_cast<unsigned char>(line[i]) : 0; };
-  std::size_t end = at + 1;
-  const unsigned char kind = byte(end);
-  if (kind == '[') {
-    do ++end;
-    while (end < line.size() && !(byte(end) >= 0x40 && byte(end) <= 0x7e));
-  } else if (kind == ']' || kind == 'P' || kind == '^' || kind == '_') {
-    while (++end < line.size() && byte(end) != 0x07 && !(byte(end) == 0x1b && byte(end + 1) == '\\')) {
-    }
-    if (byte(end) == 0x1b) ++end;  // the string terminator's second byte
-  } else if (kind >= 0x20 && kind <= 0x7e) {
-    while (end < line.size() && byte(end) >= 0x20 && byte(end) <= 0x2f) ++end;
-  } else {
-    return at;
-  }
-  return std::min(end, line.size());
-}
-
-// A line of an agent's output as the log takes it: what follows its last carriage return (a progress bar's last
-// state, as a terminal shows it, not every update glued together), without terminal escape sequences, other control
-// characters as '?'. Nothing an agent writes moves a terminal's cursor over the prefix or over other lines.
-std::string printable(std::string_view line) {
-  while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, CRCRLF (through a pty)
-  if (const auto at = line.rfind('\r'); at != std::string_view::npos) line.remove_prefix(at + 1);
-  std::string out;
-  out.reserve(line.size());
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const auto c = static_cast<unsigned char>(line[i]);
-    if (c == 0x1b) {
-      i = escape_end(line, i);
-    } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
-      out += '?';
-    } else if (c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(line[i + 1]) < 0xa0) {
-      out += '?';  // U+0080 to U+009F, the C1 controls (U+009B is a CSI of its own)
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
-// Where a line too long to wait for its end is cut: not inside a UTF-8 character, nor inside an escape sequence
-// begun in its last 256 bytes (the rest goes with the next piece). Never nothing.
-std::size_t piece_end(std::string_view pending) {
-  std::size_t cut = pending.size();
-  if (const auto esc = pending.rfind('\x1b'); esc != std::string_view::npos && pending.size() - esc < 256) cut = esc;
-  std::size_t lead = cut;  // the start of the last character before the cut
-  while (lead > 0 && cut - lead < 3 && (static_cast<unsigned char>(pending[lead - 1]) & 0xc0) == 0x80) --lead;
-  if (lead > 0) {
-    const auto c = static_cast<unsigned char>(pending[lead - 1]);
-    const std::size_t length = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-    if (length > 1 && cut - (lead - 1) < length) cut = lead - 1;  // a character not whole yet
-  }
-  return cut == 0 ? pending.size() : cut;
-}
 
 std::string joined(const std::vector<std::string>& words) {
   std::string out;
@@ -482,8 +421,7 @@ bool AgentProcesses::read_chunk(Worker& w) {
   w.pending.erase(0, begin);
   // A line that a carriage return took back to its start keeps what follows (the CRs it ends with may be a CRLF's):
   // a progress bar that updates for hours holds a line's worth, not hours of updates.
-  if (const auto last_text = w.pending.find_last_not_of('\r'); last_text != std::string::npos)
-    if (const auto at = w.pending.rfind('\r', last_text); at != std::string::npos) w.pending.erase(0, at + 1);
+  w.pending.erase(0, shown_from(w.pending));
   if (w.pending.size() >= longest_line) {
     const std::size_t end = piece_end(w.pending);
     forward(w, std::string_view(w.pending).substr(0, end));
