@@ -30,7 +30,7 @@ extern char** environ;
 namespace arclight::agent {
 namespace {
 
-constexpr std::size_t longest_line = 64 * 1024;  // a longer one is forwarded in pieces
+constexpr std::size_t longest_line = 64 * 1024;  // a line unended when this much of it waits goes out in pieces
 constexpr int poll_interval_ms = 50;             // how often the supervisor looks for dead workers
 constexpr double guard_sweep_seconds = 5;        // at stop, for the guards to kill what their agents started
 

@@ -282,22 +282,23 @@ BOOST_AUTO_TEST_CASE(a_line_taken_back_by_carriage_returns_is_not_forwarded_in_p
   BOOST_TEST(lines == expected, boost::test_tools::per_element());
 }
 
-// A line too long to wait for its end goes out in pieces, each cut between characters: none holds half of one.
+// A line too long to wait for its end goes out in pieces, each cut between characters: none holds half of one. It is
+// cut once 64 KiB of it are waiting after a read of up to 16 KiB, so it must be longer than 80 KiB to be cut always.
 BOOST_AUTO_TEST_CASE(a_long_line_is_cut_between_characters) {
   const std::vector<std::string> lines = lines_until(
-      "awk 'BEGIN { printf \"x\"; for (i = 0; i < 35000; i++) printf \"\\303\\251\"; print \"\" }'; "
+      "awk 'BEGIN { printf \"x\"; for (i = 0; i < 50000; i++) printf \"\\303\\251\"; print \"\" }'; "
       "echo done",
       "[agent 0] done", 20);
   std::string whole;
   const std::string prefix = "[agent 0] ";
-  BOOST_REQUIRE_GT(lines.size(), 2u);  // 70,001 bytes: more than one piece
+  BOOST_REQUIRE_GT(lines.size(), 2u);  // 100,001 bytes: more than one piece
   for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
     const std::string piece = lines[i].substr(prefix.size());
     BOOST_TEST((piece.back() != '\303' && piece.front() != '\251'), "piece " << i << " splits a character");
     whole += piece;
   }
   std::string expected = "x";
-  for (int i = 0; i < 35000; ++i) expected += "\303\251";
+  for (int i = 0; i < 50000; ++i) expected += "\303\251";
   BOOST_TEST((whole == expected));
 }
 
