@@ -43,11 +43,13 @@ ProcessCpu ProcessCpu::now() {
 void write_usage(const comm::MpiRuntime& mpi, const Layout& layout, const ProcessCpu& since, double compute_seconds,
                  double wall_seconds, const std::string& path) {
   const ProcessCpu now = ProcessCpu::now();
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);  // ru_maxrss: the peak resident memory in KiB (Linux)
   std::ostringstream mine;
   mine << std::setprecision(6) << "{\"rank\": " << mpi.rank() << ", \"role\": \"" << role_name(layout.roles[mpi.rank()])
        << "\", \"user_seconds\": " << now.user - since.user << ", \"system_seconds\": " << now.system - since.system
        << ", \"compute_seconds\": " << compute_seconds << ", \"start_cpu_seconds\": " << since.user + since.system
-       << "}";
+       << ", \"peak_resident_mib\": " << self.ru_maxrss / 1024 << "}";
   const std::vector<std::string> all = mpi.gather(mine.str(), 0);
   if (mpi.rank() != 0) return;
   std::ofstream out(path);

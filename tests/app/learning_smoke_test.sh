@@ -38,6 +38,8 @@ for r in ranks:
     assert r["start_cpu_seconds"] > 0.05, f"rank {r['rank']}: start {r['start_cpu_seconds']} s"
     assert r["compute_seconds"] <= window + 0.05, f"rank {r['rank']}: compute {r['compute_seconds']} > {window}"
     assert window <= u["wall_seconds"] * u["node_cores"], f"rank {r['rank']}: {window} s of CPU"
+    # LibTorch alone is more than 50 MiB resident; a terabyte is a unit gone wrong
+    assert 50 < r["peak_resident_mib"] < 1 << 20, f"rank {r['rank']}: peak {r['peak_resident_mib']} MiB"
 print("ok")
 PY
 )

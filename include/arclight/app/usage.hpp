@@ -40,8 +40,8 @@ struct ProcessCpu {
 
 // Collective: every rank's role and its user, system and compute (`compute_seconds`) CPU
 // seconds since `since` (the start of training: the wall time's window too), and the CPU
-// seconds before it (loading LibTorch, MPI's start), gathered by rank 0 into the JSON file
-// `path` with the window's wall time and the node's cores.
+// seconds before it (loading LibTorch, MPI's start), and its peak resident memory, gathered by
+// rank 0 into the JSON file `path` with the window's wall time and the node's cores.
 void write_usage(const comm::MpiRuntime& mpi, const Layout& layout, const ProcessCpu& since, double compute_seconds,
                  double wall_seconds, const std::string& path);
 
