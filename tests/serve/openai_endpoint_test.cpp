@@ -128,7 +128,10 @@ BOOST_AUTO_TEST_CASE(max_tokens_ends_a_choice_with_length) {
 
 BOOST_AUTO_TEST_CASE(a_stop_string_cuts_the_text_and_cancels_the_stream) {
   Served served;
-  served.generator.answer_text("one, two. three four five six");
+  // A tail of 10 s: only the cancel ends the stream before the test looks (a short one could end on its own first)
+  std::string answer = "one, two. three";
+  for (int i = 0; i < 400; ++i) answer += " four";
+  served.generator.answer_text(answer);
   served.generator.per_token = std::chrono::milliseconds(5);
   json request = hello_chat;
   request["stop"] = {"xyz", ". "};

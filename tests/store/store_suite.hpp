@@ -285,16 +285,19 @@ inline void heartbeats_keep_an_attempt_alive(Harness& h) {
   Store& s = h.store();
   RolloutConfig c = retrying_config();
   c.timeout_seconds = 0;  // only silence counts here
+  // Over MPI the clock is real: a gap between heartbeats is 0.3 s, a scan's 0.08 s and two round trips, well
+  // within 1 s on a loaded machine; without heartbeats the four gaps' 1.2 s would be silence past it.
+  c.unresponsive_seconds = 1.0;
   RolloutId id = s.enqueue(task("x", c)).id;
   auto ar = *s.dequeue("w1");
   s.add_span(span_of(ar));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     h.advance(0.3);
     s.heartbeat("w1");
     h.scan();
   }
   BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
-  h.advance(0.8);
+  h.advance(1.3);
   h.scan();
   BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::unresponsive));
 }
