@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <atomic>
@@ -235,8 +236,9 @@ void AgentProcesses::start() {
   if (supervisor_.joinable()) return;
   if (options_.argv.empty() || options_.argv.front().empty()) throw UsageError("agent command is empty");
   if (options_.workers < 1) throw UsageError("agent workers must be at least 1");
+  if (!(options_.start_timeout_seconds > 0)) throw UsageError("agent start_timeout_seconds must be positive");
   path_ = resolve_command(options_.argv.front(), options_.environment);
-  guard_path_ = find_agent_guard();
+  guard_path_ = options_.guard_path.empty() ? find_agent_guard() : options_.guard_path;
   guard_argv_ = {guard_path_, path_};
   guard_argv_.insert(guard_argv_.end(), options_.argv.begin(), options_.argv.end());
   guard_argvp_ = c_strings(guard_argv_);
@@ -358,26 +360,22 @@ std::string AgentProcesses::spawn(Worker& w) {
     return "cannot fork agent worker " + w.id + ": " + error_text(fork_errno);
   }
   ::setpgid(pid, pid);  // also done by the child; whichever runs first (fails harmlessly after exec)
-  // The guard's records (agent_guard.hpp) until the pipe ends: when the agent has exec'd, or nothing will.
-  pid_t agent = 0;
-  int failure[2] = {0, 0};
-  for (;;) {
-    int record[2];
-    ssize_t n = ::read(fds[2], record, sizeof record);  // whole records: each was one write of less than PIPE_BUF
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof record)) break;
-    if (record[0] == guard::agent_started)
-      agent = record[1];
-    else
-      failure[0] = record[0], failure[1] = record[1];
-  }
+  const GuardRecords records = read_guard_records(fds[2], now_seconds() + options_.start_timeout_seconds);
   ::close(fds[2]);
-  if (failure[0] != 0 || agent == 0) {
+  const pid_t agent = records.agent;
+  const int(&failure)[2] = records.failure;
+  if (records.end != GuardRecords::pipe_ended || failure[0] != 0 || agent == 0) {
+    // An agent stuck in its exec goes when the exec returns (SIGKILL waits for it, as does its death signal).
+    if (agent > 0) ::killpg(agent, SIGKILL);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
     w.output_fd = fds[0];
     drain(w);  // what the guard or the agent said on the way (a loader's error)
+    if (records.end == GuardRecords::timed_out)
+      return log::concat("agent worker ", w.id, " did not start within ", options_.start_timeout_seconds, " s: '",
+                         path_, "' was not running yet (is its file system hung?)");
+    if (records.end == GuardRecords::stopped) return "agent worker " + w.id + " was stopped while it started";
     const int err = failure[1];
     if (failure[0] == guard::agent_exec_failed) {
       bool interpreter_missing = err == ENOENT && ::access(path_.c_str(), F_OK) == 0;
@@ -396,6 +394,32 @@ std::string AgentProcesses::spawn(Worker& w) {
   std::lock_guard<std::mutex> lock(shared_->mutex);
   shared_->pids[w.index] = agent;
   return "";
+}
+
+// The guard's records (agent_guard.hpp) until the pipe ends (the agent has exec'd, or nothing will), the deadline
+// passes, or stop() begins.
+AgentProcesses::GuardRecords AgentProcesses::read_guard_records(int fd, double deadline) const {
+  GuardRecords records;
+  const auto ended = [&records](GuardRecords::End end) {
+    records.end = end;
+    return records;
+  };
+  for (;;) {
+    const double left = deadline - now_seconds();
+    if (shared_->stopping) return ended(GuardRecords::stopped);
+    if (left <= 0) return ended(GuardRecords::timed_out);
+    pollfd ready{fd, POLLIN, 0};
+    const int wait_ms = static_cast<int>(std::min<double>(poll_interval_ms, std::ceil(left * 1000)));
+    if (::poll(&ready, 1, wait_ms) <= 0) continue;  // nothing yet, or EINTR
+    int record[2];
+    const ssize_t n = ::read(fd, record, sizeof record);  // whole records: each was one write of less than PIPE_BUF
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof record)) return ended(GuardRecords::pipe_ended);
+    if (record[0] == guard::agent_started)
+      records.agent = record[1];
+    else
+      records.failure[0] = record[0], records.failure[1] = record[1];
+  }
 }
 
 void AgentProcesses::forward(const Worker& w, std::string_view line) const {
@@ -530,7 +554,7 @@ void AgentProcesses::restart(Worker& w) {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     ++shared_->restarts;
   }
-  if (error.empty()) return;
+  if (error.empty() || shared_->stopping) return;
   const bool limit_reached = back_off(w, now_seconds(), false);
   if (limit_reached) {
     std::lock_guard<std::mutex> lock(shared_->mutex);

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -167,10 +169,92 @@ std::vector<WorkerExit> collect_exits(AgentProcesses& agents, std::size_t count,
   return exits;
 }
 
+// Polls until poll() throws (the restart limit) for up to `seconds`: its message, or "" when it did not.
+std::string poll_until_it_throws(AgentProcesses& agents, double seconds) {
+  std::string message;
+  wait_until(
+      [&] {
+        try {
+          agents.poll();
+          return false;
+        } catch (const Error& e) {
+          message = e.what();
+          return true;
+        }
+      },
+      seconds);
+  return message;
+}
+
 std::vector<double> start_times(const std::string& file) {
   std::vector<double> times;
   for (const auto& line : lines_of(file)) times.push_back(std::stod(line));
   return times;
+}
+
+// A stand-in for the agent guard whose agent never gets to exec (its command on a hung file system): from its
+// `lives`-th start on (before that it runs the real guard) it reports an agent, a sleep leading a group of its own that
+// holds the status pipe open as an agent stuck in its exec would, appends "<its pid> <the agent's>" to hung.pids, and
+// stays. The options run `agent.sh` (exit 1) under it.
+struct HangingStart {
+  TempDir tmp;
+  std::string pids_file = tmp.file("hung.pids");
+  explicit HangingStart(int lives) {
+    const std::string guard = tmp.file("guard.sh"), agent = tmp.file("agent.sh");
+    std::ofstream(guard)
+        << "#!/bin/sh\n"
+        << "n=$(cat " << tmp.file("starts") << " 2>/dev/null || echo 0)\n"
+        << "echo $((n + 1)) > " << tmp.file("starts") << "\n"
+        << "if [ \"$n\" -lt " << lives << " ]; then exec " << find_agent_guard() << " \"$@\"; fi\n"
+        << "setsid sleep 300 </dev/null >/dev/null 2>&1 &\nagent=$!\n"
+        << "b() { printf '\\\\%03o' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)); }\n"
+        << "printf \"$(b 1)$(b $agent)\" >&3\n"  // agent_started: one write of both ints
+        << "echo \"$$ $agent\" >> " << pids_file << "\n"
+        << "exec sleep 300 3>&-\n";
+    std::ofstream(agent) << "#!/bin/sh\nexit 1\n";
+    for (const std::string& script : {guard, agent}) ::chmod(script.c_str(), 0755);
+  }
+  AgentProcessOptions options(LineSink& sink, double start_timeout_seconds) const {
+    AgentProcessOptions o;
+    o.start_timeout_seconds = start_timeout_seconds;
+    o.argv = {tmp.file("agent.sh")};
+    o.guard_path = tmp.file("guard.sh");
+    o.log_line = sink.function();
+    o.backoff_initial_seconds = 0.05;
+    o.backoff_max_seconds = 0.05;
+    o.stop_grace_seconds = 2;
+    return o;
+  }
+  std::vector<pid_t> pids() const { return pids_in(pids_file); }
+  void check_all_killed() const {
+    for (pid_t pid : pids()) BOOST_TEST(wait_until([&] { return !alive(pid); }, 5), "pid " << pid << " killed");
+  }
+  // Ends the hung starts, so that a wait that would last for ever (the behaviour under test failing) ends too.
+  void end_them() const {
+    for (pid_t pid : pids()) ::kill(pid, SIGKILL);
+  }
+};
+
+// Runs `call` on a thread of its own and gives it `seconds`; past them, `hung` ends what it waits for. Its seconds.
+double bounded(const std::function<void()>& call, double seconds, const HangingStart& hung) {
+  const double began = now_seconds();
+  std::exception_ptr error;
+  std::atomic<bool> done{false};
+  std::thread thread([&] {
+    try {
+      call();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done = true;
+  });
+  const bool in_time = wait_until([&] { return done.load(); }, seconds);
+  const double took = now_seconds() - began;
+  if (!in_time) hung.end_them();
+  thread.join();
+  BOOST_TEST(in_time, "it ended within " << seconds << " s");
+  if (error) std::rethrow_exception(error);
+  return took;
 }
 
 }  // namespace
@@ -503,19 +587,8 @@ BOOST_AUTO_TEST_CASE(a_command_that_dies_at_once_trips_the_restart_limit) {
   o.log_line = sink.function();
   AgentProcesses agents(o);
   agents.start();
-  std::string message;
-  bool tripped = wait_until(
-      [&] {
-        try {
-          agents.poll();
-          return false;
-        } catch (const Error& e) {
-          message = e.what();
-          return true;
-        }
-      },
-      10);
-  BOOST_REQUIRE_MESSAGE(tripped, "poll() threw within 10 s");
+  const std::string message = poll_until_it_throws(agents, 10);
+  BOOST_REQUIRE_MESSAGE(!message.empty(), "poll() threw within 10 s");
   BOOST_TEST(message ==
              "agent command 'sh -c echo oops >&2; exit 3' (worker worker-w0) was restarted 3 times within 60 s and "
              "ended again (exited with code 3): not restarted again; its output is in the log with the prefix "
@@ -525,6 +598,64 @@ BOOST_AUTO_TEST_CASE(a_command_that_dies_at_once_trips_the_restart_limit) {
   BOOST_CHECK_THROW(agents.poll(), Error);  // and on every later call
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   BOOST_TEST(agents.restarts() == 3, "no restart after the limit");
+}
+
+// A hung exec (an agent's binary on a hung file system) would hold the supervisor, and the runner with it, for ever:
+// the start gives up at its deadline, and kills the guard and the agent's group.
+BOOST_AUTO_TEST_CASE(a_start_whose_agent_never_execs_fails_at_its_deadline) {
+  HangingStart hung(0);
+  LineSink sink;
+  AgentProcessOptions o = hung.options(sink, 1);
+  AgentProcesses agents(o);
+  std::string message;
+  const double took = bounded(
+      [&] {
+        try {
+          agents.start();
+        } catch (const UsageError& e) {
+          message = e.what();
+        }
+      },
+      30, hung);
+  BOOST_TEST(message == "agent worker worker-w0 did not start within 1 s: '" + o.argv[0] +
+                            "' was not running yet (is its file system hung?)");
+  BOOST_TEST(took >= 1.0);
+  BOOST_TEST(took < 10.0);
+  BOOST_REQUIRE(hung.pids().size() == 2u);
+  hung.check_all_killed();
+}
+
+// stop() while a restart waits for its agent's exec ends the wait at once, not at the deadline.
+BOOST_AUTO_TEST_CASE(stop_ends_a_restart_whose_agent_never_execs) {
+  HangingStart hung(1);
+  LineSink sink;
+  AgentProcessOptions o = hung.options(sink, 300);
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return hung.pids().size() == 2u; }, 10), "the restart hangs");
+  const double took = bounded([&] { agents.stop(); }, 30, hung);
+  BOOST_TEST(took < 10.0);
+  hung.check_all_killed();
+}
+
+// Restarts that cannot start the agent count toward the restart limit: past it, poll() says why the last one failed.
+BOOST_AUTO_TEST_CASE(restarts_that_never_exec_trip_the_restart_limit) {
+  HangingStart hung(1);
+  LineSink sink;
+  AgentProcessOptions o = hung.options(sink, 0.3);
+  o.max_restarts = 2;
+  AgentProcesses agents(o);
+  agents.start();
+  const std::string message = poll_until_it_throws(agents, 20);
+  BOOST_REQUIRE_MESSAGE(!message.empty(), "poll() threw within 20 s");
+  BOOST_TEST(message == "agent worker worker-w0 did not start within 0.3 s: '" + o.argv[0] +
+                            "' was not running yet (is its file system hung?) (worker worker-w0; restarted 2 times "
+                            "within 60 s: not tried again)");
+  BOOST_TEST(sink.count_containing("could not be restarted: agent worker worker-w0 did not start within 0.3 s") == 1u);
+  BOOST_TEST(agents.restarts() == 2);
+  BOOST_TEST(hung.pids().size() == 4u, "two hung starts, each a guard and an agent");
+  hung.check_all_killed();
+  agents.stop();
 }
 
 BOOST_AUTO_TEST_CASE(stop_kills_a_worker_that_ignores_sigterm_after_the_grace) {

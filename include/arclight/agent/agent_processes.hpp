@@ -38,6 +38,12 @@ struct AgentProcessOptions {
   double restart_window_seconds = 60;
   // stop(): SIGTERM, then SIGKILL to what is left after this long.
   double stop_grace_seconds = 5;
+  // A worker whose agent has not exec'd this long after its fork (its command on a hung file system) did not start:
+  // the guard and the agent's group are killed, and the start fails (start() throws; a restart is tried again after
+  // the backoff, counting toward the limit). stop() ends such a wait at once.
+  double start_timeout_seconds = 60;
+  // The guard program (see AgentProcesses); empty: find_agent_guard()'s.
+  std::string guard_path;
   // Where each forwarded line goes (prefix included, no newline); by default the log (log::write at info, unless the
   // level is off). Called from the supervisor thread.
   std::function<void(std::string_view line)> log_line;
@@ -107,8 +113,8 @@ class AgentProcesses {
   AgentProcesses(const AgentProcesses&) = delete;
   AgentProcesses& operator=(const AgentProcesses&) = delete;
 
-  // Starts every worker; returns once each has exec'd. Throws UsageError naming the command when it is not on PATH
-  // or cannot be executed.
+  // Starts every worker; returns once each has exec'd. Throws UsageError naming the command when it is not on PATH,
+  // cannot be executed, or has not exec'd within start_timeout_seconds.
   void start();
   // Non-blocking: the workers that ended since the last call (each is restarted after its backoff). Throws Error
   // once a worker passed the restart limit, and on every later call.
@@ -131,8 +137,15 @@ class AgentProcesses {
  private:
   struct Worker;
   struct Shared;
+  // What the guard of a worker being started said (agent_guard.hpp), and how the wait for it ended.
+  struct GuardRecords {
+    enum End { pipe_ended, timed_out, stopped } end = pipe_ended;
+    pid_t agent = 0;
+    int failure[2] = {0, 0};  // a record other than agent_started, and its value
+  };
   void supervise();
   std::string spawn(Worker& worker);
+  GuardRecords read_guard_records(int status_fd, double deadline) const;
   void reap_and_restart();
   std::optional<WorkerExit> reap_if_ended(Worker& worker, bool wait);
   void schedule_restart(Worker& worker, const WorkerExit& exit);
