@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "arclight/core/utf8.hpp"
+
 namespace arclight::agent {
 namespace {
 
@@ -39,23 +41,15 @@ std::size_t shown_from(std::string_view line) {
 std::string printable(std::string_view line) {
   line.remove_prefix(shown_from(line));
   while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, CRCRLF (through a pty)
-  std::string out;
-  out.reserve(line.size());
+  std::string shown;
+  shown.reserve(line.size());
   for (std::size_t i = 0; i < line.size(); ++i) {
-    const auto c = static_cast<unsigned char>(line[i]);
-    if (c == 0x1b) {
+    if (line[i] == '\x1b')
       i = escape_end(line, i);
-    } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
-      out += '?';
-    } else if (c == 0xc2 && i + 1 < line.size() && static_cast<unsigned char>(line[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(line[i + 1]) < 0xa0) {
-      out += '?';  // U+0080 to U+009F, the C1 controls (U+009B is a CSI of its own)
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
+    else
+      shown += line[i];
   }
-  return out;
+  return arclight::printable(shown);
 }
 
 std::size_t piece_end(std::string_view pending) {

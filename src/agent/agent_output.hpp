@@ -12,8 +12,8 @@ namespace arclight::agent {
 std::size_t shown_from(std::string_view line);
 
 // The line as the log takes it: from shown_from(), without the carriage returns at its end, without terminal escape
-// sequences (ECMA-48: CSI, OSC/DCS/PM/APC up to BEL or ESC \, ESC intermediates final), other C0 controls, DEL and
-// UTF-8's C1 controls as '?'.
+// sequences (ECMA-48: CSI, OSC/DCS/PM/APC up to BEL or ESC \, ESC intermediates final), then arclight::printable
+// (other C0 controls, DEL, C1 controls and bytes that are not well-formed UTF-8 as '?').
 std::string printable(std::string_view line);
 
 // Where a line too long to wait for its end is cut: not inside a UTF-8 character, nor inside an escape sequence begun

@@ -47,13 +47,6 @@ hid_t h5type(Kind k) {
 
 std::size_t kind_size(Kind k) { return k == Kind::u8 ? 1 : k == Kind::f32 ? 4 : 8; }
 
-std::string printable(const std::string& text) {
-  std::string out = text.substr(0, 1000);
-  for (char& ch : out)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
-  return out;
-}
-
 std::string link_name_problem(const std::string& target) {
   const fs::path t(target);
   if (target.empty()) return "it names no file";

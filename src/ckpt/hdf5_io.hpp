@@ -12,6 +12,7 @@
 #include <string>
 
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/utf8.hpp"
 
 namespace arclight::ckpt {
 
@@ -130,8 +131,9 @@ std::int64_t meta_number(hid_t file, const LinkPolicy& links, const char* name);
 // when it is no external link. Throws CorruptCheckpoint when the link does not read.
 std::string external_link_file(hid_t loc, const std::string& name, hid_t lapl, std::string* object = nullptr);
 
-// Text from a file, fit for a message and a terminal: control bytes become '?'.
-std::string printable(const std::string& text);
+// Text from a file (a name, a link, a lock's holder), fit for a message and a terminal: its first 1,000 bytes,
+// arclight::printable.
+inline std::string printable(const std::string& text) { return arclight::printable(text, 1000); }
 
 // Where a dataset's data lives and what it holds: for the parent's datasets, so that an
 // unchanged one becomes a link to the file that holds it.

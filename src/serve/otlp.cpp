@@ -7,11 +7,13 @@
 #include <optional>
 
 #include "arclight/core/log.hpp"
+#include "arclight/core/utf8.hpp"
 #include "otlp_trace.pb.h"
 
 namespace arclight::serve {
 namespace {
 
+constexpr std::size_t header_shown = 100;  // bytes of a header value an error message quotes
 constexpr const char* rollout_key = "agentlightning.rollout_id";
 constexpr const char* attempt_key = "agentlightning.attempt_id";
 constexpr const char* sequence_key = "agentlightning.span_sequence_id";
@@ -28,46 +30,6 @@ std::string lower(std::string_view text) {
   for (char& c : out)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return out;
-}
-
-// A header value in an error message: printable ASCII only, at most 100 characters.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text.substr(0, 100)) out += c >= 0x20 && c < 0x7f ? c : '?';
-  return out;
-}
-
-// The length of the UTF-8 sequence that starts with `lead` and the range its second byte must lie in (which rules
-// out overlong forms, surrogates and code points past U+10FFFF); 0 for a byte that starts none.
-struct Utf8Lead {
-  int length;
-  unsigned char low, high;
-};
-Utf8Lead utf8_lead(unsigned char lead) {
-  if (lead < 0x80) return {1, 0, 0};
-  if (lead >= 0xc2 && lead <= 0xdf) return {2, 0x80, 0xbf};
-  if (lead == 0xe0) return {3, 0xa0, 0xbf};
-  if (lead == 0xed) return {3, 0x80, 0x9f};
-  if (lead >= 0xe1 && lead <= 0xef) return {3, 0x80, 0xbf};
-  if (lead == 0xf0) return {4, 0x90, 0xbf};
-  if (lead >= 0xf1 && lead <= 0xf3) return {4, 0x80, 0xbf};
-  if (lead == 0xf4) return {4, 0x80, 0x8f};
-  return {0, 0, 0};
-}
-
-// Well-formed UTF-8, as protobuf's string fields require.
-bool valid_utf8(std::string_view text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const auto* end = p + text.size();
-  while (p < end) {
-    const Utf8Lead lead = utf8_lead(*p);
-    if (lead.length == 0 || end - p < lead.length) return false;
-    if (lead.length > 1 && (p[1] < lead.low || p[1] > lead.high)) return false;
-    for (int i = 2; i < lead.length; ++i)
-      if (p[i] < 0x80 || p[i] > 0xbf) return false;
-    p += lead.length;
-  }
-  return true;
 }
 
 const std::string& text(const std::string& bytes, const char* what) {
@@ -368,14 +330,16 @@ std::vector<Json> decode_otlp_traces(std::string_view body, std::string_view con
                                      std::string_view content_encoding, const OtlpOptions& options) {
   const std::string_view media_type = trimmed(content_type.substr(0, content_type.find(';')));
   if (lower(media_type) != otlp_content_type)
-    throw OtlpError("Unsupported Content-Type '" + printable(media_type) + "', expected 'application/x-protobuf'");
+    throw OtlpError("Unsupported Content-Type '" + printable(media_type, header_shown) +
+                    "', expected 'application/x-protobuf'");
   const std::string encoding = lower(trimmed(content_encoding));
   std::string inflated;
   if (encoding == "gzip") {
     inflated = gzip_inflate(body, options.max_inflated_bytes);
     body = inflated;
   } else if (!encoding.empty() && encoding != "identity") {
-    throw OtlpError("Unsupported Content-Encoding '" + printable(content_encoding) + "', expected gzip or none");
+    throw OtlpError("Unsupported Content-Encoding '" + printable(content_encoding, header_shown) +
+                    "', expected gzip or none");
   }
   if (body.empty()) return {};
   otlp::ExportTraceServiceRequest request;

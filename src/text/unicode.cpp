@@ -53,30 +53,6 @@ void append_nfc(std::string& out, std::string_view valid_utf8) {
 
 }  // namespace
 
-std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
-  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(text[i]); };
-  const std::uint8_t lead = byte(at);
-  if (lead < 0x80) return 1;
-  std::size_t n;
-  std::uint32_t cp;
-  if (lead >= 0xC2 && lead <= 0xDF)
-    n = 2, cp = lead & 0x1F;
-  else if (lead >= 0xE0 && lead <= 0xEF)
-    n = 3, cp = lead & 0x0F;
-  else if (lead >= 0xF0 && lead <= 0xF4)
-    n = 4, cp = lead & 0x07;
-  else
-    return 0;
-  if (at + n > text.size()) return 0;
-  for (std::size_t i = 1; i < n; ++i) {
-    if ((byte(at + i) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(at + i) & 0x3F);
-  }
-  const bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  const bool surrogate = cp >= 0xD800 && cp <= 0xDFFF;
-  return overlong || surrogate || cp > 0x10FFFF ? 0 : n;
-}
-
 std::string to_nfc(std::string_view text) {
   // Below U+0300 (lead bytes under 0xCC) every character is NFC-stable whatever follows: nothing to do.
   bool may_change = false;

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "arclight/core/utf8.hpp"  // utf8_sequence_length
+
 namespace arclight::text {
 
 // `text` in Normalization Form C. Stretches that are not valid UTF-8 are copied as they are (Hugging Face only
@@ -17,9 +19,6 @@ std::string to_nfc(std::string_view text);
 std::optional<std::string> bytes_of_byte_level(std::string_view token);
 // The character (as UTF-8) that stands for `byte`.
 std::string byte_level_char(std::uint8_t byte);
-
-// The length of the valid UTF-8 sequence starting at text[at], or 0 where the bytes there are not one.
-std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
 
 // The byte length of the White_Space character (Rust's char::is_whitespace, as Hugging Face's added tokens strip)
 // that starts at text[at], or that ends just before text[end]; 0 where there is none.

@@ -344,15 +344,18 @@ BOOST_AUTO_TEST_CASE(carriage_returns_escapes_and_control_characters_do_not_reac
       "printf 'crcrlf\\r\\r\\n'; printf 'split\\r'; sleep 0.2; printf '\\r'; sleep 0.2; printf '\\n'; "
       // tput sgr0, a title, a hyperlink, a C1 CSI in UTF-8, an ESC before a letter of UTF-8
       "printf '\\033(Bplain\\033]0;title\\007!\\033]8;;http://x\\033\\\\link\\033]8;;\\033\\\\ \\302\\23331m "
-      "\\033\\303\\251\\n'",
-      "[agent 0] plain!link ?31m \303\251", 10);
+      "\\033\\303\\251\\n'; "
+      // a raw C1 CSI (an 8-bit terminal's), a Latin-1 byte, a UTF-8 sequence cut short
+      "printf '\\23331m raw \\351t\\342\\202 end\\n'",
+      "[agent 0] ?31m raw ?t?? end", 10);
   const std::vector<std::string> expected = {"[agent 0] bar 100%",
                                              "[agent 0] red\txy",
                                              "[agent 0] a?b?c",
                                              "[agent 0] forged",
                                              "[agent 0] crcrlf",
                                              "[agent 0] split",
-                                             "[agent 0] plain!link ?31m \303\251"};
+                                             "[agent 0] plain!link ?31m \303\251",
+                                             "[agent 0] ?31m raw ?t?? end"};
   BOOST_TEST(lines == expected, boost::test_tools::per_element());
 }
 
