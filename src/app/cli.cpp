@@ -5,10 +5,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -20,7 +22,7 @@
 namespace arclight::app {
 namespace {
 
-// A line of the config file that is not TOML; parse_command_line names the file.
+// A line of the config file that is not TOML, or not what it seems; parse_command_line names the file.
 class TomlSyntaxError : public CLI::ParseError {
  public:
   explicit TomlSyntaxError(const std::string& msg)
@@ -111,14 +113,42 @@ void check_toml_lines(const std::vector<TomlLine>& lines) {
   }
 }
 
+// A list option whose default is not empty, by its dotted name (rollout.retry_condition), and that default as the
+// effective configuration prints it.
+using ListDefaults = std::map<std::string, std::string>;
+
+// `key = []` reads as the option's default (CLI11 has no empty list, and the effective configuration of a built-in
+// agent says `command = []`): where that default is not empty, the user meant something else, and is told.
+void check_empty_lists(const std::vector<TomlLine>& lines, const ListDefaults& list_defaults) {
+  std::string section;
+  for (const TomlLine& l : lines) {
+    if (l.text[0] == '[') {
+      section = trimmed(l.text.substr(1, l.text.size() - 2)) + ".";
+      continue;
+    }
+    const auto eq = l.text.find('=');
+    std::string value = l.text.substr(eq + 1);
+    value.erase(std::remove_if(value.begin(), value.end(), [](char c) { return c == ' ' || c == '\t'; }), value.end());
+    if (value != "[]") continue;
+    const auto list = list_defaults.find(section + trimmed(l.text.substr(0, eq)));
+    if (list != list_defaults.end())
+      throw TomlSyntaxError("line " + std::to_string(l.number) + ": " + list->first +
+                            " = [] would be read as its default, " + list->second + ": list at least one value");
+  }
+}
+
 // TOML sections become dotted option names of the train command: [layout] trainers = "1"
 // sets --layout.trainers. CLI11 parses the file; this only renames its items.
 class SectionedToml : public CLI::ConfigTOML {
  public:
+  // Filled as the options are bound, before any file is read.
+  ListDefaults& list_defaults() { return list_defaults_; }
+
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
     const std::vector<TomlLine> lines = toml_lines(text);
     check_toml_lines(lines);
+    check_empty_lists(lines, list_defaults_);
     std::string cleaned;
     for (const TomlLine& l : lines) cleaned += l.text + "\n";
     std::istringstream again(cleaned);
@@ -139,6 +169,9 @@ class SectionedToml : public CLI::ConfigTOML {
     }
     return flat;
   }
+
+ private:
+  ListDefaults list_defaults_;
 };
 
 // The malloc this process runs on: jemalloc's when malloc comes from the library that defines
@@ -198,12 +231,14 @@ const CLI::Validator non_negative = number_at_least(0, true, "a number >= 0");
 // Binds each field of the configuration to its option --section.key (and TOML key).
 class ConfigBinder {
  public:
-  explicit ConfigBinder(CLI::App& train) : train_(train) {}
+  ConfigBinder(CLI::App& train, ListDefaults& list_defaults) : train_(train), list_defaults_(list_defaults) {}
 
   template <class Field>
   CLI::Option* opt(const std::string& key, Field& field, const std::string& help) {
     CLI::Option* o = train_.add_option("--" + key, field, help)->capture_default_str()->group("Configuration");
     if constexpr (std::is_integral_v<Field> && !std::is_same_v<Field, bool>) o->check(decimal_integer);
+    if constexpr (std::is_same_v<Field, std::vector<std::string>>)
+      if (!field.empty()) list_defaults_[key] = o->get_default_str();
     return o;
   }
 
@@ -225,6 +260,7 @@ class ConfigBinder {
 
  private:
   CLI::App& train_;
+  ListDefaults& list_defaults_;
 };
 
 void bind_run(ConfigBinder& b, Config& c) {
@@ -391,8 +427,8 @@ void bind_faults(ConfigBinder& b, Config& c) {
       ->check(non_negative);
 }
 
-void bind_config(CLI::App& train, Config& c) {
-  ConfigBinder b(train);
+void bind_config(CLI::App& train, Config& c, ListDefaults& list_defaults) {
+  ConfigBinder b(train, list_defaults);
   bind_run(b, c);
   bind_layout(b, c);
   bind_model(b, c);
@@ -440,7 +476,8 @@ std::string check_invocation(const Invocation& inv, bool resume_given) {
 Invocation parse_command_line(int argc, const char* const* argv) {
   Invocation inv;
   CLI::App app{"arclight: reinforcement learning for tool-using agents on HPC clusters", "arclight"};
-  app.config_formatter(std::make_shared<SectionedToml>());
+  const auto toml = std::make_shared<SectionedToml>();
+  app.config_formatter(toml);
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.set_config("--config", "", "TOML configuration file; every key can be overridden as --section.key");
   app.set_version_flag("--version", version_text(), "print version, git hash and compiled-in features");
@@ -453,7 +490,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
 
   CLI::App* train = app.add_subcommand("train", "run the training job (rank 0 coordinates, the others run and train)");
   train->fallthrough();
-  bind_config(*train, inv.config);
+  bind_config(*train, inv.config, toml->list_defaults());
   train->add_option("--resume", inv.resume, "continue from the latest checkpoint (auto) or from a version file")
       ->configurable(false);
   train->add_flag("--dry-run", inv.dry_run, "print the effective configuration and every rank's role, then exit")

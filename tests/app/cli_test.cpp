@@ -251,6 +251,25 @@ BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_file_and_line) {
   BOOST_TEST(inv.config.run.steps == 4);
 }
 
+// `key = []` reads as the option's default: refused where that default is not empty (a user who wrote
+// retry_condition = [] meant no retries, and got three kinds), kept where it is (agent.command, as the effective
+// configuration of a built-in agent prints it).
+BOOST_AUTO_TEST_CASE(an_empty_list_that_would_read_as_a_default_is_refused) {
+  TempToml retry("[run]\nsteps = 3\n\n[rollout]\nretry_condition = [  ]  # never\n");
+  BOOST_TEST(parse({"train", "--config", retry.path}).error ==
+             "config file " + retry.path +
+                 ": line 5: rollout.retry_condition = [] would be read as its default, [failed,timeout,unresponsive]: "
+                 "list at least one value");
+  TempToml lora("[model]\nlora_targets = [\n]\n");
+  BOOST_TEST(parse({"train", "--config", lora.path}).error.find(": line 2: model.lora_targets = [] would be read") !=
+             std::string::npos);
+  TempToml command("[agent]\ncommand = []\n[rollout]\nretry_condition = [\"failed\"]\n");
+  const Invocation inv = parse({"train", "--config", command.path});
+  BOOST_TEST(inv.error == "");
+  BOOST_TEST(inv.config.agent.command.empty());
+  BOOST_TEST(inv.config.rollout.retry_condition == std::vector<std::string>{"failed"});
+}
+
 // A # in a string is no comment (CLI11 cut dir = "runs/#1" to "runs/); comments after a section header and inside an
 // array spread over lines, and a comma after its last element, are TOML too.
 BOOST_AUTO_TEST_CASE(toml_comments_strings_and_arrays_as_toml_reads_them) {
