@@ -208,6 +208,7 @@ struct AgentProcesses::Worker {
   double backoff = 0;      // the last one waited
   double restart_at = -1;  // when it is dead: when to restart it; -1: never
   std::deque<double> restart_times;
+  int failed_starts = 0;  // restarts in a row that could not start the agent
 };
 
 struct AgentProcesses::Shared {
@@ -397,28 +398,31 @@ std::string AgentProcesses::spawn(Worker& w) {
 }
 
 // The guard's records (agent_guard.hpp) until the pipe ends (the agent has exec'd, or nothing will), the deadline
-// passes, or stop() begins.
-AgentProcesses::GuardRecords AgentProcesses::read_guard_records(int fd, double deadline) const {
+// passes, or stop() begins. The other workers' output is forwarded meanwhile: a start that waits long (a hung exec)
+// must not fill their pipes and hold them.
+AgentProcesses::GuardRecords AgentProcesses::read_guard_records(int status_fd, double deadline) {
   GuardRecords records;
   const auto ended = [&records](GuardRecords::End end) {
     records.end = end;
     return records;
   };
   for (;;) {
-    const double left = deadline - now_seconds();
     if (shared_->stopping) return ended(GuardRecords::stopped);
+    const double left = deadline - now_seconds();
+    // Past the deadline the pipe is still looked at once: a start that ended then is no failure.
+    const int wait_ms = left > 0 ? static_cast<int>(std::min<double>(poll_interval_ms, std::ceil(left * 1000))) : 0;
+    if (read_output(wait_ms, status_fd) != 0) {
+      int record[2];
+      const ssize_t n = ::read(status_fd, record, sizeof record);  // whole records: each one write under PIPE_BUF
+      if (n < 0 && errno == EINTR) continue;
+      if (n != static_cast<ssize_t>(sizeof record)) return ended(GuardRecords::pipe_ended);
+      if (record[0] == guard::agent_started)
+        records.agent = record[1];
+      else
+        records.failure[0] = record[0], records.failure[1] = record[1];
+      continue;
+    }
     if (left <= 0) return ended(GuardRecords::timed_out);
-    pollfd ready{fd, POLLIN, 0};
-    const int wait_ms = static_cast<int>(std::min<double>(poll_interval_ms, std::ceil(left * 1000)));
-    if (::poll(&ready, 1, wait_ms) <= 0) continue;  // nothing yet, or EINTR
-    int record[2];
-    const ssize_t n = ::read(fd, record, sizeof record);  // whole records: each was one write of less than PIPE_BUF
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof record)) return ended(GuardRecords::pipe_ended);
-    if (record[0] == guard::agent_started)
-      records.agent = record[1];
-    else
-      records.failure[0] = record[0], records.failure[1] = record[1];
   }
 }
 
@@ -463,14 +467,16 @@ void AgentProcesses::drain(Worker& w) {
   close_fd(w.output_fd);
 }
 
-void AgentProcesses::read_output(int timeout_ms) {
+short AgentProcesses::read_output(int timeout_ms, int also_fd) {
   std::vector<pollfd> fds;
   std::vector<Worker*> owners;
   for (Worker& w : workers_)
     if (w.output_fd >= 0) fds.push_back({w.output_fd, POLLIN, 0}), owners.push_back(&w);
-  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
-  for (std::size_t i = 0; i < fds.size(); ++i)
+  if (also_fd >= 0) fds.push_back({also_fd, POLLIN, 0});
+  if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return 0;
+  for (std::size_t i = 0; i < owners.size(); ++i)
     if (fds[i].revents != 0) read_chunk(*owners[i]);
+  return also_fd >= 0 ? fds.back().revents : 0;
 }
 
 // A worker whose guard has ended (as the agent did): the rest of the agent's group is killed (the guard did so before
@@ -545,7 +551,8 @@ bool AgentProcesses::back_off(Worker& w, double now, bool healthy) {
 }
 
 // A restart that cannot start the agent (fork out of processes or memory, descriptors, a command being replaced: often
-// passing) is tried again after the backoff, and counts toward the restart limit as a death does.
+// passing; an exec that hangs) is tried again after the backoff, and counts toward the restart limit as a death does;
+// max_restarts of them in a row end it too.
 void AgentProcesses::restart(Worker& w) {
   w.restart_at = -1;
   w.restart_times.push_back(now_seconds());
@@ -554,13 +561,23 @@ void AgentProcesses::restart(Worker& w) {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     ++shared_->restarts;
   }
-  if (error.empty() || shared_->stopping) return;
-  const bool limit_reached = back_off(w, now_seconds(), false);
+  if (error.empty()) {
+    w.failed_starts = 0;
+    return;
+  }
+  if (shared_->stopping) return;
+  // A start that hangs lasts start_timeout_seconds, maybe longer than the window: failures in a row count too.
+  const bool in_a_row = ++w.failed_starts >= options_.max_restarts;
+  const bool limit_reached = back_off(w, now_seconds(), false) || in_a_row;
   if (limit_reached) {
+    w.restart_at = -1;
     std::lock_guard<std::mutex> lock(shared_->mutex);
     if (shared_->fatal.empty())
-      shared_->fatal = log::concat(error, " (worker ", w.id, "; restarted ", w.restart_times.size(), " times within ",
-                                   options_.restart_window_seconds, " s: not tried again)");
+      shared_->fatal = in_a_row
+                           ? log::concat(error, " (worker ", w.id, "; ", w.failed_starts,
+                                         " restarts in a row could not start it: not tried again)")
+                           : log::concat(error, " (worker ", w.id, "; restarted ", w.restart_times.size(),
+                                         " times within ", options_.restart_window_seconds, " s: not tried again)");
     return;
   }
   forward(

@@ -32,15 +32,17 @@ struct AgentProcessOptions {
   double backoff_initial_seconds = 0.5;
   double backoff_max_seconds = 10;
   double healthy_after_seconds = 30;
-  // More than max_restarts restarts of one worker within restart_window_seconds is a fault (poll() throws): a command
-  // that dies at once does not loop for ever.
+  // More than max_restarts restarts of one worker within restart_window_seconds, or max_restarts restarts in a row that
+  // could not start it, is a fault (poll() throws): a command that dies at once, or cannot start, does not loop for
+  // ever.
   int max_restarts = 5;
   double restart_window_seconds = 60;
   // stop(): SIGTERM, then SIGKILL to what is left after this long.
   double stop_grace_seconds = 5;
   // A worker whose agent has not exec'd this long after its fork (its command on a hung file system) did not start:
   // the guard and the agent's group are killed, and the start fails (start() throws; a restart is tried again after
-  // the backoff, counting toward the limit). stop() ends such a wait at once.
+  // the backoff, counting toward the limit). The other workers' output is forwarded meanwhile, but none is reaped or
+  // restarted. stop() ends such a wait at once.
   double start_timeout_seconds = 60;
   // The guard program (see AgentProcesses); empty: find_agent_guard()'s.
   std::string guard_path;
@@ -145,12 +147,13 @@ class AgentProcesses {
   };
   void supervise();
   std::string spawn(Worker& worker);
-  GuardRecords read_guard_records(int status_fd, double deadline) const;
+  GuardRecords read_guard_records(int status_fd, double deadline);
   void reap_and_restart();
   std::optional<WorkerExit> reap_if_ended(Worker& worker, bool wait);
   void schedule_restart(Worker& worker, const WorkerExit& exit);
   void restart(Worker& worker);
-  void read_output(int timeout_ms);
+  // Forwards what the workers' pipes hold, waiting up to timeout_ms; the poll's events on also_fd (when one is given).
+  short read_output(int timeout_ms, int also_fd = -1);
   bool read_chunk(Worker& worker);
   void drain(Worker& worker);
   void terminate_all();
