@@ -407,10 +407,11 @@ AgentProcesses::GuardRecords AgentProcesses::read_guard_records(int status_fd, d
     return records;
   };
   for (;;) {
-    if (shared_->stopping) return ended(GuardRecords::stopped);
+    // Records already sent are read first, past the deadline or at stop() too: the agent's pid, whose group is killed.
+    const bool stopping = shared_->stopping;
     const double left = deadline - now_seconds();
-    // Past the deadline the pipe is still looked at once: a start that ended then is no failure.
-    const int wait_ms = left > 0 ? static_cast<int>(std::min<double>(poll_interval_ms, std::ceil(left * 1000))) : 0;
+    const int wait_ms =
+        stopping || left <= 0 ? 0 : static_cast<int>(std::min<double>(poll_interval_ms, std::ceil(left * 1000)));
     if (read_output(wait_ms, status_fd) != 0) {
       int record[2];
       const ssize_t n = ::read(status_fd, record, sizeof record);  // whole records: each one write under PIPE_BUF
@@ -422,6 +423,7 @@ AgentProcesses::GuardRecords AgentProcesses::read_guard_records(int status_fd, d
         records.failure[0] = record[0], records.failure[1] = record[1];
       continue;
     }
+    if (stopping) return ended(GuardRecords::stopped);
     if (left <= 0) return ended(GuardRecords::timed_out);
   }
 }

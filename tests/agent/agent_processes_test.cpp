@@ -209,9 +209,10 @@ struct HangingStart {
         << "setsid sleep 300 </dev/null >/dev/null 2>&1 &\nagent=$!\n"
         // reported once it leads its group (the real guard sets the group before it reports)
         << "until [ \"$(cut -d' ' -f5 /proc/$agent/stat)\" = $agent ]; do sleep 0.01; done\n"
-        << "echo \"$$ $agent\" >> " << pids_file << "\n"
         << "b() { printf '\\\\%03o' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)); }\n"
         << "printf \"$(b 1)$(b $agent)\" >&3\n"  // agent_started: one write of both ints
+        // after the record: a test that sees the pids knows the record is in the pipe
+        << "echo \"$$ $agent\" >> " << pids_file << "\n"
         << "exec sleep 300 3>&-\n";
     std::ofstream(agent) << "#!/bin/sh\n" << agent_script << "\n";
     for (const std::string& script : {guard, agent}) ::chmod(script.c_str(), 0755);
