@@ -421,6 +421,10 @@ void bind_faults(ConfigBinder& b, Config& c) {
   b.opt("faults.slow_restore_seconds", c.faults.slow_restore_seconds,
         "(drills) rank 0 takes this many seconds longer to load the version it resumes from")
       ->check(non_negative);
+  b.opt("faults.slow_checkpoint_seconds", c.faults.slow_checkpoint_seconds,
+        "(drills) rank 0's checkpoint writer begins each version this many seconds late, as on a slow file system: "
+        "the steps go on meanwhile")
+      ->check(non_negative);
   b.opt("faults.store_unreadable_step", c.faults.store_unreadable_step,
         "(drills) rank 0 finds that the store of this step's version does not read back (its model does): the "
         "version before is tried; 0: never")

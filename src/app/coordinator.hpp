@@ -2,6 +2,7 @@
 // Rank 0 of a training job (app-private): the store, served to every other rank, and the
 // algorithm's step loop (coordinator.cpp); checkpoints and restore (coordinator_checkpoint.cpp).
 #include <atomic>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -136,6 +137,14 @@ class Coordinator {
   void note_rewrites(const ckpt::Checkpoint& c, std::size_t history_end, std::size_t spans_end);
   // The history's and the span log's entries in the newest version written (the writer's).
   std::atomic<std::size_t> committed_history_{0}, committed_spans_{0};
+  // A version's part of the span log, counted at the step boundary (capture) and copied by the writer; until it has,
+  // the entries from spans_exporting_from_ on are not let go of (set as the write starts; the writer resets it).
+  struct SpanPart {
+    std::size_t from = 0, until = 0;
+    std::uint64_t bytes = 0;
+  } span_part_;
+  std::atomic<std::size_t> spans_exporting_from_{std::numeric_limits<std::size_t>::max()};
+  void export_spans(ckpt::Checkpoint& c, const SpanPart& part);
   std::shared_ptr<store::StoreArchive> archive_;  // checkpoint.span_log = "all": LATEST, for what the store let go of
   std::string secret_;                            // the job's: the store API's token
   std::unique_ptr<StoreApiServer> store_api_;     // store.http: gone before the store it serves

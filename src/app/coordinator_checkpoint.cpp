@@ -379,18 +379,20 @@ ckpt::Checkpoint Coordinator::capture(int step, const std::vector<store::Rollout
   rng << rng_;
   c.coordinator_rng = rng.str();
   // One consistent snapshot of the store; of its append-only parts only what came since the
-  // last version (LATEST holds the rest). The trainers copy their shares meanwhile.
-  store::MemoryStore::Snapshot snapshot = store_.export_state(logs_.history, logs_.spans);
+  // last version (LATEST holds the rest). The trainers copy their shares meanwhile. The span
+  // log's part, the bulk of it, is only counted here: the writer copies it (export_spans).
+  store::MemoryStore::Snapshot snapshot =
+      store_.export_state(logs_.history, logs_.spans, store::MemoryStore::SpanLog::counted);
   c.store_log_starts = log_starts(snapshot);
   c.store_tables = std::move(snapshot.tables);
   c.store_history = std::move(snapshot.history);
-  c.span_log = std::move(snapshot.span_log);
   c.store_history_offset = logs_.history_bytes;
   c.span_log_offset = logs_.span_bytes;
+  span_part_ = {logs_.spans, snapshot.span_log_end, snapshot.span_log_bytes};
   logs_.history = snapshot.history_end;
   logs_.spans = snapshot.span_log_end;
   logs_.history_bytes += c.store_history.size();
-  logs_.span_bytes += c.span_log.size();
+  logs_.span_bytes += snapshot.span_log_bytes;
   for (store::RolloutId id : untrained) c.untrained_rollouts.push_back(static_cast<std::int64_t>(id));
   answers_of_trainers(sends);  // they answer once they have copied
   return c;
@@ -446,9 +448,18 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
       std::raise(SIGKILL);
     };
   finish_writing();  // one write at a time
+  // Here, not in capture(): the write before (whose part came first) has copied its own part and let go of the mark.
+  // Only this thread lets go of spans (let_go_of_trained), so none went since capture().
+  spans_exporting_from_ = span_part_.from;
   writer_.start(log::concat("writing version ", step),
-                [this, step, options, history_end, spans_end, c = std::move(c)]() mutable {
+                [this, step, options, history_end, spans_end, part = span_part_, c = std::move(c)]() mutable {
                   const auto t = Stopwatch::now();
+                  if (config_.faults.slow_checkpoint_seconds > 0) {
+                    log::warn("fault drill: writing version ", step, " begins ", config_.faults.slow_checkpoint_seconds,
+                              " s late (faults.slow_checkpoint_seconds)");
+                    std::this_thread::sleep_for(std::chrono::duration<double>(config_.faults.slow_checkpoint_seconds));
+                  }
+                  export_spans(c, part);
                   rebase_logs(c);
                   std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
                   note_rewrites(c, history_end, spans_end);
@@ -458,6 +469,17 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
                     log::debug("retention removed ", old);
                   log::debug("checkpoint ", path, " written in ", seconds_since(t), " s");
                 });
+}
+
+// The version's part of the span log, as capture() counted it: nothing of it was let go of since (entries at or
+// after spans_exporting_from_ stay in memory until this returns), so a difference is a defect, and the version would
+// not hold what the next one's offsets say.
+void Coordinator::export_spans(ckpt::Checkpoint& c, const SpanPart& part) {
+  c.span_log = store_.export_span_log(part.from, part.until);
+  spans_exporting_from_ = std::numeric_limits<std::size_t>::max();
+  if (c.span_log.size() != part.bytes)
+    throw Error(log::concat("the span log's entries [", part.from, ", ", part.until, ") came to ", c.span_log.size(),
+                            " bytes, not the ", part.bytes, " counted at the step boundary"));
 }
 
 // The offsets of a version's parts of the logs, and its restore starts, as the logs lie in LATEST since one was
@@ -498,8 +520,10 @@ void Coordinator::note_rewrites(const ckpt::Checkpoint& c, std::size_t history_e
 // them (span_log = "all": a query reads them back from it), or at once (span_log = "none"); their
 // records go too once the version's history holds them.
 void Coordinator::let_go_of_trained() {
-  const std::size_t until =
-      config_.checkpoint.span_log == "none" ? store_.log_lengths().second : committed_spans_.load();
+  // With "none" all but a version's part still to be copied by the writer (export_spans).
+  const std::size_t until = config_.checkpoint.span_log == "none"
+                                ? std::min(store_.log_lengths().second, spans_exporting_from_.load())
+                                : committed_spans_.load();
   const std::size_t spans = store_.release_spans(until, next_);
   const std::size_t records = store_.release_records(committed_history_, next_);
   if (spans == 0 && records == 0) return;

@@ -44,14 +44,20 @@ std::vector<SpanLogEntry> decode_span_log(std::string_view bytes) {
   return entries;
 }
 
-MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::size_t span_log_from) const {
+MemoryStore::Snapshot MemoryStore::export_state(std::size_t history_from, std::size_t span_log_from,
+                                                SpanLog span_log) const {
   std::lock_guard<std::mutex> lock(mutex_);
   Snapshot s;
   s.tables = tables_locked();
   s.history_end = history_base_ + history_.size();
   s.span_log_end = span_log_base_ + span_log_.size();
   s.history = history_locked(history_from, s.history_end);
-  s.span_log = span_log_locked(span_log_from, s.span_log_end);
+  if (span_log == SpanLog::copied) {
+    s.span_log = span_log_locked(span_log_from, s.span_log_end);
+    s.span_log_bytes = s.span_log.size();
+  } else {
+    s.span_log_bytes = span_log_bytes_locked(span_log_from, s.span_log_end);
+  }
   s.history_base = history_base_;
   s.span_log_base = span_log_base_;
   return s;
@@ -63,8 +69,18 @@ std::string MemoryStore::export_history(std::size_t from, std::size_t until) con
 }
 
 std::string MemoryStore::export_span_log(std::size_t from, std::size_t until) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return span_log_locked(from, until);
+  constexpr std::size_t piece = 4096;  // entries: a millisecond or so under the lock
+  std::string out;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    until = std::min(until, span_log_base_ + span_log_.size());
+    out.reserve(span_log_bytes_locked(from, until));
+  }
+  for (std::size_t at = from; at < until; at += piece) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    append_span_log_locked(at, std::min(until, at + piece), out);
+  }
+  return out;
 }
 
 std::string MemoryStore::tables_locked() const {
@@ -193,41 +209,48 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
 
 // Released spans: with an archive, the log before them is the checkpoint's (an export
 // from there would have to read it back); without one, they are not kept.
-std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) const {
+template <class Visit>
+void MemoryStore::visit_span_log_locked(std::size_t from, std::size_t until, Visit&& visit) const {
   if (from < span_log_base_ && spans_archived())
     throw StoreError(StoreError::invalid_argument, "the span log before entry " + std::to_string(span_log_base_) +
                                                        " lives in the checkpoint, not in memory");
-  // The entries whose spans are in memory (those let go of and kept nowhere are left out).
-  struct Entry {
-    RolloutId rollout_id;
-    AttemptId attempt_id;
-    const StoredSpan* span;
-  };
-  std::vector<Entry> entries;
-  std::size_t bytes = 0;
   for (std::size_t i = std::max(from, span_log_base_); i < std::min(until, span_log_base_ + span_log_.size()); ++i) {
     const auto& [attempt_id, index] = span_log_[i - span_log_base_];
     if (attempt_released(attempt_id) || attempt_at(attempt_id).spans_released) {
       if (spans_archived())
         throw StoreError(StoreError::invalid_argument,
                          "span log entry " + std::to_string(i) + " lives in the checkpoint, not in memory");
-      continue;
+      continue;  // let go of and kept nowhere: left out
     }
     const AttemptRecord& rec = attempt_at(attempt_id);
-    entries.push_back({rec.attempt.rollout_id, attempt_id, &rec.spans[index]});
-    bytes += 3 * sizeof(std::uint64_t) + sizeof(std::uint32_t) + rec.spans[index].record.size();
+    visit(rec.attempt.rollout_id, attempt_id, rec.spans[index]);
   }
-  // Tens of megabytes between checkpoints: grown by doubling, the copies and the fresh pages
-  // they fault in cost rank 0 twice over.
-  std::string out;
-  out.reserve(bytes);
+}
+
+std::uint64_t MemoryStore::span_log_bytes_locked(std::size_t from, std::size_t until) const {
+  std::uint64_t bytes = 0;
+  visit_span_log_locked(from, until, [&](RolloutId, AttemptId, const StoredSpan& span) {
+    bytes += 3 * sizeof(std::uint64_t) + sizeof(std::uint32_t) + span.record.size();
+  });
+  return bytes;
+}
+
+void MemoryStore::append_span_log_locked(std::size_t from, std::size_t until, std::string& out) const {
   ByteWriter w(out);
-  for (const Entry& e : entries) {
-    w.u64(e.rollout_id);
-    w.u64(e.attempt_id);
-    w.u64(e.span->sequence_id);
-    w.bytes(e.span->record);
-  }
+  visit_span_log_locked(from, until, [&](RolloutId rollout_id, AttemptId attempt_id, const StoredSpan& span) {
+    w.u64(rollout_id);
+    w.u64(attempt_id);
+    w.u64(span.sequence_id);
+    w.bytes(span.record);
+  });
+}
+
+// Tens of megabytes between checkpoints: grown by doubling, the copies and the fresh pages they
+// fault in would cost rank 0 twice over.
+std::string MemoryStore::span_log_locked(std::size_t from, std::size_t until) const {
+  std::string out;
+  out.reserve(span_log_bytes_locked(from, until));
+  append_span_log_locked(from, until, out);
   return out;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Faults at the edges of a run (issue 17): signals during start-up and in the last step, a
 # checkpoint path of 300 characters, a slow restore, a rank that hangs in start-up, a damaged segment of the
-# store's history. Every run is bounded.
+# store's history, a slow checkpoint file system. Every run is bounded.
 # Usage: hardening_test.sh BUILD/arclight SOURCE_DIR
 set -u
 bin=$(realpath "$1"); src=$2
@@ -227,6 +227,27 @@ timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" --log-lev
 rc=$?
 check '[ $rc = 0 ] && grep -q "resuming from .*v00000009.h5: step 9" "$work/err" && ! grep -q "warn\]\|logs whole" "$work/err"' \
   "the resume after the span log was written anew: exit $rc: $(grep -E "error|warn|resuming|logs whole" "$work/err" | head -4)"
+
+# 12. A slow checkpoint file system (faults.slow_checkpoint_seconds): rank 0 counts a version's part of the span log at
+# the step boundary and its writer copies it later, while the steps go on and let go of what was trained on
+# (span_log = "none": at once). The version must still hold the part it counted, with a staleness of 1 (the next
+# step's rollouts, in the part, are trained on before the writer gets to it) and the write before still under way
+# as the next version is counted. Then a resume counts every rollout once.
+for mode in none all; do
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+    --run.dir "$work/slow_$mode" --run.steps 8 --checkpoint.every_steps 2 --grpo.max_staleness 1 \
+    --checkpoint.span_log "$mode" --faults.slow_checkpoint_seconds 1 >"$work/out" 2>"$work/err"
+  rc=$?
+  check '[ $rc = 0 ] && [ "$(grep -c "begins 1 s late" "$work/err")" = 4 ]' \
+    "span_log $mode, writes begun late: exit $rc: $(grep -E "error|counted" "$work/err" | head -3)"
+  timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+    --run.dir "$work/slow_$mode" --run.steps 10 --checkpoint.every_steps 2 --grpo.max_staleness 1 \
+    --checkpoint.span_log "$mode" --resume auto >"$work/out" 2>"$work/err"
+  rc=$?
+  "$bin" inspect --trained "$work/slow_$mode/checkpoints" >"$work/trained" 2>&1
+  check '[ $rc = 0 ] && grep -q "resuming from .*v00000008.h5: step 8" "$work/err" && grep -q "over 10 steps; 0 rollouts trained on twice" "$work/trained"' \
+    "span_log $mode, the resume after late writes: exit $rc: $(grep -E "error|resuming" "$work/err" | head -3); $(tail -1 "$work/trained")"
+done
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

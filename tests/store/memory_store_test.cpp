@@ -605,6 +605,40 @@ BOOST_AUTO_TEST_CASE(spans_the_log_read_whole_lacks_are_not_kept) {
   });
 }
 
+// A checkpoint counts its part of the span log at the step boundary (SpanLog::counted) and its writer copies it later,
+// a piece at a time under the store's lock: the bytes must be those a copy under one lock gives, past a piece's
+// 4,096 entries and over spans of different lengths, and spans let go of without an archive are left out of both.
+BOOST_AUTO_TEST_CASE(a_span_log_counted_then_copied_in_pieces_is_the_one_copied_at_once) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  run_with_spans(store, "first", 3, true);
+  const RolloutId ended = run_with_spans(store, "ended", 5000, true);
+  run_with_spans(store, "a longer name, still running", 6000, false);
+  const MemoryStore::Snapshot copied = store.export_state(0, 2),
+                              counted = store.export_state(0, 2, MemoryStore::SpanLog::counted);
+  BOOST_TEST(copied.span_log_end == 11003u);
+  BOOST_TEST(counted.span_log.empty());
+  BOOST_TEST(counted.span_log_end == copied.span_log_end);
+  BOOST_TEST(copied.span_log_bytes == copied.span_log.size());
+  BOOST_TEST(counted.span_log_bytes == copied.span_log.size());
+  BOOST_TEST(counted.history == copied.history);
+  BOOST_TEST(counted.tables == copied.tables);
+  const std::string pieces = store.export_span_log(2, counted.span_log_end);
+  BOOST_TEST(pieces.size() == copied.span_log.size());
+  BOOST_TEST((pieces == copied.span_log));
+  BOOST_TEST(decode_span_log(pieces).size() == 11001u);
+  // "ended"'s 5,000 spans let go of, kept nowhere: left out of the count and of the copy alike.
+  BOOST_TEST(store.release_spans(counted.span_log_end, {}) == 5003u);
+  const MemoryStore::Snapshot after = store.export_state(0, 0, MemoryStore::SpanLog::counted);
+  const std::string rest = store.export_span_log(0, after.span_log_end);
+  BOOST_TEST(after.span_log_bytes == rest.size());
+  BOOST_TEST((rest == store.export_state().span_log));
+  const std::vector<SpanLogEntry> entries = decode_span_log(rest);
+  BOOST_TEST(entries.size() == 6000u);
+  BOOST_TEST(
+      std::none_of(entries.begin(), entries.end(), [&](const SpanLogEntry& e) { return e.rollout_id == ended; }));
+}
+
 // checkpoint.span_log = "none" in the run that saved, "all" in the one that resumes in place: the versions' span log
 // left out the spans let go of, so its entries are numbered apart from the saving store's count. A lazy import from
 // past them would number what it reads as the store did, and an archive reads the file by number: refused (the

@@ -198,11 +198,12 @@ struct CheckpointConfig {
 
 // Deliberate faults, for tests and failure drills. Off by default.
 struct FaultConfig {
-  int fatal_rank = -1;              // this rank raises a fatal error right after start-up
-  int kill_in_checkpoint = 0;       // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
-  double slow_restore_seconds = 0;  // rank 0 takes this much longer to load the version it resumes from
-  int hang_at_startup_rank = -1;    // this rank stops itself (SIGSTOP) at the start of start-up
-  int store_unreadable_step = 0;    // rank 0 takes the store of this step's version as not reading back; 0: never
+  int fatal_rank = -1;                 // this rank raises a fatal error right after start-up
+  int kill_in_checkpoint = 0;          // rank 0 kills itself (SIGKILL) while writing the version of this step; 0: never
+  double slow_restore_seconds = 0;     // rank 0 takes this much longer to load the version it resumes from
+  double slow_checkpoint_seconds = 0;  // rank 0's writer begins each version this much later (the steps go on)
+  int hang_at_startup_rank = -1;       // this rank stops itself (SIGSTOP) at the start of start-up
+  int store_unreadable_step = 0;       // rank 0 takes the store of this step's version as not reading back; 0: never
 };
 
 struct Config {

@@ -96,11 +96,19 @@ class MemoryStore : public Store {
     std::size_t history_end = 0, span_log_end = 0;  // entries in the logs: where the next export begins
     // The entries before these were let go of from memory: a lazy import may begin anywhere up to them.
     std::size_t history_base = 0, span_log_base = 0;
+    std::uint64_t span_log_bytes = 0;  // of the span log's part, copied or counted
   };
+  // SpanLog::counted leaves the span log's part out of the snapshot, its bytes counted: the caller
+  // exports it later (export_span_log), off the thread that serves (tens of megabytes to gigabytes
+  // between checkpoints), and must keep its entries from being let go of until then.
+  enum class SpanLog { copied, counted };
   // One consistent snapshot, under one lock: the tables, and the history and the span log
   // from the given entries on.
-  Snapshot export_state(std::size_t history_from = 0, std::size_t span_log_from = 0) const;
-  // The append-only parts between entries [from, until).
+  Snapshot export_state(std::size_t history_from = 0, std::size_t span_log_from = 0,
+                        SpanLog span_log = SpanLog::copied) const;
+  // The append-only parts between entries [from, until). The span log is copied a piece at a
+  // time, each under the store's lock, so that the store serves meanwhile; entries let go of
+  // between pieces and kept nowhere are left out, as they would be by a copy under one lock.
   std::string export_history(std::size_t from, std::size_t until) const;
   std::string export_span_log(std::size_t from, std::size_t until) const;
   // Entries in the history and in the span log.
@@ -242,6 +250,11 @@ class MemoryStore : public Store {
   std::string tables_locked() const;
   std::string history_locked(std::size_t from, std::size_t until) const;
   std::string span_log_locked(std::size_t from, std::size_t until) const;
+  // The span log's entries in [from, until) whose spans are in memory, each to `visit(rollout, attempt, span)`.
+  template <class Visit>
+  void visit_span_log_locked(std::size_t from, std::size_t until, Visit&& visit) const;
+  std::uint64_t span_log_bytes_locked(std::size_t from, std::size_t until) const;
+  void append_span_log_locked(std::size_t from, std::size_t until, std::string& out) const;
   // What the tables say of the records let go of (a lazy import's use).
   struct Released {
     std::uint64_t rollout_base = 0, attempt_base = 0, resources_released = 0, archived_spans_end = 0;
