@@ -137,8 +137,9 @@ class Coordinator {
   void note_rewrites(const ckpt::Checkpoint& c, std::size_t history_end, std::size_t spans_end);
   // The history's and the span log's entries in the newest version written (the writer's).
   std::atomic<std::size_t> committed_history_{0}, committed_spans_{0};
-  // A version's part of the span log, counted at the step boundary (capture) and copied by the writer; until it has,
-  // the entries from spans_exporting_from_ on are not let go of (set as the write starts; the writer resets it).
+  // A version's part of the span log, counted at the step boundary (capture) and copied by the writer; until its
+  // write is done, the entries from spans_exporting_from_ on are not let go of (set as the write starts, to 0 when it
+  // writes the log whole; the writer resets it).
   struct SpanPart {
     std::size_t from = 0, until = 0;
     std::uint64_t bytes = 0;

@@ -432,6 +432,7 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
     }
     std::string whole;
     try {
+      spans_exporting_from_ = 0;  // every entry stays in memory until the write is done
       whole = store_.export_span_log(0, spans_end);
     } catch (const store::StoreError& e) {  // spans let go of live in LATEST, which does not read
       log::warn("the span log is written anew without the spans rank 0 let go of (", e.what(),
@@ -463,6 +464,7 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
                   rebase_logs(c);
                   std::string path = ckpt::write_checkpoint(checkpoint_dir_, step, c, options);
                   note_rewrites(c, history_end, spans_end);
+                  spans_exporting_from_ = std::numeric_limits<std::size_t>::max();
                   committed_history_ = history_end;
                   committed_spans_ = spans_end;
                   for (const std::string& old : ckpt::apply_retention(checkpoint_dir_, config_.checkpoint.keep))
@@ -472,11 +474,10 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
 }
 
 // The version's part of the span log, as capture() counted it: nothing of it was let go of since (entries at or
-// after spans_exporting_from_ stay in memory until this returns), so a difference is a defect, and the version would
-// not hold what the next one's offsets say.
+// after spans_exporting_from_ stay in memory until the write is done), so a difference is a defect, and the version
+// would not hold what the next one's offsets say.
 void Coordinator::export_spans(ckpt::Checkpoint& c, const SpanPart& part) {
   c.span_log = store_.export_span_log(part.from, part.until);
-  spans_exporting_from_ = std::numeric_limits<std::size_t>::max();
   if (c.span_log.size() != part.bytes)
     throw Error(log::concat("the span log's entries [", part.from, ", ", part.until, ") came to ", c.span_log.size(),
                             " bytes, not the ", part.bytes, " counted at the step boundary"));
@@ -520,10 +521,10 @@ void Coordinator::note_rewrites(const ckpt::Checkpoint& c, std::size_t history_e
 // them (span_log = "all": a query reads them back from it), or at once (span_log = "none"); their
 // records go too once the version's history holds them.
 void Coordinator::let_go_of_trained() {
-  // With "none" all but a version's part still to be copied by the writer (export_spans).
-  const std::size_t until = config_.checkpoint.span_log == "none"
-                                ? std::min(store_.log_lengths().second, spans_exporting_from_.load())
-                                : committed_spans_.load();
+  // Never what the write under way still copies (export_spans, or the whole log: spans_exporting_from_).
+  const std::size_t until =
+      std::min(config_.checkpoint.span_log == "none" ? store_.log_lengths().second : committed_spans_.load(),
+               spans_exporting_from_.load());
   const std::size_t spans = store_.release_spans(until, next_);
   const std::size_t records = store_.release_records(committed_history_, next_);
   if (spans == 0 && records == 0) return;

@@ -70,12 +70,17 @@ std::string MemoryStore::export_history(std::size_t from, std::size_t until) con
 
 std::string MemoryStore::export_span_log(std::size_t from, std::size_t until) const {
   constexpr std::size_t piece = 4096;  // entries: a millisecond or so under the lock
-  std::string out;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     until = std::min(until, span_log_base_ + span_log_.size());
-    out.reserve(span_log_bytes_locked(from, until));
   }
+  std::uint64_t bytes = 0;  // counted first, so that the copy grows no buffer (a gigabyte copied twice)
+  for (std::size_t at = from; at < until; at += piece) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bytes += span_log_bytes_locked(at, std::min(until, at + piece));
+  }
+  std::string out;
+  out.reserve(bytes);
   for (std::size_t at = from; at < until; at += piece) {
     std::lock_guard<std::mutex> lock(mutex_);
     append_span_log_locked(at, std::min(until, at + piece), out);
