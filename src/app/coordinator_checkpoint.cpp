@@ -477,7 +477,8 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
 // after spans_exporting_from_ stay in memory until the write is done), so a difference is a defect, and the version
 // would not hold what the next one's offsets say.
 void Coordinator::export_spans(ckpt::Checkpoint& c, const SpanPart& part) {
-  c.span_log = store_.export_span_log(part.from, part.until);
+  c.span_log.reserve(part.bytes);
+  store_.append_span_log(part.from, part.until, c.span_log);
   if (c.span_log.size() != part.bytes)
     throw Error(log::concat("the span log's entries [", part.from, ", ", part.until, ") came to ", c.span_log.size(),
                             " bytes, not the ", part.bytes, " counted at the step boundary"));

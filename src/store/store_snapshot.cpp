@@ -68,24 +68,29 @@ std::string MemoryStore::export_history(std::size_t from, std::size_t until) con
   return history_locked(from, until);
 }
 
+namespace {
+constexpr std::size_t span_log_piece = 4096;  // entries: a millisecond or so under the store's lock
+}
+
 std::string MemoryStore::export_span_log(std::size_t from, std::size_t until) const {
-  constexpr std::size_t piece = 4096;  // entries: a millisecond or so under the lock
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    until = std::min(until, span_log_base_ + span_log_.size());
-  }
+  until = std::min(until, log_lengths().second);
   std::uint64_t bytes = 0;  // counted first, so that the copy grows no buffer (a gigabyte copied twice)
-  for (std::size_t at = from; at < until; at += piece) {
+  for (std::size_t at = from; at < until; at += span_log_piece) {
     std::lock_guard<std::mutex> lock(mutex_);
-    bytes += span_log_bytes_locked(at, std::min(until, at + piece));
+    bytes += span_log_bytes_locked(at, std::min(until, at + span_log_piece));
   }
   std::string out;
   out.reserve(bytes);
-  for (std::size_t at = from; at < until; at += piece) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    append_span_log_locked(at, std::min(until, at + piece), out);
-  }
+  append_span_log(from, until, out);
   return out;
+}
+
+void MemoryStore::append_span_log(std::size_t from, std::size_t until, std::string& out) const {
+  until = std::min(until, log_lengths().second);
+  for (std::size_t at = from; at < until; at += span_log_piece) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    append_span_log_locked(at, std::min(until, at + span_log_piece), out);
+  }
 }
 
 std::string MemoryStore::tables_locked() const {

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -627,6 +628,11 @@ BOOST_AUTO_TEST_CASE(a_span_log_counted_then_copied_in_pieces_is_the_one_copied_
   BOOST_TEST(pieces.size() == copied.span_log.size());
   BOOST_TEST((pieces == copied.span_log));
   BOOST_TEST(decode_span_log(pieces).size() == 11001u);
+  BOOST_TEST((store.export_span_log(2, std::numeric_limits<std::size_t>::max()) == copied.span_log));
+  std::string appended = "before";  // as the checkpoint writer does, its room reserved from the count
+  appended.reserve(6 + counted.span_log_bytes);
+  store.append_span_log(2, counted.span_log_end, appended);
+  BOOST_TEST((appended == "before" + copied.span_log));
   // "ended"'s 5,000 spans let go of, kept nowhere: left out of the count and of the copy alike.
   BOOST_TEST(store.release_spans(counted.span_log_end, {}) == 5003u);
   const MemoryStore::Snapshot after = store.export_state(0, 0, MemoryStore::SpanLog::counted);

@@ -111,6 +111,8 @@ class MemoryStore : public Store {
   // between pieces and kept nowhere are left out, as they would be by a copy under one lock.
   std::string export_history(std::size_t from, std::size_t until) const;
   std::string export_span_log(std::size_t from, std::size_t until) const;
+  // The same onto the end of `out`, without counting it first (a caller that knows its size reserves it).
+  void append_span_log(std::size_t from, std::size_t until, std::string& out) const;
   // Entries in the history and in the span log.
   std::pair<std::size_t, std::size_t> log_lengths() const;
   // Fills an empty store with what the exports wrote. Rollouts that had not ended are
