@@ -35,6 +35,19 @@ bool valid_utf8(std::string_view text) {
   return true;
 }
 
+namespace {
+// Characters that make a viewer show a line other than it is: the line and paragraph separators (U+2028, U+2029:
+// a new line to some), and the bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to
+// U+2069), which reorder what follows them (Trojan Source, CVE-2021-42574).
+bool reorders_or_breaks(std::string_view c) {
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(c[i]); };
+  if (c.size() == 2) return byte(0) == 0xD8 && byte(1) == 0x9C;
+  if (c.size() != 3 || byte(0) != 0xE2) return false;
+  if (byte(1) == 0x80) return byte(2) == 0x8E || byte(2) == 0x8F || (byte(2) >= 0xA8 && byte(2) <= 0xAE);
+  return byte(1) == 0x81 && byte(2) >= 0xA6 && byte(2) <= 0xA9;
+}
+}  // namespace
+
 std::string printable(std::string_view text, std::size_t max_bytes) {
   std::string out;
   out.reserve(std::min(text.size(), max_bytes));
@@ -45,7 +58,7 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
     const auto lead = static_cast<std::uint8_t>(text[at]);
     const bool c0_or_del = valid == 1 && ((lead < 0x20 && lead != '\t') || lead == 0x7f);
     const bool c1 = valid == 2 && lead == 0xC2 && static_cast<std::uint8_t>(text[at + 1]) < 0xA0;
-    if (valid == 0 || c0_or_del || c1)
+    if (valid == 0 || c0_or_del || c1 || reorders_or_breaks(text.substr(at, valid)))
       out += '?';
     else
       out.append(text.substr(at, n));

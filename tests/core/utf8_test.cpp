@@ -33,6 +33,12 @@ BOOST_AUTO_TEST_CASE(printable_text_keeps_characters_and_marks_controls_and_malf
   BOOST_TEST(printable("\x9b"
                        "31m") == "?31m");
   BOOST_TEST(printable("x\xe2\x82y\xff") == "x??y?");  // a sequence cut short: each byte
+  // U+2028 and U+2029 (a new line to some viewers), the bidirectional controls (U+202E shows "gpj.exe" as
+  // "exe.jpg"), U+061C; their neighbours U+2027, U+202F, U+2065, U+206A and U+061B stay.
+  BOOST_TEST(printable("a\u2028b\u2029c") == "a?b?c");
+  BOOST_TEST(printable("\u202egpj.exe \u200e\u200f\u202a\u202b\u202c\u202d \u2066\u2067\u2068\u2069 \u061c") ==
+             "?gpj.exe ?????? ???? ?");
+  BOOST_TEST(printable("\u2027\u202f\u2065\u206a\u061b\u200d") == "\u2027\u202f\u2065\u206a\u061b\u200d");
   const std::string shown = printable("\xc0\xaf\xed\xa0\x80");
   BOOST_TEST(shown == "?????");
   BOOST_TEST(valid_utf8(printable("\xe2\x82\xac\xe2\x82 \x80\xf4\x90\x80\x80")));
