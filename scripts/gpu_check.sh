@@ -3,9 +3,10 @@
 # runs what needs a GPU and writes the figures as JSON.
 #
 #   here, on a CPU machine with apt:  scripts/gpu_check.sh --fetch
-#       Debian's .deb files of what the GPU machine lacks -> .gpu-debs/ (ignored by git, carried by the device call)
+#       Debian's packages of what the GPU machine lacks, as one archive of their files and the links that their
+#       installation would make -> .gpu-debs/ (ignored by git, carried by the device call)
 #   there, on the GPU machine:        scripts/gpu_check.sh [OUT_DIR]
-#       unpack .gpu-debs/ (never over a file the image has), build into build-gpu/, check, measure
+#       unpack .gpu-debs/ into / (never over a file the image has), build into build-gpu/, check, measure
 #       -> OUT_DIR/gpu_check.json and OUT_DIR/gpu_check.log
 #
 # The GPU machine has PyTorch with CUDA and NCCL (a wheel), nvcc, CMake and a compiler, but no Open MPI, HDF5,
@@ -18,14 +19,21 @@ debs=$root/.gpu-debs
 # ---- here: fetch Debian's packages ----
 if [ "${1:-}" = "--fetch" ]; then
   set -e
-  # Headers, CMake configs and tools of what arclight builds against (scripts/setup.sh's list without LibTorch).
-  dev=(libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libcli11-dev libboost-test-dev
+  # Headers, CMake configs and tools of what arclight builds against (scripts/setup.sh's list without LibTorch), with
+  # the -dev packages they depend on (meta-packages such as libboost-test-dev hold no headers; cpp-httplib's
+  # pkg-config file needs OpenSSL's, Brotli's and zlib's), less the C and C++ toolchain's, which the machine has.
+  direct=(libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libcli11-dev libboost-test-dev
     libboost-context-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libicu-dev protobuf-compiler
-    libprotobuf-dev pkgconf hdf5-tools libjemalloc-dev libjemalloc2)
+    libprotobuf-dev pkgconf pkgconf-bin hdf5-tools libjemalloc-dev libjemalloc2)
+  mapfile -t dev < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+    --no-replaces --no-enhances "${direct[@]}" | grep -E '^[a-z0-9][^ ]*-dev$' | sort -u |
+    grep -v -E '^(libc6|libcrypt|libgcc-.*|libgfortran-.*|libstdc\+\+-.*|linux-libc|libnsl|libtirpc|autotools)-dev$' |
+    while read -r p; do dpkg -s "$p" >/dev/null 2>&1 && echo "$p"; done)
+  dev+=("${direct[@]}")
   # The libraries that the built binaries and Open MPI's plugins load, found by walking their NEEDED entries (not
   # through LibTorch's, which the wheel brings), as Debian packages; the C and C++ runtimes the machine has.
   binaries=("$root"/build/arclight "$root"/build/tests/test_model /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so
-    /usr/bin/orted /usr/bin/mpirun /usr/bin/protoc)
+    /usr/bin/orted /usr/bin/mpirun /usr/bin/protoc /usr/bin/pkgconf)
   libs=$(/usr/bin/python3 - "${binaries[@]}" <<'EOF'
 import re, subprocess, sys
 where = {}
@@ -48,106 +56,233 @@ EOF
     sort -u | grep -v -E '^(libc6|libgcc-s1|libstdc\+\+6)$' || true)
   rm -rf "$debs"
   mkdir -p "$debs"
-  (cd "$debs" && apt-get download "${dev[@]}" $runtime >/dev/null)
+  # One archive of their files, without documentation and static libraries (the device call carries 64 MiB in all,
+  # the .deb files come to 62 MiB).
+  download=$(mktemp -d)
+  (cd "$download" && apt-get download $(printf '%s\n' "${dev[@]}" $runtime | sort -u) 2>/dev/null >/dev/null)
+  mkdir "$download/root"
+  for f in "$download"/*.deb; do dpkg-deb -x "$f" "$download/root"; done
+  # The packages of files that links in the tree point to but that it lacks (libhdf5_hl.so's library, say): a
+  # -dev package's link to a library that none of arclight's binaries loads.
+  for round in 1 2; do
+    (cd "$download/root" && find . -type l) | while read -r link; do
+      target=$(readlink "$download/root/$link")
+      case $target in /etc/alternatives/*) continue ;; /*) ;; *) target=$(dirname "${link#.}")/$target ;; esac
+      target=$(realpath -m "$target")
+      [ -e "$download/root$target" ] || echo "$target"
+    done | sort -u | while read -r missing; do dpkg -S "$missing" 2>/dev/null || dpkg -S "${missing#/usr}" 2>/dev/null; done |
+      cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libc6-dev|libgcc-s1|libstdc\+\+6' >"$download/more.txt" || true
+    [ -s "$download/more.txt" ] || break
+    echo "gpu_check: for links in the tree: $(tr '\n' ' ' <"$download/more.txt")"
+    (cd "$download" && apt-get download $(cat "$download/more.txt") 2>/dev/null >/dev/null)
+    for p in $(cat "$download/more.txt"); do dpkg-deb -x "$download/${p}"_*.deb "$download/root"; done
+  done
+  ls "$download"/*.deb | xargs -n1 basename >"$debs/packages.txt"
+  rm -rf "$download"/root/usr/share/{doc,man,info,lintian,locale}
+  find "$download/root" -name '*.a' -delete
+  tar -C "$download/root" -cf - . | xz -T0 -6 >"$debs/debian-root.tar.xz"
+  rm -rf "$download"
+  # dpkg-deb -x runs no maintainer scripts: the links that Debian's alternatives make at install time (mpicc,
+  # mpicxx, mpirun, h5pcc, the MPI and HDF5 pkg-config files) are listed here and made there.
+  for name in mpi mpirun h5pcc hdf5.pc mpi-x86_64-linux-gnu; do
+    update-alternatives --query "$name" | awk '/^Link:/ {print $2} /^Slaves:/ {s++; next} /^[A-Z]/ {if (s) s = 2}
+      /^ / && s == 1 {print $2}'
+  done | grep -v '^/usr/share/man/' | while read -r link; do
+    target=$(readlink "$link") || continue
+    case $target in /etc/alternatives/*) target=$(readlink "$target") ;; esac
+    echo "$link $target"
+  done >"$debs/links.txt"
   grep -qx '/.gpu-debs/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu-debs/' >>"$root/.git/info/exclude"
-  echo "gpu_check: $(ls "$debs" | wc -l) packages, $(du -sh "$debs" | cut -f1) in $debs; carry .gpu-debs"
+  echo "gpu_check: $(wc -l <"$debs/packages.txt") packages and $(wc -l <"$debs/links.txt") links, $(du -sh "$debs" | cut -f1) in $debs; carry .gpu-debs"
   exit 0
 fi
 
+
 # ---- there: unpack, build, check, measure ----
+# Everything runs against one deadline (GPU_CHECK_SECONDS from the start, 540 unless given): a stage that would pass
+# it is cut short or skipped and says so, and the figures gathered so far stay in the JSON. Stages run in the order of
+# what they tell: the build, the GPU tests, a training run, the reference logits, then the benchmarks.
 out=${1:-${OUT:-$root/gpu-check-out}}
 mkdir -p "$out"
 log=$out/gpu_check.log
 exec > >(tee "$log") 2>&1
 json=$out/gpu_check.json
 echo '{}' >"$json"
+work=$(mktemp -d /tmp/gpu-check.XXXXXX)  # details, shown in the log (the device call brings back few files)
+deadline=$(($(date +%s) + ${GPU_CHECK_SECONDS:-540}))
 # record KEY JSON_VALUE: one entry of the figures, written at once (a stage that dies leaves the others).
-record() { /usr/bin/env python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d[sys.argv[2]]=json.loads(sys.argv[3]); json.dump(d,open(sys.argv[1],"w"),indent=1)' "$json" "$1" "$2"; }
-stage() { echo; echo "==== $* ($(date +%T))"; }
+record() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d[sys.argv[2]]=json.loads(sys.argv[3]); json.dump(d,open(sys.argv[1],"w"),indent=1)' "$json" "$1" "$2"; }
+stage() { echo; echo "==== $* ($(date +%T), $((deadline - $(date +%s))) s left)"; }
 seconds_since() { echo $(($(date +%s) - $1)); }
+truth() { [ "$1" = 0 ] && echo true || echo false; }
+# limited SECONDS COMMAND...: COMMAND with at most SECONDS, fewer where the deadline is nearer; exit 124 if cut short
+# or not started (under 5 s left).
+limited() {
+  local seconds=$1 left=$((deadline - $(date +%s)))
+  shift
+  [ "$left" -lt "$seconds" ] && seconds=$left
+  if [ "$seconds" -lt 5 ]; then
+    echo "gpu_check: no time left for: $*"
+    return 124
+  fi
+  timeout -k 5 "$seconds" "$@"
+}
+# show FILE [LINES]: its last lines, without LibTorch's stack frames (an exception's message comes before them)
+show() { echo "---- $1"; grep -v -E '^frame #[0-9]+:' "$1" | tail -n "${2:-15}"; }
 
 stage "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
 record machine "$(python3 -c 'import json,torch; print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "gpus": torch.cuda.device_count()}))')"
+cat "$json"
+(g++ --version | head -1; cmake --version | head -1; /usr/local/cuda/bin/nvcc --version | tail -1; ninja --version) 2>&1
 
 stage "unpack Debian's packages"
-if ! ls "$debs"/*.deb >/dev/null 2>&1; then
-  echo "no .deb files in $debs: run scripts/gpu_check.sh --fetch on a Debian machine and carry .gpu-debs"
+if [ ! -f "$debs/debian-root.tar.xz" ]; then
+  echo "no $debs/debian-root.tar.xz: run scripts/gpu_check.sh --fetch on a Debian machine and carry .gpu-debs"
   record unpack '{"ok": false}'
   exit 1
 fi
-staging=$(mktemp -d)
-for f in "$debs"/*.deb; do dpkg-deb -x "$f" "$staging" || dpkg -x "$f" "$staging"; done
+staging=$work/staging
+mkdir -p "$staging"
+tar -C "$staging" -xJf "$debs/debian-root.tar.xz"
 # Never over a file of the image (its own, newer libraries stay); directory links such as /lib -> usr/lib are kept.
 tar -C "$staging" -cf - . | tar -C / -xf - --skip-old-files --keep-directory-symlink
+while read -r link target; do
+  [ -e "$link" ] || [ -L "$link" ] || { mkdir -p "$(dirname "$link")" && ln -s "$target" "$link"; }
+done <"$debs/links.txt"
+# Boost in a prefix of its own: an image with other Boost headers and no Boost.Test of theirs would mix two versions.
+boost=/opt/arclight-boost
+mkdir -p "$boost"
+(cd "$staging" && tar -cf - usr/include/boost usr/lib/x86_64-linux-gnu/libboost_* usr/lib/x86_64-linux-gnu/cmake/Boost* \
+  usr/lib/x86_64-linux-gnu/cmake/boost_*) | tar -C "$boost" -xf -
 ldconfig
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false
-mpirun --version | head -1 && record unpack '{"ok": true}' || record unpack '{"ok": false}'
+# Open MPI as root, on one machine without ssh; shared memory and TCP only (no InfiniBand in a VM).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false OMPI_MCA_pml=ob1 \
+  OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_vader_single_copy_mechanism=none
+export HDF5_USE_SHLIB=yes  # h5pcc links the shared HDF5 (the archive carries no static libraries)
+mpirun --version | head -1
+record unpack "{\"ok\": $(truth $?)}"
 
-stage "build against the wheel's LibTorch"
+stage "configure and build against the wheel's LibTorch"
 start=$(date +%s)
 torch_cmake=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])')  # the NCCL wheel's
-nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)
+torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+nvidia_dir=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')  # the NCCL wheel's, which torch loads
+nccl_lib=$(find "$nvidia_dir" -name 'libnccl.so*' | head -1)
+nccl_include=$(dirname "$(find "$nvidia_dir" -name nccl.h | head -1)")
+echo "torch $torch_dir (C++11 ABI $abi), NCCL $nccl_lib, $nccl_include"
+export TORCH_CUDA_ARCH_LIST=9.0
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$root" -B "$root/build-gpu" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$torch_cmake" -DCUDAToolkit_ROOT=/usr/local/cuda \
-  -DNCCL_INCLUDE_DIR="$nccl_dir/include" -DNCCL_LIBRARY="$nccl_lib" &&
-  cmake --build "$root/build-gpu" -j"$(nproc)" --target arclight test_model test_algo test_comm hf_reference_check bench_model bench_train_step
-built=$?
-record build "{\"ok\": $([ $built = 0 ] && echo true || echo false), \"seconds\": $(seconds_since "$start")}"
-[ $built = 0 ] || exit 1
+common=(-S "$root" -B "$root/build-gpu" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
+  -DCUDAToolkit_ROOT=/usr/local/cuda -DCUDA_TOOLKIT_ROOT_DIR=/usr/local/cuda
+  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90
+  -DNCCL_INCLUDE_DIR="$nccl_include" -DNCCL_LIBRARY="$nccl_lib"
+  -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi -DMPI_CXX_COMPILER=/usr/bin/mpicxx.openmpi
+  -DHDF5_C_COMPILER_EXECUTABLE=/usr/bin/h5pcc.openmpi
+  -DBoost_DIR="$(echo "$boost"/usr/lib/x86_64-linux-gnu/cmake/Boost-*)" -DBoost_NO_SYSTEM_PATHS=ON)
+how=torch_config
+limited 120 cmake "${common[@]}" -DCMAKE_PREFIX_PATH="$torch_cmake" >"$work/configure.txt" 2>&1
+configured=$?
+grep -q "LibTorch CUDA ON" "$work/configure.txt" || configured=1
+if [ $configured != 0 ]; then
+  # LibTorch's own config (Caffe2's CUDA checks) failed here or found no CUDA: the same libraries named directly.
+  show "$work/configure.txt" 40
+  how=shim
+  rm -rf "$root/build-gpu"
+  mkdir -p "$work/torch-shim"
+  cat >"$work/torch-shim/TorchConfig.cmake" <<SHIM
+set(_lib "$torch_dir/lib")
+foreach(_name torch torch_cpu torch_cuda c10 c10_cuda)
+  add_library(\${_name} SHARED IMPORTED)
+  set_target_properties(\${_name} PROPERTIES IMPORTED_LOCATION "\${_lib}/lib\${_name}.so")
+endforeach()
+set(TORCH_INCLUDE_DIRS "$torch_dir/include;$torch_dir/include/torch/csrc/api/include;/usr/local/cuda/include")
+set_target_properties(torch PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "\${TORCH_INCLUDE_DIRS}"
+  INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=$abi"
+  INTERFACE_LINK_LIBRARIES "torch_cpu;c10;c10_cuda;-Wl,--no-as-needed;\${_lib}/libtorch_cuda.so;-Wl,--as-needed")
+set(TORCH_LIBRARIES torch)
+set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=$abi")
+set(Torch_FOUND TRUE)
+SHIM
+  limited 120 cmake "${common[@]}" -DTorch_DIR="$work/torch-shim" >"$work/configure.txt" 2>&1
+  configured=$?
+fi
+grep -E "arclight:|Found (MPI|HDF5|Boost|Torch|CUDAToolkit)|CMake Error" "$work/configure.txt" | head -20
+[ $configured = 0 ] || show "$work/configure.txt" 40
+targets=(arclight test_model test_algo test_reducer hf_reference_check bench_model bench_train_step)
+built=1
+if [ $configured = 0 ]; then
+  # -k 0: a target that fails leaves the others built (each stage below checks for its binary)
+  keep_going=(-k)
+  [ ${#generator[@]} = 0 ] || keep_going=(-k 0)
+  limited 330 cmake --build "$root/build-gpu" -j"$(nproc)" --target "${targets[@]}" -- "${keep_going[@]}" >"$work/build.txt" 2>&1
+  built=$?
+  grep -E -m 30 "error|Error|undefined reference" "$work/build.txt"
+  show "$work/build.txt" 5
+fi
+record build "{\"ok\": $(truth $built), \"configured\": $(truth $configured), \"torch\": \"$how\", \"seconds\": $(seconds_since "$start")}"
 bin=$root/build-gpu
+[ -x "$bin/arclight" ] || exit 1
 "$bin/arclight" --version
 
-stage "unit tests with a GPU (the policy on CUDA against the CPU, the NCCL reducer on one rank)"
-for t in "test_model --run_test=policy" "test_algo" "test_comm --run_test=*/nccl*"; do
+stage "unit tests with a GPU: the policy and a GRPO step on CUDA against the CPU, the NCCL reducer on one rank"
+run_test() {  # NAME SECONDS COMMAND...
+  local name=$1 seconds=$2 rc start
+  shift 2
   start=$(date +%s)
-  $bin/tests/$t --log_level=test_suite --report_level=short >"$out/t.log" 2>&1
+  limited "$seconds" "$@" --report_level=short --color_output=no >"$work/$name.txt" 2>&1
   rc=$?
-  tail -5 "$out/t.log"
-  grep -E "Test case .* (skipped|is skipped)" "$out/t.log" | head -5
-  record "${t%% *}" "{\"ok\": $([ $rc = 0 ] && echo true || echo false), \"seconds\": $(seconds_since "$start")}"
-done
+  grep -E "skipped|error|failed|passed|Leaving test case" "$work/$name.txt" | tail -12
+  record "$name" "{\"ok\": $(truth $rc), \"rc\": $rc, \"skipped\": $(grep -c skipped "$work/$name.txt"), \"seconds\": $(seconds_since "$start")}"
+}
+run_test test_model_policy 120 "$bin/tests/test_model" --run_test=policy --log_level=test_suite
+run_test test_algo_trainer_gpu 120 "$bin/tests/test_algo" --run_test=trainer_gpu --log_level=test_suite
+run_test test_reducer_nccl 60 mpirun --oversubscribe -np 1 "$bin/tests/test_reducer" --run_test=reducer/nccl_sums_exactly_on_gpus
+
+stage "mpirun -np 3: rank 0 on the CPU, one trainer and one runner on the GPU"
+run=$work/run
+limited 60 mpirun --oversubscribe -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --dry-run \
+  >"$work/dry_run.txt" 2>&1
+show "$work/dry_run.txt" 25
+start=$(date +%s)
+limited 150 mpirun --oversubscribe -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --run.steps 10 \
+  >"$work/train.txt" 2>&1
+rc=$?
+show "$work/train.txt" 12
+steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
+tail -1 "$run/metrics.jsonl" 2>/dev/null
+record training "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps\": $steps, \"seconds\": $(seconds_since "$start")}"
 
 stage "the decoder against PyTorch and transformers (tiny Llama, Qwen2, Qwen3, Mistral)"
-models=$(mktemp -d)
-python3 "$root/tests/model/hf_reference.py" "$models" >/dev/null
+models=$work/models
+mkdir -p "$models"
 dirs=("$models/llama" "$models/qwen2" "$models/qwen3" "$models/mistral")
-"$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" | tee "$out/ref_cuda.txt"
+limited 90 python3 "$root/tests/model/hf_reference.py" "$models" >/dev/null
+limited 60 "$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" >"$work/ref_cuda.txt" 2>&1
 cuda_vs_torch=$?
-python3 "$root/tests/model/transformers_reference.py" "${dirs[@]}" | tee "$out/transformers.txt"
-"$bin/tests/hf_reference_check" "${dirs[@]}" | tee "$out/ref_transformers_cpu.txt"
+show "$work/ref_cuda.txt" 8
+limited 120 python3 "$root/tests/model/transformers_reference.py" "${dirs[@]}" 2>&1 | tail -8
+transformers_rc=${PIPESTATUS[0]}
+limited 60 "$bin/tests/hf_reference_check" "${dirs[@]}" >"$work/ref_tf_cpu.txt" 2>&1
 cpu_vs_transformers=$?
-"$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" | tee "$out/ref_transformers_cuda.txt"
+show "$work/ref_tf_cpu.txt" 8
+limited 60 "$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" >"$work/ref_tf_cuda.txt" 2>&1
 cuda_vs_transformers=$?
-record reference "{\"cuda_vs_pytorch_ok\": $([ $cuda_vs_torch = 0 ] && echo true || echo false), \"cpu_vs_transformers_ok\": $([ $cpu_vs_transformers = 0 ] && echo true || echo false), \"cuda_vs_transformers_ok\": $([ $cuda_vs_transformers = 0 ] && echo true || echo false)}"
-
-stage "mpirun -np 3: one trainer and one runner on the GPU"
-run=$(mktemp -d)
-"$bin/arclight" --version >/dev/null
-timeout 60 mpirun -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --dry-run |
-  tee "$out/dry_run.txt" | grep -E "^rank|cuda|cpu" | head -8
-start=$(date +%s)
-timeout 240 mpirun -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --run.steps 10 \
-  >"$out/train.txt" 2>&1
-rc=$?
-tail -5 "$out/train.txt"
-steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
-record training "{\"ok\": $([ $rc = 0 ] && echo true || echo false), \"steps\": $steps, \"seconds\": $(seconds_since "$start")}"
+show "$work/ref_tf_cuda.txt" 8
+record reference "{\"cuda_vs_pytorch_ok\": $(truth $cuda_vs_torch), \"transformers_ran\": $(truth "$transformers_rc"), \"cpu_vs_transformers_ok\": $(truth $cpu_vs_transformers), \"cuda_vs_transformers_ok\": $(truth $cuda_vs_transformers)}"
 
 stage "generation on the GPU: a random 0.5 B Qwen2 in bfloat16, arclight against transformers' generate"
-# Last: figures, not checks. Each command has a limit, so that a slow one leaves the device's call its time.
-gen=$(mktemp -d)
-trap 'rm -rf "$gen"' EXIT
+gen=$work/qwen2-0.5b
 start=$(date +%s)
-timeout 90 python3 "$root/bench/model_bench.py" write-qwen2 "$gen" | tee "$out/gen_model.txt"
+limited 90 python3 "$root/bench/model_bench.py" write-qwen2 "$gen" 2>&1 | tail -3
 # batch 16, prompts of 128 tokens, 128 new ones, greedy with the KV cache on both sides
-timeout 120 "$bin/bench/bench_model" "$gen" 16 128 128 8 0 bfloat16 | tee "$out/gen_ours.txt"
-timeout 120 python3 "$root/bench/model_bench.py" transformers "$gen" 16 128 128 | tee "$out/gen_transformers.txt"
-generation=$(python3 - "$out" <<'PY'
+limited 120 "$bin/bench/bench_model" "$gen" 16 128 128 8 0 bfloat16 >"$work/gen_ours.txt" 2>&1
+show "$work/gen_ours.txt" 4
+limited 120 python3 "$root/bench/model_bench.py" transformers "$gen" 16 128 128 >"$work/gen_transformers.txt" 2>&1
+show "$work/gen_transformers.txt" 4
+generation=$(python3 - "$work" <<'PY'
 import json, sys
 def last(name):
     try:
@@ -168,11 +303,16 @@ echo "generation stage: $(seconds_since "$start") s"
 stage "a training step on the GPU: the same model, bfloat16 forward over float32 weights, against PyTorch's own"
 start=$(date +%s)
 # 8 sequences of 256 tokens: forward, GRPO loss, backward, clip, AdamW; the median of 5 steps after 2 warm-ups
-ours_step=$(timeout 150 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen" 0 bfloat16 | tail -1)
-torch_step=$(timeout 150 python3 "$root/bench/train_step_hf.py" "$gen" 8 256 5 bfloat16 | tail -1)
+ours_step=$(limited 150 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen" 0 bfloat16 2>"$work/step_ours.txt" | tail -1)
+show "$work/step_ours.txt" 4
+torch_step=$(limited 150 python3 "$root/bench/train_step_hf.py" "$gen" 8 256 5 bfloat16 2>"$work/step_torch.txt" | tail -1)
+show "$work/step_torch.txt" 4
 echo "arclight ${ours_step:-failed} s, PyTorch ${torch_step:-failed} s a step"
 training_step=$(python3 -c 'import json,sys
-a, b = (float(x) if x else None for x in sys.argv[1:3])
+def number(x):
+    try: return float(x)
+    except ValueError: return None
+a, b = number(sys.argv[1]), number(sys.argv[2])
 print(json.dumps({"step_s": a, "pytorch_step_s": b, "pytorch_over_ours": b / a if a and b else None}))' \
   "$ours_step" "$torch_step")
 record training_step "${training_step:-null}"
@@ -180,3 +320,4 @@ echo "training step stage: $(seconds_since "$start") s"
 
 echo
 cat "$json"
+rm -rf "$work"

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <sstream>
+#include <type_traits>
 
 #include "arclight/algo/grpo.hpp"
 #include "arclight/core/error.hpp"
@@ -215,6 +217,21 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
 
 namespace arclight::algo {
 
+namespace {
+// LibTorch keys an optimizer's state by the parameter's TensorImpl: its address as a string up to 2.x
+// (c10::guts::to_string, an ostream's rendering of the pointer), the pointer itself in later versions.
+template <typename Key>
+Key optimizer_state_key(const torch::Tensor& parameter) {
+  if constexpr (std::is_pointer_v<Key>) {
+    return parameter.unsafeGetTensorImpl();
+  } else {
+    std::ostringstream key;
+    key << parameter.unsafeGetTensorImpl();
+    return key.str();
+  }
+}
+}  // namespace
+
 OptimizerState Trainer::optimizer_state() const {
   std::vector<std::size_t> all(impl_->trainable.size());
   std::iota(all.begin(), all.end(), std::size_t(0));
@@ -240,7 +257,7 @@ OptimizerState Trainer::optimizer_state_of(const std::vector<std::size_t>& only)
       out.steps.push_back(0);
       continue;
     }
-    auto it = states.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    auto it = states.find(optimizer_state_key<std::decay_t<decltype(states)>::key_type>(p));
     if (it == states.end()) return {};  // no step taken yet
     auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
     if (!wanted) {
@@ -282,7 +299,7 @@ void Trainer::load_optimizer_state(const OptimizerState& state) {
     };
     s->exp_avg(copy(state.exp_avg));
     s->exp_avg_sq(copy(state.exp_avg_sq));
-    states[c10::guts::to_string(params[i].unsafeGetTensorImpl())] = std::move(s);
+    states[optimizer_state_key<std::decay_t<decltype(states)>::key_type>(params[i])] = std::move(s);
     offset += static_cast<std::size_t>(n);
   }
 }

@@ -1,6 +1,7 @@
 #include "regex.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 

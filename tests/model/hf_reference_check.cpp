@@ -52,7 +52,7 @@ double logits_error(model::Policy& policy, const nlohmann::json& reference, doub
     std::vector<float> flat;
     for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
     const auto want = torch::tensor(flat).view({static_cast<std::int64_t>(rows.size()), -1});
-    const auto got = policy.logits(tokens)[0];
+    const auto got = policy.logits(tokens)[0].cpu();  // from the policy's device, to compare with the reference
     expect(got.sizes() == want.sizes(), "logits of prompt " + std::to_string(i) + " have the wrong shape");
     if (got.sizes() == want.sizes()) worst = std::max(worst, (got - want).abs().max().item<double>());
     if (scale) *scale = std::max(*scale, want.abs().max().item<double>());
