@@ -92,7 +92,6 @@ EOF
     case $target in /etc/alternatives/*) target=$(readlink "$target") ;; esac
     echo "$link $target"
   done >"$debs/links.txt"
-  grep -qx '/.gpu-debs/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu-debs/' >>"$root/.git/info/exclude"
   echo "gpu_check: $(wc -l <"$debs/packages.txt") packages and $(wc -l <"$debs/links.txt") links, $(du -sh "$debs" | cut -f1) in $debs; carry .gpu-debs"
   exit 0
 fi

@@ -314,6 +314,7 @@ BOOST_AUTO_TEST_CASE(a_hugging_face_model_loads_by_transformers_names) {
   BOOST_TEST(policy.vocab_size() == 40);
   BOOST_TEST(names.size() == expected.size());
   const auto parameters = policy.parameters();
+  BOOST_REQUIRE_EQUAL(parameters.size(), names.size());  // indexed by name below
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto at = std::find(names.begin(), names.end(), expected[i].name);
     BOOST_REQUIRE_MESSAGE(at != names.end(), expected[i].name << " is not a parameter");
