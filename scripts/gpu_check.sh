@@ -52,46 +52,55 @@ while todo:
 for path in sorted(seen - set(sys.argv[1:])): print(path)
 EOF
 )
-  runtime=$(for l in $libs; do dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "$l" 2>/dev/null; done | cut -d: -f1 |
-    sort -u | grep -v -E '^(libc6|libgcc-s1|libstdc\+\+6)$' || true)
-  rm -rf "$debs"
-  mkdir -p "$debs"
-  # One archive of their files, without documentation and static libraries (the device call carries 64 MiB in all,
-  # the .deb files come to 62 MiB).
+  # owners FILE...: the packages that own them (dpkg -S: "a, b: path" where two do, diversion lines dropped)
+  owners() {
+    for f in "$@"; do dpkg -S "$f" 2>/dev/null || dpkg -S "${f#/usr}" 2>/dev/null || true; done |
+      grep -v '^diversion' | sed 's/: .*//; s/, /\n/g' | sed 's/:.*//' | sort -u
+  }
+  # The C and C++ toolchain and runtimes, which the machine has (GCC's directories are owned by all its packages).
+  toolchain='libc6|libc6-dev|libgcc-s1|libstdc\+\+6|(libstdc\+\+|libgcc|libgfortran)-[0-9]+-dev|(gcc|g\+\+|cpp|gfortran|gnat|libgnat)-[0-9]+.*|libcc1-0'
+  runtime=$(for l in $libs; do owners "$(readlink -f "$l")" "$l"; done | sort -u | grep -v -x -E "$toolchain" || true)
+  # Built in a directory of its own, which replaces .gpu-debs/ only once whole.
   download=$(mktemp -d)
-  (cd "$download" && apt-get download $(printf '%s\n' "${dev[@]}" $runtime | sort -u) 2>/dev/null >/dev/null)
-  mkdir "$download/root"
+  trap 'rm -rf "$download"' EXIT
+  (cd "$download" && apt-get download -q $(printf '%s\n' "${dev[@]}" $runtime | sort -u) >/dev/null)
+  mkdir "$download/root" "$download/out"
   for f in "$download"/*.deb; do dpkg-deb -x "$f" "$download/root"; done
   # The packages of files that links in the tree point to but that it lacks (libhdf5_hl.so's library, say): a
-  # -dev package's link to a library that none of arclight's binaries loads.
+  # -dev package's link to a library that none of arclight's binaries loads. Links resolve inside the tree.
   for round in 1 2; do
     (cd "$download/root" && find . -type l) | while read -r link; do
       target=$(readlink "$download/root/$link")
       case $target in /etc/alternatives/*) continue ;; /*) ;; *) target=$(dirname "${link#.}")/$target ;; esac
-      target=$(realpath -m "$target")
-      [ -e "$download/root$target" ] || echo "$target"
-    done | sort -u | while read -r missing; do dpkg -S "$missing" 2>/dev/null || dpkg -S "${missing#/usr}" 2>/dev/null; done |
-      cut -d: -f1 | sort -u | grep -v -x -E 'libc6|libc6-dev|libgcc-s1|libstdc\+\+6' >"$download/more.txt" || true
+      target=$(realpath -m -s "$target")
+      [ -e "$download/root$target" ] || [ -e "$download/root${target#/usr}" ] || echo "$target"
+    done | sort -u >"$download/missing.txt"
+    mapfile -t missing <"$download/missing.txt"
+    owners "${missing[@]}" | grep -v -x -E "$toolchain" >"$download/more.txt" || true
     [ -s "$download/more.txt" ] || break
     echo "gpu_check: for links in the tree: $(tr '\n' ' ' <"$download/more.txt")"
-    (cd "$download" && apt-get download $(cat "$download/more.txt") 2>/dev/null >/dev/null)
+    (cd "$download" && apt-get download -q $(cat "$download/more.txt") >/dev/null)
     for p in $(cat "$download/more.txt"); do dpkg-deb -x "$download/${p}"_*.deb "$download/root"; done
   done
-  ls "$download"/*.deb | xargs -n1 basename >"$debs/packages.txt"
+  ls "$download"/*.deb | xargs -n1 basename >"$download/out/packages.txt"
+  # One archive of their files, without documentation and static libraries (the device call carries 64 MiB in all,
+  # the .deb files come to 62 MiB).
   rm -rf "$download"/root/usr/share/{doc,man,info,lintian,locale}
   find "$download/root" -name '*.a' -delete
-  tar -C "$download/root" -cf - . | xz -T0 -6 >"$debs/debian-root.tar.xz"
-  rm -rf "$download"
+  tar -C "$download/root" -cf - . | xz -T0 -6 >"$download/out/debian-root.tar.xz"
   # dpkg-deb -x runs no maintainer scripts: the links that Debian's alternatives make at install time (mpicc,
   # mpicxx, mpirun, h5pcc, the MPI and HDF5 pkg-config files) are listed here and made there.
   for name in mpi mpirun h5pcc hdf5.pc mpi-x86_64-linux-gnu; do
-    update-alternatives --query "$name" | awk '/^Link:/ {print $2} /^Slaves:/ {s++; next} /^[A-Z]/ {if (s) s = 2}
-      /^ / && s == 1 {print $2}'
-  done | grep -v '^/usr/share/man/' | while read -r link; do
+    update-alternatives --query "$name" 2>/dev/null | awk '/^Link:/ {print $2} /^Slaves:/ {s++; next}
+      /^[A-Z]/ {if (s) s = 2} /^ / && s == 1 {print $2}' || true
+  done | { grep -v '^/usr/share/man/' || true; } | while read -r link; do
     target=$(readlink "$link") || continue
     case $target in /etc/alternatives/*) target=$(readlink "$target") ;; esac
     echo "$link $target"
-  done >"$debs/links.txt"
+  done >"$download/out/links.txt"
+  grep -q '^/usr/bin/mpirun ' "$download/out/links.txt" || { echo "gpu_check: Debian's mpirun link not found"; exit 1; }
+  rm -rf "$debs"
+  mv "$download/out" "$debs"
   echo "gpu_check: $(wc -l <"$debs/packages.txt") packages and $(wc -l <"$debs/links.txt") links, $(du -sh "$debs" | cut -f1) in $debs; carry .gpu-debs"
   exit 0
 fi
@@ -154,6 +163,8 @@ boost=/opt/arclight-boost
 mkdir -p "$boost"
 (cd "$staging" && tar -cf - usr/include/boost usr/lib/x86_64-linux-gnu/libboost_* usr/lib/x86_64-linux-gnu/cmake/Boost* \
   usr/lib/x86_64-linux-gnu/cmake/boost_*) | tar -C "$boost" -xf -
+boost_config=$(ls -d "$boost"/usr/lib/x86_64-linux-gnu/cmake/Boost-* 2>/dev/null | head -1)
+[ -n "$boost_config" ] || echo "gpu_check: no Boost CMake config in the archive"
 ldconfig
 # Open MPI as root, on one machine without ssh; shared memory and TCP only (no InfiniBand in a VM).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false OMPI_MCA_pml=ob1 \
@@ -167,25 +178,28 @@ start=$(date +%s)
 torch_cmake=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-nvidia_dir=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')  # the NCCL wheel's, which torch loads
-nccl_lib=$(find "$nvidia_dir" -name 'libnccl.so*' | head -1)
-nccl_include=$(dirname "$(find "$nvidia_dir" -name nccl.h | head -1)")
-echo "torch $torch_dir (C++11 ABI $abi), NCCL $nccl_lib, $nccl_include"
+nvidia_dir=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)  # the NCCL wheel's, which torch loads
+nccl=()  # else CMake looks in /usr/local/cuda
+nccl_lib=$([ -n "$nvidia_dir" ] && find "$nvidia_dir" -name 'libnccl.so*' | head -1)
+nccl_header=$([ -n "$nvidia_dir" ] && find "$nvidia_dir" -name nccl.h | head -1)
+[ -n "$nccl_lib" ] && [ -n "$nccl_header" ] && nccl=(-DNCCL_INCLUDE_DIR="$(dirname "$nccl_header")" -DNCCL_LIBRARY="$nccl_lib")
+echo "torch $torch_dir (C++11 ABI $abi), NCCL ${nccl[*]:-from /usr/local/cuda}"
 export TORCH_CUDA_ARCH_LIST=9.0
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 common=(-S "$root" -B "$root/build-gpu" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
   -DCUDAToolkit_ROOT=/usr/local/cuda -DCUDA_TOOLKIT_ROOT_DIR=/usr/local/cuda
   -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90
-  -DNCCL_INCLUDE_DIR="$nccl_include" -DNCCL_LIBRARY="$nccl_lib"
+  "${nccl[@]}"
   -DMPI_C_COMPILER=/usr/bin/mpicc.openmpi -DMPI_CXX_COMPILER=/usr/bin/mpicxx.openmpi
   -DHDF5_C_COMPILER_EXECUTABLE=/usr/bin/h5pcc.openmpi
-  -DBoost_DIR="$(echo "$boost"/usr/lib/x86_64-linux-gnu/cmake/Boost-*)" -DBoost_NO_SYSTEM_PATHS=ON)
+  -DBoost_DIR="$boost_config" -DBoost_NO_SYSTEM_PATHS=ON)
 how=torch_config
+rm -rf "$root/build-gpu"  # a build left by an earlier call on a warm machine would pass for this one's
 limited 120 cmake "${common[@]}" -DCMAKE_PREFIX_PATH="$torch_cmake" >"$work/configure.txt" 2>&1
 configured=$?
-grep -q "LibTorch CUDA ON" "$work/configure.txt" || configured=1
-if [ $configured != 0 ]; then
+if [ $configured = 0 ] && ! grep -q "LibTorch CUDA ON" "$work/configure.txt" ||
+  grep -A3 "CMake Error" "$work/configure.txt" | grep -q -E "Torch|Caffe2"; then
   # LibTorch's own config (Caffe2's CUDA checks) failed here or found no CUDA: the same libraries named directly.
   show "$work/configure.txt" 40
   how=shim
