@@ -220,9 +220,9 @@ namespace arclight::algo {
 namespace {
 // LibTorch keys an optimizer's state by the parameter's TensorImpl: its address as a string up to 2.x
 // (c10::guts::to_string, an ostream's rendering of the pointer), the pointer itself in later versions.
-template <typename Key>
-Key optimizer_state_key(const torch::Tensor& parameter) {
-  if constexpr (std::is_pointer_v<Key>) {
+template <typename States>
+typename States::key_type optimizer_state_key(const States&, const torch::Tensor& parameter) {
+  if constexpr (std::is_pointer_v<typename States::key_type>) {
     return parameter.unsafeGetTensorImpl();
   } else {
     std::ostringstream key;
@@ -257,7 +257,7 @@ OptimizerState Trainer::optimizer_state_of(const std::vector<std::size_t>& only)
       out.steps.push_back(0);
       continue;
     }
-    auto it = states.find(optimizer_state_key<std::decay_t<decltype(states)>::key_type>(p));
+    auto it = states.find(optimizer_state_key(states, p));
     if (it == states.end()) return {};  // no step taken yet
     auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
     if (!wanted) {
@@ -299,7 +299,7 @@ void Trainer::load_optimizer_state(const OptimizerState& state) {
     };
     s->exp_avg(copy(state.exp_avg));
     s->exp_avg_sq(copy(state.exp_avg_sq));
-    states[optimizer_state_key<std::decay_t<decltype(states)>::key_type>(params[i])] = std::move(s);
+    states[optimizer_state_key(states, params[i])] = std::move(s);
     offset += static_cast<std::size_t>(n);
   }
 }
