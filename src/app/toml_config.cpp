@@ -1,0 +1,142 @@
+#include "toml_config.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <sstream>
+
+namespace arclight::app {
+namespace {
+
+std::string trimmed(const std::string& line) {
+  const auto first = line.find_first_not_of(" \t\r");
+  return first == std::string::npos ? "" : line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+}
+
+[[noreturn]] void toml_error(int line, const std::string& why, const std::string& text) {
+  throw TomlSyntaxError("TOML syntax error at line " + std::to_string(line) + ": " + why + ": " + text);
+}
+
+// One logical line of a TOML file, as CLI11 is given it: its comment taken off, an array spread over several lines
+// joined into one. `number`: its first line in the file.
+struct TomlLine {
+  int number;
+  std::string text;
+};
+
+// Takes the comment (a # outside quotes) off `line` and counts the brackets outside quotes into `depth`; a quote
+// left open is an error.
+std::string without_comment(const std::string& line, int number, int& depth) {
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote) {
+      if (c == '\\' && quote == '"')
+        ++i;
+      else if (c == quote)
+        quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '#') {
+      return trimmed(line.substr(0, i));
+    } else if (c == '[' || c == ']') {
+      depth += c == '[' ? 1 : -1;
+    }
+  }
+  if (quote) toml_error(number, "unterminated string", trimmed(line));
+  return trimmed(line);
+}
+
+// CLI11 (Debian's 2.1) cuts a value at any #, even inside a string (dir = "runs/#1" read as "runs/), and reads no
+// comment after a section header nor an array over several lines: this gives it lines it reads right.
+std::vector<TomlLine> toml_lines(const std::string& text) {
+  // TOML allows a comma after an array's last element; CLI11 would read an empty one.
+  const auto drop_trailing_comma = [](std::string& t) {
+    const std::size_t close = t.find_last_not_of(" ]");
+    if (!t.empty() && t.back() == ']' && close != std::string::npos && t[close] == ',') t.erase(close, 1);
+  };
+  std::vector<TomlLine> out;
+  std::istringstream lines(text);
+  std::string raw;
+  int depth = 0;  // brackets of an array still open
+  for (int n = 1; std::getline(lines, raw); ++n) {
+    if (depth > 0) {  // an array goes on
+      const std::string more = without_comment(raw, n, depth);
+      if (!more.empty()) out.back().text += (more.front() == ']' ? "" : " ") + more;
+      if (depth == 0) drop_trailing_comma(out.back().text);
+      continue;
+    }
+    std::string line = without_comment(raw, n, depth);
+    if (line.empty()) continue;
+    if (line.front() == '[') depth = 0;  // a section header, not an array
+    if (depth == 0) drop_trailing_comma(line);
+    out.push_back({n, line});
+  }
+  if (depth > 0) toml_error(out.back().number, "an array is not closed with ] by the end of the file", out.back().text);
+  return out;
+}
+
+// CLI11 reads a line it cannot parse (say "steps 3") as a flag named by the whole line, which
+// then reads as an unknown key; find such lines first.
+void check_toml_lines(const std::vector<TomlLine>& lines) {
+  for (const TomlLine& l : lines) {
+    const std::string& line = l.text;
+    if (line[0] == '[') {
+      if (line.back() != ']') toml_error(l.number, "a section header must end with ]", line);
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) toml_error(l.number, "expected key = value", line);
+    if (trimmed(line.substr(0, eq)).empty()) toml_error(l.number, "no key before =", line);
+    if (trimmed(line.substr(eq + 1)).empty()) toml_error(l.number, "no value after =", line);
+  }
+}
+
+// `key = []` reads as the option's default (CLI11 has no empty list, and the effective configuration of a built-in
+// agent says `command = []`): where that default is not empty, the user meant something else, and is told.
+void check_empty_lists(const std::vector<TomlLine>& lines, const ListDefaults& list_defaults) {
+  std::string section;
+  for (const TomlLine& l : lines) {
+    if (l.text[0] == '[') {
+      section = trimmed(l.text.substr(1, l.text.size() - 2)) + ".";
+      continue;
+    }
+    const auto eq = l.text.find('=');
+    std::string value = l.text.substr(eq + 1);
+    value.erase(std::remove_if(value.begin(), value.end(), [](char c) { return c == ' ' || c == '\t'; }), value.end());
+    if (value != "[]") continue;
+    const auto list = list_defaults.find(section + trimmed(l.text.substr(0, eq)));
+    if (list != list_defaults.end())
+      throw TomlSyntaxError("line " + std::to_string(l.number) + ": " + list->first +
+                            " = [] would be read as its default, " + list->second + ": list at least one value");
+  }
+}
+
+}  // namespace
+
+std::vector<CLI::ConfigItem> SectionedToml::from_config(std::istream& input) const {
+  const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
+  const std::vector<TomlLine> lines = toml_lines(text);
+  check_toml_lines(lines);
+  check_empty_lists(lines, list_defaults_);
+  std::string cleaned;
+  for (const TomlLine& l : lines) cleaned += l.text + "\n";
+  std::istringstream again(cleaned);
+  CLI::ConfigTOML parser;  // the comments are gone: a # left is in a string
+  parser.comment('\x01');
+  std::vector<CLI::ConfigItem> flat;
+  for (CLI::ConfigItem& item : parser.from_config(again)) {
+    if (item.name == "++" || item.name == "--") continue;  // section open/close markers
+    // An empty list (`command = []`, as the effective config of every built-in agent has it) is the default.
+    if (item.inputs.empty() || (item.inputs.size() == 1 && item.inputs[0] == "[]")) continue;
+    std::string name;
+    for (const std::string& parent : item.parents) name += parent + ".";
+    CLI::ConfigItem renamed;
+    renamed.parents = {"train"};
+    renamed.name = name + item.name;
+    renamed.inputs = std::move(item.inputs);
+    flat.push_back(std::move(renamed));
+  }
+  return flat;
+}
+
+}  // namespace arclight::app

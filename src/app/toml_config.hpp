@@ -1,0 +1,37 @@
+#pragma once
+// The train command's config file (app-private): TOML read by CLI11, checked line by line first for what CLI11
+// would misread, its sections turned into dotted option names.
+#include <CLI/CLI.hpp>
+
+#include <istream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace arclight::app {
+
+// A line of the config file that is not TOML, or not what it seems; parse_command_line names the file.
+class TomlSyntaxError : public CLI::ParseError {
+ public:
+  explicit TomlSyntaxError(const std::string& msg)
+      : CLI::ParseError("TomlSyntaxError", msg, CLI::ExitCodes::BaseClass) {}
+};
+
+// A list option whose default is not empty, by its dotted name (rollout.retry_condition), and that default as the
+// effective configuration prints it.
+using ListDefaults = std::map<std::string, std::string>;
+
+// TOML sections become dotted option names of the train command: [layout] trainers = "1"
+// sets --layout.trainers. CLI11 parses the file; this only renames its items.
+class SectionedToml : public CLI::ConfigTOML {
+ public:
+  // Filled as the options are bound, before any file is read.
+  ListDefaults& list_defaults() { return list_defaults_; }
+
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
+
+ private:
+  ListDefaults list_defaults_;
+};
+
+}  // namespace arclight::app
