@@ -224,7 +224,7 @@ SHIM
 fi
 grep -E "arclight:|Found (MPI|HDF5|Boost|Torch|CUDAToolkit)|CMake Error" "$work/configure.txt" | head -20
 [ $configured = 0 ] || show "$work/configure.txt" 40
-targets=(arclight test_model test_algo test_reducer hf_reference_check bench_model bench_train_step)
+targets=(arclight test_model test_algo test_reducer test_weight_channel hf_reference_check bench_model bench_train_step)
 built=1
 if [ $configured = 0 ]; then
   # -k 0: a target that fails leaves the others built (each stage below checks for its binary)
@@ -253,6 +253,9 @@ run_test() {  # NAME SECONDS COMMAND...
 run_test test_model_policy 120 "$bin/tests/test_model" --run_test=policy --log_level=test_suite
 run_test test_algo_trainer_gpu 120 "$bin/tests/test_algo" --run_test=trainer_gpu --log_level=test_suite
 run_test test_reducer_nccl 60 mpirun --oversubscribe -np 1 "$bin/tests/test_reducer" --run_test=reducer/nccl_sums_exactly_on_gpus
+# The weights over NCCL from a leader to two runners, all on the one GPU: each rank a host of its own to NCCL.
+run_test test_weight_channel_nccl 120 mpirun --oversubscribe -np 3 -x ARCLIGHT_TEST_SHARED_GPU=1 \
+  "$bin/tests/test_weight_channel" --run_test=weight_channel --log_level=test_suite
 
 stage "mpirun -np 3: rank 0 on the CPU, one trainer and one runner on the GPU"
 run=$work/run
@@ -267,6 +270,22 @@ show "$work/train.txt" 12
 steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
 tail -1 "$run/metrics.jsonl" 2>/dev/null
 record training "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps\": $steps, \"seconds\": $(seconds_since "$start")}"
+
+stage "mpirun -np 3 again, the weights over NCCL in bf16 (each rank a host of its own to NCCL: NCCL_HOSTID)"
+# NCCL takes one rank per GPU a host: on one GPU, the trainer leader and the runner reach each other over sockets.
+per_rank_host=(bash -c 'NCCL_HOSTID=gpu-check-$OMPI_COMM_WORLD_RANK exec "$0" "$@"')
+run=$work/run_nccl
+limited 60 mpirun --oversubscribe -np 3 -x NCCL_SOCKET_IFNAME=lo "${per_rank_host[@]}" "$bin/arclight" train \
+  --config "$root/configs/tiny.toml" --run.dir "$run" --comm.compression bf16 --dry-run >"$work/dry_run_nccl.txt" 2>&1
+grep -E "^(rank|1|2) " "$work/dry_run_nccl.txt"
+start=$(date +%s)
+limited 150 mpirun --oversubscribe -np 3 -x NCCL_SOCKET_IFNAME=lo "${per_rank_host[@]}" "$bin/arclight" train \
+  --config "$root/configs/tiny.toml" --run.dir "$run" --comm.compression bf16 --run.steps 10 >"$work/train_nccl.txt" 2>&1
+rc=$?
+show "$work/train_nccl.txt" 12
+steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
+over_nccl=$(grep -c "^1 .* nccl$" "$work/dry_run_nccl.txt")
+record training_weights_over_nccl "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps\": $steps, \"leader_sends_over_nccl\": $over_nccl, \"seconds\": $(seconds_since "$start")}"
 
 stage "the decoder against PyTorch and transformers (tiny Llama, Qwen2, Qwen3, Mistral)"
 models=$work/models

@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "arclight/store/memory_store.hpp"
 #include "arclight/comm/gpu.hpp"
 #include "arclight/comm/pulse.hpp"
+#include "arclight/comm/reducer.hpp"
 #include "arclight/comm/work_protocol.hpp"
 #include "arclight/app/training.hpp"
 #include "arclight/core/error.hpp"
@@ -37,6 +39,7 @@
 #include "roles.hpp"
 #include "serve_command.hpp"
 #include "tokenize.hpp"
+#include "weight_channel.hpp"
 
 namespace arclight::app {
 namespace {
@@ -64,23 +67,48 @@ std::string hostname() {
   return name;
 }
 
-// Rank 0's table of every rank: role, host, local rank, device, threads, and how a trainer all-reduces gradients.
-std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, const Placement& mine) {
+// NCCL's name of this host: NCCL_HOSTID where set (NCCL tells hosts apart by it), else the host name.
+std::string nccl_host() {
+  const char* id = std::getenv("NCCL_HOSTID");
+  return id && *id ? id : hostname();
+}
+
+// Rank 0's table of every rank: role, host, local rank, device, threads, how a trainer all-reduces gradients, and how
+// the weights go from the trainer leader to the runners (weights_over_nccl, decided by rank 0 and set in `mine` on
+// every rank).
+std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, Placement& mine) {
   const bool trainer = layout.roles[mpi.rank()].trainer;
   std::ostringstream row;
   row << hostname() << ' ' << mine.local_rank << ' '
       << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device)) << ' ' << mine.threads << ' '
-      << (trainer ? gradient_transport(static_cast<int>(layout.trainers().size()), mine.device) : "-");
+      << (trainer ? gradient_transport(static_cast<int>(layout.trainers().size()), mine.device) : "-") << ' '
+      << mine.device << ' ' << nccl_host();
   std::vector<std::string> rows = mpi.gather(row.str(), 0);
-  std::ostringstream table;
-  table << "rank  role            host                  local  device   threads  gradients\n";
-  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+  std::vector<std::string> hosts(rows.size());
+  std::vector<int> devices(rows.size());
+  std::vector<std::array<std::string, 5>> shown(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
     std::istringstream fields(rows[r]);
-    std::string host, local, device, threads, gradients;
-    fields >> host >> local >> device >> threads >> gradients;
-    char line[200];
-    std::snprintf(line, sizeof line, "%-5d %-15s %-21s %-6s %-8s %-8s %s\n", r, role_name(layout.roles[r]).c_str(),
-                  host.c_str(), local.c_str(), device.c_str(), threads.c_str(), gradients.c_str());
+    for (std::string& field : shown[r]) fields >> field;
+    fields >> devices[r] >> std::ws;
+    std::getline(fields, hosts[r]);
+  }
+  int over_nccl = mpi.rank() == 0 && weights_over_nccl(layout, hosts, devices, comm::nccl_available());
+  MPI_Bcast(&over_nccl, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  mine.weights_over_nccl = over_nccl != 0;
+  std::ostringstream table;
+  table << "rank  role            host                  local  device   threads  gradients  weights\n";
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    const RankRole& role = layout.roles[r];
+    const bool sends_or_takes =
+        role.runner != role.trainer && (role.runner || r == layout.trainer_leader()) && !layout.runners().empty();
+    const auto& [host, local, device, threads, gradients] = shown[r];
+    char line[240];
+    std::snprintf(line, sizeof line, "%-5d %-15s %-21s %-6s %-8s %-8s %-10s %s\n", r, role_name(role).c_str(),
+                  host.c_str(), local.c_str(), device.c_str(), threads.c_str(), gradients.c_str(),
+                  !sends_or_takes ? "-"
+                  : over_nccl     ? "nccl"
+                                  : "mpi");
     table << line;
   }
   return table.str();

@@ -60,8 +60,9 @@ std::string share_job_secret(int rank) {
   return std::string(secret, 32);
 }
 
+// `weights_device`: the device whose memory the weights come to or go from over NCCL, or -1 (over MPI).
 int run_worker(const Config& config, const comm::Channels& ch, const Layout& layout, int rank, int device,
-               const std::string& secret, comm::StartupWatch& startup) {
+               int weights_device, const std::string& secret, comm::StartupWatch& startup) {
   // One store client per rank (it is thread-safe): each rank says bye once.
   comm::RemoteStore store(ch.control.get(), 0, config.comm.store_timeout_seconds);
   // Signs of life until the bye; the last rank also watches rank 0's, one rank naming it when it hangs.
@@ -98,7 +99,7 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
     return exit_ok;
   }
   SplitWeights weights(ch.sync.get(), rank == layout.trainer_leader(), config.run.hung_rank_seconds,
-                       config.comm.compression);
+                       config.comm.compression, weights_device);
   try {
     if (role.trainer)
       run_trainer(config, ch, layout, rank, device, store, weights, compute_clock);
@@ -203,7 +204,8 @@ int run_training(const comm::MpiRuntime& mpi, const Config& config, const Layout
   const std::string secret = share_job_secret(rank);
   if (rank == 0) startup.end();  // the coordinator watches the control channel's pulses from here
   const int code = rank == 0 ? run_coordinator(config, ch, layout, resume, effective_config, secret)
-                             : run_worker(config, ch, layout, rank, placement.device, secret, startup);
+                             : run_worker(config, ch, layout, rank, placement.device,
+                                          placement.weights_over_nccl ? placement.device : -1, secret, startup);
   write_usage(mpi, layout, cpu_at_start, compute_clock.seconds(), seconds_since(start),
               (std::filesystem::path(config.run.dir) / "usage.json").string());
   return code;

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "arclight/comm/channels.hpp"
 #include "arclight/comm/large_messages.hpp"
-#include "arclight/comm/reducer.hpp"
+#include "arclight/comm/gpu.hpp"
 #include "arclight/comm/waiting.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -23,27 +24,6 @@ std::size_t packed_bytes(Compression compression, std::size_t count) {
   return count * (compression == Compression::none ? sizeof(float) : sizeof(std::uint16_t));
 }
 
-void pack(Compression compression, const float* weights, std::size_t count, char* out) {
-  if (compression == Compression::none) {
-    std::memcpy(out, weights, count * sizeof(float));
-    return;
-  }
-  const auto to_half = compression == Compression::bf16 ? comm::to_bf16 : comm::to_fp16;
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::uint16_t half = to_half(weights[i]);
-    std::memcpy(out + i * sizeof half, &half, sizeof half);
-  }
-}
-
-void unpack(Compression compression, const char* packed, std::vector<float>& out) {
-  const auto from_half = compression == Compression::bf16 ? comm::from_bf16 : comm::from_fp16;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    std::uint16_t half;
-    std::memcpy(&half, packed + i * sizeof half, sizeof half);
-    out[i] = from_half(half);
-  }
-}
-
 std::string ranks_of(const std::vector<int>& ranks) {
   std::string text = ranks.size() > 1 ? "runner ranks " : "runner rank ";
   for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -51,8 +31,12 @@ std::string ranks_of(const std::vector<int>& ranks) {
 }
 }  // namespace
 
-SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression)
-    : sync_(sync), leader_(leader && sync != MPI_COMM_NULL), hung_seconds_(hung_seconds), compression_(compression) {
+SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression, int nccl_device)
+    : sync_(sync),
+      leader_(leader && sync != MPI_COMM_NULL),
+      hung_seconds_(hung_seconds),
+      compression_(compression),
+      nccl_device_(nccl_device) {
   if (!leader_) return;
   MPI_Group sync_group, world_group;
   MPI_Comm_group(sync, &sync_group);
@@ -73,9 +57,13 @@ SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Comp
 
 void SplitWeights::attach(const model::Policy& policy) {
   if (sync_ == MPI_COMM_NULL) return;
-  bytes_.resize(sizeof(std::int64_t) + packed_bytes(compression_, policy.parameter_count()));
+  weight_bytes_ = packed_bytes(compression_, policy.parameter_count());
+  if (nccl_device_ >= 0) {
+    device_weights_ = std::make_unique<comm::DeviceFloats>(nccl_device_, (weight_bytes_ + 3) / sizeof(float));
+    device_broadcast_ = comm::make_nccl_broadcast(sync_, nccl_device_);  // collective: the leader and the runners
+  }
+  bytes_.resize(sizeof(std::int64_t) + (over_nccl() ? 0 : weight_bytes_));
   if (leader_) return;
-  if (compression_ != Compression::none) unpacked_.resize(policy.parameter_count());
   post_receive();
   post_control();
 }
@@ -86,16 +74,15 @@ void SplitWeights::publish(std::int64_t version, const model::Policy& policy) {
   if (!leader_) return;  // other trainers hold the same weights; the leader speaks for them
   settle();
   std::memcpy(bytes_.data(), &version, sizeof version);
-  // Straight from the parameters into the buffer the runners get: no other copy of the model.
   const std::size_t count = policy.parameter_count();
-  if (bytes_.size() != sizeof version + packed_bytes(compression_, count))
+  if (weight_bytes_ != packed_bytes(compression_, count))
     throw Error(log::concat("policy version ", version, " has ", count, " parameters; the runners await ",
-                            bytes_.size(), " bytes"));
-  std::size_t packed = 0;
-  policy.for_each_parameter([&](const float* data, std::size_t size) {
-    pack(compression_, data, size, bytes_.data() + sizeof version + packed_bytes(compression_, packed));
-    packed += size;
-  });
+                            weight_bytes_, " bytes"));
+  // Straight from the parameters into the buffer the runners get: no other copy of the model.
+  if (over_nccl())
+    policy.store_parameters(device_weights_->data(), nccl_device_, compression_);
+  else
+    policy.store_parameters(bytes_.data() + sizeof version, -1, compression_);
   send(version);
   if (std::all_of(runners_.begin(), runners_.end(), [](const Runner& r) { return r.fenced; }))
     throw Error(
@@ -118,11 +105,14 @@ void SplitWeights::settle() {
   const auto taken = [this] {
     take_acknowledgements();
     return std::all_of(runners_.begin(), runners_.end(),
-                       [this](const Runner& r) { return r.fenced || r.acknowledged == sent_version_; });
+                       [this](const Runner& r) { return r.fenced || r.acknowledged == sent_version_; }) &&
+           (!device_pending_ || device_broadcast_->finished());
   };
   if (wait_until(sent_at_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_)),
-                 taken))
+                 taken)) {
+    device_pending_ = false;
     return;
+  }
   turn_to_point_to_point();
 }
 
@@ -139,6 +129,12 @@ void SplitWeights::send(std::int64_t version) {
     return;
   }
   broadcast_ = comm::ibcast_large(bytes_.data(), bytes_.size(), 0, sync_);
+  if (over_nccl() && version >= 0) {
+    // The version goes by MPI; its weights follow over NCCL as each runner sees it (between its episodes): the
+    // trainer's next step overlaps, and settle() waits for the broadcast's end.
+    device_broadcast_->start(device_weights_->data(), weight_bytes_);
+    device_pending_ = true;
+  }
   const bool done = wait_until(deadline, [this] {
     int complete = 0;
     MPI_Testall(static_cast<int>(broadcast_.size()), broadcast_.data(), &complete, MPI_STATUSES_IGNORE);
@@ -185,6 +181,7 @@ void SplitWeights::turn_to_point_to_point() {
       std::any_of(broadcast_.begin(), broadcast_.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
   broadcast_.clear();
   if (unfinished) abandon_buffer();
+  if (over_nccl()) leave_nccl();
   mode_ = Mode::point_to_point;
   for (Runner& r : runners_) {
     if (r.fenced) continue;
@@ -242,6 +239,17 @@ void SplitWeights::fence(Runner& runner) {
   runner.fenced = true;
 }
 
+// Point to point from now on, over MPI with the whole version in bytes_: the NCCL broadcast is aborted (a runner that
+// hangs would never join one). The leader's version under way comes from the device; the device buffer is kept, as
+// aborted kernels may still touch it.
+void SplitWeights::leave_nccl() {
+  device_broadcast_->abort();
+  device_broadcast_.reset();
+  device_pending_ = false;
+  bytes_.resize(sizeof(std::int64_t) + weight_bytes_);
+  if (leader_) device_weights_->download_bytes(bytes_.data() + sizeof(std::int64_t), weight_bytes_);
+}
+
 // Operations that may never finish still read (or write) the buffer: it stays theirs, and a copy goes on.
 void SplitWeights::abandon_buffer() {
   abandoned_.push_back(std::move(bytes_));
@@ -282,7 +290,12 @@ bool SplitWeights::arrived(std::uint64_t) {
   if (mode_ == Mode::point_to_point && received_version() < 0) return true;  // a version alone: nothing follows
   int complete = 0;
   MPI_Testall(static_cast<int>(receives_.size()), receives_.data(), &complete, MPI_STATUSES_IGNORE);
-  return complete != 0;
+  if (!complete || !over_nccl() || received_version() < 0) return complete != 0;
+  if (!device_pending_) {  // the version has come: its weights follow over NCCL
+    device_broadcast_->start(device_weights_->data(), weight_bytes_);
+    device_pending_ = true;
+  }
+  return device_broadcast_->finished();
 }
 
 bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
@@ -299,7 +312,8 @@ bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
     // The broadcast posted for the next version will not come (MPI cannot cancel it): it keeps its buffer.
     receives_.clear();
     abandoned_.push_back(std::move(bytes_));
-    bytes_.assign(abandoned_.back().size(), 0);
+    bytes_.assign(sizeof(std::int64_t) + weight_bytes_, 0);
+    if (over_nccl()) leave_nccl();
     mode_ = Mode::point_to_point;
     post_receive();
     post_control();
@@ -307,11 +321,11 @@ bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
   }
   const std::int64_t v = received_version();
   if (v < 0) return end_here();
-  if (compression_ == Compression::none) {
-    policy.load_flat_parameters(reinterpret_cast<const float*>(bytes_.data() + sizeof v), policy.parameter_count());
+  if (over_nccl()) {
+    policy.load_parameters(device_weights_->data(), nccl_device_, compression_);
+    device_pending_ = false;
   } else {
-    unpack(compression_, bytes_.data() + sizeof v, unpacked_);
-    policy.load_flat_parameters(unpacked_.data(), unpacked_.size());
+    policy.load_parameters(bytes_.data() + sizeof v, -1, compression_);
   }
   version = static_cast<std::uint64_t>(v);
   if (mode_ == Mode::broadcast) {
@@ -338,8 +352,21 @@ bool SplitWeights::end_here() {
     MPI_Wait(&control_, MPI_STATUS_IGNORE);
   }
   if (acknowledgement_ != MPI_REQUEST_NULL) MPI_Wait(&acknowledgement_, MPI_STATUS_IGNORE);
+  if (device_pending_) device_broadcast_->abort();  // a broadcast that will not come
   ended_ = true;
   return false;
+}
+
+bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hosts, const std::vector<int>& devices,
+                       bool nccl_built) {
+  std::vector<int> ranks = layout.runners();
+  ranks.push_back(layout.trainer_leader());
+  std::set<std::pair<std::string, int>> gpus;
+  for (const int r : ranks)
+    if (layout.roles[r].runner && layout.roles[r].trainer) return false;  // colocated: the weights stay in the rank
+  for (const int r : ranks)
+    if (devices.at(r) < 0 || !gpus.emplace(hosts.at(r), devices.at(r)).second) return false;
+  return nccl_built && !layout.runners().empty();
 }
 
 void SharedWeights::publish(std::int64_t version, const model::Policy& policy) {

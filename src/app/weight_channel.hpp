@@ -6,10 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "arclight/comm/gpu.hpp"
 #include "arclight/core/config.hpp"
+#include "arclight/core/layout.hpp"
 #include "arclight/model/policy.hpp"
 
 namespace arclight::app {
@@ -42,9 +46,15 @@ class WeightChannel {
 // Both sides are this class: a trainer other than the leader (no sync communicator) does nothing.
 // `compression` (comm.compression) bf16 or fp16 sends each weight in 16 bits, rounded to nearest even: half the
 // bytes, and runners sample with the rounded weights (the trainers keep theirs in full).
+// `nccl_device` >= 0 (weights_over_nccl: the leader and every runner on a GPU of their own): the broadcasts carry the
+// version alone, and its weights follow in GPU memory over NCCL, from the leader's device buffer into each runner's.
+// A runner joins that broadcast when it sees the version between episodes and loads it at a later look once it has
+// come (its generation goes on meanwhile); the leader's next publish waits for the broadcast's end with the
+// acknowledgements. Turning to point to point aborts NCCL and goes on over MPI for good.
 class SplitWeights : public WeightChannel {
  public:
-  SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression = Compression::none);
+  SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression = Compression::none,
+               int nccl_device = -1);
   void attach(const model::Policy& policy) override;
   void publish(std::int64_t version, const model::Policy& policy) override;
   void stop() override;
@@ -71,6 +81,8 @@ class SplitWeights : public WeightChannel {
   void complete_or_fence(Clock::time_point deadline);
   void fence(Runner& runner);
   void abandon_buffer();
+  void leave_nccl();
+  bool over_nccl() const { return device_broadcast_ != nullptr; }
   // ---- a runner ----
   void post_receive();
   void post_control();
@@ -82,9 +94,15 @@ class SplitWeights : public WeightChannel {
   bool leader_;
   double hung_seconds_;
   Compression compression_;
+  int nccl_device_;
   Mode mode_ = Mode::broadcast;
-  std::vector<char> bytes_;      // [version (int64)][weights, packed as compression_ says]
-  std::vector<float> unpacked_;  // a runner's weights out of 16-bit ones
+  std::size_t weight_bytes_ = 0;  // the weights, packed as compression_ says
+  std::vector<char> bytes_;       // [version (int64)][weights, unless they go over NCCL]
+  // Over NCCL: the weights in GPU memory (declared first: the communicator goes before its buffer), the broadcast,
+  // and whether one is under way.
+  std::unique_ptr<comm::DeviceFloats> device_weights_;
+  std::unique_ptr<comm::DeviceBroadcast> device_broadcast_;
+  bool device_pending_ = false;
   // Buffers that abandoned operations may still read or write (MPI cannot take a send or a
   // broadcast back): kept to the end.
   std::vector<std::vector<char>> abandoned_;
@@ -102,6 +120,13 @@ class SplitWeights : public WeightChannel {
   std::int64_t acknowledged_ = -1;
   bool ended_ = false;
 };
+
+// Whether the trainer leader sends a split layout's runners their weights over NCCL: NCCL compiled in (`nccl_built`),
+// and the leader and every runner on a GPU of their own (NCCL takes one rank per GPU). `hosts` names each rank's host
+// as NCCL tells hosts apart (NCCL_HOSTID where set, else the host name), `devices` its CUDA device or -1, by world
+// rank. Otherwise MPI carries them, from host memory.
+bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hosts, const std::vector<int>& devices,
+                       bool nccl_built);
 
 // Colocated layouts: a rank's trainer thread hands its weights to the runner thread of the
 // same rank (every trainer holds the same weights after a step).

@@ -55,8 +55,10 @@ DeviceFloats::~DeviceFloats() {
 void DeviceFloats::upload(const float* host) {
   check(cudaMemcpy(data_, host, size_ * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
 }
-void DeviceFloats::download(float* host) const {
-  check(cudaMemcpy(host, data_, size_ * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
+void DeviceFloats::download(float* host) const { download_bytes(host, size_ * sizeof(float)); }
+void DeviceFloats::download_bytes(void* host, std::size_t bytes) const {
+  if (bytes > size_ * sizeof(float)) throw Error("DeviceFloats::download_bytes: more bytes than the buffer holds");
+  check(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
 }
 #else
 DeviceFloats::DeviceFloats(int device, std::size_t size) : device_(device), size_(size) {
@@ -65,6 +67,7 @@ DeviceFloats::DeviceFloats(int device, std::size_t size) : device_(device), size
 DeviceFloats::~DeviceFloats() = default;
 void DeviceFloats::upload(const float*) {}
 void DeviceFloats::download(float*) const {}
+void DeviceFloats::download_bytes(void*, std::size_t) const {}
 #endif
 
 std::string nccl_version() {

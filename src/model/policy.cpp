@@ -283,4 +283,37 @@ void Policy::load_flat_parameters(const float* data, std::size_t size) {
   }
 }
 
+namespace {
+torch::TensorOptions packed_options(int device, Compression format) {
+  const auto type = format == Compression::bf16   ? torch::kBFloat16
+                    : format == Compression::fp16 ? torch::kHalf
+                                                  : torch::kFloat32;
+  return torch::TensorOptions().dtype(type).device(device < 0 ? torch::Device(torch::kCPU)
+                                                              : torch::Device(torch::kCUDA, device));
+}
+}  // namespace
+
+void Policy::store_parameters(void* out, int out_device, Compression format) const {
+  torch::NoGradGuard no_grad;
+  const auto packed =
+      torch::from_blob(out, {static_cast<std::int64_t>(parameter_count())}, packed_options(out_device, format));
+  std::int64_t offset = 0;
+  for (const auto& p : impl_->trainable) {
+    packed.narrow(0, offset, p.numel()).copy_(p.detach().view(-1));  // converts; on the CPU in place of a memcpy
+    offset += p.numel();
+  }
+  if (out_device >= 0) torch::cuda::synchronize(out_device);  // a copy to the host is synchronous already
+}
+
+void Policy::load_parameters(const void* in, int in_device, Compression format) {
+  torch::NoGradGuard no_grad;
+  const auto packed = torch::from_blob(const_cast<void*>(in), {static_cast<std::int64_t>(parameter_count())},
+                                       packed_options(in_device, format));
+  std::int64_t offset = 0;
+  for (auto& p : impl_->trainable) {
+    p.view(-1).copy_(packed.narrow(0, offset, p.numel()));
+    offset += p.numel();
+  }
+}
+
 }  // namespace arclight::model

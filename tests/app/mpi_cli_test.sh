@@ -28,10 +28,12 @@ for role in "0     coordinator" "1     trainer" "2     runner" "3     runner"; d
   grep -q "^$role" "$work/out" || fail "dry run: no line '$role'"
 done
 [ "$(grep -c '^# roles' "$work/out")" = 1 ] || fail "dry run: roles printed more than once"
-# Each rank's device (no GPU here: the CPU) and a trainer's gradient transport (one trainer: none).
-grep -q "^1 .* cpu .* none$" "$work/out" || fail "dry run: no device and gradients for the trainer: $(grep '^1 ' "$work/out")"
+# Each rank's device (no GPU here: the CPU), a trainer's gradient transport (one trainer: none) and how the weights go
+# from the trainer leader to the runners (from CPUs: MPI).
+grep -q "^1 .* cpu .* none  *mpi$" "$work/out" || fail "dry run: no device, gradients and weights for the trainer: $(grep '^1 ' "$work/out")"
+grep -q "^3 .* cpu .* -  *mpi$" "$work/out" || fail "dry run: no device and weights for a runner: $(grep '^3 ' "$work/out")"
 run_ranks 4 train --config configs/workstation.toml --layout.trainers 2 --dry-run
-grep -q "^2 .* cpu .* mpi$" "$work/out" || fail "dry run: two trainers on CPUs should all-reduce over MPI: $(grep '^2 ' "$work/out")"
+grep -q "^2 .* cpu .* mpi  *-$" "$work/out" || fail "dry run: two trainers on CPUs should all-reduce over MPI: $(grep '^2 ' "$work/out")"
 
 # 2. Bad input: one clear error, exit code 2 on every rank, within seconds.
 check_bad_input() {

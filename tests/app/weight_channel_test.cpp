@@ -7,9 +7,12 @@
 #include "../model/test_models.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
+#include "arclight/comm/gpu.hpp"
 #include "arclight/comm/reducer.hpp"
+#include "arclight/core/version.hpp"
 
 using namespace arclight;
 
@@ -29,12 +32,13 @@ float rounded(Compression c, float v) {
   return v;
 }
 
-// Two versions and the end, as a runner must see them.
-void check_channel(Compression compression) {
+// Two versions and the end, as a runner must see them. `device` >= 0: every rank's policy there, the weights over NCCL.
+void check_channel(Compression compression, int device = -1) {
   model::Policy policy(small(), 11, 5);
+  if (device >= 0) policy.place_on(device);
   MPI_Comm sync;  // a communicator a case: nothing of one case meets the next
   MPI_Comm_dup(MPI_COMM_WORLD, &sync);
-  app::SplitWeights channel(sync, rank_ == 0, 30.0, compression);
+  app::SplitWeights channel(sync, rank_ == 0, 30.0, compression, device);
   channel.attach(policy);
   const std::size_t count = policy.parameter_count();
   if (rank_ == 0) {
@@ -69,6 +73,34 @@ void check_channel(Compression compression) {
   BOOST_TEST(wrong == 0u);
   if (compression != Compression::none) BOOST_TEST(exact < count / 2, "the weights were not rounded to 16 bits");
 }
+
+// A GPU a rank; or one GPU for all with ARCLIGHT_TEST_SHARED_GPU=1 (scripts/gpu_check.sh on a one-GPU machine): NCCL
+// takes one rank per GPU a host, so each rank is a host of its own to NCCL (NCCL_HOSTID), over sockets on loopback.
+boost::test_tools::assertion_result gpus_for_nccl(boost::unit_test::test_unit_id) {
+  const int gpus = comm::visible_gpu_count();
+  const bool shared = std::getenv("ARCLIGHT_TEST_SHARED_GPU") != nullptr;
+  boost::test_tools::assertion_result ok(comm::nccl_available() && build_info().torch_cuda && gpus > 0 &&
+                                         (gpus >= size_ || shared));
+  ok.message() << "needs NCCL, a CUDA LibTorch and a GPU a rank, or ARCLIGHT_TEST_SHARED_GPU=1 (here " << gpus
+               << " GPU(s) for " << size_ << " ranks): the weights over NCCL are not tried";
+  return ok;
+}
+
+int nccl_device() {
+  const int gpus = comm::visible_gpu_count();
+  if (gpus < size_) {
+    setenv("NCCL_HOSTID", ("arclight-test-rank-" + std::to_string(rank_)).c_str(), 1);  // before NCCL's first call
+    setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  }
+  return rank_ % gpus;
+}
+
+Layout split_layout(int runners) {
+  LayoutConfig lc;
+  lc.mode = LayoutMode::split;
+  lc.trainers = "1";
+  return make_layout(lc, 2 + runners);  // rank 0 the coordinator, rank 1 the trainer
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(weight_channel)
@@ -76,6 +108,30 @@ BOOST_AUTO_TEST_SUITE(weight_channel)
 BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
 BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
 BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
+
+BOOST_AUTO_TEST_CASE(full_weights_over_nccl, *boost::unit_test::precondition(gpus_for_nccl)) {
+  check_channel(Compression::none, nccl_device());
+}
+BOOST_AUTO_TEST_CASE(bf16_weights_over_nccl, *boost::unit_test::precondition(gpus_for_nccl)) {
+  check_channel(Compression::bf16, nccl_device());
+}
+
+// NCCL where the leader and every runner have a GPU of their own; MPI where any is on the CPU, two share a GPU, or
+// NCCL is not built in.
+BOOST_AUTO_TEST_CASE(weights_go_over_nccl_only_between_gpus_of_their_own) {
+  const Layout layout = split_layout(2);  // 0 coordinator, 1 trainer leader, 2 and 3 runners
+  const std::vector<std::string> one_host(4, "node0"), two_hosts{"node0", "node0", "node1", "node1"};
+  BOOST_TEST(app::weights_over_nccl(layout, one_host, {-1, 0, 1, 2}, true));
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, 1, 2}, false));
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, -1, 2}, true));  // a runner on the CPU
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, 1, 1}, true));   // two runners on GPU 1
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, 0, 1}, true));   // a runner on the leader's GPU
+  BOOST_TEST(app::weights_over_nccl(layout, two_hosts, {-1, 0, 0, 1}, true));   // GPU 0 of another host
+  BOOST_TEST(app::weights_over_nccl(layout, one_host, {-1, 0, 1, 2}, true));
+  LayoutConfig colocated;
+  colocated.mode = LayoutMode::colocated;
+  BOOST_TEST(!app::weights_over_nccl(make_layout(colocated, 3), one_host, {-1, 0, 1}, true));
+}
 
 // Colocated layouts: the runner thread loads what the trainer thread published last, once, and the stop.
 BOOST_AUTO_TEST_CASE(shared_weights_hand_over_the_newest_version) {

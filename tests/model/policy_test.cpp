@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -170,6 +171,69 @@ BOOST_AUTO_TEST_CASE(same_seed_same_weights_and_flat_round_trip) {
   std::size_t total = 0;
   for (const FloatBuffer& g : a.gradient_buffers()) total += g.size;
   BOOST_TEST(total == a.parameter_count());
+}
+
+// The weights' way to the runners: float32 as they are; bf16 rounded to nearest even (checked here bit by bit against
+// the rounding written out), fp16 within its half ulp; each loads back as stored.
+BOOST_AUTO_TEST_CASE(stored_parameters_load_back_as_stored) {
+  Policy a(small(), 20, 42), c(small(), 20, 43);
+  const std::vector<float> w = a.flat_parameters();
+  std::vector<float> full(w.size());
+  a.store_parameters(full.data(), -1, Compression::none);
+  BOOST_TEST(full == w);
+  c.load_parameters(full.data(), -1, Compression::none);
+  BOOST_TEST(c.flat_parameters() == w);
+
+  std::vector<std::uint16_t> half(w.size());
+  a.store_parameters(half.data(), -1, Compression::bf16);
+  std::size_t wrong = 0, inexact = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &w[i], sizeof bits);
+    wrong += half[i] != static_cast<std::uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    inexact += (bits & 0xffff) != 0;
+  }
+  BOOST_TEST(wrong == 0u);
+  BOOST_TEST(inexact > w.size() / 2, "weights that bf16 holds exactly show no rounding");
+  c.load_parameters(half.data(), -1, Compression::bf16);
+  const std::vector<float> loaded = c.flat_parameters();
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::uint32_t bits = std::uint32_t{half[i]} << 16;
+    float want;
+    std::memcpy(&want, &bits, sizeof want);
+    wrong += loaded[i] != want;
+  }
+  BOOST_TEST(wrong == 0u);
+
+  a.store_parameters(half.data(), -1, Compression::fp16);
+  c.load_parameters(half.data(), -1, Compression::fp16);
+  const std::vector<float> fp16 = c.flat_parameters();
+  for (std::size_t i = 0; i < w.size(); ++i)
+    wrong += std::abs(fp16[i] - w[i]) > std::max(std::abs(w[i]) * 0x1p-11f, 0x1p-25f);
+  BOOST_TEST(wrong == 0u);
+  std::vector<std::uint16_t> again(w.size());
+  c.store_parameters(again.data(), -1, Compression::fp16);
+  BOOST_TEST(again == half);
+}
+
+BOOST_AUTO_TEST_CASE(parameters_stored_in_gpu_memory_are_those_stored_on_the_host,
+                     *boost::unit_test::precondition(cuda_present)) {
+  Policy cpu(small(), 20, 42), gpu(small(), 20, 42), other(small(), 20, 7);
+  gpu.place_on(0);
+  other.place_on(0);
+  for (const Compression c : {Compression::none, Compression::bf16}) {
+    const auto type = c == Compression::none ? torch::kFloat32 : torch::kBFloat16;
+    const auto on_gpu = torch::empty({static_cast<std::int64_t>(gpu.parameter_count())},
+                                     torch::TensorOptions().dtype(type).device(torch::kCUDA, 0));
+    const auto on_host = torch::empty_like(on_gpu, torch::TensorOptions().device(torch::kCPU));
+    gpu.store_parameters(on_gpu.data_ptr(), 0, c);
+    cpu.store_parameters(on_host.data_ptr(), -1, c);
+    BOOST_TEST(torch::equal(on_gpu.cpu(), on_host), name_of(c));
+    other.load_parameters(on_gpu.data_ptr(), 0, c);
+    std::vector<float> back(gpu.parameter_count());
+    other.store_parameters(back.data(), -1, Compression::none);
+    BOOST_TEST(torch::equal(torch::from_blob(back.data(), on_host.sizes()), on_host.to(torch::kFloat32)), name_of(c));
+  }
 }
 
 // A colocated rank builds its trainer's and its runner's policies at once, in two threads: each must still get the

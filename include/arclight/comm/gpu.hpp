@@ -1,5 +1,8 @@
 #pragma once
+#include <mpi.h>
+
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace arclight::comm {
@@ -21,12 +24,29 @@ class DeviceFloats {
   std::size_t size() const { return size_; }
   void upload(const float* host);
   void download(float* host) const;
+  void download_bytes(void* host, std::size_t bytes) const;  // the first `bytes` (at most size() floats' worth)
 
  private:
   int device_;
   std::size_t size_;
   float* data_ = nullptr;
 };
+
+// Bytes in GPU memory broadcast over NCCL from rank 0 of an MPI communicator to its other ranks (the weights, from the
+// trainer leader to the runners), on a stream of its own that waits for the default stream's work before it: start()
+// enqueues, finished() looks. A CUDA or NCCL error (a peer's too) aborts the communicator and throws; abort() ends it
+// where a peer hangs (the buffer of a broadcast under way may still be written: keep it).
+class DeviceBroadcast {
+ public:
+  virtual ~DeviceBroadcast() = default;
+  virtual void start(void* data, std::size_t bytes) = 0;  // rank 0 sends `data`; the others receive into theirs
+  virtual bool finished() = 0;
+  virtual void abort() = 0;
+};
+
+// Collective over `comm`, every rank with its own GPU `device` (NCCL takes one rank per GPU). Throws where NCCL was not
+// compiled in.
+std::unique_ptr<DeviceBroadcast> make_nccl_broadcast(MPI_Comm comm, int device);
 
 // The NCCL library's version as "2.x.y", or empty when NCCL was not compiled in.
 std::string nccl_version();

@@ -6,10 +6,11 @@ namespace arclight {
 
 // Where a rank computes: its GPU (or the CPU) and how many CPU threads it may use.
 struct Placement {
-  int local_rank = 0;  // rank among the ranks on this node
-  int local_size = 1;  // ranks on this node
-  int device = -1;     // CUDA device ordinal, or -1 for the CPU
-  int threads = 1;     // LibTorch / BLAS threads for this rank
+  int local_rank = 0;              // rank among the ranks on this node
+  int local_size = 1;              // ranks on this node
+  int device = -1;                 // CUDA device ordinal, or -1 for the CPU
+  int threads = 1;                 // LibTorch / BLAS threads for this rank
+  bool weights_over_nccl = false;  // split layouts: the trainer leader sends the runners their weights over NCCL
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

@@ -91,6 +91,11 @@ class Policy {
   // The parameter tensors numbered `tensors` (ascending, in parameters() order), one after another, in host memory.
   std::vector<float> flat_parameters_of(const std::vector<std::size_t>& tensors) const;
   void load_flat_parameters(const float* data, std::size_t size);
+  // The parameters one after another as `format` (none: float32; bf16 or fp16: rounded to nearest even) into `out`,
+  // memory on CUDA device `out_device` (-1: the host) with room for parameter_count() of them; returns once they are
+  // there. load_parameters is the way back. The weights' way from the trainer leader to the runners.
+  void store_parameters(void* out, int out_device, Compression format) const;
+  void load_parameters(const void* in, int in_device, Compression format);
 
   // Every weight of the model by transformers' name, each LoRA adapter merged into its projection (export).
   std::vector<std::pair<std::string, std::vector<float>>> merged_weights() const;

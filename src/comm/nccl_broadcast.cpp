@@ -1,0 +1,37 @@
+#include "arclight/comm/gpu.hpp"
+#include "arclight/core/error.hpp"
+
+#ifdef ARCLIGHT_HAVE_NCCL
+#include "nccl_comm.hpp"
+#endif
+
+namespace arclight::comm {
+
+#ifdef ARCLIGHT_HAVE_NCCL
+namespace {
+
+class NcclBroadcast : public DeviceBroadcast {
+ public:
+  NcclBroadcast(MPI_Comm comm, int device) : nccl_(comm, device) {}
+  void start(void* data, std::size_t bytes) override {
+    nccl_.check(ncclBroadcast(data, data, bytes, ncclUint8, 0, nccl_.get(), nccl_.stream()), "ncclBroadcast");
+  }
+  bool finished() override { return nccl_.finished(); }
+  void abort() override { nccl_.abort(); }
+
+ private:
+  NcclComm nccl_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceBroadcast> make_nccl_broadcast(MPI_Comm comm, int device) {
+  return std::make_unique<NcclBroadcast>(comm, device);
+}
+#else
+std::unique_ptr<DeviceBroadcast> make_nccl_broadcast(MPI_Comm, int) {
+  throw Error("weights on GPUs over NCCL, and this binary was built without it");
+}
+#endif
+
+}  // namespace arclight::comm
