@@ -82,18 +82,19 @@ std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, P
   row << hostname() << ' ' << mine.local_rank << ' '
       << (mine.device < 0 ? "cpu" : "cuda:" + std::to_string(mine.device)) << ' ' << mine.threads << ' '
       << (trainer ? gradient_transport(static_cast<int>(layout.trainers().size()), mine.device) : "-") << ' '
-      << mine.device << ' ' << nccl_host();
+      << (mine.device < 0 ? "-" : comm::gpu_bus_id(mine.device)) << ' ' << nccl_host();
   std::vector<std::string> rows = mpi.gather(row.str(), 0);
   std::vector<std::string> hosts(rows.size());
-  std::vector<int> devices(rows.size());
+  std::vector<std::string> gpus(rows.size());
   std::vector<std::array<std::string, 5>> shown(rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
     std::istringstream fields(rows[r]);
     for (std::string& field : shown[r]) fields >> field;
-    fields >> devices[r] >> std::ws;
+    fields >> gpus[r] >> std::ws;
+    if (gpus[r] == "-") gpus[r].clear();
     std::getline(fields, hosts[r]);
   }
-  int over_nccl = mpi.rank() == 0 && weights_over_nccl(layout, hosts, devices, comm::nccl_available());
+  int over_nccl = mpi.rank() == 0 && weights_over_nccl(layout, hosts, gpus, comm::nccl_available());
   MPI_Bcast(&over_nccl, 1, MPI_INT, 0, MPI_COMM_WORLD);
   mine.weights_over_nccl = over_nccl != 0;
   std::ostringstream table;

@@ -181,7 +181,6 @@ void SplitWeights::turn_to_point_to_point() {
       std::any_of(broadcast_.begin(), broadcast_.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
   broadcast_.clear();
   if (unfinished) abandon_buffer();
-  if (over_nccl()) leave_nccl();
   mode_ = Mode::point_to_point;
   for (Runner& r : runners_) {
     if (r.fenced) continue;
@@ -189,8 +188,11 @@ void SplitWeights::turn_to_point_to_point() {
     MPI_Isend(&point_to_point_note, sizeof point_to_point_note, MPI_BYTE, r.rank, comm::tag_weights_control, sync_,
               &note);
     MPI_Request_free(&note);
-    if (r.acknowledged != sent_version_) send_to(r);
   }
+  // After the notes: a runner whose NCCL broadcast fails at the abort finds the note that explains it.
+  if (over_nccl()) leave_nccl();
+  for (Runner& r : runners_)
+    if (!r.fenced && r.acknowledged != sent_version_) send_to(r);
   complete_or_fence(Clock::now() +
                     std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_)));
 }
@@ -277,12 +279,7 @@ std::int64_t SplitWeights::received_version() const {
 bool SplitWeights::arrived(std::uint64_t) {
   if (sync_ == MPI_COMM_NULL || leader_) return false;
   if (ended_) return true;
-  if (!control_arrived_) {
-    int flag = 0;
-    MPI_Test(&control_, &flag, MPI_STATUS_IGNORE);
-    control_arrived_ = flag != 0;
-  }
-  if (control_arrived_) return true;
+  if (control_note_arrived()) return true;
   // Completed requests become MPI_REQUEST_NULL, which tests complete again: poll() still finds them.
   int first = 0;
   MPI_Test(&receives_[0], &first, MPI_STATUS_IGNORE);
@@ -295,7 +292,25 @@ bool SplitWeights::arrived(std::uint64_t) {
     device_broadcast_->start(device_weights_->data(), weight_bytes_);
     device_pending_ = true;
   }
-  return device_broadcast_->finished();
+  try {
+    return device_broadcast_->finished();
+  } catch (const Error&) {
+    // The leader aborts NCCL where it turns to point to point (another runner hangs), and its note is on the way:
+    // poll() takes it. Without one in time, the error is the job's.
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_));
+    if (!wait_until(deadline, [this] { return control_note_arrived(); })) throw;
+    return true;
+  }
+}
+
+bool SplitWeights::control_note_arrived() {
+  if (!control_arrived_) {
+    int flag = 0;
+    MPI_Test(&control_, &flag, MPI_STATUS_IGNORE);
+    control_arrived_ = flag != 0;
+  }
+  return control_arrived_;
 }
 
 bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
@@ -357,15 +372,15 @@ bool SplitWeights::end_here() {
   return false;
 }
 
-bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hosts, const std::vector<int>& devices,
-                       bool nccl_built) {
+bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hosts,
+                       const std::vector<std::string>& gpus, bool nccl_built) {
   std::vector<int> ranks = layout.runners();
   ranks.push_back(layout.trainer_leader());
-  std::set<std::pair<std::string, int>> gpus;
+  std::set<std::pair<std::string, std::string>> taken;
   for (const int r : ranks)
     if (layout.roles[r].runner && layout.roles[r].trainer) return false;  // colocated: the weights stay in the rank
   for (const int r : ranks)
-    if (devices.at(r) < 0 || !gpus.emplace(hosts.at(r), devices.at(r)).second) return false;
+    if (gpus.at(r).empty() || !taken.emplace(hosts.at(r), gpus.at(r)).second) return false;
   return nccl_built && !layout.runners().empty();
 }
 

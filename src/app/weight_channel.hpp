@@ -87,6 +87,7 @@ class SplitWeights : public WeightChannel {
   void post_receive();
   void post_control();
   bool end_here();
+  bool control_note_arrived();
   std::int64_t received_version() const;
 
   enum class Mode { broadcast, point_to_point };
@@ -123,10 +124,11 @@ class SplitWeights : public WeightChannel {
 
 // Whether the trainer leader sends a split layout's runners their weights over NCCL: NCCL compiled in (`nccl_built`),
 // and the leader and every runner on a GPU of their own (NCCL takes one rank per GPU). `hosts` names each rank's host
-// as NCCL tells hosts apart (NCCL_HOSTID where set, else the host name), `devices` its CUDA device or -1, by world
-// rank. Otherwise MPI carries them, from host memory.
-bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hosts, const std::vector<int>& devices,
-                       bool nccl_built);
+// as NCCL tells hosts apart (NCCL_HOSTID where set, else the host name), `gpus` its GPU's PCI bus id (empty: the
+// CPU; not CUDA's device number, which CUDA_VISIBLE_DEVICES may make 0 on every rank), by world rank. Otherwise MPI
+// carries them, from host memory.
+bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hosts,
+                       const std::vector<std::string>& gpus, bool nccl_built);
 
 // Colocated layouts: a rank's trainer thread hands its weights to the runner thread of the
 // same rank (every trainer holds the same weights after a step).

@@ -26,6 +26,18 @@ int visible_gpu_count() {
 #endif
 }
 
+std::string gpu_bus_id(int device) {
+  if (device < 0) return "";
+#ifdef ARCLIGHT_HAVE_CUDA
+  char id[32] = {0};
+  const cudaError_t rc = cudaDeviceGetPCIBusId(id, sizeof id, device);
+  if (rc != cudaSuccess) throw Error(log::concat("cudaDeviceGetPCIBusId(", device, "): ", cudaGetErrorString(rc)));
+  return id;
+#else
+  throw Error("a GPU device was named but this binary was built without CUDA");
+#endif
+}
+
 void bind_device(int device) {
   if (device < 0) return;
 #ifdef ARCLIGHT_HAVE_CUDA

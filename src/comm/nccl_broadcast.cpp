@@ -14,6 +14,7 @@ class NcclBroadcast : public DeviceBroadcast {
  public:
   NcclBroadcast(MPI_Comm comm, int device) : nccl_(comm, device) {}
   void start(void* data, std::size_t bytes) override {
+    nccl_.after_default_stream();  // the leader's copy of its weights in; a runner's load out of the last version
     nccl_.check(ncclBroadcast(data, data, bytes, ncclUint8, 0, nccl_.get(), nccl_.stream()), "ncclBroadcast");
   }
   bool finished() override { return nccl_.finished(); }

@@ -23,12 +23,12 @@ NcclComm::NcclComm(MPI_Comm comm, int device) : device_(device) {
   if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
   check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
-  // A blocking stream: its work waits for what LibTorch enqueued before on the default stream (the gradients of
-  // backward, the weights' copy), and later work there waits for it.
-  check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+  check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check_cuda(cudaEventCreateWithFlags(&default_stream_done_, cudaEventDisableTiming), "cudaEventCreate");
 }
 
 NcclComm::~NcclComm() {
+  if (default_stream_done_) cudaEventDestroy(default_stream_done_);
   if (stream_) cudaStreamDestroy(stream_);
   // Unwinding after an error: the peers may sit in a collective, which a destroy would wait for.
   if (comm_) std::uncaught_exceptions() > 0 ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
@@ -38,6 +38,11 @@ void NcclComm::check(ncclResult_t rc, const char* what) {
   if (rc == ncclSuccess) return;
   abort();
   throw Error(log::concat(what, ": ", ncclGetErrorString(rc)));
+}
+
+void NcclComm::after_default_stream() {
+  check_cuda(cudaEventRecord(default_stream_done_, cudaStreamLegacy), "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(stream_, default_stream_done_, 0), "cudaStreamWaitEvent");
 }
 
 bool NcclComm::finished() {

@@ -21,6 +21,9 @@ class NcclComm {
   int device() const { return device_; }
   // Throws for an NCCL call's error, the communicator aborted first.
   void check(ncclResult_t rc, const char* what);
+  // Before enqueuing: the stream waits for what was enqueued so far on the default stream (LibTorch's), and nothing
+  // there waits for the stream (a broadcast pending until every runner joins must not hold generation or training).
+  void after_default_stream();
   // Whether all that was enqueued on the stream has finished. An error (a peer's that NCCL reports asynchronously,
   // a CUDA fault) aborts and throws.
   bool finished();
@@ -34,6 +37,7 @@ class NcclComm {
   int device_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t default_stream_done_ = nullptr;
 };
 
 }  // namespace arclight::comm

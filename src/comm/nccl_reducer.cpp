@@ -28,6 +28,7 @@ class NcclReducer : public GradientReducer {
     return value;
   }
   void finish() override {
+    nccl_.after_default_stream();  // backward's gradients
     nccl_.check(ncclGroupStart(), "ncclGroupStart");
     for (const FloatBuffer& b : buffers_)
       nccl_.check(ncclAllReduce(b.data, b.data, b.size, ncclFloat, ncclSum, nccl_.get(), nccl_.stream()),

@@ -299,7 +299,7 @@ void Policy::store_parameters(void* out, int out_device, Compression format) con
       torch::from_blob(out, {static_cast<std::int64_t>(parameter_count())}, packed_options(out_device, format));
   std::int64_t offset = 0;
   for (const auto& p : impl_->trainable) {
-    packed.narrow(0, offset, p.numel()).copy_(p.detach().view(-1));  // converts; on the CPU in place of a memcpy
+    packed.narrow(0, offset, p.numel()).copy_(p.detach().reshape(-1));  // converts; on the CPU in place of a memcpy
     offset += p.numel();
   }
   if (out_device >= 0) torch::cuda::synchronize(out_device);  // a copy to the host is synchronous already

@@ -121,16 +121,16 @@ BOOST_AUTO_TEST_CASE(bf16_weights_over_nccl, *boost::unit_test::precondition(gpu
 BOOST_AUTO_TEST_CASE(weights_go_over_nccl_only_between_gpus_of_their_own) {
   const Layout layout = split_layout(2);  // 0 coordinator, 1 trainer leader, 2 and 3 runners
   const std::vector<std::string> one_host(4, "node0"), two_hosts{"node0", "node0", "node1", "node1"};
-  BOOST_TEST(app::weights_over_nccl(layout, one_host, {-1, 0, 1, 2}, true));
-  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, 1, 2}, false));
-  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, -1, 2}, true));  // a runner on the CPU
-  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, 1, 1}, true));   // two runners on GPU 1
-  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {-1, 0, 0, 1}, true));   // a runner on the leader's GPU
-  BOOST_TEST(app::weights_over_nccl(layout, two_hosts, {-1, 0, 0, 1}, true));   // GPU 0 of another host
-  BOOST_TEST(app::weights_over_nccl(layout, one_host, {-1, 0, 1, 2}, true));
+  const std::string a = "0000:1b:00.0", b = "0000:3b:00.0", c = "0000:5d:00.0";
+  BOOST_TEST(app::weights_over_nccl(layout, one_host, {"", a, b, c}, true));
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {"", a, b, c}, false));  // NCCL not built in
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {"", a, "", c}, true));  // a runner on the CPU
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {"", a, b, b}, true));   // two runners on one GPU
+  BOOST_TEST(!app::weights_over_nccl(layout, one_host, {"", a, a, b}, true));   // a runner on the leader's GPU
+  BOOST_TEST(app::weights_over_nccl(layout, two_hosts, {"", a, a, b}, true));   // the same bus on another host
   LayoutConfig colocated;
   colocated.mode = LayoutMode::colocated;
-  BOOST_TEST(!app::weights_over_nccl(make_layout(colocated, 3), one_host, {-1, 0, 1}, true));
+  BOOST_TEST(!app::weights_over_nccl(make_layout(colocated, 3), one_host, {"", a, b}, true));
 }
 
 // Colocated layouts: the runner thread loads what the trainer thread published last, once, and the stop.

@@ -10,6 +10,10 @@ namespace arclight::comm {
 // GPUs this process can use: 0 when CUDA was not compiled in, or no driver or device is there.
 int visible_gpu_count();
 
+// The PCI bus id of CUDA device `device` ("0000:3b:00.0"): the GPU itself, whatever number CUDA_VISIBLE_DEVICES gives
+// it in this process. Empty for -1 (the CPU).
+std::string gpu_bus_id(int device);
+
 // Makes `device` current for this process's CUDA calls; no-op for -1 (CPU).
 void bind_device(int device);
 
@@ -33,9 +37,10 @@ class DeviceFloats {
 };
 
 // Bytes in GPU memory broadcast over NCCL from rank 0 of an MPI communicator to its other ranks (the weights, from the
-// trainer leader to the runners), on a stream of its own that waits for the default stream's work before it: start()
-// enqueues, finished() looks. A CUDA or NCCL error (a peer's too) aborts the communicator and throws; abort() ends it
-// where a peer hangs (the buffer of a broadcast under way may still be written: keep it).
+// trainer leader to the runners), on a stream of its own: start() enqueues after the default stream's work so far
+// (LibTorch's), and nothing on the default stream waits for it; finished() looks. A CUDA or NCCL error (a peer's too)
+// aborts the communicator and throws; abort() ends it where a peer hangs (the buffer of a broadcast under way may still
+// be written: keep it).
 class DeviceBroadcast {
  public:
   virtual ~DeviceBroadcast() = default;
