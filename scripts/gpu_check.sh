@@ -264,12 +264,21 @@ limited 60 mpirun --oversubscribe -np 3 "$bin/arclight" train --config "$root/co
 show "$work/dry_run.txt" 25
 start=$(date +%s)
 limited 150 mpirun --oversubscribe -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --run.steps 10 \
-  >"$work/train.txt" 2>&1
+  --checkpoint.every_steps 5 >"$work/train.txt" 2>&1
 rc=$?
 show "$work/train.txt" 12
 steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
 tail -1 "$run/metrics.jsonl" 2>/dev/null
 record training "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps\": $steps, \"seconds\": $(seconds_since "$start")}"
+
+stage "resume on the GPU: the trainer restores the version of step 10 into GPU memory (its share, then NCCL)"
+start=$(date +%s)
+limited 120 mpirun --oversubscribe -np 3 "$bin/arclight" train --config "$root/configs/tiny.toml" --run.dir "$run" --run.steps 12 \
+  --checkpoint.every_steps 5 --resume auto >"$work/resume.txt" 2>&1
+rc=$?
+show "$work/resume.txt" 12
+resumed_steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
+record resume_on_gpu "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps_after\": $resumed_steps, \"seconds\": $(seconds_since "$start")}"
 
 stage "mpirun -np 3 again, the weights over NCCL in bf16 (each rank a host of its own to NCCL: NCCL_HOSTID)"
 # NCCL takes one rank per GPU a host: on one GPU, the trainer leader and the runner reach each other over sockets.

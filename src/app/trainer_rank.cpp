@@ -1,12 +1,15 @@
 // The trainer rank: serves the coordinator's requests on the work communicator (train a
 // shard, save or restore its share of a checkpoint, begin training, stop), one function each.
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <variant>
 
 #include "arclight/agent/agent.hpp"
 #include "arclight/algo/trainer.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/comm/gpu.hpp"
 #include "arclight/comm/reducer.hpp"
 #include "arclight/comm/waiting.hpp"
 #include "arclight/comm/work_protocol.hpp"
@@ -165,8 +168,8 @@ class TrainerRank {
 
   // The trainers read the version together, each byte once: each its share of the weights and
   // optimizer state (a shared file system, as for writing), the shares then broadcast among
-  // them; rank 0 reads none of the model (it imports the store meanwhile). They agree on the
-  // outcome, and each answers it: a damaged share makes rank 0 try the version before; what else
+  // them (on GPUs over NCCL, in device memory); rank 0 reads none of the model (it imports the store meanwhile).
+  // They agree on the outcome, and each answers it: a damaged share makes rank 0 try the version before; what else
   // goes wrong, rank 0 reports once. The runners get the weights at Begin, once rank 0 has the store too.
   void serve(const comm::work::Restore& request) {
     using Outcome = comm::work::Restored::Outcome;
@@ -174,12 +177,16 @@ class TrainerRank {
     comm::work::Restored answer;
     ckpt::SharedReadFigures figures;
     try {
-      ckpt::Checkpoint saved = ckpt::read_model_shared(request.path, ch_.trainers.get(), &figures);
-      check_fits(saved, tensors_, request.path);  // every trainer read the same index: all fail alike
-      version_ = saved.policy_version;
-      policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
-      trainer_.load_optimizer_state(
-          {std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
+      if (policy_.device() >= 0 && comm::nccl_available()) {  // every trainer alike (check_same_gradient_transport)
+        restore_on_device(request.path, figures);
+      } else {
+        ckpt::Checkpoint saved = ckpt::read_model_shared(request.path, ch_.trainers.get(), &figures);
+        check_fits(saved, tensors_, request.path);  // every trainer read the same index: all fail alike
+        version_ = saved.policy_version;
+        policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
+        trainer_.load_optimizer_state(
+            {std::move(saved.exp_avg), std::move(saved.exp_avg_sq), std::move(saved.optimizer_steps)});
+      }
     } catch (const ckpt::CorruptCheckpoint& e) {
       answer.outcome = Outcome::damaged, answer.why = e.what();
     } catch (const Error& e) {
@@ -191,6 +198,35 @@ class TrainerRank {
     answer.seconds = seconds_since(t);
     const std::string reply = comm::work::encode(answer);
     MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, comm::tag_trainer_state, ch_.work.get());
+  }
+
+  // Each trainer's share goes to its GPU, and the shares from GPU to GPU over NCCL, into whole-model buffers that the
+  // policy and the optimizer's state load from: host memory holds a share, never the whole.
+  void restore_on_device(const std::string& path, ckpt::SharedReadFigures& figures) {
+    ckpt::ModelShare share = ckpt::read_model_share(path, ch_.trainers.get(), &figures);
+    check_fits(share.model, tensors_, path);
+    const auto sent = Stopwatch::now();
+    const int device = policy_.device();
+    const int me = ch_.trainers.rank();
+    std::vector<std::unique_ptr<comm::DeviceFloats>> whole;  // parameters, then the moments
+    const std::vector<const std::vector<float>*> mine = {&share.model.parameters, &share.model.exp_avg,
+                                                         &share.model.exp_avg_sq};
+    for (std::size_t k = 0; k < (share.moments ? 3u : 1u); ++k) {
+      whole.push_back(std::make_unique<comm::DeviceFloats>(device, share.total));
+      whole.back()->upload(mine[k]->data(), share.shares[me].at, share.shares[me].count);
+    }
+    const auto broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), device);
+    for (int q = 0; q < static_cast<int>(share.shares.size()); ++q)
+      for (const auto& values : whole)
+        if (share.shares[q].count > 0)
+          broadcast->start(values->data() + share.shares[q].at, share.shares[q].count * sizeof(float), q);
+    while (!broadcast->finished()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    version_ = share.model.policy_version;
+    policy_.load_parameters(whole[0]->data(), device, Compression::none);
+    trainer_.load_optimizer_state(share.moments ? whole[1]->data() : nullptr,
+                                  share.moments ? whole[2]->data() : nullptr, share.total, device,
+                                  share.model.optimizer_steps);
+    figures.broadcast_seconds = seconds_since(sent);
   }
 
   // Training begins (fresh, or from the version restored): the runners start from these weights.

@@ -65,19 +65,22 @@ std::string agreed_failure(Outcome mine, Outcome agreed, const std::string& fail
 
 }  // namespace
 
-Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadFigures* figures) {
-  using Clock = std::chrono::steady_clock;
-  const auto seconds = [](Clock::time_point since) {
-    return std::chrono::duration<double>(Clock::now() - since).count();
-  };
-  const auto start = Clock::now();
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// This rank's share read and checked, every rank agreeing on the outcome. `whole`: the flat vectors hold the whole
+// model, the share in its place (the broadcasts fill the rest); otherwise only the share.
+ModelShare read_share(const std::string& path, MPI_Comm comm, SharedReadFigures* figures, bool whole) {
+  const auto start = std::chrono::steady_clock::now();
   const std::uint64_t bytes_before = bytes_read_by_this_thread();
   int me = 0, ranks = 1;
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &ranks);
-  Checkpoint c;
-  std::vector<std::size_t> offsets;  // of each tensor in the flat vectors
-  std::vector<std::vector<std::size_t>> shares;
+  ModelShare s;
+  Checkpoint& c = s.model;
   Moments moments;
   Outcome outcome = read_ok;
   std::string failure;
@@ -86,20 +89,29 @@ Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadF
   try {
     Reader r(path);
     read_meta(r, c);
-    const std::uint64_t total = read_index(r, c);
-    offsets = tensor_offsets(c);
-    shares = partition_tensors(c.tensors, ranks);
-    reserve_model(c, total);
+    s.total = read_index(r, c);
+    const std::vector<std::size_t> offsets = tensor_offsets(c);  // of each tensor in the flat vectors
+    const std::vector<std::vector<std::size_t>> partition = partition_tensors(c.tensors, ranks);
+    for (const std::vector<std::size_t>& share : partition)
+      // runs of tensors: a share is one range of the flat vectors
+      s.shares.push_back(share.empty() ? ModelShare::Range{}
+                                       : ModelShare::Range{offsets[share.front()],
+                                                           offsets[share.back() + 1] - offsets[share.front()]});
+    const ModelShare::Range mine = s.shares[static_cast<std::size_t>(me)];
+    const std::size_t room = whole ? s.total : mine.count, base = whole ? 0 : mine.at;
+    reserve_model(c, room);
     std::vector<PlannedRead> plan;
-    for (std::size_t i : shares[static_cast<std::size_t>(me)]) plan_tensor(r, c, i, offsets[i], moments, plan);
+    for (std::size_t i : partition[static_cast<std::size_t>(me)])
+      plan_tensor(r, c, i, offsets[i] - base, moments, plan);
     RestoreHelper helper;
     order_by_place(plan, helper);
     // Then the room of the rest, which the broadcasts fill (pages already in cost little).
-    for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq})
-      helper.fault_in(values->data(), total * sizeof(float));
+    if (whole)
+      for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq})
+        helper.fault_in(values->data(), room * sizeof(float));
     r.read_planned(plan, helper);
     helper.finish();
-    for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(total);
+    for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(room);
   } catch (const CorruptCheckpoint& e) {
     outcome = damaged, failure = e.what();
   } catch (const std::exception& e) {
@@ -107,7 +119,7 @@ Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadF
   }
   if (figures) {
     figures->bytes_read = bytes_read_by_this_thread() - bytes_before;
-    figures->read_seconds = seconds(start);
+    figures->read_seconds = seconds_since(start);
   }
   int agreed[3] = {outcome, moments.some, moments.missing};
   agree_on_max(agreed, 3, comm);
@@ -117,18 +129,31 @@ Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadF
     throw Error(why);
   }
   if (agreed[1] && agreed[2]) throw CorruptCheckpoint(path + mixed_moments);
-  const auto sent = Clock::now();
-  for (int q = 0; q < ranks; ++q) {
-    const std::vector<std::size_t>& share = shares[static_cast<std::size_t>(q)];
-    if (share.empty()) continue;  // runs of tensors: the share is one range of the flat vectors
-    const std::size_t at = offsets[share.front()], count = offsets[share.back() + 1] - at;
-    broadcast(c.parameters, at, count, q, comm);
-    if (agreed[1]) broadcast(c.exp_avg, at, count, q, comm), broadcast(c.exp_avg_sq, at, count, q, comm);
-  }
-  if (!agreed[1]) c.exp_avg = {}, c.exp_avg_sq = {};
+  s.moments = agreed[1] != 0;
+  if (!s.moments) c.exp_avg = {}, c.exp_avg_sq = {};
   if (c.tensors.size() == 1 && c.tensors[0].name == "all") c.tensors.clear();
-  if (figures) figures->broadcast_seconds = seconds(sent);
-  return c;
+  return s;
+}
+
+}  // namespace
+
+Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadFigures* figures) {
+  ModelShare s = read_share(path, comm, figures, true);
+  Checkpoint& c = s.model;
+  const auto sent = std::chrono::steady_clock::now();
+  for (int q = 0; q < static_cast<int>(s.shares.size()); ++q) {
+    const ModelShare::Range share = s.shares[static_cast<std::size_t>(q)];
+    if (share.count == 0) continue;
+    broadcast(c.parameters, share.at, share.count, q, comm);
+    if (s.moments)
+      broadcast(c.exp_avg, share.at, share.count, q, comm), broadcast(c.exp_avg_sq, share.at, share.count, q, comm);
+  }
+  if (figures) figures->broadcast_seconds = seconds_since(sent);
+  return std::move(c);
+}
+
+ModelShare read_model_share(const std::string& path, MPI_Comm comm, SharedReadFigures* figures) {
+  return read_share(path, comm, figures, false);
 }
 
 }  // namespace arclight::ckpt

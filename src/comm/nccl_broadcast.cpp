@@ -13,9 +13,9 @@ namespace {
 class NcclBroadcast : public DeviceBroadcast {
  public:
   NcclBroadcast(MPI_Comm comm, int device) : nccl_(comm, device) {}
-  void start(void* data, std::size_t bytes) override {
+  void start(void* data, std::size_t bytes, int root) override {
     nccl_.after_default_stream();  // the leader's copy of its weights in; a runner's load out of the last version
-    nccl_.check(ncclBroadcast(data, data, bytes, ncclUint8, 0, nccl_.get(), nccl_.stream()), "ncclBroadcast");
+    nccl_.check(ncclBroadcast(data, data, bytes, ncclUint8, root, nccl_.get(), nccl_.stream()), "ncclBroadcast");
   }
   bool finished() override { return nccl_.finished(); }
   void abort() override { nccl_.abort(); }

@@ -176,6 +176,41 @@ BOOST_AUTO_TEST_CASE(ranks_without_a_share_receive_the_whole) {
   if (rank_ == 0) fs::remove_all(dir);
 }
 
+// Without the broadcasts (trainers on GPUs bring the shares together over NCCL): each of one to four readers holds its
+// share alone, in its place in the whole, and the shares cover the whole once; before the first step, no moments.
+BOOST_AUTO_TEST_CASE(each_reader_holds_just_its_share_in_its_place) {
+  const std::string dir = shared_dir();
+  const std::string before_a_step = write_version(dir, 0, 1), after = write_version(dir, 1, 1);
+  for (int readers = 1; readers <= size_; ++readers) {
+    MPI_Comm comm = first_ranks(readers);
+    if (comm == MPI_COMM_NULL) continue;
+    for (const std::string& path : {before_a_step, after}) {
+      const Checkpoint whole = state(path == after ? 1 : 0);
+      const ModelShare s = read_model_share(path, comm);
+      BOOST_REQUIRE_EQUAL(s.shares.size(), std::size_t(readers));
+      BOOST_TEST(s.total == whole.parameters.size());
+      BOOST_TEST(s.moments == !whole.exp_avg.empty());
+      BOOST_TEST(s.model.optimizer_steps == whole.optimizer_steps);
+      std::size_t covered = 0;
+      for (const ModelShare::Range& r : s.shares) {
+        BOOST_TEST(r.at == covered, "shares run one after another");
+        covered += r.count;
+      }
+      BOOST_TEST(covered == s.total);
+      const ModelShare::Range mine = s.shares[std::size_t(rank_)];
+      const auto slice = [&](const std::vector<float>& v) {
+        return v.empty() ? v : std::vector<float>(v.begin() + mine.at, v.begin() + mine.at + mine.count);
+      };
+      BOOST_TEST(s.model.parameters == slice(whole.parameters), readers << " readers, rank " << rank_);
+      BOOST_TEST(s.model.exp_avg == slice(whole.exp_avg));
+      BOOST_TEST(s.model.exp_avg_sq == slice(whole.exp_avg_sq));
+    }
+    MPI_Comm_free(&comm);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_damaged_share_makes_every_rank_restore_the_version_before) {
   const std::string dir = shared_dir();
   write_version(dir, 1, 1);

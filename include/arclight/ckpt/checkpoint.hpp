@@ -160,6 +160,21 @@ struct SharedReadFigures {
 // Error (another failure, such as memory), with the message of the lowest rank that saw it.
 Checkpoint read_model_shared(const std::string& path, MPI_Comm comm, SharedReadFigures* figures = nullptr);
 
+// The same read without the broadcasts, for ranks that bring the shares together themselves (trainers on GPUs: over
+// NCCL, in device memory): `model` has the meta, the index and the optimizer's steps, and in its parameters, exp_avg
+// and exp_avg_sq only this rank's share, which `shares[rank]` places in the whole. Collective, and ends alike on every
+// rank, as read_model_shared does.
+struct ModelShare {
+  struct Range {
+    std::size_t at = 0, count = 0;  // in the flat vectors of the whole model
+  };
+  Checkpoint model;
+  std::vector<Range> shares;  // by rank of comm
+  std::size_t total = 0;      // values of the whole model
+  bool moments = false;       // the optimizer's moments are stored (saved after the first step)
+};
+ModelShare read_model_share(const std::string& path, MPI_Comm comm, SharedReadFigures* figures = nullptr);
+
 // Bytes this thread has read through system calls so far (Linux's rchar of /proc/thread-self/io;
 // 0 where it is not counted): the difference over a read of a version is what it read from the
 // files, HDF5's own reads included.

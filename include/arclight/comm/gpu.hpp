@@ -27,6 +27,7 @@ class DeviceFloats {
   float* data() const { return data_; }
   std::size_t size() const { return size_; }
   void upload(const float* host);
+  void upload(const float* host, std::size_t at, std::size_t count);  // into [at, at + count)
   void download(float* host) const;
   void download_bytes(void* host, std::size_t bytes) const;  // the first `bytes` (at most size() floats' worth)
 
@@ -44,7 +45,8 @@ class DeviceFloats {
 class DeviceBroadcast {
  public:
   virtual ~DeviceBroadcast() = default;
-  virtual void start(void* data, std::size_t bytes) = 0;  // rank 0 sends `data`; the others receive into theirs
+  // Rank `root` sends `data`; the others receive into theirs. Broadcasts enqueued one after another run in order.
+  virtual void start(void* data, std::size_t bytes, int root = 0) = 0;
   virtual bool finished() = 0;
   virtual void abort() = 0;
 };
