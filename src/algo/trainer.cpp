@@ -273,25 +273,14 @@ OptimizerState Trainer::optimizer_state_of(const std::vector<std::size_t>& only)
 }
 
 void Trainer::load_optimizer_state(const OptimizerState& state) {
-  if (state.exp_avg_sq.size() != state.exp_avg.size())
-    throw UsageError("checkpoint: the optimizer state does not fit this model");
-  load_optimizer_state(state.exp_avg.empty() ? nullptr : state.exp_avg.data(), state.exp_avg_sq.data(),
-                       state.exp_avg.size(), -1, state.steps);
-}
-
-void Trainer::load_optimizer_state(const float* exp_avg, const float* exp_avg_sq, std::size_t count, int device,
-                                   const std::vector<std::int64_t>& steps) {
   auto params = impl_->policy.parameters();
-  if (!exp_avg) {  // saved before the first step: none, whatever a version tried before left
+  if (state.exp_avg.empty()) {  // saved before the first step: none, whatever a version tried before left
     impl_->optimizer.state().clear();
     return;
   }
-  if (steps.size() != params.size() || count != impl_->policy.parameter_count())
+  if (state.steps.size() != params.size() || state.exp_avg.size() != impl_->policy.parameter_count() ||
+      state.exp_avg_sq.size() != state.exp_avg.size())
     throw UsageError("checkpoint: the optimizer state does not fit this model");
-  const auto where = torch::TensorOptions()
-                         .dtype(torch::kFloat)
-                         .device(device < 0 ? torch::Device(torch::kCPU)
-                                            : torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)));
   auto& states = impl_->optimizer.state();
   std::size_t offset = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -301,17 +290,41 @@ void Trainer::load_optimizer_state(const float* exp_avg, const float* exp_avg_sq
       continue;
     }
     auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(steps[i]);
-    // Copies (copy = true): the state outlives the buffers given, on the parameter's device.
-    const auto copy = [&](const float* moments) {
-      return torch::from_blob(const_cast<float*>(moments) + offset, params[i].sizes(), where)
-          .to(params[i].device(), torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    s->step(state.steps[i]);
+    // Copies (copy = true): the state outlives `state`'s buffers, on the parameter's device.
+    const auto device = params[i].device();
+    const auto copy = [&](const std::vector<float>& moments) {
+      return torch::from_blob(const_cast<float*>(moments.data()) + offset, params[i].sizes())
+          .to(device, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
     };
-    s->exp_avg(copy(exp_avg));
-    s->exp_avg_sq(copy(exp_avg_sq));
+    s->exp_avg(copy(state.exp_avg));
+    s->exp_avg_sq(copy(state.exp_avg_sq));
     states[optimizer_state_key(states, params[i])] = std::move(s);
     offset += static_cast<std::size_t>(n);
   }
+}
+
+Trainer::MomentBuffers Trainer::fresh_optimizer_state(const std::vector<std::int64_t>& steps) {
+  auto params = impl_->policy.parameters();
+  if (steps.size() != params.size()) throw UsageError("checkpoint: the optimizer state does not fit this model");
+  auto& states = impl_->optimizer.state();
+  MomentBuffers out;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!impl_->trainable[i]) {
+      out.exp_avg.push_back({}), out.exp_avg_sq.push_back({});
+      continue;
+    }
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(steps[i]);
+    s->exp_avg(torch::zeros_like(params[i], torch::MemoryFormat::Contiguous));
+    s->exp_avg_sq(torch::zeros_like(params[i], torch::MemoryFormat::Contiguous));
+    const int device = params[i].is_cuda() ? params[i].get_device() : -1;
+    const auto n = static_cast<std::size_t>(params[i].numel());
+    out.exp_avg.push_back({s->exp_avg().data_ptr<float>(), n, device});
+    out.exp_avg_sq.push_back({s->exp_avg_sq().data_ptr<float>(), n, device});
+    states[optimizer_state_key(states, params[i])] = std::move(s);
+  }
+  return out;
 }
 
 }  // namespace arclight::algo

@@ -200,33 +200,54 @@ class TrainerRank {
     MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, 0, comm::tag_trainer_state, ch_.work.get());
   }
 
-  // Each trainer's share goes to its GPU, and the shares from GPU to GPU over NCCL, into whole-model buffers that the
-  // policy and the optimizer's state load from: host memory holds a share, never the whole.
+  // Each trainer's share goes to its GPU, straight into the policy's parameters and AdamW's moments, and from GPU to
+  // GPU over NCCL, tensor by tensor from the trainer that read it: host memory holds a share, the GPU nothing more
+  // than the model and its optimizer state. The trainers agree that each placed its share before any broadcast: one
+  // that could not (its GPU's memory) would leave the others in a broadcast for ever.
   void restore_on_device(const std::string& path, ckpt::SharedReadFigures& figures) {
     ckpt::ModelShare share = ckpt::read_model_share(path, ch_.trainers.get(), &figures);
-    check_fits(share.model, tensors_, path);
+    check_fits(share.model, tensors_, path);  // the same index on every trainer: all fail alike
     const auto sent = Stopwatch::now();
-    const int device = policy_.device();
-    const int me = ch_.trainers.rank();
-    std::vector<std::unique_ptr<comm::DeviceFloats>> whole;  // parameters, then the moments
-    const std::vector<const std::vector<float>*> mine = {&share.model.parameters, &share.model.exp_avg,
-                                                         &share.model.exp_avg_sq};
-    for (std::size_t k = 0; k < (share.moments ? 3u : 1u); ++k) {
-      whole.push_back(std::make_unique<comm::DeviceFloats>(device, share.total));
-      whole.back()->upload(mine[k]->data(), share.shares[me].at, share.shares[me].count);
+    const auto broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), policy_.device());
+    const std::vector<FloatBuffer> parameters = policy_.parameter_buffers();
+    std::vector<int> owner;  // of each tensor: the trainer whose share holds it
+    for (std::size_t i = 0, at = 0, q = 0; i < tensors_.size(); at += tensors_[i++].size) {
+      while (q + 1 < share.shares.size() && at >= share.shares[q].at + share.shares[q].count) ++q;
+      owner.push_back(static_cast<int>(q));
     }
-    const auto broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), device);
-    for (int q = 0; q < static_cast<int>(share.shares.size()); ++q)
-      for (const auto& values : whole)
-        if (share.shares[q].count > 0)
-          broadcast->start(values->data() + share.shares[q].at, share.shares[q].count * sizeof(float), q);
+    const int me = ch_.trainers.rank();
+    int failed = 0;
+    std::string why;
+    algo::Trainer::MomentBuffers moments;
+    try {
+      if (share.moments)
+        moments = trainer_.fresh_optimizer_state(share.model.optimizer_steps);
+      else
+        trainer_.load_optimizer_state({});  // saved before the first step: none
+      for (std::size_t i = 0, at = 0; i < tensors_.size(); at += tensors_[i++].size) {
+        if (owner[i] != me) continue;
+        const std::size_t in_share = at - share.shares[me].at, n = tensors_[i].size;
+        comm::copy_to_gpu(parameters[i].data, share.model.parameters.data() + in_share, n);
+        if (share.moments && moments.exp_avg[i].size > 0) {
+          comm::copy_to_gpu(moments.exp_avg[i].data, share.model.exp_avg.data() + in_share, n);
+          comm::copy_to_gpu(moments.exp_avg_sq[i].data, share.model.exp_avg_sq.data() + in_share, n);
+        }
+      }
+    } catch (const Error& e) {
+      failed = 1, why = e.what();
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, ch_.trainers.get());
+    if (failed) throw Error(why.empty() ? "another trainer could not place its share of " + path + " on its GPU" : why);
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      broadcast->start(parameters[i].data, parameters[i].size * sizeof(float), owner[i]);
+      if (share.moments && moments.exp_avg[i].size > 0) {  // frozen tensors alike on every trainer
+        broadcast->start(moments.exp_avg[i].data, moments.exp_avg[i].size * sizeof(float), owner[i]);
+        broadcast->start(moments.exp_avg_sq[i].data, moments.exp_avg_sq[i].size * sizeof(float), owner[i]);
+      }
+    }
     while (!broadcast->finished()) std::this_thread::sleep_for(std::chrono::microseconds(50));
     version_ = share.model.policy_version;
-    policy_.load_parameters(whole[0]->data(), device, Compression::none);
-    trainer_.load_optimizer_state(share.moments ? whole[1]->data() : nullptr,
-                                  share.moments ? whole[2]->data() : nullptr, share.total, device,
-                                  share.model.optimizer_steps);
-    figures.broadcast_seconds = seconds_since(sent);
+    figures.broadcast_seconds = seconds_since(sent);  // with the communicator's set-up and the uploads
   }
 
   // Training begins (fresh, or from the version restored): the runners start from these weights.

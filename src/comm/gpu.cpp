@@ -64,10 +64,9 @@ DeviceFloats::DeviceFloats(int device, std::size_t size) : device_(device), size
 DeviceFloats::~DeviceFloats() {
   if (data_) cudaFree(data_);
 }
-void DeviceFloats::upload(const float* host) { upload(host, 0, size_); }
-void DeviceFloats::upload(const float* host, std::size_t at, std::size_t count) {
-  if (at + count > size_) throw Error("DeviceFloats::upload: past the end of the buffer");
-  check(cudaMemcpy(data_ + at, host, count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
+void DeviceFloats::upload(const float* host) { copy_to_gpu(data_, host, size_); }
+void copy_to_gpu(float* gpu, const float* host, std::size_t count) {
+  check(cudaMemcpy(gpu, host, count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
 }
 void DeviceFloats::download(float* host) const { download_bytes(host, size_ * sizeof(float)); }
 void DeviceFloats::download_bytes(void* host, std::size_t bytes) const {
@@ -80,7 +79,9 @@ DeviceFloats::DeviceFloats(int device, std::size_t size) : device_(device), size
 }
 DeviceFloats::~DeviceFloats() = default;
 void DeviceFloats::upload(const float*) {}
-void DeviceFloats::upload(const float*, std::size_t, std::size_t) {}
+void copy_to_gpu(float*, const float*, std::size_t) {
+  throw Error("GPU memory was named but this binary was built without CUDA");
+}
 void DeviceFloats::download(float*) const {}
 void DeviceFloats::download_bytes(void*, std::size_t) const {}
 #endif

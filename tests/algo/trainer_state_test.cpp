@@ -1,6 +1,8 @@
 // The trainer's optimizer state as checkpoints save and restore it.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "arclight/algo/trainer.hpp"
 #include "trainer_fixtures.hpp"
 
@@ -31,6 +33,42 @@ BOOST_AUTO_TEST_CASE(a_state_saved_before_the_first_step_leaves_no_moments_of_on
   const double tokens = algo::action_tokens(next);
   BOOST_TEST(restored.step(next, tokens).loss == fresh.step(next, tokens).loss);
   BOOST_TEST(restored_policy.flat_parameters() == fresh_policy.flat_parameters());
+}
+
+// A restore on GPUs fills AdamW's moments where they live (fresh_optimizer_state's buffers, over NCCL): filled with a
+// saved state's moments, the trainer holds that state, and its next step is the stepped trainer's next step.
+BOOST_AUTO_TEST_CASE(moments_filled_in_place_are_the_state_loaded) {
+  const ModelConfig mc = trainer_test_model();
+  const GrpoConfig gc;
+  const int vocab = 11;
+  model::Policy stepped_policy(mc, vocab, 5), filled_policy(mc, vocab, 5);
+  algo::Trainer stepped(stepped_policy, gc, nullptr), filled(filled_policy, gc, nullptr);
+  const auto batch = make_batch(13, vocab, 0);
+  stepped.step(batch, algo::action_tokens(batch));
+  const algo::OptimizerState saved = stepped.optimizer_state();
+  const std::vector<float> weights = stepped_policy.flat_parameters();
+  filled_policy.load_flat_parameters(weights.data(), weights.size());
+
+  const algo::Trainer::MomentBuffers moments = filled.fresh_optimizer_state(saved.steps);
+  BOOST_REQUIRE_EQUAL(moments.exp_avg.size(), saved.steps.size());
+  std::size_t at = 0, with_state = 0;
+  for (std::size_t i = 0; i < moments.exp_avg.size(); ++i) {
+    const FloatBuffer m = moments.exp_avg[i], v = moments.exp_avg_sq[i];
+    BOOST_TEST(m.device == -1);
+    std::copy_n(saved.exp_avg.data() + at, m.size, m.data);
+    std::copy_n(saved.exp_avg_sq.data() + at, v.size, v.data);
+    with_state += m.size > 0;
+    at += filled_policy.parameter_buffers()[i].size;
+  }
+  BOOST_TEST(with_state > 0u);
+  const algo::OptimizerState back = filled.optimizer_state();
+  BOOST_TEST(back.exp_avg == saved.exp_avg);
+  BOOST_TEST(back.exp_avg_sq == saved.exp_avg_sq);
+  BOOST_TEST(back.steps == saved.steps);
+  const auto next = make_batch(13, vocab, 1);
+  const double tokens = algo::action_tokens(next);
+  BOOST_TEST(filled.step(next, tokens).loss == stepped.step(next, tokens).loss);
+  BOOST_TEST(filled_policy.flat_parameters() == stepped_policy.flat_parameters());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -43,10 +43,13 @@ class Trainer {
   // order, ascending), one after another; the step counts of all of them.
   OptimizerState optimizer_state_of(const std::vector<std::size_t>& tensors) const;
   void load_optimizer_state(const OptimizerState& state);
-  // The same from flat moments of `count` values each (null before the first step) in the memory of CUDA device
-  // `device` (-1: the host): a restore that brought them together on the GPU.
-  void load_optimizer_state(const float* exp_avg, const float* exp_avg_sq, std::size_t count, int device,
-                            const std::vector<std::int64_t>& steps);
+  // For a restore that fills the moments where they live (trainers on GPUs, over NCCL): AdamW's state made afresh
+  // with the given step counts and zero moments; each parameter tensor's exp_avg and exp_avg_sq as buffers (size 0
+  // for a frozen tensor, which has none).
+  struct MomentBuffers {
+    std::vector<FloatBuffer> exp_avg, exp_avg_sq;
+  };
+  MomentBuffers fresh_optimizer_state(const std::vector<std::int64_t>& steps);
 
  private:
   TrainStats epoch_step(const std::vector<Sample>& shard, double total_action_tokens);

@@ -17,6 +17,9 @@ std::string gpu_bus_id(int device);
 // Makes `device` current for this process's CUDA calls; no-op for -1 (CPU).
 void bind_device(int device);
 
+// `count` floats from host memory into GPU memory, there when it returns (ordered after the default stream's work).
+void copy_to_gpu(float* gpu, const float* host, std::size_t count);
+
 // Floats in a GPU's memory (staging and tests). Throws where CUDA is absent.
 class DeviceFloats {
  public:
@@ -27,7 +30,6 @@ class DeviceFloats {
   float* data() const { return data_; }
   std::size_t size() const { return size_; }
   void upload(const float* host);
-  void upload(const float* host, std::size_t at, std::size_t count);  // into [at, at + count)
   void download(float* host) const;
   void download_bytes(void* host, std::size_t bytes) const;  // the first `bytes` (at most size() floats' worth)
 
