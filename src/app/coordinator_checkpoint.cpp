@@ -20,6 +20,7 @@
 #include "arclight/core/version.hpp"
 #include "coordinator.hpp"
 #include "store_archive.hpp"
+#include "toml_config.hpp"
 
 namespace arclight::app {
 namespace {
@@ -214,7 +215,7 @@ std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, Rest
 void Coordinator::check_same_model(const std::string& path, const std::string& saved_config) const {
   const auto model_lines = [](const std::string& toml) {  // only these: the rest of a saved config is not ours to read
     std::string lines;
-    std::istringstream in(toml);
+    std::istringstream in(with_bare_keys(toml));  // saved by a binary built with another CLI11
     for (std::string line; std::getline(in, line);)
       if (line.rfind("model.", 0) == 0) lines += line + "\n";
     return lines;

@@ -113,6 +113,20 @@ void check_empty_lists(const std::vector<TomlLine>& lines, const ListDefaults& l
 
 }  // namespace
 
+std::string with_bare_keys(const std::string& toml) {
+  std::istringstream in(toml);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    const char quote = line.empty() ? 0 : line[0];
+    const std::size_t close = quote == '"' || quote == '\'' ? line.find(quote, 1) : std::string::npos;
+    if (close != std::string::npos && line.find_first_not_of(" \t", close + 1) != std::string::npos &&
+        line[line.find_first_not_of(" \t", close + 1)] == '=' && line.find('=', 1) > close)
+      line = line.substr(1, close - 1) + line.substr(close + 1);
+    out += line + "\n";
+  }
+  return out;
+}
+
 std::vector<CLI::ConfigItem> SectionedToml::from_config(std::istream& input) const {
   const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
   const std::vector<TomlLine> lines = toml_lines(text);

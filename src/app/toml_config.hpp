@@ -21,6 +21,11 @@ class TomlSyntaxError : public CLI::ParseError {
 // effective configuration prints it.
 using ListDefaults = std::map<std::string, std::string>;
 
+// CLI11 from 2.4 on writes a dotted option name quoted ("model.source"="hf", which TOML reads as one key), 2.1 bare
+// (model.source="hf", a dotted key): the configuration a run prints and saves, with every such key bare, whatever CLI11
+// the binary was built with (a resume compares the saved model.* lines).
+std::string with_bare_keys(const std::string& toml);
+
 // TOML sections become dotted option names of the train command: [layout] trainers = "1"
 // sets --layout.trainers. CLI11 parses the file; this only renames its items.
 class SectionedToml : public CLI::ConfigTOML {

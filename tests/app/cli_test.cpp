@@ -1,9 +1,11 @@
 #include "arclight/app/cli.hpp"
+#include "../../src/app/toml_config.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,20 @@ BOOST_AUTO_TEST_CASE(effective_config_round_trips) {
   BOOST_TEST(second.error == "");
   BOOST_TEST(second.config.run.seed == 42u);
   BOOST_TEST(second.config.run.dir == "runs/workstation");
+}
+
+// CLI11 2.4 quotes dotted names, 2.1 does not: what a run prints and saves has them bare either way, and values
+// (quotes and = in strings included) stay as they are.
+BOOST_AUTO_TEST_CASE(dotted_keys_are_written_bare_whatever_cli11_quotes) {
+  BOOST_TEST(app::with_bare_keys("\"model.source\"=\"hf\"\n'run.dir'='a=b'\n") ==
+             "model.source=\"hf\"\nrun.dir='a=b'\n");
+  const std::string plain = "model.source=\"hf\"\nagent.command=[\"a \\\"b\\\"\", \"c=d\"]\n\"=x\n";
+  BOOST_TEST(app::with_bare_keys(plain) == plain);
+  BOOST_TEST(app::with_bare_keys("\"run.dir\" = \"x\"\n") == "run.dir = \"x\"\n");
+  Invocation inv = parse({"train", "--config", workstation});
+  std::istringstream lines(inv.effective_config);
+  for (std::string line; std::getline(lines, line);)
+    BOOST_TEST((line.empty() || (line[0] != '"' && line[0] != '\'')), line);
 }
 
 BOOST_AUTO_TEST_CASE(an_outside_agent_s_config_round_trips) {
