@@ -108,8 +108,7 @@ void SplitWeights::settle() {
                        [this](const Runner& r) { return r.fenced || r.acknowledged == sent_version_; }) &&
            (!device_pending_ || device_broadcast_->finished());
   };
-  if (wait_until(sent_at_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_)),
-                 taken)) {
+  if (wait_until(sent_at_ + hung_after(), taken)) {
     device_pending_ = false;
     return;
   }
@@ -120,8 +119,7 @@ void SplitWeights::settle() {
 void SplitWeights::send(std::int64_t version) {
   sent_version_ = version;
   sent_at_ = Clock::now();
-  const auto deadline =
-      sent_at_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_));
+  const auto deadline = sent_at_ + hung_after();
   if (mode_ == Mode::point_to_point) {
     for (Runner& r : runners_)
       if (!r.fenced) send_to(r);
@@ -193,8 +191,7 @@ void SplitWeights::turn_to_point_to_point() {
   if (over_nccl()) leave_nccl();
   for (Runner& r : runners_)
     if (!r.fenced && r.acknowledged != sent_version_) send_to(r);
-  complete_or_fence(Clock::now() +
-                    std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_)));
+  complete_or_fence(Clock::now() + hung_after());
 }
 
 void SplitWeights::send_to(Runner& runner) {
@@ -297,8 +294,7 @@ bool SplitWeights::arrived(std::uint64_t) {
   } catch (const Error&) {
     // The leader aborts NCCL where it turns to point to point (another runner hangs), and its note is on the way:
     // poll() takes it. Without one in time, the error is the job's.
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_));
+    const auto deadline = Clock::now() + hung_after();
     if (!wait_until(deadline, [this] { return control_note_arrived(); })) throw;
     return true;
   }

@@ -81,6 +81,9 @@ class SplitWeights : public WeightChannel {
   void complete_or_fence(Clock::time_point deadline);
   void fence(Runner& runner);
   void abandon_buffer();
+  Clock::duration hung_after() const {  // run.hung_rank_seconds
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hung_seconds_));
+  }
   void leave_nccl();
   bool over_nccl() const { return device_broadcast_ != nullptr; }
   // ---- a runner ----
