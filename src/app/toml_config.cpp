@@ -119,8 +119,8 @@ std::string with_bare_keys(const std::string& toml) {
   for (std::string line; std::getline(in, line);) {
     const char quote = line.empty() ? 0 : line[0];
     const std::size_t close = quote == '"' || quote == '\'' ? line.find(quote, 1) : std::string::npos;
-    if (close != std::string::npos && line.find_first_not_of(" \t", close + 1) != std::string::npos &&
-        line[line.find_first_not_of(" \t", close + 1)] == '=' && line.find('=', 1) > close)
+    const std::size_t after = close == std::string::npos ? close : line.find_first_not_of(" \t", close + 1);
+    if (after != std::string::npos && line[after] == '=' && line.find('=', 1) > close)
       line = line.substr(1, close - 1) + line.substr(close + 1);
     out += line + "\n";
   }

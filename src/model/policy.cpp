@@ -274,13 +274,7 @@ std::vector<float> Policy::flat_parameters_of(const std::vector<std::size_t>& te
 void Policy::load_flat_parameters(const float* data, std::size_t size) {
   if (size != parameter_count())
     throw Error(log::concat("weights of ", size, " floats for a model of ", parameter_count(), " parameters"));
-  torch::NoGradGuard no_grad;
-  std::size_t offset = 0;
-  for (auto& p : impl_->trainable) {
-    const auto n = static_cast<std::int64_t>(p.numel());
-    p.view(-1).copy_(torch::from_blob(const_cast<float*>(data) + offset, {n}));  // a memcpy on the CPU
-    offset += static_cast<std::size_t>(n);
-  }
+  load_parameters(data, -1, Compression::none);
 }
 
 namespace {
