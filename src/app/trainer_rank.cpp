@@ -245,7 +245,7 @@ class TrainerRank {
         broadcast->start(moments.exp_avg_sq[i].data, moments.exp_avg_sq[i].size * sizeof(float), owner[i]);
       }
     }
-    while (!broadcast->finished()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    broadcast->wait();
     version_ = share.model.policy_version;
     figures.broadcast_seconds = seconds_since(sent);  // with the communicator's set-up and the uploads
   }

@@ -383,9 +383,8 @@ bool weights_over_nccl(const Layout& layout, const std::vector<std::string>& hos
 void SharedWeights::publish(std::int64_t version, const model::Policy& policy) {
   std::lock_guard<std::mutex> lock(mutex_);
   version_ = version;
-  weights_.clear();  // its room kept for the next step
-  policy.for_each_parameter(
-      [this](const float* data, std::size_t size) { weights_.insert(weights_.end(), data, data + size); });
+  weights_.resize(policy.parameter_count());  // its room kept for the next step
+  policy.store_parameters(weights_.data(), -1, Compression::none);
 }
 
 void SharedWeights::stop() {

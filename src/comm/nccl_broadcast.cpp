@@ -18,6 +18,7 @@ class NcclBroadcast : public DeviceBroadcast {
     nccl_.check(ncclBroadcast(data, data, bytes, ncclUint8, root, nccl_.get(), nccl_.stream()), "ncclBroadcast");
   }
   bool finished() override { return nccl_.finished(); }
+  void wait() override { nccl_.wait(); }
   void abort() override { nccl_.abort(); }
 
  private:

@@ -249,9 +249,8 @@ std::vector<FloatBuffer> Policy::gradient_buffers() {
 }
 
 std::vector<float> Policy::flat_parameters() const {
-  std::vector<float> out;
-  out.reserve(parameter_count());
-  for_each_parameter([&out](const float* data, std::size_t size) { out.insert(out.end(), data, data + size); });
+  std::vector<float> out(parameter_count());
+  store_parameters(out.data(), -1, Compression::none);
   return out;
 }
 

@@ -41,7 +41,7 @@ class DeviceFloats {
 
 // Bytes in GPU memory broadcast over NCCL from rank 0 of an MPI communicator to its other ranks (the weights, from the
 // trainer leader to the runners), on a stream of its own: start() enqueues after the default stream's work so far
-// (LibTorch's), and nothing on the default stream waits for it; finished() looks. A CUDA or NCCL error (a peer's too)
+// (LibTorch's), and nothing on the default stream waits for it; finished() looks, wait() waits. A CUDA or NCCL error (a peer's too)
 // aborts the communicator and throws; abort() ends it where a peer hangs (the buffer of a broadcast under way may still
 // be written: keep it).
 class DeviceBroadcast {
@@ -50,6 +50,7 @@ class DeviceBroadcast {
   // Rank `root` sends `data`; the others receive into theirs. Broadcasts enqueued one after another run in order.
   virtual void start(void* data, std::size_t bytes, int root = 0) = 0;
   virtual bool finished() = 0;
+  virtual void wait() = 0;  // finished(), sleeping between looks
   virtual void abort() = 0;
 };
 
