@@ -41,9 +41,9 @@ class DeviceFloats {
 
 // Bytes in GPU memory broadcast over NCCL from rank 0 of an MPI communicator to its other ranks (the weights, from the
 // trainer leader to the runners), on a stream of its own: start() enqueues after the default stream's work so far
-// (LibTorch's), and nothing on the default stream waits for it; finished() looks, wait() waits. A CUDA or NCCL error (a peer's too)
-// aborts the communicator and throws; abort() ends it where a peer hangs (the buffer of a broadcast under way may still
-// be written: keep it).
+// (LibTorch's), and nothing on the default stream waits for it; finished() looks, wait() waits. A CUDA or NCCL error (a
+// peer's too) aborts the communicator and throws; abort() ends it where a peer hangs (the buffer of a broadcast under
+// way may still be written: keep it).
 class DeviceBroadcast {
  public:
   virtual ~DeviceBroadcast() = default;
