@@ -7,9 +7,11 @@
 namespace arclight::app {
 namespace {
 
+// Blanks as CLI11 trims them (std::isspace): a key of vertical tabs is no key to it either.
 std::string trimmed(const std::string& line) {
-  const auto first = line.find_first_not_of(" \t\r");
-  return first == std::string::npos ? "" : line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+  constexpr const char* blanks = " \t\r\n\v\f";
+  const auto first = line.find_first_not_of(blanks);
+  return first == std::string::npos ? "" : line.substr(first, line.find_last_not_of(blanks) - first + 1);
 }
 
 [[noreturn]] void toml_error(int line, const std::string& why, const std::string& text) {
@@ -75,6 +77,15 @@ std::vector<TomlLine> toml_lines(const std::string& text) {
   return out;
 }
 
+// A key's or a section's dotted parts, none of them empty (".x", "a..b", "[.]", "" = 1), which CLI11 would read as
+// options with no name. Every option's name is bare words: a part that is only quotes and blanks names none.
+void check_dotted_parts(std::string key, int number, const std::string& line) {
+  key.erase(std::remove_if(key.begin(), key.end(), [](char c) { return c == '"' || c == '\''; }), key.end());
+  std::istringstream parts(key + ".");  // the last part too, empty or not
+  for (std::string part; std::getline(parts, part, '.');)
+    if (trimmed(part).empty()) toml_error(number, "an empty part in a dotted name", line);
+}
+
 // CLI11 reads a line it cannot parse (say "steps 3") as a flag named by the whole line, which
 // then reads as an unknown key; find such lines first.
 void check_toml_lines(const std::vector<TomlLine>& lines) {
@@ -82,12 +93,14 @@ void check_toml_lines(const std::vector<TomlLine>& lines) {
     const std::string& line = l.text;
     if (line[0] == '[') {
       if (line.back() != ']') toml_error(l.number, "a section header must end with ]", line);
+      check_dotted_parts(line.substr(1, line.size() - 2), l.number, line);
       continue;
     }
     const auto eq = line.find('=');
     if (eq == std::string::npos) toml_error(l.number, "expected key = value", line);
     if (trimmed(line.substr(0, eq)).empty()) toml_error(l.number, "no key before =", line);
     if (trimmed(line.substr(eq + 1)).empty()) toml_error(l.number, "no value after =", line);
+    check_dotted_parts(line.substr(0, eq), l.number, line);
   }
 }
 

@@ -254,8 +254,10 @@ BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_file_and_line) {
   TempToml toml("# a comment\n[run]\nsteps 3\n");
   const std::string error = parse({"train", "--config", toml.path}).error;
   BOOST_TEST(error == "config file " + toml.path + ": TOML syntax error at line 3: expected key = value: steps 3");
+  // The last five: keys CLI11 would read as options with no name (found by toml_config_fuzz).
   for (const char* text : {"[run\nsteps = 3\n", "[run]\nsteps =\n", "[run]\ndir = \"runs/x\n", "= 3\n",
-                           "[rollout]\nretry_condition = [\"failed\",\n"}) {
+                           "[rollout]\nretry_condition = [\"failed\",\n", "[run]\n\v\v = 3\n", "[run]\n.steps = 3\n",
+                           "run..steps = 3\n", "[.]\nsteps = 3\n", "[run]\n\"\" = 3\n"}) {
     TempToml bad(text);
     const std::string e = parse({"train", "--config", bad.path}).error;
     BOOST_TEST(e.find("TOML syntax error") != std::string::npos, text << ": " << e);
