@@ -109,6 +109,8 @@ void check_same_gradient_transport(MPI_Comm trainers, const std::string& mine);
 // error on a thread whose rank has another thread still using what unwinding would destroy (communicators, the store
 // client). `error` holds an Error, another std::exception, or anything.
 [[noreturn]] void end_job_now(const std::exception_ptr& error);
+// Logs what ended a command (an Error's own message, anything else as unexpected) and returns its exit code.
+int report_failure(const std::exception_ptr& error);
 
 // coordinator.cpp: rank 0, the store and the algorithm; the store over HTTP too with store.http (its
 // token: the job's secret). Returns exit_ok, or exit_requeue after a signal asked the job to stop at a checkpoint.

@@ -159,6 +159,10 @@ int train(const comm::MpiRuntime& mpi, const Invocation& inv, const Layout& layo
 // A checkpoint directory's newest valid version, or one version file: its path and contents.
 std::pair<std::string, ckpt::Checkpoint> find_checkpoint(const std::string& where, ckpt::Contents contents,
                                                          const std::string& command) {
+  std::error_code error;
+  if (!std::filesystem::exists(where, error))
+    throw UsageError(command + ": " + where +
+                     " does not exist (give a checkpoint file or a run's checkpoint directory)");
   if (!std::filesystem::is_directory(where)) return std::make_pair(where, ckpt::read_checkpoint(where, contents));
   auto found = ckpt::load_latest(where, {}, contents);
   if (!found) throw UsageError(command + ": no valid checkpoint in " + where);
@@ -340,6 +344,9 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
       case Command::none: return exit_ok;
     }
   } catch (...) {
+    // Only rank 0 works in the other commands: it ends as any program does, MPI finalized, without Open MPI's
+    // banner about a job killed (a user running `arclight export` read six lines of it under the one error).
+    if (inv.command != Command::train) return report_failure(std::current_exception());
     end_job_now(std::current_exception());
   }
   return exit_ok;

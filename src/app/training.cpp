@@ -115,18 +115,22 @@ int run_worker(const Config& config, const comm::Channels& ch, const Layout& lay
 
 }  // namespace
 
-void end_job_now(const std::exception_ptr& error) {
+int report_failure(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
     log::error(e.what());
-    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+    return e.exit_code();
   } catch (const std::exception& e) {
     log::error("unexpected: ", e.what());
   } catch (...) {
     log::error("unexpected: an exception that is not a std::exception");
   }
-  MPI_Abort(MPI_COMM_WORLD, exit_failure);
+  return exit_failure;
+}
+
+void end_job_now(const std::exception_ptr& error) {
+  MPI_Abort(MPI_COMM_WORLD, report_failure(error));
   std::abort();  // MPI_Abort does not return
 }
 

@@ -89,6 +89,11 @@ grep -q "chat template" "$work/err" && fail "peft export: a template warning for
 [ $? = 2 ] && grep -q "is not a LoRA run" "$work/err" || fail "peft export of a full run: $(cat "$work/err")"
 "$bin" export "$work/lora/checkpoints" >"$work/out" 2>"$work/err"
 [ $? = 2 ] && grep -q "say where to write" "$work/err" || fail "export without --hf or --peft: $(cat "$work/err")"
+# A checkpoint that is not there: one line and exit 2, as any program ends (Open MPI's banner about a job killed
+# followed every refusal before).
+"$bin" export "$work/nowhere" --hf "$work/nowhere_export" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "^\[arclight r0 error\] export: $work/nowhere does not exist" "$work/err" &&
+  [ "$(wc -l <"$work/err")" = 1 ] || fail "export of a missing checkpoint: $(cat "$work/err")"
 [ $failures = "$before" ] && passed=$((passed + 1))
 
 # Llama with bfloat16 compute, from bfloat16 shards (Mistral's), two steps each.
