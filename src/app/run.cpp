@@ -161,8 +161,9 @@ std::pair<std::string, ckpt::Checkpoint> find_checkpoint(const std::string& wher
                                                          const std::string& command) {
   std::error_code error;
   if (!std::filesystem::exists(where, error))
-    throw UsageError(command + ": " + where +
-                     " does not exist (give a checkpoint file or a run's checkpoint directory)");
+    throw UsageError(
+        command + ": " + where +
+        (error ? ": " + error.message() : " does not exist (give a checkpoint file or a run's checkpoint directory)"));
   if (!std::filesystem::is_directory(where)) return std::make_pair(where, ckpt::read_checkpoint(where, contents));
   auto found = ckpt::load_latest(where, {}, contents);
   if (!found) throw UsageError(command + ": no valid checkpoint in " + where);
