@@ -48,11 +48,16 @@ MemoryStore::AttemptRecord& MemoryStore::attempt_record(RolloutRecord& rollout, 
   return attempt_at(id);
 }
 
-MemoryStore::RolloutRecord& MemoryStore::create_rollout(NewRollout&& in, RolloutStatus status, double now) {
-  RolloutConfig config = in.config.value_or(default_config_);
-  if (config.max_attempts < 1) throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
+void MemoryStore::check_new_rollout(const NewRollout& in) const {
+  if ((in.config ? *in.config : default_config_).max_attempts < 1)
+    throw StoreError(StoreError::invalid_argument, "max_attempts must be at least 1");
   if (in.resources_id > resources_.size())
     throw missing(log::concat("no resources ", in.resources_id, " for a new rollout"));
+}
+
+MemoryStore::RolloutRecord& MemoryStore::create_rollout(NewRollout&& in, RolloutStatus status, double now) {
+  check_new_rollout(in);
+  RolloutConfig config = in.config.value_or(default_config_);
   RolloutRecord& rec = rollouts_.emplace_back();
   Rollout& r = rec.rollout;
   r.id = rollout_count();
@@ -183,6 +188,7 @@ std::vector<Rollout> MemoryStore::enqueue(std::vector<NewRollout> rollouts) {
   const double now = clock_.now();
   std::vector<Rollout> out;
   out.reserve(rollouts.size());
+  for (const NewRollout& in : rollouts) check_new_rollout(in);  // all or none
   for (NewRollout& in : rollouts) out.push_back(create_rollout(std::move(in), RolloutStatus::queuing, now).rollout);
   return out;
 }

@@ -342,6 +342,23 @@ inline void invalid_transitions_are_refused(Harness& h) {
   BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
 }
 
+// A batch is added whole or not at all: a bad rollout in it leaves the store as it was, so a caller that sends the
+// batch again (mended) makes no duplicates. (The rollouts before the bad one were queued, and ran unseen.)
+inline void a_batch_with_a_bad_rollout_enqueues_none(Harness& h) {
+  Store& s = h.store();
+  RolloutConfig no_attempts = retrying_config();
+  no_attempts.max_attempts = 0;
+  expect_refused([&] { s.enqueue({task("a"), task("b"), task("c", no_attempts)}); }, StoreError::invalid_argument);
+  NewRollout unknown_resources = task("d");
+  unknown_resources.resources_id = 1000;
+  expect_refused([&] { s.enqueue({task("a"), unknown_resources}); }, StoreError::not_found);
+  BOOST_TEST(s.query_rollouts({}, {}).total == 0u);
+  BOOST_TEST(s.dequeue("w1", 5).empty());
+  const auto queued = s.enqueue({task("a"), task("b")});
+  BOOST_REQUIRE(queued.size() == 2u);
+  BOOST_TEST(queued[0].id == 1u);  // no id was spent on the refused batches
+}
+
 inline void start_rollout_skips_the_queue_and_start_attempt_retries(Harness& h) {
   Store& s = h.store();
   s.enqueue(task("queued"));
@@ -592,6 +609,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"heartbeats_keep_an_attempt_alive", heartbeats_keep_an_attempt_alive},
       {"cancelled_is_final", cancelled_is_final},
       {"invalid_transitions_are_refused", invalid_transitions_are_refused},
+      {"a_batch_with_a_bad_rollout_enqueues_none", a_batch_with_a_bad_rollout_enqueues_none},
       {"start_rollout_skips_the_queue_and_start_attempt_retries",
        start_rollout_skips_the_queue_and_start_attempt_retries},
       {"queries_filter_and_page", queries_filter_and_page},

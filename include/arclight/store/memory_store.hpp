@@ -203,6 +203,8 @@ class MemoryStore : public Store {
   // A rollout in memory; one let go of is refused as ended (callers that read read it back).
   RolloutRecord& rollout_record(RolloutId id);
   AttemptRecord& attempt_record(RolloutRecord& rollout, AttemptId id);
+  // Refuses a rollout create_rollout would refuse, changing nothing: a batch is checked whole first.
+  void check_new_rollout(const NewRollout& rollout) const;
   RolloutRecord& create_rollout(NewRollout&& rollout, RolloutStatus status, double now);
   AttemptRecord& create_attempt(RolloutRecord& rollout, const std::string& worker_id, double now);
   void set_rollout_status(RolloutRecord& rollout, RolloutStatus status, double now);
