@@ -1,6 +1,6 @@
 // The HTTP server over cpp-httplib (Debian's compiled library): its thread pool serves each connection on a worker
-// thread; the token check runs before a body is read, and bodies are read through a content reader, which bounds
-// what the library inflates.
+// thread; the token check runs before a body is read, bodies are read through a content reader, which bounds what
+// the library inflates, and a body no route reads is refused unread.
 #include "arclight/serve/http_server.hpp"
 
 #include <httplib.h>
@@ -154,6 +154,7 @@ struct HttpServer::Impl {
   std::atomic<int> socket{-1};
   int port = 0;
   std::vector<std::pair<std::regex, HttpErrorFormatter>> formatters;
+  std::vector<std::regex> post_routes;  // as the library matches them: regex_match on the path
 
   // The path as answers and logs show it: a secret in its first segment stays out of them.
   std::string path_shown(const std::string& path) const {
@@ -215,6 +216,17 @@ struct HttpServer::Impl {
     return end != std::string::npos && same_secret(std::string_view(req.path).substr(1, end - 1), options.bearer_token);
   }
 
+  // A request whose body no route of ours would read: the library would read it itself, inflating a compressed one
+  // without bound (a 6.5 KB brotli body became gigabytes). Only POST routes read bodies, through read_body.
+  std::optional<HttpError> unrouted_body(const httplib::Request& req) const {
+    if (req.method == "GET" || req.method == "HEAD") return std::nullopt;  // the library reads no body of theirs
+    if (req.method != "POST")
+      return HttpError(405, "method " + req.method + " not allowed (GET and POST are served)", "invalid_request_error");
+    for (const std::regex& route : post_routes)
+      if (std::regex_match(req.path, route)) return std::nullopt;
+    return HttpError(404, "no route for POST " + path_shown(req.path), "not_found_error");
+  }
+
   // The answer to a request without the token.
   void refuse(const httplib::Request& req, httplib::Response& res) const {
     if (options.missing_token_status == 401)
@@ -242,12 +254,17 @@ struct HttpServer::Impl {
       socket = fd;
     });
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (authenticated(req)) {
-        GuardedServer::authenticated();  // its body may come now
-        return httplib::Server::HandlerResponse::Unhandled;
+      if (!authenticated(req)) {
+        refuse(req, res);
+        return httplib::Server::HandlerResponse::Handled;
       }
-      refuse(req, res);
-      return httplib::Server::HandlerResponse::Handled;
+      if (const std::optional<HttpError> error = unrouted_body(req)) {
+        GuardedServer::body_left_unread();
+        answer_error(res, request_of(req), *error);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      GuardedServer::authenticated();  // its body may come now
+      return httplib::Server::HandlerResponse::Unhandled;
     });
     // A client that asks before sending its body (curl: Expect: 100-continue) is told to go on only with the token;
     // the library asks this before the pre-routing handler.
@@ -287,6 +304,7 @@ void HttpServer::get(const std::string& pattern, HttpHandler handler) {
 }
 
 void HttpServer::post(const std::string& pattern, HttpHandler handler) {
+  impl_->post_routes.emplace_back(pattern);
   impl_->server.Post(pattern, impl_->wrap_with_body(std::move(handler)));
 }
 
