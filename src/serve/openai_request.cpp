@@ -186,6 +186,9 @@ json tools_shown(const json& tools, const ChatRequest& request) {
 CompletionRequest parse_completion_request(std::string_view body) {
   const json root = parse_body(body);
   CompletionRequest out{string_field(root, "model"), prompts_of(root), sampling_of(root)};
+  if (out.prompts.size() * static_cast<std::size_t>(out.sampling.n) > max_request_choices)
+    bad("prompt", log::concat(out.prompts.size(), " prompts of ", out.sampling.n, " choices each: at most ",
+                              max_request_choices, " choices a request"));
   // Completions' logprobs is a count of alternatives per token.
   if (const auto k = integer(root, "logprobs", 0, max_top_logprobs)) {
     out.sampling.logprobs = true;

@@ -15,6 +15,9 @@ namespace arclight::serve {
 
 inline constexpr int max_top_logprobs = 20;
 inline constexpr int max_choices = 128;
+// Choices of one completions request (prompts x n): each is queued at once, and a request of a million one-token
+// prompts fits the body limit.
+inline constexpr std::size_t max_request_choices = 1024;
 
 struct Sampling {
   double temperature = 1.0;

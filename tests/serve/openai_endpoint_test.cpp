@@ -404,6 +404,12 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   BOOST_TEST(param_of("{" + messages + R"(, "stream": "yes"})") == "stream");
   BOOST_TEST(param_of("{" + messages + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})") ==
              "tool_choice");
+  // Prompts times n past the bound (each choice is queued at once): one more than allowed is refused, all of it.
+  json many = {{"prompt", json::array()}, {"n", 8}};
+  for (int i = 0; i < 129; ++i) many["prompt"].push_back({1, 2});
+  const auto too_many = served.client->Post("/v1/completions", many.dump(), "application/json");
+  BOOST_TEST(error_of(too_many, 400)["message"] ==
+             "prompt: 129 prompts of 8 choices each: at most 1024 choices a request");
   BOOST_TEST(served.generator.requests().empty());
 }
 
