@@ -54,6 +54,15 @@ void ChoiceReader::read_to_end() {
 }
 
 void ChoiceReader::pull(Delta& delta) {
+  if (client_left_ && std::chrono::steady_clock::now() >= next_look_) {
+    next_look_ = std::chrono::steady_clock::now() + poll;
+    if (client_left_()) {
+      client_gone_ = ended_ = true;
+      finish_ = finish_name(Finish::cancelled);
+      stream_->cancel();
+      return;
+    }
+  }
   std::vector<StreamedToken> batch;
   const bool more = stream_->next(batch, poll);
   for (const StreamedToken& token : batch) {

@@ -1,6 +1,8 @@
 #pragma once
 // One choice's answer as a client sees it: the engine's tokens turned into text, cut at the first stop string (the
 // stream is cancelled there), given out in pieces that never end inside a UTF-8 character or a possible stop string.
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,11 @@ class ChoiceReader {
   bool next(Delta& delta);
   void read_to_end();
   void cancel() { stream_->cancel(); }
+  // `client_left` is asked (on the reading thread, at most every 100 ms while the reader waits or reads) whether the
+  // client is gone: then the stream is cancelled and the choice ends at once, its finish "abort". An answer nobody
+  // reads would hold a decode row to its end, and loading new weights waits for every running sequence.
+  void end_when(std::function<bool()> client_left) { client_left_ = std::move(client_left); }
+  bool client_gone() const { return client_gone_; }
 
   const std::vector<StreamedToken>& tokens() const { return tokens_; }  // every token the answer keeps
   const std::string& text() const { return text_; }                     // the answer's text so far
@@ -48,6 +55,9 @@ class ChoiceReader {
   bool ended_ = false, done_ = false;
   bool started_ = false;  // a token of the decoded sequence came (its start: SentencePiece-style spaces)
   std::string finish_;
+  std::function<bool()> client_left_;
+  std::chrono::steady_clock::time_point next_look_{};
+  bool client_gone_ = false;
 };
 
 }  // namespace arclight::serve

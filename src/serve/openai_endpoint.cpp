@@ -85,7 +85,7 @@ class Endpoint {
     const CompletionRequest request = parse_completion_request(http.body);
     std::vector<TokenList> prompts;
     for (const Prompt& prompt : request.prompts) prompts.push_back(tokens_of(prompt));
-    auto answer = start("cmpl-", std::move(prompts), request.sampling, model_.stop_ids, 16, trace);
+    auto answer = start("cmpl-", std::move(prompts), request.sampling, model_.stop_ids, 16, trace, http);
     return respond(answer, false, request.sampling);
   }
 
@@ -94,7 +94,7 @@ class Endpoint {
     const ChatRequest request = parse_chat_request(http.body);
     std::vector<text::TokenId> stop_ids = model_.stop_ids;
     const TokenList prompt = chat_prompt(request, stop_ids);
-    auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace);
+    auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace, http);
     answer->tools = !request.conversation.tools.empty();
     return respond(answer, true, request.sampling);
   }
@@ -157,10 +157,11 @@ class Endpoint {
     }
   }
 
-  // Submits every choice of every prompt. `default_max` < 0: as many tokens as the context leaves.
+  // Submits every choice of every prompt, each ended when `http`'s client leaves. `default_max` < 0: as many tokens
+  // as the context leaves.
   std::shared_ptr<Answer> start(const std::string& prefix, std::vector<TokenList> prompts, const Sampling& sampling,
-                                const std::vector<text::TokenId>& stop_ids, int default_max,
-                                std::optional<Trace> trace) {
+                                const std::vector<text::TokenId>& stop_ids, int default_max, std::optional<Trace> trace,
+                                const HttpRequest& http) {
     auto answer = std::make_shared<Answer>();
     answer->id = random_id(prefix);
     answer->n = sampling.n;
@@ -174,6 +175,8 @@ class Endpoint {
         if (sampling.seed) request.seed = *sampling.seed + static_cast<std::uint64_t>(i);  // n different answers
         answer->choices.push_back(
             std::make_unique<ChoiceReader>(submit(request), *model_.tokenizer, sampling.stop, stop_ids));
+        // A copy: a streamed answer is read after the handler returned, its request gone.
+        answer->choices.back()->end_when([gone = http.connection_gone] { return gone && gone(); });
       }
     }
     return answer;
@@ -211,6 +214,7 @@ class Endpoint {
   void read_all(Answer& answer) {
     for (auto& choice : answer.choices) {
       choice->read_to_end();
+      if (choice->client_gone()) throw HttpError(499, "the client closed its connection", "invalid_request_error");
       if (choice->finish_reason() == "error")
         throw HttpError(500, "generation failed: " + choice->error(), "server_error");
     }
@@ -355,7 +359,8 @@ class Endpoint {
       if (answer.tools || (delta.text.empty() && delta.tokens.empty())) continue;  // tool calls: sent whole at the end
       if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
     }
-    if (choice.finish_reason() == "error")  // not traced
+    if (choice.client_gone()) return false;  // seen while tool calls were held back: not traced
+    if (choice.finish_reason() == "error")   // not traced
       return write(
           event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
     record(answer, i);

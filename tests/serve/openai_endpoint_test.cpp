@@ -115,6 +115,31 @@ BOOST_AUTO_TEST_CASE(chat_goes_through_the_template_and_stops_at_its_end_token) 
   BOOST_TEST((std::find(sent.stop_tokens.begin(), sent.stop_tokens.end(), im_end) != sent.stop_tokens.end()));
 }
 
+// A client that gives up on an answer (its timeout, then a retry: the OpenAI SDK's way) ends its generation: the
+// answer held a decode row to its end before, and a weight load waits for every running sequence.
+BOOST_AUTO_TEST_CASE(a_client_that_leaves_ends_its_generation) {
+  for (const bool stream : {false, true}) {
+    Served served;
+    served.generator.answer_text(std::string(2000, 'a'));  // 10 s at 5 ms a token
+    served.generator.per_token = std::chrono::milliseconds(5);
+    httplib::Client impatient("127.0.0.1", served.server.port());
+    impatient.set_bearer_token_auth(token.c_str());
+    impatient.set_read_timeout(std::chrono::milliseconds(300));
+    json request = hello_chat;
+    request["stream"] = stream;
+    request["tools"] = {add_tool};  // streamed tool calls are held back to the end: no write sees the client leave
+    BOOST_TEST(!impatient.Post("/v1/chat/completions", request.dump(), "application/json"));
+    impatient.stop();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (served.generator.cancelled_streams() == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    BOOST_TEST(served.generator.cancelled_streams() == 1, (stream ? "streamed" : "whole"));
+    BOOST_TEST(served.ok("/v1/chat/completions", {{"messages", hello_chat["messages"]},
+                                                  {"max_tokens", 2}})["choices"][0]["message"]["content"] ==
+               "aa");  // the server serves on
+  }
+}
+
 BOOST_AUTO_TEST_CASE(max_tokens_ends_a_choice_with_length) {
   Served served;
   served.generator.answer_text("abcdefgh");
