@@ -16,7 +16,7 @@ GenerationEngine::GenerationEngine(model::Policy& policy, int rows)
       vocab_(policy.vocab_size()),
       max_seq_(policy.architecture().max_seq) {}
 
-std::shared_ptr<serve::GenerationStream> GenerationEngine::submit(serve::GenerationRequest request) {
+void GenerationEngine::check(const serve::GenerationRequest& request) const {
   // What DecodeBatch would refuse on the owning thread is refused here, where the caller can answer 400.
   if (request.prompt.empty()) throw UsageError("the prompt is empty");
   for (std::int32_t id : request.prompt)
@@ -27,15 +27,24 @@ std::shared_ptr<serve::GenerationStream> GenerationEngine::submit(serve::Generat
                                  " tokens leaves no room to answer (the model's ", "context is ", max_seq_,
                                  " tokens)"));
   if (request.max_tokens < 1) throw UsageError("max_tokens must be at least 1");
-  auto stream = std::make_shared<serve::GenerationStream>();
+}
+
+std::vector<std::shared_ptr<serve::GenerationStream>> GenerationEngine::submit_group(
+    std::vector<serve::GenerationRequest> requests) {
+  for (const serve::GenerationRequest& request : requests) check(request);
+  std::vector<std::shared_ptr<serve::GenerationStream>> streams;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // Nothing would serve it (its reader would wait for ever, and the HTTP server's stop for that reader).
     if (closed_) throw serve::HttpError(503, "the runner is stopping: " + *closed_, "server_error");
-    waiting_.emplace_back(std::move(request), stream);
+    const std::uint64_t group = ++groups_;
+    for (serve::GenerationRequest& request : requests) {
+      streams.push_back(std::make_shared<serve::GenerationStream>());
+      waiting_.push_back({std::move(request), streams.back(), group});
+    }
   }
   arrived_.notify_one();
-  return stream;
+  return streams;
 }
 
 void GenerationEngine::resume(std::uint64_t policy_version) {
@@ -51,7 +60,7 @@ void GenerationEngine::wait_for_work(double seconds) {
 
 bool GenerationEngine::step() {
   drop_cancelled();
-  if (!draining_) admit();
+  admit();
   if (batch_->idle()) return false;
   std::vector<model::SequenceToken> tokens;
   try {
@@ -78,15 +87,19 @@ void GenerationEngine::fail_batch(const std::string& why) {
 
 void GenerationEngine::admit() {
   // Only as many as there are free rows: a request waits here, not inside the batch, so that drain() holds it back.
-  std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> admitted;
+  // While draining, only the rest of a response already begun: its choices all run on the version it began on.
+  std::deque<Waiting> admitted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    while (!waiting_.empty() && batch_->live() + batch_->queued() + admitted.size() < std::size_t(rows_)) {
+    while (!waiting_.empty() && batch_->live() + batch_->queued() + admitted.size() < std::size_t(rows_) &&
+           (!draining_ || waiting_.front().group == admitting_)) {
+      admitting_ = waiting_.front().group;
       admitted.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
     }
+    if (waiting_.empty() || waiting_.front().group != admitting_) admitting_.reset();  // that response is all in
   }
-  for (auto& [request, stream] : admitted) {
+  for (auto& [request, stream, group] : admitted) {
     if (stream->cancelled()) {
       stream->finish(serve::Finish::cancelled);
       continue;
@@ -110,13 +123,14 @@ void GenerationEngine::admit() {
 }
 
 void GenerationEngine::close(const std::string& why) {
-  std::deque<std::pair<serve::GenerationRequest, std::shared_ptr<serve::GenerationStream>>> waiting;
+  std::deque<Waiting> waiting;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     waiting.swap(waiting_);
+    admitting_.reset();
     closed_ = why;
   }
-  for (auto& entry : waiting) entry.second->finish(serve::Finish::error, why);
+  for (Waiting& entry : waiting) entry.stream->finish(serve::Finish::error, why);
   for (auto& [sequence, stream] : live_) {
     batch_->cancel(sequence);
     stream->finish(serve::Finish::error, why);

@@ -56,4 +56,10 @@ std::uint64_t GenerationStream::policy_version() const {
   return version_;
 }
 
+std::shared_ptr<GenerationStream> Generator::submit(GenerationRequest request) {
+  std::vector<GenerationRequest> one;
+  one.push_back(std::move(request));
+  return submit_group(std::move(one)).front();
+}
+
 }  // namespace arclight::serve

@@ -169,15 +169,19 @@ class Endpoint {
     answer->temperature = sampling.temperature;
     answer->logprobs = sampling.logprobs;
     answer->prompts = std::move(prompts);
+    std::vector<GenerationRequest> requests;
     for (const TokenList& prompt : answer->prompts) {
       GenerationRequest request = generation_request(prompt, sampling, stop_ids, default_max);
       for (int i = 0; i < sampling.n; ++i) {
         if (sampling.seed) request.seed = *sampling.seed + static_cast<std::uint64_t>(i);  // n different answers
-        answer->choices.push_back(
-            std::make_unique<ChoiceReader>(submit(request), *model_.tokenizer, sampling.stop, stop_ids));
-        // A copy: a streamed answer is read after the handler returned, its request gone.
-        answer->choices.back()->end_when([gone = http.connection_gone] { return gone && gone(); });
+        requests.push_back(request);
       }
+    }
+    for (std::shared_ptr<GenerationStream>& stream : submit(std::move(requests))) {
+      answer->choices.push_back(
+          std::make_unique<ChoiceReader>(std::move(stream), *model_.tokenizer, sampling.stop, stop_ids));
+      // A copy: a streamed answer is read after the handler returned, its request gone.
+      answer->choices.back()->end_when([gone = http.connection_gone] { return gone && gone(); });
     }
     return answer;
   }
@@ -203,9 +207,9 @@ class Endpoint {
     return request;
   }
 
-  std::shared_ptr<GenerationStream> submit(const GenerationRequest& request) {
+  std::vector<std::shared_ptr<GenerationStream>> submit(std::vector<GenerationRequest> requests) {
     try {
-      return generator_.submit(request);
+      return generator_.submit_group(std::move(requests));
     } catch (const UsageError& e) {
       throw HttpError(400, e.what(), "invalid_request_error");
     }

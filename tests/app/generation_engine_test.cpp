@@ -110,6 +110,41 @@ BOOST_AUTO_TEST_CASE(new_weights_wait_until_the_responses_under_way_have_ended) 
   BOOST_TEST(during->policy_version() == 2u);
 }
 
+// A response of more choices than free rows (n = 6 on 4 rows) that new weights catch half admitted: its other choices
+// still run on its version, then the weights load. (They joined the next version's batch, one GRPO group of two.)
+BOOST_AUTO_TEST_CASE(a_response_larger_than_the_free_rows_runs_whole_on_one_version) {
+  model::Policy policy(small_model(), 40, 1);
+  model::Policy other(small_model(), 40, 2);
+  app::GenerationEngine engine(policy, 4);
+  engine.resume(1);
+  const std::vector<std::int32_t> prompt{3, 1, 4};
+  const auto old_answer = policy.generate({prompt}, 6, model::Sampling{0, 0, 1.0})[0].tokens;
+  BOOST_REQUIRE(old_answer != other.generate({prompt}, 6, model::Sampling{0, 0, 1.0})[0].tokens);
+  const auto group = engine.submit_group(std::vector<serve::GenerationRequest>(6, greedy(prompt, 6)));
+  engine.step();  // four of the six under way
+  engine.drain();
+  const auto next = engine.submit(greedy(prompt, 6));  // a new response: waits for the next version
+  int steps = 0;
+  while (!engine.drained() && ++steps < 1000) engine.step();
+  BOOST_REQUIRE(engine.drained());
+  for (const auto& choice : group) {
+    BOOST_TEST((choice->finish_reason() == serve::Finish::length));
+    BOOST_TEST(read_all(*choice) == old_answer);
+    BOOST_TEST(choice->policy_version() == 1u);
+  }
+  BOOST_TEST((next->finish_reason() == serve::Finish::running));
+  // A group with one request the engine cannot run is refused whole, nothing of it queued.
+  std::vector<serve::GenerationRequest> one_bad(2, greedy(prompt, 6));
+  one_bad[1].prompt = {99};
+  BOOST_CHECK_THROW(engine.submit_group(one_bad), UsageError);
+  const auto weights = other.flat_parameters();
+  policy.load_flat_parameters(weights.data(), weights.size());
+  engine.resume(2);
+  run_until_finished(engine, {next});
+  BOOST_TEST(next->policy_version() == 2u);
+  BOOST_TEST(!engine.step());  // nothing of the refused group ran
+}
+
 BOOST_AUTO_TEST_CASE(cancelled_and_closed_requests_end_and_bad_ones_are_refused) {
   model::Policy policy(small_model(), 40, 1);
   app::GenerationEngine engine(policy, 2);

@@ -37,13 +37,17 @@ class ScriptedGenerator : public Generator {
   }
   void answer_text(const std::string& text) { answer.assign(text.begin(), text.end()); }
 
-  std::shared_ptr<GenerationStream> submit(GenerationRequest request) override {
-    if (request.prompt.empty()) throw UsageError("an empty prompt");
-    auto stream = std::make_shared<GenerationStream>();
+  std::vector<std::shared_ptr<GenerationStream>> submit_group(std::vector<GenerationRequest> requests) override {
+    for (const GenerationRequest& request : requests)
+      if (request.prompt.empty()) throw UsageError("an empty prompt");
+    std::vector<std::shared_ptr<GenerationStream>> streams;
     std::lock_guard<std::mutex> lock(mutex_);
-    requests_.push_back(request);
-    threads_.emplace_back([this, stream, request, answer = answer] { run(*stream, request, answer); });
-    return stream;
+    for (const GenerationRequest& request : requests) {
+      auto stream = streams.emplace_back(std::make_shared<GenerationStream>());
+      requests_.push_back(request);
+      threads_.emplace_back([this, stream, request, answer = answer] { run(*stream, request, answer); });
+    }
+    return streams;
   }
 
   std::vector<GenerationRequest> requests() const {

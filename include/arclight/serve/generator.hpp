@@ -64,9 +64,13 @@ class GenerationStream {
 class Generator {
  public:
   virtual ~Generator() = default;
-  // Thread-safe. Throws UsageError for a request it cannot run (a prompt that leaves no room to answer, a token
-  // outside the vocabulary): the endpoint answers 400; HttpError for one it will not (a generator closed: 503).
-  virtual std::shared_ptr<GenerationStream> submit(GenerationRequest request) = 0;
+  // Thread-safe. The requests of one response (its n choices, its prompts), answered under one policy version, one
+  // stream each in their order. Throws, taking none, UsageError for a request it cannot run (a prompt that leaves no
+  // room to answer, a token outside the vocabulary): the endpoint answers 400; HttpError for one it will not (a
+  // generator closed: 503).
+  virtual std::vector<std::shared_ptr<GenerationStream>> submit_group(std::vector<GenerationRequest> requests) = 0;
+  // A response of one request.
+  std::shared_ptr<GenerationStream> submit(GenerationRequest request);
 };
 
 }  // namespace arclight::serve
