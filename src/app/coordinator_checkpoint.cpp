@@ -271,15 +271,15 @@ void Coordinator::check_same_model(const std::string& path, const std::string& s
 }
 
 // Once every trainer has its state: one timeline from here on. A version resumed from in
-// this run's checkpoint directory becomes LATEST, and the next version adds to its logs; a
-// version named by --resume PATH sets later ones aside (else --resume auto would go back to
-// them). A fresh run, or one resumed from another directory, sets an old directory aside.
+// this run's checkpoint directory becomes LATEST, and the next version adds to its logs; the
+// versions after it (named by --resume PATH, or skipped by auto as not reading: an I/O error
+// that passes reads the same) are set aside, else a later --resume auto would go back to them
+// and leave this run's versions behind. A fresh run, or one resumed from another directory,
+// sets an old directory aside.
 void Coordinator::commit_resume(const ckpt::Checkpoint* restored) {
   if (restored && resumed_in_place_) {
-    if (resume_ != "auto") {
-      const std::string set_aside = ckpt::supersede_newer_versions(checkpoint_dir_, restored->step);
-      if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside: ", set_aside);
-    }
+    const std::string set_aside = ckpt::supersede_newer_versions(checkpoint_dir_, restored->step);
+    if (!set_aside.empty()) log::warn("versions after the one resumed from are set aside: ", set_aside);
     ckpt::set_latest(checkpoint_dir_, std::filesystem::path(restored_path_).filename().string());
     std::tie(logs_.history, logs_.spans) = imported_log_lengths_;
     logs_.history_bytes = restored->store_history_offset + restored->store_history.size();

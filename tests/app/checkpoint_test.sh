@@ -60,6 +60,11 @@ printf '\xff\xff\xff\xff' | dd of="$work/a/checkpoints/v00000014.h5" bs=1 seek=$
 train 4 "$work/a" --run.steps 13 --resume auto
 check 'grep -q "skipping checkpoint .*v00000014.h5" "$work/err"' "no warning for the corrupt version: $(cat "$work/err")"
 check 'grep -q "^step=13 version=13 " "$work/out"' "did not resume from step 12: $(grep -o "^step=[0-9]*" "$work/out" | head -2)"
+# ... and set aside: once the run goes on from step 12, a later --resume auto must not go back to it (a read error
+# that passed, not damage, would make it read).
+check 'grep -q "versions after the one resumed from are set aside: v00000014.h5" "$work/err" &&
+  [ ! -e "$work/a/checkpoints/v00000014.h5" ] && ls "$work/a/checkpoints/v00000014.h5.superseded-"* >/dev/null' \
+  "the skipped version is not set aside: $(ls "$work/a/checkpoints" | xargs)"
 
 # 3b. A version whose store does not read back while its model does: the trainers, which read their
 # shares while rank 0 imports the store, load the version before with rank 0, and the runners get its weights.
