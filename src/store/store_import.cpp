@@ -1,5 +1,7 @@
 // MemoryStore's state from a checkpoint: the import, whole or lazy (store_snapshot.cpp writes it; store_release.cpp
 // reads back, on a query, what a lazy import left in the checkpoint).
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "arclight/core/bytes.hpp"
@@ -151,6 +153,15 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
       kept_out.resources_released > resources_count || rollout_count - kept_out.rollout_base > entries ||
       attempt_count - kept_out.attempt_base > entries || resources_count > entries)
     throw DecodeError("store snapshot: counts beyond its size");
+  // The lost segments' bytes above are only what the version's links claim. The records in memory were in the saving
+  // rank's memory: more of them than this machine's memory holds is a forged count (its allocation would end the
+  // rank), not a store to rebuild.
+  const double record_bytes = double(rollout_count - kept_out.rollout_base) * sizeof(RolloutRecord) +
+                              double(attempt_count - kept_out.attempt_base) * sizeof(AttemptRecord) +
+                              double(resources_count) * sizeof(ResourcesVersion);
+  if (record_bytes > double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)))
+    throw DecodeError(log::concat("store snapshot: counts of records (", rollout_count, " rollouts, ", attempt_count,
+                                  " attempts) past this machine's memory"));
   rollout_base_ = kept_out.rollout_base;
   attempt_base_ = kept_out.attempt_base;
   rollouts_.resize(rollout_count - rollout_base_);

@@ -250,6 +250,13 @@ BOOST_AUTO_TEST_CASE(a_store_exports_and_imports_its_state_and_requeues_what_was
   BOOST_CHECK_THROW(other.import_state(snap(before).tables.substr(0, 40), snap(before).history, ""), DecodeError);
   MemoryStore another(clock);
   BOOST_CHECK_THROW(another.import_state(snap(before).tables, snap(before).history, "garbage"), DecodeError);
+  // Counts that only the bytes a damaged segment's link claims could hold (a forged version: 2^62 bytes lost) are
+  // refused before anything is allocated for them, not a length_error or a rank killed for its memory.
+  std::string forged = snap(before).tables;
+  const std::uint64_t huge = std::uint64_t(1) << 40;
+  forged.replace(8, 8, reinterpret_cast<const char*>(&huge), 8);  // after magic and format: the rollouts' count
+  MemoryStore forged_store(clock);
+  BOOST_CHECK_THROW(forged_store.import_state(forged, snap(before).history, "", std::uint64_t(1) << 62), DecodeError);
 }
 
 // A checkpoint's logs as an archive: the reads are counted.
