@@ -235,7 +235,12 @@ AttemptedRollout MemoryStore::start_attempt(RolloutId rollout_id, const std::str
 
 // ---- spans and updates ---------------------------------------------------------------
 
-MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, AttemptId attempt_id, double now) {
+MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, AttemptId attempt_id,
+                                                     std::uint64_t sequence_id, double now) {
+  // The rollout's counter takes the largest id given, and the next span without one the id after it: one near 2^64
+  // would wrap it to 0, which says "refused". Ids a JSON number holds exactly are plenty.
+  if (sequence_id > max_sequence_id)
+    throw StoreError(StoreError::invalid_argument, log::concat("sequence_id ", sequence_id, " is past 2^53"));
   RolloutRecord& rollout = rollout_record(rollout_id);
   AttemptRecord& rec = attempt_record(rollout, attempt_id);
   Attempt& a = rec.attempt;
@@ -297,7 +302,8 @@ std::vector<std::uint64_t> MemoryStore::add_each(std::size_t count, const Add& a
 
 std::uint64_t MemoryStore::add_span(Span span) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), span.sequence_id, record_of(span));
+  return store_record(span_target(span.rollout_id, span.attempt_id, span.sequence_id, clock_.now()), span.sequence_id,
+                      record_of(span));
 }
 
 std::uint64_t MemoryStore::next_sequence_id(RolloutId rollout_id) {
@@ -307,21 +313,21 @@ std::uint64_t MemoryStore::next_sequence_id(RolloutId rollout_id) {
 
 std::vector<std::uint64_t> MemoryStore::add_spans(std::vector<Span> spans) {
   return add_each(spans.size(), [&](std::size_t i, double now) {
-    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), spans[i].sequence_id,
-                        record_of(spans[i]));
+    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, spans[i].sequence_id, now),
+                        spans[i].sequence_id, record_of(spans[i]));
   });
 }
 
 std::uint64_t MemoryStore::add_span_record(const SpanRecordView& span) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return store_record(span_target(span.rollout_id, span.attempt_id, clock_.now()), span.sequence_id,
+  return store_record(span_target(span.rollout_id, span.attempt_id, span.sequence_id, clock_.now()), span.sequence_id,
                       std::string(span.body));
 }
 
 std::vector<std::uint64_t> MemoryStore::add_span_records(const std::vector<SpanRecordView>& spans) {
   return add_each(spans.size(), [&](std::size_t i, double now) {
-    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, now), spans[i].sequence_id,
-                        std::string(spans[i].body));
+    return store_record(span_target(spans[i].rollout_id, spans[i].attempt_id, spans[i].sequence_id, now),
+                        spans[i].sequence_id, std::string(spans[i].body));
   });
 }
 

@@ -153,6 +153,14 @@ inline void sequence_ids_count_per_rollout_and_given_ids_are_kept(Harness& h) {
   for (const Span& span : s.query_spans(f, {}).items) order.push_back(span.sequence_id);
   BOOST_TEST(order == (std::vector<std::uint64_t>{1, 2, 3, 10, 11}));
   expect_refused([&] { s.next_sequence_id(999999); }, StoreError::not_found);
+  // An id past what JSON holds exactly is refused: 2^64 - 1 took the counter there, and the next span's id wrapped to
+  // 0, which says "refused or sent again".
+  Span wrapping = span_of(second, "wrapping");
+  wrapping.sequence_id = ~std::uint64_t(0);
+  expect_refused([&] { s.add_span(wrapping); }, StoreError::invalid_argument);
+  wrapping.sequence_id = max_sequence_id;
+  BOOST_TEST(s.add_span(wrapping) == max_sequence_id);
+  BOOST_TEST(s.add_span(span_of(second)) == max_sequence_id + 1);
 }
 
 // Agent Lightning's clients and OTLP exporters send a span again when its answer was lost: it is kept once.

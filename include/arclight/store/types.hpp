@@ -109,12 +109,15 @@ struct Attribute {
   bool operator==(const Attribute& o) const { return key == o.key && value == o.value; }
 };
 
+// The largest sequence id a span may name: what a JSON number holds exactly (a store refuses more).
+inline constexpr std::uint64_t max_sequence_id = std::uint64_t(1) << 53;
+
 struct Span {
   RolloutId rollout_id = 0;
   AttemptId attempt_id = 0;
   // One counter per rollout (Agent Lightning's): a span added with 0 gets the next, one added with an id
   // (reserved by Store::next_sequence_id, or shared by the spans of one call) keeps it. Spans come back in its order.
-  std::uint64_t sequence_id = 0;
+  std::uint64_t sequence_id = 0;  // at most max_sequence_id
   std::string trace_id;
   std::string span_id;
   std::string parent_id;
