@@ -155,9 +155,21 @@ void StoreServer::handle(int source, std::string_view message) {
 }
 
 void StoreServer::answer_parked_waits() {
+  if (parked_.empty()) return;
   const auto now = Clock::now();
+  // A wait is looked at again only once another rollout has ended (or at its deadline): each look reads the rollouts
+  // let go of back from the checkpoint's history, and this runs up to a thousand times a second.
+  const store::Statistics stats = store_->statistics();
+  std::uint64_t ended_rollouts = 0;
+  for (int s = 0; s < store::rollout_status_count; ++s)
+    if (store::is_final(static_cast<store::RolloutStatus>(s))) ended_rollouts += stats.rollouts[s];
   for (std::size_t i = 0; i < parked_.size();) {
     ParkedWait& w = parked_[i];
+    if (w.ended_seen == ended_rollouts && now < w.deadline) {
+      ++i;
+      continue;
+    }
+    w.ended_seen = ended_rollouts;
     std::string answer;
     try {  // a rollout's record read back from the archive may fail: that wait's answer, not rank 0's end
       std::vector<Rollout> ended = store_->wait_for_rollouts(w.ids, 0.0);

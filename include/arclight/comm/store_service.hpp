@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <vector>
 
 #include "arclight/comm/channels.hpp"
@@ -65,6 +66,7 @@ class StoreServer {
     std::uint32_t request_id;
     std::vector<store::RolloutId> ids;
     std::chrono::steady_clock::time_point deadline;
+    std::optional<std::uint64_t> ended_seen;  // the store's ended rollouts at its last look (none: not looked yet)
   };
   struct HeldRequest {
     int source;
