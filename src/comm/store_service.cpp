@@ -73,10 +73,16 @@ StoreServer::~StoreServer() {
     MPI_Request_free(&r.request);
     (void)r.bytes.release();
   }
-  // Replies still in flight go to ranks that are exiting; don't wait for them forever.
-  for (MPI_Request& r : send_requests_) {
-    MPI_Cancel(&r);
-    MPI_Request_free(&r);
+  // Replies still in flight go to ranks that are exiting: waited for as the receives, then let go of, their buffers
+  // left to MPI, which may still read them (a freed buffer under a rendezvous send sent garbage, or crashed).
+  for (std::size_t i = 0; i < send_requests_.size(); ++i) {
+    for (int done = 0; !done && send_requests_[i] != MPI_REQUEST_NULL;) {
+      MPI_Test(&send_requests_[i], &done, MPI_STATUS_IGNORE);
+      if (!done && Clock::now() >= deadline) {
+        MPI_Request_free(&send_requests_[i]);
+        (void)send_buffers_[i].release();
+      }
+    }
   }
 }
 
