@@ -125,10 +125,12 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   // read back; otherwise the one before is tried.
   // In this run's checkpoint directory, the store's logs are read only from where the store that
   // saved had let go of records (they stay in the version, LATEST from here on, for the store to
-  // read back); from another directory, whole.
+  // read back); from another directory, whole. A file there under another name than a version's
+  // (one set aside) is as from another directory: LATEST names versions only.
   std::error_code ec;
-  const bool in_place =
-      resume_ == "auto" || fs::equivalent(resume_, fs::path(checkpoint_dir_) / fs::path(resume_).filename(), ec);
+  const fs::path named = fs::path(resume_).filename();
+  const bool in_place = resume_ == "auto" || (ckpt::is_version_file_name(named.string()) &&
+                                              fs::equivalent(resume_, fs::path(checkpoint_dir_) / named, ec));
   const ckpt::Contents contents = in_place ? ckpt::Contents::restore : ckpt::Contents::no_tensor_data;
   auto accept = [this, &figures, t, contents](const std::string& path, ckpt::Checkpoint& c) {
     check_same_model(path, c.config_toml);

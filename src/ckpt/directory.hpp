@@ -13,8 +13,6 @@ std::vector<std::int64_t> versions_in(const std::string& dir);
 // At most `limit` bytes of a regular file, read without blocking; nullopt when there is none.
 std::optional<std::string> read_small_file(const std::string& path, std::size_t limit);
 
-bool is_version_file_name(const std::string& name);  // v<NNNNNNNN>.h5
-
 // A token that makes a name its own (a write's segment files, a superseded version).
 std::string unique_token();
 

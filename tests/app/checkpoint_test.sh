@@ -77,6 +77,14 @@ check '[ $rc = 0 ] && grep -q "skipping checkpoint .*v00000008.h5: .*fault drill
 check 'grep -q "resuming from .*v00000004.h5" "$work/err" && grep -q "^step=5 version=5 .* staleness=0.00 " "$work/out"' \
   "a store that does not read back: not resumed from the version before: $(grep "^step=5 " "$work/out")"
 
+# 3c. A resume from a version set aside (3b's resume set the skipped version 8 aside): as from another directory,
+# the logs read whole and the directory set aside; LATEST named the set-aside file, which it cannot, and the first
+# save ended the job.
+aside=$(ls -d "$work/u/checkpoints/v00000008.h5.superseded-"* | head -1)
+train 4 "$work/u" --run.steps 10 --checkpoint.every_steps 4 --resume "$aside"
+check '[ $rc = 0 ] && [ "$(cat "$work/u/checkpoints/LATEST")" = v00000010.h5 ] && grep -q "^step=9 " "$work/out"' \
+  "a resume from a version set aside: rc $rc, LATEST $(cat "$work/u/checkpoints/LATEST" 2>&1), $(grep -v "^ " "$work/err" | tail -3)"
+
 # 4. SIGUSR1: a checkpoint at the next step, exit code 3 (requeue), then resume.
 timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 4 "$bin" train --config configs/tiny.toml \
   --run.dir "$work/b" --run.steps 100000 --checkpoint.every_steps 0 >"$work/out" 2>"$work/err" &

@@ -93,6 +93,7 @@ struct WriteOptions {
 };
 
 std::string version_file_name(std::int64_t version);  // v00000042.h5
+bool is_version_file_name(const std::string& name);   // v<NNNNNNNN>.h5
 
 // The file name LATEST holds in `dir`; empty when there is none.
 std::string latest_version(const std::string& dir);
