@@ -292,7 +292,8 @@ void read_attention(const ConfigReader& config, const Defaults* defaults, const 
   if (defaults == &llama && config.boolean("mlp_bias", false))
     config.fail("mlp_bias", "true is not supported (MLP projections with a bias)");
 
-  if (config.has("rope_parameters") && !config.has("rope_scaling")) {  // transformers 5 writes rope_parameters
+  // transformers 5 writes rope_parameters, and reads rope_scaling first unless it is absent or null
+  if (config.find("rope_parameters") && !config.find("rope_scaling")) {
     c.rope_scaling = read_rope_scaling(config, "rope_parameters", file);
     if (const json* p = config.find("rope_parameters"))
       c.rope_theta = ConfigReader(*p, file, "rope_parameters.").number("rope_theta", c.rope_theta);
@@ -512,27 +513,32 @@ std::vector<std::string> HfWeights::names() const {
 std::size_t HfWeights::file_count() const { return state_->files.size(); }
 
 void HfWeights::check_against(const HfConfig& config) const {
-  // A layer count beyond the weights' tensors (each layer has nine or more) is refused before the list of what is
-  // expected is built: that list grows with the layer count (2^31 layers would not fit in memory).
-  if (static_cast<std::size_t>(config.num_hidden_layers) > state_->tensors.size())
+  // Far more layers than the weights' tensors can hold (each layer has nine or more) are refused before the list of
+  // what is expected is built: that list grows with the layer count (2^31 layers would not fit in memory, and a header
+  // of a million empty tensors with as many layers took gigabytes to list as missing). Short of that, what is missing
+  // is listed.
+  constexpr std::uint64_t tensors_per_layer = 9, few = 64;
+  if (std::uint64_t(config.num_hidden_layers) * tensors_per_layer > 2 * state_->tensors.size() + few)
     throw ModelFileError(log::concat(state_->dir, ": the weights do not match config.json: num_hidden_layers ",
-                                     config.num_hidden_layers, " is more than the ", state_->tensors.size(),
+                                     config.num_hidden_layers, " needs far more than the ", state_->tensors.size(),
                                      " tensors the weights hold (each layer has nine or more)"));
-  std::vector<std::string> problems;
+  std::vector<std::string> problems;  // the first max_problems_listed, of problem_count
+  std::size_t problem_count = 0;
+  const auto problem = [&](std::string text) {
+    if (problem_count++ < max_problems_listed) problems.push_back(std::move(text));
+  };
   const auto check = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
     const TensorEntry& e = *state_->tensors.find(name)->second.entry;
     if (e.shape != shape)
-      problems.push_back(
-          log::concat("tensor '", name, "' has shape ", shape_text(e.shape), ", expected ", shape_text(shape)));
+      problem(log::concat("tensor '", name, "' has shape ", shape_text(e.shape), ", expected ", shape_text(shape)));
     if (e.dtype != DType::f32 && e.dtype != DType::f16 && e.dtype != DType::bf16)
-      problems.push_back(
-          log::concat("tensor '", name, "' has dtype ", dtype_name(e.dtype), ", expected F32, F16 or BF16"));
+      problem(log::concat("tensor '", name, "' has dtype ", dtype_name(e.dtype), ", expected F32, F16 or BF16"));
   };
   std::set<std::string, std::less<>> expected;
   for (const ExpectedTensor& t : expected_tensors(config)) {
     expected.insert(t.name);
     if (!has(t.name))
-      problems.push_back(log::concat("tensor '", t.name, "' is missing"));
+      problem(log::concat("tensor '", t.name, "' is missing"));
     else
       check(t.name, t.shape);
   }
@@ -542,14 +548,13 @@ void HfWeights::check_against(const HfConfig& config) const {
       check(name, {config.vocab_size, config.hidden_size});
       continue;
     }
-    problems.push_back(log::concat("tensor '", name, "' is not one a ", config.architecture, " of this config has"));
+    problem(log::concat("tensor '", name, "' is not one a ", config.architecture, " of this config has"));
   }
-  if (problems.empty()) return;
-  std::string message = log::concat(state_->dir, ": the weights do not match config.json (", problems.size(),
-                                    problems.size() == 1 ? " problem):" : " problems):");
-  for (std::size_t i = 0; i < problems.size() && i < max_problems_listed; ++i) message += "\n  " + problems[i];
-  if (problems.size() > max_problems_listed)
-    message += log::concat("\n  and ", problems.size() - max_problems_listed, " more");
+  if (problem_count == 0) return;
+  std::string message = log::concat(state_->dir, ": the weights do not match config.json (", problem_count,
+                                    problem_count == 1 ? " problem):" : " problems):");
+  for (const std::string& p : problems) message += "\n  " + p;
+  if (problem_count > problems.size()) message += log::concat("\n  and ", problem_count - problems.size(), " more");
   throw ModelFileError(message);
 }
 

@@ -163,6 +163,15 @@ BOOST_AUTO_TEST_CASE(llama_config_with_defaults_and_llama3_rope) {
   BOOST_TEST(b.attention_bias);
   BOOST_TEST(b.o_proj_bias);
   BOOST_TEST(expected_tensors(b).size() == expected_tensors(c).size() + 2 * 4);
+  // transformers 5's rope_parameters, beside a rope_scaling that is null (as transformers 5 reads it: rope_scaling or
+  // rope_parameters): its theta and scaling, not the defaults.
+  const HfConfig p = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "rope_scaling": null,
+      "max_position_embeddings": 8192, "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0,
+      "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 1024}})",
+                                     "config.json");
+  BOOST_TEST(p.rope_theta == 500000.0);
+  BOOST_REQUIRE(p.rope_scaling.has_value());
+  BOOST_TEST(p.rope_scaling->type == "llama3");
 }
 
 BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
@@ -323,6 +332,16 @@ BOOST_AUTO_TEST_CASE(weights_not_matching_the_config_are_refused) {
   BOOST_CHECK_EXCEPTION(HfWeights::open(small.dir()).check_against(huge), ModelFileError, [](const ModelFileError& e) {
     return mentions(e, {"num_hidden_layers 2147483647", "the 21 tensors the weights hold"});
   });
+  // As many layers as a header holds empty tensors (a hostile one of a million listed millions of problems, gigabytes
+  // of them): refused before the list.
+  TempDir empties;
+  Tensors empty_tensors;
+  for (int i = 0; i < 1000; ++i) empty_tensors.push_back({"t" + std::to_string(i), {0}});
+  write_weights(empties, empty_tensors);
+  const HfConfig thousand =
+      parse_hf_config(replaced(llama_config, "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1000"), "c");
+  BOOST_CHECK_EXCEPTION(HfWeights::open(empties.dir()).check_against(thousand), ModelFileError,
+                        [](const ModelFileError& e) { return mentions(e, {"needs far more than the 1000 tensors"}); });
   // Many problems: the first ten, then a count.
   expect_weights_refused([](Tensors& t) { t.resize(2); }, {"19 problems", "and 9 more"});
 }
