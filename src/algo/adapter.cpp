@@ -1,6 +1,7 @@
 #include "arclight/algo/adapter.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,10 @@
 
 namespace arclight::algo {
 namespace {
+
+// A sampled token's log-prob: at most 0 (a rounding's worth above it), and above what a token drawn at any chance
+// has (a top-p cut is recorded as -9999, which no drawn token has).
+constexpr float max_logprob = 1e-3f, min_logprob = -1000.0f;
 
 template <class T>
 const T& attribute(const store::Span& span, const char* key) {
@@ -90,6 +95,11 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecor
       call.policy_version = static_cast<std::uint64_t>(attribute<double>(span, "policy_version"));
       if (call.logprobs.size() != call.response.size())
         throw DecodeError("llm span: logprobs and response differ in length");
+      // The loss divides by their exponentials: one NaN or absurd value (an outside client's span) made every
+      // trainer's gradient non-finite, and the whole step was skipped rather than this rollout.
+      for (const float logprob : call.logprobs)
+        if (!std::isfinite(logprob) || logprob > max_logprob || logprob < min_logprob)
+          throw DecodeError(log::concat("llm span: a log-prob of ", logprob, ", not in ", min_logprob, " .. 0"));
       t.calls.push_back(std::move(call));
       rewarded.push_back(false);
     } else if (span.name == span_names::reward) {

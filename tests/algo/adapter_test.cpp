@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "arclight/core/bytes.hpp"
 
@@ -184,6 +185,10 @@ BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
   BOOST_CHECK_THROW(trajectory_of({bare}), DecodeError);
   BOOST_CHECK_THROW(trajectory_of({llm({0}, {1}, {-1.f}, 1), reward(1.0, 3)}), DecodeError);  // no step 3
   BOOST_CHECK_THROW(trajectory_of({llm({0}, {1, 2}, {-1.f}, 1)}), DecodeError);               // logprobs short
+  // Log-probs no drawn token has (an outside client's span): this rollout is refused, not the step's gradient made NaN.
+  for (const float bad : {std::nanf(""), -std::numeric_limits<float>::infinity(), 0.5f, -9999.f})
+    BOOST_CHECK_THROW(trajectory_of({llm({0}, {1, 2}, {-1.f, bad}, 1)}), DecodeError);
+  trajectory_of({llm({0}, {1, 2}, {0.f, -999.f}, 1)});  // certain, and most unlikely: both drawn tokens' log-probs
 }
 
 BOOST_AUTO_TEST_CASE(each_action_token_keeps_the_temperature_of_its_call) {
