@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
@@ -145,12 +146,12 @@ void AgentProcesses::stop() {
 bool AgentProcesses::kill_worker(const std::string& worker_id) {
   const std::string prefix = options_.worker_id_prefix + "-w";
   if (worker_id.rfind(prefix, 0) != 0) return false;
+  // The id whole: "<prefix>-w0-1" (an agent's name for one of its episodes) is not worker 0's, whose restart
+  // std::stoul killed for it.
+  const std::string_view digits = std::string_view(worker_id).substr(prefix.size());
   std::size_t index = 0;
-  try {
-    index = std::stoul(worker_id.substr(prefix.size()));
-  } catch (const std::exception&) {
-    return false;
-  }
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) return false;
   std::lock_guard<std::mutex> lock(shared_->mutex);
   // The agent stays a zombie until its guard has killed what is left of its group. Its group's id could be another's
   // by this signal only if a whole round of pids (32,768 on many machines) went by between the guard reaping it and

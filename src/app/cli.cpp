@@ -230,8 +230,9 @@ void bind_runner(ConfigBinder& b, Config& c) {
       ->check(CLI::Range(0, 65535));
   b.opt("runner.http_max_body_bytes", c.runner.http_max_body_bytes, "a larger request body is refused (413)")
       ->check(CLI::Range(std::size_t(1024), std::size_t(1) << 32));
+  // Bounded: a timeout of 1e10 s (meant as "never") overflowed the connections' deadlines into the past.
   b.opt("runner.http_timeout_seconds", c.runner.http_timeout_seconds, "idle or half-sent connections close after this")
-      ->check(positive);
+      ->check(number_at_least(0, false, "a positive number of seconds up to 604800 (a week)", 7 * 86400.0));
   b.opt("runner.decode_rows", c.runner.decode_rows, "sequences a runner's endpoint decodes together")
       ->check(CLI::Range(1, 4096));
 }

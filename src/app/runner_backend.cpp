@@ -89,17 +89,25 @@ std::vector<store::AttemptedRollout> RunnerBackend::dequeue(const std::string& w
     if (!got.empty()) {
       // Held first: while they wait for their version, their worker's death or their timeout still fails them.
       for (const auto& ar : got) book_.hold(ar, holder);
-      wait_for_version(got, gone);
-      if (gone()) {
-        // The client left while its rollouts came (it died, or gave up waiting): they would be held for it until the
-        // episode's timeout, and its restart, which has the same worker id, killed for them.
+      const auto fail_those_still_held = [&] {
         std::vector<AttemptKey> dropped;
         for (const auto& ar : got)
           if (book_.release(ar.rollout.id, ar.attempt.id)) dropped.emplace_back(ar.rollout.id, ar.attempt.id);
-        log::warn("the agent that asked for rollouts (", holder.empty() ? "unnamed" : holder, ") left before it got ",
-                  got.size() == 1 ? "it" : "them", ": ", dropped.size(),
-                  dropped.size() == 1 ? " attempt fails" : " attempts fail");
         fail_attempts(spans_, dropped);
+        return dropped.size();
+      };
+      try {
+        wait_for_version(got, gone);
+      } catch (...) {  // the store did not answer: held with no clock, they would wait for the store's own timeout
+        fail_those_still_held();
+        throw;
+      }
+      if (gone()) {
+        // The client left while its rollouts came (it died, or gave up waiting): they would be held for it until the
+        // episode's timeout, and its restart, which has the same worker id, killed for them.
+        const std::size_t failed = fail_those_still_held();
+        log::warn("the agent that asked for rollouts (", holder.empty() ? "unnamed" : holder, ") left before it got ",
+                  got.size() == 1 ? "it" : "them", ": ", failed, failed == 1 ? " attempt fails" : " attempts fail");
         return {};
       }
       book_.start_clocks(got);
@@ -123,9 +131,10 @@ std::optional<store::Attempt> RunnerBackend::update_attempt(store::RolloutId rol
     if (!held) return std::nullopt;
     attempt = *held;
   }
-  if (!book_.holds(rollout, attempt)) return std::nullopt;
   const bool ends = status == store::AttemptStatus::succeeded || status == store::AttemptStatus::failed;
-  if (ends) book_.release(rollout, attempt);
+  // An end takes the attempt from the book in one step: the main thread may fail it in between (its agent died, it
+  // timed out), and both ends went to the store.
+  if (ends ? !book_.release(rollout, attempt) : !book_.holds(rollout, attempt)) return std::nullopt;
   store::AttemptReport report{rollout, attempt, {}};
   report.update.status = status;
   // An end takes the episode's spans along, ahead of it.

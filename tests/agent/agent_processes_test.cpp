@@ -760,6 +760,9 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_takes_every_process_it_started_with_it) {
   BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its children");
   const std::vector<pid_t> escaped = pids_in(file);
   BOOST_REQUIRE(escaped.size() == 2u);
+  // Only the worker's own id names it: an agent's name for one of its episodes, or a sign, is no worker's.
+  for (const char* other : {"-w0-1", "-w+0", "-w 0", "-w", "-w1", "-w99999999999999999999"})
+    BOOST_TEST(!agents.kill_worker(o.worker_id_prefix + other), other);
   BOOST_REQUIRE(agents.kill_worker(o.worker_id_prefix + "-w0"));
   const std::vector<WorkerExit> exits = collect_exits(agents, 1, 10);
   BOOST_REQUIRE(exits.size() == 1u);

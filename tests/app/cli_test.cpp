@@ -243,6 +243,8 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
   BOOST_TEST(parse({"train", "--grpo.group_size", "1"}).error ==
              "config: grpo.group_size = 1: must be at least 2 (a group of one has no advantage)");
   BOOST_TEST(parse({"train", "--grpo.kl_coef", "-1"}).error == "config: grpo.kl_coef = -1: must be a number >= 0");
+  BOOST_TEST(parse({"train", "--runner.http_timeout_seconds", "1e10"}).error ==
+             "config: runner.http_timeout_seconds = 1e10: must be a positive number of seconds up to 604800 (a week)");
   // Sampling is greedy below 1e-5: every rollout of a group alike, nothing to learn from.
   BOOST_TEST(parse({"train", "--grpo.temperature", "1e-6"}).error ==
              "config: grpo.temperature = 1e-6: must be at least 1e-5");
