@@ -54,36 +54,36 @@ void StoreServer::post(std::size_t receive) {
   posted_order_[receive] = posts_++;
 }
 
+namespace {
+// Waits for each request until `deadline`, then lets go of it and leaves its buffer to MPI, which may still use it.
+template <class Buffer>
+void finish_or_abandon(std::vector<MPI_Request>& requests, std::vector<Buffer>& buffers, Clock::time_point deadline) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    for (int done = 0; !done && requests[i] != MPI_REQUEST_NULL;) {
+      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+      if (!done && Clock::now() >= deadline) {
+        MPI_Request_free(&requests[i]);
+        (void)buffers[i].release();
+      }
+    }
+  }
+}
+}  // namespace
+
 StoreServer::~StoreServer() {
   // A receive already matched to a request from a rank that froze mid-send cannot be cancelled, and waiting for it
   // would hold the end of the job: waited for a while, then let go of, its buffer left to it.
   for (MPI_Request& r : posted_requests_)
     if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
   const auto deadline = after(2.0);
-  for (std::size_t i = 0; i < posted_requests_.size(); ++i) {
-    for (int done = 0; !done && posted_requests_[i] != MPI_REQUEST_NULL;) {
-      MPI_Test(&posted_requests_[i], &done, MPI_STATUS_IGNORE);
-      if (!done && Clock::now() >= deadline) {
-        MPI_Request_free(&posted_requests_[i]);
-        (void)posted_buffers_[i].release();
-      }
-    }
-  }
+  finish_or_abandon(posted_requests_, posted_buffers_, deadline);
   for (LargeReceive& r : large_) {
     MPI_Request_free(&r.request);
     (void)r.bytes.release();
   }
-  // Replies still in flight go to ranks that are exiting: waited for as the receives, then let go of, their buffers
-  // left to MPI, which may still read them (a freed buffer under a rendezvous send sent garbage, or crashed).
-  for (std::size_t i = 0; i < send_requests_.size(); ++i) {
-    for (int done = 0; !done && send_requests_[i] != MPI_REQUEST_NULL;) {
-      MPI_Test(&send_requests_[i], &done, MPI_STATUS_IGNORE);
-      if (!done && Clock::now() >= deadline) {
-        MPI_Request_free(&send_requests_[i]);
-        (void)send_buffers_[i].release();
-      }
-    }
-  }
+  // Replies still in flight go to ranks that are exiting: the same, their buffers left to MPI, which may still read
+  // them (a freed buffer under a rendezvous send sent garbage, or crashed).
+  finish_or_abandon(send_requests_, send_buffers_, deadline);
 }
 
 void StoreServer::reply(int source, std::string message) {
