@@ -76,6 +76,8 @@ const CLI::Validator decimal_integer(
     },
     "a decimal integer");
 const CLI::Validator non_negative = number_at_least(0, true, "a number >= 0");
+// The bound of timeouts that become clock deadlines: 1e300 s (meant as "never") overflowed them into the past.
+constexpr double a_week = 7 * 86400.0;
 
 // Binds each field of the configuration to its option --section.key (and TOML key).
 class ConfigBinder {
@@ -120,7 +122,7 @@ void bind_run(ConfigBinder& b, Config& c) {
   b.opt("run.hung_rank_seconds", c.run.hung_rank_seconds,
         "a rank silent this long, or a runner taking no new weights this long, hangs: a runner is fenced, a "
         "trainer ends the job")
-      ->check(number_at_least(2, true, "from 2 to 604800 seconds (a week)", 7 * 86400.0));
+      ->check(number_at_least(2, true, "from 2 to 604800 seconds (a week)", a_week));
 }
 
 void bind_layout(ConfigBinder& b, Config& c) {
@@ -205,7 +207,8 @@ void bind_comm(ConfigBinder& b, Config& c) {
   b.mode("comm.compression", c.comm.compression, "gradients and weights in transit (16-bit: half the bytes)");
   b.opt("comm.store_timeout_seconds", c.comm.store_timeout_seconds,
         "seconds a rank waits for rank 0's store before ending the job")
-      ->check(number_at_least(2, true, "at least 2 (rank 0 says every second that it holds a request)"));
+      ->check(number_at_least(
+          2, true, "from 2 to 604800 seconds (a week; rank 0 says every second that it holds a request)", a_week));
 }
 
 void bind_rollout(ConfigBinder& b, Config& c) {
@@ -224,15 +227,14 @@ void bind_runner(ConfigBinder& b, Config& c) {
       ->check(positive);
   b.opt("runner.span_batch", c.runner.span_batch, "spans per batch sent to the store")->check(positive);
   b.opt("runner.span_flush_seconds", c.runner.span_flush_seconds, "longest a span waits before its batch goes")
-      ->check(positive);
+      ->check(number_at_least(0, false, "a positive number of seconds up to 604800 (a week)", a_week));
   b.opt("runner.http_host", c.runner.http_host, "external agents: the address the runner's endpoint binds to");
   b.opt("runner.http_port", c.runner.http_port, "external agents: the endpoint's port; 0: any free port")
       ->check(CLI::Range(0, 65535));
   b.opt("runner.http_max_body_bytes", c.runner.http_max_body_bytes, "a larger request body is refused (413)")
       ->check(CLI::Range(std::size_t(1024), std::size_t(1) << 32));
-  // Bounded: a timeout of 1e10 s (meant as "never") overflowed the connections' deadlines into the past.
   b.opt("runner.http_timeout_seconds", c.runner.http_timeout_seconds, "idle or half-sent connections close after this")
-      ->check(number_at_least(0, false, "a positive number of seconds up to 604800 (a week)", 7 * 86400.0));
+      ->check(number_at_least(0, false, "a positive number of seconds up to 604800 (a week)", a_week));
   b.opt("runner.decode_rows", c.runner.decode_rows, "sequences a runner's endpoint decodes together")
       ->check(CLI::Range(1, 4096));
 }

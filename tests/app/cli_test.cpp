@@ -245,6 +245,13 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
   BOOST_TEST(parse({"train", "--grpo.kl_coef", "-1"}).error == "config: grpo.kl_coef = -1: must be a number >= 0");
   BOOST_TEST(parse({"train", "--runner.http_timeout_seconds", "1e10"}).error ==
              "config: runner.http_timeout_seconds = 1e10: must be a positive number of seconds up to 604800 (a week)");
+  // Deadlines on the clock: 1e300 s overflowed them into the past (every store call "timed out" at once).
+  BOOST_TEST(parse({"train", "--comm.store_timeout_seconds", "1e300"}).error ==
+             "config: comm.store_timeout_seconds = 1e300: must be from 2 to 604800 seconds (a week; rank 0 says every "
+             "second that it holds a request)");
+  BOOST_TEST(parse({"train", "--runner.span_flush_seconds", "1e300"}).error ==
+             "config: runner.span_flush_seconds = 1e300: must be a positive number of seconds up to 604800 (a week)");
+  BOOST_TEST(parse({"train", "--comm.store_timeout_seconds", "604800"}).error == "");
   // Sampling is greedy below 1e-5: every rollout of a group alike, nothing to learn from.
   BOOST_TEST(parse({"train", "--grpo.temperature", "1e-6"}).error ==
              "config: grpo.temperature = 1e-6: must be at least 1e-5");
