@@ -23,7 +23,7 @@ if [ "${1:-}" = "--fetch" ]; then
   # the -dev packages they depend on (meta-packages such as libboost-test-dev hold no headers; cpp-httplib's
   # pkg-config file needs OpenSSL's, Brotli's and zlib's), less the C and C++ toolchain's, which the machine has.
   direct=(libopenmpi-dev openmpi-bin openmpi-common libhdf5-openmpi-dev libcli11-dev libboost-test-dev
-    libboost-context-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libicu-dev protobuf-compiler
+    libboost-context-dev nlohmann-json3-dev libxxhash-dev libcpp-httplib-dev libpcre2-dev libicu-dev protobuf-compiler
     libprotobuf-dev pkgconf pkgconf-bin hdf5-tools libjemalloc-dev libjemalloc2)
   mapfile -t dev < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
     --no-replaces --no-enhances "${direct[@]}" | grep -E '^[a-z0-9][^ ]*-dev$' | sort -u |

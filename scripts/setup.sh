@@ -16,6 +16,8 @@ packages=(
   libjemalloc-dev
   # safetensors headers (and config.json): outside input, read with a well-fuzzed JSON library
   nlohmann-json3-dev
+  # checkpoints: XXH3-64 beside CRC-32C decides that a tensor did not change (header-only)
+  libxxhash-dev
   # the text module's tokenizers: Unicode regexes of tokenizer.json pre-tokenizers (UTF, UCP, JIT)
   libpcre2-dev
   # Qwen's tokenizer.json normalizes to NFC: ICU's normalizer (Unicode's reference library)

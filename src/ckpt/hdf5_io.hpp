@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -94,6 +95,16 @@ class LinkPolicy {
 hid_t open_file(const std::string& path);
 
 std::uint32_t read_crc(hid_t set, const std::string& what);
+
+// A dataset's bytes, as two checksums: CRC-32C, which every read verifies, and XXH3-64, which with it
+// decides that a dataset did not change since the parent version and links to the parent's copy.
+// CRC-32C alone would pass a changed dataset as unchanged once in 2^32 comparisons, and a long run
+// makes millions: a restore would read stale values whose checksums match.
+struct Checksums {
+  std::uint32_t crc32c = 0;
+  std::uint64_t xxh3 = 0;
+};
+Checksums checksums_of(const void* data, std::size_t bytes);
 // A 1-D dataset's length.
 std::uint64_t extent(hid_t set, const std::string& what);
 // Where a dataset's data lies: the file (device and inode) and the byte range in it.
@@ -142,13 +153,16 @@ struct Held {
   Kind kind = Kind::u8;
   std::uint64_t count = 0;
   std::uint32_t crc = 0;
+  std::optional<std::uint64_t> xxh3;  // none in versions written before it was kept: never linked to
+  // Whether `sums` are the checksums of the bytes held here.
+  bool holds(const Checksums& sums) const { return xxh3 && *xxh3 == sums.xxh3 && crc == sums.crc32c; }
 };
 
 // Every dataset of a version file, by path, into `held` (where its data is, with its checksum),
 // and the files it links to into `linked`; either may be null.
 void walk_links(const std::string& path, std::map<std::string, Held>* held, std::set<std::string>* linked);
 
-void write_attribute(hid_t set, std::uint32_t crc, const std::string& path);
+void write_checksums(hid_t set, const Checksums& sums, const std::string& path);
 // Writes a dataset's data, in pieces of at most 4 MB. A failure names the dataset (`path`), the
 // file and the OS's error.
 void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count, const char* data,
@@ -158,6 +172,6 @@ void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count
 // committed (temporary name, fsync, rename) before any version links to it. Returns the
 // link target's file name, relative to dir.
 std::string write_segment(const std::string& dir, const std::string& name, Kind kind, const void* data,
-                          std::uint64_t count, std::uint32_t crc);
+                          std::uint64_t count, const Checksums& sums);
 
 }  // namespace arclight::ckpt

@@ -7,7 +7,6 @@
 #include <functional>
 #include <map>
 
-#include "arclight/core/crc32c.hpp"
 #include "arclight/core/log.hpp"
 #include "directory.hpp"
 
@@ -50,7 +49,8 @@ void encode_entry(ByteWriter& w, const PlanEntry& e) {
   w.bytes(e.path);
   w.u8(static_cast<std::uint8_t>(e.kind));
   w.u64(e.count);
-  w.u32(e.crc);
+  w.u32(e.sums.crc32c);
+  w.u64(e.sums.xxh3);
   w.u32(static_cast<std::uint32_t>(e.owner));
   w.bytes(e.link_file);
   w.bytes(e.link_object);
@@ -62,7 +62,8 @@ PlanEntry decode_entry(ByteReader& r) {
   e.path = std::string(r.bytes());
   e.kind = static_cast<Kind>(r.u8());
   e.count = r.u64();
-  e.crc = r.u32();
+  e.sums.crc32c = r.u32();
+  e.sums.xxh3 = r.u64();
   e.owner = static_cast<int>(r.u32());
   e.link_file = std::string(r.bytes());
   e.link_object = std::string(r.bytes());
@@ -88,10 +89,10 @@ struct Planner {
   std::vector<PlanEntry> entries;
   bool wrote_whole_log = false;
 
-  void regular(const std::string& path, Kind kind, std::uint64_t count, std::uint32_t crc, int owner) {
-    PlanEntry e{path, kind, count, crc, owner, "", "", 0};
+  void regular(const std::string& path, Kind kind, std::uint64_t count, const Checksums& sums, int owner) {
+    PlanEntry e{path, kind, count, sums, owner, "", "", 0};
     auto it = parent.find(path);
-    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.crc == crc) {
+    if (it != parent.end() && it->second.kind == kind && it->second.count == count && it->second.holds(sums)) {
       e.link_file = it->second.file;
       e.link_object = it->second.object;
     }
@@ -127,7 +128,7 @@ struct Planner {
       bool is_prefix = true;
       for (const auto& [path, held] : segments) {
         if (held.kind != blob.kind || prefix + held.count > blob.count ||
-            crc32c(static_cast<const char*>(blob.data) + prefix * size, held.count * size) != held.crc) {
+            !held.holds(checksums_of(static_cast<const char*>(blob.data) + prefix * size, held.count * size))) {
           is_prefix = false;
           break;
         }
@@ -136,16 +137,16 @@ struct Planner {
       if (!is_prefix) prefix = 0, segments.clear();
     }
     for (const auto& [path, held] : segments)
-      entries.push_back({path, held.kind, held.count, held.crc, 0, held.file, held.object, 0});
+      entries.push_back({path, held.kind, held.count, {held.crc, *held.xxh3}, 0, held.file, held.object, 0});
     if (blob.count > prefix || segments.empty()) {
       const char* tail = static_cast<const char*>(blob.data) + prefix * size;
       const std::uint64_t count = blob.count - prefix;
-      const std::uint32_t crc = crc32c(tail, count * size);
+      const Checksums sums = checksums_of(tail, count * size);
       std::string file_name = blob.path.substr(1);
       std::replace(file_name.begin(), file_name.end(), '/', '.');
       file_name += "." + segment_name(version) + "-" + token + ".h5";
-      const std::string file = write_segment(dir, file_name, blob.kind, tail, count, crc);
-      entries.push_back({blob.path + "/" + segment_name(version), blob.kind, count, crc, 0, file, "/data", 0});
+      const std::string file = write_segment(dir, file_name, blob.kind, tail, count, sums);
+      entries.push_back({blob.path + "/" + segment_name(version), blob.kind, count, sums, 0, file, "/data", 0});
     }
   }
 };
@@ -193,8 +194,10 @@ Parent choose_parent(Planner& planner, int full_every) {
 void plan_meta(Planner& planner, const Parent& parent, std::vector<Blob>& blobs, std::deque<std::string>& keep) {
   const std::string& name = parent.name;
   keep.push_back(name);
-  planner.entries.push_back({"/meta/parent", Kind::u8, name.size(), crc32c(name.data(), name.size()), 0, "", "", 0});
-  planner.entries.push_back({"/meta/chain", Kind::i64, 1, crc32c(&parent.chain, sizeof parent.chain), 0, "", "", 0});
+  planner.entries.push_back(
+      {"/meta/parent", Kind::u8, name.size(), checksums_of(name.data(), name.size()), 0, "", "", 0});
+  planner.entries.push_back(
+      {"/meta/chain", Kind::i64, 1, checksums_of(&parent.chain, sizeof parent.chain), 0, "", "", 0});
   blobs.push_back({"/meta/parent", Kind::u8, keep.back().data(), name.size(), false});
   keep.emplace_back(reinterpret_cast<const char*>(&parent.chain), sizeof parent.chain);
   blobs.push_back({"/meta/chain", Kind::i64, keep.back().data(), 1, false});
@@ -205,11 +208,12 @@ void plan_meta(Planner& planner, const Parent& parent, std::vector<Blob>& blobs,
       if (e.link_file.empty()) continue;
       lw.bytes(e.path);
       lw.u64(e.count);
-      lw.u32(e.crc);
+      lw.u32(e.sums.crc32c);
     }
   }
   keep.push_back(links);
-  planner.entries.push_back({"/meta/links", Kind::u8, links.size(), crc32c(links.data(), links.size()), 0, "", "", 0});
+  planner.entries.push_back(
+      {"/meta/links", Kind::u8, links.size(), checksums_of(links.data(), links.size()), 0, "", "", 0});
   blobs.push_back({"/meta/links", Kind::u8, keep.back().data(), links.size(), false});
 }
 
@@ -282,7 +286,9 @@ std::string describe_blobs(const std::vector<Blob>& blobs) {
     w.bytes(b.path);
     w.u8(static_cast<std::uint8_t>(b.kind));
     w.u64(b.count);
-    w.u32(crc32c(b.data, b.count * kind_size(b.kind)));
+    const Checksums sums = checksums_of(b.data, b.count * kind_size(b.kind));
+    w.u32(sums.crc32c);
+    w.u64(sums.xxh3);
   }
   return described;
 }
@@ -303,7 +309,10 @@ std::string plan_version(const std::string& dir, std::int64_t version, const Wri
       std::string path(in.bytes());
       const Kind kind = static_cast<Kind>(in.u8());
       const std::uint64_t count = in.u64();
-      planner.regular(path, kind, count, in.u32(), static_cast<int>(r));
+      Checksums sums;
+      sums.crc32c = in.u32();
+      sums.xxh3 = in.u64();
+      planner.regular(path, kind, count, sums, static_cast<int>(r));
     }
   }
   for (const Blob& b : blobs)

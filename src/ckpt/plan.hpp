@@ -38,13 +38,13 @@ struct PlanEntry {
   std::string path;
   Kind kind = Kind::u8;
   std::uint64_t count = 0;
-  std::uint32_t crc = 0;
+  Checksums sums;
   int owner = 0;                       // the rank of the write's communicator that writes the data
   std::string link_file, link_object;  // set: an external link instead of data
   std::uint64_t offset = 0;            // an append-only blob's segment: where it starts, in elements
 };
 
-// What a rank holds, for rank 0 to plan with: path, kind, count and checksum of each blob
+// What a rank holds, for rank 0 to plan with: path, kind, count and checksums of each blob
 // but the append-only ones (rank 0's, planned there).
 std::string describe_blobs(const std::vector<Blob>& blobs);
 

@@ -134,7 +134,7 @@ void write_entries(const VersionWrite& w, hid_t file, const std::vector<PlanEntr
     if (e.owner == w.me && e.count > 0)
       write_in_pieces(set.id, space.id, e.kind, e.count, static_cast<const char*>(by_path.at(e.path)->data), e.path,
                       w.tmp_path);
-    write_attribute(set.id, e.crc, e.path);
+    write_checksums(set.id, e.sums, e.path);
   }
 }
 

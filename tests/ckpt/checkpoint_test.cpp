@@ -2,11 +2,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "arclight/ckpt/inspect.hpp"
+#include "arclight/core/crc32c.hpp"
 #include "same_checkpoint.hpp"
 #include "../temp_dir.hpp"
 
@@ -199,6 +201,66 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
   BOOST_TEST(removed.size() == 4u);  // the span log's four segments; v5 links to v4's tensors
   BOOST_TEST(fs::exists(dir.path / "v00000004.h5"));
   expect_same(load_latest(d)->second, rewritten);
+}
+
+namespace {
+
+// Sets the low bytes of values[at .. at + 5] so that the values' CRC-32C becomes `wanted`. The checksum is affine in
+// the bytes (linear after its conditioning), so the 48 free bits are solved for over GF(2).
+void force_crc32c(std::vector<float>& values, std::size_t at, std::uint32_t wanted) {
+  constexpr int free_bits = 48;
+  auto* bytes = reinterpret_cast<unsigned char*>(values.data());
+  const std::size_t size = values.size() * sizeof(float);
+  auto flip = [&](int bit) {
+    bytes[(at + std::size_t(bit / 8)) * sizeof(float)] ^= static_cast<unsigned char>(1u << (bit % 8));
+  };
+  for (int b = 0; b < free_bits; b += 8) bytes[(at + std::size_t(b / 8)) * sizeof(float)] = 0;
+  const std::uint32_t base = crc32c(bytes, size);
+  // Each row: the checksum's change when a set of free bits flips, and that set.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> rows;
+  for (int bit = 0; bit < free_bits; ++bit) {
+    flip(bit);
+    rows.push_back({crc32c(bytes, size) ^ base, std::uint64_t(1) << bit});
+    flip(bit);
+  }
+  std::uint32_t target = base ^ wanted;
+  std::uint64_t chosen = 0;
+  for (int pivot = 31; pivot >= 0; --pivot) {  // elimination, highest bit first
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return (r.first >> pivot) & 1; });
+    BOOST_REQUIRE(row != rows.end());
+    const auto p = *row;
+    rows.erase(row);
+    for (auto& r : rows)
+      if ((r.first >> pivot) & 1) r.first ^= p.first, r.second ^= p.second;
+    if ((target >> pivot) & 1) target ^= p.first, chosen ^= p.second;
+  }
+  for (int bit = 0; bit < free_bits; ++bit)
+    if ((chosen >> bit) & 1) flip(bit);
+}
+
+}  // namespace
+
+// A changed tensor whose CRC-32C happens to match its parent's (once in 2^32 comparisons; a long run makes
+// millions) is written anew: linking it would restore the old values, and every check would pass.
+BOOST_AUTO_TEST_CASE(a_changed_tensor_whose_crc32c_matches_is_written_not_linked) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions incremental;
+  incremental.full_every = 3;
+  write_checkpoint(d, 1, frozen_base(1), incremental);
+  Checkpoint changed = frozen_base(2);
+  const std::vector<float> embed(changed.parameters.begin(), changed.parameters.begin() + 400);
+  for (int i = 0; i < 10; ++i) changed.parameters[i] = 0.75f;
+  std::vector<float> forged(changed.parameters.begin(), changed.parameters.begin() + 400);
+  force_crc32c(forged, 360, crc32c(embed.data(), embed.size() * sizeof(float)));
+  BOOST_REQUIRE(crc32c(forged.data(), forged.size() * sizeof(float)) ==
+                crc32c(embed.data(), embed.size() * sizeof(float)));
+  BOOST_REQUIRE(forged != embed);
+  std::copy(forged.begin(), forged.end(), changed.parameters.begin());
+  const std::string v2 = write_checkpoint(d, 2, changed, incremental);
+  expect_same(read_checkpoint(v2), changed);
+  // The frozen tensors still link: the same bytes have the same checksums.
+  BOOST_TEST(version_sizes(v2).linked >= 2u * 500 * sizeof(float));
 }
 
 BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {

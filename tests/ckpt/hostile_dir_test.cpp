@@ -271,6 +271,35 @@ BOOST_AUTO_TEST_CASE(two_datasets_on_the_same_bytes_skip_the_version) {
 }
 
 // A negative policy version would reach the runners as the weight channel's end of training.
+// A version written before datasets carried XXH3-64 (only CRC-32C) restores, and a version incremental on it writes
+// such a dataset anew rather than trusting the CRC alone to link it.
+BOOST_AUTO_TEST_CASE(a_parent_dataset_without_xxh3_is_written_anew_not_linked) {
+  TempDir dir;
+  write_versions(dir, 1);
+  const fs::path v1 = fs::path(dir.dir()) / "v00000001.h5";
+  {
+    Edit e(v1);
+    BOOST_REQUIRE(H5Adelete_by_name(e.file, "/optim/exp_avg/all", "xxh3_64", H5P_DEFAULT) >= 0);
+  }
+  BOOST_TEST(read_checkpoint(v1.string()).exp_avg == growing(1).exp_avg);
+  WriteOptions incremental;
+  incremental.full_every = 100;
+  const std::string v2 = write_checkpoint(dir.dir(), 2, growing(2), incremental);
+  auto link_type = [&](const char* name) {
+    hid_t file = H5Fopen(v2.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    H5L_info_t info;
+    const herr_t got = H5Lget_info(file, name, &info, H5P_DEFAULT);
+    H5Fclose(file);
+    BOOST_REQUIRE(got >= 0);
+    return info.type;
+  };
+  BOOST_TEST(link_type("/optim/exp_avg/all") == H5L_TYPE_HARD);
+  BOOST_TEST(link_type("/optim/exp_avg_sq/all") == H5L_TYPE_EXTERNAL);  // unchanged, with both checksums
+  const Checkpoint back = read_checkpoint(v2);
+  BOOST_TEST(back.exp_avg == growing(2).exp_avg);
+  BOOST_TEST(back.parameters == growing(2).parameters);
+}
+
 BOOST_AUTO_TEST_CASE(a_negative_policy_version_is_refused) {
   TempDir dir;
   write_versions(dir, 2);
