@@ -75,6 +75,20 @@ bool reported_metrics(const std::vector<store::Span>& spans) {
 
 }  // namespace
 
+void check_fits_model(const Trajectory& t, int vocab_size, int max_seq) {
+  for (std::size_t i = 0; i < t.calls.size(); ++i) {
+    const Trajectory::Call& c = t.calls[i];
+    if (c.prompt.size() + c.response.size() > static_cast<std::size_t>(max_seq))
+      throw DecodeError(log::concat("policy call ", i, ": ", c.prompt.size() + c.response.size(),
+                                    " tokens exceed model.max_seq = ", max_seq));
+    for (const auto* ids : {&c.prompt, &c.response})
+      for (const std::int32_t id : *ids)
+        if (id < 0 || id >= vocab_size)
+          throw DecodeError(
+              log::concat("policy call ", i, ": token id ", id, " outside the model's vocabulary of ", vocab_size));
+  }
+}
+
 std::uint64_t Trajectory::oldest_version() const {
   std::uint64_t oldest = UINT64_MAX;
   for (const Call& c : calls) oldest = std::min(oldest, c.policy_version);

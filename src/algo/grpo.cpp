@@ -3,6 +3,11 @@
 #include <torch/torch.h>
 
 namespace arclight::algo {
+namespace {
+// Log-ratios are bounded before exp, as verl bounds them: a behaviour log-prob of -100 (an outside agent's token the
+// sampler hardly drew) made exp overflow in float32, every trainer's gradient NaN, and the whole step was skipped.
+constexpr double max_log_ratio = 20;
+}  // namespace
 
 at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
                      const at::Tensor& behaviour_logprobs, const at::Tensor& temperatures, const at::Tensor& advantages,
@@ -18,7 +23,7 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
   auto adv = advantages.narrow(1, 1, t - 1);
   auto count = mask.sum().clamp_min(1.0);
 
-  auto ratio = torch::exp(logp - old_logp);
+  auto ratio = torch::exp((logp - old_logp).clamp(-max_log_ratio, max_log_ratio));
   auto clipped = ratio.clamp(1.0 - config.clip_eps, 1.0 + config.clip_eps);
   auto surrogate = torch::min(ratio * adv, clipped * adv);
   auto policy_loss = -(surrogate * mask).sum() / count;
@@ -30,7 +35,7 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
                         .gather(-1, targets)
                         .squeeze(-1)
                         .detach();
-    auto delta = ref_logp - logp;
+    auto delta = (ref_logp - logp).clamp(-max_log_ratio, max_log_ratio);
     kl = ((torch::exp(delta) - delta - 1.0) * mask).sum() / count;
     loss = loss + config.kl_coef * kl;
   }

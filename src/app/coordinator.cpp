@@ -92,6 +92,7 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       pulse_to_watcher_(ch.control.get(), layout.world_size() - 1),
       pulses_taken_(Stopwatch::now()),
       agent_(agent::make_agent(config.agent)),
+      model_(model::architecture_of(config.model, agent_->vocab_size())),
       rng_(config.run.seed),
       // A version named by path is the user's choice: a symbolic link to it is followed here, where one found in a
       // checkpoint directory is not (ckpt::open_file).
@@ -350,6 +351,7 @@ std::vector<algo::Sample> Coordinator::build_samples(const std::vector<store::Ro
     try {
       t = algo::read_trajectory(spans_of(r.id), config_.grpo.temperature);
       if (t.calls.empty()) throw DecodeError("no policy call was traced (a request outside /rollout/.../attempt/?)");
+      algo::check_fits_model(t, model_.vocab_size, model_.max_seq);
     } catch (const DecodeError& e) {
       if (unusable++ == 0) why_unusable = log::concat("rollout ", r.id, ": ", e.what());
       ++fig.failed;  // for the figures: it ended without an episode

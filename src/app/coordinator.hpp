@@ -18,6 +18,7 @@
 #include "arclight/comm/pulse.hpp"
 #include "arclight/comm/store_service.hpp"
 #include "arclight/comm/work_protocol.hpp"
+#include "arclight/model/architecture.hpp"
 #include "arclight/store/memory_store.hpp"
 #include "roles.hpp"
 #include "store_api_server.hpp"
@@ -98,6 +99,7 @@ class Coordinator {
   Stopwatch::time_point pulses_taken_;
   std::vector<int> named_hung_;  // ranks already said to hang
   std::unique_ptr<agent::Agent> agent_;
+  model::Architecture model_;  // what the trainers' forward takes: a rollout beyond it is not trained on
   std::mt19937_64 rng_;
   std::uint64_t version_ = 0;
   std::vector<store::RolloutId> next_;  // the next step's rollouts, once enqueued

@@ -233,7 +233,7 @@ class TrainerRank {
           comm::copy_to_gpu(moments.exp_avg_sq[i].data, share.model.exp_avg_sq.data() + in_share, n);
         }
       }
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // LibTorch's out of memory too: every trainer must reach the agreement
       failed = 1, why = e.what();
     }
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, ch_.trainers.get());

@@ -191,6 +191,16 @@ BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
   trajectory_of({llm({0}, {1, 2}, {0.f, -999.f}, 1)});  // certain, and most unlikely: both drawn tokens' log-probs
 }
 
+// An outside agent's span the trainers' forward cannot take (a token id past the vocabulary, a call longer than
+// model.max_seq) is this rollout refused: the trainer it reached ended the job with LibTorch's "index out of range".
+BOOST_AUTO_TEST_CASE(a_call_the_model_cannot_take_is_refused) {
+  const Trajectory fits = trajectory_of({llm({0, 5}, {9, 3}, {-1.f, -1.f}, 1), llm({0, 5, 9, 3, 7}, {8}, {-1.f}, 1)});
+  check_fits_model(fits, 10, 6);
+  BOOST_CHECK_THROW(check_fits_model(fits, 9, 6), DecodeError);   // id 9 in a vocabulary of 9
+  BOOST_CHECK_THROW(check_fits_model(fits, 10, 5), DecodeError);  // 5 + 1 tokens
+  BOOST_CHECK_THROW(check_fits_model(trajectory_of({llm({-1}, {1}, {-1.f}, 1)}), 10, 6), DecodeError);
+}
+
 BOOST_AUTO_TEST_CASE(each_action_token_keeps_the_temperature_of_its_call) {
   // An outside agent's calls at temperatures 0.7 and 1.3; a span written before spans recorded one had grpo's.
   store::Span first = llm({0}, {16}, {-1.5f}, 4), second = llm({0, 16, 32}, {8, 9}, {-0.5f, -0.1f}, 5);

@@ -55,6 +55,22 @@ BOOST_AUTO_TEST_CASE(ratios_are_clipped_by_the_sign_of_the_advantage) {
   BOOST_TEST(g[0][0].abs().sum().item<double>() == 0.0, tt::tolerance(1e-7));
 }
 
+// A behaviour log-prob of -100 (the adapter takes any down to -1000) is a ratio of e^99, inf in float32: the loss and
+// every gradient were NaN and the trainers skipped the step. Bounded as verl bounds it, both stay finite.
+BOOST_AUTO_TEST_CASE(a_huge_ratio_leaves_the_loss_and_gradient_finite) {
+  Case c;
+  auto old_logp = torch::tensor({{0.f, -100.f, std::log(0.5f)}});
+  auto adv = torch::tensor({{0.f, -1.f, 1.f}});
+  auto reference = torch::log(torch::tensor({{{0.99f, 0.01f}, {0.5f, 0.5f}, {0.5f, 0.5f}}}));
+  LossConfig config;
+  config.clip_eps = 0.2;
+  config.kl_coef = 0.1;
+  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, reference, config, nullptr);
+  BOOST_TEST(std::isfinite(loss.item<double>()));
+  loss.backward();
+  BOOST_TEST(torch::isfinite(c.logits.grad()).all().item<bool>());
+}
+
 BOOST_AUTO_TEST_CASE(kl_and_entropy_terms) {
   Case c;
   auto old_logp = torch::tensor({{0.f, std::log(0.8f), std::log(0.5f)}});

@@ -45,6 +45,10 @@ struct Trajectory {
 // (openai.chat.completion ...) are not calls here: arclight's endpoint records every call it serves as an `llm` span,
 // with the log-probs and the policy version that training needs and theirs lack.
 Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecorded_temperature);
+// Whether the trainers' forward takes each call: its token ids below `vocab_size`, its prompt and response together
+// at most `max_seq` tokens. Throws DecodeError naming the first that does not (an outside agent's span is one
+// rollout left out, never the job ended by the trainer it reaches).
+void check_fits_model(const Trajectory& t, int vocab_size, int max_seq);
 
 // One sequence for the whole trajectory: the last call's prompt and response, where every
 // call's response tokens are actions and the environment's tokens are masked out. Each
