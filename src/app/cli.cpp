@@ -391,6 +391,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
                        "chat template: chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2");
   tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,
                      "with --chat: end with the assistant's header, as for generation");
+  tokenize->add_option("--enable-thinking", inv.tokenize_enable_thinking,
+                       "with --chat: Qwen3's enable_thinking (false: an empty <think></think> after the header)");
 
   CLI::App* serve =
       app.add_subcommand("serve", "serve a config's policy on the OpenAI-compatible endpoint, no training");

@@ -36,6 +36,7 @@ int tokenize(const Invocation& inv) {
   const text::ChatTemplate chat = text::load_chat_template(dir, inv.tokenize_template);
   text::RenderOptions options;
   options.add_generation_prompt = inv.tokenize_generation_prompt;
+  options.enable_thinking = inv.tokenize_enable_thinking;
   const auto ids = text::encode_chat(chat, *tokenizer, text::parse_conversation(input), options);
   std::printf("{\"template\": \"%s\", \"ids\": %s, \"stop_ids\": %s}\n", chat.name.c_str(), json_ids(ids).c_str(),
               json_ids(chat.stop_ids(*tokenizer)).c_str());

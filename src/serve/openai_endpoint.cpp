@@ -151,7 +151,7 @@ class Endpoint {
     for (const text::TokenId id : model_.chat_template->stop_ids(*model_.tokenizer)) stop_ids.push_back(id);
     try {
       return text::encode_chat(*model_.chat_template, *model_.tokenizer, request.conversation,
-                               {/*add_generation_prompt=*/true, std::nullopt});
+                               {/*add_generation_prompt=*/true, request.enable_thinking});
     } catch (const UsageError& e) {
       throw HttpError(400, e.what(), "invalid_request_error", "messages");
     }

@@ -211,6 +211,11 @@ ChatRequest parse_chat_request(std::string_view body) {
   const json no_tools = json::array();
   if (tools) check_tools(*tools);
   read_tool_choice(root, tools ? *tools : no_tools, out);
+  // vLLM's way to pass the template's variables; of them only Qwen3's enable_thinking changes a built-in template.
+  if (const json* kwargs = field(root, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) bad("chat_template_kwargs", "expected an object");
+    if (field(*kwargs, "enable_thinking")) out.enable_thinking = boolean(*kwargs, "enable_thinking");
+  }
   const json conversation = {{"messages", *messages}, {"tools", tools_shown(tools ? *tools : no_tools, out)}};
   try {
     out.conversation = text::parse_conversation(conversation.dump());

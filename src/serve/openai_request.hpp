@@ -50,6 +50,7 @@ struct ChatRequest {
   ToolChoice tool_choice = ToolChoice::automatic;
   std::string tool_name;  // ToolChoice::named
   Sampling sampling;
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking, as vLLM takes it (Qwen3)
 };
 
 CompletionRequest parse_completion_request(std::string_view body);

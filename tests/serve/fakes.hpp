@@ -169,8 +169,10 @@ struct Served {
   HttpServer server;
   std::unique_ptr<httplib::Client> client;
 
-  explicit Served(HttpServerOptions options = test_options(), int max_context = 1024) : server(std::move(options)) {
-    ServedModel model{"tiny", tokenizer.get(), text::ChatTemplate::named("chatml"), max_context, {258}};
+  explicit Served(HttpServerOptions options = test_options(), int max_context = 1024,
+                  std::string_view chat_template = "chatml")
+      : server(std::move(options)) {
+    ServedModel model{"tiny", tokenizer.get(), text::ChatTemplate::named(chat_template), max_context, {258}};
     add_openai_routes(server, generator, std::move(model), &tracer);
     add_task_routes(server, backend, {0.25});
     server.start();

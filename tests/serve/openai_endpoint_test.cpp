@@ -115,6 +115,25 @@ BOOST_AUTO_TEST_CASE(chat_goes_through_the_template_and_stops_at_its_end_token) 
   BOOST_TEST((std::find(sent.stop_tokens.begin(), sent.stop_tokens.end(), im_end) != sent.stop_tokens.end()));
 }
 
+// Qwen3's enable_thinking comes as vLLM takes it, in chat_template_kwargs: false opens and closes an empty <think>.
+BOOST_AUTO_TEST_CASE(chat_template_kwargs_enable_thinking_reaches_the_template) {
+  Served served(test_options(), 1024, "qwen3");
+  served.generator.answer = {im_end};
+  json no_thinking = hello_chat;
+  no_thinking["chat_template_kwargs"] = {{"enable_thinking", false}, {"unused", 1}};
+  served.ok("/v1/chat/completions", no_thinking);
+  served.ok("/v1/chat/completions", hello_chat);
+  const std::string asked = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  BOOST_TEST(served.tokenizer->decode(served.generator.requests().at(0).prompt) == asked + "<think>\n\n</think>\n\n");
+  BOOST_TEST(served.tokenizer->decode(served.generator.requests().at(1).prompt) == asked);
+  for (const json& kwargs : {json(5), json({{"enable_thinking", "no"}})}) {
+    json bad = hello_chat;
+    bad["chat_template_kwargs"] = kwargs;
+    const json error = error_of(served.post("/v1/chat/completions", bad), 400);
+    BOOST_TEST(error["param"] == (kwargs.is_object() ? "enable_thinking" : "chat_template_kwargs"));
+  }
+}
+
 // A client that gives up on an answer (its timeout, then a retry: the OpenAI SDK's way) ends its generation: the
 // answer held a decode row to its end before, and a weight load waits for every running sequence.
 BOOST_AUTO_TEST_CASE(a_client_that_leaves_ends_its_generation) {

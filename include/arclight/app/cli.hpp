@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "arclight/core/config.hpp"
@@ -31,6 +32,7 @@ struct Invocation {
   bool tokenize_chat = false;     // tokenize --chat: stdin holds chat messages (JSON), rendered by the chat template
   std::string tokenize_template;  // tokenize --template: the chat template by name, not recognised
   bool tokenize_generation_prompt = false;  // tokenize --add-generation-prompt
+  std::optional<bool> tokenize_enable_thinking;  // tokenize --enable-thinking true|false (Qwen3)
   ExportRequest export_request;
   std::string serve_config;  // serve: a config file (its model, seed, runner.http_*); empty: the defaults
   std::string serve_host;    // serve --host: else runner.http_host
