@@ -34,18 +34,26 @@ std::optional<ParsedToolCall> call_of(std::string_view body) {
 }  // namespace
 
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text) {
-  std::size_t at = text.find(open_tag);
+  // Calls follow the reasoning: a <think> block may name the tag while it plans one.
+  const std::size_t thought = text.rfind("</think>");
+  std::size_t at = text.find(open_tag, thought == std::string_view::npos ? 0 : thought);
   if (at == std::string_view::npos) return std::nullopt;
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
   std::string_view rest = text.substr(at);
   while (!rest.empty()) {
     if (rest.substr(0, open_tag.size()) != open_tag) return std::nullopt;  // text between or after calls
-    const std::size_t end = rest.find(close_tag);
-    if (end == std::string_view::npos) return std::nullopt;
-    auto call = call_of(rest.substr(open_tag.size(), end - open_tag.size()));
-    if (!call) return std::nullopt;
+    const std::string_view body = rest.substr(open_tag.size());
+    // Ended by the first close tag before which the call is whole JSON (an argument may hold the tag; a few tries,
+    // not one parse per tag of an answer gone astray), or by the end of the text (generation stopped at the close
+    // tag: a client's stop string, as vLLM's Hermes parser allows).
+    std::optional<ParsedToolCall> call;
+    std::size_t end = body.find(close_tag);
+    for (int tries = 0; end != std::string_view::npos && !(call = call_of(body.substr(0, end))) && ++tries < 16;)
+      end = body.find(close_tag, end + 1);
+    if (!call && end != std::string_view::npos) return std::nullopt;
+    if (!call && !(call = call_of(body))) return std::nullopt;
     answer.calls.push_back(std::move(*call));
-    rest = trim(rest.substr(end + close_tag.size()));
+    rest = end == std::string_view::npos ? std::string_view() : trim(body.substr(end + close_tag.size()));
   }
   return answer;
 }

@@ -18,8 +18,9 @@ struct ToolCallAnswer {
   std::vector<ParsedToolCall> calls;
 };
 
-// nullopt when the text has no tool call, or one that is malformed (not JSON, no name, text after the calls): the
-// answer is then plain text.
+// The calls after the last </think>, each ended by the first </tool_call> after which it is whole JSON, the last one
+// by the end of the text too. nullopt when the text has no tool call, or one that is malformed (not JSON, no name,
+// text between or after the calls): the answer is then plain text.
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text);
 
 // "call_" and 24 random letters and digits.
