@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
+#include "arclight/core/utf8.hpp"
 #include "arclight/text/json_input.hpp"
 #include "json_text.hpp"
 #include "unicode.hpp"
@@ -127,7 +128,20 @@ void chatml_assistant(const ChatTemplate& t, const Message& m, bool after_last_q
   out += "<|im_end|>\n";
 }
 
+// A template recognised without Qwen's tool format (plain ChatML, Qwen2-Instruct's) ignores tool definitions in
+// Hugging Face and writes tool turns its own way: rendered Qwen's way here they would not be the model's prompt.
+void check_tool_format(const ChatTemplate& t, const Conversation& c) {
+  if (t.tool_format) return;
+  const bool tool_turns = std::any_of(c.messages.begin(), c.messages.end(),
+                                      [](const Message& m) { return m.role == "tool" || !m.tool_calls.empty(); });
+  if (!c.tools.empty() || tool_turns)
+    throw UsageError("chat template " + t.name +
+                     " (as the model's own template, recognised) has no tool format; name one that has (qwen2.5, "
+                     "qwen3) to use Hermes-style tools");
+}
+
 std::string render_chatml(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
+  check_tool_format(t, c);
   std::string out;
   chatml_system(t, c, out);
   const auto& ms = c.messages;
@@ -201,17 +215,47 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   throw UsageError("chat template \"" + std::string(name) + "\" is not known (" + std::string(known_templates) + ")");
 }
 
+namespace {
+
+// The system prompts a ChatML template writes by itself: each text that follows '<|im_start|>system\n' in one of
+// its string literals, up to <|im_end|> (none where the literal ends there and a variable's content follows).
+std::vector<std::string_view> literal_system_prompts(std::string_view jinja) {
+  constexpr std::string_view head = "<|im_start|>system\\n";
+  std::vector<std::string_view> prompts;
+  for (auto at = jinja.find(head); at != std::string_view::npos; at = jinja.find(head, at + 1)) {
+    const std::size_t begin = at + head.size();
+    if (begin < jinja.size() && jinja[begin] != '\'' && jinja[begin] != '"')
+      prompts.push_back(jinja.substr(begin, jinja.find("<|im_end|>", begin) - begin));
+  }
+  return prompts;
+}
+
+}  // namespace
+
+// A ChatML template is one of the built-in ones only where nothing in it renders otherwise: the default system
+// prompt it writes, a BOS, its tool format. Qwen2.5-Math's (its own default system prompt) or Hermes 3's (BOS, a
+// tool role) passed for plain ChatML, and trained on prompts the model never saw.
 ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& where) {
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("<|im_start|>")) {
+    const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
     // Qwen3-*-Thinking-2507 and QwQ open a <think> block in the generation prompt; qwen3 leaves it to the model.
     if (has("<|im_start|>assistant\\n<think>\\n'"))
       throw TokenizerFileError(where +
                                ": a template whose generation prompt opens <think> (Qwen3 Thinking-2507, QwQ) is not "
                                "built in; name one to use instead (qwen3 leaves <think> to the model)");
-    if (has("<think>")) return named("qwen3");
-    if (has(qwen25_system)) return named("qwen2.5");
-    return named(has(qwen2_system) ? "qwen2" : "chatml");
+    if (has("bos_token"))
+      throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
+    ChatTemplate t = named(has("<think>")       ? "qwen3"
+                           : has(qwen25_system) ? "qwen2.5"
+                           : has(qwen2_system)  ? "qwen2"
+                                                : "chatml");
+    for (const std::string_view prompt : literal_system_prompts(jinja))
+      if (prompt != t.default_system)
+        throw TokenizerFileError(where + ": a ChatML template whose default system prompt \"" + printable(prompt, 200) +
+                                 "\" is not built in" + name_one);
+    t.tool_format = has("<tool_response>");
+    return t;
   }
   if (has("<|start_header_id|>")) {
     if (!has("Cutting Knowledge Date")) return named("llama3");

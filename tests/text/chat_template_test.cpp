@@ -51,7 +51,36 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
                                             "x"),
                     TokenizerFileError);
   BOOST_CHECK_THROW(ChatTemplate::recognize("[INST] {{ m.content }} [/INST]", "x"), TokenizerFileError);
+  // ChatML templates that render otherwise than the built-in ones were taken for plain ChatML (a review found them):
+  // Qwen2.5-Math's own default system prompt, Hermes 3's BOS.
+  BOOST_CHECK_THROW(ChatTemplate::recognize("{{- '<|im_start|>system\\nPlease reason step by step, and put your final "
+                                            "answer within \\\\boxed{}.<|im_end|>\\n' }}",
+                                            "x"),
+                    TokenizerFileError);
+  BOOST_CHECK_THROW(
+      ChatTemplate::recognize("{{bos_token}}{% for m in messages %}{{'<|im_start|>' + m.role}}{% endfor %}", "x"),
+      TokenizerFileError);
+  // A system prompt from the conversation ('<|im_start|>system\n' + content) is no default of the template's.
+  BOOST_TEST(ChatTemplate::recognize("{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>' }} "
+                                     "<tool_response>",
+                                     "x")
+                 .tool_format);
   BOOST_CHECK_THROW(ChatTemplate::named("mistral"), UsageError);
+}
+
+// Hugging Face ignores tools a template has no format for: rendered Qwen's way they would not be the model's prompt.
+BOOST_AUTO_TEST_CASE(a_recognised_template_without_a_tool_format_refuses_tools) {
+  const ChatTemplate plain = ChatTemplate::recognize(chatml_source, "x");
+  BOOST_TEST(!plain.tool_format);
+  const auto hello = chat(R"([{"role": "user", "content": "hi"}])");
+  BOOST_TEST(plain.render(hello) == "<|im_start|>user\nhi<|im_end|>\n");
+  BOOST_CHECK_THROW(
+      plain.render(chat(R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
+      "function": {"name": "f"}}]})")),
+      UsageError);
+  BOOST_CHECK_THROW(plain.render(chat(R"([{"role": "user", "content": "hi"}, {"role": "tool", "content": "5"}])")),
+                    UsageError);
+  BOOST_TEST(ChatTemplate::named("chatml").tool_format);  // a template named is rendered as documented, tools too
 }
 
 BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {

@@ -56,7 +56,10 @@ struct ChatTemplate {
   bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
   bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
   std::string bos_token;          // Llama 3: <|begin_of_text|>, first in the text
-  std::string eos_token;          // tokenizer_config.json's eos_token, a stop token
+  // ChatML: Hermes-style tools (<tools>, <tool_call>, <tool_response>); false for a model's own template that has
+  // none (plain ChatML, Qwen2-Instruct's), which then refuses tools and tool turns rather than render them otherwise.
+  bool tool_format = true;
+  std::string eos_token;  // tokenizer_config.json's eos_token, a stop token
 
   // By name; throws UsageError naming the known ones.
   static ChatTemplate named(std::string_view name);
