@@ -213,6 +213,17 @@ std::vector<std::pair<std::string, std::vector<float>>> merged_lora_weights(Mode
                                                                             const ckpt::Checkpoint& checkpoint) {
   model.path = source;
   model::Policy policy(model, 0, 0);
+  // Tensor by tensor: another base whose adapters happened to hold as many floats would merge silently.
+  const std::vector<std::string> names = policy.parameter_names();
+  const std::vector<FloatBuffer> tensors = policy.parameter_buffers();
+  if (names.size() != checkpoint.tensors.size())
+    throw UsageError(log::concat("export: ", source, " takes ", names.size(), " LoRA tensors; the checkpoint holds ",
+                                 checkpoint.tensors.size(), " (another base model than the run's?)"));
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] != checkpoint.tensors[i].name || tensors[i].size != checkpoint.tensors[i].size)
+      throw UsageError(log::concat("export: the checkpoint's tensor ", checkpoint.tensors[i].name, " (",
+                                   checkpoint.tensors[i].size, " floats) is not ", source, "'s ", names[i], " (",
+                                   tensors[i].size, "): another base model than the run's?"));
   policy.load_flat_parameters(checkpoint.parameters.data(), checkpoint.parameters.size());
   return policy.merged_weights();
 }

@@ -115,27 +115,37 @@ std::vector<std::size_t> tensor_offsets(const Checkpoint& c) {
 
 namespace {
 
-// The model and the optimizer: every tensor read and checked, or (no_tensor_data, restore) their
-// lengths checked against the bytes stored and their data left to the trainers, which read
-// and check it.
+// The optimizer's moments: their lengths checked against the bytes stored, their data not read.
+void check_moment_lengths(Reader& r, const Checkpoint& c) {
+  ByteRanges ranges;
+  for (const TensorInfo& t : c.tensors)
+    for (const char* group : {"/optim/exp_avg/", "/optim/exp_avg_sq/"}) {
+      const std::uint64_t count = r.stored_count(group + t.name, sizeof(float), ranges);
+      if (count != 0 && count != t.size)
+        throw CorruptCheckpoint(r.path() + ": " + group + t.name + " has the wrong size");
+    }
+}
+
+// The model and the optimizer: every tensor read and checked; the parameters only (model: an export, which needs
+// no moments, twice the parameters' bytes); or (no_tensor_data, restore) their lengths checked against the bytes
+// stored and their data left to the trainers, which read and check it.
 void read_model(Reader& r, Checkpoint& c, Contents contents) {
   const std::uint64_t total = read_index(r, c);
-  if (contents == Contents::no_tensor_data || contents == Contents::restore) {
-    ByteRanges ranges;
-    for (const TensorInfo& t : c.tensors)
-      for (const char* group : {"/optim/exp_avg/", "/optim/exp_avg_sq/"}) {
-        const std::uint64_t count = r.stored_count(group + t.name, sizeof(float), ranges);
-        if (count != 0 && count != t.size)
-          throw CorruptCheckpoint(r.path() + ": " + group + t.name + " has the wrong size");
-      }
-  } else {
+  if (contents != Contents::all) check_moment_lengths(r, c);
+  if (contents == Contents::all || contents == Contents::model) {
     // Room for every tensor at once, so that the reads go straight into place. A failure here
     // is this machine's memory, not the file: it is not skipped as corrupt.
     reserve_model(c, total);
     const std::vector<std::size_t> offsets = tensor_offsets(c);
     Moments moments;
     std::vector<PlannedRead> plan;
-    for (std::size_t i = 0; i < c.tensors.size(); ++i) plan_tensor(r, c, i, offsets[i], moments, plan);
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+      if (contents == Contents::all)
+        plan_tensor(r, c, i, offsets[i], moments, plan);
+      else
+        r.plan_values("/model/parameters/" + c.tensors[i].name, c.parameters, offsets[i], c.tensors[i].size, false,
+                      plan);
+    }
     RestoreHelper helper;
     order_by_place(plan, helper);
     r.read_planned(plan, helper);

@@ -308,10 +308,12 @@ void read_attention(const ConfigReader& config, const Defaults* defaults, const 
         rotary != 1.0)
       config.fail("rope_parameters",
                   log::concat("partial_rotary_factor ", rotary, " is not supported (RoPE turns every dimension)"));
+  // transformers warns and loads (a context cut back to the original one is a common edit to save memory); the
+  // frequencies depend on the original length alone.
   if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings)
-    config.fail("rope_scaling",
-                log::concat("original_max_position_embeddings (", c.rope_scaling->original_max_position_embeddings,
-                            ") must be less than max_position_embeddings (", c.max_position_embeddings, ")"));
+    log::warn(file, ": rope_scaling's original_max_position_embeddings (",
+              c.rope_scaling->original_max_position_embeddings, ") is not less than max_position_embeddings (",
+              c.max_position_embeddings, "), as transformers warns too");
 
   if (is_mistral) {
     // Mistral's window applies whenever set (null in v0.2 and later); Qwen's only under use_sliding_window.

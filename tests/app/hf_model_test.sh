@@ -85,6 +85,11 @@ train --model.path "$work/lora_export" --dry-run --run.dir "$work/dry"
 grep -q "chat template" "$work/err" && fail "peft export: a template warning for a run of the model's own: $(cat "$work/err")"
 /usr/bin/python3 tests/app/peft_check.py "$work/models/qwen3" "$work/lora_peft" "$work/lora_export" >"$work/out" 2>&1 ||
   fail "peft export: $(tail -3 "$work/out")"
+# Merged into another base model (llama: as many LoRA floats would merge silently; here the names differ).
+"$bin" export "$work/lora/checkpoints" --model "$work/models/llama" --hf "$work/wrong_base" --merge-lora \
+  >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "another base model than the run's" "$work/err" ||
+  fail "lora export merged into another model: $(cat "$work/err")"
 "$bin" export "$work/qwen3/checkpoints" --peft "$work/not_lora" >"$work/out" 2>"$work/err"
 [ $? = 2 ] && grep -q "is not a LoRA run" "$work/err" || fail "peft export of a full run: $(cat "$work/err")"
 "$bin" export "$work/lora/checkpoints" >"$work/out" 2>"$work/err"

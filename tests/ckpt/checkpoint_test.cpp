@@ -263,6 +263,23 @@ BOOST_AUTO_TEST_CASE(a_changed_tensor_whose_crc32c_matches_is_written_not_linked
   BOOST_TEST(version_sizes(v2).linked >= 2u * 500 * sizeof(float));
 }
 
+// An export needs the parameters, not AdamW's moments (twice their bytes): it read and held all three.
+BOOST_AUTO_TEST_CASE(the_model_alone_is_read_without_the_moments) {
+  TempDir dir;
+  Checkpoint c = sample(1);
+  c.parameters.assign(400'000, 0.5f);
+  c.exp_avg.assign(400'000, 0.25f);
+  c.exp_avg_sq.assign(400'000, 0.125f);
+  const std::string path = write_checkpoint(dir.path.string(), 1, c);
+  const std::uint64_t before = bytes_read_by_this_thread();
+  const Checkpoint model = read_checkpoint(path, Contents::model);
+  const std::uint64_t bytes = bytes_read_by_this_thread() - before;
+  BOOST_TEST(model.parameters == c.parameters);
+  BOOST_TEST(model.exp_avg.empty());
+  BOOST_TEST(model.exp_avg_sq.empty());
+  if (before > 0) BOOST_TEST(bytes < 2 * 400'000u * sizeof(float), bytes << " bytes read");
+}
+
 BOOST_AUTO_TEST_CASE(retention_never_deletes_a_linked_parent) {
   TempDir dir;
   const std::string d = dir.path.string();

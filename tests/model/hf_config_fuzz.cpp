@@ -19,8 +19,7 @@ void check(const HfConfig& c) {
     std::abort();
   for (int id : c.eos_token_ids)
     if (id < 0 || id >= c.vocab_size) std::abort();
-  if (c.rope_scaling && (c.rope_scaling->type != "llama3" ||
-                         c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings))
+  if (c.rope_scaling && (c.rope_scaling->type != "llama3" || c.rope_scaling->original_max_position_embeddings <= 0))
     std::abort();
   if (c.num_hidden_layers > 64) return;  // the tensor list grows with the layers
   for (const ExpectedTensor& t : expected_tensors(c))

@@ -172,6 +172,12 @@ BOOST_AUTO_TEST_CASE(llama_config_with_defaults_and_llama3_rope) {
   BOOST_TEST(p.rope_theta == 500000.0);
   BOOST_REQUIRE(p.rope_scaling.has_value());
   BOOST_TEST(p.rope_scaling->type == "llama3");
+  // A context cut back to the original length (a common edit to save memory): transformers warns and loads it.
+  const HfConfig cut = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 1024,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 1024}})",
+                                       "config.json");
+  BOOST_TEST(cut.rope_scaling->original_max_position_embeddings == 1024);
 }
 
 BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {

@@ -117,11 +117,11 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 // Reads one version file (following its links, only to files inside its directory), verifying
 // every checksum and every length against the bytes stored; throws CorruptCheckpoint, also
 // when a file named v<N>.h5 holds another step. A damaged segment of the metrics, the span
-// log or the store's history is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta, model
-// and optimizer only (what a trainer needs); no_tensor_data: everything but the tensors' data, whose lengths are
-// checked against the bytes stored but which is not read (rank 0 at a restore: the trainers read and check it,
-// read_model_shared); restore: that, with the store's logs only from store_log_starts (rank 0 resuming in
-// place: what the store had let go of stays in the version, for the store's archive to read back).
+// log or the store's history is left out instead, and named in Checkpoint::damaged_logs. Contents::model: meta and the
+// model's parameters (an export; the moments' lengths checked, their data not read); no_tensor_data: everything but the
+// tensors' data, whose lengths are checked against the bytes stored but which is not read (rank 0 at a restore: the
+// trainers read and check it, read_model_shared); restore: that, with the store's logs only from store_log_starts (rank
+// 0 resuming in place: what the store had let go of stays in the version, for the store's archive to read back).
 enum class Contents { all, model, no_tensor_data, restore };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
