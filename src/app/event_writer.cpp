@@ -43,6 +43,7 @@ void EventWriter::scalars(std::int64_t step, const std::vector<std::pair<std::st
   }
   record(event.SerializeAsString());
   out_.flush();
+  if (!out_) throw Error("writing " + path_ + " failed (a full disk or quota?)");
 }
 
 void EventWriter::record(const std::string& data) {

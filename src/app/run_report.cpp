@@ -85,7 +85,7 @@ RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style
   events_ = std::make_unique<EventWriter>(run_dir);
   if (resumed_history) {
     metrics_ << *resumed_history;
-    metrics_.flush();
+    flush_metrics();
     std::istringstream rows(*resumed_history);
     std::string line;
     std::int64_t step;
@@ -94,6 +94,12 @@ RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style
     while (std::getline(rows, line))
       if (parse_row(line, step, values)) events_->scalars(step, values, wall);
   }
+}
+
+// A row that does not reach the file is lost for good: the next checkpoint's history is read back from it.
+void RunReport::flush_metrics() {
+  metrics_.flush();
+  if (!metrics_) throw Error("writing " + metrics_path_ + " failed (a full disk or quota?)");
 }
 
 std::string RunReport::history() const {
@@ -142,7 +148,7 @@ void RunReport::step(int step, const std::vector<Figure>& figures, double elapse
     scalars.emplace_back(name, f.value);
   }
   metrics_ << json.str() << "}\n";
-  metrics_.flush();
+  flush_metrics();
   const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   events_->scalars(step, scalars, wall);
   if (!bar_) {

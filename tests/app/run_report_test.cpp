@@ -1,9 +1,14 @@
 // metrics.jsonl stays JSON when a figure is not a number (an outside agent's NaN reward): it is written as null, and
 // a resumed run reads such a history back.
 #include "arclight/app/run_report.hpp"
+#include "arclight/core/error.hpp"
 #include "../temp_dir.hpp"
 
+#include <sys/resource.h>
+
 #include <boost/test/unit_test.hpp>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +53,32 @@ BOOST_AUTO_TEST_CASE(a_figure_s_name_cannot_break_the_line_and_large_values_are_
 }
 
 // A fresh run in a directory moves the earlier run's files aside; two within one second keep both archives.
+// A row that does not reach metrics.jsonl (a full disk, a quota) is lost for good, the next checkpoint's history read
+// back from the file: the step says so instead of going on. A file size limit stands in for the full disk.
+BOOST_AUTO_TEST_CASE(a_metrics_row_that_cannot_be_written_is_an_error) {
+  TempDir dir;
+  app::RunReport report(dir.dir(), 1000, Progress::lines);
+  rlimit before{};
+  getrlimit(RLIMIT_FSIZE, &before);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead of killing us
+  rlimit small = before;
+  small.rlim_cur = 4096;
+  setrlimit(RLIMIT_FSIZE, &small);
+  // Rows longer in the file than in the event file (ten digits a value there, four bytes here): metrics.jsonl fills
+  // first, and went on unwritten until the event file failed too.
+  std::vector<app::Figure> figures;
+  for (int i = 0; i < 20; ++i) figures.push_back({"f" + std::to_string(i), 0.1234567891, 3});
+  std::string error;
+  try {
+    for (int step = 1; step <= 1000; ++step) report.step(step, figures, 1.0);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, old_handler);
+  BOOST_TEST(error.find("metrics.jsonl failed") != std::string::npos, error);
+}
+
 BOOST_AUTO_TEST_CASE(earlier_runs_are_archived_and_none_is_overwritten) {
   TempDir dir;
   for (int run = 1; run <= 3; ++run) {

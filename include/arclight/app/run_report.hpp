@@ -34,6 +34,7 @@ class RunReport {
 
  private:
   void draw_bar(int step, const std::vector<Figure>& figures, double elapsed_seconds);
+  void flush_metrics();
   int total_steps_;
   bool bar_;
   std::string metrics_path_;
