@@ -5,6 +5,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -86,13 +87,26 @@ RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style
   if (resumed_history) {
     metrics_ << *resumed_history;
     flush_metrics();
+    // Each row at its time: the run's seconds it was written at ("elapsed") counted back from the last row's, which
+    // the resume continues from (all at the resume's instant before, TensorBoard's time axes one point).
+    std::vector<std::pair<std::int64_t, std::vector<std::pair<std::string, double>>>> parsed;
     std::istringstream rows(*resumed_history);
     std::string line;
     std::int64_t step;
     std::vector<std::pair<std::string, double>> values;
-    const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     while (std::getline(rows, line))
-      if (parse_row(line, step, values)) events_->scalars(step, values, wall);
+      if (parse_row(line, step, values)) parsed.emplace_back(step, values);
+    const auto elapsed_of = [](const std::vector<std::pair<std::string, double>>& row) -> std::optional<double> {
+      for (const auto& [name, value] : row)
+        if (name == "elapsed" && std::isfinite(value)) return value;
+      return std::nullopt;
+    };
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::optional<double> last = parsed.empty() ? std::nullopt : elapsed_of(parsed.back().second);
+    for (const auto& [row_step, row] : parsed) {
+      const std::optional<double> elapsed = elapsed_of(row);
+      events_->scalars(row_step, row, last && elapsed ? now - std::max(0.0, *last - *elapsed) : now);
+    }
   }
 }
 

@@ -83,6 +83,12 @@ def main():
             checked += 1
     if steps != sorted(metrics):
         raise SystemExit(f"event steps {steps} != metrics.jsonl steps {sorted(metrics)}")
+    # Wall times move with the run's seconds, a resumed run's earlier rows too (they all had the resume's instant).
+    for before, after in zip(events[1:], events[2:]):
+        wall = after.wall_time - before.wall_time
+        elapsed = metrics[after.step].get("elapsed", 0) - metrics[before.step].get("elapsed", 0)
+        if wall < -1e-3 or (elapsed >= 0.005 and wall <= 0):
+            raise SystemExit(f"steps {before.step} to {after.step}: wall time moved {wall:.3f} s, elapsed {elapsed:.3f} s")
     print(f"{len(events)} records, framing and CRCs good, {checked} scalars match metrics.jsonl")
 
 
