@@ -105,6 +105,12 @@ std::string gradient_transport(int trainers, int device);
 // among NCCL ones, and their collectives would never match (a hang). Throws UsageError on every trainer if not.
 void check_same_gradient_transport(MPI_Comm trainers, const std::string& mine);
 
+// trainer_rank.cpp: why the trainers' gradients cannot go over NCCL though they live on GPUs, or "": NCCL not built in
+// (the MPI reducer takes host memory only), or two trainers on one GPU (NCCL takes one rank per GPU). `hosts` and
+// `gpus` by world rank, as weights_over_nccl takes them. Rank 0 says it at start-up, not the first step's all-reduce.
+std::string gradients_on_gpus_problem(const Layout& layout, const std::vector<std::string>& hosts,
+                                      const std::vector<std::string>& gpus, bool nccl_built);
+
 // Ends the job at once with the error's message and exit code (MPI_Abort), as the program's top level would: for an
 // error on a thread whose rank has another thread still using what unwinding would destroy (communicators, the store
 // client). `error` holds an Error, another std::exception, or anything.

@@ -96,6 +96,13 @@ std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, P
   }
   int over_nccl = mpi.rank() == 0 && weights_over_nccl(layout, hosts, gpus, comm::nccl_available());
   MPI_Bcast(&over_nccl, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  // Said by every rank alike: whichever ends the job first, its message is rank 0's reason.
+  std::string problem = mpi.rank() == 0 ? gradients_on_gpus_problem(layout, hosts, gpus, comm::nccl_available()) : "";
+  int length = static_cast<int>(problem.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  problem.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(problem.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (!problem.empty()) throw UsageError(problem);
   mine.weights_over_nccl = over_nccl != 0;
   std::ostringstream table;
   table << "rank  role            host                  local  device   threads  gradients  weights\n";

@@ -2,6 +2,7 @@
 // shard, save or restore its share of a checkpoint, begin training, stop), one function each.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <thread>
 #include <variant>
@@ -51,7 +52,13 @@ std::unique_ptr<GradientReducer> make_reducer(const Config& config, const comm::
   const std::string transport = gradient_transport(trainers.size(), device);
   if (transport == "none") return nullptr;
   check_same_gradient_transport(trainers.get(), transport);
-  if (transport == "nccl") return comm::make_nccl_reducer(trainers.get(), device);
+  if (transport == "nccl") {
+    if (config.comm.compression != Compression::none && trainers.rank() == 0)
+      log::info(
+          "comm.compression applies to the weights sent to the runners; NCCL all-reduces the gradients in "
+          "float32 (comm.bucket_mb and comm.compression shape the MPI reducer only)");
+    return comm::make_nccl_reducer(trainers.get(), device);
+  }
   comm::ReducerConfig rc;
   rc.bucket_bytes = static_cast<std::size_t>(config.comm.bucket_mb * (1 << 20));
   rc.first_bucket_bytes = static_cast<std::size_t>(config.comm.first_bucket_mb * (1 << 20));
@@ -280,6 +287,26 @@ class TrainerRank {
 std::string gradient_transport(int trainers, int device) {
   if (trainers <= 1) return "none";
   return device >= 0 && comm::nccl_available() ? "nccl" : "mpi";
+}
+
+std::string gradients_on_gpus_problem(const Layout& layout, const std::vector<std::string>& hosts,
+                                      const std::vector<std::string>& gpus, bool nccl_built) {
+  const std::vector<int> trainers = layout.trainers();
+  if (trainers.size() < 2) return "";
+  std::map<std::pair<std::string, std::string>, int> taken;
+  for (const int r : trainers) {
+    if (gpus.at(r).empty()) continue;  // on the CPU (a mix is check_same_gradient_transport's to refuse)
+    if (!nccl_built)
+      return "the trainers' gradients live on GPUs and go over NCCL, which this build lacks (arclight --version): "
+             "build "
+             "with NCCL, or run the trainers on CPUs (CUDA_VISIBLE_DEVICES=\"\")";
+    const auto [other, fresh] = taken.emplace(std::make_pair(hosts.at(r), gpus.at(r)), r);
+    if (!fresh)
+      return log::concat("trainers ", other->second, " and ", r, " share GPU ", gpus.at(r), " on ", hosts.at(r),
+                         ": NCCL takes one rank per GPU; give each trainer a GPU of its own (fewer ranks per node, ",
+                         "more GPUs) or run the trainers on CPUs (CUDA_VISIBLE_DEVICES=\"\")");
+  }
+  return "";
 }
 
 void check_same_gradient_transport(MPI_Comm trainers, const std::string& mine) {

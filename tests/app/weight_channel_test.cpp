@@ -133,6 +133,29 @@ BOOST_AUTO_TEST_CASE(weights_go_over_nccl_only_between_gpus_of_their_own) {
   BOOST_TEST(!app::weights_over_nccl(make_layout(colocated, 3), one_host, {"", a, b}, true));
 }
 
+// Trainers whose gradients live on GPUs need NCCL and a GPU each: said at start-up (the MPI reducer refused GPU
+// buffers at the first step's all-reduce, and two trainers on one GPU failed NCCL's set-up with "invalid usage").
+BOOST_AUTO_TEST_CASE(trainers_on_gpus_need_nccl_and_a_gpu_each) {
+  LayoutConfig two;
+  two.trainers = "2";
+  const Layout layout = make_layout(two, 4);  // 0 coordinator, 1 and 2 trainers, 3 a runner
+  const std::vector<std::string> one_host(4, "node0"), two_hosts{"node0", "node0", "node1", "node1"};
+  const std::string a = "0000:1b:00.0", b = "0000:3b:00.0";
+  BOOST_TEST(app::gradients_on_gpus_problem(layout, one_host, {"", a, b, ""}, true).empty());
+  BOOST_TEST(app::gradients_on_gpus_problem(layout, one_host, {"", "", "", ""}, false).empty());  // on CPUs: MPI
+  BOOST_TEST(app::gradients_on_gpus_problem(layout, one_host, {"", a, b, ""}, false)
+                 .find("NCCL, which this build "
+                       "lacks") != std::string::npos);
+  BOOST_TEST(
+      app::gradients_on_gpus_problem(layout, one_host, {"", a, a, ""}, true).find("trainers 1 and 2 share GPU") !=
+      std::string::npos);
+  BOOST_TEST(app::gradients_on_gpus_problem(layout, two_hosts, {"", a, a, ""}, true).empty());  // one bus, two hosts
+  LayoutConfig one;
+  one.trainers = "1";
+  BOOST_TEST(
+      app::gradients_on_gpus_problem(make_layout(one, 4), one_host, {"", a, a, a}, false).empty());  // no all-reduce
+}
+
 // Colocated layouts: the runner thread loads what the trainer thread published last, once, and the stop.
 BOOST_AUTO_TEST_CASE(shared_weights_hand_over_the_newest_version) {
   model::Policy trainer(small(), 11, 5), runner(small(), 11, 6);
