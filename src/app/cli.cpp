@@ -389,6 +389,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
                      "stdin is a JSON list of chat messages (or {\"messages\", \"tools\"}), put in the chat template");
   tokenize->add_option("--template", inv.tokenize_template,
                        "chat template: chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2");
+  tokenize->add_flag("--no-special-tokens", inv.tokenize_no_special_tokens,
+                     "text without the special tokens tokenizer.json's post-processor puts around it (Llama's BOS)");
   tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,
                      "with --chat: end with the assistant's header, as for generation");
   tokenize->add_option("--enable-thinking", inv.tokenize_enable_thinking,

@@ -27,7 +27,10 @@ int tokenize(const Invocation& inv) {
   const auto tokenizer = text::load_tokenizer(inv.tokenize_model);
   const std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
   if (!inv.tokenize_chat) {
-    std::printf("%s\n", json_ids(tokenizer->encode(input)).c_str());
+    // As Hugging Face's tokenizer(text) and vLLM's completions: with the post-processor's special tokens.
+    std::vector<text::TokenId> ids = tokenizer->encode(input);
+    if (!inv.tokenize_no_special_tokens) ids = tokenizer->with_special_tokens(std::move(ids));
+    std::printf("%s\n", json_ids(ids).c_str());
     return exit_ok;
   }
   // A tokenizer.json given as the model: its directory holds tokenizer_config.json.

@@ -84,7 +84,7 @@ class Endpoint {
     const std::optional<Trace> trace = trace_of(http);
     const CompletionRequest request = parse_completion_request(http.body);
     std::vector<TokenList> prompts;
-    for (const Prompt& prompt : request.prompts) prompts.push_back(tokens_of(prompt));
+    for (const Prompt& prompt : request.prompts) prompts.push_back(tokens_of(prompt, request.add_special_tokens));
     auto answer = start("cmpl-", std::move(prompts), request.sampling, model_.stop_ids, 16, trace, http);
     return respond(answer, false, request.sampling);
   }
@@ -132,8 +132,12 @@ class Endpoint {
     return Trace{*rid, *aid};
   }
 
-  TokenList tokens_of(const Prompt& prompt) const {
-    if (const auto* text = std::get_if<std::string>(&prompt)) return model_.tokenizer->encode(*text);
+  // A text prompt as vLLM tokenizes it (with the post-processor's special tokens unless asked not to); ids as given.
+  TokenList tokens_of(const Prompt& prompt, bool add_special_tokens) const {
+    if (const auto* text = std::get_if<std::string>(&prompt)) {
+      TokenList ids = model_.tokenizer->encode(*text);
+      return add_special_tokens ? model_.tokenizer->with_special_tokens(std::move(ids)) : ids;
+    }
     const TokenList& ids = std::get<TokenList>(prompt);
     for (const std::int32_t id : ids)
       if (static_cast<std::size_t>(id) >= model_.tokenizer->vocab_size())

@@ -186,6 +186,7 @@ json tools_shown(const json& tools, const ChatRequest& request) {
 CompletionRequest parse_completion_request(std::string_view body) {
   const json root = parse_body(body);
   CompletionRequest out{string_field(root, "model"), prompts_of(root), sampling_of(root)};
+  if (field(root, "add_special_tokens")) out.add_special_tokens = boolean(root, "add_special_tokens");
   if (out.prompts.size() * static_cast<std::size_t>(out.sampling.n) > max_request_choices)
     bad("prompt", log::concat(out.prompts.size(), " prompts of ", out.sampling.n, " choices each: at most ",
                               max_request_choices, " choices a request"));

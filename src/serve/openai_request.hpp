@@ -40,6 +40,7 @@ struct CompletionRequest {
   std::string model;
   std::vector<Prompt> prompts;  // one choice set each
   Sampling sampling;
+  bool add_special_tokens = true;  // vLLM's: a text prompt gets the tokenizer's post-processor tokens (Llama's BOS)
 };
 
 enum class ToolChoice : std::uint8_t { none, automatic, required, named };

@@ -65,6 +65,8 @@ struct BpeModel {
   std::vector<std::pair<std::string, std::string>> decoder_replacements;
   bool decoder_byte_fallback = false;
   std::size_t strip_leading_spaces = 0;
+  // The post-processor's special tokens around one sequence (TemplateProcessing's `single`: Llama's BOS before it).
+  std::vector<TokenId> prefix_ids, suffix_ids;
 
   // A token's string in tokenizer.json to the key encoding looks it up by: byte-level, the bytes it spells (its own
   // UTF-8 where a character is outside the byte-level alphabet, as added tokens such as "<|im_end|>"); characters,

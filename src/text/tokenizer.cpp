@@ -99,6 +99,12 @@ class BpeTokenizer final : public Tokenizer {
                 [&](std::size_t a, std::size_t b) { return m_.added[a].content.size() > m_.added[b].content.size(); });
   }
 
+  std::vector<TokenId> with_special_tokens(std::vector<TokenId> ids) const override {
+    ids.insert(ids.begin(), m_.prefix_ids.begin(), m_.prefix_ids.end());
+    ids.insert(ids.end(), m_.suffix_ids.begin(), m_.suffix_ids.end());
+    return ids;
+  }
+
   std::vector<TokenId> encode(std::string_view text, Specials specials) const override {
     std::vector<TokenId> ids;
     ids.reserve(text.size() / 3 + 1);

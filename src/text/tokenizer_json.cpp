@@ -259,6 +259,37 @@ void read_decoder(const Reader& r, const json& decoder, const std::string& where
   }
 }
 
+// The post-processor, as Hugging Face applies it when special tokens are added: TemplateProcessing's `single` (the
+// special tokens before and after sequence A), in a Sequence or alone; ByteLevel's only changes offsets.
+void read_post_processor(const Reader& r, const json& post, const std::string& where, BpeModel& m) {
+  if (post.is_null()) return;
+  if (!post.is_object()) r.fail(where, log::concat("expected object, found ", post.type_name()));
+  const std::string type = r.string(post, where, "type");
+  if (type == "ByteLevel") return;
+  if (type == "Sequence") {
+    const json& list = r.get(post, where, "processors", json::value_t::array);
+    for (std::size_t i = 0; i < list.size(); ++i)
+      read_post_processor(r, list[i], log::concat(where, ".processors[", i, "]"), m);
+    return;
+  }
+  if (type != "TemplateProcessing") r.fail(where + ".type", "post-processor \"" + type + "\" is not supported");
+  const json& single = r.get(post, where, "single", json::value_t::array);
+  const json& specials = r.get(post, where, "special_tokens", json::value_t::object);
+  bool after = false;
+  for (std::size_t i = 0; i < single.size(); ++i) {
+    const std::string at = log::concat(where, ".single[", i, "]");
+    if (!single[i].is_object()) r.fail(at, log::concat("expected object, found ", single[i].type_name()));
+    if (single[i].contains("Sequence")) {
+      after = true;
+      continue;
+    }
+    const std::string name = r.string(r.get(single[i], at, "SpecialToken", json::value_t::object), at, "id");
+    const json& special = r.get(specials, where + ".special_tokens", name.c_str(), json::value_t::object);
+    const json& ids = r.get(special, where + ".special_tokens." + name, "ids", json::value_t::array);
+    for (const json& id : ids) (after ? m.suffix_ids : m.prefix_ids).push_back(r.id(id, at));
+  }
+}
+
 BpeModel read_model(const json& root, const Reader& r) {
   if (!root.is_object()) r.fail("(top level)", log::concat("expected object, found ", root.type_name()));
   BpeModel m;
@@ -275,6 +306,12 @@ BpeModel read_model(const json& root, const Reader& r) {
   read_vocab(r, model, m);
   read_merges(r, model, m);
   read_added_tokens(r, root, m);
+  if (const auto post = root.find("post_processor"); post != root.end())
+    read_post_processor(r, *post, "post_processor", m);
+  for (const auto* ids : {&m.prefix_ids, &m.suffix_ids})
+    for (const TokenId id : *ids)
+      if (static_cast<std::size_t>(id) >= m.kind_of_id.size() || m.kind_of_id[id] == Kind::none)
+        r.fail("post_processor", log::concat("token id ", id, " is in neither the vocabulary nor the added tokens"));
   return m;
 }
 

@@ -448,6 +448,9 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   BOOST_TEST(param_of("{" + messages + R"(, "stream": "yes"})") == "stream");
   BOOST_TEST(param_of("{" + messages + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})") ==
              "tool_choice");
+  const auto not_boolean =
+      served.client->Post("/v1/completions", R"({"prompt": "x", "add_special_tokens": 1})", "application/json");
+  BOOST_TEST(error_of(not_boolean, 400)["param"] == "add_special_tokens");
   // Prompts times n past the bound (each choice is queued at once): one more than allowed is refused, all of it.
   json many = {{"prompt", json::array()}, {"n", 8}};
   for (int i = 0; i < 129; ++i) many["prompt"].push_back({1, 2});

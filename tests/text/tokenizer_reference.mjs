@@ -54,6 +54,11 @@ function compare(modelPackage, count, seed) {
     const ours = JSON.parse(encoded[i]);
     const theirs = reference.encode(s, { add_special_tokens: false }).ids;
     if (JSON.stringify(ours.ids) !== JSON.stringify(theirs)) failed("ids", s, ours.ids, theirs);
+    if (i % 10 === 0) {  // tokenizers.js's default adds the post-processor's special tokens (Llama's BOS), as vLLM does
+      const withSpecial = reference.encode(s).ids;
+      if (JSON.stringify(ours.special) !== JSON.stringify(withSpecial))
+        failed("ids with special tokens", s, ours.special, withSpecial);
+    }
     const back = Buffer.from(ours.decoded, "hex").toString("utf8");
     const expected = nfc ? s.normalize("NFC") : s;
     // SentencePiece-style files prepend U+2581 to the text after each special token: a space there comes back.

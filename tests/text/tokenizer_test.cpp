@@ -126,6 +126,23 @@ BOOST_AUTO_TEST_CASE(added_tokens_are_matched_first) {
   BOOST_TEST(stripping->encode("\u00a0<x>") == (std::vector<TokenId>{301}));
 }
 
+// The post-processor's special tokens, as Llama 3 writes them (a Sequence of ByteLevel and TemplateProcessing): put
+// around a text by with_special_tokens (Hugging Face's add_special_tokens), never by encode.
+BOOST_AUTO_TEST_CASE(the_post_processor_s_special_tokens_go_around_one_text) {
+  json j = tiny_tokenizer();
+  j["post_processor"] = json::parse(R"({"type": "Sequence", "processors": [{"type": "ByteLevel"},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<|end|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "<x>", "type_id": 0}}],
+       "special_tokens": {"<|end|>": {"id": "<|end|>", "ids": [300], "tokens": ["<|end|>"]},
+                          "<x>": {"id": "<x>", "ids": [301], "tokens": ["<x>"]}}}]})");
+  const auto t = load(j);
+  const TokenId hello = id_of(*t, "hello");
+  BOOST_TEST(t->encode("hello") == (std::vector<TokenId>{hello}));
+  BOOST_TEST(t->with_special_tokens(t->encode("hello")) == (std::vector<TokenId>{300, hello, 301}));
+  BOOST_TEST(load(tiny_tokenizer())->with_special_tokens({hello}) == (std::vector<TokenId>{hello}));  // none
+}
+
 BOOST_AUTO_TEST_CASE(any_bytes_come_back) {
   const auto t = load(tiny_tokenizer());
   std::mt19937 random(7);
@@ -213,6 +230,14 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
   refused([](json& j) { j["model"]["type"] = "WordPiece"; }, "model.type");
   refused([](json& j) { j["model"]["unk_token"] = "<nope>"; }, "model.unk_token");
   refused([](json& j) { j["added_tokens"][0].erase("id"); }, "added_tokens[0].id");
+  refused([](json& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; }, "post_processor.type");
+  refused(
+      [](json& j) {
+        j["post_processor"] = {{"type", "TemplateProcessing"},
+                               {"single", {{{"SpecialToken", {{"id", "<s>"}}}}}},
+                               {"special_tokens", {{"<s>", {{"ids", {5000}}}}}}};
+      },
+      "post_processor");
   refused([](json& j) { j["added_tokens"][1]["content"] = 5; }, "added_tokens[1].content");
   refused([](json& j) { j["added_tokens"][1]["single_word"] = true; }, "added_tokens[1].single_word");
   refused([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer.type");

@@ -1,6 +1,7 @@
 // The C++ side of tests/text/tokenizer_reference_test.sh and of `scripts/bench.sh tokenizer`. Strings travel as
 // hex, one per line, so that any bytes (invalid UTF-8, newlines) pass.
-//   tokenizer_tool encode TOKENIZER_JSON HEX_LINES   one JSON line per input: {"ids":[...],"decoded":"<hex>"}
+//   tokenizer_tool encode TOKENIZER_JSON HEX_LINES   one JSON line per input: {"ids":[...],"special":[...],
+//                                                   "decoded":"<hex>"} (special: with the post-processor's tokens)
 //   tokenizer_tool decode TOKENIZER_JSON ID_LINES    one hex line per JSON array of ids: the decoded bytes
 //   tokenizer_tool bench TOKENIZER_JSON HEX_LINES R  encodes every line R times; prints tokens, seconds, tokens/s
 //   tokenizer_tool chat MODEL_DIR JSON_LINES       one JSON line per conversation ({"messages", "tools",
@@ -57,6 +58,9 @@ int encode(const arclight::text::Tokenizer& t, const char* lines_path) {
     const std::vector<TokenId> ids = t.encode(text);
     std::string out = "{\"ids\":[";
     for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+    out += "],\"special\":[";  // with the post-processor's special tokens (add_special_tokens)
+    const std::vector<TokenId> special = t.with_special_tokens(ids);
+    for (std::size_t i = 0; i < special.size(); ++i) out += (i ? "," : "") + std::to_string(special[i]);
     std::cout << out << "],\"decoded\":\"" << to_hex(t.decode(ids)) << "\"}\n";
   }
   return 0;

@@ -32,6 +32,7 @@ struct Invocation {
   bool tokenize_chat = false;     // tokenize --chat: stdin holds chat messages (JSON), rendered by the chat template
   std::string tokenize_template;  // tokenize --template: the chat template by name, not recognised
   bool tokenize_generation_prompt = false;       // tokenize --add-generation-prompt
+  bool tokenize_no_special_tokens = false;       // tokenize --no-special-tokens: text without the post-processor's
   std::optional<bool> tokenize_enable_thinking;  // tokenize --enable-thinking true|false (Qwen3)
   ExportRequest export_request;
   std::string serve_config;  // serve: a config file (its model, seed, runner.http_*); empty: the defaults

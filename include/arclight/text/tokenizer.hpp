@@ -45,6 +45,10 @@ class Tokenizer {
   // The id of a token given by its text (as tokenizer.json writes it), for special tokens such as "<|im_end|>".
   virtual std::optional<TokenId> token_id(std::string_view token) const = 0;
   virtual bool is_special(TokenId id) const = 0;
+  // `ids` with the special tokens the file's post-processor puts around one text (Llama's BOS before it; Qwen's none),
+  // as Hugging Face's tokenizer(text) and vLLM's completions add them (add_special_tokens). Chat templates write
+  // theirs.
+  virtual std::vector<TokenId> with_special_tokens(std::vector<TokenId> ids) const { return ids; }
 };
 
 // A tokenizer.json's text; `file` names it in errors. Throws TokenizerFileError.
