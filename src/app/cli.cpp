@@ -379,6 +379,11 @@ Invocation parse_command_line(int argc, const char* const* argv) {
       ->add_flag("--merge-lora", request.merge_lora,
                  "a LoRA run: merge the adapters into the model's weights (--hf; --peft writes them unmerged)")
       ->excludes("--peft");
+  exporter
+      ->add_option("--dtype", request.dtype,
+                   "the weights' type (default: the source's torch_dtype; a float32 run on a bfloat16 model is "
+                   "rounded unless float32)")
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
   exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
       ->check(positive)
       ->capture_default_str();

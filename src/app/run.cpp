@@ -287,6 +287,7 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
   } else {
     model::ExportOptions options;
     options.max_shard_bytes = request.max_shard_bytes;
+    options.dtype = request.dtype;
     report = model::export_hf(source, weights, out, options);
   }
   warn_of_another_template(saved.model.chat_template, request.peft_dir.empty() ? out : source);

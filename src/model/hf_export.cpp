@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -35,10 +36,15 @@ constexpr const char* companion_files[] = {"config.json",
                                            "chat_template.jinja",
                                            "chat_template.json"};
 
+std::optional<DType> dtype_named(const std::string& name) {
+  if (name.empty() || name == "float32") return DType::f32;
+  if (name == "bfloat16") return DType::bf16;
+  if (name == "float16") return DType::f16;
+  return std::nullopt;
+}
+
 DType dtype_of(const HfConfig& config, const std::string& source) {
-  if (config.torch_dtype.empty() || config.torch_dtype == "float32") return DType::f32;
-  if (config.torch_dtype == "bfloat16") return DType::bf16;
-  if (config.torch_dtype == "float16") return DType::f16;
+  if (const auto dtype = dtype_named(config.torch_dtype)) return *dtype;
   throw ModelFileError(log::concat(source, "/config.json: torch_dtype \"", config.torch_dtype,
                                    "\" cannot be exported (float32, bfloat16 or float16)"));
 }
@@ -113,6 +119,16 @@ void write_text(const fs::path& path, const std::string& text) {
     if (!out.flush()) throw Error(log::concat("export: cannot write ", path.string()));
   }
   sync_to_disk(path.string());
+}
+
+// The source's config.json with another weight type: torch_dtype, and transformers 5's dtype where it has one.
+void write_config_with_dtype(const fs::path& from, const fs::path& to, const std::string& dtype) {
+  std::ifstream in(from, std::ios::binary);
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (!config.is_object()) throw ModelFileError(from.string() + ": not a JSON object");
+  config["torch_dtype"] = dtype;
+  if (config.contains("dtype")) config["dtype"] = dtype;
+  write_text(to, config.dump(2) + "\n");
 }
 
 // The weights as safetensors in `dir`, sharded with an index past max_bytes; returns the file names.
@@ -286,13 +302,20 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
   const HfConfig config = read_hf_config(source_model_dir);
   const auto ordered = weights_in_order(config, weights, source_model_dir);
   ExportReport report;
-  report.dtype = dtype_of(config, source_model_dir);
+  if (!options.dtype.empty() && !dtype_named(options.dtype))
+    throw UsageError("export: --dtype " + options.dtype + ": float32, bfloat16 or float16");
+  report.dtype = options.dtype.empty() ? dtype_of(config, source_model_dir) : *dtype_named(options.dtype);
   Staging staging(out_dir);
   const fs::path& partial = staging.dir();
   report.files = write_weights(partial, ordered, report.dtype, options.max_shard_bytes, report.weight_bytes);
   for (const char* name : companion_files) {
     const fs::path from = fs::path(source_model_dir) / name;
     if (!fs::is_regular_file(from)) continue;
+    if (std::string(name) == "config.json" && !options.dtype.empty()) {
+      write_config_with_dtype(from, partial / name, options.dtype);
+      report.files.push_back(name);
+      continue;
+    }
     std::error_code ec;
     fs::copy_file(from, partial / name, ec);
     if (ec) throw Error(log::concat("export: cannot copy ", from.string(), ": ", ec.message()));

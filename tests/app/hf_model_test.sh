@@ -50,7 +50,13 @@ grep -q "export: the run rendered its chats with chat template \"chatml\" (model
   fail "sharded export: $(cat "$work/out")"
 [ -f "$work/sharded/model.safetensors.index.json" ] && [ -f "$work/sharded/model-00002-of-00004.safetensors" ] ||
   fail "sharded export: $(ls "$work/sharded" | xargs)"
-for exported in export sharded; do
+# Another weight type than the source's (a float32 run on a bfloat16 model is rounded unless asked): the weights and
+# config.json's torch_dtype say it, and it loads.
+"$bin" export "$work/qwen3/checkpoints" --hf "$work/bf16" --dtype bfloat16 >"$work/out" 2>&1 ||
+  fail "export --dtype: $(cat "$work/out")"
+grep -q "BF16 weights" "$work/out" && grep -q '"torch_dtype": "bfloat16"' "$work/bf16/config.json" ||
+  fail "export --dtype bfloat16: $(cat "$work/out"; grep dtype "$work/bf16/config.json")"
+for exported in export sharded bf16; do
   train --model.path "$work/$exported" --dry-run --run.dir "$work/dry"
   [ "$(codes)" = "3x0" ] || fail "$exported does not load: $(tail -3 "$work/err")"
 done

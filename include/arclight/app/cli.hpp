@@ -18,6 +18,7 @@ struct ExportRequest {
   std::string source_dir;  // the Hugging Face directory the run started from; empty: the run's model.path
   std::uint64_t max_shard_bytes = 5'000'000'000;
   bool merge_lora = false;  // a LoRA run: the adapters merged into the model's weights
+  std::string dtype;        // --dtype: the weights' type; empty: the source model's torch_dtype
 };
 
 // What the command line (and the config file it names) asked for.
