@@ -1,9 +1,11 @@
 #include "arclight/model/hf_export.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -172,7 +174,8 @@ class Staging {
       throw UsageError(log::concat("export: ", out_.string(), " is a symbolic link; name the directory itself"));
     if (fs::exists(status) && (!fs::is_directory(status) || !fs::is_empty(out_, ec)))
       throw UsageError(log::concat("export: ", out_.string(), " exists and is not an empty directory"));
-    partial_ = out_.string() + ".partial-" + std::to_string(::getpid());
+    remove_stale_staging();
+    partial_ = out_.string() + staging_infix() + std::to_string(::getpid());
     try {
       fs::remove_all(partial_);
       fs::create_directories(partial_);
@@ -214,6 +217,32 @@ class Staging {
       throw UsageError(log::concat("export: '", out_dir, "' names no new directory; give one, such as ", out_dir,
                                    out_dir.empty() || out_dir.back() == '/' ? "" : "/", "exported"));
     return out;
+  }
+
+  // Staging directories are named by host and process: <out>.partial-<host>-<pid>.
+  static std::string staging_infix() {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    return ".partial-" + std::string(host) + "-";
+  }
+
+  // A staging directory an export of this host left when it was killed (Ctrl-C, SIGTERM: the export ends at once,
+  // with no unwinding): its process is gone. Another host's (a shared file system) is never touched.
+  void remove_stale_staging() const {
+    const std::string prefix = out_.filename().string() + staging_infix();
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(out_.has_parent_path() ? out_.parent_path() : ".", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) != 0) continue;
+      long pid = 0;
+      const char* digits = name.c_str() + prefix.size();
+      const auto [end, error] = std::from_chars(digits, name.c_str() + name.size(), pid);
+      if (error != std::errc() || *end != '\0' || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+        continue;
+      std::error_code removed;
+      fs::remove_all(e.path(), removed);
+      if (!removed) log::info("export: removed ", e.path().string(), ", left by an export that was killed");
+    }
   }
 
   fs::path out_, partial_;
