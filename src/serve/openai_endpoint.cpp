@@ -269,7 +269,8 @@ class Endpoint {
     return {{"content", std::move(content)}};
   }
 
-  // `offset`: where the first token's text starts in the choice's text; moved past the tokens.
+  // `offset`: where the first token's text starts in the choice's text, in characters (OpenAI's and vLLM's, Python's
+  // str indices); moved past the tokens by what each adds to the text (a special token's text is not in it).
   json completion_logprobs(const std::vector<StreamedToken>& tokens, std::size_t& offset) const {
     json out = {{"tokens", json::array()},
                 {"token_logprobs", json::array()},
@@ -283,7 +284,8 @@ class Endpoint {
       for (const auto& [id, logprob] : t.top) top[token_text(id)] = finite(logprob);
       out["top_logprobs"].push_back(std::move(top));
       out["text_offset"].push_back(offset);
-      offset += text.size();
+      for (const char byte : model_.tokenizer->piece(t.id, /*skip_special=*/true, offset == 0))
+        offset += (static_cast<unsigned char>(byte) & 0xC0) != 0x80;  // a character counted at its first byte
     }
     return out;
   }

@@ -218,6 +218,12 @@ BOOST_AUTO_TEST_CASE(completion_logprobs_have_the_legacy_shape) {
   BOOST_TEST(logprobs["token_logprobs"] == json({-0.125, -0.25}));
   BOOST_TEST(logprobs["top_logprobs"][0] == json({{"y", -1.125}}));
   BOOST_TEST(logprobs["text_offset"] == json({0, 1}));
+  // Offsets index the text in characters, as OpenAI's and vLLM's: a special token adds nothing to it, "é" (two bytes,
+  // two byte tokens here) one character, counted at its first byte.
+  served.generator.answer = {'a', 256, 0xC3, 0xA9, 'b'};  // a <|im_start|> é b
+  const json choice = served.ok("/v1/completions", {{"prompt", "p"}, {"logprobs", 0}})["choices"][0];
+  BOOST_TEST(choice["text"] == "a\u00e9b");
+  BOOST_TEST(choice["logprobs"]["text_offset"] == json({0, 1, 1, 2, 2}), choice["logprobs"]["text_offset"].dump());
 }
 
 BOOST_AUTO_TEST_CASE(no_logprobs_asked_gives_null) {
