@@ -24,6 +24,7 @@ LIBRARIES = [
     ("pcre2", re.compile(r"pcre2\.h$")),
     ("icu", re.compile(r"unicode/")),
     ("zlib", re.compile(r"zlib\.h$")),
+    ("xxhash", re.compile(r"xxhash\.h$")),
 ]
 # The C++ standard library (no extension) and the POSIX and glibc headers any module may use.
 SYSTEM = re.compile(r"([a-z_]+|(unistd|fcntl|malloc|sched|dlfcn|signal|errno|pthread|dirent|poll)\.h|(sys|arpa|netinet)/[a-z_]+\.h)$")

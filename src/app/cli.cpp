@@ -383,7 +383,8 @@ Invocation parse_command_line(int argc, const char* const* argv) {
       ->add_option("--dtype", request.dtype,
                    "the weights' type (default: the source's torch_dtype; a float32 run on a bfloat16 model is "
                    "rounded unless float32)")
-      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}));
+      ->check(CLI::IsMember({"float32", "bfloat16", "float16"}))
+      ->excludes("--peft");  // a PEFT adapter is written in float32
   exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
       ->check(positive)
       ->capture_default_str();

@@ -137,7 +137,9 @@ struct Planner {
       if (!is_prefix) prefix = 0, segments.clear();
     }
     for (const auto& [path, held] : segments)
-      entries.push_back({path, held.kind, held.count, {held.crc, *held.xxh3}, 0, held.file, held.object, 0});
+      // A link's checksums are not read back (/meta/links keeps the CRC); a segment of a version written before XXH3
+      // has none (linked all the same where the caller says LATEST holds its bytes: blob.offset).
+      entries.push_back({path, held.kind, held.count, {held.crc, held.xxh3.value_or(0)}, 0, held.file, held.object, 0});
     if (blob.count > prefix || segments.empty()) {
       const char* tail = static_cast<const char*>(blob.data) + prefix * size;
       const std::uint64_t count = blob.count - prefix;

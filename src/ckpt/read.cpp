@@ -76,8 +76,9 @@ std::uint64_t read_index(Reader& r, Checkpoint& c) {
   return total;
 }
 
-void reserve_model(Checkpoint& c, std::size_t total) {
+void reserve_model(Checkpoint& c, std::size_t total, bool moments) {
   for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) {
+    if (!moments && values != &c.parameters) continue;
     values->reserve(total);
 #ifdef MADV_HUGEPAGE
     constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
@@ -135,7 +136,7 @@ void read_model(Reader& r, Checkpoint& c, Contents contents) {
   if (contents == Contents::all || contents == Contents::model) {
     // Room for every tensor at once, so that the reads go straight into place. A failure here
     // is this machine's memory, not the file: it is not skipped as corrupt.
-    reserve_model(c, total);
+    reserve_model(c, total, contents == Contents::all);
     const std::vector<std::size_t> offsets = tensor_offsets(c);
     Moments moments;
     std::vector<PlannedRead> plan;

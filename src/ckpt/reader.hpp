@@ -294,10 +294,10 @@ struct Moments {
   bool mixed() const { return some && missing; }
 };
 
-// Room for `total` values in each of the flat vectors, in huge pages where the kernel has them
-// (transparent huge pages on request): a restore fills gigabytes of fresh memory, and faulting
+// Room for `total` values in each of the flat vectors (the parameters alone without `moments`), in huge pages where
+// the kernel has them (transparent huge pages on request): a restore fills gigabytes of fresh memory, and faulting
 // it in 4 KB pages took as long as reading the file here.
-void reserve_model(Checkpoint& c, std::size_t total);
+void reserve_model(Checkpoint& c, std::size_t total, bool moments = true);
 
 inline const char* const mixed_moments = ": optimizer state and parameters differ in size";
 

@@ -1,6 +1,7 @@
 #include "arclight/model/hf_export.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -183,10 +184,14 @@ class Staging {
       throw Error(log::concat("export: cannot create ", partial_.string(), " beside ", out_.string(), ": ",
                               e.code().message()));
     }
+    // Held while this export lives: a later one tells a dead owner from a live one in another PID namespace.
+    lock_ = ::open((partial_ / lock_name).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_ >= 0) ::flock(lock_, LOCK_EX | LOCK_NB);
   }
   ~Staging() {
     std::error_code ec;
     if (!published_) fs::remove_all(partial_, ec);
+    if (lock_ >= 0) ::close(lock_);
   }
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
@@ -194,6 +199,7 @@ class Staging {
   const fs::path& dir() const { return partial_; }
 
   void publish() {
+    ::unlink((partial_ / lock_name).c_str());  // not part of the export; the lock stays on its file till the end
     sync_to_disk(partial_.string(), true);
     std::error_code ec;
     fs::rename(partial_, out_, ec);  // rename(2) replaces an empty directory
@@ -227,7 +233,8 @@ class Staging {
   }
 
   // A staging directory an export of this host left when it was killed (Ctrl-C, SIGTERM: the export ends at once,
-  // with no unwinding): its process is gone. Another host's (a shared file system) is never touched.
+  // with no unwinding): its process is gone and its lock free (a process of another PID namespace on this host holds
+  // its own). Another host's (a shared file system) is never touched.
   void remove_stale_staging() const {
     const std::string prefix = out_.filename().string() + staging_infix();
     std::error_code ec;
@@ -237,7 +244,8 @@ class Staging {
       long pid = 0;
       const char* digits = name.c_str() + prefix.size();
       const auto [end, error] = std::from_chars(digits, name.c_str() + name.size(), pid);
-      if (error != std::errc() || *end != '\0' || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      if (error != std::errc() || *end != '\0' || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 ||
+          errno != ESRCH || !owner_gone(e.path()))
         continue;
       std::error_code removed;
       fs::remove_all(e.path(), removed);
@@ -245,7 +253,18 @@ class Staging {
     }
   }
 
+  // Whether nobody holds the staging directory's lock (its owner ended); false where the lock cannot be tried.
+  static bool owner_gone(const fs::path& staging) {
+    const int fd = ::open((staging / lock_name).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    const bool taken = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    return taken;
+  }
+
+  static constexpr const char* lock_name = ".export.lock";
   fs::path out_, partial_;
+  int lock_ = -1;
   bool published_ = false;
 };
 

@@ -1,6 +1,7 @@
 #include "arclight/model/hf_model.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -310,7 +311,9 @@ void read_attention(const ConfigReader& config, const Defaults* defaults, const 
                   log::concat("partial_rotary_factor ", rotary, " is not supported (RoPE turns every dimension)"));
   // transformers warns and loads (a context cut back to the original one is a common edit to save memory); the
   // frequencies depend on the original length alone.
-  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings)
+  static std::atomic<bool> warned{false};  // once a process: every load of the config would say it again
+  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings &&
+      !warned.exchange(true))
     log::warn(file, ": rope_scaling's original_max_position_embeddings (",
               c.rope_scaling->original_max_position_embeddings, ") is not less than max_position_embeddings (",
               c.max_position_embeddings, "), as transformers warns too");

@@ -18,7 +18,7 @@ struct ToolCallAnswer {
   std::vector<ParsedToolCall> calls;
 };
 
-// The calls after the last </think>, each ended by the first </tool_call> after which it is whole JSON, the last one
+// The calls after the last </think>, each ended by the first </tool_call> before which it is whole JSON, the last one
 // by the end of the text too. nullopt when the text has no tool call, or one that is malformed (not JSON, no name,
 // text between or after the calls): the answer is then plain text.
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text);

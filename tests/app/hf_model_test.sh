@@ -51,14 +51,20 @@ grep -q "export: the run rendered its chats with chat template \"chatml\" (model
 [ -f "$work/sharded/model.safetensors.index.json" ] && [ -f "$work/sharded/model-00002-of-00004.safetensors" ] ||
   fail "sharded export: $(ls "$work/sharded" | xargs)"
 # Staging left by exports that were killed (Ctrl-C ends an export with no unwinding): this host's dead process's is
-# removed by the next export to that directory; a live process's and another host's (a shared file system) stay.
+# removed by the next export to that directory; a live process's, one whose lock is held (a process of another PID
+# namespace) and another host's (a shared file system) stay.
 sleep 0 & dead=$!; wait $dead
-for owner in "$(hostname)-$dead" "$(hostname)-$$" "elsewhere-$dead"; do
-  mkdir -p "$work/again.partial-$owner" && touch "$work/again.partial-$owner/model.safetensors.tmp"
+sleep 0 & locked=$!; wait $locked
+for owner in "$(hostname)-$dead" "$(hostname)-$$" "$(hostname)-$locked" "elsewhere-$dead"; do
+  mkdir -p "$work/again.partial-$owner" && touch "$work/again.partial-$owner/.export.lock"
 done
+flock "$work/again.partial-$(hostname)-$locked/.export.lock" sleep 60 & holder=$!
+sleep 0.5
 "$bin" export "$work/qwen3/checkpoints" --hf "$work/again" >"$work/out" 2>&1 || fail "export again: $(cat "$work/out")"
+kill $holder 2>/dev/null
 [ ! -e "$work/again.partial-$(hostname)-$dead" ] && [ -d "$work/again.partial-$(hostname)-$$" ] &&
-  [ -d "$work/again.partial-elsewhere-$dead" ] || fail "stale staging: $(ls -d "$work"/again.partial-* | xargs)"
+  [ -d "$work/again.partial-$(hostname)-$locked" ] && [ -d "$work/again.partial-elsewhere-$dead" ] &&
+  [ ! -e "$work/again/.export.lock" ] || fail "stale staging: $(ls -d "$work"/again.partial-* | xargs)"
 # Another weight type than the source's (a float32 run on a bfloat16 model is rounded unless asked): the weights and
 # config.json's torch_dtype say it, and it loads.
 "$bin" export "$work/qwen3/checkpoints" --hf "$work/bf16" --dtype bfloat16 >"$work/out" 2>&1 ||

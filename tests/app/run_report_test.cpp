@@ -52,7 +52,6 @@ BOOST_AUTO_TEST_CASE(a_figure_s_name_cannot_break_the_line_and_large_values_are_
   BOOST_TEST(written == "{\"step\":1,\"elapsed\":1234567.5,\"val_a__0__elapsed\":1e+300,\"val_b_c_\":2}\n");
 }
 
-// A fresh run in a directory moves the earlier run's files aside; two within one second keep both archives.
 // A row that does not reach metrics.jsonl (a full disk, a quota) is lost for good, the next checkpoint's history read
 // back from the file: the step says so instead of going on. A file size limit stands in for the full disk.
 BOOST_AUTO_TEST_CASE(a_metrics_row_that_cannot_be_written_is_an_error) {
@@ -79,6 +78,7 @@ BOOST_AUTO_TEST_CASE(a_metrics_row_that_cannot_be_written_is_an_error) {
   BOOST_TEST(error.find("metrics.jsonl failed") != std::string::npos, error);
 }
 
+// A fresh run in a directory moves the earlier run's files aside; two within one second keep both archives.
 BOOST_AUTO_TEST_CASE(earlier_runs_are_archived_and_none_is_overwritten) {
   TempDir dir;
   for (int run = 1; run <= 3; ++run) {

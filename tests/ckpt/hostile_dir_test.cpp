@@ -270,7 +270,6 @@ BOOST_AUTO_TEST_CASE(two_datasets_on_the_same_bytes_skip_the_version) {
   expect_refused(dir, "bytes another dataset holds");
 }
 
-// A negative policy version would reach the runners as the weight channel's end of training.
 // A version written before datasets carried XXH3-64 (only CRC-32C) restores, and a version incremental on it writes
 // such a dataset anew rather than trusting the CRC alone to link it.
 BOOST_AUTO_TEST_CASE(a_parent_dataset_without_xxh3_is_written_anew_not_linked) {
@@ -300,6 +299,7 @@ BOOST_AUTO_TEST_CASE(a_parent_dataset_without_xxh3_is_written_anew_not_linked) {
   BOOST_TEST(back.parameters == growing(2).parameters);
 }
 
+// A negative policy version would reach the runners as the weight channel's end of training.
 BOOST_AUTO_TEST_CASE(a_negative_policy_version_is_refused) {
   TempDir dir;
   write_versions(dir, 2);

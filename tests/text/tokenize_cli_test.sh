@@ -41,6 +41,31 @@ check '[ "$out" = "$expected" ]' "chat: $out"
 out=$("$bin" tokenize --model "$work/model" --chat --template llama3 <"$work/chat.json" 2>&1)
 check 'echo "$out" | grep -q "\"template\": \"llama3\""' "chat with a named template: $out"
 
+# The post-processor's special tokens around a text (Llama's BOS; here <|im_start|> as one), as Hugging Face's
+# tokenizer(text) adds them; --no-special-tokens leaves them out.
+cp -r "$work/model" "$work/with_bos"
+/usr/bin/python3 - "$work/with_bos/tokenizer.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+t = json.load(open(path))
+t["post_processor"] = {"type": "TemplateProcessing",
+                       "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                       "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [300], "tokens": ["<|im_start|>"]}}}
+json.dump(t, open(path, "w"))
+PY
+out=$(printf 'hello' | "$bin" tokenize --model "$work/with_bos" 2>&1)
+check '[ "$out" = "[300,259]" ]' "text with the post-processor's token: $out"
+out=$(printf 'hello' | "$bin" tokenize --model "$work/with_bos" --no-special-tokens 2>&1)
+check '[ "$out" = "[259]" ]' "text with --no-special-tokens: $out"
+# Qwen3's enable_thinking: false ends the generation prompt with an empty <think></think>.
+thinking=$("$bin" tokenize --model "$work/model" --chat --template qwen3 --add-generation-prompt <"$work/chat.json" 2>&1)
+not_thinking=$("$bin" tokenize --model "$work/model" --chat --template qwen3 --add-generation-prompt \
+  --enable-thinking false <"$work/chat.json" 2>&1)
+check '[ ${#not_thinking} -gt ${#thinking} ] && echo "$not_thinking" | grep -q "\"template\": \"qwen3\""' \
+  "--enable-thinking false: $not_thinking (without: $thinking)"
+"$bin" tokenize --model "$work/model" --chat --enable-thinking maybe <"$work/chat.json" >/dev/null 2>&1; rc=$?
+check '[ $rc = 2 ]' "--enable-thinking maybe: exit $rc, want 2"
+
 # SIGTERM ends a tokenize that waits for its input (it ran on, deaf to kill, with training's stop-at-a-step handler).
 mkfifo "$work/never"
 exec 7<>"$work/never"  # held open for writing: the read never sees an end

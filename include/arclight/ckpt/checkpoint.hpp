@@ -152,7 +152,7 @@ struct SharedReadFigures {
   double read_seconds = 0;       // to read and check its share
   double broadcast_seconds = 0;  // to send and receive the shares
 };
-// Contents::model of a version, read by every rank of `comm` together, each byte once: each
+// The model and the optimizer's moments of a version, read by every rank of `comm` together, each byte once: each
 // rank reads the meta and the index, then its share of the tensors (partition_tensors for comm's
 // size: any number of ranks restores a version however many wrote it), checking each tensor's
 // checksum over its pieces as they arrive; then the shares are broadcast over `comm`, so that every
