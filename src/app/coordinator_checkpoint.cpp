@@ -544,7 +544,10 @@ std::string Coordinator::whole_history(std::size_t history_end) {
   } catch (const store::StoreError&) {
     std::string released;
     try {
-      released = archive_->history();
+      archive_->history(store::StoreArchive::Order::oldest_first, [&](std::string_view segment) {
+        released += segment;
+        return true;
+      });
     } catch (const std::exception& e) {
       throw Error(log::concat("the store has let go of records that only LATEST holds, and it does not read (",
                               e.what(),

@@ -1,5 +1,6 @@
 #include "store_archive.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "arclight/ckpt/checkpoint.hpp"
@@ -40,13 +41,13 @@ std::vector<store::SpanLogEntry> CheckpointStoreArchive::read(std::uint64_t firs
   return out;
 }
 
-std::string CheckpointStoreArchive::history() {
+void CheckpointStoreArchive::history(Order order, const std::function<bool(std::string_view)>& visit) {
   const ckpt::CheckpointsHeld held;
   const std::string version = latest_in(dir_);
-  std::string whole;
-  for (const std::string& segment : ckpt::log_segments(version, "/store/history"))
-    whole += ckpt::read_log_segment(version, segment);
-  return whole;
+  std::vector<std::string> segments = ckpt::log_segments(version, "/store/history");
+  if (order == Order::newest_first) std::reverse(segments.begin(), segments.end());
+  for (const std::string& segment : segments)
+    if (!visit(ckpt::read_log_segment(version, segment))) return;
 }
 
 const std::vector<store::SpanLogEntry>& CheckpointStoreArchive::entries_of(const std::string& version,

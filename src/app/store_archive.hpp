@@ -17,7 +17,7 @@ class CheckpointStoreArchive final : public store::StoreArchive {
   CheckpointStoreArchive(std::string checkpoint_dir, bool holds_spans)
       : dir_(std::move(checkpoint_dir)), holds_spans_(holds_spans) {}
   std::vector<store::SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override;
-  std::string history() override;
+  void history(Order order, const std::function<bool(std::string_view)>& visit) override;
   bool holds_spans() const override { return holds_spans_; }
 
  private:

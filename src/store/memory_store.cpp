@@ -401,9 +401,9 @@ ResourcesVersion MemoryStore::update_resources(const std::string& name, std::str
   v.content = std::move(content);
   it->second.push_back(v.id);
   ++stats_.resources;
-  // The version before, no longer the latest: its content goes too if a checkpoint holds it.
-  ResourcesVersion& before = resources_[it->second[it->second.size() - 2] - 1];
-  if (content_archived(before)) std::string().swap(before.content);
+  // The version before, no longer the latest: its content goes at the next release if a checkpoint holds it.
+  const ResourcesVersion& before = resources_[it->second[it->second.size() - 2] - 1];
+  if (content_archived(before)) contents_held_.push_back(before.id);
   return v;
 }
 
@@ -412,7 +412,7 @@ ResourcesVersion MemoryStore::get_resources(ResourcesId id) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
     if (resources_[id - 1].name.empty()) throw missing(log::concat("resources ", id, lost_with_damage));
-    if (!content_archived(resources_[id - 1])) return resources_[id - 1];
+    if (content_in_memory(resources_[id - 1])) return resources_[id - 1];
   }
   return read_back_resources(id);
 }

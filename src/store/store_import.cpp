@@ -81,6 +81,7 @@ void MemoryStore::clear_locked() {
   resources_released_ = 0;
   span_log_base_ = release_scan_ = archived_spans_end_ = 0;
   held_back_.clear();
+  contents_held_.clear();
   queue_.clear();
   watched_.clear();
   stats_ = Statistics{};
@@ -354,6 +355,9 @@ void MemoryStore::count_imported(bool lazy) {
     resources_by_name_[v.name].push_back(v.id);
     if (!lazy) ++stats_.resources;
   }
+  // The tables held the content of archived versions that rollouts not ended named: it goes at the next release.
+  for (const ResourcesVersion& v : resources_)
+    if (content_archived(v) && !v.content.empty()) contents_held_.push_back(v.id);
 }
 
 // The span log: each span's record kept as it is, under its attempt; an entry of spans let go of

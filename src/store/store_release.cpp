@@ -77,8 +77,7 @@ std::size_t MemoryStore::release_records(std::size_t until_history_entry, const 
          (history_.front().kind != HistoryEntry::rollout || rollout_released(history_.front().id))) {
     if (history_.front().kind == HistoryEntry::resources) {
       resources_released_ = history_.front().id;
-      ResourcesVersion& v = resources_[resources_released_ - 1];
-      if (content_archived(v)) std::string().swap(v.content);
+      if (content_archived(resources_[resources_released_ - 1])) contents_held_.push_back(resources_released_);
     } else if (history_.front().kind == HistoryEntry::lost_resources) {
       // A lazy import places it from the tables, as the versions before it. An import that lost records puts them
       // after the history it kept, so a lost version may come after newer ones: the count never goes back.
@@ -87,7 +86,25 @@ std::size_t MemoryStore::release_records(std::size_t until_history_entry, const 
     history_.pop_front();
     ++history_base_;
   }
+  let_go_of_archived_contents_locked();
   return released;
+}
+
+void MemoryStore::let_go_of_archived_contents_locked() {
+  if (contents_held_.empty()) return;
+  std::unordered_set<ResourcesId> named;
+  for (const RolloutRecord& rec : rollouts_)
+    if (!is_final(rec.rollout.status) && rec.rollout.resources_id != 0) named.insert(rec.rollout.resources_id);
+  std::vector<ResourcesId> still;
+  for (ResourcesId id : contents_held_) {
+    ResourcesVersion& v = resources_[id - 1];
+    if (!content_archived(v)) continue;  // in memory as any version
+    if (named.count(id))
+      still.push_back(id);
+    else
+      std::string().swap(v.content);
+  }
+  contents_held_.swap(still);
 }
 
 std::shared_ptr<StoreArchive> MemoryStore::archive() const {
@@ -95,7 +112,7 @@ std::shared_ptr<StoreArchive> MemoryStore::archive() const {
   return archive_;
 }
 
-void MemoryStore::walk_archived_history(const std::string& what,
+void MemoryStore::walk_archived_history(const std::string& what, StoreArchive::Order order,
                                         const std::function<bool(ArchivedRollout&&)>& on_rollout,
                                         const std::function<bool(ResourcesVersion&&)>& on_resources) {
   const std::shared_ptr<StoreArchive> archive = this->archive();
@@ -103,25 +120,31 @@ void MemoryStore::walk_archived_history(const std::string& what,
     return StoreError(StoreError::not_found, what + " left rank 0's memory for the checkpoint, " + why);
   };
   if (!archive) throw gone("which is no longer read");
-  try {
-    const std::string history = archive->history();
-    for (ByteReader past(history); past.remaining() > 0;) {
+  bool found = false;
+  auto walk = [&](std::string_view segment) {
+    for (ByteReader past(segment); past.remaining() > 0;) {
       const std::uint8_t kind = past.u8();
       if (kind == HistoryEntry::rollout) {
-        if (!on_rollout(decode_history_rollout(past))) return;
+        found = !on_rollout(decode_history_rollout(past));
       } else if (kind == HistoryEntry::resources) {
-        if (!on_resources(decode_resources(past))) return;
+        found = !on_resources(decode_resources(past));
       } else if (kind == HistoryEntry::lost_rollout) {
         ArchivedRollout lost;
         lost.rollout.id = past.u64();
         lost.lost = true;
-        if (!on_rollout(std::move(lost))) return;
+        found = !on_rollout(std::move(lost));
       } else if (kind == HistoryEntry::lost_attempt || kind == HistoryEntry::lost_resources) {
         past.u64();
       } else {
         throw DecodeError("store history: unknown record " + std::to_string(kind));
       }
+      if (found) return false;
     }
+    return true;
+  };
+  try {
+    archive->history(order, walk);
+    if (found) return;
   } catch (const std::exception& e) {  // a file gone or damaged since: an answer, not the end of rank 0
     throw gone(std::string("which did not read back: ") + e.what());
   }
@@ -133,7 +156,7 @@ std::unordered_map<RolloutId, MemoryStore::ArchivedRollout> MemoryStore::read_ba
   if (ids.empty()) return out;
   std::unordered_set<RolloutId> wanted(ids.begin(), ids.end());
   walk_archived_history(
-      log::concat("rollout ", ids.front()),
+      log::concat("rollout ", ids.front()), StoreArchive::Order::oldest_first,
       [&](ArchivedRollout&& r) {
         if (!wanted.erase(r.rollout.id)) return true;
         if (!r.lost) out.emplace(r.rollout.id, std::move(r));
@@ -151,8 +174,10 @@ MemoryStore::ArchivedRollout MemoryStore::read_back_one(RolloutId id) {
 
 ResourcesVersion MemoryStore::read_back_resources(ResourcesId id) {
   ResourcesVersion found;
+  // Newest first: the versions asked for most are those of the rollouts that waited past a checkpoint.
   walk_archived_history(
-      log::concat("the content of resources ", id), [](ArchivedRollout&&) { return true; },
+      log::concat("the content of resources ", id), StoreArchive::Order::newest_first,
+      [](ArchivedRollout&&) { return true; },
       [&](ResourcesVersion&& v) {
         if (v.id != id) return true;
         found = std::move(v);

@@ -53,22 +53,13 @@ std::vector<std::string> spans_of(MemoryStore& store, RolloutId id) {
   return out;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_SUITE(store_archive)
-
-BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
-  TempDir dir;
-  ManualClock clock;
-  MemoryStore store(clock);
-  ckpt::WriteOptions incremental;
-  incremental.full_every = 100;
-  std::vector<RolloutId> ids;
+// Versions as rank 0 writes them: the logs' new parts only, as new segments.
+struct VersionWriter {
   std::size_t history_from = 0, spans_from = 0;
   std::uint64_t history_bytes = 0, span_bytes = 0;
-  for (int step = 1; step <= 3; ++step) {
-    for (RolloutId id : run_two(store, "step " + std::to_string(step), 2 + step)) ids.push_back(id);
-    // A version as rank 0 writes it: the logs' new parts only, as new segments.
+
+  // Returns the version's part of the history.
+  std::string write(const std::string& dir, int step, MemoryStore& store) {
     const MemoryStore::Snapshot s = store.export_state(history_from, spans_from);
     ckpt::Checkpoint c;
     c.step = step;
@@ -80,9 +71,28 @@ BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
     c.store_history_offset = history_bytes;
     c.span_log = s.span_log;
     c.span_log_offset = span_bytes;
-    ckpt::write_checkpoint(dir.dir(), step, c, incremental);
+    ckpt::WriteOptions incremental;
+    incremental.full_every = 100;
+    ckpt::write_checkpoint(dir, step, c, incremental);
     history_from = s.history_end, spans_from = s.span_log_end;
     history_bytes += s.history.size(), span_bytes += s.span_log.size();
+    return s.history;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(store_archive)
+
+BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
+  TempDir dir;
+  ManualClock clock;
+  MemoryStore store(clock);
+  std::vector<RolloutId> ids;
+  VersionWriter versions;
+  for (int step = 1; step <= 3; ++step) {
+    for (RolloutId id : run_two(store, "step " + std::to_string(step), 2 + step)) ids.push_back(id);
+    versions.write(dir.dir(), step, store);
   }
   BOOST_REQUIRE(ckpt::log_segments(dir.file("v00000003.h5"), "/store/span_log").size() == 3u);
   const RolloutId unsaved = run_two(store, "after the checkpoint", 2).front();
@@ -90,12 +100,50 @@ BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
   std::vector<std::vector<std::string>> before;
   for (RolloutId id : ids) before.push_back(spans_of(store, id));
   store.set_archive(std::make_shared<app::CheckpointStoreArchive>(dir.dir(), true));
-  BOOST_TEST(store.release_spans(spans_from, {}) == 2u * (3 + 4 + 5));
+  BOOST_TEST(store.release_spans(versions.spans_from, {}) == 2u * (3 + 4 + 5));
   for (std::size_t i = 0; i < ids.size(); ++i) BOOST_TEST(spans_of(store, ids[i]) == before[i], "rollout " << ids[i]);
   BOOST_TEST(spans_of(store, unsaved).size() == 2u);
   // A version gone from under the store is an answer, not the end of rank 0.
   std::filesystem::remove_all(dir.path / "segments");
   BOOST_CHECK_THROW(spans_of(store, ids.front()), StoreError);
+}
+
+// The history a segment a time: a resources version asked for is sought newest first and the walk ends where it is
+// found (a runner's rollout that waited past a checkpoint names a recent one; the whole history is ~GBs late in a run).
+BOOST_AUTO_TEST_CASE(the_history_reads_a_segment_at_a_time_newest_first) {
+  TempDir dir;
+  ManualClock clock;
+  MemoryStore store(clock);
+  std::vector<std::string> parts;
+  VersionWriter versions;
+  for (int step = 1; step <= 3; ++step) {
+    if (step == 1)
+      store.add_resources("policy", "weights 1");
+    else
+      store.update_resources("policy", "weights " + std::to_string(step));
+    run_two(store, "step " + std::to_string(step), 1);
+    parts.push_back(versions.write(dir.dir(), step, store));
+  }
+  store.update_resources("policy", "weights 4");
+  app::CheckpointStoreArchive archive(dir.dir(), false);
+  std::vector<std::string> seen;
+  archive.history(StoreArchive::Order::newest_first, [&](std::string_view segment) {
+    seen.emplace_back(segment);
+    return false;
+  });
+  BOOST_TEST(seen == std::vector<std::string>{parts.back()}, "the newest segment alone");
+  seen.clear();
+  archive.history(StoreArchive::Order::oldest_first, [&](std::string_view segment) {
+    seen.emplace_back(segment);
+    return true;
+  });
+  BOOST_TEST(seen == parts);
+
+  store.set_archive(std::make_shared<app::CheckpointStoreArchive>(dir.dir(), false));
+  store.release_spans(versions.spans_from, {});
+  BOOST_TEST(store.release_records(versions.history_from, {}) == 6u);
+  for (ResourcesId id = 1; id <= 4; ++id)
+    BOOST_TEST(store.get_resources(id).content == "weights " + std::to_string(id));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

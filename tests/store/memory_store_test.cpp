@@ -271,10 +271,10 @@ class LogArchive : public StoreArchive {
     if (last >= entries_.size()) throw std::runtime_error("beyond the log");
     return {entries_.begin() + std::ptrdiff_t(first), entries_.begin() + std::ptrdiff_t(last) + 1};
   }
-  std::string history() override {
+  void history(Order, const std::function<bool(std::string_view)>& visit) override {
     if (broken) throw std::runtime_error("the file is gone");
     ++history_reads;
-    return history_;
+    visit(history_);
   }
   bool holds_spans() const override { return spans; }
   int reads = 0, history_reads = 0;
@@ -903,9 +903,12 @@ BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
   BOOST_TEST(store.get_resources(1).content == "weights 1");
   BOOST_TEST(store.get_resources(1).version == 1u);
   BOOST_TEST(archive->history_reads == history_reads + 2);
-  store.update_resources("policy", "weights 3");
+  store.update_resources("policy", "weights 3");  // version 2's content goes at the next release
   BOOST_TEST(store.get_resources(2).content == "weights 2");
   BOOST_TEST(store.get_resources(3).content == "weights 3");
+  BOOST_TEST(archive->history_reads == history_reads + 2);
+  store.release_records(committed.history_end, {untrained});
+  BOOST_TEST(store.get_resources(2).content == "weights 2");
   BOOST_TEST(archive->history_reads == history_reads + 3);
 
   BOOST_TEST(record_bytes(store, trained) == before[trained], "read back from the archive");
@@ -972,6 +975,49 @@ BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
     BOOST_TEST(static_cast<int>(e.code()) == static_cast<int>(StoreError::not_found));
     BOOST_TEST(std::string(e.what()).find("did not read back") != std::string::npos, e.what());
   }
+}
+
+// A runner asks for the resources version its rollout names when it takes it; with max_staleness a step's rollouts wait
+// in the queue past the next version and past a checkpoint: that version's content stays in memory (it was read back
+// from the whole history once per runner) until the rollout ends, through a lazy import too.
+BOOST_AUTO_TEST_CASE(a_version_a_waiting_rollout_names_keeps_its_content_until_it_ends) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  store.add_resources("policy", "weights 1");
+  const ResourcesId named = store.update_resources("policy", "weights 2").id;
+  NewRollout waiting_task = suite::task("waiting");
+  waiting_task.resources_id = named;
+  const RolloutId waiting = store.enqueue(waiting_task).id;
+  store.update_resources("policy", "weights 3");
+  const MemoryStore::Snapshot committed = store.export_state();
+  auto archive = std::make_shared<LogArchive>(committed);
+  store.set_archive(archive);
+  store.release_records(committed.history_end, {});
+  BOOST_TEST(store.get_resources(named).content == "weights 2");
+  BOOST_TEST(archive->history_reads == 0, "read from memory");
+  BOOST_TEST(store.get_resources(1).content == "weights 1");
+  BOOST_TEST(archive->history_reads == 1, "a version no rollout names: from the archive");
+
+  const MemoryStore::Snapshot next = store.export_state(committed.history_end, committed.span_log_end);
+  MemoryStore lazy(clock);
+  lazy.import_state(next.tables, next.history, next.span_log, std::nullopt,
+                    MemoryStore::LogStarts{committed.history_end, committed.span_log_end});
+  auto lazy_archive = std::make_shared<LogArchive>(committed);
+  lazy.set_archive(lazy_archive);
+  BOOST_TEST(lazy.get_resources(named).content == "weights 2");
+  BOOST_TEST(lazy_archive->history_reads == 0, "read from memory after a lazy import");
+
+  for (MemoryStore* s : {&store, &lazy}) {
+    const AttemptedRollout taken = *s->dequeue("w");
+    BOOST_TEST(taken.rollout.id == waiting);
+    s->update_attempt(waiting, taken.attempt.id, suite::status_update(AttemptStatus::succeeded));
+    s->release_records(committed.history_end, {});
+  }
+  BOOST_TEST(store.get_resources(named).content == "weights 2");
+  BOOST_TEST(archive->history_reads == 2, "the rollout ended: its version's content left memory");
+  BOOST_TEST(lazy.get_resources(named).content == "weights 2");
+  BOOST_TEST(lazy_archive->history_reads == 1);
+  BOOST_TEST(store.get_latest_resources("policy").content == "weights 3");
 }
 
 // checkpoint.span_log = "none": without an archive, released spans are gone, and the checkpoint's span log leaves them

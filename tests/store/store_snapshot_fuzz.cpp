@@ -33,7 +33,7 @@ class VersionArchive : public StoreArchive {
     const std::vector<SpanLogEntry> all = decode_span_log(version_.span_log);
     return {all.begin() + std::ptrdiff_t(first), all.begin() + std::ptrdiff_t(last) + 1};
   }
-  std::string history() override { return version_.history; }
+  void history(Order, const std::function<bool(std::string_view)>& visit) override { visit(version_.history); }
   bool holds_spans() const override { return true; }
 
  private:

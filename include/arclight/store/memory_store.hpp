@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -33,8 +34,10 @@ class StoreArchive {
   virtual ~StoreArchive() = default;
   // The entries [first, last] of the whole span log (positions as log_lengths counts them).
   virtual std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) = 0;
-  // The whole history, as export_history wrote it.
-  virtual std::string history() = 0;
+  // The history as export_history wrote it, a segment at a time (whole records each), oldest or newest
+  // first, until `visit` returns false: what is sought is found without reading the whole of it.
+  enum class Order { oldest_first, newest_first };
+  virtual void history(Order order, const std::function<bool(std::string_view segment)>& visit) = 0;
   // Whether it holds the spans the store lets go of (checkpoint.span_log = "all"); if not, they
   // are not kept, and exports leave them out.
   virtual bool holds_spans() const = 0;
@@ -237,15 +240,24 @@ class MemoryStore : public Store {
   std::unordered_map<RolloutId, ArchivedRollout> read_back(const std::vector<RolloutId>& ids);
   ArchivedRollout read_back_one(RolloutId id);  // and a lost one is an error too
   ResourcesVersion read_back_resources(ResourcesId id);
-  // Each record of the archive's history, until a visitor returns false; `what` names the
-  // record sought in the error a failed read becomes.
-  void walk_archived_history(const std::string& what, const std::function<bool(ArchivedRollout&&)>& on_rollout,
+  // Each record of the archive's history, segment by segment in `order`, until a visitor returns false; `what` names
+  // the record sought in the error a failed read becomes.
+  void walk_archived_history(const std::string& what, StoreArchive::Order order,
+                             const std::function<bool(ArchivedRollout&&)>& on_rollout,
                              const std::function<bool(ResourcesVersion&&)>& on_resources);
   // A resources version whose content lives in the archive: one a checkpoint's history holds,
   // not the latest of its name.
   bool content_archived(const ResourcesVersion& v) const {
     return v.id <= resources_released_ && !v.name.empty() && resources_by_name_.at(v.name).back() != v.id;
   }
+  // Whether get_resources finds its content in memory: not archived, or held for a rollout that may ask for it.
+  bool content_in_memory(const ResourcesVersion& v) const {
+    return !content_archived(v) ||
+           std::find(contents_held_.begin(), contents_held_.end(), v.id) != contents_held_.end();
+  }
+  // The content of archived versions goes, but for those a rollout that has not ended names (its runner asks for it
+  // when it takes the rollout: with max_staleness a step's rollouts wait in the queue past the next version).
+  void let_go_of_archived_contents_locked();
   std::shared_ptr<StoreArchive> archive() const;
   bool spans_archived() const { return archive_ && archive_->holds_spans(); }
   // A query's answer for a rollout let go of: its spans, from the archive's whole span log.
@@ -329,9 +341,10 @@ class MemoryStore : public Store {
     } kind;
     std::uint64_t id;
   };
-  std::deque<HistoryEntry> history_;    // rollouts as they ended, resource versions as they were made,
-  std::size_t history_base_ = 0;        // from this entry on: the ones before were let go of
-  ResourcesId resources_released_ = 0;  // versions up to this one: content_archived
+  std::deque<HistoryEntry> history_;        // rollouts as they ended, resource versions as they were made,
+  std::size_t history_base_ = 0;            // from this entry on: the ones before were let go of
+  ResourcesId resources_released_ = 0;      // versions up to this one: content_archived
+  std::vector<ResourcesId> contents_held_;  // content_archived, content still in memory (few: a step's versions)
   Statistics stats_;
 };
 
