@@ -1,5 +1,6 @@
 #include "arclight/comm/reducer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -58,6 +59,27 @@ float from_fp16(std::uint16_t value) {
 }
 
 namespace {
+// The largest power of two s with s * ranks * largest <= fp16's largest value: no partial sum overflows. Zeros, or a
+// non-finite gradient (the step is skipped), go unscaled.
+float fp16_scale(float largest, int ranks) {
+  constexpr double fp16_max = 65504.0;
+  const double bound = double(largest) * ranks;
+  if (!(bound > 0) || !std::isfinite(bound)) return 1.0f;
+  int k = std::clamp(static_cast<int>(std::floor(std::log2(fp16_max / bound))), -126, 126);
+  while (k > -126 && std::ldexp(bound, k) > fp16_max) --k;  // log2's rounding at a power of two
+  return std::ldexp(1.0f, k);
+}
+
+float largest_magnitude(const std::vector<FloatBuffer>& buffers, const std::vector<std::size_t>& members) {
+  float largest = 0;
+  for (std::size_t m : members)
+    for (std::size_t k = 0; k < buffers[m].size; ++k) {
+      const float magnitude = std::abs(buffers[m].data[k]);
+      if (!(magnitude <= largest)) largest = std::isnan(magnitude) ? INFINITY : magnitude;
+    }
+  return largest;
+}
+
 template <float (*From)(std::uint16_t), std::uint16_t (*To)(float)>
 void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<const std::uint16_t*>(in);
@@ -73,6 +95,7 @@ MpiReducer::MpiReducer(MPI_Comm comm, ReducerConfig config) : comm_(comm), confi
   if (config_.compression == Compression::fp16) MPI_Op_create(&half_sum<from_fp16, to_fp16>, 1, &half_sum_);
   if (config_.bucket_bytes < sizeof(float) || config_.first_bucket_bytes < sizeof(float))
     throw UsageError("comm bucket sizes must hold at least one float");
+  MPI_Comm_size(comm_, &ranks_);
 }
 
 MpiReducer::~MpiReducer() {
@@ -126,6 +149,7 @@ void MpiReducer::begin(const std::vector<FloatBuffer>& buffers) {
     same = buffers[i].size == buffers_[i].size && buffers[i].data == buffers_[i].data;
   for (const FloatBuffer& b : buffers)
     if (b.device >= 0) throw Error("MpiReducer: buffers on a GPU need the NCCL reducer");
+  scaling_ = nullptr;
   if (!same) plan(buffers);
   buffers_ = buffers;
   for (Bucket& b : buckets_) {
@@ -138,40 +162,64 @@ void MpiReducer::begin(const std::vector<FloatBuffer>& buffers) {
 void MpiReducer::launch_ready_buckets(bool blocking) {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].waiting == 0) {
     Bucket& b = buckets_[next_launch_++];
-    const int count = static_cast<int>(b.elements);
     b.launched = true;
-    if (b.in_place) {
-      if (blocking)
-        MPI_Allreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_);
-      else
-        MPI_Iallreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_, &b.request);
+    if (config_.compression != Compression::fp16) {
+      launch_data(b, blocking);
       continue;
     }
-    std::size_t offset = 0;
-    for (std::size_t m : b.members) {
-      const FloatBuffer& buf = buffers_[m];
-      if (half_sum_ == MPI_OP_NULL) {
-        std::memcpy(b.fused.data() + offset, buf.data, buf.size * sizeof(float));
-      } else {
-        const bool bf16 = config_.compression == Compression::bf16;
-        for (std::size_t k = 0; k < buf.size; ++k)
-          b.packed[offset + k] = bf16 ? to_bf16(buf.data[k]) : to_fp16(buf.data[k]);
-      }
-      offset += buf.size;
-    }
-    void* data = half_sum_ == MPI_OP_NULL ? static_cast<void*>(b.fused.data()) : static_cast<void*>(b.packed.data());
-    MPI_Datatype type = half_sum_ == MPI_OP_NULL ? MPI_FLOAT : MPI_UINT16_T;
-    MPI_Op op = half_sum_ == MPI_OP_NULL ? MPI_SUM : half_sum_;
+    launch_scaled_data(blocking);
+    b.local_max = largest_magnitude(buffers_, b.members);
     if (blocking)
-      MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, comm_);
+      MPI_Allreduce(&b.local_max, &b.global_max, 1, MPI_FLOAT, MPI_MAX, comm_);
     else
-      MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm_, &b.request);
+      MPI_Iallreduce(&b.local_max, &b.global_max, 1, MPI_FLOAT, MPI_MAX, comm_, &b.max_request);
+    scaling_ = &b;
   }
   // Give the outstanding all-reduces a chance to progress while backward goes on.
-  for (std::size_t i = 0; i < next_launch_; ++i) {
-    int done = 0;
-    if (buckets_[i].request != MPI_REQUEST_NULL) MPI_Test(&buckets_[i].request, &done, MPI_STATUS_IGNORE);
+  for (std::size_t i = 0; i < next_launch_; ++i)
+    for (MPI_Request* request : {&buckets_[i].max_request, &buckets_[i].request}) {
+      int done = 0;
+      if (*request != MPI_REQUEST_NULL) MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    }
+}
+
+void MpiReducer::launch_scaled_data(bool blocking) {
+  if (!scaling_) return;
+  Bucket& b = *scaling_;
+  scaling_ = nullptr;
+  MPI_Wait(&b.max_request, MPI_STATUS_IGNORE);
+  b.scale = fp16_scale(b.global_max, ranks_);
+  launch_data(b, blocking);
+}
+
+void MpiReducer::launch_data(Bucket& b, bool blocking) {
+  const int count = static_cast<int>(b.elements);
+  if (b.in_place) {
+    if (blocking)
+      MPI_Allreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_);
+    else
+      MPI_Iallreduce(MPI_IN_PLACE, b.in_place, count, MPI_FLOAT, MPI_SUM, comm_, &b.request);
+    return;
   }
+  std::size_t offset = 0;
+  for (std::size_t m : b.members) {
+    const FloatBuffer& buf = buffers_[m];
+    if (half_sum_ == MPI_OP_NULL) {
+      std::memcpy(b.fused.data() + offset, buf.data, buf.size * sizeof(float));
+    } else if (config_.compression == Compression::bf16) {
+      for (std::size_t k = 0; k < buf.size; ++k) b.packed[offset + k] = to_bf16(buf.data[k]);
+    } else {
+      for (std::size_t k = 0; k < buf.size; ++k) b.packed[offset + k] = to_fp16(buf.data[k] * b.scale);
+    }
+    offset += buf.size;
+  }
+  void* data = half_sum_ == MPI_OP_NULL ? static_cast<void*>(b.fused.data()) : static_cast<void*>(b.packed.data());
+  MPI_Datatype type = half_sum_ == MPI_OP_NULL ? MPI_FLOAT : MPI_UINT16_T;
+  MPI_Op op = half_sum_ == MPI_OP_NULL ? MPI_SUM : half_sum_;
+  if (blocking)
+    MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, comm_);
+  else
+    MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, comm_, &b.request);
 }
 
 void MpiReducer::ready(std::size_t index) {
@@ -184,14 +232,15 @@ void MpiReducer::ready(std::size_t index) {
 void MpiReducer::unpack(Bucket& b) {
   if (b.in_place) return;
   std::size_t offset = 0;
-  const bool bf16 = config_.compression == Compression::bf16;
+  const float unscale = 1.0f / b.scale;  // a power of two: exact
   for (std::size_t m : b.members) {
     const FloatBuffer& buf = buffers_[m];
     if (half_sum_ == MPI_OP_NULL) {
       std::memcpy(buf.data, b.fused.data() + offset, buf.size * sizeof(float));
+    } else if (config_.compression == Compression::bf16) {
+      for (std::size_t k = 0; k < buf.size; ++k) buf.data[k] = from_bf16(b.packed[offset + k]);
     } else {
-      for (std::size_t k = 0; k < buf.size; ++k)
-        buf.data[k] = bf16 ? from_bf16(b.packed[offset + k]) : from_fp16(b.packed[offset + k]);
+      for (std::size_t k = 0; k < buf.size; ++k) buf.data[k] = from_fp16(b.packed[offset + k]) * unscale;
     }
     offset += buf.size;
   }
@@ -208,6 +257,7 @@ void MpiReducer::finish() {
   // Which buckets went early depends only on the ready() calls, the same on every trainer.
   for (Bucket& b : buckets_) b.waiting = 0;
   launch_ready_buckets(true);
+  launch_scaled_data(true);
   for (Bucket& b : buckets_) {
     MPI_Wait(&b.request, MPI_STATUS_IGNORE);
     unpack(b);

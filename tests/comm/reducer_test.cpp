@@ -107,6 +107,43 @@ BOOST_AUTO_TEST_CASE(compressed_sums_of_small_integers_are_exact) {
   }
 }
 
+// fp16 has 5 exponent bits: unscaled, gradients below 6e-5 lose their precision (below 3e-8 they are 0) and sums above
+// 65504 are infinite (the step skipped). Each bucket is scaled by a power of two the trainers agree on: both keep
+// fp16's relative precision. Buffers announced during backward, each its own bucket.
+BOOST_AUTO_TEST_CASE(fp16_sums_keep_tiny_and_huge_gradients) {
+  const std::vector<float> magnitudes{1e-7f, 3e-9f, 2e-3f, 30000.f, 1e6f};
+  const std::size_t n = 1000;
+  ReducerConfig config;
+  config.compression = Compression::fp16;
+  config.first_bucket_bytes = config.bucket_bytes = n * sizeof(float);
+  MpiReducer reducer(MPI_COMM_WORLD, config);
+  auto value = [](float magnitude, int rank, std::size_t i) {
+    return magnitude * (1.0f + 0.37f * float(rank) + 0.001f * float(i % 97)) * (i % 3 == 0 ? -1.0f : 1.0f);
+  };
+  for (int step = 0; step < 2; ++step) {
+    Grads g;
+    for (float magnitude : magnitudes) {
+      g.storage.emplace_back(n);
+      for (std::size_t i = 0; i < n; ++i) g.storage.back()[i] = value(magnitude, rank_, i);
+    }
+    reducer.begin(g.buffers());
+    for (std::size_t i = magnitudes.size(); i-- > 0;) reducer.ready(i);
+    reducer.finish();
+    BOOST_TEST(reducer.bucket_count() == magnitudes.size());
+    for (std::size_t b = 0; b < magnitudes.size(); ++b)
+      for (std::size_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int r = 0; r < size_; ++r) want += value(magnitudes[b], r, i);
+        // Each trainer's share rounded, and each partial sum: a few of fp16's 2^-11.
+        if (!(std::abs(g.storage[b][i] - want) <= 2e-3 * std::abs(want))) {
+          BOOST_ERROR("step " << step << ", magnitude " << magnitudes[b] << ", element " << i << ": " << g.storage[b][i]
+                              << " != " << want);
+          break;
+        }
+      }
+  }
+}
+
 boost::test_tools::assertion_result gpu_present(boost::unit_test::test_unit_id) {
   boost::test_tools::assertion_result present(!no_gpu());
   present.message() << "no GPU on this machine: the NCCL reducer is built and linked but not run";

@@ -23,6 +23,11 @@ struct ReducerConfig {
 // are copied into a fused buffer and back. Buffers are assigned to buckets from the last to the first (the order
 // backward produces them), the first bucket small; buckets go out strictly in bucket order, so the order is the same on
 // every rank.
+//
+// fp16 (5 exponent bits) scales each bucket by a power of two that the trainers agree on (a one-float MAX all-reduce of
+// their largest |gradient|), so that the sum of every trainer's share stays below fp16's largest value and small
+// gradients keep their precision instead of flushing to zero; unscaled exactly on the way back. A bucket's data goes
+// out when the next bucket's maximum does (or at finish()), so that every trainer issues the collectives in one order.
 class MpiReducer : public GradientReducer {
  public:
   MpiReducer(MPI_Comm comm, ReducerConfig config);
@@ -46,9 +51,14 @@ class MpiReducer : public GradientReducer {
     std::size_t waiting = 0;            // members not yet ready this step
     bool launched = false;
     MPI_Request request = MPI_REQUEST_NULL;
+    // fp16: the largest |gradient| of this trainer's share, then of all (MAX), and the scale it gives.
+    float local_max = 0, global_max = 0, scale = 1;
+    MPI_Request max_request = MPI_REQUEST_NULL;
   };
   void plan(const std::vector<FloatBuffer>& buffers);
   void launch_ready_buckets(bool blocking);
+  void launch_data(Bucket& bucket, bool blocking);
+  void launch_scaled_data(bool blocking);  // the bucket whose maximum went out last, once it is known
   void unpack(Bucket& bucket);
 
   MPI_Comm comm_;
@@ -58,6 +68,8 @@ class MpiReducer : public GradientReducer {
   std::vector<std::size_t> bucket_of_;
   std::vector<Bucket> buckets_;
   std::size_t next_launch_ = 0;
+  int ranks_ = 1;
+  Bucket* scaling_ = nullptr;  // fp16: its maximum went out, its data not yet
 };
 
 // 16-bit float conversions used by compression (round to nearest even).
