@@ -14,6 +14,11 @@ inline constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
 inline constexpr std::uint32_t tables_format = 4;  // 3: without whether each attempt's spans were kept; 2: without what
                                                    // was let go of (read, imported whole)
 inline constexpr std::size_t lost_entry_bytes = 1 + 8;  // kind, id: the least a history entry takes
+// A history entry's kind on the wire for an ended rollout whose attempts say where their spans lie in the span log
+// (kind 1, written before, does not say: a query of its spans scans the whole log).
+inline constexpr std::uint8_t placed_rollout = 6;
+// Where an attempt's spans are, after each attempt of a placed rollout: a byte, then for `placed` two uint64s.
+enum SpanPlace : std::uint8_t { no_spans = 0, placed = 1, not_kept = 2 };
 
 // One span log entry, its record still in the log's bytes.
 struct EntryView {

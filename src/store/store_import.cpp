@@ -178,7 +178,7 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
     archived_spans_end_ = archive_ && !archive_->holds_spans() ? 0 : kept_out.archived_spans_end;
     place_released(kept_out);
   }
-  for (std::uint64_t open = in.u64(); open > 0; --open) place_rollout(decode_history_rollout(in), false);
+  for (std::uint64_t open = in.u64(); open > 0; --open) place_rollout(decode_history_rollout(in, false), false);
   for (std::uint64_t workers = in.u64(); workers > 0; --workers) {
     Worker w = decode_worker_liveness(in);
     w.status = WorkerStatus::unknown;  // a worker of the run that saved: not heard from since
@@ -227,7 +227,7 @@ void MemoryStore::place_released(const Released& released) {
 }
 
 // A rollout and its attempts as the tables and the history hold them.
-MemoryStore::ArchivedRollout MemoryStore::decode_history_rollout(ByteReader& from) {
+MemoryStore::ArchivedRollout MemoryStore::decode_history_rollout(ByteReader& from, bool placed) {
   ArchivedRollout r;
   r.rollout = decode_rollout(from);
   const std::uint32_t attempts = from.u32();
@@ -236,6 +236,16 @@ MemoryStore::ArchivedRollout MemoryStore::decode_history_rollout(ByteReader& fro
     Attempt& a = r.attempts.emplace_back(decode_attempt(from));
     if (a.rollout_id != r.rollout.id) throw DecodeError("store snapshot: an attempt of another rollout");
     if (a.sequence_id != k + 1) throw DecodeError("store snapshot: attempts out of order");
+  }
+  if (!placed) return r;
+  for (std::uint32_t k = 0; k < attempts; ++k) {
+    ArchivedRollout::SpanPlace& place = r.span_places.emplace_back();
+    place.state = from.u8();
+    if (place.state > snapshot::not_kept) throw DecodeError("store history: an attempt's span place of no kind");
+    if (place.state != snapshot::placed) continue;
+    place.first_log_entry = from.u64();
+    place.last_log_entry = from.u64();
+    if (place.first_log_entry > place.last_log_entry) throw DecodeError("store history: a span place out of order");
   }
   return r;
 }
@@ -263,8 +273,8 @@ RolloutId MemoryStore::place_rollout(ArchivedRollout r, bool ended) {
 void MemoryStore::import_history(std::string_view history, bool lazy) {
   for (ByteReader past(history); past.remaining() > 0;) {
     const std::uint8_t kind = past.u8();
-    if (kind == HistoryEntry::rollout) {
-      ArchivedRollout r = decode_history_rollout(past);
+    if (kind == HistoryEntry::rollout || kind == snapshot::placed_rollout) {
+      ArchivedRollout r = decode_history_rollout(past, kind == snapshot::placed_rollout);
       const RolloutId id = r.rollout.id;
       if (!rollout_released(id))
         rollout_at(place_rollout(std::move(r), true)).history_entry = history_base_ + history_.size();

@@ -116,16 +116,21 @@ Page<Span> MemoryStore::query_spans(const SpanFilter& filter, Paging paging) {
       }
     }
   }
-  if (record_released)
+  if (record_released) {
     all = read_back_spans(read_back_one(filter.rollout_id), filter);
-  else
-    for (Span& span : archived_spans(released, filter)) all.push_back(std::move(span));
+  } else {
+    std::optional<std::vector<Span>> spans = archived_spans(released, filter);
+    if (!spans)
+      throw missing(log::concat("rollout ", filter.rollout_id, ": its spans are not where the store put them"));
+    for (Span& span : *spans) all.push_back(std::move(span));
+  }
   // In the rollout's order: ids given by clients need not come in order, nor do attempts' spans.
   std::stable_sort(all.begin(), all.end(), [](const Span& a, const Span& b) { return a.sequence_id < b.sequence_id; });
   return page_of(std::move(all), paging);
 }
 
-std::vector<Span> MemoryStore::archived_spans(const std::vector<ReleasedSpans>& released, const SpanFilter& filter) {
+std::optional<std::vector<Span>> MemoryStore::archived_spans(const std::vector<ReleasedSpans>& released,
+                                                             const SpanFilter& filter) {
   std::vector<Span> out;
   if (released.empty()) return out;
   const std::shared_ptr<StoreArchive> archive = this->archive();
@@ -137,7 +142,11 @@ std::vector<Span> MemoryStore::archived_spans(const std::vector<ReleasedSpans>& 
       throw missing(name + spans_not_kept);
     }
     try {
-      for (const SpanLogEntry& entry : archive->read(rec.first_log_entry, rec.last_log_entry)) {
+      const std::vector<SpanLogEntry> entries = archive->read(rec.first_log_entry, rec.last_log_entry);
+      if (entries.empty() || entries.front().attempt_id != rec.attempt_id ||
+          entries.back().attempt_id != rec.attempt_id)
+        return std::nullopt;
+      for (const SpanLogEntry& entry : entries) {
         if (entry.attempt_id != rec.attempt_id || entry.sequence_id <= filter.after_sequence_id) continue;
         Span span = decode_span_record(entry.rollout_id, entry.attempt_id, entry.sequence_id, entry.record);
         if (filter.name.empty() || span.name == filter.name) out.push_back(std::move(span));

@@ -7,6 +7,7 @@
 #include "arclight/store/memory_store.hpp"
 #include "arclight/store/record_codec.hpp"
 #include "arclight/store/span_record.hpp"
+#include "snapshot_format.hpp"
 
 namespace arclight::store {
 
@@ -124,8 +125,8 @@ void MemoryStore::walk_archived_history(const std::string& what, StoreArchive::O
   auto walk = [&](std::string_view segment) {
     for (ByteReader past(segment); past.remaining() > 0;) {
       const std::uint8_t kind = past.u8();
-      if (kind == HistoryEntry::rollout) {
-        found = !on_rollout(decode_history_rollout(past));
+      if (kind == HistoryEntry::rollout || kind == snapshot::placed_rollout) {
+        found = !on_rollout(decode_history_rollout(past, kind == snapshot::placed_rollout));
       } else if (kind == HistoryEntry::resources) {
         found = !on_resources(decode_resources(past));
       } else if (kind == HistoryEntry::lost_rollout) {
@@ -210,7 +211,21 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
     throw StoreError(StoreError::not_found,
                      log::concat("attempt ", attempt, " of rollout ", r.rollout.id, spans_not_kept));
   }
-  // Its record does not say where in the log its spans are: the whole log, a bounded stretch at a time.
+  if (r.span_places.size() == r.attempts.size() && !r.attempts.empty()) {
+    std::vector<ReleasedSpans> placed;
+    for (std::size_t k = 0; k < r.attempts.size(); ++k) {
+      const ArchivedRollout::SpanPlace& place = r.span_places[k];
+      if ((attempt != 0 && r.attempts[k].id != attempt) || place.state == snapshot::no_spans) continue;
+      placed.push_back({r.rollout.id, r.attempts[k].id, place.first_log_entry, place.last_log_entry,
+                        place.state == snapshot::not_kept});
+    }
+    try {
+      if (std::optional<std::vector<Span>> spans = archived_spans(placed, filter)) return std::move(*spans);
+    } catch (const StoreError&) {  // places past the log's end: the whole log says what it holds
+    }
+  }
+  // Its record does not say where in the log its spans are (or the log was written anew since): the whole log, a
+  // bounded stretch at a time.
   constexpr std::size_t stretch = 4096;
   try {
     for (std::size_t first = 0; first < end; first += stretch) {

@@ -140,15 +140,33 @@ std::string MemoryStore::history_locked(std::size_t from, std::size_t until) con
   ByteWriter w(out);
   for (std::size_t i = from; i < std::min(until, history_base_ + history_.size()); ++i) {
     const HistoryEntry& e = history_[i - history_base_];
-    w.u8(e.kind);
-    if (e.kind >= HistoryEntry::lost_rollout) {
-      w.u64(e.id);
-    } else if (e.kind == HistoryEntry::rollout) {
+    if (e.kind == HistoryEntry::rollout) {
       if (rollout_released(e.id)) throw in_checkpoint(i);
       const RolloutRecord& rec = rollouts_[e.id - 1 - rollout_base_];
+      // Where each attempt's spans lie, where an archive keeps them (span_log = "all"): a query of them, once the
+      // record has left memory, reads just those entries.
+      const bool placed = spans_archived();
+      w.u8(placed ? snapshot::placed_rollout : std::uint8_t(HistoryEntry::rollout));
       encode_rollout(w, rec.rollout);
       w.u32(static_cast<std::uint32_t>(rec.attempts.size()));
       for (AttemptId id : rec.attempts) encode_attempt(w, attempt_at(id).attempt);
+      for (AttemptId id : rec.attempts) {
+        if (!placed) break;
+        const AttemptRecord& a = attempt_at(id);
+        if (a.spans_unkept) {
+          w.u8(snapshot::not_kept);
+        } else if (a.spans.empty() && !a.spans_released) {
+          w.u8(snapshot::no_spans);
+        } else {
+          w.u8(snapshot::placed);
+          w.u64(a.first_log_entry), w.u64(a.last_log_entry);
+        }
+      }
+      continue;
+    }
+    w.u8(e.kind);
+    if (e.kind >= HistoryEntry::lost_rollout) {
+      w.u64(e.id);
     } else {
       encode_resources(w, resources_[e.id - 1]);
     }

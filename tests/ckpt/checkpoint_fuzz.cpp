@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -141,16 +142,10 @@ void flip_raw_byte(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& d
   if (fd >= 0) ::close(fd);
 }
 
-void write_edited_version(Bytes& in) {
-  if (setup.bases.empty()) return;
-  fs::copy_file(setup.bases[in.byte() % setup.bases.size()], setup.input, fs::copy_options::overwrite_existing);
+// Where each dataset's own data lies.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> data_regions(hid_t file, const std::vector<std::string>& sets) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> data;
-  hid_t file = H5Fopen(setup.input.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  if (file < 0) return;
-  std::vector<std::string> sets;
-  H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, collect, &sets);
-  for (int edits = in.byte() % 6; edits > 0 && !sets.empty(); --edits) edit(file, sets, in);
-  for (const std::string& name : sets) {  // where each dataset's own data lies, for the raw flips
+  for (const std::string& name : sets) {
     hid_t set = -1;
     H5E_BEGIN_TRY { set = H5Dopen2(file, name.c_str(), H5P_DEFAULT); }
     H5E_END_TRY;
@@ -159,6 +154,25 @@ void write_edited_version(Bytes& in) {
     if (offset != HADDR_UNDEF) data.emplace_back(offset, H5Dget_storage_size(set));
     H5Dclose(set);
   }
+  std::sort(data.begin(), data.end());
+  return data;
+}
+
+void write_edited_version(Bytes& in) {
+  if (setup.bases.empty()) return;
+  fs::copy_file(setup.bases[in.byte() % setup.bases.size()], setup.input, fs::copy_options::overwrite_existing);
+  hid_t file = H5Fopen(setup.input.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (file < 0) return;
+  std::vector<std::string> sets;
+  H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, collect, &sets);
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> before = data_regions(file, sets);
+  for (int edits = in.byte() % 6; edits > 0 && !sets.empty(); --edits) edit(file, sets, in);
+  // The raw flips go into data that a dataset of the version held before the edits and still holds: a flip in the
+  // "data" of a dataset an edit had just made (after a group was deleted) reached HDF5's own records, and HDF 1.10.8's
+  // parser then freed a pointer it never set (H5G__link_release_table under H5Lvisit), as with the raw inputs above.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> data;
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> after = data_regions(file, sets);
+  std::set_intersection(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(data));
   H5Fclose(file);
   for (int flips = in.byte() % 3; flips > 0; --flips) flip_raw_byte(data, in);
 }

@@ -267,6 +267,7 @@ class LogArchive : public StoreArchive {
   std::vector<SpanLogEntry> read(std::uint64_t first, std::uint64_t last) override {
     if (broken) throw std::runtime_error("the file is gone");
     ++reads;
+    ranges.emplace_back(first, last);
     if (on_read) on_read();
     if (last >= entries_.size()) throw std::runtime_error("beyond the log");
     return {entries_.begin() + std::ptrdiff_t(first), entries_.begin() + std::ptrdiff_t(last) + 1};
@@ -278,6 +279,7 @@ class LogArchive : public StoreArchive {
   }
   bool holds_spans() const override { return spans; }
   int reads = 0, history_reads = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // of the span log's entries read
   bool broken = false, spans = true;
   std::function<void()> on_read;  // what the store's other threads do meanwhile
 
@@ -974,6 +976,55 @@ BOOST_AUTO_TEST_CASE(released_records_leave_memory_and_read_back_the_same) {
   } catch (const StoreError& e) {
     BOOST_TEST(static_cast<int>(e.code()) == static_cast<int>(StoreError::not_found));
     BOOST_TEST(std::string(e.what()).find("did not read back") != std::string::npos, e.what());
+  }
+}
+
+// A rollout's history record places its attempts' spans in the span log: a query of a rollout let go of reads just
+// those entries (the whole log before, ~GBs late in a run), and the whole log only where its entries there are not the
+// attempt's own (a log written anew since).
+BOOST_AUTO_TEST_CASE(a_released_rollouts_spans_are_read_from_where_its_record_places_them) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  store.set_archive(std::make_shared<LogArchive>(MemoryStore::Snapshot{}));  // span_log = "all"
+  const std::vector<NewRollout> tasks{suite::task("a"), suite::task("b"), suite::task("c")};
+  const std::vector<Rollout> rollouts = store.enqueue(tasks);
+  const std::vector<AttemptedRollout> taken = store.dequeue("w", 3);
+  for (int k = 0; k < 3; ++k)  // interleaved, as concurrent runners add them
+    for (const AttemptedRollout& t : taken) store.add_span(suite::span_of(t, "span " + std::to_string(k)));
+  for (const AttemptedRollout& t : taken)
+    store.update_attempt(t.rollout.id, t.attempt.id, suite::status_update(AttemptStatus::succeeded));
+  const RolloutId middle = rollouts.at(1).id;
+  SpanFilter of_middle;
+  of_middle.rollout_id = middle;
+  auto names = [&](MemoryStore& s) {
+    std::vector<std::string> out;
+    for (const Span& span : s.query_spans(of_middle, {}).items) out.push_back(span.name);
+    return out;
+  };
+  const std::vector<std::string> before = names(store);
+  BOOST_REQUIRE(before.size() == 3u);
+  const MemoryStore::Snapshot committed = store.export_state();
+
+  // The same log with one more entry at its start: every entry one place further on.
+  MemoryStore::Snapshot moved = committed;
+  ByteReader first_entry(committed.span_log);
+  first_entry.u64(), first_entry.u64(), first_entry.u64(), first_entry.bytes();
+  moved.span_log.insert(0, committed.span_log.substr(0, committed.span_log.size() - first_entry.remaining()));
+
+  for (const MemoryStore::Snapshot* logs : std::vector<const MemoryStore::Snapshot*>{&committed, &moved}) {
+    MemoryStore released(clock);
+    released.import_state(committed.tables, committed.history, committed.span_log);
+    auto archive = std::make_shared<LogArchive>(*logs);
+    released.set_archive(archive);
+    released.release_spans(committed.span_log_end, {});
+    BOOST_REQUIRE(released.release_records(committed.history_end, {}) == 3u);
+    archive->ranges.clear();
+    BOOST_TEST(names(released) == before);
+    using Ranges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+    if (logs == &committed)
+      BOOST_TEST((archive->ranges == Ranges{{1, 7}}), "the middle rollout's spans are entries 1, 4 and 7");
+    else
+      BOOST_TEST((archive->ranges == Ranges{{1, 7}, {0, 8}}), "its places no longer hold it: the whole log");
   }
 }
 

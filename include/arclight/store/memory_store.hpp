@@ -183,6 +183,13 @@ class MemoryStore : public Store {
     Rollout rollout;
     std::vector<Attempt> attempts;
     bool lost = false;  // only its id: a damaged segment held it
+    // By attempt, where its spans lie in the span log (state: snapshot::SpanPlace); empty where the record (one
+    // written before places were) does not say.
+    struct SpanPlace {
+      std::uint8_t state = 0;
+      std::uint64_t first_log_entry = 0, last_log_entry = 0;
+    };
+    std::vector<SpanPlace> span_places;
   };
   struct AttemptRecord {
     Attempt attempt;
@@ -234,7 +241,8 @@ class MemoryStore : public Store {
     std::uint64_t first_log_entry, last_log_entry;
     bool unkept;
   };
-  std::vector<Span> archived_spans(const std::vector<ReleasedSpans>& released, const SpanFilter& filter);
+  // Empty where the log's entries at an attempt's places are not its own (a log written anew since its record was).
+  std::optional<std::vector<Span>> archived_spans(const std::vector<ReleasedSpans>& released, const SpanFilter& filter);
   // Rollouts let go of, read back from the archive's history (without the lock), by id; one
   // lost with a damaged segment is left out; an id it does not hold is an error.
   std::unordered_map<RolloutId, ArchivedRollout> read_back(const std::vector<RolloutId>& ids);
@@ -260,7 +268,8 @@ class MemoryStore : public Store {
   void let_go_of_archived_contents_locked();
   std::shared_ptr<StoreArchive> archive() const;
   bool spans_archived() const { return archive_ && archive_->holds_spans(); }
-  // A query's answer for a rollout let go of: its spans, from the archive's whole span log.
+  // A query's answer for a rollout let go of: its spans, from the entries its record places them at, or else from the
+  // archive's whole span log.
   std::vector<Span> read_back_spans(const ArchivedRollout& rollout, const SpanFilter& filter);
   // The exports' work, under a lock the caller holds.
   std::string tables_locked() const;
@@ -298,7 +307,8 @@ class MemoryStore : public Store {
                          std::optional<LogStarts> from);
   void place_released(const Released& released);
   RolloutId place_rollout(ArchivedRollout r, bool ended);
-  static ArchivedRollout decode_history_rollout(ByteReader& from);
+  // `placed`: the history's kind 6, its attempts' span places after them (the tables' open rollouts: none).
+  static ArchivedRollout decode_history_rollout(ByteReader& from, bool placed);
   void import_history(std::string_view history, bool lazy);
   void place_lost(std::uint8_t kind, std::uint64_t id);
   bool placed_lost(std::uint8_t kind, std::uint64_t id) const;
