@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -165,7 +166,9 @@ std::vector<std::string> write_weights(const fs::path& dir, const std::vector<Pl
 // The directory an export fills: a fresh one beside the target, renamed to it once complete (publish), and removed
 // with what it holds when the export fails before that, so that a failure leaves neither a half model nor its
 // pieces. The target is checked first: a new or empty directory, named (not ".", "..", "/"), not a symbolic link
-// (the rename would replace the link, not fill what it names).
+// (the rename would replace the link, not fill what it names). An empty directory that exists is filled, not replaced
+// (its owner, mode and ACLs stay; a mount point cannot be renamed over): staged inside it, its files moved in at the
+// end, config.json last, so that a model loader never takes a half one for a model.
 class Staging {
  public:
   explicit Staging(const std::string& out_dir) : out_(target_of(out_dir)) {
@@ -173,16 +176,20 @@ class Staging {
     const fs::file_status status = fs::symlink_status(out_, ec);
     if (fs::is_symlink(status))
       throw UsageError(log::concat("export: ", out_.string(), " is a symbolic link; name the directory itself"));
-    if (fs::exists(status) && (!fs::is_directory(status) || !fs::is_empty(out_, ec)))
+    in_place_ = fs::is_directory(status);
+    remove_stale_staging(out_.has_parent_path() ? out_.parent_path() : fs::path("."),
+                         out_.filename().string() + staging_infix());
+    if (in_place_) remove_stale_staging(out_, staging_infix());
+    if (fs::exists(status) && (!in_place_ || !fs::is_empty(out_, ec)))
       throw UsageError(log::concat("export: ", out_.string(), " exists and is not an empty directory"));
-    remove_stale_staging();
-    partial_ = out_.string() + staging_infix() + std::to_string(::getpid());
+    const std::string owner = staging_infix() + std::to_string(::getpid());
+    partial_ = in_place_ ? out_ / owner : fs::path(out_.string() + owner);
     try {
       fs::remove_all(partial_);
       fs::create_directories(partial_);
     } catch (const fs::filesystem_error& e) {
-      throw Error(log::concat("export: cannot create ", partial_.string(), " beside ", out_.string(), ": ",
-                              e.code().message()));
+      throw Error(log::concat("export: cannot create ", partial_.string(), in_place_ ? " in " : " beside ",
+                              out_.string(), ": ", e.code().message()));
     }
     // Held while this export lives: a later one tells a dead owner from a live one in another PID namespace.
     lock_ = ::open((partial_ / lock_name).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -201,13 +208,21 @@ class Staging {
   void publish() {
     ::unlink((partial_ / lock_name).c_str());  // not part of the export; the lock stays on its file till the end
     sync_to_disk(partial_.string(), true);
-    std::error_code ec;
-    fs::rename(partial_, out_, ec);  // rename(2) replaces an empty directory
-    if (ec)
-      throw Error(log::concat("export: cannot rename ", partial_.string(), " to ", out_.string(), ": ", ec.message()));
+    if (in_place_) {
+      move_into_target();
+    } else {
+      std::error_code ec;
+      fs::rename(partial_, out_, ec);  // rename(2) replaces an empty directory
+      if (ec)
+        throw Error(
+            log::concat("export: cannot rename ", partial_.string(), " to ", out_.string(), ": ", ec.message()));
+    }
     published_ = true;
-    try {  // published: a parent that cannot be synced (not readable, a file system that refuses) is a warning
-      sync_to_disk(out_.has_parent_path() ? out_.parent_path().string() : std::string("."), true);
+    try {  // published: a directory that cannot be synced (not readable, a file system that refuses) is a warning
+      sync_to_disk(in_place_                ? out_.string()
+                   : out_.has_parent_path() ? out_.parent_path().string()
+                                            : std::string("."),
+                   true);
     } catch (const Error& e) {
       log::warn(e.what(), ": ", out_.string(), " is complete, but its entry may not survive a crash yet");
     }
@@ -232,13 +247,28 @@ class Staging {
     return ".partial-" + std::string(host) + "-";
   }
 
-  // A staging directory an export of this host left when it was killed (Ctrl-C, SIGTERM: the export ends at once,
-  // with no unwinding): its process is gone and its lock free (a process of another PID namespace on this host holds
-  // its own). Another host's (a shared file system) is never touched.
-  void remove_stale_staging() const {
-    const std::string prefix = out_.filename().string() + staging_infix();
+  // The staged files into the existing target, config.json last; then the staging directory goes.
+  void move_into_target() {
+    std::vector<fs::path> names;
+    for (const fs::directory_entry& e : fs::directory_iterator(partial_)) names.push_back(e.path().filename());
+    std::stable_partition(names.begin(), names.end(), [](const fs::path& name) { return name != "config.json"; });
+    for (const fs::path& name : names) {
+      std::error_code ec;
+      fs::rename(partial_ / name, out_ / name, ec);
+      if (ec)
+        throw Error(log::concat("export: cannot move ", (partial_ / name).string(), " into ", out_.string(), ": ",
+                                ec.message(), " (", out_.string(), " holds part of the export)"));
+    }
     std::error_code ec;
-    for (const fs::directory_entry& e : fs::directory_iterator(out_.has_parent_path() ? out_.parent_path() : ".", ec)) {
+    fs::remove(partial_, ec);
+  }
+
+  // A staging directory in `dir` named `prefix` and a pid that an export of this host left when it was killed (Ctrl-C,
+  // SIGTERM: the export ends at once, with no unwinding): its process is gone and its lock free (a process of another
+  // PID namespace on this host holds its own). Another host's (a shared file system) is never touched.
+  static void remove_stale_staging(const fs::path& dir, const std::string& prefix) {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
       if (name.rfind(prefix, 0) != 0) continue;
       long pid = 0;
@@ -264,6 +294,7 @@ class Staging {
 
   static constexpr const char* lock_name = ".export.lock";
   fs::path out_, partial_;
+  bool in_place_ = false;  // the target is an existing empty directory: staged inside it
   int lock_ = -1;
   bool published_ = false;
 };

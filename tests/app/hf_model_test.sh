@@ -65,13 +65,22 @@ kill $holder 2>/dev/null
 [ ! -e "$work/again.partial-$(hostname)-$dead" ] && [ -d "$work/again.partial-$(hostname)-$$" ] &&
   [ -d "$work/again.partial-$(hostname)-$locked" ] && [ -d "$work/again.partial-elsewhere-$dead" ] &&
   [ ! -e "$work/again/.export.lock" ] || fail "stale staging: $(ls -d "$work"/again.partial-* | xargs)"
+# An empty directory that exists (made by the user for its group, or a mount point) is filled, not replaced: its
+# inode, mode and setgid bit stay; a killed export's staging inside it is no obstacle to the next.
+mkdir -m 2750 "$work/filled"
+inode=$(stat -c %i:%a "$work/filled")
+mkdir -p "$work/filled/.partial-$(hostname)-$dead" && touch "$work/filled/.partial-$(hostname)-$dead/.export.lock"
+"$bin" export "$work/qwen3/checkpoints" --hf "$work/filled" >"$work/out" 2>&1 || fail "export into a directory: $(cat "$work/out")"
+[ "$(stat -c %i:%a "$work/filled")" = "$inode" ] && [ -f "$work/filled/config.json" ] &&
+  [ -f "$work/filled/model.safetensors" ] && [ -z "$(ls -A "$work/filled" | grep -v -x -E 'config.json|model.safetensors|generation_config.json|tokenizer.json|tokenizer_config.json')" ] ||
+  fail "export into a directory: $inode -> $(stat -c %i:%a "$work/filled"): $(ls -A "$work/filled" | xargs)"
 # Another weight type than the source's (a float32 run on a bfloat16 model is rounded unless asked): the weights and
 # config.json's torch_dtype say it, and it loads.
 "$bin" export "$work/qwen3/checkpoints" --hf "$work/bf16" --dtype bfloat16 >"$work/out" 2>&1 ||
   fail "export --dtype: $(cat "$work/out")"
 grep -q "BF16 weights" "$work/out" && grep -q '"torch_dtype": "bfloat16"' "$work/bf16/config.json" ||
   fail "export --dtype bfloat16: $(cat "$work/out"; grep dtype "$work/bf16/config.json")"
-for exported in export sharded bf16; do
+for exported in export sharded bf16 filled; do
   train --model.path "$work/$exported" --dry-run --run.dir "$work/dry"
   [ "$(codes)" = "3x0" ] || fail "$exported does not load: $(tail -3 "$work/err")"
 done
