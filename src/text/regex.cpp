@@ -68,7 +68,7 @@ std::size_t next_character(std::string_view text, std::size_t at) {
 
 }  // namespace
 
-Regex::Regex(const std::string& pattern_text, bool literal) {
+Regex::Regex(const std::string& pattern_text, bool literal) : pattern_(pattern_text) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   // PCRE2 takes no UCP with LITERAL (a Split's {"String": ...}); nothing in a literal depends on it.
@@ -98,7 +98,12 @@ void Regex::split(std::string_view text, std::vector<std::string_view>& pieces, 
   while (at <= text.size()) {
     const int rc = pcre2_match(code_of(code_), subject, text.size(), at, 0, match.data, match.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) throw std::runtime_error("regex match failed with PCRE2 error " + std::to_string(rc));
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof message);
+      throw std::runtime_error("the tokenizer's pattern \"" + pattern_ + "\" failed on a text of " +
+                               std::to_string(text.size()) + " bytes: " + reinterpret_cast<const char*>(message));
+    }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
     const std::size_t begin = ovector[0], end = ovector[1];
     if (end == begin) {  // an empty match (\b, a lookahead) cuts the text there, as Hugging Face's splits do

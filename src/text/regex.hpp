@@ -18,11 +18,13 @@ class Regex {
 
   // Appends to `pieces` each match and, where `keep_gaps`, each stretch between matches, in order (the Split
   // pre-tokenizer's "Isolated" behaviour; without gaps: "Removed" kept inverted). Bytes that are not valid UTF-8
-  // never match, so they land in gaps.
+  // never match, so they land in gaps. A pattern that backtracks past PCRE2's match limit on `text` (a hostile
+  // tokenizer.json's "(a+)+$") throws std::runtime_error naming the pattern, rather than running for ever.
   void split(std::string_view text, std::vector<std::string_view>& pieces, bool keep_matches = true,
              bool keep_gaps = true) const;
 
  private:
+  std::string pattern_;
   void* code_;  // pcre2_code_8
 };
 

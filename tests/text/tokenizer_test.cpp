@@ -208,6 +208,21 @@ BOOST_AUTO_TEST_CASE(regex_splits_as_hugging_faces) {
   BOOST_TEST(split(R"((?=é))", "aébé") == (Pieces{"a", "éb", "é"}));
 }
 
+// A pattern that backtracks without bound (a hostile tokenizer.json) ends at PCRE2's match limit with one error that
+// names it, rather than taking a thread for ever.
+BOOST_AUTO_TEST_CASE(a_pattern_that_backtracks_without_bound_is_an_error) {
+  std::vector<std::string_view> pieces;
+  const std::string text = std::string(40, 'a') + "!";
+  try {
+    Regex("(a|aa)+$").split(text, pieces, true, true);
+    BOOST_ERROR("no error");
+  } catch (const std::runtime_error& e) {
+    BOOST_TEST(std::string(e.what()).find("pattern \"(a|aa)+$\" failed on a text of 41 bytes: match limit") !=
+                   std::string::npos,
+               e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
   const auto refused = [](const std::function<void(json&)>& spoil, const std::string& key) {
     json j = tiny_tokenizer();
