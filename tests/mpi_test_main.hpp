@@ -26,13 +26,15 @@ inline int mpi_test_main(int argc, char** argv, int& rank, int& size, const std:
     rc = rank0_serves();
   } else {
     std::vector<char*> args(argv, argv + argc);
+    // One rank reports, with the counts of cases passed and skipped (scripts/gpu_check.sh reads them).
     std::string quiet_log = "--log_level=nothing", quiet_report = "--report_level=no",
-                suites = "--log_level=test_suite";
+                suites = "--log_level=test_suite", counts = "--report_level=short";
     if (rank != (rank0_serves ? 1 : 0)) {
       args.push_back(quiet_log.data());
       args.push_back(quiet_report.data());
     } else {
       args.push_back(suites.data());
+      args.push_back(counts.data());
     }
     rc = boost::unit_test::unit_test_main(init_unit_test, static_cast<int>(args.size()), args.data());
   }
