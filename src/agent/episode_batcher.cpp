@@ -135,6 +135,7 @@ std::vector<std::exception_ptr> EpisodeBatcher::run(const std::vector<std::funct
       if (e->fiber) waiting.push_back(e);  // suspended in generate(); else it has ended
     }
     if (!waiting.empty()) serve(waiting);
+    if (between_calls_) between_calls_();
     runnable.swap(waiting);
   }
   return errors;

@@ -82,6 +82,9 @@ class Runner {
         batcher_(policy_, train_sampling_, 0),
         me_("runner-" + std::to_string(rank)) {
     weights_.attach(policy_);
+    // A version that comes during a batch of episodes is taken in (and acknowledged) at once, loaded after the batch:
+    // a batch longer than run.hung_rank_seconds is not a hung runner.
+    batcher_.set_between_calls([this] { weights_.arrived(version_); });
   }
 
   void run() {

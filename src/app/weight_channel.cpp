@@ -1,6 +1,7 @@
 #include "weight_channel.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 #include <set>
 #include <string>
@@ -98,8 +99,9 @@ void SplitWeights::stop() {
   send(end_of_training);
 }
 
-// Every runner has taken the last version, or is fenced (or `hung_seconds` have passed since it was sent, and the
-// channel turned to point to point).
+// Every runner has taken the last version, or is fenced (or `hung_seconds` have passed here, and the channel turned to
+// point to point). Counted from now, not from the send: a broadcast moves only while the leader calls MPI, which its
+// training step (longer than hung_seconds on a big model) may not do.
 void SplitWeights::settle() {
   if (mode_ != Mode::broadcast || sent_version_ < 0) return;  // point to point: send() waited already
   const auto taken = [this] {
@@ -108,7 +110,7 @@ void SplitWeights::settle() {
                        [this](const Runner& r) { return r.fenced || r.acknowledged == sent_version_; }) &&
            (!device_pending_ || device_broadcast_->finished());
   };
-  if (wait_until(sent_at_ + hung_after(), taken)) {
+  if (wait_until(Clock::now() + hung_after(), taken)) {
     device_pending_ = false;
     return;
   }
@@ -118,8 +120,7 @@ void SplitWeights::settle() {
 // Sends bytes_ (or the end) to every runner not fenced, and completes the leader's part within hung_seconds.
 void SplitWeights::send(std::int64_t version) {
   sent_version_ = version;
-  sent_at_ = Clock::now();
-  const auto deadline = sent_at_ + hung_after();
+  const auto deadline = Clock::now() + hung_after();
   if (mode_ == Mode::point_to_point) {
     for (Runner& r : runners_)
       if (!r.fenced) send_to(r);
@@ -280,24 +281,51 @@ bool SplitWeights::arrived(std::uint64_t) {
   // Completed requests become MPI_REQUEST_NULL, which tests complete again: poll() still finds them.
   int first = 0;
   MPI_Test(&receives_[0], &first, MPI_STATUS_IGNORE);
-  if (!first) return false;
+  if (!first) return !held_.empty();
   if (mode_ == Mode::point_to_point && received_version() < 0) return true;  // a version alone: nothing follows
   int complete = 0;
   MPI_Testall(static_cast<int>(receives_.size()), receives_.data(), &complete, MPI_STATUSES_IGNORE);
-  if (!complete || !over_nccl() || received_version() < 0) return complete != 0;
-  if (!device_pending_) {  // the version has come: its weights follow over NCCL
-    device_broadcast_->start(device_weights_->data(), weight_bytes_);
-    device_pending_ = true;
+  if (!complete) return !held_.empty();
+  const std::int64_t v = received_version();
+  if (over_nccl() && v >= 0) {
+    if (!device_pending_) {  // the version has come: its weights follow over NCCL
+      device_broadcast_->start(device_weights_->data(), weight_bytes_);
+      device_pending_ = true;
+    }
+    try {
+      if (!device_broadcast_->finished()) return false;
+    } catch (const Error&) {
+      // The leader aborts NCCL where it turns to point to point (another runner hangs), and its note is on the way:
+      // poll() takes it. Without one in time, the error is the job's.
+      const auto deadline = Clock::now() + hung_after();
+      if (!wait_until(deadline, [this] { return control_note_arrived(); })) throw;
+      return true;
+    }
   }
-  try {
-    return device_broadcast_->finished();
-  } catch (const Error&) {
-    // The leader aborts NCCL where it turns to point to point (another runner hangs), and its note is on the way:
-    // poll() takes it. Without one in time, the error is the job's.
-    const auto deadline = Clock::now() + hung_after();
-    if (!wait_until(deadline, [this] { return control_note_arrived(); })) throw;
-    return true;
+  if (v >= 0) {
+    acknowledge(v);
+    if (!over_nccl()) take_in();
   }
+  return true;
+}
+
+// The version that has come is held for poll() to load, and the next one's receive goes into the other buffer at once:
+// versions keep coming while the runner is in a batch of episodes, the leader's sends complete, and an older version
+// held and not loaded yet is dropped for the newer one (its buffer takes the next).
+void SplitWeights::take_in() {
+  std::vector<char> next = held_.empty() ? std::exchange(spare_, {}) : std::exchange(held_, {});
+  held_ = std::exchange(bytes_, std::move(next));
+  bytes_.resize(held_.size());
+  post_receive();
+}
+
+// A version that has come is acknowledged at once, loaded or not: the leader waits for acknowledgements before its
+// next broadcast, and a runner loads between batches of episodes, which may take longer than run.hung_rank_seconds.
+void SplitWeights::acknowledge(std::int64_t version) {
+  if (mode_ != Mode::broadcast || version <= acknowledged_) return;
+  if (acknowledgement_ != MPI_REQUEST_NULL) MPI_Wait(&acknowledgement_, MPI_STATUS_IGNORE);  // 8 bytes: long sent
+  acknowledged_ = version;
+  MPI_Isend(&acknowledged_, sizeof acknowledged_, MPI_BYTE, 0, comm::tag_weights_ack, sync_, &acknowledgement_);
 }
 
 bool SplitWeights::control_note_arrived() {
@@ -330,20 +358,19 @@ bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
     post_control();
     return true;
   }
+  if (!held_.empty()) {  // over MPI: the newest version that came, its next already posted
+    std::int64_t v = 0;
+    std::memcpy(&v, held_.data(), sizeof v);
+    policy.load_parameters(held_.data() + sizeof v, -1, compression_);
+    version = static_cast<std::uint64_t>(v);
+    spare_ = std::exchange(held_, {});
+    return true;
+  }
   const std::int64_t v = received_version();
   if (v < 0) return end_here();
-  if (over_nccl()) {
-    policy.load_parameters(device_weights_->data(), nccl_device_, compression_);
-    device_pending_ = false;
-  } else {
-    policy.load_parameters(bytes_.data() + sizeof v, -1, compression_);
-  }
+  policy.load_parameters(device_weights_->data(), nccl_device_, compression_);  // over NCCL
+  device_pending_ = false;
   version = static_cast<std::uint64_t>(v);
-  if (mode_ == Mode::broadcast) {
-    if (acknowledgement_ != MPI_REQUEST_NULL) MPI_Wait(&acknowledgement_, MPI_STATUS_IGNORE);  // 8 bytes: long sent
-    acknowledged_ = v;
-    MPI_Isend(&acknowledged_, sizeof acknowledged_, MPI_BYTE, 0, comm::tag_weights_ack, sync_, &acknowledgement_);
-  }
   post_receive();
   return true;
 }

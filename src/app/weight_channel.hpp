@@ -36,7 +36,9 @@ class WeightChannel {
 
 // Split layouts: the trainer leader sends [version (int64)][floats] to the runners on their own
 // communicator (not through rank 0). Normally by broadcast (MPI's, fast at any scale), which the
-// runners keep posted; each runner acknowledges the versions it loads. A broadcast waits for
+// runners keep posted; each runner acknowledges a version as soon as it has come and posts the next receive into a
+// second buffer at once (it loads the newest between batches of episodes, and looks for versions during a batch too:
+// arrived()), so that a batch longer than hung_seconds holds nothing back. A broadcast waits for
 // every runner, so one that hangs (stopped, its node frozen) would hold every later version back:
 // a runner that has not acknowledged a version `hung_seconds` after it was sent, or a broadcast
 // the leader cannot finish in that time, turns the channel to point-to-point sends, one per runner
@@ -60,6 +62,8 @@ class SplitWeights : public WeightChannel {
   void stop() override;
   bool poll(model::Policy& policy, std::uint64_t& version) override;
   bool arrived(std::uint64_t version) override;
+  // The leader: whether it still broadcasts (no runner was late with a version). For tests.
+  bool broadcasting() const { return mode_ == Mode::broadcast; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -91,6 +95,8 @@ class SplitWeights : public WeightChannel {
   void post_control();
   bool end_here();
   bool control_note_arrived();
+  void acknowledge(std::int64_t version);
+  void take_in();
   std::int64_t received_version() const;
 
   enum class Mode { broadcast, point_to_point };
@@ -114,9 +120,10 @@ class SplitWeights : public WeightChannel {
   std::vector<Runner> runners_;
   std::vector<MPI_Request> broadcast_;
   std::int64_t sent_version_ = -1;
-  Clock::time_point sent_at_;
   // A runner.
   std::vector<MPI_Request> receives_;  // the next version: a broadcast, or point-to-point chunks
+  // Over MPI: the newest version that has come and is not loaded yet (empty: none), and a free buffer for the next.
+  std::vector<char> held_, spare_;
   MPI_Request control_ = MPI_REQUEST_NULL;
   std::int64_t control_message_ = 0;
   bool control_arrived_ = false;

@@ -74,6 +74,49 @@ void check_channel(Compression compression, int device = -1) {
   if (compression != Compression::none) BOOST_TEST(exact < count / 2, "the weights were not rounded to 16 bits");
 }
 
+// A runner whose batch of episodes lasts past hung_seconds (it loads between batches) but looks for versions during it,
+// as the built-in runner does between policy calls: it acknowledges what came at once, and the leader, which waits for
+// version 2's acknowledgements before it sends version 3, neither turns to point-to-point sends nor fences it
+// (before, a runner acknowledged a version when it loaded it: the leader took it for a hung one).
+void check_a_long_batch() {
+  model::Policy policy(small(), 11, 5);
+  MPI_Comm sync;
+  MPI_Comm_dup(MPI_COMM_WORLD, &sync);
+  app::SplitWeights channel(sync, rank_ == 0, 1.0);
+  channel.attach(policy);
+  const std::size_t count = policy.parameter_count();
+  if (rank_ == 0) {
+    for (std::int64_t v = 1; v <= 3; ++v) {
+      policy.load_flat_parameters(weights_of_version(v, count).data(), count);
+      channel.publish(v, policy);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the runners are in their batch
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // it has ended: they take version 3, then the end
+    channel.stop();
+    BOOST_TEST(channel.broadcasting(), "a runner in a long batch was taken for a hung one");
+    return;
+  }
+  std::uint64_t version = 0;
+  bool running = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (running && std::chrono::steady_clock::now() < deadline) {
+    const std::uint64_t before = version;
+    running = channel.poll(policy, version);
+    if (version == before || before != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    const auto batch_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+    while (std::chrono::steady_clock::now() <
+           batch_end) {  // the first version's batch: policy calls, a look after each
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      channel.arrived(version);
+    }
+  }
+  BOOST_TEST(!running, "the end of training never came");
+  BOOST_TEST(version == 3u);
+}
+
 // A GPU a rank; or one GPU for all with ARCLIGHT_TEST_SHARED_GPU=1 (scripts/gpu_check.sh on a one-GPU machine): NCCL
 // takes one rank per GPU a host, so each rank is a host of its own to NCCL (NCCL_HOSTID), over sockets on loopback.
 boost::test_tools::assertion_result gpus_for_nccl(boost::unit_test::test_unit_id) {
@@ -108,6 +151,7 @@ BOOST_AUTO_TEST_SUITE(weight_channel)
 BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
 BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
 BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
+BOOST_AUTO_TEST_CASE(a_runner_in_a_long_batch_is_not_taken_for_a_hung_one) { check_a_long_batch(); }
 
 BOOST_AUTO_TEST_CASE(full_weights_over_nccl, *boost::unit_test::precondition(gpus_for_nccl)) {
   check_channel(Compression::none, nccl_device());

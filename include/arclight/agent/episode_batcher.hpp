@@ -30,6 +30,8 @@ class EpisodeBatcher {
   // Between runs only: the policy's weights and version change together.
   void set_policy_version(std::uint64_t version) { version_ = version; }
   void set_sampling(const model::Sampling& sampling) { sampling_ = sampling; }
+  // Called after each batch of policy calls: a runner keeps its weight channel moving through a long batch.
+  void set_between_calls(std::function<void()> between_calls) { between_calls_ = std::move(between_calls); }
   std::uint64_t policy_calls() const { return calls_; }
   std::uint64_t batches() const { return batches_; }  // generate calls on the policy
 
@@ -43,6 +45,7 @@ class EpisodeBatcher {
   model::Sampling sampling_;
   std::uint64_t version_;
   std::uint64_t calls_ = 0, batches_ = 0;
+  std::function<void()> between_calls_;
   std::unique_ptr<StackPool> stacks_;
 };
 
