@@ -365,9 +365,14 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
       deadline = after(timeout_seconds);  // held while rank 0 restores: alive, so wait anew
       continue;
     }
+    // Rank 0 hangs (stopped, its node frozen) or cannot keep up: the job is requeued, as when a rank's pulses stop
+    // (with the defaults this comes first: comm.store_timeout_seconds 60, run.hung_rank_seconds 120).
     if (Clock::now() > deadline)
       throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds,
-                              " s (comm.store_timeout_seconds)"));
+                              " s (comm.store_timeout_seconds): rank ", server_,
+                              " hangs (stopped, or its node frozen) or cannot keep up; ending the job, to be requeued "
+                              "(it resumes from its last checkpoint)"),
+                  exit_requeue);
     backoff_.idle();
   }
 }

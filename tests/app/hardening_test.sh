@@ -155,6 +155,16 @@ check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 30 ]' \
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "r2 error\].*rank 0 (coordinator) has sent no sign of life" "$work/err"' \
   "rank 0 stopped: not one error, from rank 2, naming rank 0: $(grep "error\]" "$work/err")"
 
+# 7b. The same with a store timeout below run.hung_rank_seconds (the defaults' order: 60 s and 120 s): a rank waiting
+# on a store request (a runner between batches) may give up first, and the job is requeued then too (exit 3; it ended
+# with exit 1 before); a runner waiting for its next policy version meanwhile leaves it to the pulses.
+stop_rank_when 0 "^step=2 " out "$work/rank0b" --run.steps 100000 --comm.store_timeout_seconds 2 \
+  --run.hung_rank_seconds 4
+check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 30 ]' \
+  "rank 0 stopped, store timeout 2 s: exit $rc after $stopped_after s, want 3 within 30 s: $(tail -2 "$work/err")"
+check 'grep -q -E "error\].*(the store on rank 0 did not reply within 2 s .*rank 0 hangs|rank 0 \(coordinator\) has sent no sign)" "$work/err"' \
+  "rank 0 stopped, store timeout 2 s: no error naming rank 0: $(grep "error\]" "$work/err")"
+
 # 8. A trainer that hangs while rank 0 restores (a slow file system: 30 s): rank 0 watches the pulses while it loads,
 # and the job ends with exit 3 naming the trainer, long before the restore would have ended.
 stop_rank_when 1 "fault drill: loading the version takes" err "$work/slow" "${outside[@]}" --run.steps 6 --resume auto \

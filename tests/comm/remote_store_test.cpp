@@ -81,13 +81,20 @@ BOOST_AUTO_TEST_CASE(a_wait_with_a_timeout_that_is_not_a_number_answers_at_once)
 }
 
 // A caller that gave up waiting (a timeout, answered 500 by an HTTP thread) leaves the reply to come late: the next
-// requests pass over it instead of failing, each of them, on the reply before their own.
+// requests pass over it instead of failing, each of them, on the reply before their own. The timeout itself ends a
+// rank's part with exit 3 (requeue), as a hung rank 0 does that its pulses name.
 BOOST_AUTO_TEST_CASE(a_reply_that_came_after_its_request_gave_up_is_passed_over) {
   RemoteHarness h;
   const RolloutId id = client->enqueue(suite::task("x")).id;
   // The server parks this wait for 0.3 s; its caller gives up after 0.05 s.
   const std::string wait = wire::encode(wire::Type::wait_for_rollouts, false, 0, std::vector<RolloutId>{id}, 0.3);
-  BOOST_CHECK_THROW(client->exchange_raw(wait, 0.05), Error);
+  try {
+    client->exchange_raw(wait, 0.05);
+    BOOST_ERROR("no timeout");
+  } catch (const Error& e) {
+    BOOST_TEST(e.exit_code() == exit_requeue);
+    BOOST_TEST(std::string(e.what()).find("rank 0 hangs") != std::string::npos, e.what());
+  }
   sleep_for(0.5);  // its reply has come
   BOOST_TEST(client->statistics().queue_length == 1u);
   BOOST_TEST(client->statistics().queue_length == 1u);
