@@ -178,8 +178,9 @@ void StoreServer::answer_parked_waits() {
     w.ended_seen = ended_rollouts;
     std::string answer;
     try {  // a rollout's record read back from the archive may fail: that wait's answer, not rank 0's end
-      std::vector<Rollout> ended = store_->wait_for_rollouts(w.ids, 0.0);
-      if (ended.size() == w.ids.size() || now >= w.deadline)
+      std::size_t lost = 0;  // left out: they never end
+      std::vector<Rollout> ended = store_->wait_for_rollouts(w.ids, 0.0, lost);
+      if (ended.size() + lost == w.ids.size() || now >= w.deadline)
         answer = wire::encode(wire::Type::wait_for_rollouts, true, w.request_id, ended);
     } catch (const StoreError& e) {
       answer = wire::encode_error(w.request_id, e.code(), e.what());

@@ -432,7 +432,15 @@ ResourcesVersion MemoryStore::get_latest_resources(const std::string& name) {
 // ---- waiting, workers, statistics --------------------------------------------------
 
 std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) {
+  std::size_t lost = 0;
+  return wait_for_rollouts(ids, timeout_seconds, lost);
+}
+
+std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds,
+                                                    std::size_t& lost) {
+  lost = 0;
   std::vector<std::optional<Rollout>> ended(ids.size());
+  std::vector<bool> was_released(ids.size());
   std::vector<RolloutId> released;  // ended long ago: read back below
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -443,7 +451,7 @@ std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>
                             [&] { return std::all_of(ids.begin(), ids.end(), has_ended); });
     for (std::size_t i = 0; i < ids.size(); ++i)
       if (rollout_released(ids[i]))
-        released.push_back(ids[i]);
+        released.push_back(ids[i]), was_released[i] = true;
       else if (is_final(rollout_at(ids[i]).rollout.status))
         ended[i] = rollout_at(ids[i]).rollout;
   }
@@ -452,8 +460,10 @@ std::vector<Rollout> MemoryStore::wait_for_rollouts(const std::vector<RolloutId>
   for (std::size_t i = 0; i < ids.size(); ++i)
     if (ended[i])
       out.push_back(std::move(*ended[i]));
-    else if (auto it = read.find(ids[i]); it != read.end())  // a lost one is left out
+    else if (auto it = read.find(ids[i]); it != read.end())
       out.push_back(it->second.rollout);
+    else if (was_released[i])  // lost with a damaged segment: left out
+      ++lost;
   return out;
 }
 

@@ -78,6 +78,8 @@ class MemoryStore : public Store {
   ResourcesVersion get_resources(ResourcesId id) override;
   ResourcesVersion get_latest_resources(const std::string& name) override;
   std::vector<Rollout> wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) override;
+  // And how many of the ids were lost with a damaged checkpoint segment (left out of the answer: they never end).
+  std::vector<Rollout> wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds, std::size_t& lost);
   Worker heartbeat(const std::string& worker_id) override;
   std::vector<Worker> query_workers() override;
   Statistics statistics() override;
