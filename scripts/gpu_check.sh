@@ -115,6 +115,8 @@ mkdir -p "$out"
 log=$out/gpu_check.log
 exec > >(tee "$log") 2>&1
 tee_pid=$!
+# However the script ends, the log's last lines reach the file before the call returns.
+trap 'exec >&- 2>&-; wait "$tee_pid"' EXIT
 json=$out/gpu_check.json
 echo '{}' >"$json"
 work=$(mktemp -d /tmp/gpu-check.XXXXXX)  # details, shown in the log (the device call brings back few files)
@@ -385,5 +387,3 @@ echo "training step stage: $(seconds_since "$start") s"
 echo
 cat "$json"
 rm -rf "$work"
-exec >&- 2>&-
-wait "$tee_pid"  # the log's last lines reach the file before the call returns

@@ -277,7 +277,10 @@ std::int64_t SplitWeights::received_version() const {
 bool SplitWeights::arrived(std::uint64_t) {
   if (sync_ == MPI_COMM_NULL || leader_) return false;
   if (ended_) return true;
-  if (control_note_arrived()) return true;
+  if (control_note_arrived()) {
+    if (control_message_ != point_to_point_note) return true;  // fenced: poll() ends this runner's part
+    take_point_to_point();
+  }
   // Completed requests become MPI_REQUEST_NULL, which tests complete again: poll() still finds them.
   int first = 0;
   MPI_Test(&receives_[0], &first, MPI_STATUS_IGNORE);
@@ -307,6 +310,19 @@ bool SplitWeights::arrived(std::uint64_t) {
     if (!over_nccl()) take_in();
   }
   return true;
+}
+
+// The leader sends each runner its versions on its own from now on (another runner hangs): taken at once, in a batch
+// of episodes too, so that the leader's next send to this runner completes. The broadcast posted for the next version
+// will not come (MPI cannot cancel it): it keeps its buffer.
+void SplitWeights::take_point_to_point() {
+  receives_.clear();
+  abandoned_.push_back(std::move(bytes_));
+  bytes_.assign(sizeof(std::int64_t) + weight_bytes_, 0);
+  if (over_nccl()) leave_nccl();
+  mode_ = Mode::point_to_point;
+  post_receive();
+  post_control();
 }
 
 // The version that has come is held for poll() to load, and the next one's receive goes into the other buffer at once:
@@ -341,22 +357,11 @@ bool SplitWeights::poll(model::Policy& policy, std::uint64_t& version) {
   if (sync_ == MPI_COMM_NULL || leader_) return true;
   if (!arrived(version)) return true;
   if (ended_) return false;
-  if (control_arrived_) {
-    if (control_message_ != point_to_point_note) {
-      log::warn(
-          "this runner took a policy version later than run.hung_rank_seconds allows and was fenced by the "
-          "trainer leader: it leaves the job, which goes on without it");
-      return end_here();
-    }
-    // The broadcast posted for the next version will not come (MPI cannot cancel it): it keeps its buffer.
-    receives_.clear();
-    abandoned_.push_back(std::move(bytes_));
-    bytes_.assign(sizeof(std::int64_t) + weight_bytes_, 0);
-    if (over_nccl()) leave_nccl();
-    mode_ = Mode::point_to_point;
-    post_receive();
-    post_control();
-    return true;
+  if (control_arrived_) {  // fenced (arrived() takes the turn to point to point)
+    log::warn(
+        "this runner took a policy version later than run.hung_rank_seconds allows and was fenced by the "
+        "trainer leader: it leaves the job, which goes on without it");
+    return end_here();
   }
   if (!held_.empty()) {  // over MPI: the newest version that came, its next already posted
     std::int64_t v = 0;

@@ -97,6 +97,7 @@ class SplitWeights : public WeightChannel {
   bool control_note_arrived();
   void acknowledge(std::int64_t version);
   void take_in();
+  void take_point_to_point();
   std::int64_t received_version() const;
 
   enum class Mode { broadcast, point_to_point };

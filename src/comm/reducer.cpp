@@ -59,14 +59,15 @@ float from_fp16(std::uint16_t value) {
 }
 
 namespace {
-// The largest power of two s with s * ranks * largest <= fp16's largest value: no partial sum overflows. Zeros, or a
+// The largest power of two s with s * ranks * largest <= 2^15, half fp16's largest value: no partial sum overflows,
+// also where each share rounds up to fp16 (3 shares at the bound rounded to 21840 each, 65520: inf). Zeros, or a
 // non-finite gradient (the step is skipped), go unscaled.
 float fp16_scale(float largest, int ranks) {
-  constexpr double fp16_max = 65504.0;
+  constexpr double sums_below = 32768.0;
   const double bound = double(largest) * ranks;
   if (!(bound > 0) || !std::isfinite(bound)) return 1.0f;
-  int k = std::clamp(static_cast<int>(std::floor(std::log2(fp16_max / bound))), -126, 126);
-  while (k > -126 && std::ldexp(bound, k) > fp16_max) --k;  // log2's rounding at a power of two
+  int k = std::clamp(static_cast<int>(std::floor(std::log2(sums_below / bound))), -126, 126);
+  while (k > -126 && std::ldexp(bound, k) > sums_below) --k;  // log2's rounding at a power of two
   return std::ldexp(1.0f, k);
 }
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -206,11 +207,12 @@ class Staging {
   const fs::path& dir() const { return partial_; }
 
   void publish() {
-    ::unlink((partial_ / lock_name).c_str());  // not part of the export; the lock stays on its file till the end
-    sync_to_disk(partial_.string(), true);
     if (in_place_) {
+      sync_to_disk(partial_.string(), true);
       move_into_target();
     } else {
+      ::unlink((partial_ / lock_name).c_str());  // not part of the export; the lock stays on its file till the end
+      sync_to_disk(partial_.string(), true);
       std::error_code ec;
       fs::rename(partial_, out_, ec);  // rename(2) replaces an empty directory
       if (ec)
@@ -247,18 +249,22 @@ class Staging {
     return ".partial-" + std::string(host) + "-";
   }
 
-  // The staged files into the existing target, config.json last; then the staging directory goes.
+  // The staged files into the existing target, config.json last (never over a file another export put there since);
+  // then the lock (held till here: a later export leaves this staging alone) and the staging directory go.
   void move_into_target() {
     std::vector<fs::path> names;
-    for (const fs::directory_entry& e : fs::directory_iterator(partial_)) names.push_back(e.path().filename());
+    for (const fs::directory_entry& e : fs::directory_iterator(partial_))
+      if (e.path().filename() != lock_name) names.push_back(e.path().filename());
     std::stable_partition(names.begin(), names.end(), [](const fs::path& name) { return name != "config.json"; });
     for (const fs::path& name : names) {
-      std::error_code ec;
-      fs::rename(partial_ / name, out_ / name, ec);
-      if (ec)
-        throw Error(log::concat("export: cannot move ", (partial_ / name).string(), " into ", out_.string(), ": ",
-                                ec.message(), " (", out_.string(), " holds part of the export)"));
+      const std::string from = (partial_ / name).string(), to = (out_ / name).string();
+      int rc = ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
+      if (rc != 0 && errno == EINVAL) rc = ::rename(from.c_str(), to.c_str());  // a file system without NOREPLACE
+      if (rc != 0)
+        throw Error(log::concat("export: cannot move ", from, " into ", out_.string(), ": ", std::strerror(errno),
+                                " (", out_.string(), " holds part of the export, without config.json)"));
     }
+    ::unlink((partial_ / lock_name).c_str());
     std::error_code ec;
     fs::remove(partial_, ec);
   }

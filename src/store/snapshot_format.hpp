@@ -11,7 +11,9 @@
 namespace arclight::store::snapshot {
 
 inline constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
-inline constexpr std::uint32_t tables_format = 4;  // 3: without whether each attempt's spans were kept; 2: without what
+inline constexpr std::uint32_t tables_format = 5;  // 4: no history record of kind 6 (placed_rollout) with them, so
+                                                   // that an older arclight refuses the tables, not a record;
+                                                   // 3: without whether each attempt's spans were kept; 2: without what
                                                    // was let go of (read, imported whole)
 inline constexpr std::size_t lost_entry_bytes = 1 + 8;  // kind, id: the least a history entry takes
 // A history entry's kind on the wire for an ended rollout whose attempts say where their spans lie in the span log

@@ -121,7 +121,10 @@ MemoryStore::Released MemoryStore::import_tables(std::string_view tables, std::s
   ByteReader in(tables);
   if (in.u32() != snapshot::tables_magic) throw DecodeError("store tables: unknown format");
   const std::uint32_t format = in.u32();
-  if (format < 2 || format > snapshot::tables_format) throw DecodeError("store tables: unknown format");
+  if (format < 2) throw DecodeError("store tables: unknown format");
+  if (format > snapshot::tables_format)
+    throw DecodeError(log::concat("store tables: format ", format, ", written by a newer arclight (this one reads ",
+                                  snapshot::tables_format, " and before)"));
   const std::uint64_t rollout_count = in.u64(), attempt_count = in.u64(), resources_count = in.u64();
   const Released released = format == 2 ? Released{} : decode_released(in, format);  // format 2: imported whole
   if (from) {

@@ -216,8 +216,12 @@ std::vector<Span> MemoryStore::read_back_spans(const ArchivedRollout& r, const S
     for (std::size_t k = 0; k < r.attempts.size(); ++k) {
       const ArchivedRollout::SpanPlace& place = r.span_places[k];
       if ((attempt != 0 && r.attempts[k].id != attempt) || place.state == snapshot::no_spans) continue;
-      placed.push_back({r.rollout.id, r.attempts[k].id, place.first_log_entry, place.last_log_entry,
-                        place.state == snapshot::not_kept});
+      if (place.state == snapshot::not_kept) {  // as for one in memory: of every attempt, the spans there are
+        if (filter.attempt_id == 0) continue;
+        throw StoreError(StoreError::not_found,
+                         log::concat("attempt ", attempt, " of rollout ", r.rollout.id, spans_not_kept));
+      }
+      placed.push_back({r.rollout.id, r.attempts[k].id, place.first_log_entry, place.last_log_entry, false});
     }
     try {
       if (std::optional<std::vector<Span>> spans = archived_spans(placed, filter)) return std::move(*spans);

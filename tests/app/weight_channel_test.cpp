@@ -117,6 +117,48 @@ void check_a_long_batch() {
   BOOST_TEST(version == 3u);
 }
 
+// One runner hangs (rank 1: no MPI call for 4 s) while the other is in a long batch (rank 2, looking between its policy
+// calls): the leader turns to point-to-point sends and fences the hung one only; the busy one takes the turn during its
+// batch and gets every version (before, it took the turn after its batch, and was fenced too).
+void check_a_hung_and_a_busy_runner() {
+  model::Policy policy(small(), 11, 5);
+  MPI_Comm sync;
+  MPI_Comm_dup(MPI_COMM_WORLD, &sync);
+  app::SplitWeights channel(sync, rank_ == 0, 1.0);
+  channel.attach(policy);
+  const std::size_t count = policy.parameter_count();
+  if (rank_ == 0) {
+    for (std::int64_t v = 1; v <= 3; ++v) {
+      policy.load_flat_parameters(weights_of_version(v, count).data(), count);
+      channel.publish(v, policy);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    channel.stop();
+    BOOST_TEST(!channel.broadcasting(), "the hung runner did not turn the channel to point to point");
+    return;
+  }
+  std::uint64_t version = 0;
+  bool running = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (running && std::chrono::steady_clock::now() < deadline) {
+    const std::uint64_t before = version;
+    running = channel.poll(policy, version);
+    if (version == before || before != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    const auto batch_end = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    if (rank_ == 1) std::this_thread::sleep_for(std::chrono::seconds(4));  // hangs: not a call of MPI
+    while (std::chrono::steady_clock::now() < batch_end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      channel.arrived(version);
+    }
+  }
+  BOOST_TEST(!running, "the end (or the fence) never came");
+  if (rank_ == 2) BOOST_TEST(version == 3u, "the busy runner was fenced");
+}
+
 // A GPU a rank; or one GPU for all with ARCLIGHT_TEST_SHARED_GPU=1 (scripts/gpu_check.sh on a one-GPU machine): NCCL
 // takes one rank per GPU a host, so each rank is a host of its own to NCCL (NCCL_HOSTID), over sockets on loopback.
 boost::test_tools::assertion_result gpus_for_nccl(boost::unit_test::test_unit_id) {
@@ -152,6 +194,7 @@ BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
 BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
 BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
 BOOST_AUTO_TEST_CASE(a_runner_in_a_long_batch_is_not_taken_for_a_hung_one) { check_a_long_batch(); }
+BOOST_AUTO_TEST_CASE(a_hung_runner_fences_only_itself) { check_a_hung_and_a_busy_runner(); }
 
 BOOST_AUTO_TEST_CASE(full_weights_over_nccl, *boost::unit_test::precondition(gpus_for_nccl)) {
   check_channel(Compression::none, nccl_device());

@@ -111,13 +111,16 @@ BOOST_AUTO_TEST_CASE(compressed_sums_of_small_integers_are_exact) {
 // 65504 are infinite (the step skipped). Each bucket is scaled by a power of two the trainers agree on: both keep
 // fp16's relative precision. Buffers announced during backward, each its own bucket.
 BOOST_AUTO_TEST_CASE(fp16_sums_keep_tiny_and_huge_gradients) {
-  const std::vector<float> magnitudes{1e-7f, 3e-9f, 2e-3f, 30000.f, 1e6f};
+  // The last: every trainer holds the largest value (rounded up to fp16 at a scale that only just fits, three shares
+  // summed to 65520: inf).
+  const std::vector<float> magnitudes{1e-7f, 3e-9f, 2e-3f, 30000.f, 1e6f, 21834.f};
   const std::size_t n = 1000;
   ReducerConfig config;
   config.compression = Compression::fp16;
   config.first_bucket_bytes = config.bucket_bytes = n * sizeof(float);
   MpiReducer reducer(MPI_COMM_WORLD, config);
-  auto value = [](float magnitude, int rank, std::size_t i) {
+  auto value = [&](float magnitude, int rank, std::size_t i) {
+    if (magnitude == magnitudes.back()) return magnitude;
     return magnitude * (1.0f + 0.37f * float(rank) + 0.001f * float(i % 97)) * (i % 3 == 0 ? -1.0f : 1.0f);
   };
   for (int step = 0; step < 2; ++step) {
