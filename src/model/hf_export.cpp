@@ -261,8 +261,8 @@ class Staging {
       int rc = ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
       if (rc != 0 && errno == EINVAL) rc = ::rename(from.c_str(), to.c_str());  // a file system without NOREPLACE
       if (rc != 0)
-        throw Error(log::concat("export: cannot move ", from, " into ", out_.string(), ": ", std::strerror(errno),
-                                " (", out_.string(), " holds part of the export, without config.json)"));
+        throw Error(log::concat("export: cannot move ", from, " into ", out_.string(), ": ", std::strerror(errno), " (",
+                                out_.string(), " holds part of the export, without config.json)"));
     }
     ::unlink((partial_ / lock_name).c_str());
     std::error_code ec;

@@ -74,53 +74,14 @@ void check_channel(Compression compression, int device = -1) {
   if (compression != Compression::none) BOOST_TEST(exact < count / 2, "the weights were not rounded to 16 bits");
 }
 
-// A runner whose batch of episodes lasts past hung_seconds (it loads between batches) but looks for versions during it,
-// as the built-in runner does between policy calls: it acknowledges what came at once, and the leader, which waits for
-// version 2's acknowledgements before it sends version 3, neither turns to point-to-point sends nor fences it
-// (before, a runner acknowledged a version when it loaded it: the leader took it for a hung one).
-void check_a_long_batch() {
-  model::Policy policy(small(), 11, 5);
-  MPI_Comm sync;
-  MPI_Comm_dup(MPI_COMM_WORLD, &sync);
-  app::SplitWeights channel(sync, rank_ == 0, 1.0);
-  channel.attach(policy);
-  const std::size_t count = policy.parameter_count();
-  if (rank_ == 0) {
-    for (std::int64_t v = 1; v <= 3; ++v) {
-      policy.load_flat_parameters(weights_of_version(v, count).data(), count);
-      channel.publish(v, policy);
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the runners are in their batch
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(3));  // it has ended: they take version 3, then the end
-    channel.stop();
-    BOOST_TEST(channel.broadcasting(), "a runner in a long batch was taken for a hung one");
-    return;
-  }
-  std::uint64_t version = 0;
-  bool running = true;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (running && std::chrono::steady_clock::now() < deadline) {
-    const std::uint64_t before = version;
-    running = channel.poll(policy, version);
-    if (version == before || before != 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      continue;
-    }
-    const auto batch_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
-    while (std::chrono::steady_clock::now() <
-           batch_end) {  // the first version's batch: policy calls, a look after each
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      channel.arrived(version);
-    }
-  }
-  BOOST_TEST(!running, "the end of training never came");
-  BOOST_TEST(version == 3u);
-}
-
-// One runner hangs (rank 1: no MPI call for 4 s) while the other is in a long batch (rank 2, looking between its policy
-// calls): the leader turns to point-to-point sends and fences the hung one only; the busy one takes the turn during its
-// batch and gets every version (before, it took the turn after its batch, and was fenced too).
-void check_a_hung_and_a_busy_runner() {
+// A leader with hung_seconds 1 s that publishes versions 1 to 3 while its runners are in a long batch (a runner loads
+// between batches), waits `then` for the batch's end, and stops. Returns on the leader whether it still broadcasts;
+// on a runner its last version. A runner's batch follows its first version: policy calls for `batch`, looking for
+// versions after each as the built-in runner does; with `hang` it first makes no MPI call at all for that long.
+struct LongBatch {
+  std::chrono::milliseconds batch, hang{0}, then;
+};
+std::uint64_t run_a_long_batch(const LongBatch& how, bool& broadcasting) {
   model::Policy policy(small(), 11, 5);
   MPI_Comm sync;
   MPI_Comm_dup(MPI_COMM_WORLD, &sync);
@@ -133,10 +94,10 @@ void check_a_hung_and_a_busy_runner() {
       channel.publish(v, policy);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
-    std::this_thread::sleep_for(std::chrono::seconds(4));
+    std::this_thread::sleep_for(how.then);
     channel.stop();
-    BOOST_TEST(!channel.broadcasting(), "the hung runner did not turn the channel to point to point");
-    return;
+    broadcasting = channel.broadcasting();
+    return 0;
   }
   std::uint64_t version = 0;
   bool running = true;
@@ -148,15 +109,15 @@ void check_a_hung_and_a_busy_runner() {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    const auto batch_end = std::chrono::steady_clock::now() + std::chrono::seconds(4);
-    if (rank_ == 1) std::this_thread::sleep_for(std::chrono::seconds(4));  // hangs: not a call of MPI
+    const auto batch_end = std::chrono::steady_clock::now() + how.batch;
+    std::this_thread::sleep_for(how.hang);
     while (std::chrono::steady_clock::now() < batch_end) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       channel.arrived(version);
     }
   }
   BOOST_TEST(!running, "the end (or the fence) never came");
-  if (rank_ == 2) BOOST_TEST(version == 3u, "the busy runner was fenced");
+  return version;
 }
 
 // A GPU a rank; or one GPU for all with ARCLIGHT_TEST_SHARED_GPU=1 (scripts/gpu_check.sh on a one-GPU machine): NCCL
@@ -193,8 +154,29 @@ BOOST_AUTO_TEST_SUITE(weight_channel)
 BOOST_AUTO_TEST_CASE(full_weights) { check_channel(Compression::none); }
 BOOST_AUTO_TEST_CASE(bf16_weights) { check_channel(Compression::bf16); }
 BOOST_AUTO_TEST_CASE(fp16_weights) { check_channel(Compression::fp16); }
-BOOST_AUTO_TEST_CASE(a_runner_in_a_long_batch_is_not_taken_for_a_hung_one) { check_a_long_batch(); }
-BOOST_AUTO_TEST_CASE(a_hung_runner_fences_only_itself) { check_a_hung_and_a_busy_runner(); }
+
+// Runners in a batch longer than hung_seconds acknowledge versions as they come: the leader, which waits for version
+// 2's acknowledgements before it sends version 3, neither turns to point-to-point sends nor fences them (before, a
+// runner acknowledged a version when it loaded it: the leader took it for a hung one).
+BOOST_AUTO_TEST_CASE(a_runner_in_a_long_batch_is_not_taken_for_a_hung_one) {
+  bool broadcasting = false;
+  const std::uint64_t version =
+      run_a_long_batch({std::chrono::milliseconds(2500), {}, std::chrono::seconds(3)}, broadcasting);
+  if (rank_ == 0) BOOST_TEST(broadcasting, "a runner in a long batch was taken for a hung one");
+  if (rank_ > 0) BOOST_TEST(version == 3u);
+}
+
+// One runner hangs (rank 1: no MPI call for 4 s) while the other is in a long batch (rank 2): the leader turns to
+// point-to-point sends and fences the hung one only; the busy one takes the turn during its batch and gets every
+// version (before, it took the turn after its batch, and was fenced too).
+BOOST_AUTO_TEST_CASE(a_hung_runner_fences_only_itself) {
+  bool broadcasting = true;
+  const std::chrono::milliseconds hang(rank_ == 1 ? 4000 : 0);
+  const std::uint64_t version =
+      run_a_long_batch({std::chrono::seconds(4), hang, std::chrono::seconds(4)}, broadcasting);
+  if (rank_ == 0) BOOST_TEST(!broadcasting, "the hung runner did not turn the channel to point to point");
+  if (rank_ == 2) BOOST_TEST(version == 3u, "the busy runner was fenced");
+}
 
 BOOST_AUTO_TEST_CASE(full_weights_over_nccl, *boost::unit_test::precondition(gpus_for_nccl)) {
   check_channel(Compression::none, nccl_device());
