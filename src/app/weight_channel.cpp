@@ -1,10 +1,10 @@
 #include "weight_channel.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "arclight/comm/channels.hpp"
 #include "arclight/comm/large_messages.hpp"
@@ -299,7 +299,7 @@ bool SplitWeights::arrived(std::uint64_t) {
       if (!device_broadcast_->finished()) return false;
     } catch (const Error&) {
       // The leader aborts NCCL where it turns to point to point (another runner hangs), and its note is on the way:
-      // poll() takes it. Without one in time, the error is the job's.
+      // the next look takes it (take_point_to_point). Without one in time, the error is the job's.
       const auto deadline = Clock::now() + hung_after();
       if (!wait_until(deadline, [this] { return control_note_arrived(); })) throw;
       return true;
