@@ -482,6 +482,7 @@ void Coordinator::write_in_background(int step, ckpt::Checkpoint c) {
 void Coordinator::export_spans(ckpt::Checkpoint& c, const SpanPart& part) {
   c.span_log.reserve(part.bytes);
   store_.append_span_log(part.from, part.until, c.span_log);
+  c.span_log_entries = part.until - part.from;
   if (c.span_log.size() != part.bytes)
     throw Error(log::concat("the span log's entries [", part.from, ", ", part.until, ") came to ", c.span_log.size(),
                             " bytes, not the ", part.bytes, " counted at the step boundary"));

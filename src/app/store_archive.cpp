@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/error.hpp"
@@ -17,7 +18,8 @@ std::string latest_in(const std::string& dir) {
 }
 }  // namespace
 
-// LATEST links every segment of the logs before it: the logs only grow.
+// LATEST links every segment of the logs before it: the logs only grow. A segment's entries are counted from its
+// attribute where it has one, so a late entry is found without reading the segments before it.
 std::vector<store::SpanLogEntry> CheckpointStoreArchive::read(std::uint64_t first, std::uint64_t last) {
   if (!holds_spans_) throw Error("checkpoint.span_log = \"none\": the spans are not kept");
   std::lock_guard<std::mutex> lock(mutex_);
@@ -28,9 +30,15 @@ std::vector<store::SpanLogEntry> CheckpointStoreArchive::read(std::uint64_t firs
   for (const std::string& segment : ckpt::log_segments(version, "/store/span_log")) {
     if (at > last) break;
     auto count = entry_counts_.find(segment);
-    if (count == entry_counts_.end()) count = entry_counts_.emplace(segment, entries_of(version, segment).size()).first;
+    if (count == entry_counts_.end()) {
+      const std::optional<std::uint64_t> said = ckpt::log_segment_entries(version, segment);
+      count = entry_counts_.emplace(segment, said ? *said : entries_of(version, segment).size()).first;
+    }
     if (first < at + count->second) {
       const std::vector<store::SpanLogEntry>& entries = entries_of(version, segment);
+      if (entries.size() != count->second)
+        throw Error(log::concat(segment, " of ", version, " holds ", entries.size(), " entries, not the ",
+                                count->second, " it says"));
       for (std::uint64_t i = std::max(first, at); i <= last && i < at + entries.size(); ++i)
         out.push_back(entries[i - at]);
     }

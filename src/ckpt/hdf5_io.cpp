@@ -144,24 +144,26 @@ Checksums checksums_of(const void* data, std::size_t bytes) {
   return sums;
 }
 
-namespace {
-
-// A dataset's XXH3-64, none where it has no such attribute (or an unreadable one).
-std::optional<std::uint64_t> read_xxh3(hid_t set) {
+std::optional<std::uint64_t> read_u64_attribute(hid_t set, const char* name) {
   htri_t exists = -1;
-  H5E_BEGIN_TRY { exists = H5Aexists(set, "xxh3_64"); }
+  H5E_BEGIN_TRY { exists = H5Aexists(set, name); }
   H5E_END_TRY;
   if (exists <= 0) return std::nullopt;
   hid_t attr = -1;
-  H5E_BEGIN_TRY { attr = H5Aopen(set, "xxh3_64", H5P_DEFAULT); }
+  H5E_BEGIN_TRY { attr = H5Aopen(set, name, H5P_DEFAULT); }
   H5E_END_TRY;
   if (attr < 0) return std::nullopt;
-  Handle a(attr, H5Aclose, "xxh3_64");
-  Handle space(H5Aget_space(a.id), H5Sclose, "xxh3_64");
+  Handle a(attr, H5Aclose, name);
+  Handle space(H5Aget_space(a.id), H5Sclose, name);
   std::uint64_t value = 0;
   if (H5Sget_simple_extent_npoints(space.id) != 1 || H5Aread(a.id, H5T_NATIVE_UINT64, &value) < 0) return std::nullopt;
   return value;
 }
+
+namespace {
+
+// A dataset's XXH3-64, none where it has no such attribute (or an unreadable one).
+std::optional<std::uint64_t> read_xxh3(hid_t set) { return read_u64_attribute(set, "xxh3_64"); }
 
 }  // namespace
 
@@ -359,6 +361,13 @@ void walk_links(const std::string& path, std::map<std::string, Held>* held, std:
     throw CorruptCheckpoint(path + ": its links do not read back" + (walk.error.empty() ? "" : ": " + walk.error));
 }
 
+void write_u64_attribute(hid_t set, const char* name, std::uint64_t value, const std::string& path) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, path);
+  Handle attr(H5Acreate2(set, name, H5T_NATIVE_UINT64, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, path);
+  if (H5Awrite(attr.id, H5T_NATIVE_UINT64, &value) < 0)
+    throw Error("checkpoint: cannot write " + std::string(name) + " of " + path);
+}
+
 void write_checksums(hid_t set, const Checksums& sums, const std::string& path) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose, path);
   Handle crc(H5Acreate2(set, "crc32c", H5T_NATIVE_UINT32, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, path);
@@ -417,7 +426,7 @@ void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count
 }
 
 std::string write_segment(const std::string& dir, const std::string& name, Kind kind, const void* data,
-                          std::uint64_t count, const Checksums& sums) {
+                          std::uint64_t count, const Checksums& sums, std::optional<std::uint64_t> entries) {
   const fs::path segments = fs::path(dir) / "segments";
   fs::create_directories(dir);
   require_real_folder(segments.string());
@@ -434,6 +443,7 @@ std::string write_segment(const std::string& dir, const std::string& name, Kind 
                  "checkpoint: cannot create " + final_path);
       write_in_pieces(set.id, space.id, kind, count, static_cast<const char*>(data), final_path, tmp_path);
       write_checksums(set.id, sums, final_path);
+      if (entries) write_u64_attribute(set.id, "entries", *entries, final_path);
     }
     sync_to_disk(tmp_path, false);
     fs::rename(tmp_path, final_path);

@@ -163,6 +163,9 @@ struct Held {
 void walk_links(const std::string& path, std::map<std::string, Held>* held, std::set<std::string>* linked);
 
 void write_checksums(hid_t set, const Checksums& sums, const std::string& path);
+// A scalar uint64 attribute of a dataset; none where it has none (or an unreadable one).
+void write_u64_attribute(hid_t set, const char* name, std::uint64_t value, const std::string& path);
+std::optional<std::uint64_t> read_u64_attribute(hid_t set, const char* name);
 // Writes a dataset's data, in pieces of at most 4 MB. A failure names the dataset (`path`), the
 // file and the OS's error.
 void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count, const char* data,
@@ -170,8 +173,9 @@ void write_in_pieces(hid_t set, hid_t file_space, Kind kind, std::uint64_t count
 
 // Writes one segment of an append-only blob as a file of its own, <dir>/segments/<name>,
 // committed (temporary name, fsync, rename) before any version links to it. Returns the
-// link target's file name, relative to dir.
+// link target's file name, relative to dir. `entries`: how many entries of the log it holds, an
+// attribute of its dataset (a reader finds an entry without reading the segments before it).
 std::string write_segment(const std::string& dir, const std::string& name, Kind kind, const void* data,
-                          std::uint64_t count, const Checksums& sums);
+                          std::uint64_t count, const Checksums& sums, std::optional<std::uint64_t> entries);
 
 }  // namespace arclight::ckpt

@@ -121,6 +121,7 @@ struct Planner {
         blob.data = keep->back().data();
         blob.count = keep->back().size() / size;
         blob.offset = 0;
+        blob.entries.reset();
       }
       prefix = 0;
     }
@@ -147,7 +148,9 @@ struct Planner {
       std::string file_name = blob.path.substr(1);
       std::replace(file_name.begin(), file_name.end(), '/', '.');
       file_name += "." + segment_name(version) + "-" + token + ".h5";
-      const std::string file = write_segment(dir, file_name, blob.kind, tail, count, sums);
+      // The entries are known for the caller's own part only, not for a tail after segments found to be a prefix.
+      const std::optional<std::uint64_t> log_entries = prefix == 0 ? blob.entries : std::nullopt;
+      const std::string file = write_segment(dir, file_name, blob.kind, tail, count, sums, log_entries);
       entries.push_back({blob.path + "/" + segment_name(version), blob.kind, count, sums, 0, file, "/data", 0});
     }
   }
@@ -241,6 +244,7 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     bytes("/store/tables", c.store_tables);
     bytes("/store/history", c.store_history, true, c.store_history_offset);
     bytes("/store/span_log", c.span_log, true, c.span_log_offset);
+    out.back().entries = c.span_log_entries;
     ints("/store/untrained_rollouts", c.untrained_rollouts);
     if (!c.store_log_starts.empty()) ints("/store/log_starts", c.store_log_starts);
   }

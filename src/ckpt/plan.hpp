@@ -4,6 +4,7 @@
 // are new, which rank writes each dataset's data.
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct Blob {
   std::uint64_t count = 0;
   bool append_only = false;
   std::uint64_t offset = 0;  // append-only: elements before `data` that LATEST's segments hold
+  std::optional<std::uint64_t> entries = std::nullopt;  // append-only: the log's entries `data` holds, when known
 };
 
 // Strings as one dataset: each a uint32 length and its bytes.

@@ -216,6 +216,11 @@ std::string read_log_segment(const std::string& version_path, const std::string&
   return Reader(version_path).bytes(segment);
 }
 
+std::optional<std::uint64_t> log_segment_entries(const std::string& version_path, const std::string& segment) {
+  const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
+  return Reader(version_path).segment_entries(segment);
+}
+
 std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept,
                                                               Contents contents) {
   std::error_code ec;

@@ -192,6 +192,11 @@ class Reader {
     }
     return out;
   }
+  // The entries a segment says it holds (its "entries" attribute), opened but not read.
+  std::optional<std::uint64_t> segment_entries(const std::string& name) {
+    Handle set(open(name), H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
+    return read_u64_attribute(set.id, "entries");
+  }
   // How many segments of the group hold the bytes before `at`, each opened but not read (its file
   // there, its length as stored and as its link says); StartsDoNotFit when one does not open or
   // none ends at `at`.

@@ -5,6 +5,10 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +75,7 @@ struct VersionWriter {
     c.store_history_offset = history_bytes;
     c.span_log = s.span_log;
     c.span_log_offset = span_bytes;
+    c.span_log_entries = s.span_log_end - spans_from;
     ckpt::WriteOptions incremental;
     incremental.full_every = 100;
     ckpt::write_checkpoint(dir, step, c, incremental);
@@ -80,6 +85,16 @@ struct VersionWriter {
   }
 };
 
+// Three versions, each with two rollouts of 3, 4 and 5 spans.
+std::vector<RolloutId> three_versions(const std::string& dir, MemoryStore& store, VersionWriter& versions) {
+  std::vector<RolloutId> ids;
+  for (int step = 1; step <= 3; ++step) {
+    for (RolloutId id : run_two(store, "step " + std::to_string(step), 2 + step)) ids.push_back(id);
+    versions.write(dir, step, store);
+  }
+  return ids;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(store_archive)
@@ -88,12 +103,8 @@ BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
   TempDir dir;
   ManualClock clock;
   MemoryStore store(clock);
-  std::vector<RolloutId> ids;
   VersionWriter versions;
-  for (int step = 1; step <= 3; ++step) {
-    for (RolloutId id : run_two(store, "step " + std::to_string(step), 2 + step)) ids.push_back(id);
-    versions.write(dir.dir(), step, store);
-  }
+  const std::vector<RolloutId> ids = three_versions(dir.dir(), store, versions);
   BOOST_REQUIRE(ckpt::log_segments(dir.file("v00000003.h5"), "/store/span_log").size() == 3u);
   const RolloutId unsaved = run_two(store, "after the checkpoint", 2).front();
 
@@ -106,6 +117,41 @@ BOOST_AUTO_TEST_CASE(released_spans_read_back_from_the_versions_span_log) {
   // A version gone from under the store is an answer, not the end of rank 0.
   std::filesystem::remove_all(dir.path / "segments");
   BOOST_CHECK_THROW(spans_of(store, ids.front()), StoreError);
+}
+
+// A segment says how many entries it holds: a query of late spans reads their segment alone, not every one before it
+// to count entries (the span log is ~GBs late in a run). A damaged first segment shows which were read.
+BOOST_AUTO_TEST_CASE(a_query_reads_only_the_segment_that_holds_its_spans) {
+  TempDir dir;
+  ManualClock clock;
+  MemoryStore store(clock);
+  VersionWriter versions;
+  const std::vector<RolloutId> ids = three_versions(dir.dir(), store, versions);
+  const std::string latest = dir.file("v00000003.h5");
+  const std::vector<std::string> segments = ckpt::log_segments(latest, "/store/span_log");
+  BOOST_REQUIRE(segments.size() == 3u);
+  BOOST_TEST(ckpt::log_segment_entries(latest, segments[0]).value_or(0) == 2u * 3);
+  BOOST_TEST(ckpt::log_segment_entries(latest, segments[2]).value_or(0) == 2u * 5);
+  const std::vector<std::string> step3 = spans_of(store, ids[4]), step1 = spans_of(store, ids[0]);
+
+  // The first segment's data damaged: its spans ("x" * 100...) overwritten in place.
+  std::filesystem::path first;
+  for (const auto& f : std::filesystem::directory_iterator(dir.path / "segments"))
+    if (f.path().filename().string().rfind("store.span_log.s00000001-", 0) == 0) first = f.path();
+  BOOST_REQUIRE(!first.empty());
+  std::fstream file(first, std::ios::in | std::ios::out | std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::size_t at = bytes.find(std::string(100, 'x'));
+  BOOST_REQUIRE(at != std::string::npos);
+  file.seekp(static_cast<std::streamoff>(at));
+  file.put('y');
+  file.close();
+
+  store.set_archive(std::make_shared<app::CheckpointStoreArchive>(dir.dir(), true));
+  store.release_spans(versions.spans_from, {});
+  BOOST_TEST(spans_of(store, ids[4]) == step3);
+  BOOST_CHECK_THROW(spans_of(store, ids[0]), StoreError);  // its own segment is damaged: an answer, as before
+  BOOST_TEST(step1.size() == 3u);
 }
 
 // The history a segment a time: a resources version asked for is sought newest first and the walk ends where it is

@@ -58,6 +58,9 @@ struct Checkpoint {
   // segments hold already (0: the parts above are the whole logs). Read back: the bytes before
   // them, which were not read (Contents::restore), else 0.
   std::uint64_t store_history_offset = 0, span_log_offset = 0;
+  // Writing: the entries `span_log` holds, when known (its segment says so: a query finds an entry without
+  // reading the segments before it).
+  std::optional<std::uint64_t> span_log_entries;
   // Where a restore in place begins the logs: {history entry, its byte, span log entry, its byte},
   // segment boundaries before what the store had let go of from memory (empty: from the start).
   std::vector<std::int64_t> store_log_starts;
@@ -141,6 +144,8 @@ class CheckpointsHeld {
 // it does not read). Safe beside a write on another thread.
 std::vector<std::string> log_segments(const std::string& version_path, const std::string& group);
 std::string read_log_segment(const std::string& version_path, const std::string& segment);
+// The entries a segment of the span log holds, where its writer said (none: read it to count them).
+std::optional<std::uint64_t> log_segment_entries(const std::string& version_path, const std::string& segment);
 
 struct PeerWriteFailed : Error {
   explicit PeerWriteFailed(const std::string& what) : Error(what) {}
