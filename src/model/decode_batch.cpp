@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "arclight/core/error.hpp"
@@ -32,7 +33,7 @@ void check_request(const SequenceRequest& r, const Architecture& a) {
   if (r.top_logprobs < 0 || r.top_logprobs > most_top_logprobs)
     refuse("top_logprobs = ", r.top_logprobs, " (0..", most_top_logprobs, ")");
   const Sampling& s = r.sampling;
-  if (s.temperature < 0 || s.top_k < 0 || !(s.top_p > 0 && s.top_p <= 1))
+  if (!(std::isfinite(s.temperature) && s.temperature >= 0) || s.top_k < 0 || !(s.top_p > 0 && s.top_p <= 1))
     refuse("sampling needs temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
 }
 

@@ -347,12 +347,15 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
     k = cache->keys[layer].narrow(2, 0, where.end);
     v = cache->values[layer].narrow(2, 0, where.end);
   }
-  // Query head h reads key head h / groups (transformers' repeat_kv), without copying the keys per group.
-  const auto grouped_q = q.reshape({b, kv, groups, t, d});
-  auto scores = torch::matmul(grouped_q, k.unsqueeze(2).transpose(-2, -1)) / std::sqrt(double(d));
+  // Query head h reads key head h / groups (transformers' repeat_kv), without copying the keys per group: a group's
+  // queries are rows of one matrix product with its key head (a broadcast product over the groups loses precision
+  // in bfloat16 on the CPU). Scaled by a product with d^-1/2, as transformers does (a division rounds otherwise).
+  const auto grouped_q = q.reshape({b, kv, groups * t, d});
+  auto scores =
+      (torch::matmul(grouped_q, k.transpose(-2, -1)) * std::pow(double(d), -0.5)).view({b, kv, groups, t, -1});
   scores = scores.masked_fill(where.blocked, -std::numeric_limits<float>::infinity());
   const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
-  const auto y = torch::matmul(probabilities, v.unsqueeze(2)).reshape({b, a_.num_heads, t, d});
+  const auto y = torch::matmul(probabilities.view({b, kv, groups * t, -1}), v).reshape({b, a_.num_heads, t, d});
   return project(*attn.o_proj, y.transpose(1, 2).reshape({b, t, a_.num_heads * d}));
 }
 

@@ -228,8 +228,11 @@ void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& 
   c.intermediate_size = config.positive("intermediate_size", defaults->intermediate_size);
   c.num_hidden_layers = config.positive("num_hidden_layers", defaults->num_hidden_layers);
   c.num_attention_heads = config.positive("num_attention_heads", defaults->num_attention_heads);
-  c.num_key_value_heads = config.positive(
-      "num_key_value_heads", defaults->num_key_value_heads ? defaults->num_key_value_heads : c.num_attention_heads);
+  // Absent: the architecture's default; null: as many as attention heads (transformers' configs map None so).
+  c.num_key_value_heads =
+      config.positive("num_key_value_heads", defaults->num_key_value_heads && !config.has("num_key_value_heads")
+                                                 ? defaults->num_key_value_heads
+                                                 : c.num_attention_heads);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     config.fail("num_key_value_heads", log::concat(c.num_key_value_heads, " does not divide num_attention_heads (",
                                                    c.num_attention_heads, ")"));

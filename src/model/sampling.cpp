@@ -38,7 +38,10 @@ Draw draw_next(torch::Tensor logits, const Sampling& s, at::Generator& generator
     auto [sorted, order] = logits.sort(-1, /*descending=*/true);
     const auto probabilities = sorted.softmax(-1);
     const auto before = probabilities.cumsum(-1) - probabilities;
-    logits = logits.scatter(-1, order, sorted.masked_fill(before >= s.top_p, minus_infinity));
+    // The first column is never dropped: a top_p that rounds to 0 in float (below ~1e-45) would drop every token.
+    auto drop = before >= s.top_p;
+    drop.narrow(-1, 0, 1).fill_(false);
+    logits = logits.scatter(-1, order, sorted.masked_fill(drop, minus_infinity));
     truncated = true;
   }
   auto logp = truncated ? torch::log_softmax(logits, -1) : untruncated;

@@ -1,6 +1,8 @@
 #include "arclight/model/decode_batch.hpp"
 
 #include <boost/test/unit_test.hpp>
+
+#include <limits>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -343,7 +345,9 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused) {
   r = request({1}, 4);
   r.stop_tokens = {20};
   refused(r);
-  for (const Sampling s : {Sampling{-1, 0, 1}, Sampling{1, -1, 1}, Sampling{1, 0, 0}, Sampling{1, 0, 1.5}})
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const Sampling s : {Sampling{-1, 0, 1}, Sampling{1, -1, 1}, Sampling{1, 0, 0}, Sampling{1, 0, 1.5},
+                           Sampling{nan, 0, 1}, Sampling{inf, 0, 1}, Sampling{1, 0, nan}})
     refused(request({1}, 4, s));
   BOOST_TEST(batch.idle());
   batch.add(request(prompt_of(23, 1, 20), 4));  // room for one token

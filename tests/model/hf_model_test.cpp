@@ -191,6 +191,11 @@ BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
   BOOST_TEST((q2.eos_token_ids == std::vector<int>{3}));
   const HfConfig q2d = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"]})", "config.json");
   BOOST_TEST(q2d.num_key_value_heads == 32);  // Qwen2Config's own default, not num_attention_heads
+  // null is transformers' None: as many key/value heads as attention heads, not the absent key's default
+  BOOST_TEST(parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"], "num_attention_heads": 16,
+                                 "num_key_value_heads": null})",
+                             "c")
+                 .num_key_value_heads == 16);
   BOOST_TEST(q2d.vocab_size == 151936);
   BOOST_TEST(q2d.intermediate_size == 22016);
   BOOST_TEST(q2d.max_position_embeddings == 32768);
@@ -210,6 +215,10 @@ BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
   BOOST_TEST(m.head_dim == 4);
   const HfConfig md = parse_hf_config(R"({"architectures": ["MistralForCausalLM"]})", "config.json");
   BOOST_TEST(md.num_key_value_heads == 8);
+  BOOST_TEST(parse_hf_config(R"({"architectures": ["MistralForCausalLM"], "num_attention_heads": 4,
+                                 "num_key_value_heads": null})",
+                             "c")
+                 .num_key_value_heads == 4);
   BOOST_TEST(md.intermediate_size == 14336);
   BOOST_TEST(md.max_position_embeddings == 131072);
   BOOST_TEST(md.sliding_window.value() == 4096);

@@ -7,6 +7,7 @@ apart from hidden_size / heads)
 shards), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
   prompts         token ids of several lengths
   logits          [prompt][position][vocab], float32, from a full forward
+  logits_bf16     the same, computed in bfloat16 (the weights rounded to it)
   greedy          [prompt] -> the next `new_tokens` greedy tokens (each step a full forward, no cache)
   greedy_logprobs [prompt] -> each greedy token's log-softmax
 
@@ -167,11 +168,13 @@ def repeat_kv(x, n_rep):
 
 
 def linear(x, w, prefix):
-    y = x @ w[prefix + ".weight"].T
-    return y + w[prefix + ".bias"] if prefix + ".bias" in w else y
+    return torch.nn.functional.linear(x, w[prefix + ".weight"], w.get(prefix + ".bias"))
 
 
-def forward(c, w, ids):
+def forward(c, w, ids, dtype=torch.float32):
+    """The logits in float32, computed in `dtype` as transformers' eager attention does (weights, rotary cos/sin and
+    the mask in that type; RMSNorm and softmax in float32)."""
+    w = {n: t.to(dtype) for n, t in w.items()}
     head_dim, _, _ = shape_facts(c)
     heads, kv_heads, eps = c["num_attention_heads"], c["num_key_value_heads"], c["rms_norm_eps"]
     t = len(ids)
@@ -179,14 +182,14 @@ def forward(c, w, ids):
     positions = torch.arange(t)[None, :].float()
     freqs = (inverse_frequencies(c, head_dim)[None, :, None] @ positions[:, None, :]).transpose(1, 2)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
+    cos, sin = emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)
     q_idx, kv_idx = torch.arange(t)[:, None], torch.arange(t)[None, :]
     causal = kv_idx <= q_idx
-    full_mask = torch.zeros(t, t).masked_fill(~causal, torch.finfo(torch.float32).min)
+    full_mask = torch.zeros(t, t, dtype=dtype).masked_fill(~causal, torch.finfo(dtype).min)
     window = c.get("sliding_window")
     if window:
         in_window = causal & (kv_idx > q_idx - window)
-        window_mask = torch.zeros(t, t).masked_fill(~in_window, torch.finfo(torch.float32).min)
+        window_mask = torch.zeros(t, t, dtype=dtype).masked_fill(~in_window, torch.finfo(dtype).min)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         # Mistral's every layer slides; Qwen's from max_window_layers on (transformers' layer_types).
@@ -212,7 +215,7 @@ def forward(c, w, ids):
         x = x + linear(gated, w, p + "mlp.down_proj")
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
-    return (x @ head.T)[0]
+    return torch.nn.functional.linear(x, head)[0].float()
 
 
 def greedy(c, w, prompt):
@@ -238,8 +241,9 @@ def main():
         prompts = [torch.randint(0, c["vocab_size"], (n,)).tolist() for n in PROMPT_LENGTHS]
         with torch.no_grad():
             logits = [forward(c, weights, p).tolist() for p in prompts]
+            logits_bf16 = [forward(c, weights, p, torch.bfloat16).tolist() for p in prompts]
             runs = [greedy(c, weights, p) for p in prompts]
-        reference = {"prompts": prompts, "logits": logits, "new_tokens": NEW_TOKENS,
+        reference = {"prompts": prompts, "logits": logits, "logits_bf16": logits_bf16, "new_tokens": NEW_TOKENS,
                      "greedy": [r[0] for r in runs], "greedy_logprobs": [r[1] for r in runs]}
         with open(os.path.join(directory, "reference.json"), "w") as f:
             json.dump(reference, f)

@@ -42,13 +42,14 @@ model::Policy load(const std::string& dir, ComputeType dtype) {
 }
 
 // The largest |logit - reference| over every prompt and position; `scale`, if given, gets the largest |reference|.
-double logits_error(model::Policy& policy, const nlohmann::json& reference, double* scale = nullptr) {
+double logits_error(model::Policy& policy, const nlohmann::json& reference, double* scale = nullptr,
+                    const char* key = "logits") {
   torch::NoGradGuard no_grad;
   double worst = 0;
   for (std::size_t i = 0; i < reference["prompts"].size(); ++i) {
     const auto prompt = reference["prompts"][i].get<std::vector<std::int64_t>>();
     const auto tokens = torch::tensor(prompt, torch::kLong).unsqueeze(0);
-    const auto rows = reference["logits"][i].get<std::vector<std::vector<float>>>();
+    const auto rows = reference[key][i].get<std::vector<std::vector<float>>>();
     std::vector<float> flat;
     for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
     const auto want = torch::tensor(flat).view({static_cast<std::int64_t>(rows.size()), -1});
@@ -114,10 +115,19 @@ void check_model(const std::string& dir) {
   const double bf16_error = logits_error(half, reference, &scale) / scale;
   GreedyFigures g;
   for (const auto& [length, rows] : batches(reference)) check_greedy(half, reference, rows, true, g);
-  std::printf("%s: bfloat16 max |logit diff| / max |logit| %.4f; greedy with cache %d/%d tokens equal\n", dir.c_str(),
-              bf16_error, g.same, g.tokens);
+  double bf16_scale = 0;
+  const double bf16_forward_error = logits_error(half, reference, &bf16_scale, "logits_bf16") / bf16_scale;
+  std::printf(
+      "%s: bfloat16 max |logit diff| / max |logit| %.4f (against transformers' forward in bfloat16 %.4f); greedy with "
+      "cache %d/%d tokens equal\n",
+      dir.c_str(), bf16_error, bf16_forward_error, g.same, g.tokens);
   // bfloat16 keeps 8 significant bits: a few parts in a hundred of the logits' range, after a few layers.
   expect(bf16_error < 0.05, dir + ": bfloat16 logits differ by " + std::to_string(bf16_error) + " of their range");
+  // Against transformers' own bfloat16 forward: the same ops, the same roundings; not bit for bit, as a matrix
+  // product's summation order (and so a last bit now and then) follows its shape, which a grouped-query product's
+  // rows change.
+  expect(bf16_forward_error < 0.05,
+         dir + ": bfloat16 logits differ from the bfloat16 forward by " + std::to_string(bf16_forward_error));
 }
 
 }  // namespace

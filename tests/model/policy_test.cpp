@@ -348,6 +348,24 @@ BOOST_AUTO_TEST_CASE(top_p_draws_only_from_the_nucleus_renormalised) {
   BOOST_TEST(drawn.size() == nucleus.size());
 }
 
+// A top_p below the smallest float (a client may send 1e-300) keeps the most likely token, as transformers and vLLM
+// do (min_tokens_to_keep): it rounded to 0, every token was cut, the log-probs were NaN and the last token came out.
+BOOST_AUTO_TEST_CASE(a_vanishing_top_p_keeps_the_most_likely_token) {
+  Policy policy(small(), 12, 13);
+  const std::vector<std::int32_t> prompt{1, 2, 3};
+  torch::NoGradGuard no_grad;
+  const auto probs = torch::softmax(policy.logits(torch::tensor({1L, 2L, 3L}).unsqueeze(0))[0][-1], -1);
+  const std::int64_t likeliest = probs.argmax().item<std::int64_t>();
+  for (const double top_p : {1e-46, 1e-300, 1e-3}) {
+    model::Sampling s;
+    s.top_p = top_p;
+    for (const auto& g : policy.generate(std::vector<std::vector<std::int32_t>>(20, prompt), 1, s)) {
+      BOOST_TEST(g.tokens[0] == likeliest, "top_p " << top_p);
+      BOOST_TEST(std::isfinite(g.logprobs[0]), "top_p " << top_p);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_row_ends_at_its_first_stop_token_and_the_others_go_on) {
   Policy policy(small(), 20, 5);
   auto p = prompts(4, 4, 20);
