@@ -1,6 +1,7 @@
 #include "agent_launch.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -42,7 +44,15 @@ std::string error_text(int err) { return std::error_code(err, std::generic_categ
 
 // argv[0] as execve needs it: a name without '/' looked up on PATH (the workers' PATH when the options set one).
 std::string resolve_command(const std::string& name, const std::vector<std::string>& environment) {
-  if (name.find('/') != std::string::npos) return name;
+  if (name.find('/') != std::string::npos) {  // what exec would say, found before any worker starts
+    struct stat st {};
+    const int err = ::stat(name.c_str(), &st) != 0      ? errno
+                    : S_ISDIR(st.st_mode)               ? EISDIR
+                    : ::access(name.c_str(), X_OK) != 0 ? errno
+                                                        : 0;
+    if (err) throw UsageError("cannot run agent command '" + name + "': " + error_text(err));
+    return name;
+  }
   const char* inherited = std::getenv("PATH");
   std::string path = inherited ? inherited : "/usr/local/bin:/usr/bin:/bin";
   for (const auto& entry : environment)
@@ -122,6 +132,12 @@ void close_fd(int& fd) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  // The runner rank's CPU binding (mpirun binds a rank to a core) is not its agents': they may use every CPU the job
+  // has (the kernel narrows the mask to the cpuset of the job's cgroup).
+  cpu_set_t every;
+  CPU_ZERO(&every);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &every);
+  ::sched_setaffinity(0, sizeof every, &every);
   ::dup2(plan.stdin_fd, 0);
   ::dup2(plan.output_fd, 1);
   ::dup2(plan.output_fd, 2);

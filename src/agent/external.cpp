@@ -1,7 +1,5 @@
 // external: the user's agent, run as processes beside each runner rank (app/external_runner.cpp). What the rest of
 // the job needs from it in-process is its tasks (JSON Lines files) and the vocabulary of its text.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -12,6 +10,7 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/text/tokenizer.hpp"
+#include "agent_launch.hpp"
 
 namespace arclight::agent {
 namespace {
@@ -29,22 +28,6 @@ std::vector<std::string> read_task_lines(const std::string& path, const char* ke
   return tasks;
 }
 
-// Whether argv[0] can be run: a path to an executable file, or a name found on PATH (checked on every rank, before
-// any rank starts an agent).
-bool runnable(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (std::size_t start = 0; start <= dirs.size();) {
-    std::size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 class ExternalAgent : public Agent {
  public:
   explicit ExternalAgent(const AgentConfig& c)
@@ -56,9 +39,8 @@ class ExternalAgent : public Agent {
                                                : read_task_lines(c.validation_tasks, "validation_tasks")),
         vocab_(c.vocab_size > 0 ? c.vocab_size : static_cast<int>(text::make_scratch_chat_tokenizer()->vocab_size())) {
     if (c.command.empty()) throw UsageError("agent.name = \"" + c.name + "\" needs agent.command (the agent's argv)");
-    if (!runnable(c.command.front()))
-      throw UsageError("agent.command: '" + c.command.front() + "' is not an executable file or a command on PATH");
-    find_agent_guard();  // each agent runs under it
+    resolve_command(c.command.front(), {});  // on every rank, before any rank starts an agent: UsageError if not
+    find_agent_guard();                      // each agent runs under it
   }
 
   std::string name() const override { return name_; }

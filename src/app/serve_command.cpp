@@ -49,7 +49,7 @@ int serve_model(const Invocation& inv) {
   serve::HttpServer server(endpoint_options(config, token));
   serve::add_openai_routes(server, engine, served_model(config.model, text, policy), nullptr);
   server.start();
-  std::printf("http://%s:%d/v1\n", config.runner.http_host.c_str(), server.port());
+  std::printf("http://%s:%d/v1\n", serve::url_host(config.runner.http_host).c_str(), server.port());
   if (!std::getenv("ARCLIGHT_API_KEY")) std::printf("bearer token: %s\n", token.c_str());
   std::fflush(stdout);
   while (!stop_signal_received()) {

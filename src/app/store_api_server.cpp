@@ -31,13 +31,6 @@ serve::HttpServerOptions store_api_options(const Config& config, const std::stri
   return o;
 }
 
-// Where clients reach the server: its address, or this host's name when it listens on every address.
-std::string url_host(const std::string& host) {
-  if (host != "0.0.0.0" && host != "::") return host;
-  char name[256] = {};
-  return gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";
-}
-
 void write_private(const std::string& path, const std::string& text) {
   const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(log::concat("cannot write ", path, ": ", std::strerror(errno)));
@@ -53,7 +46,7 @@ StoreApiServer::StoreApiServer(const Config& config, store::Store& store, const 
       url_file_((std::filesystem::path(config.run.dir) / "store_api.url").string()) {
   serve::add_store_routes(server_, store);
   server_.start();
-  const std::string root = log::concat("http://", url_host(config.store.http_host), ":", server_.port());
+  const std::string root = log::concat("http://", serve::url_host(config.store.http_host), ":", server_.port());
   write_private(url_file_, root + "/" + secret + "\n");
   log::info("Agent Lightning's store API on ", root, "/<job secret>/v1/agl (the URL is in ", url_file_, ")");
 }

@@ -5,6 +5,7 @@
 
 #include <httplib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
@@ -357,6 +358,14 @@ std::string HttpServer::token_prefix_pattern() const {
     quoted += c;
   }
   return impl_->options.token_in_path ? "(?:/" + quoted + ")?" : "";
+}
+
+std::string url_host(const std::string& host) {
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {};
+    return gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";
+  }
+  return host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host;
 }
 
 }  // namespace arclight::serve

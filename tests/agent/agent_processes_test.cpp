@@ -1,6 +1,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/poll.h>
@@ -20,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../../src/agent/agent_launch.hpp"
 #include "../temp_dir.hpp"
 #include "arclight/agent/agent_processes.hpp"
 #include "arclight/core/error.hpp"
@@ -535,7 +537,44 @@ BOOST_AUTO_TEST_CASE(a_command_that_cannot_be_executed_is_refused_with_the_reaso
     BOOST_TEST_MESSAGE(what);
     return what == "cannot run agent command '" + tmp.file("agent.sh") + "': Permission denied";
   });
-  BOOST_TEST(agents.pids() == std::vector<pid_t>({0, 0}), "nothing left running");
+  const std::vector<pid_t> pids = agents.pids();
+  BOOST_TEST(std::all_of(pids.begin(), pids.end(), [](pid_t p) { return p == 0; }), "nothing left running");
+}
+
+// A directory passed access(X_OK) on every rank, and the start failed on one: an MPI_Abort, not exit 2 on every rank.
+BOOST_AUTO_TEST_CASE(a_directory_is_refused_as_a_command_before_any_start) {
+  TempDir tmp;
+  BOOST_CHECK_EXCEPTION(resolve_command(tmp.dir(), {}), UsageError, [&](const UsageError& e) {
+    return std::string(e.what()) == "cannot run agent command '" + tmp.dir() + "': Is a directory";
+  });
+  BOOST_CHECK_EXCEPTION(resolve_command(tmp.file("none"), {}), UsageError, [&](const UsageError& e) {
+    return std::string(e.what()) == "cannot run agent command '" + tmp.file("none") + "': No such file or directory";
+  });
+  BOOST_TEST(resolve_command("/bin/sh", {}) == "/bin/sh");
+}
+
+// mpirun binds a rank to a core: its agents (every worker of the runner) shared that one core.
+BOOST_AUTO_TEST_CASE(workers_are_not_bound_to_the_supervisors_cpu) {
+  cpu_set_t all;
+  BOOST_REQUIRE(::sched_getaffinity(0, sizeof all, &all) == 0);
+  if (CPU_COUNT(&all) < 2) {
+    BOOST_TEST_MESSAGE("skipped: this process may use one CPU only");
+    return;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  TempDir tmp;
+  BOOST_REQUIRE(::sched_setaffinity(0, sizeof one, &one) == 0);  // as a bound rank
+  AgentProcesses agents(shell_agent(write_whole("nproc", tmp.file("cpus")) + "; sleep 30"));
+  agents.start();
+  ::sched_setaffinity(0, sizeof all, &all);
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(tmp.file("cpus")); }, 10), "the worker wrote its CPU count");
+  BOOST_TEST(lines_of(tmp.file("cpus")) == std::vector<std::string>{std::to_string(CPU_COUNT(&all))});
 }
 
 BOOST_AUTO_TEST_CASE(a_script_whose_interpreter_is_missing_is_refused_with_a_hint) {

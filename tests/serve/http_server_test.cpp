@@ -64,6 +64,19 @@ json error_of(const httplib::Result& result, int status) {
 
 BOOST_AUTO_TEST_SUITE(http_server)
 
+// An agent's OPENAI_BASE_URL of a runner on ::1 was http://::1:PORT/v1 (its client: "Port could not be cast to
+// integer"); one on 0.0.0.0 named an address nobody connects to.
+BOOST_AUTO_TEST_CASE(urls_name_hosts_clients_can_reach) {
+  BOOST_TEST(url_host("127.0.0.1") == "127.0.0.1");
+  BOOST_TEST(url_host("node7") == "node7");
+  BOOST_TEST(url_host("::1") == "[::1]");
+  BOOST_TEST(url_host("[::1]") == "[::1]");
+  char name[256] = {};
+  BOOST_REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  BOOST_TEST(url_host("0.0.0.0") == name);
+  BOOST_TEST(url_host("::") == name);
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_or_wrong_token_is_401_and_the_right_one_passes) {
   Served served;
   httplib::Client anonymous("127.0.0.1", served.server.port());

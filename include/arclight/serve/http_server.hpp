@@ -86,6 +86,10 @@ class HttpError : public std::runtime_error {
   std::string type_, param_, code_;
 };
 
+// The host part of a URL that reaches a server listening on `host`: this host's name where it listens on every
+// address (0.0.0.0, ::), an IPv6 address in brackets.
+std::string url_host(const std::string& host);
+
 // OpenAI's error body; an empty param or code is null.
 std::string error_body(const HttpError& error);
 
