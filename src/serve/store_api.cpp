@@ -16,6 +16,17 @@
 namespace arclight::serve {
 namespace {
 
+// Whether the store holds the rollout (and the attempt) a span query names; a query of spans it holds that do not
+// read back stays an error.
+bool holds_spans_of(store::Store& store, const store::SpanFilter& filter, bool names_an_attempt) {
+  if (filter.rollout_id == 0 || (names_an_attempt && filter.attempt_id == 0)) return false;
+  if (store.query_rollouts(store::RolloutFilter{0, {filter.rollout_id}, std::nullopt}, {}).items.empty()) return false;
+  if (filter.attempt_id == 0 || filter.attempt_id == store::latest_attempt) return true;
+  for (const store::Attempt& a : store.query_attempts(store::AttemptFilter{filter.rollout_id, 0, ""}, {}).items)
+    if (a.id == filter.attempt_id) return true;
+  return false;
+}
+
 using namespace store_args;
 using store::StoreError;
 
@@ -190,8 +201,9 @@ HttpResponse StoreApi::query_rollouts(const HttpRequest& request) {
   store::RolloutFilter filter;
   if (!page.any_filter) {  // the store narrows what it can; the rest below
     filter.statuses = statuses;
+    std::unordered_set<store::RolloutId> named;  // a rollout named twice is listed once, as Agent Lightning's filter
     for (const std::string& id : ids)
-      if (const auto number = rollout_of(id)) filter.ids.push_back(*number);
+      if (const auto number = rollout_of(id); number && named.insert(*number).second) filter.ids.push_back(*number);
     if (!ids.empty() && filter.ids.empty()) return json_answer(200, page_json({}, 0, page));
   }
   std::vector<store::Rollout> candidates = store_.query_rollouts(filter, {}).items;
@@ -341,6 +353,7 @@ HttpResponse StoreApi::query_resources(const HttpRequest& request) {
   const std::uint64_t count = store_.statistics().resources;  // versions are numbered from 1
   for (store::ResourcesId n = 1; n <= count; ++n) {
     store::ResourcesVersion v = store_.get_resources(n);
+    if (v.name == "trained") continue;  // rank 0's ledger, not resources (latest_client_resources)
     Filters f(page.any_filter);
     f.add(id.has_value(), id == resources_name(n));
     f.add(id_part.has_value(), contains(resources_name(n), id_part));
@@ -398,6 +411,8 @@ HttpResponse StoreApi::add_span(const HttpRequest& request) {
   return json_answer(201, echo);
 }
 
+// A rollout this store does not hold is 404 (Agent Lightning's per-id counter answers 1, and the span sent next is
+// its 500): the store's contract, which every implementation keeps (tests/store/store_suite.hpp).
 HttpResponse StoreApi::next_sequence_id(const HttpRequest& request) {
   const Json body = object_body(request);
   const auto rollout = optional_string(body, "rollout_id");
@@ -405,18 +420,19 @@ HttpResponse StoreApi::next_sequence_id(const HttpRequest& request) {
   return json_answer(200, {{"sequence_id", store_.next_sequence_id(existing_rollout(*rollout))}});
 }
 
+// A rollout or attempt this store does not hold (or an attempt of another rollout) has no spans: an empty page, as
+// Agent Lightning answers.
 HttpResponse StoreApi::query_spans(const HttpRequest& request) {
   const Json args = arguments_of(request);
   const PageRequest page = page_request(args, {SPAN_FIELDS});
   const auto rollout = optional_string(args, "rollout_id");
   if (!rollout) throw unprocessable("rollout_id: missing");
   store::SpanFilter filter;
-  filter.rollout_id = existing_rollout(*rollout);
+  filter.rollout_id = rollout_of(*rollout).value_or(0);
   const auto attempt = optional_string(args, "attempt_id");
   filter.attempt_id = !attempt               ? 0
                       : *attempt == "latest" ? store::latest_attempt
                                              : parse_attempt_name(*attempt).value_or(0);
-  if (attempt && filter.attempt_id == 0) throw StoreError(StoreError::not_found, "no attempt " + *attempt);
   if (const Json* v = find(args, "after_sequence_id"); v && !v->is_null()) {  // arclight's
     if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<std::int64_t>() >= 0))
       throw unprocessable("after_sequence_id: expected an integer >= 0");
@@ -433,8 +449,10 @@ HttpResponse StoreApi::query_spans(const HttpRequest& request) {
                                  {"name", "name_contains", &store::Span::name}};
   std::vector<std::pair<std::optional<std::string>, std::optional<std::string>>> wanted;
   for (const Exact& e : fields) wanted.emplace_back(optional_string(args, e.key), optional_string(args, e.part_key));
+  std::vector<store::Span> spans;
+  if (holds_spans_of(store_, filter, attempt.has_value())) spans = store_.query_spans(filter, {}).items;
   std::vector<store::Span> matches;
-  for (store::Span& span : store_.query_spans(filter, {}).items) {
+  for (store::Span& span : spans) {
     Filters f(page.any_filter);
     for (std::size_t i = 0; i < std::size(fields); ++i) {
       const std::string& value = span.*fields[i].field;

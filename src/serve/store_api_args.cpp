@@ -183,9 +183,19 @@ Json resources_json(const store::ResourcesVersion& v) {
           {"resources", std::move(resources)},    {"name", v.name}};
 }
 
+// Rank 0's ledger ("trained", a version each step) is arclight's bookkeeping, not resources to run with.
+std::optional<store::ResourcesVersion> latest_client_resources(store::Store& store) {
+  for (store::ResourcesId n = store.statistics().resources; n > 0; --n) {
+    store::ResourcesVersion v = store.get_resources(n);
+    if (v.name != "trained") return v;
+  }
+  return std::nullopt;
+}
+
 std::optional<store::ResourcesVersion> resources_or_none(store::Store& store, const std::string& id) {
   try {
     if (const auto number = parse_resources_name(id)) return store.get_resources(*number);
+    if (id.empty()) return latest_client_resources(store);
     return store.get_latest_resources(id);
   } catch (const StoreError& e) {
     if (e.code() != StoreError::not_found) throw;
@@ -210,11 +220,12 @@ store::NewRollout new_rollout_of(store::Store& store, const Json& json) {
     r.mode = enum_of<store::Mode>(*mode, "mode", store::mode_count);
   if (const auto resources = optional_string(json, "resources_id")) {
     r.resources_id = resources_of(store, *resources);
-  } else {  // the latest policy version, if there is one: what arclight's runners run rollouts with
+  } else {  // the latest policy version (what arclight's runners run rollouts with), else the latest resources
     try {
       r.resources_id = store.get_latest_resources("policy").id;
     } catch (const StoreError& e) {
       if (e.code() != StoreError::not_found) throw;
+      if (const auto latest = latest_client_resources(store)) r.resources_id = latest->id;
     }
   }
   if (const Json* config = find(json, "config"); config && !config->is_null()) r.config = config_of(*config);

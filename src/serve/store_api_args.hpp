@@ -86,6 +86,8 @@ Json worker_json(const store::Worker& w);
 // A resources version as a ResourcesUpdate: its content when that is a JSON object (NamedResources), else {}.
 Json resources_json(const store::ResourcesVersion& v);
 
+// The newest resources version but rank 0's ledger of trained rollouts ("trained"); none before the first.
+std::optional<store::ResourcesVersion> latest_client_resources(store::Store& store);
 std::optional<store::ResourcesVersion> resources_or_none(store::Store& store, const std::string& id);
 
 // resources_id of a new rollout or an update: rs-<n> or a resources name (its latest version).

@@ -371,6 +371,54 @@ BOOST_AUTO_TEST_CASE(what_an_mpi_runner_does_an_http_client_sees_at_once) {
   BOOST_TEST((h.memory().get_rollout(r.id).status == RolloutStatus::running));
 }
 
+// What Agent Lightning's server answers for what it does not hold (its client raises on any 4xx): spans of an unknown
+// rollout or attempt are an empty page (a next sequence id for one stays 404: the store's contract). The latest
+// resources are never rank 0's ledger of trained rollouts, and a rollout named twice in a query is listed once.
+BOOST_AUTO_TEST_CASE(what_the_store_does_not_hold_is_answered_as_agent_lightning_does) {
+  HttpHarness h;
+  httplib::Client c("127.0.0.1", h.port());
+  c.set_bearer_token_auth(token.c_str());
+  const Rollout r = h.memory().enqueue(suite::task("one"));
+  const AttemptedRollout taken = *h.client().dequeue("w");
+  h.memory().add_span(suite::span_of(taken));
+  const Rollout other = h.memory().enqueue(suite::task("two"));
+  const AttemptedRollout other_taken = *h.client().dequeue("w");
+  const auto total = [&](const std::string& query) {
+    const auto answer = c.Get(("/v1/agl/spans?" + query).c_str());
+    BOOST_REQUIRE(answer);
+    BOOST_TEST(answer->status == 200, query);
+    return Json::parse(answer->body)["total"].get<int>();
+  };
+  BOOST_TEST(total("rollout_id=" + rollout_name(r.id)) == 1);
+  BOOST_TEST(total("rollout_id=ro-999") == 0);
+  BOOST_TEST(total("rollout_id=ro-abcdef123456") == 0);
+  BOOST_TEST(total("rollout_id=" + rollout_name(r.id) + "&attempt_id=" + attempt_name(other_taken.attempt.id)) == 0);
+  BOOST_TEST(total("rollout_id=" + rollout_name(r.id) + "&attempt_id=at-999") == 0);
+  BOOST_TEST(total("rollout_id=" + rollout_name(r.id) + "&attempt_id=" + attempt_name(taken.attempt.id)) == 1);
+  BOOST_TEST(total("rollout_id=" + rollout_name(other.id) + "&attempt_id=latest") == 0);
+  BOOST_TEST(c.Post("/v1/agl/spans/next", R"({"rollout_id": "ro-999"})", "application/json")->status == 404);
+
+  const Json twice = Json::parse(
+      c.Get(("/v1/agl/rollouts?rollout_id_in=" + rollout_name(r.id) + "&rollout_id_in=" + rollout_name(r.id)).c_str())
+          ->body);
+  BOOST_TEST(twice["total"] == 1);
+  BOOST_TEST(twice["items"].size() == 1u);
+
+  // Before any policy version, a rollout enqueued without resources runs with the latest; rank 0's ledger is none.
+  const Json mine =
+      Json::parse(c.Post("/v1/agl/resources", R"({"prompt": {"resource_type": "prompt_template", "template": "x"}})",
+                         "application/json")
+                      ->body);
+  h.memory().add_resources("trained", std::string("\x01", 1));
+  const Json latest = Json::parse(c.Get("/v1/agl/resources/latest")->body);
+  BOOST_TEST(latest["resources_id"] == mine["resources_id"]);
+  const Json listed = Json::parse(c.Get("/v1/agl/resources")->body);
+  BOOST_TEST(listed["total"] == 1);
+  const Json enqueued = Json::parse(
+      c.Post("/v1/agl/queues/rollouts/enqueue", R"({"rollouts": [{"input": 1}]})", "application/json")->body);
+  BOOST_TEST(enqueued[0]["resources_id"] == mine["resources_id"]);
+}
+
 BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
   HttpHarness h;
   httplib::Client c("127.0.0.1", h.port());
@@ -459,7 +507,6 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
   auto refused = c.Post(("/v1/agl/rollouts/" + id).c_str(), R"({"status": "running"})", "application/json");
   BOOST_TEST(refused->status == 409);
   BOOST_TEST(Json::parse(refused->body)["detail"].get<std::string>().find("cannot") != std::string::npos);
-  BOOST_TEST(c.Post("/v1/agl/spans/next", R"({"rollout_id": "ro-999"})", "application/json")->status == 404);
   BOOST_TEST(c.Post("/v1/agl/no/such/route", "{}", "application/json")->status == 404);
   // Workers: a heartbeat upserts one.
   const Json worker =
