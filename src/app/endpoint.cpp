@@ -35,7 +35,8 @@ serve::HttpServerOptions endpoint_options(const Config& config, const std::strin
   o.max_body_bytes = config.runner.http_max_body_bytes;
   const std::chrono::milliseconds timeout{static_cast<std::int64_t>(1000 * config.runner.http_timeout_seconds)};
   o.read_timeout = o.write_timeout = o.idle_timeout = o.request_timeout = timeout;
-  // A thread per open connection: every row of the batch, and the agents' task requests beside them.
+  // A thread per connection in a request (one kept alive between requests yields it to a waiting connection): every
+  // row of the batch, and the agents' task requests beside them.
   o.worker_threads = std::max(64, 2 * config.runner.decode_rows + 4 * config.agent.workers);
   return o;
 }

@@ -148,9 +148,14 @@ class ConnectionStream final : public httplib::Stream {
 thread_local ConnectionStream* reading = nullptr;  // the connection this worker thread serves
 thread_local bool refusing = false;                // on the accepting thread: the pool has no room for the connection
 
+}  // namespace
+
 // The library's thread pool, with a bound on the connections that wait for a worker: past it, a new connection is
 // answered 503 by the accepting thread and closed. The library's queue grew without end, and a rank out of file
 // descriptors cannot write its checkpoint.
+// A kept-alive connection between requests yields its worker to a connection that waits for one and that no idle
+// worker will take (yield_to_waiting): a thread held per idle connection starved the rest (an agent's client keeps
+// two connections per thread).
 class BoundedPool final : public httplib::TaskQueue {
  public:
   BoundedPool(std::size_t threads, std::size_t max_waiting) : max_waiting_(max_waiting), idle_(threads) {
@@ -171,6 +176,16 @@ class BoundedPool final : public httplib::TaskQueue {
     refusing = true;  // GuardedServer::process_and_close_socket answers 503 and closes
     serve_connection();
     refusing = false;
+  }
+
+  // On a worker between a kept-alive connection's requests: true when a connection waits that neither an idle worker
+  // nor another yielding one will take; the caller then ends its connection.
+  bool yield_to_waiting() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (waiting_.size() <= idle_ + yielding_) return false;
+    ++yielding_;
+    yielded = true;
+    return true;
   }
 
   // Serves what waits, then ends the threads.
@@ -195,6 +210,7 @@ class BoundedPool final : public httplib::TaskQueue {
       lock.unlock();
       serve_connection();
       lock.lock();
+      if (yielded) --yielding_, yielded = false;
       ++idle_;
     }
   }
@@ -205,8 +221,14 @@ class BoundedPool final : public httplib::TaskQueue {
   std::condition_variable wake_;
   std::deque<std::function<void()>> waiting_;
   std::size_t idle_;  // workers not serving a connection (counted from the start: a thread not yet waiting is free)
+  std::size_t yielding_ = 0;  // workers ending a connection to take a waiting one
+  static thread_local bool yielded;
   bool shut_down_ = false;
 };
+
+thread_local bool BoundedPool::yielded = false;
+
+namespace {
 
 // The answer to a connection the pool has no room for, sent without waiting (the accepting thread sends it).
 void refuse_busy(socket_t sock) {
@@ -242,7 +264,8 @@ void GuardedServer::body_left_unread() {
 }
 
 httplib::TaskQueue* GuardedServer::new_pool(std::size_t threads, std::size_t max_waiting) {
-  return new BoundedPool(threads, max_waiting);
+  pool_ = new BoundedPool(threads, max_waiting);
+  return pool_;
 }
 
 bool GuardedServer::client_gone() { return reading && reading->peer_gone(); }
@@ -252,13 +275,14 @@ void GuardedServer::close_connections() {
   for (const socket_t sock : open_) ::shutdown(sock, SHUT_RDWR);
 }
 
-bool GuardedServer::wait_for_request(socket_t sock) const {
-  // In slices, to see the server stop: a connection that came in as it stopped was never shut down.
+bool GuardedServer::wait_for_request(socket_t sock, bool kept_alive) const {
+  // In slices, to see the server stop (a connection that came in as it stopped was never shut down) and connections
+  // that wait for a worker.
   const auto deadline = Clock::now() + options_.idle_timeout;
   while (svr_sock_ != INVALID_SOCKET) {
     const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
     if (wait_until(sock, POLLIN, slice)) return true;
-    if (Clock::now() >= deadline) return false;
+    if (Clock::now() >= deadline || (kept_alive && pool_->yield_to_waiting())) return false;
   }
   return false;
 }
@@ -290,7 +314,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   bool served = false, ended_early = false;
   // Registered before the server's state is read: close_connections() after stop() reaches it, or it sees the stop.
   for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
-    if (!stream.buffered() && !wait_for_request(sock)) break;
+    if (!stream.buffered() && !wait_for_request(sock, left < keep_alive_max_count_)) break;
     stream.begin_request();
     bool connection_closed = false;
     served = process_request(stream, left == 1, connection_closed, serve_whole_answers);

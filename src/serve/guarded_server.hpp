@@ -16,6 +16,8 @@
 
 namespace arclight::serve {
 
+class BoundedPool;
+
 class GuardedServer : public httplib::Server {
  public:
   // Its timeouts and body limit are the options'.
@@ -29,8 +31,9 @@ class GuardedServer : public httplib::Server {
   static bool client_gone();
 
   // The task queue the library serves connections from: `threads` workers, at most `max_waiting` connections
-  // waiting for one (past it, a connection is answered 503 and closed).
-  static httplib::TaskQueue* new_pool(std::size_t threads, std::size_t max_waiting);
+  // waiting for one (past it, a connection is answered 503 and closed); a kept-alive connection between requests
+  // yields its worker to one that waits.
+  httplib::TaskQueue* new_pool(std::size_t threads, std::size_t max_waiting);
 
   // Shuts every open connection down: after stop(), no client (trickling, idle, or mid-request) keeps a worker
   // thread, and the listening thread's end, waiting.
@@ -38,11 +41,13 @@ class GuardedServer : public httplib::Server {
 
  private:
   bool process_and_close_socket(socket_t sock) override;
-  // Waits for a kept-alive connection's next request: false after the idle timeout, or once the server stops.
-  bool wait_for_request(socket_t sock) const;
+  // Waits for a connection's next request: false after the idle timeout, once the server stops, or (`kept_alive`:
+  // a request was served on it) when it yields its worker to a waiting connection.
+  bool wait_for_request(socket_t sock, bool kept_alive) const;
   void linger(socket_t sock) const;
 
   const HttpServerOptions options_;
+  BoundedPool* pool_ = nullptr;  // the library's, made by new_pool when it listens; it outlives every connection
   std::mutex mutex_;
   std::set<socket_t> open_;
 };

@@ -240,7 +240,7 @@ struct HttpServer::Impl {
   void configure() {
     const auto threads = static_cast<std::size_t>(options.worker_threads);
     const auto waiting = static_cast<std::size_t>(options.max_waiting_connections);
-    server.new_task_queue = [threads, waiting] { return GuardedServer::new_pool(threads, waiting); };
+    server.new_task_queue = [this, threads, waiting] { return server.new_pool(threads, waiting); };
     server.set_payload_max_length(options.max_body_bytes);
     server.set_read_timeout(options.read_timeout);
     server.set_write_timeout(options.write_timeout);

@@ -416,6 +416,35 @@ BOOST_AUTO_TEST_CASE(connections_past_the_waiting_room_are_answered_503_at_once)
   BOOST_TEST(status == 200);
 }
 
+// A kept-alive connection between requests held its worker until the idle timeout: an agent's client keeps two
+// connections a thread, more connections than workers stalled every request past them for 30 s, and the runner
+// killed healthy agents as hung. It yields its worker to a waiting connection; one that never sent a request keeps it.
+BOOST_AUTO_TEST_CASE(kept_alive_connections_between_requests_yield_their_workers_to_waiting_ones) {
+  HttpServerOptions options = test_options();
+  options.worker_threads = 2;
+  options.idle_timeout = options.request_timeout = std::chrono::milliseconds(60000);
+  Served served(options);
+  std::vector<std::unique_ptr<httplib::Client>> kept;
+  for (int i = 0; i < 2; ++i) {  // each holds a worker, idle after its answer
+    kept.push_back(std::make_unique<httplib::Client>("127.0.0.1", served.server.port()));
+    kept.back()->set_bearer_token_auth(token.c_str());
+    kept.back()->set_keep_alive(true);
+    const auto result = kept.back()->Get("/v1/models");
+    BOOST_REQUIRE((result && result->status == 200));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  httplib::Client third("127.0.0.1", served.server.port());
+  third.set_bearer_token_auth(token.c_str());
+  third.set_read_timeout(std::chrono::seconds(20));
+  const auto result = third.Get("/v1/models");
+  BOOST_TEST((result && result->status == 200));
+  BOOST_TEST(seconds_since(start) < 10, "served in " << seconds_since(start) << " s, not at the idle timeout (60 s)");
+  for (auto& client : kept) {  // a client whose connection yielded connects again
+    const auto again = client->Get("/v1/models");
+    BOOST_TEST((again && again->status == 200));
+  }
+}
+
 // Idle workers are room: with no waiting room at all, a connection that finds a worker free is served.
 BOOST_AUTO_TEST_CASE(a_free_worker_serves_without_a_waiting_room) {
   HttpServerOptions options = test_options();
