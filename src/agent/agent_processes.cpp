@@ -78,6 +78,7 @@ struct AgentProcesses::Shared {
   std::vector<WorkerExit> exits;
   std::string fatal;
   std::vector<pid_t> pids;
+  std::vector<std::chrono::steady_clock::time_point> forked;  // when each running worker's process was forked
   int restarts = 0;
   std::atomic<bool> stopping{false};
 };
@@ -119,6 +120,7 @@ void AgentProcesses::start() {
     w.envp = c_strings(w.env);
   }
   shared_->pids.assign(options_.workers, 0);
+  shared_->forked.assign(options_.workers, {});
   supervisor_ = std::thread([this] { supervise(); });
   std::unique_lock<std::mutex> lock(shared_->mutex);
   shared_->started_cv.wait(lock, [&] { return shared_->started; });
@@ -143,7 +145,7 @@ void AgentProcesses::stop() {
   if (supervisor_.joinable()) supervisor_.join();
 }
 
-bool AgentProcesses::kill_worker(const std::string& worker_id) {
+bool AgentProcesses::kill_worker(const std::string& worker_id, std::chrono::steady_clock::time_point took_at) {
   const std::string prefix = options_.worker_id_prefix + "-w";
   if (worker_id.rfind(prefix, 0) != 0) return false;
   // The id whole: "<prefix>-w0-1" (an agent's name for one of its episodes) is not worker 0's, whose restart
@@ -156,7 +158,7 @@ bool AgentProcesses::kill_worker(const std::string& worker_id) {
   // The agent stays a zombie until its guard has killed what is left of its group. Its group's id could be another's
   // by this signal only if a whole round of pids (32,768 on many machines) went by between the guard reaping it and
   // the supervisor seeing the guard's end (here and in the other signals to a worker's group).
-  if (index >= shared_->pids.size() || shared_->pids[index] <= 0) return false;
+  if (index >= shared_->pids.size() || shared_->pids[index] <= 0 || shared_->forked[index] > took_at) return false;
   ::killpg(shared_->pids[index], SIGKILL);
   return true;
 }
@@ -211,6 +213,7 @@ std::string AgentProcesses::spawn(Worker& w) {
   plan.output_fd = fds[1];
   plan.status_fd = fds[3];
   plan.max_fd = static_cast<int>(std::min<long>(::sysconf(_SC_OPEN_MAX), 1 << 16));
+  const auto forked = std::chrono::steady_clock::now();  // before the agent could take anything
   pid_t pid = ::fork();
   if (pid == 0) exec_child(plan);
   int fork_errno = errno;
@@ -253,6 +256,7 @@ std::string AgentProcesses::spawn(Worker& w) {
   w.started_at = now_seconds();
   std::lock_guard<std::mutex> lock(shared_->mutex);
   shared_->pids[w.index] = agent;
+  shared_->forked[w.index] = forked;
   return "";
 }
 

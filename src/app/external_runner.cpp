@@ -143,12 +143,23 @@ class ExternalRunner {
                   held.size() == 1 ? " attempt, which fails" : " attempts, which fail");
       fail_attempts(spans_, held);
     }
-    for (const auto& [key, worker] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
-      fail_attempts(spans_, {key});
-      const bool restarted = processes_->kill_worker(worker);
-      log::warn("runner ", rank_, ": agent ", worker, " held rollout ", key.first, " longer than ",
-                config_.agent.episode_timeout_seconds, " s; ",
-                restarted ? "restarting it" : "its attempt fails (no process of this runner has that worker id)");
+    // By worker: its timed-out attempts fail together, and it is killed once, only if its process is the one that
+    // took them (a kill per attempt hit its restart, which held nothing, when the store calls took longer than the
+    // restart's backoff).
+    std::map<std::string, std::pair<std::vector<AttemptKey>, Stopwatch::time_point>> timed_out;
+    for (const auto& [key, held] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
+      auto& [keys, newest] = timed_out[held.worker];
+      keys.push_back(key);
+      newest = keys.size() == 1 ? held.taken : std::max(newest, held.taken);
+    }
+    for (const auto& [worker, attempts] : timed_out) {
+      fail_attempts(spans_, attempts.first);
+      const bool restarted = processes_->kill_worker(worker, attempts.second);
+      log::warn("runner ", rank_, ": agent ", worker, " held rollout ", attempts.first.front().first,
+                attempts.first.size() > 1 ? log::concat(" (and ", attempts.first.size() - 1, " more)") : "",
+                " longer than ", config_.agent.episode_timeout_seconds, " s; ",
+                restarted ? "restarting it"
+                          : "its attempt fails (no process of this runner that took it has that worker id)");
     }
   }
 

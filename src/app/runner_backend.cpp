@@ -10,15 +10,15 @@
 namespace arclight::app {
 
 template <class Predicate>
-std::vector<std::pair<AttemptKey, std::string>> AttemptBook::release_if(Predicate matches) {
-  std::vector<std::pair<AttemptKey, std::string>> released;
+std::vector<std::pair<AttemptKey, AttemptBook::Held>> AttemptBook::release_if(Predicate matches) {
+  std::vector<std::pair<AttemptKey, Held>> released;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = held_.begin(); it != held_.end();) {
     if (!matches(it->second)) {
       ++it;
       continue;
     }
-    released.emplace_back(it->first, it->second.worker);
+    released.emplace_back(it->first, it->second);
     it = held_.erase(it);
   }
   return released;
@@ -60,7 +60,7 @@ void AttemptBook::start_clocks(const std::vector<store::AttemptedRollout>& attem
       it->second.since = Stopwatch::now();
 }
 
-std::vector<std::pair<AttemptKey, std::string>> AttemptBook::release_older_than(double seconds) {
+std::vector<std::pair<AttemptKey, AttemptBook::Held>> AttemptBook::release_older_than(double seconds) {
   return release_if([&](const Held& h) { return seconds_since(h.since) > seconds; });
 }
 

@@ -32,17 +32,17 @@ class AttemptBook {
   std::vector<AttemptKey> release_worker(const std::string& worker, Stopwatch::time_point ended_at);
   // The episode's clock of each starts now: the wait for their policy version is not the agent's time.
   void start_clocks(const std::vector<store::AttemptedRollout>& attempts);
-  // Releases and returns the attempts held longer than `seconds`, with their workers.
-  std::vector<std::pair<AttemptKey, std::string>> release_older_than(double seconds);
-
- private:
   struct Held {
     std::string worker;
     Stopwatch::time_point taken;  // from the store
     Stopwatch::time_point since;  // the episode's start: handed to the agent
   };
+  // Releases and returns the attempts held longer than `seconds`.
+  std::vector<std::pair<AttemptKey, Held>> release_older_than(double seconds);
+
+ private:
   template <class Predicate>
-  std::vector<std::pair<AttemptKey, std::string>> release_if(Predicate matches);
+  std::vector<std::pair<AttemptKey, Held>> release_if(Predicate matches);
 
   std::mutex mutex_;
   std::map<AttemptKey, Held> held_;

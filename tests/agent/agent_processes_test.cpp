@@ -795,6 +795,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_takes_every_process_it_started_with_it) {
   auto o = shell_agent(start_escapees + "; " + write_whole("echo $escaped", file) + "; exec sleep 300");
   o.backoff_initial_seconds = 30;
   AgentProcesses agents(o);
+  const auto before_it_started = std::chrono::steady_clock::now();
   agents.start();
   BOOST_REQUIRE_MESSAGE(wait_until([&] { return exists(file); }, 10), "the worker started its children");
   const std::vector<pid_t> escaped = pids_in(file);
@@ -802,6 +803,9 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_takes_every_process_it_started_with_it) {
   // Only the worker's own id names it: an agent's name for one of its episodes, or a sign, is no worker's.
   for (const char* other : {"-w0-1", "-w+0", "-w 0", "-w", "-w1", "-w99999999999999999999"})
     BOOST_TEST(!agents.kill_worker(o.worker_id_prefix + other), other);
+  // What a process before this one took (this one is its restart) does not kill it.
+  BOOST_TEST(!agents.kill_worker(o.worker_id_prefix + "-w0", before_it_started));
+  BOOST_TEST(alive(agents.pids()[0]));
   BOOST_REQUIRE(agents.kill_worker(o.worker_id_prefix + "-w0"));
   const std::vector<WorkerExit> exits = collect_exits(agents, 1, 10);
   BOOST_REQUIRE(exits.size() == 1u);

@@ -126,9 +126,11 @@ class AgentProcesses {
   void stop();
 
   // Kills a worker's process group (SIGKILL): it hangs. poll() reports it and it restarts like any worker that dies.
-  // A worker id that is not one of these workers' (an agent that names itself, as Agent Lightning's runners do) is
-  // ignored: false.
-  bool kill_worker(const std::string& worker_id);
+  // False, and nothing killed, for a worker id that is not one of these workers' (an agent that names itself, as Agent
+  // Lightning's runners do), one waiting to restart, or one whose process started after `took_at` (the process that
+  // took what timed out is gone: this one is its restart).
+  bool kill_worker(const std::string& worker_id,
+                   std::chrono::steady_clock::time_point took_at = std::chrono::steady_clock::time_point::max());
 
   // The running workers' agents' pids, each also the id of the worker's process group (0 for one waiting to restart),
   // by worker.
