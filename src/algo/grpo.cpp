@@ -7,6 +7,7 @@ namespace {
 // Log-ratios are bounded before exp, as verl bounds them: a behaviour log-prob of -100 (an outside agent's token the
 // sampler hardly drew) made exp overflow in float32, every trainer's gradient NaN, and the whole step was skipped.
 constexpr double max_log_ratio = 20;
+constexpr double max_kl_term = 10;  // verl's low_var_kl bound on each token's k3 estimate
 }  // namespace
 
 at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
@@ -23,10 +24,13 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
   auto adv = advantages.narrow(1, 1, t - 1);
   auto count = mask.sum().clamp_min(1.0);
 
+  // verl's compute_policy_loss_vanilla: the clipped surrogate, then the dual clip for negative advantages.
   auto ratio = torch::exp((logp - old_logp).clamp(-max_log_ratio, max_log_ratio));
   auto clipped = ratio.clamp(1.0 - config.clip_eps, 1.0 + config.clip_eps);
-  auto surrogate = torch::min(ratio * adv, clipped * adv);
-  auto policy_loss = -(surrogate * mask).sum() / count;
+  auto unclipped_loss = -adv * ratio, clipped_loss = -adv * clipped;
+  auto surrogate_loss = torch::max(unclipped_loss, clipped_loss);
+  auto token_loss = torch::where(adv < 0, torch::min(surrogate_loss, -adv * config.clip_ratio_c), surrogate_loss);
+  auto policy_loss = (token_loss * mask).sum() / count;
   auto loss = policy_loss;
 
   at::Tensor kl, entropy;
@@ -36,7 +40,7 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
                         .squeeze(-1)
                         .detach();
     auto delta = (ref_logp - logp).clamp(-max_log_ratio, max_log_ratio);
-    kl = ((torch::exp(delta) - delta - 1.0) * mask).sum() / count;
+    kl = ((torch::exp(delta) - delta - 1.0).clamp(-max_kl_term, max_kl_term) * mask).sum() / count;
     loss = loss + config.kl_coef * kl;
   }
   if (config.entropy_coef != 0.0) {
@@ -51,7 +55,7 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
     terms->policy_loss = policy_loss.item<double>();
     terms->kl = kl.defined() ? kl.item<double>() : 0.0;
     terms->entropy = entropy.item<double>();
-    auto was_clipped = ((ratio - clipped).abs() > 1e-12).to(torch::kFloat);
+    auto was_clipped = (clipped_loss > unclipped_loss).to(torch::kFloat);
     terms->clip_fraction = ((was_clipped * mask).sum() / count).item<double>();
     terms->action_tokens = mask.sum().item<double>();
   }

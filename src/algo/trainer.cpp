@@ -81,6 +81,7 @@ struct Trainer::Impl {
       }
     }
     loss_config.clip_eps = c.clip_eps;
+    loss_config.clip_ratio_c = c.clip_ratio_c;
     loss_config.kl_coef = c.kl_coef;
     loss_config.entropy_coef = c.entropy_coef;
     if (c.kl_coef != 0.0) {

@@ -181,6 +181,8 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
   b.opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
   b.opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(non_negative);
+  b.opt("grpo.clip_ratio_c", c.grpo.clip_ratio_c, "dual clip: a negative advantage's loss bound, in |advantage|")
+      ->check(number_at_least(1, false, "a number > 1"));
   b.opt("grpo.kl_coef", c.grpo.kl_coef, "KL penalty to the initial policy")->check(non_negative);
   b.opt("grpo.entropy_coef", c.grpo.entropy_coef, "entropy bonus")->check(non_negative);
   b.opt("grpo.lr", c.grpo.lr, "AdamW learning rate")->check(positive);

@@ -48,7 +48,9 @@ BOOST_AUTO_TEST_CASE(ratios_are_clipped_by_the_sign_of_the_advantage) {
   auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, config, &terms);
   // A > 0: min(2 * 1, 1.2 * 1) = 1.2.  A < 0: min(2 * -1, 1.2 * -1) = -2.  Loss = -(1.2 - 2) / 2.
   BOOST_TEST(loss.item<double>() == 0.4, tt::tolerance(1e-5));
-  BOOST_TEST(terms.clip_fraction == 1.0, tt::tolerance(1e-6));
+  // Only the first token's loss is the clip's (verl's pg_clipfrac): the second's ratio is outside the range too, but
+  // its unclipped term is the one taken.
+  BOOST_TEST(terms.clip_fraction == 0.5, tt::tolerance(1e-6));
   loss.backward();
   // The clipped positive-advantage token gets no gradient through its ratio.
   auto g = c.logits.grad();
@@ -69,6 +71,24 @@ BOOST_AUTO_TEST_CASE(a_huge_ratio_leaves_the_loss_and_gradient_finite) {
   BOOST_TEST(std::isfinite(loss.item<double>()));
   loss.backward();
   BOOST_TEST(torch::isfinite(c.logits.grad()).all().item<bool>());
+}
+
+// A token with a negative advantage whose ratio is far above 1 (a stale or mismatched behaviour log-prob 12 nats below
+// the policy's) lost ratio × |A|, e^12 of it: one token set the step. The dual clip bounds it at clip_ratio_c × |A|,
+// with no gradient past the bound, as verl's policy loss does.
+BOOST_AUTO_TEST_CASE(a_negative_advantage_loses_at_most_clip_ratio_c_times_it) {
+  Case c;
+  auto old_logp = torch::tensor({{0.f, std::log(0.8f) - 12.f, std::log(0.5f)}});  // ratios e^12 and 1
+  auto adv = torch::tensor({{0.f, -1.f, 1.f}});
+  LossConfig config;
+  config.clip_ratio_c = 3;
+  LossTerms terms;
+  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, config, &terms);
+  BOOST_TEST(loss.item<double>() == (3.0 - 1.0) / 2, tt::tolerance(1e-5));
+  loss.backward();
+  // Only the second token's (A = 1, ratio 1) gradient: none through the first.
+  BOOST_TEST(c.logits.grad()[0][0].abs().sum().item<double>() == 0.0, tt::tolerance(1e-7));
+  BOOST_TEST(c.logits.grad()[0][1].abs().sum().item<double>() > 0.1);
 }
 
 BOOST_AUTO_TEST_CASE(kl_and_entropy_terms) {

@@ -12,7 +12,10 @@ namespace arclight::algo {
 
 struct LossConfig {
   double clip_eps = 0.2;
-  double kl_coef = 0.0;       // weight of KL(policy || reference), k3 estimator
+  // Dual clip (verl's clip_ratio_c): a token with a negative advantage loses at most clip_ratio_c × |advantage|, and
+  // past that bound its gradient is 0 (unbounded, one stale token's ratio of e^12 set the whole step's direction).
+  double clip_ratio_c = 3.0;
+  double kl_coef = 0.0;       // weight of KL(policy || reference), k3 estimator bounded to [-10, 10] as verl's
   double entropy_coef = 0.0;  // weight of the entropy bonus
 };
 
@@ -20,7 +23,7 @@ struct LossTerms {
   double policy_loss = 0;
   double kl = 0;
   double entropy = 0;
-  double clip_fraction = 0;  // share of action tokens whose ratio was clipped
+  double clip_fraction = 0;  // share of action tokens whose loss the clip changed (verl's pg_clipfrac)
   double action_tokens = 0;
 };
 

@@ -160,6 +160,7 @@ struct GrpoConfig {
   // One sample per trajectory (environment tokens masked) or per policy call (transition).
   SampleUnit samples = SampleUnit::trajectory;
   double clip_eps = 0.2;
+  double clip_ratio_c = 3.0;  // dual clip: the loss bound of a token with a negative advantage, in |advantage|
   double kl_coef = 0.0;
   double entropy_coef = 0.0;
   double lr = 1e-3;
