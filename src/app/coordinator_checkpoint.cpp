@@ -132,7 +132,9 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   const bool in_place = resume_ == "auto" || (ckpt::is_version_file_name(named.string()) &&
                                               fs::equivalent(resume_, fs::path(checkpoint_dir_) / named, ec));
   const ckpt::Contents contents = in_place ? ckpt::Contents::restore : ckpt::Contents::no_tensor_data;
-  auto accept = [this, &figures, t, contents](const std::string& path, ckpt::Checkpoint& c) {
+  int versions_tried = 0;  // their reads all count in the figure below
+  auto accept = [this, &figures, &versions_tried, t, contents](const std::string& path, ckpt::Checkpoint& c) {
+    ++versions_tried;
     check_same_model(path, c.config_toml);
     // The trainers read their shares of the model while this rank imports the store.
     const std::string request = comm::work::encode(comm::work::Restore{path});
@@ -177,7 +179,9 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
             " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
             " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
             figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
-            figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)");
+            figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)",
+            versions_tried > 1 ? log::concat("; the reads of the ", versions_tried - 1, " newer versions given up count too")
+                               : "");
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
   resumed_in_place_ = in_place;
   restored_path_ = resumed_in_place_ ? here.string() : found->first;
@@ -187,11 +191,12 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
 
 // The trainers' answers to `sends` (a Restore: each reads its share of the model and optimizer of
 // the version): why a share is damaged (they all say so), or empty when every share read back;
-// UsageError when they fail otherwise (the job ends). The trainers ask the store nothing before
+// UsageError when the version holds another model, Error when a trainer could not restore it (its memory: the job
+// ends, the version is left as it is). The trainers ask the store nothing before
 // work::Begin: a store still held (its import under way, or failed) does not hold them up.
 std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, RestoreFigures& figures) {
   using Outcome = comm::work::Restored::Outcome;
-  std::string damaged, failed;
+  std::string damaged, failed, unfit;
   for (const std::string& reply : answers_of_trainers(sends)) {
     comm::work::Restored answer;
     try {
@@ -206,8 +211,11 @@ std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, Rest
     figures.seconds = std::max(figures.seconds, answer.seconds);
     if (answer.outcome == Outcome::damaged) damaged = answer.why;
     if (answer.outcome == Outcome::failed) failed = answer.why;
+    if (answer.outcome == Outcome::unfit) unfit = answer.why;
   }
-  if (!failed.empty()) throw UsageError(failed);  // one message, from rank 0; the directory is as it was
+  // One message, from rank 0; the directory is as it was.
+  if (!unfit.empty()) throw UsageError(unfit);
+  if (!failed.empty()) throw Error("a trainer could not restore the version (the version is left as it is): " + failed);
   return damaged;
 }
 

@@ -196,7 +196,9 @@ class TrainerRank {
       }
     } catch (const ckpt::CorruptCheckpoint& e) {
       answer.outcome = Outcome::damaged, answer.why = e.what();
-    } catch (const Error& e) {
+    } catch (const UsageError& e) {
+      answer.outcome = Outcome::unfit, answer.why = e.what();
+    } catch (const std::exception& e) {  // its memory (std::bad_alloc), its GPU: not the version's fault
       answer.outcome = Outcome::failed, answer.why = e.what();
     }
     answer.bytes_read = figures.bytes_read;

@@ -101,7 +101,7 @@ Restored decode_restored(std::string_view bytes) {
   ByteReader in(bytes);
   Restored r;
   const std::uint8_t outcome = in.u8();
-  if (outcome > static_cast<std::uint8_t>(Restored::Outcome::failed))
+  if (outcome > static_cast<std::uint8_t>(Restored::Outcome::unfit))
     throw DecodeError("restore answer of unknown outcome " + std::to_string(outcome));
   r.outcome = static_cast<Restored::Outcome>(outcome);
   r.why = std::string(in.bytes());

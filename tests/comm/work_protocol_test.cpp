@@ -69,8 +69,12 @@ BOOST_AUTO_TEST_CASE(a_restore_answer_round_trips_and_refuses_anything_else) {
   BOOST_CHECK_THROW(work::decode_restored(bytes.substr(0, bytes.size() - 1)), DecodeError);
   BOOST_CHECK_THROW(work::decode_restored(bytes + '\0'), DecodeError);
   BOOST_CHECK_THROW(work::decode_restored(""), DecodeError);  // an empty answer is no restore's
+  std::string unfit = bytes;
+  unfit[0] = 3;
+  BOOST_TEST(static_cast<int>(work::decode_restored(unfit).outcome) ==
+             static_cast<int>(work::Restored::Outcome::unfit));
   std::string unknown = bytes;
-  unknown[0] = 3;
+  unknown[0] = 4;
   BOOST_CHECK_THROW(work::decode_restored(unknown), DecodeError);
 }
 

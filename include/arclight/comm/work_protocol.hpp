@@ -37,9 +37,11 @@ Request decode_request(std::string_view bytes);  // throws DecodeError
 // A trainer's answer to restore (tag_trainer_state). The trainers read the version together
 // (each its share) and agree on the outcome: every one answers alike.
 struct Restored {
-  enum class Outcome : std::uint8_t { done = 0, damaged = 1, failed = 2 };
-  Outcome outcome = Outcome::done;                 // damaged: the version is to be skipped for the one before
-  std::string why;                                 // damaged or failed: what went wrong
+  // damaged: the version is to be skipped for the one before; unfit: it holds another model than the configured one
+  // (bad input, exit 2); failed: the trainer could not restore it (its memory, its GPU: exit 1, the version is fine).
+  enum class Outcome : std::uint8_t { done = 0, damaged = 1, failed = 2, unfit = 3 };
+  Outcome outcome = Outcome::done;
+  std::string why;                                 // what went wrong
   std::uint64_t bytes_read = 0;                    // from the version's files, by this trainer
   double read_seconds = 0, broadcast_seconds = 0;  // its share read, the shares broadcast
   double seconds = 0;                              // the whole restore, the model and optimizer loaded
