@@ -174,14 +174,14 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   const double seconds = seconds_since(t);
   const ckpt::VersionSizes size = ckpt::version_sizes(found->first);
   const std::uint64_t version_bytes = size.own + size.linked;
-  log::info("restore: read ",
-            double(rank0_bytes + figures.bytes_read) / double(std::max<std::uint64_t>(1, version_bytes)),
-            " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
-            " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
-            figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
-            figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)",
-            versions_tried > 1 ? log::concat("; the reads of the ", versions_tried - 1, " newer versions given up count too")
-                               : "");
+  log::info(
+      "restore: read ", double(rank0_bytes + figures.bytes_read) / double(std::max<std::uint64_t>(1, version_bytes)),
+      " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
+      " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
+      figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
+      figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)",
+      versions_tried > 1 ? log::concat("; the reads of the ", versions_tried - 1, " newer versions given up count too")
+                         : "");
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
   resumed_in_place_ = in_place;
   restored_path_ = resumed_in_place_ ? here.string() : found->first;

@@ -256,7 +256,8 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
   BOOST_TEST(parse({"train", "--run.steps", "100000000"}).error ==
              "config: run.steps = 100000000: must be from 0 to 99999999 (checkpoint versions are named with 8 digits)");
   BOOST_TEST(parse({"train", "--run.steps", "99999999"}).error == "");
-  BOOST_TEST(parse({"train", "--grpo.clip_ratio_c", "1"}).error == "config: grpo.clip_ratio_c = 1: must be a number > 1");
+  BOOST_TEST(parse({"train", "--grpo.clip_ratio_c", "1"}).error ==
+             "config: grpo.clip_ratio_c = 1: must be a number > 1");
   // Sampling is greedy below 1e-5: every rollout of a group alike, nothing to learn from.
   BOOST_TEST(parse({"train", "--grpo.temperature", "1e-6"}).error ==
              "config: grpo.temperature = 1e-6: must be at least 1e-5");
