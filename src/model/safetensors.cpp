@@ -22,6 +22,10 @@
 #include "arclight/core/log.hpp"
 
 namespace arclight::model {
+
+// safetensors holds little-endian values, which the loaders take as they lie in the mapped file (torch::from_blob).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors files are read in place: a little-endian host");
+
 namespace {
 
 using json = nlohmann::json;
