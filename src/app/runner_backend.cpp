@@ -26,7 +26,7 @@ std::vector<std::pair<AttemptKey, AttemptBook::Held>> AttemptBook::release_if(Pr
 
 void AttemptBook::hold(const store::AttemptedRollout& ar, const std::string& worker) {
   std::lock_guard<std::mutex> lock(mutex_);
-  held_[{ar.rollout.id, ar.attempt.id}] = {worker, Stopwatch::now(), Stopwatch::time_point::max()};
+  held_[{ar.rollout.id, ar.attempt.id}] = {worker, Stopwatch::now(), Stopwatch::time_point::max(), 1};
 }
 
 bool AttemptBook::holds(store::RolloutId r, store::AttemptId a) {
@@ -55,13 +55,16 @@ std::vector<AttemptKey> AttemptBook::release_worker(const std::string& worker, S
 
 void AttemptBook::start_clocks(const std::vector<store::AttemptedRollout>& attempts) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = Stopwatch::now();
   for (const auto& ar : attempts)
-    if (const auto it = held_.find({ar.rollout.id, ar.attempt.id}); it != held_.end())
-      it->second.since = Stopwatch::now();
+    if (const auto it = held_.find({ar.rollout.id, ar.attempt.id}); it != held_.end()) {
+      it->second.since = now;
+      it->second.handed_with = attempts.size();
+    }
 }
 
 std::vector<std::pair<AttemptKey, AttemptBook::Held>> AttemptBook::release_older_than(double seconds) {
-  return release_if([&](const Held& h) { return seconds_since(h.since) > seconds; });
+  return release_if([&](const Held& h) { return seconds_since(h.since) > seconds * double(h.handed_with); });
 }
 
 void fail_attempts(store::SpanBatcher& spans, const std::vector<AttemptKey>& attempts) {

@@ -30,14 +30,16 @@ class AttemptBook {
   bool release(store::RolloutId r, store::AttemptId a);
   // Releases and returns the attempts `worker` took before `ended_at`: those after are its restart's (the same id).
   std::vector<AttemptKey> release_worker(const std::string& worker, Stopwatch::time_point ended_at);
-  // The episode's clock of each starts now: the wait for their policy version is not the agent's time.
+  // The episode's clock of each starts now: the wait for their policy version is not the agent's time. Attempts
+  // handed over together have as many episodes' time.
   void start_clocks(const std::vector<store::AttemptedRollout>& attempts);
   struct Held {
     std::string worker;
     Stopwatch::time_point taken;  // from the store
     Stopwatch::time_point since;  // the episode's start: handed to the agent
+    std::size_t handed_with = 1;  // the attempts handed over together (one dequeue): the agent may play them in turn
   };
-  // Releases and returns the attempts held longer than `seconds`.
+  // Releases and returns the attempts held longer than `seconds` for each attempt handed over with them.
   std::vector<std::pair<AttemptKey, Held>> release_older_than(double seconds);
 
  private:

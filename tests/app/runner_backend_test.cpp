@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "arclight/core/clock.hpp"
 #include "arclight/store/memory_store.hpp"
@@ -49,6 +51,22 @@ BOOST_AUTO_TEST_CASE(a_dequeue_holds_its_rollout_for_the_process_that_asked) {
   const auto released = r.book.release_worker("runner-1-w0", app::Stopwatch::now());
   BOOST_REQUIRE_EQUAL(released.size(), 1u);
   BOOST_TEST(released[0].second == got[0].attempt.id);
+}
+
+// An agent that takes three rollouts at once may play them in turn: each has three episodes' time (one clock for all
+// started at hand-over timed the third out after one episode's time, and the worker was killed as hung).
+BOOST_AUTO_TEST_CASE(rollouts_handed_over_together_have_as_many_episodes_time) {
+  Runner r;
+  for (int i = 0; i < 4; ++i) r.enqueue();
+  const auto three = r.backend.dequeue("Worker-0", "runner-1-w0", 3, 0, [] { return false; });
+  BOOST_REQUIRE_EQUAL(three.size(), 3u);
+  const auto one = r.backend.dequeue("Worker-1", "runner-1-w1", 1, 0, [] { return false; });
+  BOOST_REQUIRE_EQUAL(one.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  const auto past_one_second = r.book.release_older_than(1.0);  // 1.2 s: past one episode's, not three's
+  BOOST_REQUIRE_EQUAL(past_one_second.size(), 1u);
+  BOOST_TEST(past_one_second[0].first.second == one[0].attempt.id);
+  BOOST_TEST(r.book.release_older_than(0.3).size() == 3u);  // 1.2 s: past three of 0.3 s
 }
 
 BOOST_AUTO_TEST_CASE(a_client_gone_before_a_rollout_came_takes_nothing) {
