@@ -132,9 +132,7 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   const bool in_place = resume_ == "auto" || (ckpt::is_version_file_name(named.string()) &&
                                               fs::equivalent(resume_, fs::path(checkpoint_dir_) / named, ec));
   const ckpt::Contents contents = in_place ? ckpt::Contents::restore : ckpt::Contents::no_tensor_data;
-  int versions_tried = 0;  // their reads all count in the figure below
-  auto accept = [this, &figures, &versions_tried, t, contents](const std::string& path, ckpt::Checkpoint& c) {
-    ++versions_tried;
+  auto accept = [this, &figures, t, contents](const std::string& path, ckpt::Checkpoint& c) {
     check_same_model(path, c.config_toml);
     // The trainers read their shares of the model while this rank imports the store.
     const std::string request = comm::work::encode(comm::work::Restore{path});
@@ -173,15 +171,19 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
   log::info("resuming from ", found->first, ": step ", c.step, ", policy version ", c.policy_version);
   const double seconds = seconds_since(t);
   const ckpt::VersionSizes size = ckpt::version_sizes(found->first);
+  std::size_t given_up = 0;  // by --resume auto: the versions after the one found, each read (some of it) first
+  if (resume_ == "auto")
+    for (const auto& entry : fs::directory_iterator(checkpoint_dir_, ec))
+      given_up += ckpt::is_version_file_name(entry.path().filename().string()) &&
+                  entry.path().filename() > fs::path(found->first).filename();
   const std::uint64_t version_bytes = size.own + size.linked;
-  log::info(
-      "restore: read ", double(rank0_bytes + figures.bytes_read) / double(std::max<std::uint64_t>(1, version_bytes)),
-      " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
-      " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
-      figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
-      figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)",
-      versions_tried > 1 ? log::concat("; the reads of the ", versions_tried - 1, " newer versions given up count too")
-                         : "");
+  log::info("restore: read ",
+            double(rank0_bytes + figures.bytes_read) / double(std::max<std::uint64_t>(1, version_bytes)),
+            " times the version's ", version_bytes, " bytes (rank 0 ", rank0_bytes, ", the ", layout_.trainers().size(),
+            " trainers ", figures.bytes_read, ") in ", seconds, " s (rank 0's reads and the store's import ",
+            figures.rank0_seconds, " s); the slowest trainer's restore ", figures.seconds, " s (its share read ",
+            figures.read_seconds, " s, broadcast ", figures.broadcast_seconds, " s)",
+            given_up > 0 ? log::concat("; the reads of the ", given_up, " newer versions given up count too") : "");
   const fs::path here = fs::path(checkpoint_dir_) / fs::path(found->first).filename();
   resumed_in_place_ = in_place;
   restored_path_ = resumed_in_place_ ? here.string() : found->first;

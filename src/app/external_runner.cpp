@@ -66,7 +66,7 @@ class ExternalRunner {
     const std::string model_name = model.name;
     serve::add_openai_routes(server_, engine_, std::move(model), &backend_);
     serve::add_task_routes(server_, backend_);  // first: they take dequeue, spans and attempt ends from the rest
-    const std::string url = log::concat("http://", serve::url_host(config.runner.http_host), ":", server_.bind());
+    const std::string url = log::concat("http://", serve::url_host(config.runner.http_host, true), ":", server_.bind());
     if (agl_agents(config)) {
       serve::StoreRouteOptions store_options;
       store_options.policy_llm = serve::PolicyLlm{url + "/v1", model_name, secret, config.grpo.temperature};
@@ -112,7 +112,7 @@ class ExternalRunner {
       // info, which its HTTP clients (aiohttp, requests) send as basic auth.
       // The user name is the process's worker id: its requests say which process sent them.
       o.environment.push_back(log::concat("AGL_SERVER_HOST=", agent::AgentProcesses::worker_id_placeholder, ":", secret,
-                                          "@", serve::url_host(config.runner.http_host)));
+                                          "@", serve::url_host(config.runner.http_host, true)));
       o.environment.push_back(log::concat("AGL_SERVER_PORT=", port));
       o.environment.push_back("AGL_CURRENT_ROLE=runner");
       o.environment.push_back("AGL_MANAGED_STORE=1");

@@ -198,9 +198,9 @@ class TrainerRank {
       answer.outcome = Outcome::damaged, answer.why = e.what();
     } catch (const UsageError& e) {
       answer.outcome = Outcome::unfit, answer.why = e.what();
-    } catch (const std::exception& e) {  // its memory (std::bad_alloc), its GPU: not the version's fault
+    } catch (const Error& e) {  // its memory (the shared read's std::bad_alloc), its GPU: not the version's fault
       answer.outcome = Outcome::failed, answer.why = e.what();
-    }
+    }  // anything else ends this rank (MPI_Abort): a trainer that answered while the others wait in a broadcast hangs
     answer.bytes_read = figures.bytes_read;
     answer.read_seconds = figures.read_seconds;
     answer.broadcast_seconds = figures.broadcast_seconds;

@@ -182,10 +182,15 @@ class BoundedPool final : public httplib::TaskQueue {
   // nor another yielding one will take; the caller then ends its connection.
   bool yield_to_waiting() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (waiting_.size() <= idle_ + yielding_) return false;
+    if (yielded || waiting_.size() <= idle_ + yielding_) return yielded;
     ++yielding_;
     yielded = true;
     return true;
+  }
+  // The caller keeps its connection after all (a request came as it was about to end it).
+  void withdraw_yield() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (yielded) --yielding_, yielded = false;
   }
 
   // Serves what waits, then ends the threads.
@@ -277,12 +282,18 @@ void GuardedServer::close_connections() {
 
 bool GuardedServer::wait_for_request(socket_t sock, bool kept_alive) const {
   // In slices, to see the server stop (a connection that came in as it stopped was never shut down) and connections
-  // that wait for a worker.
-  const auto deadline = Clock::now() + options_.idle_timeout;
+  // that wait for a worker. A kept-alive connection idle for a second yields to one; a request that came meanwhile
+  // withdraws that (ending a connection as its client sends is a request lost, to a client that does not retry).
+  const auto start = Clock::now(), deadline = start + options_.idle_timeout;
   while (svr_sock_ != INVALID_SOCKET) {
     const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
     if (wait_until(sock, POLLIN, slice)) return true;
-    if (Clock::now() >= deadline || (kept_alive && pool_->yield_to_waiting())) return false;
+    if (Clock::now() >= deadline) return false;
+    if (kept_alive && Clock::now() - start >= std::chrono::seconds(1) && pool_->yield_to_waiting()) {
+      if (!wait_until(sock, POLLIN, Clock::now())) return false;
+      pool_->withdraw_yield();
+      return true;
+    }
   }
   return false;
 }
@@ -317,9 +328,12 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (!stream.buffered() && !wait_for_request(sock, left < keep_alive_max_count_)) break;
     stream.begin_request();
     bool connection_closed = false;
-    served = process_request(stream, left == 1, connection_closed, serve_whole_answers);
+    // While connections wait for a worker, an answer ends its connection, saying so (Connection: close): the client
+    // connects again, nothing lost.
+    const bool last = left == 1 || (left < keep_alive_max_count_ && pool_->yield_to_waiting());
+    served = process_request(stream, last, connection_closed, serve_whole_answers);
     // Connection: close or not, bytes of it may still come (a body not read): they are read and dropped first.
-    if ((ended_early = !served || stream.ends_connection()) || connection_closed) break;
+    if ((ended_early = !served || stream.ends_connection()) || connection_closed || last) break;
   }
   reading = nullptr;
   if (ended_early) linger(sock);

@@ -360,7 +360,9 @@ std::string HttpServer::token_prefix_pattern() const {
   return impl_->options.token_in_path ? "(?:/" + quoted + ")?" : "";
 }
 
-std::string url_host(const std::string& host) {
+std::string url_host(const std::string& host, bool clients_on_this_host) {
+  if (clients_on_this_host && host == "0.0.0.0") return "127.0.0.1";
+  if (clients_on_this_host && host == "::") return "[::1]";
   if (host == "0.0.0.0" || host == "::") {
     char name[256] = {};
     return gethostname(name, sizeof name - 1) == 0 ? name : "127.0.0.1";

@@ -372,6 +372,48 @@ BOOST_AUTO_TEST_CASE(a_writer_may_hand_over_only_the_new_part_of_a_log) {
   BOOST_TEST(latest_version(d) == "v00000002.h5");
 }
 
+// A span-log segment says how many entries it holds only where that is the writer's own count: its part as handed
+// over (with an offset, or the whole log as the first segment), not a tail after segments found to be a prefix, nor a
+// log the writer had to write whole (options.whole_log) in place of its part. A wrong count would send rank 0's span
+// queries to the wrong segment.
+BOOST_AUTO_TEST_CASE(a_span_log_segment_says_its_entries_only_where_the_writer_counted_them) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  WriteOptions options;
+  options.full_every = 100;
+  const auto entries = [&](std::int64_t version) {
+    std::vector<std::int64_t> out;
+    const std::string path = (dir.path / version_file_name(version)).string();
+    for (const std::string& segment : log_segments(path, "/store/span_log"))
+      out.push_back(static_cast<std::int64_t>(log_segment_entries(path, segment).value_or(-1)));
+    return out;
+  };
+  Checkpoint c = sample(1);
+  c.span_log = "aaaa";
+  c.span_log_entries = 2;
+  write_checkpoint(d, 1, c, options);
+  BOOST_TEST(entries(1) == std::vector<std::int64_t>({2}));
+  c = sample(2);
+  c.span_log = "bb";
+  c.span_log_offset = 4;
+  c.span_log_entries = 1;
+  write_checkpoint(d, 2, c, options);
+  BOOST_TEST(entries(2) == std::vector<std::int64_t>({2, 1}));
+  c = sample(3);  // the whole log, LATEST's segments a prefix of it: the tail's count is not the writer's
+  c.span_log = "aaaabbcc";
+  c.span_log_entries = 4;
+  write_checkpoint(d, 3, c, options);
+  BOOST_TEST(entries(3) == std::vector<std::int64_t>({2, 1, -1}));
+  c = sample(4);  // a part whose offset LATEST does not hold: written whole instead, uncounted
+  c.span_log = "dd";
+  c.span_log_offset = 3;
+  c.span_log_entries = 1;
+  WriteOptions whole = options;
+  whole.whole_log = [](const std::string& path) { return path == "/store/span_log" ? std::string("zzzz") : ""; };
+  write_checkpoint(d, 4, c, whole);
+  BOOST_TEST(entries(4) == std::vector<std::int64_t>({-1}));
+}
+
 // Issue 18: rank 0 resuming in place reads the store's logs only from the starts a version names (where its
 // segments begin), not the segments before them; starts inside a segment mean the logs whole.
 BOOST_AUTO_TEST_CASE(a_restore_reads_the_logs_only_from_their_starts) {

@@ -75,6 +75,9 @@ BOOST_AUTO_TEST_CASE(urls_name_hosts_clients_can_reach) {
   BOOST_REQUIRE(::gethostname(name, sizeof name - 1) == 0);
   BOOST_TEST(url_host("0.0.0.0") == name);
   BOOST_TEST(url_host("::") == name);
+  BOOST_TEST(url_host("0.0.0.0", true) == "127.0.0.1");  // agents beside the runner: nothing to resolve
+  BOOST_TEST(url_host("::", true) == "[::1]");
+  BOOST_TEST(url_host("::1", true) == "[::1]");
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_or_wrong_token_is_401_and_the_right_one_passes) {

@@ -86,9 +86,9 @@ class HttpError : public std::runtime_error {
   std::string type_, param_, code_;
 };
 
-// The host part of a URL that reaches a server listening on `host`: this host's name where it listens on every
-// address (0.0.0.0, ::), an IPv6 address in brackets.
-std::string url_host(const std::string& host);
+// The host part of a URL that reaches a server listening on `host`: an IPv6 address in brackets; where it listens on
+// every address (0.0.0.0, ::), this host's name, or loopback for clients on this host (no name to resolve).
+std::string url_host(const std::string& host, bool clients_on_this_host = false);
 
 // OpenAI's error body; an empty param or code is null.
 std::string error_body(const HttpError& error);
