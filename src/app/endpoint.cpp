@@ -36,8 +36,8 @@ serve::HttpServerOptions endpoint_options(const Config& config, const std::strin
   const std::chrono::milliseconds timeout{static_cast<std::int64_t>(1000 * config.runner.http_timeout_seconds)};
   o.read_timeout = o.write_timeout = o.idle_timeout = o.request_timeout = timeout;
   // A thread per connection in a request (one kept alive between requests yields it to a waiting connection): every
-  // row of the batch, and the agents' task requests beside them.
-  o.worker_threads = std::max(64, 2 * config.runner.decode_rows + 4 * config.agent.workers);
+  // row of the batch, and each agent's pool of connections (examples/agent_client.py keeps 64; httpx up to 100).
+  o.worker_threads = std::max(64, 2 * config.runner.decode_rows + 64 * config.agent.workers);
   return o;
 }
 

@@ -282,14 +282,14 @@ void GuardedServer::close_connections() {
 
 bool GuardedServer::wait_for_request(socket_t sock, bool kept_alive) const {
   // In slices, to see the server stop (a connection that came in as it stopped was never shut down) and connections
-  // that wait for a worker. A kept-alive connection idle for a second yields to one; a request that came meanwhile
+  // that wait for a worker. A kept-alive connection idle for 200 ms yields to one; a request that came meanwhile
   // withdraws that (ending a connection as its client sends is a request lost, to a client that does not retry).
   const auto start = Clock::now(), deadline = start + options_.idle_timeout;
   while (svr_sock_ != INVALID_SOCKET) {
     const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
     if (wait_until(sock, POLLIN, slice)) return true;
     if (Clock::now() >= deadline) return false;
-    if (kept_alive && Clock::now() - start >= std::chrono::seconds(1) && pool_->yield_to_waiting()) {
+    if (kept_alive && Clock::now() - start >= std::chrono::milliseconds(200) && pool_->yield_to_waiting()) {
       if (!wait_until(sock, POLLIN, Clock::now())) return false;
       pool_->withdraw_yield();
       return true;
