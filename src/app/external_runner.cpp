@@ -148,9 +148,9 @@ class ExternalRunner {
     // restart's backoff).
     std::map<std::string, std::pair<std::vector<AttemptKey>, Stopwatch::time_point>> timed_out;
     for (const auto& [key, held] : book_.release_older_than(config_.agent.episode_timeout_seconds)) {
-      auto& [keys, newest] = timed_out[held.worker];
+      auto& [keys, newest] = timed_out[held.worker];  // newest from the clock's epoch: before any taken
       keys.push_back(key);
-      newest = keys.size() == 1 ? held.taken : std::max(newest, held.taken);
+      newest = std::max(newest, held.taken);
     }
     for (const auto& [worker, attempts] : timed_out) {
       fail_attempts(spans_, attempts.first);
