@@ -1,6 +1,7 @@
 #include "store_json.hpp"
 
 #include <limits>
+#include <set>
 
 #include "arclight/serve/ids.hpp"
 #include "arclight/text/json_input.hpp"
@@ -95,6 +96,49 @@ const char* status_name(store::SpanStatus status) {
   }
 }
 
+// Agent Lightning's span fields that arclight does not model, as a span without them answers.
+const Json& unmodelled_defaults() {
+  static const Json defaults = {{"events", Json::array()},
+                                {"links", Json::array()},
+                                {"context", nullptr},
+                                {"parent", nullptr},
+                                {"resource", {{"attributes", Json::object()}, {"schema_url", ""}}}};
+  return defaults;
+}
+
+bool modelled_key(const std::string& key) {
+  static const std::set<std::string, std::less<>> keys = {"rollout_id", "attempt_id", "sequence_id", "trace_id",
+                                                          "span_id",    "parent_id",  "name",        "status",
+                                                          "attributes", "start_time", "end_time"};
+  return keys.count(key) > 0;
+}
+
+// Whether a stored attribute answers with the JSON it came as (an integer becomes a double, a list of strings a
+// string, a float list float32 values).
+bool kept_exactly(const Json& value, const store::AttributeValue& stored) {
+  if (value.is_string() || value.is_boolean() || value.is_number_float()) return true;
+  if (!value.is_array()) return false;
+  return attribute_json(stored).dump() == value.dump();
+}
+
+// What a client's span holds that the fields of store::Span would lose (Span::extra_json), "" when nothing: the
+// attributes whose JSON they change, a status with a description, then the other fields in the order they came.
+std::string extra_json_of(const Json& span, const std::vector<store::Attribute>& attributes) {
+  Json extra = Json::object();
+  if (const auto given = span.find("attributes"); given != span.end() && given->is_object())
+    for (const store::Attribute& a : attributes)
+      if (const Json& value = given->at(a.key); !kept_exactly(value, a.value)) extra["attributes"][a.key] = value;
+  if (const auto status = span.find("status"); status != span.end() && status->is_object())
+    for (const auto& [key, value] : status->items())
+      if (key != "status_code" && !value.is_null()) extra["status"] = *status;
+  for (const auto& [key, value] : span.items()) {
+    if (modelled_key(key)) continue;
+    const auto standard = unmodelled_defaults().find(key);
+    if (standard == unmodelled_defaults().end() || *standard != value) extra[key] = value;
+  }
+  return extra.empty() ? "" : extra.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace
 
 Json rollout_json(const store::Rollout& r) {
@@ -153,28 +197,41 @@ store::Span span_from_json(const Json& json) {
     if (!attributes->is_object()) throw StoreJsonError("attributes: expected an object");
     for (const auto& [key, value] : attributes->items()) span.attributes.push_back({key, attribute_of(value)});
   }
+  span.extra_json = extra_json_of(json, span.attributes);
   return span;
 }
 
 Json span_json(const store::Span& span) {
   Json attributes = Json::object();
   for (const store::Attribute& a : span.attributes) attributes[a.key] = attribute_json(a.value);
-  return {{"rollout_id", rollout_name(span.rollout_id)},
-          {"attempt_id", attempt_name(span.attempt_id)},
-          {"sequence_id", span.sequence_id},
-          {"trace_id", span.trace_id},
-          {"span_id", span.span_id},
-          {"parent_id", span.parent_id.empty() ? Json() : Json(span.parent_id)},
-          {"name", span.name},
-          {"status", {{"status_code", status_name(span.status)}, {"description", nullptr}}},
-          {"attributes", std::move(attributes)},
-          {"events", Json::array()},
-          {"links", Json::array()},
-          {"start_time", span.start_time},
-          {"end_time", time_or_null(span.end_time)},
-          {"context", nullptr},
-          {"parent", nullptr},
-          {"resource", {{"attributes", Json::object()}, {"schema_url", ""}}}};
+  const Json& standard = unmodelled_defaults();
+  Json out = {{"rollout_id", rollout_name(span.rollout_id)},
+              {"attempt_id", attempt_name(span.attempt_id)},
+              {"sequence_id", span.sequence_id},
+              {"trace_id", span.trace_id},
+              {"span_id", span.span_id},
+              {"parent_id", span.parent_id.empty() ? Json() : Json(span.parent_id)},
+              {"name", span.name},
+              {"status", {{"status_code", status_name(span.status)}, {"description", nullptr}}},
+              {"attributes", std::move(attributes)},
+              {"events", standard.at("events")},
+              {"links", standard.at("links")},
+              {"start_time", span.start_time},
+              {"end_time", time_or_null(span.end_time)},
+              {"context", standard.at("context")},
+              {"parent", standard.at("parent")},
+              {"resource", standard.at("resource")}};
+  if (span.extra_json.empty()) return out;
+  const Json extra = text::parse_json<Json>(span.extra_json);
+  if (!extra.is_object()) return out;  // extra_json_of wrote an object: what the checksums let through stays out
+  for (const auto& [key, value] : extra.items()) {
+    if (key != "attributes") {
+      out[key] = value;
+    } else if (value.is_object()) {
+      for (const auto& [name, attribute] : value.items()) out["attributes"][name] = attribute;
+    }
+  }
+  return out;
 }
 
 }  // namespace arclight::serve

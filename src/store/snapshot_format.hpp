@@ -11,7 +11,8 @@
 namespace arclight::store::snapshot {
 
 inline constexpr std::uint32_t tables_magic = 0x54534c41;  // "ALST"
-inline constexpr std::uint32_t tables_format = 5;  // 4: no history record of kind 6 (placed_rollout) with them, so
+inline constexpr std::uint32_t tables_format = 6;  // 5: no span with an extra JSON (Span::extra_json) in the logs;
+                                                   // 4: no history record of kind 6 (placed_rollout) with them, so
                                                    // that an older arclight refuses the tables, not a record;
                                                    // 3: without whether each attempt's spans were kept; 2: without what
                                                    // was let go of (read, imported whole)

@@ -3,6 +3,23 @@
 namespace arclight::store {
 namespace {
 enum AttributeType : std::uint8_t { type_string = 0, type_number = 1, type_bool = 2, type_tokens = 3, type_floats = 4 };
+// Set in the status byte when the span's extra JSON follows its attributes: a span without one (all of arclight's
+// own) is encoded as before the field existed, and an older arclight refuses a body with one as a bad status.
+constexpr std::uint8_t has_extra_json = 0x80;
+
+std::uint8_t status_byte(ByteReader& in, bool& extra) {
+  const std::uint8_t byte = in.u8();
+  extra = (byte & has_extra_json) != 0;
+  const std::uint8_t status = byte & ~has_extra_json;
+  if (status > static_cast<std::uint8_t>(SpanStatus::error)) throw DecodeError("bad span status");
+  return status;
+}
+
+std::string_view extra_json_of(ByteReader& in) {
+  const std::string_view json = in.bytes();
+  if (json.empty()) throw DecodeError("a span flags an extra JSON and holds none");
+  return json;
+}
 
 template <class T>
 void put_array(ByteWriter& out, const std::vector<T>& values) {
@@ -25,7 +42,8 @@ void encode_span_body(ByteWriter& out, const Span& span) {
   out.bytes(span.span_id);
   out.bytes(span.parent_id);
   out.bytes(span.name);
-  out.u8(static_cast<std::uint8_t>(span.status));
+  out.u8(static_cast<std::uint8_t>(static_cast<std::uint8_t>(span.status) |
+                                   (span.extra_json.empty() ? 0 : has_extra_json)));
   out.f64(span.start_time);
   out.f64(span.end_time);
   out.u32(static_cast<std::uint32_t>(span.attributes.size()));
@@ -54,12 +72,14 @@ void encode_span_body(ByteWriter& out, const Span& span) {
         break;
     }
   }
+  if (!span.extra_json.empty()) out.bytes(span.extra_json);
 }
 
 std::string_view take_span_body(ByteReader& in) {
   const std::size_t start = in.position();
   for (int i = 0; i < 4; ++i) in.bytes();  // trace, span and parent ids, name
-  if (in.u8() > static_cast<std::uint8_t>(SpanStatus::error)) throw DecodeError("bad span status");
+  bool extra = false;
+  status_byte(in, extra);
   in.f64();
   in.f64();
   std::uint32_t n = in.count(6);
@@ -74,6 +94,7 @@ std::string_view take_span_body(ByteReader& in) {
       default: throw DecodeError("bad attribute type");
     }
   }
+  if (extra) extra_json_of(in);
   return in.consumed_since(start);
 }
 
@@ -88,9 +109,8 @@ void decode_span_body(ByteReader& in, Span& span) {
   span.span_id = in.bytes();
   span.parent_id = in.bytes();
   span.name = in.bytes();
-  std::uint8_t status = in.u8();
-  if (status > static_cast<std::uint8_t>(SpanStatus::error)) throw DecodeError("bad span status");
-  span.status = static_cast<SpanStatus>(status);
+  bool extra = false;
+  span.status = static_cast<SpanStatus>(status_byte(in, extra));
   span.start_time = in.f64();
   span.end_time = in.f64();
   std::uint32_t n = in.count(6);  // a key's length (4) + type (1) + at least 1 value byte
@@ -109,6 +129,7 @@ void decode_span_body(ByteReader& in, Span& span) {
     }
     span.attributes.push_back(std::move(a));
   }
+  span.extra_json = extra ? extra_json_of(in) : std::string_view();
 }
 
 Span decode_span_record(RolloutId rollout_id, AttemptId attempt_id, std::uint64_t sequence_id, std::string_view body) {

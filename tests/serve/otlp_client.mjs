@@ -3,12 +3,14 @@
 // Agent Lightning's ids) and values only its exporter's encoder makes (a nested map, bytes), sent plain and gzipped;
 // then every field of every span the server decoded is compared with what was exported, read from the SDK's own
 // ReadableSpan objects, in Agent Lightning's span shape (../shared/agl-v0.3-interfaces.md 1.5).
-// Usage: node otlp_client.mjs NODE_MODULES URL TOKEN SPANS_FILE. Prints one line per check; exits 1 on a failure.
+// The same comparison runs on what the store API answers for each span once stored (the test server's STORED_FILE).
+// Usage: node otlp_client.mjs NODE_MODULES URL TOKEN SPANS_FILE STORED_FILE. Prints one line per check; exits 1 on a
+// failure.
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
 
-const [modules, url, token, spansFile] = process.argv.slice(2);
+const [modules, url, token, spansFile, storedFile] = process.argv.slice(2);
 const require = createRequire(path.join(modules, "package.json"));
 const api = require("@opentelemetry/api");
 const { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } = require("@opentelemetry/sdk-trace-base");
@@ -91,7 +93,6 @@ check(second.code === 0, `a gzipped export with two resources succeeds (${second
 // ---- what the server decoded, against what was exported ----
 const decoded = fs.readFileSync(spansFile, "utf8").trim().split("\n").filter(Boolean).map((line) => JSON.parse(line));
 const sent = [...plain, ...zipped].filter((s) => s.name !== "no ids");
-check(decoded.length === sent.length, `the server decoded ${decoded.length} spans of ${sent.length} with ids`);
 check(!decoded.some((d) => d.name === "no ids"), "the span without ids was dropped");
 
 // The double nearest ns / 1e9 (Agent Lightning divides Python ints: one rounding), checked exactly with BigInt: a
@@ -133,45 +134,54 @@ const equal = (a, b) => sameJson(sortedKeys(a), sortedKeys(b));
 
 const keyOrder = ["rollout_id", "attempt_id", "sequence_id", "trace_id", "span_id", "parent_id", "name", "status",
                   "attributes", "events", "links", "start_time", "end_time", "context", "parent", "resource"];
-for (const span of sent) {
-  const ctx = span.spanContext();
-  const got = decoded.find((d) => d.span_id === ctx.spanId);
-  if (!got) {
-    check(false, `${span.name}: decoded`);
-    continue;
-  }
-  const attributes = span.attributes;
-  const resource = span.resource.attributes;
-  const rollout = attributes["agentlightning.rollout_id"] ?? resource["agentlightning.rollout_id"];
-  const attempt = attributes["agentlightning.attempt_id"] ?? resource["agentlightning.attempt_id"];
-  const givenSequence = attributes["agentlightning.span_sequence_id"];
-  const sequence = givenSequence === undefined || Number(givenSequence) < 0 ? undefined : Number(givenSequence);
-  const expected = {
-    rollout_id: rollout, attempt_id: attempt, sequence_id: sequence,
-    trace_id: ctx.traceId, span_id: ctx.spanId, parent_id: span.parentSpanContext?.spanId ?? null,
-    name: span.name,
-    status: { status_code: statusNames[span.status.code], description: span.status.message || null },
-    attributes: expectedAttributes(attributes),
-    events: span.events.map((e) => ({ name: e.name, attributes: expectedAttributes(e.attributes),
-                                      timestamp: nearestSeconds(e.time) })),
-    links: span.links.map((l) => ({ context: context(l.context),
-                                    attributes: Object.keys(l.attributes ?? {}).length ? expectedValue(l.attributes)
-                                                                                       : null })),
-    start_time: nearestSeconds(span.startTime), end_time: nearestSeconds(span.endTime),
-    context: context(ctx), parent: null,
-    resource: { attributes: expectedAttributes(resource), schema_url: span.resource.schemaUrl ?? "" },
-  };
-  for (const key of keyOrder) {
-    if (key === "sequence_id" && expected.sequence_id === undefined) {
-      check(!("sequence_id" in got), `${span.name}: no sequence_id (the store issues one)`);
+// `stored`: the answers of the store API, where a span without a sequence id has 0 (no store issued one here).
+function compare(file, stored) {
+  const answers = fs.readFileSync(file, "utf8").trim().split("\n").filter(Boolean).map((line) => JSON.parse(line));
+  const what = stored ? "stored" : "decoded";
+  check(answers.length === sent.length, `${what}: ${answers.length} spans of ${sent.length} with ids`);
+  for (const span of sent) {
+    const ctx = span.spanContext();
+    const got = answers.find((d) => d.span_id === ctx.spanId);
+    if (!got) {
+      check(false, `${what} ${span.name}: there`);
       continue;
     }
-    check(equal(got[key], expected[key]), `${span.name}: ${key} ${JSON.stringify(got[key])}`);
+    const attributes = span.attributes;
+    const resource = span.resource.attributes;
+    const rollout = attributes["agentlightning.rollout_id"] ?? resource["agentlightning.rollout_id"];
+    const attempt = attributes["agentlightning.attempt_id"] ?? resource["agentlightning.attempt_id"];
+    const givenSequence = attributes["agentlightning.span_sequence_id"];
+    const sequence = givenSequence === undefined || Number(givenSequence) < 0 ? undefined : Number(givenSequence);
+    const expected = {
+      rollout_id: rollout, attempt_id: attempt, sequence_id: sequence ?? (stored ? 0 : undefined),
+      trace_id: ctx.traceId, span_id: ctx.spanId, parent_id: span.parentSpanContext?.spanId ?? null,
+      name: span.name,
+      status: { status_code: statusNames[span.status.code], description: span.status.message || null },
+      attributes: expectedAttributes(attributes),
+      events: span.events.map((e) => ({ name: e.name, attributes: expectedAttributes(e.attributes),
+                                        timestamp: nearestSeconds(e.time) })),
+      links: span.links.map((l) => ({ context: context(l.context),
+                                      attributes: Object.keys(l.attributes ?? {}).length ? expectedValue(l.attributes)
+                                                                                         : null })),
+      start_time: nearestSeconds(span.startTime), end_time: nearestSeconds(span.endTime),
+      context: context(ctx), parent: null,
+      resource: { attributes: expectedAttributes(resource), schema_url: span.resource.schemaUrl ?? "" },
+    };
+    for (const key of keyOrder) {
+      if (key === "sequence_id" && expected.sequence_id === undefined) {
+        check(!("sequence_id" in got), `${what} ${span.name}: no sequence_id (the store issues one)`);
+        continue;
+      }
+      check(equal(got[key], expected[key]), `${what} ${span.name}: ${key} ${JSON.stringify(got[key])}`);
+    }
+    check(sameJson(Object.keys(got), keyOrder.filter((k) => k in got)), `${what} ${span.name}: keys in Span's order`);
   }
-  check(sameJson(Object.keys(got), keyOrder.filter((k) => k in got)), `${span.name}: keys in Span's order`);
+  // The integers stay integers and the floats floats in the JSON text (2 ** 40 is no float; 0.5 no int).
+  const rawRoot = fs.readFileSync(file, "utf8").split("\n").find((l) => l.includes('"agent.run"'));
+  check(/"large":1099511627776[,}]/.test(rawRoot) && /"ratio":0\.5[,}]/.test(rawRoot) &&
+        /"ints":\[1,2,3\]/.test(rawRoot) && /"count":42[,}]/.test(rawRoot),
+        `${what}: ints and floats keep their kinds in the JSON text`);
 }
-// The integers stay integers and the floats floats in the JSON text (2 ** 40 is no float; 0.5 no int).
-const rawRoot = fs.readFileSync(spansFile, "utf8").split("\n").find((l) => l.includes('"agent.run"'));
-check(/"large":1099511627776[,}]/.test(rawRoot) && /"ratio":0\.5[,}]/.test(rawRoot) &&
-      /"ints":\[1,2,3\]/.test(rawRoot), "ints and floats keep their kinds in the JSON text");
+compare(spansFile, false);
+compare(storedFile, true);
 process.exit(failures ? 1 : 0);

@@ -104,7 +104,12 @@ inline void first_span_starts_the_attempt_and_sequence_ids_increase(Harness& h) 
   std::uint64_t first = s.add_span(span_of(ar));
   BOOST_TEST((s.get_latest_attempt(ar.rollout.id).status == AttemptStatus::running));
   BOOST_TEST((s.get_rollout(ar.rollout.id).status == RolloutStatus::running));
-  auto more = s.add_spans({span_of(ar), span_of(ar, "tool"), span_of(ar)});
+  // What an outside client's span holds beyond the store's fields comes back as it was sent (Agent Lightning's
+  // events, an integer attribute), here in the canonical form the HTTP API keeps it in.
+  Span tool = span_of(ar, "tool");
+  tool.attributes.push_back({"turn", 3.0});
+  tool.extra_json = R"({"attributes":{"turn":3},"events":[{"attributes":{},"name":"retry","timestamp":1.5}]})";
+  auto more = s.add_spans({span_of(ar), tool, span_of(ar)});
   BOOST_TEST(more.size() == 3u);
   BOOST_TEST(first >= 1u);
   BOOST_TEST(more[0] > first);
@@ -116,6 +121,8 @@ inline void first_span_starts_the_attempt_and_sequence_ids_increase(Harness& h) 
   auto page = s.query_spans(f, {});
   BOOST_REQUIRE(page.total == 4u);
   BOOST_TEST(page.items[2].name == "tool");
+  BOOST_TEST(page.items[2].extra_json == tool.extra_json);
+  BOOST_TEST(page.items[1].extra_json.empty());
   BOOST_TEST(page.items[0].sequence_id == first);
   BOOST_TEST((page.items[0].attributes == span_of(ar).attributes));
   f.name = "tool";

@@ -126,6 +126,10 @@ struct Span {
   std::vector<Attribute> attributes;
   double start_time = 0;
   double end_time = 0;
+  // What an outside client's span holds beyond the fields above, kept for it and never read by arclight: a JSON
+  // object of Agent Lightning's fields (events, links, context, resource, ...), unknown keys, and the attributes whose
+  // JSON the values above would change (integers, lists of strings); empty for arclight's own spans.
+  std::string extra_json;
 
   const AttributeValue* find(std::string_view key) const {
     for (const Attribute& a : attributes)
