@@ -231,6 +231,9 @@ std::vector<std::pair<std::string, std::vector<float>>> merged_lora_weights(Mode
       throw UsageError(log::concat("export: the checkpoint's tensor ", checkpoint.tensors[i].name, " (",
                                    checkpoint.tensors[i].size, " floats) is not ", source, "'s ", names[i], " (",
                                    tensors[i].size, "): another base model than the run's?"));
+  if (checkpoint.base_crc32c && checkpoint.base_crc32c != policy.base_crc32c())
+    throw UsageError("export: " + source + " holds another base model than the run trained on (its tensors' " +
+                     "CRC-32C differs from the one the run read): --model the base the run started from");
   policy.load_flat_parameters(checkpoint.parameters.data(), checkpoint.parameters.size());
   return policy.merged_weights();
 }

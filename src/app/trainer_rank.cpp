@@ -33,7 +33,11 @@ std::uint32_t checksum(const model::Policy& policy) {
 }
 
 // A saved model fits this one when its tensors have the same names and sizes, in order.
-void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInfo>& mine, const std::string& path) {
+void check_fits(const ckpt::Checkpoint& saved, const std::vector<ckpt::TensorInfo>& mine,
+                std::optional<std::uint32_t> my_base_crc32c, const std::string& path) {
+  if (saved.base_crc32c && my_base_crc32c && saved.base_crc32c != my_base_crc32c)
+    throw UsageError(path + " holds LoRA adapters of another base model than model.path holds now (its tensors' " +
+                     "CRC-32C differs from the one the run read): resume with the base model the run started from");
   bool fits = saved.tensors.size() == mine.size();
   for (std::size_t i = 0; fits && i < mine.size(); ++i)
     fits = saved.tensors[i].name == mine[i].name && saved.tensors[i].size == mine[i].size;
@@ -166,6 +170,7 @@ class TrainerRank {
     snapshot->exp_avg = std::move(optimizer.exp_avg);
     snapshot->exp_avg_sq = std::move(optimizer.exp_avg_sq);
     snapshot->optimizer_steps = std::move(optimizer.steps);
+    snapshot->base_crc32c = policy_.base_crc32c();
     answer_state();
     writer_.start(log::concat("writing this trainer's share of version ", request.step),
                   [this, step = request.step, snapshot] {
@@ -188,7 +193,8 @@ class TrainerRank {
         restore_on_device(request.path, figures);
       } else {
         ckpt::Checkpoint saved = ckpt::read_model_shared(request.path, ch_.trainers.get(), &figures);
-        check_fits(saved, tensors_, request.path);  // every trainer read the same index: all fail alike
+        check_fits(saved, tensors_, policy_.base_crc32c(),
+                   request.path);  // every trainer read the same index: all fail alike
         version_ = saved.policy_version;
         policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
         trainer_.load_optimizer_state(
@@ -215,7 +221,7 @@ class TrainerRank {
   // that could not (its GPU's memory) would leave the others in a broadcast for ever.
   void restore_on_device(const std::string& path, ckpt::SharedReadFigures& figures) {
     ckpt::ModelShare share = ckpt::read_model_share(path, ch_.trainers.get(), &figures);
-    check_fits(share.model, tensors_, path);  // the same index on every trainer: all fail alike
+    check_fits(share.model, tensors_, policy_.base_crc32c(), path);  // the same index on every trainer: all fail alike
     const auto sent = Stopwatch::now();
     const auto broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), policy_.device());
     const std::vector<FloatBuffer> parameters = policy_.parameter_buffers();

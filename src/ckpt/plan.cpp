@@ -261,6 +261,11 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     bytes("/model/tensor_names", keep.back());
     keep.push_back(sizes);
     out.push_back({"/model/tensor_sizes", Kind::i64, keep.back().data(), tensors.size(), false});
+    if (c.base_crc32c) {
+      const std::int64_t crc = *c.base_crc32c;
+      keep.push_back(std::string(reinterpret_cast<const char*>(&crc), sizeof crc));
+      out.push_back({"/model/base_crc32c", Kind::i64, keep.back().data(), 1, false});
+    }
     ints("/optim/steps", c.optimizer_steps);
   }
   // The flat vectors hold every tensor (all_tensors), or just this part's, one after another.

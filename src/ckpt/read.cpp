@@ -72,6 +72,11 @@ std::uint64_t read_index(Reader& r, Checkpoint& c) {
   if (names.size() != sizes.size()) throw CorruptCheckpoint(path + ": tensor names and sizes differ in number");
   const std::uint64_t total = checked_total(r, names, sizes);
   for (std::size_t i = 0; i < names.size(); ++i) c.tensors.push_back({names[i], static_cast<std::size_t>(sizes[i])});
+  if (r.has("/model/base_crc32c")) {
+    const std::int64_t crc = r.one("/model/base_crc32c");
+    if (crc < 0 || crc > std::int64_t{0xffffffff}) throw CorruptCheckpoint(path + ": /model/base_crc32c is no CRC-32C");
+    c.base_crc32c = static_cast<std::uint32_t>(crc);
+  }
   c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
   return total;
 }

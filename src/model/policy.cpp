@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/model/hf_model.hpp"
@@ -36,14 +37,17 @@ torch::ScalarType scalar_type_of(DType dtype, const std::string& tensor) {
 
 // Every parameter from the directory's safetensors, by name, converted to float32 in place: one copy of the weights.
 // Copied in slices of a few MB, each slice's pages of the mapping released once copied, so that the peak resident
-// set is the parameters and one slice, not the parameters and the file.
-void load_hf_weights(Decoder& decoder, const HfWeights& weights) {
+// set is the parameters and one slice, not the parameters and the file. Returns the CRC-32C of what it read (each
+// tensor's name, then its bytes in the file) where `checksum` asks for it, else 0.
+std::uint32_t load_hf_weights(Decoder& decoder, const HfWeights& weights, bool checksum) {
+  std::uint32_t crc = 0;
   constexpr std::int64_t slice_bytes = std::int64_t{8} << 20;
   torch::NoGradGuard no_grad;
   for (auto& item : decoder.named_parameters()) {
     if (item.key().find(".lora_") != std::string::npos) continue;  // adapters are ours, not the model's
     const TensorEntry& entry = weights.entry(item.key());
     const std::string_view bytes = weights.bytes(item.key());
+    if (checksum) crc = crc32c_extend(crc, item.key().data(), item.key().size());
     const auto type = scalar_type_of(entry.dtype, item.key());
     const auto source =
         torch::from_blob(const_cast<char*>(bytes.data()), entry.shape, torch::TensorOptions().dtype(type))
@@ -55,9 +59,12 @@ void load_hf_weights(Decoder& decoder, const HfWeights& weights) {
     for (std::int64_t begin = 0; begin < source.numel(); begin += step) {
       const std::int64_t n = std::min(step, source.numel() - begin);
       target.narrow(0, begin, n).copy_(source.narrow(0, begin, n));
-      SafetensorsFile::release(bytes.substr(begin * element, n * element));
+      const std::string_view slice = bytes.substr(begin * element, n * element);
+      if (checksum) crc = crc32c_extend(crc, slice.data(), slice.size());
+      SafetensorsFile::release(slice);
     }
   }
+  return crc;
 }
 
 }  // namespace
@@ -92,6 +99,7 @@ struct Policy::Impl {
   std::vector<torch::Tensor> trainable;
   torch::Tensor flat_grad;
   at::Generator generator = at::detail::createCPUGenerator(1);
+  std::optional<std::uint32_t> base_crc32c;
 };
 
 Policy::Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed) {
@@ -102,7 +110,9 @@ Policy::Policy(const ModelConfig& config, int vocab_size, std::uint64_t seed) {
   const CheckedModel model = check_model(config, vocab_size);
   impl_ = std::make_unique<Impl>(config, model.architecture);
   if (model.weights) {
-    load_hf_weights(*impl_->decoder, *model.weights);
+    const bool lora = config.lora_rank > 0;
+    const std::uint32_t crc = load_hf_weights(*impl_->decoder, *model.weights, lora);
+    if (lora) impl_->base_crc32c = crc;
     impl_->decoder->initialize_adapters(initial);
   } else {
     impl_->decoder->initialize(initial);
@@ -117,6 +127,7 @@ Policy& Policy::operator=(Policy&&) noexcept = default;
 const ModelConfig& Policy::config() const { return impl_->config; }
 const Architecture& Policy::architecture() const { return impl_->decoder->architecture(); }
 int Policy::vocab_size() const { return impl_->decoder->architecture().vocab_size; }
+std::optional<std::uint32_t> Policy::base_crc32c() const { return impl_->base_crc32c; }
 
 std::size_t Policy::parameter_count() const {
   std::size_t n = 0;

@@ -28,6 +28,7 @@ Checkpoint sample(std::int64_t step) {
   c.exp_avg.assign(1000, 0.5f);
   c.exp_avg_sq.assign(1000, 0.125f);
   c.optimizer_steps = {step, step};
+  c.base_crc32c = 0xfedcba98;  // past int32: read back as the uint32 it is
   c.coordinator_rng = "12345 678";
   c.metrics_jsonl = "{\"step\":1,\"reward\":2}\n";
   c.store_tables = "tables";
@@ -102,6 +103,10 @@ BOOST_AUTO_TEST_CASE(a_version_round_trips_and_becomes_latest) {
   auto latest = load_latest(dir.path.string());
   BOOST_REQUIRE(latest.has_value());
   BOOST_TEST(latest->second.step == 7);
+  // A run without LoRA keeps no base checksum, and reads none back.
+  Checkpoint full = sample(8);
+  full.base_crc32c.reset();
+  BOOST_TEST(!read_checkpoint(write_checkpoint(dir.path.string(), 8, full)).base_crc32c.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_flipped_bit_is_detected_and_the_version_before_is_used) {

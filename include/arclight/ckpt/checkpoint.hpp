@@ -45,6 +45,9 @@ struct Checkpoint {
   std::vector<float> parameters;
   std::vector<float> exp_avg, exp_avg_sq;     // empty before the first step
   std::vector<std::int64_t> optimizer_steps;  // per parameter tensor
+  // A LoRA run: the frozen base model's CRC-32C as the run read it (Policy::base_crc32c); none in other runs and in
+  // versions written before it was kept
+  std::optional<std::uint32_t> base_crc32c;
   // the coordinator's random state (task generation) and the metrics history (append-only)
   std::string coordinator_rng;
   std::string metrics_jsonl;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,10 @@ class Policy {
   const ModelConfig& config() const;
   const Architecture& architecture() const;
   int vocab_size() const;
+  // A LoRA run on a Hugging Face model: the CRC-32C of the frozen model as read from model.path (each tensor's name
+  // and its bytes in the file, in parameter order), which the run's checkpoints keep so that a resume or an export
+  // refuses a base replaced since. None otherwise.
+  std::optional<std::uint32_t> base_crc32c() const;
   // "Parameters" below are what trains, syncs to the runners and goes into checkpoints: every weight of the model,
   // or, with LoRA (model.lora_rank > 0), only the adapters, the model itself frozen.
   std::size_t parameter_count() const;
