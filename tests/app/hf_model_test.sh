@@ -12,6 +12,11 @@ ranks_timeout=150
 cd "$src"
 /usr/bin/python3 tests/model/hf_reference.py "$work/models" >/dev/null || { echo "FAIL: hf_reference.py"; exit 1; }
 
+# One bit of a file's last byte (a safetensors file's: its last tensor's data) flipped.
+flip_last_byte() {
+  /usr/bin/python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-1, 2); b = f.read(1); f.seek(-1, 2)
+f.write(bytes([b[0] ^ 1]))' "$1"
+}
 metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 train() { run_ranks train --config configs/tiny.toml --model.source hf "$@"; }
 
@@ -123,8 +128,7 @@ grep -q "chat template" "$work/err" && fail "peft export: a template warning for
 # The base replaced since by one of the same names and shapes (one bit of its last tensor flipped): a merged export
 # into it and a resume on it are refused (they would go on with adapters trained on another model).
 cp -r "$work/models/qwen3" "$work/models/qwen3_changed"
-/usr/bin/python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-1, 2); b = f.read(1); f.seek(-1, 2)
-f.write(bytes([b[0] ^ 1]))' "$work/models/qwen3_changed/model.safetensors"
+flip_last_byte "$work/models/qwen3_changed/model.safetensors"
 "$bin" export "$work/lora/checkpoints" --model "$work/models/qwen3_changed" --hf "$work/changed_base" --merge-lora \
   >"$work/out" 2>"$work/err"
 [ $? = 2 ] && grep -q "holds another base model than the run trained on" "$work/err" ||
@@ -136,6 +140,18 @@ rc=$?
   grep -q "holds LoRA adapters of another base model than model.path holds now" "$work/err" ||
   fail "lora resume on a base replaced since: rc $rc, $(grep 'error\]' "$work/err")"
 rm -rf "$work/models/qwen3" && mv "$work/models/qwen3_original" "$work/models/qwen3"
+# A runner that read another base (its node's own copy of the model, which differs) would keep it for the whole run:
+# refused at start-up (exit 2), naming it. One launch, the runner (rank 2) given the changed copy.
+cp -r "$work/models/qwen3" "$work/models/qwen3_node_copy"
+flip_last_byte "$work/models/qwen3_node_copy/model.safetensors"
+node_run=(train --config configs/tiny.toml --model.source hf --run.dir "$work/lora_nodes" --model.lora_rank 4
+  --run.steps 2)
+timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 2 "$bin" "${node_run[@]}" --model.path \
+  "$work/models/qwen3" : -np 1 "$bin" "${node_run[@]}" --model.path "$work/models/qwen3_node_copy" >"$work/out" \
+  2>"$work/err"
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c 'error\]' "$work/err")" = 1 ] &&
+  grep -q "runner rank 2 read another base model from model.path than the trainer leader (rank 1" "$work/err" || fail "lora runner on another base: rc $rc, $(grep 'error\]' "$work/err")"
 "$bin" export "$work/qwen3/checkpoints" --peft "$work/not_lora" >"$work/out" 2>"$work/err"
 [ $? = 2 ] && grep -q "is not a LoRA run" "$work/err" || fail "peft export of a full run: $(cat "$work/err")"
 "$bin" export "$work/lora/checkpoints" >"$work/out" 2>"$work/err"
