@@ -233,7 +233,7 @@ void Coordinator::add_validation(std::vector<Figure>& figures) {
 // The latest policy resources: rollouts name them, and runners sample with that version or newer.
 store::ResourcesId Coordinator::current_policy() {
   try {
-    return store_.get_latest_resources("policy").id;
+    return store_.get_latest_resources(store::policy_resources).id;
   } catch (const store::StoreError&) {
     return 0;  // the leader has not published version 0 yet: any first weights do
   }

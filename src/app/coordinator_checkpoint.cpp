@@ -575,14 +575,14 @@ void Coordinator::record_trained(int step, const std::vector<store::RolloutId>& 
   std::string entry = comm::work::encode(comm::work::LedgerEntry{step, {ids.begin(), ids.end()}});
   bool started = true;  // by an earlier step, perhaps of the run that saved the checkpoint
   try {
-    store_.get_latest_resources("trained");
+    store_.get_latest_resources(store::trained_resources);
   } catch (const store::StoreError&) {
     started = false;
   }
   if (started)
-    store_.update_resources("trained", std::move(entry));
+    store_.update_resources(store::trained_resources, std::move(entry));
   else
-    store_.add_resources("trained", std::move(entry));
+    store_.add_resources(store::trained_resources, std::move(entry));
 }
 
 }  // namespace arclight::app

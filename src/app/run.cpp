@@ -197,7 +197,7 @@ int print_trained(const std::string& where) {
     } catch (const store::StoreError&) {
       continue;  // lost
     }
-    if (v.name != "trained") continue;
+    if (v.name != store::trained_resources) continue;
     ++steps;
     for (const store::RolloutId rollout : comm::work::decode_ledger_entry(v.content).rollouts) {
       if (!seen.insert(rollout).second) ++twice;

@@ -118,10 +118,11 @@ class TrainerRank {
   // Version 0 of the policy resource, unless rank 0 restored the versions of a resumed run.
   void announce_first_version() {
     try {
-      store_.get_latest_resources("policy");
+      store_.get_latest_resources(store::policy_resources);
     } catch (const store::StoreError& e) {
       if (e.code() != store::StoreError::not_found) throw;  // not "no policy yet": the store's own failure
-      store_.add_resources("policy", comm::work::encode(comm::work::PolicyResource{0, checksum(policy_)}));
+      store_.add_resources(store::policy_resources,
+                           comm::work::encode(comm::work::PolicyResource{0, checksum(policy_)}));
     }
   }
 
@@ -152,8 +153,8 @@ class TrainerRank {
     ++version_;
     const auto t1 = Stopwatch::now();
     if (leader_)
-      store_.update_resources("policy", comm::work::encode(comm::work::PolicyResource{
-                                            static_cast<std::uint64_t>(version_), checksum(policy_)}));
+      store_.update_resources(store::policy_resources, comm::work::encode(comm::work::PolicyResource{
+                                                           static_cast<std::uint64_t>(version_), checksum(policy_)}));
     weights_.publish(version_, policy_);
     figures.sync_seconds = seconds_since(t1);
     const std::string reply = comm::work::encode(figures);

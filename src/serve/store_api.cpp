@@ -327,7 +327,7 @@ store::ResourcesVersion StoreApi::add_named(const std::string& content) {
 
 Json StoreApi::resources_item(const store::ResourcesVersion& version) const {
   Json item = resources_json(version);
-  if (version.name != "policy" || !options_.policy_llm) return item;
+  if (version.name != store::policy_resources || !options_.policy_llm) return item;
   const PolicyLlm& llm = *options_.policy_llm;
   item["resources"] = {{"main_llm",
                         {{"resource_type", "proxy_llm"},
@@ -352,7 +352,7 @@ HttpResponse StoreApi::query_resources(const HttpRequest& request) {
   const std::uint64_t count = store_.statistics().resources;  // versions are numbered from 1
   for (store::ResourcesId n = 1; n <= count; ++n) {
     store::ResourcesVersion v = store_.get_resources(n);
-    if (v.name == "trained") continue;  // rank 0's ledger, not resources (latest_client_resources)
+    if (v.name == store::trained_resources) continue;  // rank 0's ledger, not resources (latest_client_resources)
     Filters f(page.any_filter);
     f.add(id.has_value(), id == resources_name(n));
     f.add(id_part.has_value(), contains(resources_name(n), id_part));
@@ -379,7 +379,8 @@ HttpResponse StoreApi::update_resources(const HttpRequest& request) {
   const std::string content = object_body(request).dump(-1, ' ', false, Json::error_handler_t::replace);
   const auto number = parse_resources_name(id);
   const std::string name = number ? store_.get_resources(*number).name : id;
-  if (name == "policy" || name == "trained")  // arclight's own (wire-encoded): the trainers and rank 0 write them
+  if (name == store::policy_resources ||
+      name == store::trained_resources)  // arclight's own (wire-encoded): the trainers and rank 0 write them
     throw StoreError(StoreError::invalid_transition, "resources '" + name + "' are arclight's own, not written here");
   if (number) return json_answer(200, resources_item(store_.update_resources(name, content)));
   try {

@@ -187,7 +187,7 @@ Json resources_json(const store::ResourcesVersion& v) {
 std::optional<store::ResourcesVersion> latest_client_resources(store::Store& store) {
   for (store::ResourcesId n = store.statistics().resources; n > 0; --n) {
     store::ResourcesVersion v = store.get_resources(n);
-    if (v.name != "trained") return v;
+    if (v.name != store::trained_resources) return v;
   }
   return std::nullopt;
 }
@@ -222,7 +222,7 @@ store::NewRollout new_rollout_of(store::Store& store, const Json& json) {
     r.resources_id = resources_of(store, *resources);
   } else {  // the latest policy version (what arclight's runners run rollouts with), else the latest resources
     try {
-      r.resources_id = store.get_latest_resources("policy").id;
+      r.resources_id = store.get_latest_resources(store::policy_resources).id;
     } catch (const StoreError& e) {
       if (e.code() != StoreError::not_found) throw;
       if (const auto latest = latest_client_resources(store)) r.resources_id = latest->id;

@@ -138,6 +138,11 @@ struct Span {
   }
 };
 
+// The resources arclight writes itself, not a client: the trainers' policy versions, and rank 0's ledger of the
+// rollouts each step trained on (a version per step). Both wire-encoded.
+inline constexpr const char policy_resources[] = "policy";
+inline constexpr const char trained_resources[] = "trained";
+
 // One immutable version of a named resource (a policy version and its checksum, a prompt template).
 struct ResourcesVersion {
   ResourcesId id = 0;
