@@ -225,10 +225,13 @@ Json span_json(const store::Span& span) {
   const Json extra = text::parse_json<Json>(span.extra_json);
   if (!extra.is_object()) return out;  // extra_json_of wrote an object: what the checksums let through stays out
   for (const auto& [key, value] : extra.items()) {
-    if (key != "attributes") {
-      out[key] = value;
-    } else if (value.is_object()) {
+    if (key == "attributes" && value.is_object()) {
       for (const auto& [name, attribute] : value.items()) out["attributes"][name] = attribute;
+    } else if (key == "status" && value.is_object()) {
+      out["status"] = value;
+      if (!value.contains("status_code")) out["status"]["status_code"] = status_name(span.status);
+    } else if (!modelled_key(key)) {  // what extra_json_of wrote; the record's own fields stay the record's
+      out[key] = value;
     }
   }
   return out;

@@ -515,6 +515,37 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
   BOOST_TEST(c.Post("/v1/agl/workers/Worker-0", R"({"heartbeat_stats": null})", "application/json")->status == 400);
 }
 
+// A span comes back as it was sent, what the record does not model included, and the record keeps what arclight
+// reads: an integer attribute is the double the adapter takes, and the JSON answer says 5, not 5.0.
+BOOST_AUTO_TEST_CASE(a_span_comes_back_as_it_was_sent) {
+  HttpHarness h;
+  httplib::Client c("127.0.0.1", h.port());
+  c.set_bearer_token_auth(token.c_str());
+  h.memory().enqueue(suite::task("one"));
+  const AttemptedRollout taken = *h.client().dequeue("w");
+  Json sent = Json::parse(R"({"sequence_id": 4, "trace_id": "t", "span_id": "s", "parent_id": null, "name": "tool",
+      "status": {"description": "no code given"},
+      "attributes": {"turn": 5, "big": 18446744073709551615, "words": ["a", "b"], "map": {"k": [1, "x"]},
+                     "none": null, "ids": [1, 2], "reward": 0.5},
+      "events": [{"name": "e", "attributes": {"n": 1}, "timestamp": 2.5}], "links": [],
+      "start_time": 1.5, "end_time": 2.0, "context": {"trace_id": "t", "span_id": "s", "is_remote": false,
+      "trace_state": {}}, "parent": null, "resource": {"attributes": {"service.name": "agent"}, "schema_url": ""},
+      "custom": {"kept": true}})");
+  sent["rollout_id"] = rollout_name(taken.rollout.id);
+  sent["attempt_id"] = attempt_name(taken.attempt.id);
+  BOOST_TEST(c.Post("/v1/agl/spans", sent.dump(), "application/json")->status == 201);
+  const Json page = Json::parse(c.Get(("/v1/agl/spans?rollout_id=" + rollout_name(taken.rollout.id)).c_str())->body);
+  BOOST_REQUIRE(page["items"].size() == 1u);
+  Json expected = sent;
+  expected["status"]["status_code"] = "UNSET";  // pydantic's default
+  // The same keys, values and JSON types (compared with the keys sorted: the answer has Span's order)
+  const auto sorted = [](const Json& j) { return nlohmann::json::parse(j.dump()).dump(); };
+  BOOST_TEST(sorted(page["items"][0]) == sorted(expected));
+  const Span stored = h.memory().query_spans({taken.rollout.id}, {}).items.at(0);
+  BOOST_TEST(std::get<double>(*stored.find("turn")) == 5.0);
+  BOOST_TEST(std::get<std::string>(*stored.find("map")) == R"({"k":[1,"x"]})");
+}
+
 // On a runner rank (agent.name = "agl"), a policy version is the LLM that the runner's endpoint serves, in the shape
 // of Agent Lightning's ProxyLLM; other resources read as they were written.
 BOOST_AUTO_TEST_CASE(policy_versions_read_as_a_proxy_llm_where_one_is_served) {
