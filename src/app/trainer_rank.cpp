@@ -84,6 +84,9 @@ class TrainerRank {
         policy_(policy_on(device, config.model, agent_->vocab_size(), config.run.seed)),
         reducer_(make_reducer(config, ch.trainers, device)),
         trainer_(policy_, config.grpo, reducer_.get()) {
+    // Trainers that read one base restore and refuse a version alike (check_fits): a refusal that some trainers
+    // reach while others go on to a collective would hang them.
+    check_same_base_model(ch.trainers.get(), policy_, "trainer");
     weights_.attach(policy_);
     const std::vector<std::string> names = policy_.parameter_names();
     const std::vector<FloatBuffer> buffers = policy_.parameter_buffers();

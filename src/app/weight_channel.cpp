@@ -32,31 +32,28 @@ std::string ranks_of(const std::vector<int>& ranks) {
   return text;
 }
 
-// A LoRA run's runners keep the base model they read from model.path for the whole run (only the adapters come over
-// this channel), so each must have read the base the leader trains on: node-local copies of a model can differ.
-// Collective on `sync`; the leader throws a UsageError naming the runners whose base differs (one message: its end
-// of the job ends theirs).
-void check_same_base(MPI_Comm sync, const model::Policy& policy) {
+}  // namespace
+
+void check_same_base_model(MPI_Comm comm, const model::Policy& policy, const char* role) {
+  if (policy.config().lora_rank == 0) return;
   const std::optional<std::uint32_t> crc = policy.base_crc32c();
-  int world = 0, size = 0;
+  int world = 0, size = 0, me = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world);
-  MPI_Comm_size(sync, &size);
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &me);
   const std::int64_t mine[2] = {crc ? std::int64_t{*crc} : -1, world};
   std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size));
-  MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, sync);
-  int me = 0;
-  MPI_Comm_rank(sync, &me);
+  MPI_Gather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, 0, comm);
   if (me != 0) return;
-  std::vector<int> differ;
-  for (int r = 1; r < size; ++r)  // the leader is the sync root
-    if (all[2 * r] != all[0]) differ.push_back(static_cast<int>(all[2 * r + 1]));
+  std::string differ;
+  for (int r = 1; r < size; ++r)
+    if (all[2 * r] != all[0]) differ += log::concat(differ.empty() ? "" : ", ", all[2 * r + 1]);
   if (!differ.empty())
-    throw UsageError(log::concat(ranks_of(differ), " read another base model from model.path than the trainer leader ",
-                                 "(rank ", all[1],
-                                 ": CRC-32C of its tensors differs); LoRA runners keep that base for ",
+    throw UsageError(log::concat(role, " rank(s) ", differ, " read another base model from model.path than rank ",
+                                 all[1],
+                                 " (the CRC-32C of its tensors differs); a LoRA run keeps each rank's base for ",
                                  "the whole run: give every node the same model files"));
 }
-}  // namespace
 
 SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Compression compression, int nccl_device)
     : sync_(sync),
@@ -84,7 +81,7 @@ SplitWeights::SplitWeights(MPI_Comm sync, bool leader, double hung_seconds, Comp
 
 void SplitWeights::attach(const model::Policy& policy) {
   if (sync_ == MPI_COMM_NULL) return;
-  if (policy.config().lora_rank > 0) check_same_base(sync_, policy);
+  check_same_base_model(sync_, policy, "runner");  // the leader (the sync root) and the runners
   weight_bytes_ = packed_bytes(compression_, policy.parameter_count());
   if (nccl_device_ >= 0) {
     device_weights_ = std::make_unique<comm::DeviceFloats>(nccl_device_, (weight_bytes_ + 3) / sizeof(float));

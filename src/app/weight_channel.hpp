@@ -18,6 +18,12 @@
 
 namespace arclight::app {
 
+// A LoRA run keeps the base model each rank read from model.path for the whole run (only the adapters train and
+// travel), so every rank of `comm` must have read the one its rank 0 did: node-local copies of a model can differ.
+// Collective on `comm`; its rank 0 throws a UsageError naming the `role` ranks whose base differs (one message: its
+// end of the job ends theirs). Nothing without LoRA.
+void check_same_base_model(MPI_Comm comm, const model::Policy& policy, const char* role);
+
 class WeightChannel {
  public:
   virtual ~WeightChannel() = default;

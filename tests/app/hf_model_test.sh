@@ -144,14 +144,24 @@ rm -rf "$work/models/qwen3" && mv "$work/models/qwen3_original" "$work/models/qw
 # refused at start-up (exit 2), naming it. One launch, the runner (rank 2) given the changed copy.
 cp -r "$work/models/qwen3" "$work/models/qwen3_node_copy"
 flip_last_byte "$work/models/qwen3_node_copy/model.safetensors"
+# So is a second trainer (rank 2 of 4) that read it: the trainers would restore and refuse versions unalike.
 node_run=(train --config configs/tiny.toml --model.source hf --run.dir "$work/lora_nodes" --model.lora_rank 4
   --run.steps 2)
-timeout 150 "$mpirun" --oversubscribe --allow-run-as-root -np 2 "$bin" "${node_run[@]}" --model.path \
-  "$work/models/qwen3" : -np 1 "$bin" "${node_run[@]}" --model.path "$work/models/qwen3_node_copy" >"$work/out" \
-  2>"$work/err"
-rc=$?
-[ $rc = 2 ] && [ "$(grep -c 'error\]' "$work/err")" = 1 ] &&
-  grep -q "runner rank 2 read another base model from model.path than the trainer leader (rank 1" "$work/err" || fail "lora runner on another base: rc $rc, $(grep 'error\]' "$work/err")"
+same=(--model.path "$work/models/qwen3") other=(--model.path "$work/models/qwen3_node_copy")
+for role in runner trainer; do
+  if [ $role = runner ]; then  # rank 0 the coordinator, 1 the trainer, 2 the runner
+    launch=(-np 2 "$bin" "${node_run[@]}" "${same[@]}" : -np 1 "$bin" "${node_run[@]}" "${other[@]}")
+  else  # 1 and 2 trainers, 3 the runner
+    node_run+=(--layout.trainers 2)
+    launch=(-np 2 "$bin" "${node_run[@]}" "${same[@]}" : -np 1 "$bin" "${node_run[@]}" "${other[@]}"
+      : -np 1 "$bin" "${node_run[@]}" "${same[@]}")
+  fi
+  timeout 150 "$mpirun" --oversubscribe --allow-run-as-root "${launch[@]}" >"$work/out" 2>"$work/err"
+  rc=$?
+  [ $rc = 2 ] && [ "$(grep -c 'error\]' "$work/err")" = 1 ] &&
+    grep -q "$role rank(s) 2 read another base model from model.path than rank 1 " "$work/err" ||
+    fail "lora $role on another base: rc $rc, $(grep 'error\]' "$work/err")"
+done
 "$bin" export "$work/qwen3/checkpoints" --peft "$work/not_lora" >"$work/out" 2>"$work/err"
 [ $? = 2 ] && grep -q "is not a LoRA run" "$work/err" || fail "peft export of a full run: $(cat "$work/err")"
 "$bin" export "$work/lora/checkpoints" >"$work/out" 2>"$work/err"
