@@ -197,8 +197,8 @@ class TrainerRank {
         restore_on_device(request.path, figures);
       } else {
         ckpt::Checkpoint saved = ckpt::read_model_shared(request.path, ch_.trainers.get(), &figures);
-        check_fits(saved, tensors_, policy_.base_crc32c(),
-                   request.path);  // every trainer read the same index: all fail alike
+        // every trainer read the same index and the same base (check_same_base_model): all fail alike
+        check_fits(saved, tensors_, policy_.base_crc32c(), request.path);
         version_ = saved.policy_version;
         policy_.load_flat_parameters(saved.parameters.data(), saved.parameters.size());
         trainer_.load_optimizer_state(
@@ -225,7 +225,7 @@ class TrainerRank {
   // that could not (its GPU's memory) would leave the others in a broadcast for ever.
   void restore_on_device(const std::string& path, ckpt::SharedReadFigures& figures) {
     ckpt::ModelShare share = ckpt::read_model_share(path, ch_.trainers.get(), &figures);
-    check_fits(share.model, tensors_, policy_.base_crc32c(), path);  // the same index on every trainer: all fail alike
+    check_fits(share.model, tensors_, policy_.base_crc32c(), path);  // as in serve(Restore): all fail alike
     const auto sent = Stopwatch::now();
     const auto broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), policy_.device());
     const std::vector<FloatBuffer> parameters = policy_.parameter_buffers();

@@ -31,7 +31,6 @@ std::string ranks_of(const std::vector<int>& ranks) {
   for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
-
 }  // namespace
 
 void check_same_base_model(MPI_Comm comm, const model::Policy& policy, const char* role) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "arclight/core/crc32c.hpp"
 #include "arclight/core/error.hpp"
@@ -37,17 +38,17 @@ torch::ScalarType scalar_type_of(DType dtype, const std::string& tensor) {
 
 // Every parameter from the directory's safetensors, by name, converted to float32 in place: one copy of the weights.
 // Copied in slices of a few MB, each slice's pages of the mapping released once copied, so that the peak resident
-// set is the parameters and one slice, not the parameters and the file. Returns the CRC-32C of what it read (each
-// tensor's name, then its bytes in the file) where `checksum` asks for it, else 0.
+// set is the parameters and one slice, not the parameters and the file. Returns, where `checksum` asks for it, a
+// CRC-32C of what it read that does not depend on the decoder's order of parameters: of each tensor's name and the
+// CRC-32C of its bytes in the file, in name order; else 0.
 std::uint32_t load_hf_weights(Decoder& decoder, const HfWeights& weights, bool checksum) {
-  std::uint32_t crc = 0;
+  std::map<std::string, std::uint32_t> tensor_crcs;
   constexpr std::int64_t slice_bytes = std::int64_t{8} << 20;
   torch::NoGradGuard no_grad;
   for (auto& item : decoder.named_parameters()) {
     if (item.key().find(".lora_") != std::string::npos) continue;  // adapters are ours, not the model's
     const TensorEntry& entry = weights.entry(item.key());
     const std::string_view bytes = weights.bytes(item.key());
-    if (checksum) crc = crc32c_extend(crc, item.key().data(), item.key().size());
     const auto type = scalar_type_of(entry.dtype, item.key());
     const auto source =
         torch::from_blob(const_cast<char*>(bytes.data()), entry.shape, torch::TensorOptions().dtype(type))
@@ -56,6 +57,7 @@ std::uint32_t load_hf_weights(Decoder& decoder, const HfWeights& weights, bool c
     const auto target = item.value().view(-1);  // parameters are contiguous
     const std::int64_t element = static_cast<std::int64_t>(c10::elementSize(type));
     const std::int64_t step = std::max<std::int64_t>(1, slice_bytes / element);
+    std::uint32_t crc = 0;
     for (std::int64_t begin = 0; begin < source.numel(); begin += step) {
       const std::int64_t n = std::min(step, source.numel() - begin);
       target.narrow(0, begin, n).copy_(source.narrow(0, begin, n));
@@ -63,6 +65,12 @@ std::uint32_t load_hf_weights(Decoder& decoder, const HfWeights& weights, bool c
       if (checksum) crc = crc32c_extend(crc, slice.data(), slice.size());
       SafetensorsFile::release(slice);
     }
+    if (checksum) tensor_crcs[item.key()] = crc;
+  }
+  std::uint32_t crc = 0;
+  for (const auto& [name, tensor_crc] : tensor_crcs) {
+    crc = crc32c_extend(crc, name.data(), name.size());
+    crc = crc32c_extend(crc, &tensor_crc, sizeof tensor_crc);
   }
   return crc;
 }

@@ -130,7 +130,10 @@ std::string extra_json_of(const Json& span, const std::vector<store::Attribute>&
       if (const Json& value = given->at(a.key); !kept_exactly(value, a.value)) extra["attributes"][a.key] = value;
   if (const auto status = span.find("status"); status != span.end() && status->is_object())
     for (const auto& [key, value] : status->items())
-      if (key != "status_code" && !value.is_null()) extra["status"] = *status;
+      if (key != "status_code" && !value.is_null()) {
+        extra["status"] = *status;
+        break;
+      }
   for (const auto& [key, value] : span.items()) {
     if (modelled_key(key)) continue;
     const auto standard = unmodelled_defaults().find(key);

@@ -63,9 +63,9 @@ class Policy {
   const ModelConfig& config() const;
   const Architecture& architecture() const;
   int vocab_size() const;
-  // A LoRA run on a Hugging Face model: the CRC-32C of the frozen model as read from model.path (each tensor's name
-  // and its bytes in the file, in parameter order), which the run's checkpoints keep so that a resume or an export
-  // refuses a base replaced since. None otherwise.
+  // A LoRA run on a Hugging Face model: a CRC-32C of the frozen model as read from model.path (of each tensor's name
+  // and the CRC-32C of its bytes in the file, in name order), which the run's checkpoints keep so that a resume or an
+  // export refuses a base replaced since, and the ranks compare at start-up. None otherwise.
   std::optional<std::uint32_t> base_crc32c() const;
   // "Parameters" below are what trains, syncs to the runners and goes into checkpoints: every weight of the model,
   // or, with LoRA (model.lora_rank > 0), only the adapters, the model itself frozen.
