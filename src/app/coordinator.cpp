@@ -19,6 +19,7 @@
 #include "arclight/comm/waiting.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "arclight/model/hf_model.hpp"
 #include "store_archive.hpp"
 
 namespace arclight::app {
@@ -98,6 +99,7 @@ Coordinator::Coordinator(const Config& config, const comm::Channels& ch, const L
       // checkpoint directory is not (ckpt::open_file).
       resume_(resume.empty() || resume == "auto" ? resume : std::filesystem::weakly_canonical(resume).string()),
       effective_config_(std::move(effective_config)),
+      model_definition_(config.model.source == ModelSource::hf ? model::definition_digest(config.model.path) : ""),
       checkpoint_dir_(checkpoint_dir_of(config)),
       secret_(std::move(secret)) {}
 

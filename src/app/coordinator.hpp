@@ -74,7 +74,7 @@ class Coordinator {
     double rank0_seconds = 0;  // from the start to the end of the store's import (the trainers read meanwhile)
   };
   std::string trainers_restored(std::vector<MPI_Request>& sends, RestoreFigures& figures);
-  void check_same_model(const std::string& path, const std::string& saved_config) const;
+  void check_same_model(const std::string& path, const ckpt::Checkpoint& saved) const;
   void commit_resume(const ckpt::Checkpoint* restored);
   void restore_state(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read);
   void import_store(const std::string& path, ckpt::Checkpoint& c, ckpt::Contents read);
@@ -105,6 +105,7 @@ class Coordinator {
   std::vector<store::RolloutId> next_;  // the next step's rollouts, once enqueued
   std::string resume_;
   std::string effective_config_;
+  std::string model_definition_;  // a Hugging Face model's: model::definition_digest of model.path, in each version
   std::string checkpoint_dir_;
   Stopwatch::time_point start_, last_checkpoint_;
   double elapsed_before_ = 0;                                 // the run's seconds before the version resumed from

@@ -18,6 +18,7 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/core/version.hpp"
+#include "arclight/model/hf_model.hpp"
 #include "coordinator.hpp"
 #include "store_archive.hpp"
 #include "toml_config.hpp"
@@ -133,7 +134,7 @@ std::optional<ckpt::Checkpoint> Coordinator::load() {
                                               fs::equivalent(resume_, fs::path(checkpoint_dir_) / named, ec));
   const ckpt::Contents contents = in_place ? ckpt::Contents::restore : ckpt::Contents::no_tensor_data;
   auto accept = [this, &figures, t, contents](const std::string& path, ckpt::Checkpoint& c) {
-    check_same_model(path, c.config_toml);
+    check_same_model(path, c);
     // The trainers read their shares of the model while this rank imports the store.
     const std::string request = comm::work::encode(comm::work::Restore{path});
     std::vector<MPI_Request> sends = tell_trainers(request);
@@ -223,8 +224,10 @@ std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, Rest
 
 // A version continues only the model that saved it: every model.* setting the same, compared by value (16 and 16.0,
 // two spellings of one directory: the same), the trainers check the tensors' shapes too. Bad input otherwise, before
-// anything changes.
-void Coordinator::check_same_model(const std::string& path, const std::string& saved_config) const {
+// anything changes. A Hugging Face model's directory is compared by the files that define it where the version
+// says what they were: a copy elsewhere (staged to a node's own disk) goes on; else by its path.
+void Coordinator::check_same_model(const std::string& path, const ckpt::Checkpoint& version) const {
+  const std::string& saved_config = version.config_toml;
   const auto model_lines = [](const std::string& toml) {  // only these: the rest of a saved config is not ours to read
     std::string lines;
     std::istringstream in(with_bare_keys(toml));  // saved by a binary built with another CLI11
@@ -260,7 +263,22 @@ void Coordinator::check_same_model(const std::string& path, const std::string& s
     differ += line.str();
   };
   compare("source", std::string(name_of(saved.source)), std::string(name_of(mine.source)));
-  compare("path", directory(saved.path), directory(mine.path));
+  const bool by_definition =
+      saved.source == ModelSource::hf && mine.source == ModelSource::hf && !version.model_definition.empty();
+  if (!by_definition) compare("path", directory(saved.path), directory(mine.path));
+  std::string files;
+  if (by_definition) {
+    std::vector<std::string> differences;
+    try {
+      differences = model::definition_differences(version.model_definition, model_definition_);
+    } catch (const model::ModelFileError& e) {
+      throw ckpt::CorruptCheckpoint(path + ": /meta/model_definition: " + e.what());
+    }
+    for (const std::string& d : differences) files += (files.empty() ? "" : ", ") + d;
+    if (files.empty() && directory(saved.path) != directory(mine.path))
+      log::info("model.path ", mine.path, " is not the directory the version was saved with (", saved.path,
+                "), but its config and tokenizer files are alike: going on");
+  }
   compare("dtype", std::string(name_of(saved.dtype)), std::string(name_of(mine.dtype)));
   compare("chat_template", saved.chat_template, mine.chat_template);
   compare("lora_rank", saved.lora_rank, mine.lora_rank);
@@ -277,9 +295,11 @@ void Coordinator::check_same_model(const std::string& path, const std::string& s
 #if defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
   static_assert(sizeof(ModelConfig) == 144, "a new model.* setting: compare it in check_same_model, then update this");
 #endif
-  if (!differ.empty())
-    throw UsageError(path + " holds another model (saved with " + differ +
-                     "): resume with the configuration that saved it");
+  if (!differ.empty() || !files.empty())
+    throw UsageError(path + " holds another model (" + (differ.empty() ? "" : "saved with " + differ) +
+                     (differ.empty() || files.empty() ? "" : "; ") +
+                     (files.empty() ? "" : "model.path " + mine.path + ": " + files + " since the version was saved") +
+                     "): resume with the configuration and model directory that saved it");
 }
 
 // Once every trainer has its state: one timeline from here on. A version resumed from in
@@ -386,6 +406,7 @@ ckpt::Checkpoint Coordinator::capture(int step, const std::vector<store::Rollout
   c.step = step;
   c.policy_version = static_cast<std::int64_t>(version_);
   c.config_toml = effective_config_;
+  c.model_definition = model_definition_;
   c.arclight_version = std::string(build_info().version) + " " + build_info().git_hash;
   c.created = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::ostringstream rng;

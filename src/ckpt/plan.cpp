@@ -237,6 +237,7 @@ std::vector<Blob> blobs_of(const Checkpoint& c, const Part& part, std::deque<std
     out.push_back({"/meta/step", Kind::i64, &c.step, 1, false});
     out.push_back({"/meta/policy_version", Kind::i64, &c.policy_version, 1, false});
     bytes("/meta/config_toml", c.config_toml);
+    if (!c.model_definition.empty()) bytes("/meta/model_definition", c.model_definition);
     bytes("/meta/arclight_version", c.arclight_version);
     out.push_back({"/meta/created", Kind::f64, &c.created, 1, false});
     bytes("/meta/metrics_jsonl", c.metrics_jsonl, true);

@@ -57,6 +57,7 @@ void read_meta(Reader& r, Checkpoint& c) {
   // Negative numbers are the weight channel's notes to the runners (the end of training), never a version.
   if (c.policy_version < 0) throw CorruptCheckpoint(r.path() + ": /meta/policy_version is negative");
   c.config_toml = r.bytes("/meta/config_toml");
+  if (r.has("/meta/model_definition")) c.model_definition = r.bytes("/meta/model_definition");
   c.arclight_version = r.bytes("/meta/arclight_version");
   auto created = r.dataset<double>("/meta/created", H5T_NATIVE_DOUBLE);
   c.created = created.empty() ? 0 : created[0];

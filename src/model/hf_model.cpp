@@ -3,16 +3,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "arclight/core/crc32c.hpp"
 #include "arclight/core/log.hpp"
 
 namespace arclight::model {
@@ -379,6 +382,49 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
 HfConfig read_hf_config(const std::string& model_dir) {
   const std::string path = (fs::path(model_dir) / "config.json").string();
   return parse_hf_config(read_text(path), path);
+}
+
+std::string definition_digest(const std::string& model_dir) {
+  std::string digest;
+  for (const std::string_view name : definition_files) {
+    const fs::path file = fs::path(model_dir) / name;
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    const std::string bytes = read_text(file.string());
+    char line[16];
+    std::snprintf(line, sizeof line, " %08x\n", crc32c(bytes.data(), bytes.size()));
+    digest.append(name).append(line);
+  }
+  return digest;
+}
+
+std::vector<std::string> definition_differences(const std::string& saved, const std::string& now) {
+  const auto files = [](const std::string& digest) {
+    std::map<std::string, std::string> crcs;
+    std::istringstream in(digest);
+    for (std::string line; std::getline(in, line);) {
+      const std::size_t space = line.find(' ');
+      if (space == std::string::npos || space == 0 || line.size() - space != 9)
+        throw ModelFileError("a model definition digest's line is not a file name and a CRC-32C: " + line);
+      crcs[line.substr(0, space)] = line.substr(space + 1);
+    }
+    return crcs;
+  };
+  const std::map<std::string, std::string> before = files(saved), after = files(now);
+  std::vector<std::string> out;
+  for (const std::string_view name_view : definition_files) {
+    const std::string name(name_view);
+    const auto was = before.find(name), is = after.find(name);
+    if (was == before.end() && is == after.end()) continue;
+    if (was == before.end()) {
+      out.push_back(name + " was not there");
+    } else if (is == after.end()) {
+      out.push_back(name + " is not there now");
+    } else if (was->second != is->second) {
+      out.push_back(name + " differs");
+    }
+  }
+  return out;
 }
 
 std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {

@@ -11,6 +11,7 @@ inline void expect_same(const arclight::ckpt::Checkpoint& a, const arclight::ckp
   BOOST_TEST(a.exp_avg_sq == b.exp_avg_sq);
   BOOST_TEST(a.optimizer_steps == b.optimizer_steps);
   BOOST_TEST((a.base_crc32c == b.base_crc32c));
+  BOOST_TEST(a.model_definition == b.model_definition);
   BOOST_TEST(a.metrics_jsonl == b.metrics_jsonl);
   BOOST_TEST(a.span_log == b.span_log);
   BOOST_TEST(a.store_tables == b.store_tables);

@@ -489,3 +489,28 @@ BOOST_AUTO_TEST_CASE(bad_weight_files_and_indexes_are_refused) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// What defines a model beside its weights: a copy elsewhere digests alike; a changed, added or removed file is named.
+BOOST_AUTO_TEST_CASE(a_definition_digest_names_the_files_that_differ) {
+  TempDir original, copy;
+  for (const TempDir* dir : {&original, &copy}) {
+    write_text(dir->file("config.json"), qwen3_config);
+    write_text(dir->file("tokenizer.json"), "{\"model\": {}}");
+    write_text(dir->file("model.safetensors"), "weights are not part of it");
+  }
+  write_text(copy.file("model.safetensors"), "other weights");
+  const std::string saved = definition_digest(original.dir());
+  BOOST_TEST(saved.find("config.json ") == 0);
+  BOOST_TEST(saved.find("\ntokenizer.json ") != std::string::npos);
+  BOOST_TEST(saved.find("safetensors") == std::string::npos);
+  BOOST_TEST(definition_differences(saved, definition_digest(copy.dir())).empty());
+
+  write_text(copy.file("config.json"), qwen3_config + " ");
+  write_text(copy.file("tokenizer_config.json"), "{}");
+  fs::remove(copy.file("tokenizer.json"));
+  const std::vector<std::string> differences = definition_differences(saved, definition_digest(copy.dir()));
+  const std::vector<std::string> expected = {"config.json differs", "tokenizer.json is not there now",
+                                             "tokenizer_config.json was not there"};
+  BOOST_TEST(differences == expected, boost::test_tools::per_element());
+  BOOST_CHECK_THROW(definition_differences("config.json 123\n", saved), ModelFileError);
+}

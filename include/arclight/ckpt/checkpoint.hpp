@@ -34,7 +34,11 @@ struct Checkpoint {
   // meta
   std::int64_t step = 0;
   std::int64_t policy_version = 0;
-  std::string config_toml;       // the effective configuration of the run that saved
+  std::string config_toml;  // the effective configuration of the run that saved
+  // A run of a Hugging Face model: the files beside its weights that define it, as model::definition_digest writes
+  // them (a resume from another model.path goes on only where they are alike); empty otherwise and in versions
+  // written before it was kept
+  std::string model_definition;
   std::string arclight_version;  // version and git hash
   double created = 0;            // seconds since the epoch
   std::string parent;            // read back: the version file this one links to ("" when full)

@@ -55,6 +55,17 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
 // `model_dir`/config.json, read and parsed.
 HfConfig read_hf_config(const std::string& model_dir);
 
+// The files beside the weights that make a model directory the model it is: its config, and what reads and renders
+// its text. A run goes on from another directory (a node-local copy of the model) only where these are alike.
+inline constexpr std::string_view definition_files[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                                        "chat_template.jinja"};
+// One line per definition file the directory holds: its name, a space and the CRC-32C of its bytes (8 hex digits).
+// Throws ModelFileError for one that is there and does not read.
+std::string definition_digest(const std::string& model_dir);
+// How two digests differ, one phrase per file ("config.json differs", "tokenizer.json was not there", "... is not
+// there now"), `saved` the older; empty when they are alike. Throws ModelFileError for a line that does not parse.
+std::vector<std::string> definition_differences(const std::string& saved, const std::string& now);
+
 struct ExpectedTensor {
   std::string name;  // transformers' state-dict name, e.g. "model.layers.0.self_attn.k_proj.weight"
   std::vector<std::int64_t> shape;
