@@ -214,10 +214,8 @@ int print_trained(const std::string& where) {
   return twice == 0 ? exit_ok : exit_failure;
 }
 
-// The weights of a LoRA run's checkpoint: the adapters it holds merged into the model they adapt.
-std::vector<std::pair<std::string, std::vector<float>>> merged_lora_weights(ModelConfig model,
-                                                                            const std::string& source,
-                                                                            const ckpt::Checkpoint& checkpoint) {
+// The model a LoRA run's checkpoint adapts, with the adapters it holds loaded (merge_adapters folds them in).
+model::Policy lora_policy(ModelConfig model, const std::string& source, const ckpt::Checkpoint& checkpoint) {
   model.path = source;
   model::Policy policy(model, 0, 0);
   // Tensor by tensor: another base whose adapters happened to hold as many floats would merge silently.
@@ -235,7 +233,7 @@ std::vector<std::pair<std::string, std::vector<float>>> merged_lora_weights(Mode
     throw UsageError("export: " + source + " holds another base model than the run trained on (its tensors' " +
                      "CRC-32C differs from the one the run read): --model the base the run started from");
   policy.load_flat_parameters(checkpoint.parameters.data(), checkpoint.parameters.size());
-  return policy.merged_weights();
+  return policy;
 }
 
 // A run that named its chat template (model.chat_template) rendered prompts with it; the exported tokenizer files
@@ -271,7 +269,7 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
     weights.push_back({t.name, checkpoint.parameters.data() + offset, t.size});
     offset += t.size;
   }
-  std::vector<std::pair<std::string, std::vector<float>>> merged;
+  std::optional<model::Policy> merged;  // a LoRA run's base with its adapters folded in: the weights point into it
   const bool lora = saved.model.lora_rank > 0;
   if (!request.peft_dir.empty() && !lora)
     throw UsageError("export: " + path + " is not a LoRA run (model.lora_rank = 0): --peft has no adapters to write");
@@ -279,9 +277,9 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
     if (!request.merge_lora)
       throw UsageError("export: " + path + " holds LoRA adapters only; --merge-lora writes them merged into " + source +
                        ", --peft DIR writes them as a PEFT adapter");
-    merged = merged_lora_weights(saved.model, source, checkpoint);
+    merged.emplace(lora_policy(saved.model, source, checkpoint));
     weights.clear();
-    for (const auto& [name, values] : merged) weights.push_back({name, values.data(), values.size()});
+    for (const auto& [name, buffer] : merged->merge_adapters()) weights.push_back({name, buffer.data, buffer.size});
   }
   const std::string out = request.peft_dir.empty() ? request.hf_dir : request.peft_dir;
   model::ExportReport report;

@@ -161,21 +161,20 @@ std::vector<std::pair<std::string, torch::Tensor>> Decoder::trainable() {
   return out;
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Decoder::merged() {
+void Decoder::merge_adapters() {
   torch::NoGradGuard no_grad;
-  std::map<std::string, torch::Tensor> merged_weights;
   for (auto& item : named_modules()) {
     auto p = std::dynamic_pointer_cast<Projection>(item.value());
-    if (p && p->lora_A)
-      merged_weights[item.key() + ".weight"] =
-          p->weight + p->lora_scale * torch::matmul(p->lora_B->weight, p->lora_A->weight);
+    if (!p || !p->lora_A) continue;
+    p->weight.add_(torch::matmul(p->lora_B->weight, p->lora_A->weight), p->lora_scale);
+    p->lora_B->weight.zero_();
   }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Decoder::weights() {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (auto& item : named_parameters()) {
-    if (is_adapter(item.key())) continue;
-    const auto it = merged_weights.find(item.key());
-    out.emplace_back(item.key(), it == merged_weights.end() ? item.value().detach() : it->second);
-  }
+  for (auto& item : named_parameters())
+    if (!is_adapter(item.key())) out.emplace_back(item.key(), item.value());
   return out;
 }
 

@@ -85,8 +85,11 @@ class Decoder : public torch::nn::Module {
   void initialize_adapters(at::Generator& generator);
   // What trains: the LoRA factors when there are adapters (the rest is frozen), else every parameter; by name.
   std::vector<std::pair<std::string, torch::Tensor>> trainable();
-  // Every parameter but the LoRA factors, each projection with an adapter merged: W + scale * B A (for export).
-  std::vector<std::pair<std::string, torch::Tensor>> merged();
+  // Folds each LoRA adapter into the projection it adapts, W += scale * B A in place, and zeroes B: the forward
+  // stays as it was (export, which then reads the weights where they are).
+  void merge_adapters();
+  // Every parameter but the LoRA factors, by name.
+  std::vector<std::pair<std::string, torch::Tensor>> weights();
   // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.
   torch::Tensor forward(const torch::Tensor& tokens, KvCache* cache);
   // The same, with logits only where they are needed: row b's at its token at[b] (int64 [B], an index into this

@@ -83,16 +83,21 @@ std::vector<Placed> weights_in_order(const HfConfig& config, const std::vector<N
   return out;
 }
 
-std::vector<char> converted(const NamedWeights& w, DType dtype) {
-  std::vector<char> out(w.size * element_size(dtype));
+// A tensor to write as `dtype`: float32 from where the weights are, 16-bit types converted piece by piece as written.
+TensorToWrite to_write(const Placed& w, DType dtype) {
+  TensorToWrite t{w.weights->name, dtype, w.shape, nullptr, w.weights->size * element_size(dtype), {}};
   if (dtype == DType::f32) {
-    std::memcpy(out.data(), w.data, out.size());
-    return out;
+    t.data = w.weights->data;
+    return t;
   }
-  auto* bits = reinterpret_cast<std::uint16_t*>(out.data());
-  for (std::size_t i = 0; i < w.size; ++i)
-    bits[i] = dtype == DType::bf16 ? to_bfloat16(w.data[i]) : to_float16(w.data[i]);
-  return out;
+  const float* values = w.weights->data;
+  t.fill = [values, dtype](std::size_t offset, std::size_t size, void* out) {
+    auto* bits = static_cast<std::uint16_t*>(out);
+    const float* from = values + offset / sizeof(std::uint16_t);
+    for (std::size_t i = 0; i < size / sizeof(std::uint16_t); ++i)
+      bits[i] = dtype == DType::bf16 ? to_bfloat16(from[i]) : to_float16(from[i]);
+  };
+  return t;
 }
 
 // Consecutive runs of tensors of at most max_bytes each (a larger tensor alone), as transformers shards.
@@ -144,14 +149,11 @@ std::vector<std::string> write_weights(const fs::path& dir, const std::vector<Pl
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shards.size() == 1 ? "model.safetensors" : shard_name(s, shards.size());
-    std::vector<std::vector<char>> bytes;
     std::vector<TensorToWrite> tensors;
-    for (const Placed& w : shards[s]) bytes.push_back(converted(*w.weights, dtype));
-    for (std::size_t i = 0; i < shards[s].size(); ++i) {
-      const Placed& w = shards[s][i];
-      tensors.push_back({w.weights->name, dtype, w.shape, bytes[i].data(), bytes[i].size()});
+    for (const Placed& w : shards[s]) {
+      tensors.push_back(to_write(w, dtype));
       weight_map[w.weights->name] = name;
-      total += bytes[i].size();
+      total += tensors.back().bytes;
     }
     write_safetensors((dir / name).string(), tensors, {{"format", "pt"}});
     files.push_back(name);

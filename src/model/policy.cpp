@@ -143,11 +143,13 @@ std::size_t Policy::parameter_count() const {
   return n;
 }
 
-std::vector<std::pair<std::string, std::vector<float>>> Policy::merged_weights() const {
-  std::vector<std::pair<std::string, std::vector<float>>> out;
-  for (auto& [name, tensor] : impl_->decoder->merged()) {
-    const auto c = tensor.detach().to(torch::kFloat).cpu().contiguous();
-    out.emplace_back(name, std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel()));
+std::vector<std::pair<std::string, FloatBuffer>> Policy::merge_adapters() {
+  impl_->decoder->merge_adapters();
+  std::vector<std::pair<std::string, FloatBuffer>> out;
+  for (auto& [name, tensor] : impl_->decoder->weights()) {
+    if (tensor.scalar_type() != torch::kFloat || !tensor.is_contiguous() || !tensor.device().is_cpu())
+      throw Error("merge_adapters: " + name + " is not a contiguous float32 tensor on the host");
+    out.emplace_back(name, FloatBuffer{tensor.data_ptr<float>(), static_cast<std::size_t>(tensor.numel()), -1});
   }
   return out;
 }

@@ -263,7 +263,7 @@ std::string header_text(const std::vector<TensorToWrite>& tensors, const std::ma
     const auto bytes = tensor_bytes(t.dtype, t.shape);
     if (!bytes)
       fail(path, t.name, log::concat("shape ", shape_text(t.shape), " has a negative dimension or overflows"));
-    if (*bytes != t.bytes || (t.bytes > 0 && t.data == nullptr))
+    if (*bytes != t.bytes || (t.bytes > 0 && t.data == nullptr && !t.fill))
       fail(path, t.name,
            log::concat("given ", t.bytes, " bytes, but ", dtype_name(t.dtype), " ", shape_text(t.shape), " takes ",
                        *bytes));
@@ -316,7 +316,20 @@ void write_file(const std::string& path, const std::string& header, const std::v
   for (std::size_t i = 0; i < length.size(); ++i) length[i] = static_cast<unsigned char>(header.size() >> (8 * i));
   write_all(file.fd, length.data(), length.size(), path);
   write_all(file.fd, header.data(), header.size(), path);
-  for (const TensorToWrite& t : tensors) write_all(file.fd, t.data, t.bytes, path);
+  std::vector<char> piece;
+  for (const TensorToWrite& t : tensors) {
+    if (t.data) {
+      write_all(file.fd, t.data, t.bytes, path);
+      continue;
+    }
+    constexpr std::size_t piece_bytes = std::size_t{8} << 20;  // a multiple of every dtype's size
+    piece.resize(std::min(piece_bytes, t.bytes));
+    for (std::size_t offset = 0; offset < t.bytes; offset += piece_bytes) {
+      const std::size_t size = std::min(piece_bytes, t.bytes - offset);
+      t.fill(offset, size, piece.data());
+      write_all(file.fd, piece.data(), size, path);
+    }
+  }
   if (::fsync(file.fd) != 0) io_failure(path, "fsync");
   if (::close(file.release()) != 0) io_failure(path, "close");
 }

@@ -462,19 +462,29 @@ BOOST_AUTO_TEST_CASE(merged_adapters_give_the_adapted_models_logits) {
   std::normal_distribution<float> normal(0, 0.2f);
   for (float& a : adapters) a = normal(rng);
   adapted.load_flat_parameters(adapters.data(), adapters.size());
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::tensor({{3L, 1L, 4L, 1L, 5L, 9L}});
+  const torch::Tensor adapted_logits = adapted.logits(tokens);
+  BOOST_TEST((adapted_logits - plain.logits(tokens)).abs().max().item<double>() > 0.1);  // the adapters matter
   std::vector<float> merged;
   std::vector<std::string> merged_names;
-  for (const auto& [name, values] : adapted.merged_weights()) {
+  for (const auto& [name, buffer] : adapted.merge_adapters()) {
     merged_names.push_back(name);
-    merged.insert(merged.end(), values.begin(), values.end());
+    merged.insert(merged.end(), buffer.data, buffer.data + buffer.size);
   }
   BOOST_TEST(merged_names == plain.parameter_names());
   plain.load_flat_parameters(merged.data(), merged.size());
-  torch::NoGradGuard no_grad;
-  const auto tokens = torch::tensor({{3L, 1L, 4L, 1L, 5L, 9L}});
-  const auto difference = (plain.logits(tokens) - adapted.logits(tokens)).abs().max().item<double>();
-  BOOST_TEST(difference < 1e-4);
-  BOOST_TEST(adapted.logits(tokens).abs().max().item<double>() > 0.1);
+  BOOST_TEST((plain.logits(tokens) - adapted_logits).abs().max().item<double>() < 1e-4);
+  // Merged in place: the adapters are zero now, and the adapted policy's logits are what they were.
+  BOOST_TEST((adapted.logits(tokens) - adapted_logits).abs().max().item<double>() < 1e-4);
+  const std::vector<std::string> names = adapted.parameter_names();
+  const std::vector<FloatBuffer> adapters_after = adapted.parameter_buffers();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool b_factor = names[i].find("lora_B") != std::string::npos;
+    const bool zero = std::all_of(adapters_after[i].data, adapters_after[i].data + adapters_after[i].size,
+                                  [](float x) { return x == 0; });
+    BOOST_TEST(zero == b_factor, names[i]);
+  }
 }
 
 // A frozen base takes no gradient: its 16-bit cast is kept across training forwards too, and the adapters still

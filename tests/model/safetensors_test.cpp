@@ -129,6 +129,31 @@ BOOST_AUTO_TEST_CASE(every_dtype_a_scalar_and_an_empty_tensor_round_trip) {
   BOOST_TEST(file.find("scalar")->shape.empty());
 }
 
+// A tensor larger than the writer's piece, made piece by piece as it is written (export's conversion): every piece
+// asked once, in order, at offsets that are multiples of the dtype's size, and the bytes land where they belong.
+BOOST_AUTO_TEST_CASE(a_filled_tensor_is_written_piece_by_piece) {
+  const std::int64_t elements = (std::int64_t{9} << 20) / 2 + 3;  // bf16: past one 8 MiB piece, by an odd amount
+  const auto byte_at = [](std::size_t i) { return static_cast<char>((i * 7 + i / 4099) & 0xff); };
+  std::vector<std::pair<std::size_t, std::size_t>> asked;
+  TensorToWrite big{"big", DType::bf16, {elements}, nullptr, static_cast<std::size_t>(elements) * 2};
+  big.fill = [&](std::size_t offset, std::size_t size, void* out) {
+    asked.emplace_back(offset, size);
+    for (std::size_t i = 0; i < size; ++i) static_cast<char*>(out)[i] = byte_at(offset + i);
+  };
+  const float after = 2.5f;
+  TempDir dir;
+  write_safetensors(dir.file("m.safetensors"), {big, {"after", DType::f32, {1}, &after, 4}});
+  const std::vector<std::pair<std::size_t, std::size_t>> pieces = {{0, 8u << 20}, {8u << 20, big.bytes - (8u << 20)}};
+  BOOST_TEST((asked == pieces));
+  const SafetensorsFile file = SafetensorsFile::open(dir.file("m.safetensors"));
+  const std::string_view bytes = file.bytes(*file.find("big"));
+  BOOST_REQUIRE_EQUAL(bytes.size(), big.bytes);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) wrong += bytes[i] != byte_at(i);
+  BOOST_TEST(wrong == 0u);
+  BOOST_TEST(std::memcmp(file.bytes(*file.find("after")).data(), &after, 4) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(metadata_round_trips) {
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"note", "quotes \" and a\nnewline"}, {"unicode", "\xc3\xbc\xe2\x82\xac"}, {"empty", ""}};

@@ -102,8 +102,10 @@ class Policy {
   void store_parameters(void* out, int out_device, Compression format) const;
   void load_parameters(const void* in, int in_device, Compression format);
 
-  // Every weight of the model by transformers' name, each LoRA adapter merged into its projection (export).
-  std::vector<std::pair<std::string, std::vector<float>>> merged_weights() const;
+  // Folds each LoRA adapter into the projection it adapts, in place (the adapter is zero then: the logits stay as they
+  // were), and returns every weight of the model by transformers' name over the policy's own float32 memory (valid
+  // while the policy lives): export's weights without a second copy of the model.
+  std::vector<std::pair<std::string, FloatBuffer>> merge_adapters();
 
   void seed_sampling(std::uint64_t seed);
 

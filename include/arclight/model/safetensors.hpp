@@ -5,6 +5,7 @@
 // and the reader hands out the bytes of a tensor, mapped from the file, for the caller to wrap.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -107,8 +108,11 @@ struct TensorToWrite {
   std::string name;
   DType dtype = DType::f32;
   std::vector<std::int64_t> shape;
-  const void* data = nullptr;
-  std::size_t bytes = 0;  // must be the shape's element count times the dtype's size
+  const void* data = nullptr;  // the bytes, or null where `fill` makes them
+  std::size_t bytes = 0;       // must be the shape's element count times the dtype's size
+  // Writes bytes [offset, offset + size) of the tensor to `out`, a piece of a few MiB at offsets that are multiples of
+  // the dtype's size: a tensor converted as it is written, never whole in memory.
+  std::function<void(std::size_t offset, std::size_t size, void* out)> fill = nullptr;
 };
 
 // Writes `tensors`, in the order given and contiguous, with `metadata` as "__metadata__" (left out when empty). The
