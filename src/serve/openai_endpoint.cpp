@@ -175,7 +175,8 @@ class Endpoint {
     answer->prompts = std::move(prompts);
     std::vector<GenerationRequest> requests;
     for (const TokenList& prompt : answer->prompts) {
-      GenerationRequest request = generation_request(prompt, sampling, stop_ids, default_max);
+      GenerationRequest request =
+          generation_request(prompt, sampling, stop_ids, default_max, prefix == "chatcmpl-" ? "messages" : "prompt");
       for (int i = 0; i < sampling.n; ++i) {
         if (sampling.seed) request.seed = *sampling.seed + static_cast<std::uint64_t>(i);  // n different answers
         requests.push_back(request);
@@ -190,14 +191,16 @@ class Endpoint {
     return answer;
   }
 
+  // `param`: the request's field that holds the prompt, named by an error.
   GenerationRequest generation_request(const TokenList& prompt, const Sampling& sampling,
-                                       const std::vector<text::TokenId>& stop_ids, int default_max) const {
+                                       const std::vector<text::TokenId>& stop_ids, int default_max,
+                                       const char* param) const {
     const long room = static_cast<long>(model_.max_context) - static_cast<long>(prompt.size());
     if (room <= 0)
       throw HttpError(400,
                       log::concat("the prompt has ", prompt.size(), " tokens; the model's context is ",
                                   model_.max_context, " tokens, prompt and answer together"),
-                      "invalid_request_error", "messages", "context_length_exceeded");
+                      "invalid_request_error", param, "context_length_exceeded");
     GenerationRequest request;
     request.prompt = prompt;
     request.max_tokens =
@@ -282,6 +285,7 @@ class Endpoint {
       out["token_logprobs"].push_back(finite(t.logprob));
       json top = json::object();
       for (const auto& [id, logprob] : t.top) top[token_text(id)] = finite(logprob);
+      top[text] = finite(t.logprob);  // the token drawn too, as OpenAI's and vLLM's: up to logprobs + 1 entries
       out["top_logprobs"].push_back(std::move(top));
       out["text_offset"].push_back(offset);
       for (const char byte : model_.tokenizer->piece(t.id, /*skip_special=*/true, offset == 0))
@@ -332,7 +336,7 @@ class Endpoint {
     HttpResponse response{200, "text/event-stream", "", nullptr};
     response.stream = [this, answer, chat, include_usage](const StreamWriter& write) {
       for (std::size_t i = 0; i < answer->choices.size(); ++i)
-        if (!stream_choice(*answer, i, chat, write)) return;  // the client is gone: ~Answer cancels the rest
+        if (!stream_choice(*answer, i, chat, include_usage, write)) return;  // the client is gone: ~Answer cancels
       if (include_usage) {
         json last = header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
         last["usage"] = answer->usage();
@@ -348,12 +352,14 @@ class Endpoint {
   }
 
   // One choice's events: (chat) the role, then a piece per delta, then the finish reason; the first carries the
-  // prompt's token ids. False once the client has left.
-  bool stream_choice(Answer& answer, std::size_t i, bool chat, const StreamWriter& write) {
+  // prompt's token ids, each a null usage when the last event carries it (OpenAI's stream_options.include_usage).
+  // False once the client has left.
+  bool stream_choice(Answer& answer, std::size_t i, bool chat, bool include_usage, const StreamWriter& write) {
     ChoiceReader& choice = *answer.choices[i];
     bool first = true;
     const auto send = [&](json choice_json) {
       json c = chunk(answer, chat, std::move(choice_json));
+      if (include_usage) c["usage"] = nullptr;
       if (first) c["prompt_token_ids"] = answer.prompt_of(i);
       first = false;
       return write(event(c));

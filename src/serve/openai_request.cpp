@@ -78,7 +78,30 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
+// OpenAI's and vLLM's parameters that change what is sampled and that arclight does not implement: refused unless
+// they ask for nothing (absent, null, or their no-op value), so that no agent takes answers that ignored them.
+void refuse_unimplemented(const json& body) {
+  const auto refuse = [](const char* name, const char* no_op) {
+    bad(name, log::concat("is not implemented here (arclight samples without it): leave it out", no_op));
+  };
+  for (const char* name : {"presence_penalty", "frequency_penalty"})
+    if (const json* v = field(body, name); v && !(v->is_number() && v->get<double>() == 0)) refuse(name, " or 0");
+  if (const json* v = field(body, "repetition_penalty"); v && !(v->is_number() && v->get<double>() == 1))
+    refuse("repetition_penalty", " or 1");
+  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) refuse("logit_bias", " or {}");
+  if (const json* v = field(body, "min_tokens"); v && !(v->is_number_integer() && v->get<std::int64_t>() == 0))
+    refuse("min_tokens", " or 0");
+  if (const json* v = field(body, "response_format");
+      v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
+    refuse("response_format", " or {\"type\": \"text\"} (no JSON mode, no schema)");
+  for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+    if (field(body, name)) refuse(name, "");
+  if (const json* v = field(body, "echo"); v && *v != false) refuse("echo", " or false");
+  if (const json* v = field(body, "suffix"); v && *v != "") refuse("suffix", "");
+}
+
 Sampling sampling_of(const json& body) {
+  refuse_unimplemented(body);
   Sampling s;
   s.temperature = number(body, "temperature", 1.0, 0.0, 100.0);
   s.top_p = number(body, "top_p", 1.0, std::numeric_limits<double>::min(), 1.0);
@@ -89,12 +112,15 @@ Sampling sampling_of(const json& body) {
   if (max_tokens) s.max_tokens = static_cast<int>(*max_tokens);
   s.stop = stop_strings(body);
   s.n = static_cast<int>(integer(body, "n", 1, max_choices).value_or(1));
+  if (const auto best_of = integer(body, "best_of", 1, max_choices); best_of && *best_of != s.n)
+    bad("best_of", "is not implemented here: leave it out or give it as n");
   const auto seed =
       integer(body, "seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
   if (seed) s.seed = static_cast<std::uint64_t>(*seed);
   s.stream = boolean(body, "stream");
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) bad("stream_options", "expected an object");
+    if (!s.stream) bad("stream_options", "only with \"stream\": true");
     s.include_usage = boolean(*options, "include_usage");
   }
   return s;

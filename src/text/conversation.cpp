@@ -73,8 +73,9 @@ Message message_of(const json& m, const std::string& where) {
   if (!m.is_object()) bad(where, log::concat("expected an object, found ", m.type_name()));
   if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "missing or not a string");
   Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}};
+  if (out.role == "developer") out.role = "system";  // OpenAI's newer name for it, which its clients send
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
-    bad(where + ".role", "\"" + out.role + "\" is not one of system, user, assistant, tool");
+    bad(where + ".role", "\"" + out.role + "\" is not one of system (or developer), user, assistant, tool");
   const auto reasoning = m.find("reasoning_content");
   if (reasoning != m.end() && reasoning->is_string()) out.reasoning_content = reasoning->get<std::string>();
   const auto calls = m.find("tool_calls");

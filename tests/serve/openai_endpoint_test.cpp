@@ -216,7 +216,8 @@ BOOST_AUTO_TEST_CASE(completion_logprobs_have_the_legacy_shape) {
   const json logprobs = served.ok("/v1/completions", {{"prompt", "p"}, {"logprobs", 1}})["choices"][0]["logprobs"];
   BOOST_TEST(logprobs["tokens"] == json({"x", "y"}));
   BOOST_TEST(logprobs["token_logprobs"] == json({-0.125, -0.25}));
-  BOOST_TEST(logprobs["top_logprobs"][0] == json({{"y", -1.125}}));
+  // The token drawn is among its alternatives too (up to logprobs + 1 entries, as OpenAI's and vLLM's).
+  BOOST_TEST(logprobs["top_logprobs"][0] == json({{"y", -1.125}, {"x", -0.125}}));
   BOOST_TEST(logprobs["text_offset"] == json({0, 1}));
   // Offsets index the text in characters, as OpenAI's and vLLM's: a special token adds nothing to it, "é" (two bytes,
   // two byte tokens here) one character, counted at its first byte.
@@ -224,6 +225,7 @@ BOOST_AUTO_TEST_CASE(completion_logprobs_have_the_legacy_shape) {
   const json choice = served.ok("/v1/completions", {{"prompt", "p"}, {"logprobs", 0}})["choices"][0];
   BOOST_TEST(choice["text"] == "a\u00e9b");
   BOOST_TEST(choice["logprobs"]["text_offset"] == json({0, 1, 1, 2, 2}), choice["logprobs"]["text_offset"].dump());
+  BOOST_TEST(choice["logprobs"]["top_logprobs"][0] == json({{"a", -0.125}}));  // logprobs 0: the token drawn alone
 }
 
 BOOST_AUTO_TEST_CASE(no_logprobs_asked_gives_null) {
@@ -253,6 +255,8 @@ BOOST_AUTO_TEST_CASE(a_streamed_chat_sends_the_role_then_pieces_then_the_finish_
   BOOST_TEST(events[events.size() - 3]["choices"][0]["finish_reason"] == "stop");
   BOOST_TEST(events[events.size() - 2]["usage"]["completion_tokens"] == 11);
   BOOST_TEST(events.back() == "[DONE]");
+  for (std::size_t i = 0; i + 2 < events.size(); ++i)  // OpenAI's: every chunk before the last says usage null
+    BOOST_TEST((events[i].contains("usage") && events[i]["usage"].is_null()), i);
 }
 
 BOOST_AUTO_TEST_CASE(a_streamed_answer_never_shows_part_of_a_stop_string) {
@@ -454,6 +458,16 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   BOOST_TEST(param_of("{" + messages + R"(, "stream": "yes"})") == "stream");
   BOOST_TEST(param_of("{" + messages + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})") ==
              "tool_choice");
+  BOOST_TEST(param_of("{" + messages + R"(, "stream_options": {"include_usage": true}})") == "stream_options");
+  // What changes the sampling and is not implemented here is refused, not ignored; its no-op values pass.
+  for (const char* unimplemented :
+       {R"("presence_penalty": 1.5)", R"("frequency_penalty": -1)", R"("repetition_penalty": 1.2)",
+        R"("logit_bias": {"72": -100})", R"("min_tokens": 3)", R"("response_format": {"type": "json_object"})",
+        R"("guided_json": {"type": "object"})", R"("echo": true)", R"("suffix": "x")", R"("best_of": 3)"}) {
+    const std::string body = "{" + messages + ", " + unimplemented + "}";
+    const std::string name = std::string(unimplemented).substr(1, std::string(unimplemented).find('"', 1) - 1);
+    BOOST_TEST(param_of(body) == name, body);
+  }
   const auto not_boolean =
       served.client->Post("/v1/completions", R"({"prompt": "x", "add_special_tokens": 1})", "application/json");
   BOOST_TEST(error_of(not_boolean, 400)["param"] == "add_special_tokens");
@@ -466,10 +480,30 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   BOOST_TEST(served.generator.requests().empty());
 }
 
+// The no-op values of parameters not implemented here pass (clients send their defaults); OpenAI's "developer"
+// messages are system messages.
+BOOST_AUTO_TEST_CASE(unimplemented_parameters_at_their_no_op_values_and_developer_messages_pass) {
+  Served served;
+  served.generator.answer_text("a");
+  const std::string messages = R"("messages": [{"role": "user", "content": "x"}])";
+  served.ok("/v1/chat/completions",
+            json::parse("{" + messages +
+                        R"(, "presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}, "best_of": 1,
+                            "response_format": {"type": "text"}, "echo": false, "suffix": null, "min_tokens": 0})"));
+  // OpenAI's "developer" messages are system messages.
+  served.ok("/v1/chat/completions",
+            {{"messages", {{{"role", "developer"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "x"}}}}});
+  BOOST_TEST(served.tokenizer->decode(served.generator.requests().back().prompt) ==
+             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+}
+
 BOOST_AUTO_TEST_CASE(a_prompt_longer_than_the_context_is_400) {
   Served served;
   const json error = error_of(served.post("/v1/completions", {{"prompt", std::string(1100, 'x')}}), 400);
   BOOST_TEST(error["code"] == "context_length_exceeded");
+  BOOST_TEST(error["param"] == "prompt");
+  const json chat = {{"messages", {{{"role", "user"}, {"content", std::string(1100, 'x')}}}}};
+  BOOST_TEST(error_of(served.post("/v1/chat/completions", chat), 400)["param"] == "messages");
 }
 
 BOOST_AUTO_TEST_CASE(an_engine_refusal_is_400) {
