@@ -227,7 +227,7 @@ class TrainerRank {
     ckpt::ModelShare share = ckpt::read_model_share(path, ch_.trainers.get(), &figures);
     check_fits(share.model, tensors_, policy_.base_crc32c(), path);  // as in serve(Restore): all fail alike
     const auto sent = Stopwatch::now();
-    const auto broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), policy_.device());
+    std::unique_ptr<comm::DeviceBroadcast> broadcast;
     const std::vector<FloatBuffer> parameters = policy_.parameter_buffers();
     std::vector<int> owner;  // of each tensor: the trainer whose share holds it
     for (std::size_t i = 0, at = 0, q = 0; i < tensors_.size(); at += tensors_[i++].size) {
@@ -239,6 +239,7 @@ class TrainerRank {
     std::string why;
     algo::Trainer::MomentBuffers moments;
     try {
+      broadcast = comm::make_nccl_broadcast(ch_.trainers.get(), policy_.device());
       if (share.moments)
         moments = trainer_.fresh_optimizer_state(share.model.optimizer_steps);
       else
@@ -257,14 +258,19 @@ class TrainerRank {
     }
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, ch_.trainers.get());
     if (failed) throw Error(why.empty() ? "another trainer could not place its share of " + path + " on its GPU" : why);
-    for (std::size_t i = 0; i < tensors_.size(); ++i) {
-      broadcast->start(parameters[i].data, parameters[i].size * sizeof(float), owner[i]);
-      if (share.moments && moments.exp_avg[i].size > 0) {  // frozen tensors alike on every trainer
-        broadcast->start(moments.exp_avg[i].data, moments.exp_avg[i].size * sizeof(float), owner[i]);
-        broadcast->start(moments.exp_avg_sq[i].data, moments.exp_avg_sq[i].size * sizeof(float), owner[i]);
+    // From here a trainer that failed and answered would leave the others in a broadcast for ever: the job ends.
+    try {
+      for (std::size_t i = 0; i < tensors_.size(); ++i) {
+        broadcast->start(parameters[i].data, parameters[i].size * sizeof(float), owner[i]);
+        if (share.moments && moments.exp_avg[i].size > 0) {  // frozen tensors alike on every trainer
+          broadcast->start(moments.exp_avg[i].data, moments.exp_avg[i].size * sizeof(float), owner[i]);
+          broadcast->start(moments.exp_avg_sq[i].data, moments.exp_avg_sq[i].size * sizeof(float), owner[i]);
+        }
       }
+      broadcast->wait();
+    } catch (...) {
+      end_job_now(std::current_exception());
     }
-    broadcast->wait();
     version_ = share.model.policy_version;
     figures.broadcast_seconds = seconds_since(sent);  // with the communicator's set-up and the uploads
   }

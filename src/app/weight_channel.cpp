@@ -322,10 +322,13 @@ bool SplitWeights::arrived(std::uint64_t) {
       if (!device_broadcast_->finished()) return false;
     } catch (const Error&) {
       // The leader aborts NCCL where it turns to point to point (another runner hangs), and its note is on the way:
-      // the next look takes it (take_point_to_point). Without one in time, the error is the job's.
+      // taken here, for poll() would take any note that has come for a fence. Without one in time, the error is the
+      // job's.
       const auto deadline = Clock::now() + hung_after();
       if (!wait_until(deadline, [this] { return control_note_arrived(); })) throw;
-      return true;
+      if (control_message_ != point_to_point_note) return true;  // fenced
+      take_point_to_point();
+      return !held_.empty();
     }
   }
   if (v >= 0) {

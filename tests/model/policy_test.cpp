@@ -214,6 +214,14 @@ BOOST_AUTO_TEST_CASE(stored_parameters_load_back_as_stored) {
   std::vector<std::uint16_t> again(w.size());
   c.store_parameters(again.data(), -1, Compression::fp16);
   BOOST_TEST(again == half);
+  // A weight past float16's range is refused, not sent as infinity; bf16 takes it.
+  std::vector<float> large = w;
+  large[w.size() / 2] = 70000.0f;
+  c.load_flat_parameters(large.data(), large.size());
+  BOOST_CHECK_EXCEPTION(c.store_parameters(again.data(), -1, Compression::fp16), Error, [](const Error& e) {
+    return std::string(e.what()).find("beyond float16's range") != std::string::npos;
+  });
+  c.store_parameters(again.data(), -1, Compression::bf16);
 }
 
 BOOST_AUTO_TEST_CASE(parameters_stored_in_gpu_memory_are_those_stored_on_the_host,
