@@ -21,6 +21,11 @@
 #   ARCLIGHT_SCRIPT   the script the successor runs   (slurm/train_128gpu.sh)
 #   ARCLIGHT_MAX_HANG_REQUEUES  times a job that ended itself on a hung rank (exit 3, no signal) is requeued (3):
 #                     a node that hangs again and again would otherwise requeue the job for ever
+#   ARCLIGHT_MODEL_STAGE  a directory on each node's own disk (e.g. /tmp or /local/scratch): the Hugging Face model
+#                     directory ARCLIGHT_MODEL (the config's model.path) is copied there once per node before training
+#                     (srun, one task per node) and every rank reads it from there (--model.path), so the parallel
+#                     file system serves the model once a node, not once a rank; removed when the job ends. A resume
+#                     goes on from another node's or job's copy where the model's files are alike.
 #
 #SBATCH --job-name=arclight
 #SBATCH --nodes=16
@@ -65,12 +70,33 @@ forward() { echo "arclight: $1 received, asking the job to checkpoint"; [ -n "$s
 trap 'warned=1; forward SIGUSR1' USR1
 trap 'termed=1; forward SIGTERM' TERM
 
+# The model staged to every node's own disk (ARCLIGHT_MODEL_STAGE), at a path of this job's.
+model_args=()
+staged=""
+if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
+  if [ -z "${ARCLIGHT_MODEL:-}" ] || [ ! -f "${ARCLIGHT_MODEL}/config.json" ]; then
+    echo "arclight: ARCLIGHT_MODEL_STAGE needs ARCLIGHT_MODEL, a model directory with config.json (it is '${ARCLIGHT_MODEL:-}')"
+    exit 2
+  fi
+  staged="${ARCLIGHT_MODEL_STAGE%/}/arclight-model-${SLURM_JOB_ID:-$$}"
+  if ! srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 \
+    bash -c 'rm -rf "$1" && mkdir -p "$1" && cp -r "$2"/. "$1"/' stage "$staged" "$ARCLIGHT_MODEL"; then
+    echo "arclight: could not copy $ARCLIGHT_MODEL to $staged on every node"
+    exit 1
+  fi
+  echo "arclight: the model $ARCLIGHT_MODEL is staged to $staged on each of the $nodes node(s)"
+  model_args=(--model.path "$staged")
+fi
+unstage() {
+  [ -n "$staged" ] && srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
+}
+
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
 # rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
 # (oversubscription of one) lands on node 0 too.
 mpirun $root --oversubscribe --bind-to none -np "$ranks" \
-  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${ARCLIGHT_ARGS:-} &
+  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto "${model_args[@]}" ${ARCLIGHT_ARGS:-} &
 step=$!
 while :; do
   wait "$step"; rc=$?
@@ -78,6 +104,7 @@ while :; do
   kill -0 "$step" 2>/dev/null || break
 done
 echo "arclight: the job step exited with $rc"
+unstage
 if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 0 ]; then
   # Exit 3 with no signal seen: the job's own end (a hung rank or node), or Slurm's SIGTERM that
   # reached the ranks before this shell: give that a few seconds to come.

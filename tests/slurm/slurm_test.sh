@@ -71,6 +71,22 @@ if [ -n "$next" ]; then
   check '[ -z "$(squeue -h -o %i)" ]' "jobs left in the queue: $(squeue -h)"
 fi
 
+# 5. The model staged to the node's own disk (ARCLIGHT_MODEL_STAGE): the ranks read the copy, which goes when the job
+# ends; a second job resumes the first one's run from a copy of its own (another path, the same files).
+/usr/bin/python3 tests/model/hf_reference.py "$work/models" >/dev/null
+for steps in 2 4; do
+  job=$(ARCLIGHT_MODEL="$work/models/qwen3" ARCLIGHT_MODEL_STAGE="$work/node_disk" \
+    submit train_128gpu.sh staged --run.steps $steps --model.source hf)
+  state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 90)
+  check '[ "$state" = COMPLETED ]' "staged job ($steps steps) ended $state: $(tail -5 "$work/staged.out")"
+  check 'grep -q "is staged to $work/node_disk/arclight-model-$job on each of the 1 node" "$work/staged.out"' \
+    "staged job ($steps steps): no word of the copy: $(grep arclight: "$work/staged.out" | head -3)"
+  check '[ -z "$(ls -A "$work/node_disk")" ]' "the staged copy outlived its job: $(ls "$work/node_disk")"
+done
+check '[ "$(steps_of "$work/staged")" = "$(seq 1 4 | xargs)" ]' "staged runs' steps: $(steps_of "$work/staged")"
+check 'grep -q "is not the directory the version was saved with" "$work/staged.out"' \
+  "the second staged job did not resume from its own copy: $(grep -i "resum\|error" "$work/staged.out" | head -3)"
+
 echo "$checks checks: $((checks - failures)) passed, $failures failed"
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]
