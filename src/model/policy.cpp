@@ -318,8 +318,9 @@ void Policy::store_parameters(void* out, int out_device, Compression format) con
   }
   // float16 (unscaled, unlike the gradients) ends at 65504: a weight past it would reach the runners as infinity.
   if (format == Compression::fp16 && !torch::isfinite(packed).all().item<bool>())
-    throw Error("comm.compression = \"fp16\": a weight is beyond float16's range (65504) and would reach the runners "
-                "as infinity; use \"bf16\" (float32's range)");
+    throw Error(
+        "comm.compression = \"fp16\": a weight is beyond float16's range (65504) and would reach the runners "
+        "as infinity; use \"bf16\" (float32's range)");
   if (out_device >= 0) torch::cuda::synchronize(out_device);  // a copy to the host is synchronous already
 }
 
