@@ -48,6 +48,9 @@ struct Answer {
   double temperature = 1.0;  // the traces record it
   bool logprobs = false;
   bool tools = false;  // tool calls are parsed from the answers
+  // A call that tool_choice requires, begun at the end of the prompt ("<tool_call>\n", with the named function's
+  // name): the answers continue it, and are read with it in front.
+  std::string forced_call;
 
   ~Answer() {
     for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
@@ -93,9 +96,15 @@ class Endpoint {
     const std::optional<Trace> trace = trace_of(http);
     const ChatRequest request = parse_chat_request(http.body);
     std::vector<text::TokenId> stop_ids = model_.stop_ids;
-    const TokenList prompt = chat_prompt(request, stop_ids);
+    TokenList prompt = chat_prompt(request, stop_ids);
+    const std::string forced = forced_call(request);
+    if (!forced.empty()) {
+      const TokenList begun = model_.tokenizer->encode(forced);
+      prompt.insert(prompt.end(), begun.begin(), begun.end());
+    }
     auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace, http);
     answer->tools = !request.conversation.tools.empty();
+    answer->forced_call = forced;
     return respond(answer, true, request.sampling);
   }
 
@@ -146,6 +155,18 @@ class Endpoint {
                                     model_.tokenizer->vocab_size(), " tokens)"),
                         "invalid_request_error", "prompt");
     return ids;
+  }
+
+  // tool_choice "required" or a named function, with a template of Hermes-style tools: the call the answer must make,
+  // begun in the prompt (as vLLM's guided decoding forces one; here the model writes the rest, and an answer that does
+  // not complete it is text). Empty otherwise: Llama 3's templates show the tools and leave the choice to the model.
+  std::string forced_call(const ChatRequest& request) const {
+    const text::ChatTemplate& chat = *model_.chat_template;
+    if (chat.family != text::TemplateFamily::chatml || !chat.tool_format) return "";
+    if (request.tool_choice == ToolChoice::required) return "<tool_call>\n";
+    if (request.tool_choice == ToolChoice::named)
+      return "<tool_call>\n{\"name\": " + json(request.tool_name).dump() + ", \"arguments\": ";
+    return "";
   }
 
   TokenList chat_prompt(const ChatRequest& request, std::vector<text::TokenId>& stop_ids) const {
@@ -308,9 +329,10 @@ class Endpoint {
 
   json chat_choice(const Answer& answer, std::size_t i) const {
     const ChoiceReader& choice = *answer.choices[i];
-    json message = {{"role", "assistant"}, {"content", choice.text()}};
+    const std::string text = answer.forced_call + choice.text();
+    json message = {{"role", "assistant"}, {"content", text}};
     std::string finish = choice.finish_reason();
-    if (const auto calls = answer.tools ? parse_tool_calls(choice.text()) : std::nullopt) {
+    if (const auto calls = answer.tools ? parse_tool_calls(text) : std::nullopt) {
       message["content"] = calls->content.empty() ? json() : json(calls->content);
       message["tool_calls"] = tool_calls_json(*calls);
       finish = "tool_calls";

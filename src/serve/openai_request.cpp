@@ -183,8 +183,10 @@ void read_tool_choice(const json& body, const json& tools, ChatRequest& out) {
       out.tool_choice = ToolChoice::none;
     else if (choice == "auto")
       out.tool_choice = ToolChoice::automatic;
-    else if (choice == "required")
+    else if (choice == "required" && !tools.empty())
       out.tool_choice = ToolChoice::required;
+    else if (choice == "required")
+      bad("tool_choice", "\"required\" needs tools");
     else
       bad("tool_choice", "expected none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     return;

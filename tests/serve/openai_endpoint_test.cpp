@@ -313,6 +313,48 @@ BOOST_AUTO_TEST_CASE(tool_choice_none_shows_no_tools_and_parses_no_calls) {
   BOOST_TEST(served.tokenizer->decode(served.generator.requests().at(0).prompt).find("<tools>") == std::string::npos);
 }
 
+// tool_choice "required" or a named function begins the call in the prompt: the model writes the rest, and the answer
+// is read with that beginning in front (its tokens are the prompt's; the answer's are what the model wrote).
+BOOST_AUTO_TEST_CASE(a_required_or_named_tool_choice_begins_the_call_in_the_prompt) {
+  Served served;
+  const json mul_tool = {{"type", "function"}, {"function", {{"name", "mul"}}}};
+  json request = hello_chat;
+  request["tools"] = {add_tool, mul_tool};
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "mul"}}}};
+  const std::string rest = "{\"a\": 2}}\n</tool_call>";
+  served.generator.answer_text(rest);
+  served.generator.answer.push_back(im_end);
+  const json body = served.ok("/v1/chat/completions", request);
+  const json& choice = body["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["name"] == "mul");
+  BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 2}");
+  const std::vector<std::int32_t> sent = served.generator.requests().at(0).prompt;
+  const std::string prompt = served.tokenizer->decode(sent);
+  const std::string begun = "<|im_start|>assistant\n<tool_call>\n{\"name\": \"mul\", \"arguments\": ";
+  BOOST_TEST(prompt.substr(prompt.size() - begun.size()) == begun);
+  BOOST_TEST(body["prompt_token_ids"] == json(sent));
+  std::vector<std::int32_t> answer_ids = bytes_of(rest);
+  answer_ids.push_back(im_end);
+  BOOST_TEST(choice["token_ids"] == json(answer_ids));
+
+  request["tool_choice"] = "required";
+  served.generator.answer_text("{\"name\": \"add\", \"arguments\": {}}\n</tool_call>");
+  const json required = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(required["finish_reason"] == "tool_calls");
+  BOOST_TEST(required["message"]["tool_calls"][0]["function"]["name"] == "add");
+  const std::string required_prompt = served.tokenizer->decode(served.generator.requests().at(1).prompt);
+  const std::string required_begun = "<|im_start|>assistant\n<tool_call>\n";
+  BOOST_TEST(required_prompt.substr(required_prompt.size() - required_begun.size()) == required_begun);
+  // A continuation that is no call is text, the call's beginning in front, as a malformed call's.
+  served.generator.answer_text("no");
+  const json refused = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(refused["finish_reason"] == "stop");
+  BOOST_TEST(refused["message"]["content"] == "<tool_call>\nno");
+  request.erase("tools");
+  BOOST_TEST(error_of(served.post("/v1/chat/completions", request), 400)["param"] == "tool_choice");
+}
+
 BOOST_AUTO_TEST_CASE(a_streamed_tool_call_comes_whole_in_the_last_chunk) {
   Served served;
   served.generator.answer_text("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>");
