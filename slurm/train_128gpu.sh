@@ -23,9 +23,11 @@
 #                     a node that hangs again and again would otherwise requeue the job for ever
 #   ARCLIGHT_MODEL_STAGE  a directory on each node's own disk (e.g. /tmp or /local/scratch): the Hugging Face model
 #                     directory ARCLIGHT_MODEL (the config's model.path) is copied there once per node before training
-#                     (srun, one task per node) and every rank reads it from there (--model.path), so the parallel
-#                     file system serves the model once a node, not once a rank; removed when the job ends. A resume
-#                     goes on from another node's or job's copy where the model's files are alike.
+#                     (srun, one task per node; the weights, JSON, Jinja and tokenizer.model files, links followed, as
+#                     a Hugging Face cache's snapshot holds them) and every rank reads it from there (--model.path).
+#                     Removed when the job step ends on its own; a job that Slurm ends (scancel, time limit, requeue)
+#                     can start no step to remove it: the node's /tmp cleaning (job_container/tmpfs, an epilog) must.
+#                     A resume goes on from another job's copy where the model's files are alike.
 #
 #SBATCH --job-name=arclight
 #SBATCH --nodes=16
@@ -79,9 +81,14 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
     exit 2
   fi
   staged="${ARCLIGHT_MODEL_STAGE%/}/arclight-model-${SLURM_JOB_ID:-$$}"
+  # What loading reads, not the rest of the directory (a clone's .git, Llama's original/*.pth); -L: a Hugging Face
+  # cache's snapshot is links to its blobs.
+  copy='shopt -s nullglob; rm -rf "$1" && mkdir -p "$1" && cd "$2" &&
+    for f in *.safetensors *.json *.jinja tokenizer.model; do cp -L "$f" "$1/" || exit 1; done'
   if ! srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    bash -c 'rm -rf "$1" && mkdir -p "$1" && cp -r "$2"/. "$1"/' stage "$staged" "$ARCLIGHT_MODEL"; then
+    bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL"; then
     echo "arclight: could not copy $ARCLIGHT_MODEL to $staged on every node"
+    srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
     exit 1
   fi
   echo "arclight: the model $ARCLIGHT_MODEL is staged to $staged on each of the $nodes node(s)"
@@ -96,7 +103,7 @@ root=""
 # rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
 # (oversubscription of one) lands on node 0 too.
 mpirun $root --oversubscribe --bind-to none -np "$ranks" \
-  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto "${model_args[@]}" ${ARCLIGHT_ARGS:-} &
+  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${model_args[@]+"${model_args[@]}"} ${ARCLIGHT_ARGS:-} &
 step=$!
 while :; do
   wait "$step"; rc=$?

@@ -225,7 +225,8 @@ std::string Coordinator::trainers_restored(std::vector<MPI_Request>& sends, Rest
 // A version continues only the model that saved it: every model.* setting the same, compared by value (16 and 16.0,
 // two spellings of one directory: the same), the trainers check the tensors' shapes too. Bad input otherwise, before
 // anything changes. A Hugging Face model's directory is compared by the files that define it where the version
-// says what they were: a copy elsewhere (staged to a node's own disk) goes on; else by its path.
+// says what they were: a copy elsewhere (staged to a node's own disk) goes on where they are alike, the same
+// directory with a warning where they changed; else by its path.
 void Coordinator::check_same_model(const std::string& path, const ckpt::Checkpoint& version) const {
   const std::string& saved_config = version.config_toml;
   const auto model_lines = [](const std::string& toml) {  // only these: the rest of a saved config is not ours to read
@@ -275,9 +276,14 @@ void Coordinator::check_same_model(const std::string& path, const ckpt::Checkpoi
       throw ckpt::CorruptCheckpoint(path + ": /meta/model_definition: " + e.what());
     }
     for (const std::string& d : differences) files += (files.empty() ? "" : ", ") + d;
-    if (files.empty() && directory(saved.path) != directory(mine.path))
+    const bool same_directory = directory(saved.path) == directory(mine.path);
+    if (!files.empty() && same_directory) {  // the user's own edit (a template fixed): theirs to make, as before
+      log::warn("model.path ", mine.path, ": ", files, " since ", path, " was saved; going on with them");
+      files.clear();
+    } else if (files.empty() && !same_directory) {
       log::info("model.path ", mine.path, " is not the directory the version was saved with (", saved.path,
                 "), but its config and tokenizer files are alike: going on");
+    }
   }
   compare("dtype", std::string(name_of(saved.dtype)), std::string(name_of(mine.dtype)));
   compare("chat_template", saved.chat_template, mine.chat_template);

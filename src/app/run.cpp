@@ -263,6 +263,9 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
                      " is a run of a model initialised here (model.source = scratch), which has no Hugging Face "
                      "architecture; runs of model.source = hf export");
   const std::string source = request.source_dir.empty() ? saved.model.path : request.source_dir;
+  if (request.source_dir.empty() && !std::filesystem::exists(std::filesystem::path(source) / "config.json"))
+    throw UsageError("export: " + source + ", the model the run read (its model.path), holds no config.json now (a " +
+                     "copy staged to a node's disk, gone with its job?): --model DIR names the model it started from");
   std::vector<model::NamedWeights> weights;
   std::size_t offset = 0;
   for (const ckpt::TensorInfo& t : checkpoint.tensors) {

@@ -187,6 +187,8 @@ class Endpoint {
   std::shared_ptr<Answer> start(const std::string& prefix, std::vector<TokenList> prompts, const Sampling& sampling,
                                 const std::vector<text::TokenId>& stop_ids, int default_max, std::optional<Trace> trace,
                                 const HttpRequest& http) {
+    std::vector<text::TokenId> stops = stop_ids;  // the model's, the template's, and the request's own
+    stops.insert(stops.end(), sampling.stop_token_ids.begin(), sampling.stop_token_ids.end());
     auto answer = std::make_shared<Answer>();
     answer->id = random_id(prefix);
     answer->n = sampling.n;
@@ -197,7 +199,7 @@ class Endpoint {
     std::vector<GenerationRequest> requests;
     for (const TokenList& prompt : answer->prompts) {
       GenerationRequest request =
-          generation_request(prompt, sampling, stop_ids, default_max, prefix == "chatcmpl-" ? "messages" : "prompt");
+          generation_request(prompt, sampling, stops, default_max, prefix == "chatcmpl-" ? "messages" : "prompt");
       for (int i = 0; i < sampling.n; ++i) {
         if (sampling.seed) request.seed = *sampling.seed + static_cast<std::uint64_t>(i);  // n different answers
         requests.push_back(request);
@@ -205,7 +207,7 @@ class Endpoint {
     }
     for (std::shared_ptr<GenerationStream>& stream : submit(std::move(requests))) {
       answer->choices.push_back(
-          std::make_unique<ChoiceReader>(std::move(stream), *model_.tokenizer, sampling.stop, stop_ids));
+          std::make_unique<ChoiceReader>(std::move(stream), *model_.tokenizer, sampling.stop, stops));
       // A copy: a streamed answer is read after the handler returned, its request gone.
       answer->choices.back()->end_when([gone = http.connection_gone] { return gone && gone(); });
     }
@@ -306,7 +308,9 @@ class Endpoint {
       out["token_logprobs"].push_back(finite(t.logprob));
       json top = json::object();
       for (const auto& [id, logprob] : t.top) top[token_text(id)] = finite(logprob);
-      top[text] = finite(t.logprob);  // the token drawn too, as OpenAI's and vLLM's: up to logprobs + 1 entries
+      // The token drawn too, as OpenAI's and vLLM's (up to logprobs + 1 entries), unless an alternative of the same
+      // text holds the place (pieces of one character, say): keyed by text, one would hide the other.
+      if (!top.contains(text)) top[text] = finite(t.logprob);
       out["top_logprobs"].push_back(std::move(top));
       out["text_offset"].push_back(offset);
       for (const char byte : model_.tokenizer->piece(t.id, /*skip_special=*/true, offset == 0))

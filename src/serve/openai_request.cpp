@@ -89,8 +89,12 @@ void refuse_unimplemented(const json& body) {
   if (const json* v = field(body, "repetition_penalty"); v && !(v->is_number() && v->get<double>() == 1))
     refuse("repetition_penalty", " or 1");
   if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) refuse("logit_bias", " or {}");
-  if (const json* v = field(body, "min_tokens"); v && !(v->is_number_integer() && v->get<std::int64_t>() == 0))
+  if (const json* v = field(body, "min_tokens"); v && !(v->is_number() && v->get<double>() == 0))
     refuse("min_tokens", " or 0");
+  if (const json* v = field(body, "min_p"); v && !(v->is_number() && v->get<double>() == 0)) refuse("min_p", " or 0");
+  if (const json* v = field(body, "ignore_eos"); v && *v != false) refuse("ignore_eos", " or false");
+  for (const char* name : {"bad_words", "allowed_token_ids"})
+    if (const json* v = field(body, name); v && !(v->is_array() && v->empty())) refuse(name, " or []");
   if (const json* v = field(body, "response_format");
       v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
     refuse("response_format", " or {\"type\": \"text\"} (no JSON mode, no schema)");
@@ -111,6 +115,15 @@ Sampling sampling_of(const json& body) {
   if (!max_tokens) max_tokens = integer(body, "max_tokens", 1, std::numeric_limits<int>::max());
   if (max_tokens) s.max_tokens = static_cast<int>(*max_tokens);
   s.stop = stop_strings(body);
+  if (const json* ids = field(body, "stop_token_ids")) {
+    if (!ids->is_array() || ids->size() > 64) bad("stop_token_ids", "expected a list of at most 64 token ids");
+    for (const json& id : *ids) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+          id.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max())
+        bad("stop_token_ids", "token ids must be integers from 0 to 2^31-1, found " + id.dump());
+      s.stop_token_ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
+    }
+  }
   s.n = static_cast<int>(integer(body, "n", 1, max_choices).value_or(1));
   if (const auto best_of = integer(body, "best_of", 1, max_choices); best_of && *best_of != s.n)
     bad("best_of", "is not implemented here: leave it out or give it as n");

@@ -25,6 +25,7 @@ struct Sampling {
   int top_k = 0;                  // vLLM's extension (Qwen's cards ask for 20): the k most likely tokens; 0 or -1: all
   std::optional<int> max_tokens;  // none: as many as the context leaves (chat) or 16 (completions)
   std::vector<std::string> stop;  // strings that end a choice, matched on its text
+  std::vector<std::int32_t> stop_token_ids;  // vLLM's: tokens that end a choice (kept in its ids, not in its text)
   int n = 1;
   std::optional<std::uint64_t> seed;
   bool logprobs = false;  // each token's log-prob in the answer

@@ -184,23 +184,39 @@ done
 
 before=$failures
 # Qwen3's run (at step 5) resumed with its model copied elsewhere (a job staging it to its nodes' own disks) goes on
-# from the copy; from a copy whose config.json differs (another rope_theta: the same tensors) it is refused, naming
-# the file, on every rank at once.
+# from the copy; from another copy whose config.json differs (another rope_theta: the same tensors) it is refused,
+# naming the file, on every rank at once.
 cp -r "$work/models/qwen3" "$work/qwen3_staged"
 train --model.path "$work/qwen3_staged" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 6 --resume auto
 [ "$(codes)" = "3x0" ] || fail "qwen3 resume from a copy: exit codes '$(codes)': $(tail -3 "$work/err")"
 [ "$(metric_lines "$work/qwen3")" = 6 ] || fail "qwen3 resume from a copy: $(metric_lines "$work/qwen3") metric lines"
 grep -q "model.path $work/qwen3_staged is not the directory the version was saved with" "$work/err" ||
   fail "qwen3 resume from a copy: no word of the other directory: $(grep 'info\]' "$work/err" | head -3)"
-/usr/bin/python3 -c 'import json, sys; p = sys.argv[1] + "/config.json"; c = json.load(open(p))
-c["rope_theta"] = c.get("rope_theta", 10000.0) * 2; json.dump(c, open(p, "w"))' "$work/qwen3_staged"
-train --model.path "$work/qwen3_staged" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 7 \
+double_rope_theta() {
+  /usr/bin/python3 -c 'import json, sys; p = sys.argv[1] + "/config.json"; c = json.load(open(p))
+c["rope_theta"] = c.get("rope_theta", 10000.0) * 2; json.dump(c, open(p, "w"))' "$1"
+}
+cp -r "$work/qwen3_staged" "$work/qwen3_other" && double_rope_theta "$work/qwen3_other"
+train --model.path "$work/qwen3_other" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 7 \
   --resume auto
 rc=$?
 [ $rc = 2 ] && [ "$(grep -c 'error\]' "$work/err")" = 1 ] &&
-  grep -q "holds another model (model.path $work/qwen3_staged: config.json differs since the version was saved)" \
+  grep -q "holds another model (model.path $work/qwen3_other: config.json differs since the version was saved)" \
     "$work/err" || fail "qwen3 resume from a changed copy: rc $rc, $(grep 'error\]' "$work/err")"
 [ "$(metric_lines "$work/qwen3")" = 6 ] || fail "qwen3 resume from a changed copy: the run went on"
+# The directory the version was saved with, changed since: the user's own edit, warned of, and the run goes on.
+double_rope_theta "$work/qwen3_staged"
+train --model.path "$work/qwen3_staged" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 7 \
+  --resume auto
+[ "$(codes)" = "3x0" ] || fail "qwen3 resume after an edit in place: exit codes '$(codes)': $(tail -3 "$work/err")"
+grep -q "warn\].*model.path $work/qwen3_staged: config.json differs since .* was saved; going on" "$work/err" ||
+  fail "qwen3 resume after an edit in place: no warning: $(grep 'warn\]' "$work/err" | head -3)"
+[ "$(metric_lines "$work/qwen3")" = 7 ] || fail "qwen3 resume after an edit in place: $(metric_lines "$work/qwen3")"
+# The copy gone with its job: an export says to name the model (--model), not that a file cannot be opened.
+rm -rf "$work/qwen3_staged"
+"$bin" export "$work/qwen3/checkpoints" --hf "$work/export_gone" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "holds no config.json now .*--model DIR names the model it started from" "$work/err" ||
+  fail "export after the model's copy went: $(cat "$work/err")"
 [ $failures = "$before" ] && passed=$((passed + 1))
 
 # Refused at start-up on every rank, with exit 2 and one error line holding EXPECT (ranks.sh).

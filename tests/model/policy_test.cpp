@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -222,6 +223,11 @@ BOOST_AUTO_TEST_CASE(stored_parameters_load_back_as_stored) {
     return std::string(e.what()).find("beyond float16's range") != std::string::npos;
   });
   c.store_parameters(again.data(), -1, Compression::bf16);
+  large[w.size() / 2] = std::numeric_limits<float>::quiet_NaN();  // diverged: said so, not blamed on the range
+  c.load_flat_parameters(large.data(), large.size());
+  BOOST_CHECK_EXCEPTION(c.store_parameters(again.data(), -1, Compression::fp16), Error, [](const Error& e) {
+    return std::string(e.what()).find("training diverged") != std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(parameters_stored_in_gpu_memory_are_those_stored_on_the_host,

@@ -189,6 +189,18 @@ BOOST_AUTO_TEST_CASE(a_stop_string_cuts_the_text_and_cancels_the_stream) {
   BOOST_TEST(served.generator.cancelled_streams() == 1);
 }
 
+// vLLM's stop_token_ids end a choice at those tokens, kept in its ids and not shown in its text, as the model's EOS.
+BOOST_AUTO_TEST_CASE(stop_token_ids_end_a_choice) {
+  Served served;
+  served.generator.answer_text("abc");
+  const json choice = served.ok("/v1/completions", {{"prompt", "p"}, {"stop_token_ids", {'b'}}})["choices"][0];
+  BOOST_TEST(choice["text"] == "a");
+  BOOST_TEST(choice["token_ids"] == json({'a', 'b'}));
+  BOOST_TEST(choice["finish_reason"] == "stop");
+  const std::vector<text::TokenId> sent = served.generator.requests().at(0).stop_tokens;
+  BOOST_TEST((std::find(sent.begin(), sent.end(), 'b') != sent.end()));  // the engine stops there too
+}
+
 BOOST_AUTO_TEST_CASE(chat_logprobs_have_openai_shape) {
   Served served;
   served.generator.answer_text("ab");
@@ -505,7 +517,9 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   for (const char* unimplemented :
        {R"("presence_penalty": 1.5)", R"("frequency_penalty": -1)", R"("repetition_penalty": 1.2)",
         R"("logit_bias": {"72": -100})", R"("min_tokens": 3)", R"("response_format": {"type": "json_object"})",
-        R"("guided_json": {"type": "object"})", R"("echo": true)", R"("suffix": "x")", R"("best_of": 3)"}) {
+        R"("guided_json": {"type": "object"})", R"("echo": true)", R"("suffix": "x")", R"("best_of": 3)",
+        R"("min_p": 0.1)", R"("ignore_eos": true)", R"("bad_words": ["x"])", R"("allowed_token_ids": [1])",
+        R"("stop_token_ids": [-1])"}) {
     const std::string body = "{" + messages + ", " + unimplemented + "}";
     const std::string name = std::string(unimplemented).substr(1, std::string(unimplemented).find('"', 1) - 1);
     BOOST_TEST(param_of(body) == name, body);
@@ -531,7 +545,8 @@ BOOST_AUTO_TEST_CASE(unimplemented_parameters_at_their_no_op_values_and_develope
   served.ok("/v1/chat/completions",
             json::parse("{" + messages +
                         R"(, "presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}, "best_of": 1,
-                            "response_format": {"type": "text"}, "echo": false, "suffix": null, "min_tokens": 0})"));
+                            "response_format": {"type": "text"}, "echo": false, "suffix": null, "min_tokens": 0.0,
+                            "min_p": 0, "ignore_eos": false, "bad_words": [], "allowed_token_ids": []})"));
   // OpenAI's "developer" messages are system messages.
   served.ok("/v1/chat/completions",
             {{"messages", {{{"role", "developer"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "x"}}}}});
