@@ -83,8 +83,8 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
   staged="${ARCLIGHT_MODEL_STAGE%/}/arclight-model-${SLURM_JOB_ID:-$$}"
   # What loading reads, not the rest of the directory (a clone's .git, Llama's original/*.pth); -L: a Hugging Face
   # cache's snapshot is links to its blobs.
-  copy='shopt -s nullglob; rm -rf "$1" && mkdir -p "$1" && cd "$2" &&
-    for f in *.safetensors *.json *.jinja tokenizer.model; do cp -L "$f" "$1/" || exit 1; done'
+  copy='rm -rf "$1" && mkdir -p "$1" && cd "$2" &&
+    for f in *.safetensors *.json *.jinja tokenizer.model; do [ -e "$f" ] || continue; cp -L "$f" "$1/" || exit 1; done'
   if ! srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 \
     bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL"; then
     echo "arclight: could not copy $ARCLIGHT_MODEL to $staged on every node"

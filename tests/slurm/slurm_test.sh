@@ -72,10 +72,15 @@ if [ -n "$next" ]; then
 fi
 
 # 5. The model staged to the node's own disk (ARCLIGHT_MODEL_STAGE): the ranks read the copy, which goes when the job
-# ends; a second job resumes the first one's run from a copy of its own (another path, the same files).
+# ends; a second job resumes the first one's run from a copy of its own (another path, the same files). The model is
+# a Hugging Face cache's snapshot: relative links to its blobs, which a copy of the links would break.
 /usr/bin/python3 tests/model/hf_reference.py "$work/models" >/dev/null
+mkdir -p "$work/hub/blobs" "$work/hub/snapshots/abc"
+for f in "$work/models/qwen3"/*; do
+  cp "$f" "$work/hub/blobs/$(basename "$f")" && ln -s "../../blobs/$(basename "$f")" "$work/hub/snapshots/abc/"
+done
 for steps in 2 4; do
-  job=$(ARCLIGHT_MODEL="$work/models/qwen3" ARCLIGHT_MODEL_STAGE="$work/node_disk" \
+  job=$(ARCLIGHT_MODEL="$work/hub/snapshots/abc" ARCLIGHT_MODEL_STAGE="$work/node_disk" \
     submit train_128gpu.sh staged --run.steps $steps --model.source hf)
   state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 90)
   check '[ "$state" = COMPLETED ]' "staged job ($steps steps) ended $state: $(tail -5 "$work/staged.out")"
