@@ -397,16 +397,32 @@ class Endpoint {
     if (chat && !send(role)) return false;
     std::size_t offset = 0;
     Delta delta;
+    std::string given;      // with tools: the text the reader gave so far
+    std::size_t shown = 0;  // of it, sent: the text before the calls (their tokens come with them, at the end)
     while (choice.next(delta)) {
-      if (answer.tools || (delta.text.empty() && delta.tokens.empty())) continue;  // tool calls: sent whole at the end
-      if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
+      if (delta.text.empty() && delta.tokens.empty()) continue;
+      if (!answer.tools) {
+        if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
+        continue;
+      }
+      if (!answer.forced_call.empty()) continue;  // the answer is a call from its first token
+      given += delta.text;
+      const std::size_t end = text_before_tool_calls(given);
+      if (end <= shown) continue;
+      const json text = {{"index", i},
+                         {"delta", {{"content", given.substr(shown, end - shown)}}},
+                         {"logprobs", nullptr},
+                         {"finish_reason", nullptr},
+                         {"token_ids", json::array()}};
+      shown = end;
+      if (!send(text)) return false;
     }
     if (choice.client_gone()) return false;  // seen while tool calls were held back: not traced
     if (choice.finish_reason() == "error")   // not traced
       return write(
           event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
     record(answer, i);
-    return send(last_choice(answer, i, chat));
+    return send(last_choice(answer, i, chat, shown));
   }
 
   json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset) const {
@@ -425,8 +441,9 @@ class Endpoint {
     return out;
   }
 
-  // The finish reason; with tools, the whole answer: its text or its tool calls.
-  json last_choice(const Answer& answer, std::size_t i, bool chat) const {
+  // The finish reason; with tools, the rest of the answer: its text past the `shown` characters sent before, its tool
+  // calls, and every token's id and log-prob.
+  json last_choice(const Answer& answer, std::size_t i, bool chat, std::size_t shown) const {
     const ChoiceReader& choice = *answer.choices[i];
     json out = {{"index", i}};
     if (!answer.tools) {
@@ -439,9 +456,17 @@ class Endpoint {
     }
     const json whole = chat_choice(answer, i);
     json delta = json::object();
-    if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
-    if (whole["message"].contains("tool_calls"))
-      delta["tool_calls"] = tool_calls_indexed(whole["message"]["tool_calls"]);
+    const bool calls = whole["message"].contains("tool_calls");
+    if (shown == 0) {  // as the whole answer has it (the text before calls trimmed, none when empty)
+      if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
+    } else {  // what the text sent before lacks: up to the calls (trailing blanks dropped), or to the end
+      const std::string text = answer.forced_call + choice.text();
+      std::string rest = text.substr(std::min(shown, text.size()),
+                                     calls ? tool_calls_start(text) - std::min(shown, text.size()) : std::string::npos);
+      if (calls) rest.erase(rest.find_last_not_of(" \t\r\n") + 1);
+      if (!rest.empty()) delta["content"] = rest;
+    }
+    if (calls) delta["tool_calls"] = tool_calls_indexed(whole["message"]["tool_calls"]);
     out["delta"] = std::move(delta);
     out["logprobs"] = whole["logprobs"];
     out["finish_reason"] = whole["finish_reason"];

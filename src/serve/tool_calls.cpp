@@ -1,5 +1,7 @@
 #include "tool_calls.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -33,10 +35,22 @@ std::optional<ParsedToolCall> call_of(std::string_view body) {
 
 }  // namespace
 
-std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text) {
+std::size_t tool_calls_start(std::string_view text) {
   // Calls follow the reasoning: a <think> block may name the tag while it plans one.
   const std::size_t thought = text.rfind("</think>");
-  std::size_t at = text.find(open_tag, thought == std::string_view::npos ? 0 : thought);
+  return text.find(open_tag, thought == std::string_view::npos ? 0 : thought);
+}
+
+std::size_t text_before_tool_calls(std::string_view text) {
+  // The first tag at all: while an answer is under way, a tag in a <think> block is not yet known to be one.
+  if (const std::size_t tag = text.find(open_tag); tag != std::string_view::npos) return tag;
+  for (std::size_t keep = std::min(text.size(), open_tag.size() - 1); keep > 0; --keep)
+    if (text.substr(text.size() - keep) == open_tag.substr(0, keep)) return text.size() - keep;
+  return text.size();
+}
+
+std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text) {
+  std::size_t at = tool_calls_start(text);
   if (at == std::string_view::npos) return std::nullopt;
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
   std::string_view rest = text.substr(at);

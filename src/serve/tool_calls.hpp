@@ -23,6 +23,12 @@ struct ToolCallAnswer {
 // text between or after the calls): the answer is then plain text.
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text);
 
+// Where an answer's tool calls begin: its first <tool_call> after the last </think>; npos where it has none.
+std::size_t tool_calls_start(std::string_view text);
+// How much of an answer's text so far may be shown before its tool calls are known: up to its first <tool_call>, less
+// a tail that may be the start of one (a stream shows the text before the calls and sends them whole at the end).
+std::size_t text_before_tool_calls(std::string_view text);
+
 // "call_" and 24 random letters and digits.
 std::string new_tool_call_id();
 

@@ -146,7 +146,8 @@ BOOST_AUTO_TEST_CASE(a_client_that_leaves_ends_its_generation) {
     impatient.set_read_timeout(std::chrono::milliseconds(300));
     json request = hello_chat;
     request["stream"] = stream;
-    request["tools"] = {add_tool};  // streamed tool calls are held back to the end: no write sees the client leave
+    request["tools"] = {add_tool};  // a required call is held back to the end: no write sees the client leave
+    request["tool_choice"] = "required";
     BOOST_TEST(!impatient.Post("/v1/chat/completions", request.dump(), "application/json"));
     impatient.stop();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
@@ -379,6 +380,40 @@ BOOST_AUTO_TEST_CASE(a_streamed_tool_call_comes_whole_in_the_last_chunk) {
   BOOST_TEST(last["finish_reason"] == "tool_calls");
   BOOST_TEST(last["delta"]["tool_calls"][0]["index"] == 0);
   BOOST_TEST(last["delta"]["tool_calls"][0]["function"]["name"] == "add");
+}
+
+// With tools, a stream shows the text before the calls as it comes (never a tag, or what may begin one), and the calls,
+// the rest of the text and every token's id at the end.
+BOOST_AUTO_TEST_CASE(a_streamed_answer_with_tools_shows_its_text_before_the_calls) {
+  Served served;
+  const std::string answer = "Let me add. <tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+  served.generator.answer_text(answer);
+  served.generator.per_token = std::chrono::milliseconds(1);  // pieces as they come, not the answer at once
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  request["stream"] = true;
+  std::vector<json> events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_REQUIRE_MESSAGE(events.size() > 4, json(events).dump());  // the role, pieces of text, the calls, [DONE]
+  std::string before;
+  for (std::size_t k = 1; k + 2 < events.size(); ++k) {
+    const json& c = events[k]["choices"][0];
+    before += c["delta"]["content"].get<std::string>();
+    BOOST_TEST(c["token_ids"].empty());
+    BOOST_TEST(c["finish_reason"].is_null());
+  }
+  BOOST_TEST(before == "Let me add. ");
+  const json last = events.end()[-2]["choices"][0];
+  BOOST_TEST(last["finish_reason"] == "tool_calls");
+  BOOST_TEST(!last["delta"].contains("content"));
+  BOOST_TEST(last["delta"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 1}");
+  BOOST_TEST(last["token_ids"] == json(bytes_of(answer)));
+  // No call: all of it shown, what looked like a tag's start held back only until it was not one.
+  served.generator.answer_text("Sum <3> <tool");
+  events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_TEST(streamed_text(events, "content") == "Sum <3> <tool");
+  BOOST_TEST(events.end()[-2]["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(events.end()[-2]["choices"][0]["delta"]["content"] == "<tool");  // held back to the end
+  BOOST_TEST(events.end()[-2]["choices"][0]["token_ids"] == json(bytes_of("Sum <3> <tool")));
 }
 
 BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {

@@ -46,4 +46,17 @@ BOOST_AUTO_TEST_CASE(malformed_calls_or_text_between_them_are_plain_text) {
   BOOST_TEST(!parse_tool_calls("<think>planning</think> no call"));
 }
 
+// What a stream may show of an answer under way: up to its first tag, less a tail that may begin one.
+BOOST_AUTO_TEST_CASE(text_before_tool_calls_stops_at_a_tag_or_what_may_begin_one) {
+  BOOST_TEST(text_before_tool_calls("plain text") == 10u);
+  BOOST_TEST(text_before_tool_calls("a <") == 2u);
+  BOOST_TEST(text_before_tool_calls("a <tool_cal") == 2u);
+  BOOST_TEST(text_before_tool_calls("a <b>") == 5u);
+  BOOST_TEST(text_before_tool_calls("a " + add_call) == 2u);
+  BOOST_TEST(text_before_tool_calls("<think><tool_call> maybe</think>") == 7u);  // not yet known to be no call
+  BOOST_TEST(text_before_tool_calls("") == 0u);
+  BOOST_TEST(tool_calls_start("<think><tool_call></think>x " + add_call) == 28u);
+  BOOST_TEST(tool_calls_start("no call") == std::string_view::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
