@@ -96,8 +96,8 @@ class Endpoint {
     const std::optional<Trace> trace = trace_of(http);
     const ChatRequest request = parse_chat_request(http.body);
     std::vector<text::TokenId> stop_ids = model_.stop_ids;
-    TokenList prompt = chat_prompt(request, stop_ids);
     const std::string forced = forced_call(request);
+    TokenList prompt = chat_prompt(request, stop_ids, !forced.empty());
     if (!forced.empty()) {
       const TokenList begun = model_.tokenizer->encode(forced);
       prompt.insert(prompt.end(), begun.begin(), begun.end());
@@ -161,22 +161,34 @@ class Endpoint {
   // begun in the prompt (as vLLM's guided decoding forces one; here the model writes the rest, and an answer that does
   // not complete it is text). Empty otherwise: Llama 3's templates show the tools and leave the choice to the model.
   std::string forced_call(const ChatRequest& request) const {
+    if (!model_.chat_template) return "";  // chat_prompt says so
     const text::ChatTemplate& chat = *model_.chat_template;
     if (chat.family != text::TemplateFamily::chatml || !chat.tool_format) return "";
     if (request.tool_choice == ToolChoice::required) return "<tool_call>\n";
     if (request.tool_choice == ToolChoice::named)
-      return "<tool_call>\n{\"name\": " + json(request.tool_name).dump() + ", \"arguments\": ";
+      return "<tool_call>\n{\"name\": " + json(request.tool_name).dump() + ", \"arguments\":";  // ' {' is a token
     return "";
   }
 
-  TokenList chat_prompt(const ChatRequest& request, std::vector<text::TokenId>& stop_ids) const {
+  // `forcing`: a call begins after the prompt (forced_call). It cannot follow reasoning the model has not written: with
+  // Qwen3's template the prompt closes an empty <think> first, as enable_thinking false renders it.
+  TokenList chat_prompt(const ChatRequest& request, std::vector<text::TokenId>& stop_ids, bool forcing) const {
     if (!model_.chat_template)
       throw HttpError(400, "model " + model_.name + " has no chat template: use /v1/completions",
                       "invalid_request_error", "messages");
+    std::optional<bool> thinking = request.enable_thinking;
+    if (forcing && model_.chat_template->think) {
+      if (request.enable_thinking == true)
+        throw HttpError(400,
+                        "tool_choice required or a named function begins the call in the prompt, after an empty "
+                        "<think> block: leave chat_template_kwargs.enable_thinking out or false",
+                        "invalid_request_error", "tool_choice");
+      thinking = false;
+    }
     for (const text::TokenId id : model_.chat_template->stop_ids(*model_.tokenizer)) stop_ids.push_back(id);
     try {
       return text::encode_chat(*model_.chat_template, *model_.tokenizer, request.conversation,
-                               {/*add_generation_prompt=*/true, request.enable_thinking});
+                               {/*add_generation_prompt=*/true, thinking});
     } catch (const UsageError& e) {
       throw HttpError(400, e.what(), "invalid_request_error", "messages");
     }
@@ -407,7 +419,10 @@ class Endpoint {
       }
       if (!answer.forced_call.empty()) continue;  // the answer is a call from its first token
       given += delta.text;
-      const std::size_t end = text_before_tool_calls(given);
+      // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
+      const std::size_t before = text_before_tool_calls(given);
+      const std::size_t last = before == 0 ? std::string::npos : given.find_last_not_of(" \t\r\n", before - 1);
+      const std::size_t end = last == std::string::npos ? 0 : last + 1;
       if (end <= shown) continue;
       const json text = {{"index", i},
                          {"delta", {{"content", given.substr(shown, end - shown)}}},
@@ -422,7 +437,9 @@ class Endpoint {
       return write(
           event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
     record(answer, i);
-    return send(last_choice(answer, i, chat, shown));
+    for (json& last : last_choices(answer, i, chat, shown))
+      if (!send(std::move(last))) return false;
+    return true;
   }
 
   json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset) const {
@@ -441,9 +458,10 @@ class Endpoint {
     return out;
   }
 
-  // The finish reason; with tools, the rest of the answer: its text past the `shown` characters sent before, its tool
-  // calls, and every token's id and log-prob.
-  json last_choice(const Answer& answer, std::size_t i, bool chat, std::size_t shown) const {
+  // The finish reason; with tools, first the rest of the answer, its text past the `shown` characters sent before and
+  // its tool calls, then the finish with every token's id and log-prob (apart: OpenAI's SDKs close a tool call's
+  // arguments only on a chunk before the finish).
+  std::vector<json> last_choices(const Answer& answer, std::size_t i, bool chat, std::size_t shown) const {
     const ChoiceReader& choice = *answer.choices[i];
     json out = {{"index", i}};
     if (!answer.tools) {
@@ -452,7 +470,7 @@ class Endpoint {
       else
         out["text"] = "";
       out["finish_reason"] = choice.finish_reason();
-      return out;
+      return {out};
     }
     const json whole = chat_choice(answer, i);
     json delta = json::object();
@@ -467,11 +485,19 @@ class Endpoint {
       if (!rest.empty()) delta["content"] = rest;
     }
     if (calls) delta["tool_calls"] = tool_calls_indexed(whole["message"]["tool_calls"]);
-    out["delta"] = std::move(delta);
+    std::vector<json> chunks;
+    if (!delta.empty())
+      chunks.push_back({{"index", i},
+                        {"delta", std::move(delta)},
+                        {"logprobs", nullptr},
+                        {"finish_reason", nullptr},
+                        {"token_ids", json::array()}});
+    out["delta"] = json::object();
     out["logprobs"] = whole["logprobs"];
     out["finish_reason"] = whole["finish_reason"];
     out["token_ids"] = whole["token_ids"];
-    return out;
+    chunks.push_back(std::move(out));
+    return chunks;
   }
 
   static json tool_calls_indexed(json calls) {

@@ -101,6 +101,15 @@ void refuse_unimplemented(const json& body) {
   for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
     if (field(body, name)) refuse(name, "");
   if (const json* v = field(body, "echo"); v && *v != false) refuse("echo", " or false");
+  // vLLM's switches away from what it (and arclight) does by default.
+  if (const json* v = field(body, "include_stop_str_in_output"); v && *v != false)
+    refuse("include_stop_str_in_output", " or false");
+  if (const json* v = field(body, "skip_special_tokens"); v && *v != true) refuse("skip_special_tokens", " or true");
+  if (const json* v = field(body, "add_generation_prompt"); v && *v != true)
+    refuse("add_generation_prompt", " or true");
+  if (const json* v = field(body, "continue_final_message"); v && *v != false)
+    refuse("continue_final_message", " or false");
+  if (field(body, "prompt_logprobs")) refuse("prompt_logprobs", "");
   if (const json* v = field(body, "suffix"); v && *v != "") refuse("suffix", "");
 }
 
