@@ -81,6 +81,7 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
     exit 2
   fi
   staged="${ARCLIGHT_MODEL_STAGE%/}/arclight-model-${SLURM_JOB_ID:-$$}"
+  [ "${staged#/}" = "$staged" ] && staged="$PWD/$staged"  # the copy runs in the model's directory
   # What loading reads, not the rest of the directory (a clone's .git, Llama's original/*.pth); -L: a Hugging Face
   # cache's snapshot is links to its blobs.
   copy='rm -rf "$1" && mkdir -p "$1" && cd "$2" &&
