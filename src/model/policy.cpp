@@ -313,25 +313,18 @@ void Policy::store_parameters(void* out, int out_device, Compression format) con
       torch::from_blob(out, {static_cast<std::int64_t>(parameter_count())}, packed_options(out_device, format));
   std::int64_t offset = 0;
   for (const auto& p : impl_->trainable) {
-    packed.narrow(0, offset, p.numel()).copy_(p.detach().reshape(-1));  // converts; on the CPU in place of a memcpy
+    const auto stored = packed.narrow(0, offset, p.numel());
+    stored.copy_(p.detach().reshape(-1));  // converts; on the CPU in place of a memcpy
     offset += p.numel();
-  }
-  // float16 (unscaled, unlike the gradients) ends at 65504: a weight past it would reach the runners as infinity.
-  // Tensor by tensor: a flag a weight, not one for the whole model, at a time.
-  if (format == Compression::fp16) {
-    offset = 0;
-    for (const auto& p : impl_->trainable) {
-      const bool finite = torch::isfinite(packed.narrow(0, offset, p.numel())).all().item<bool>();
-      offset += p.numel();
-      if (finite) continue;
-      if (!torch::isfinite(p.detach()).all().item<bool>())
-        throw Error(
-            "the weights hold NaN or infinity: training diverged (lower the learning rate, or resume an "
-            "earlier version)");
+    // float16 (unscaled, unlike the gradients) ends at 65504: a weight past it would reach the runners as infinity.
+    if (format != Compression::fp16 || torch::isfinite(stored).all().item<bool>()) continue;
+    if (!torch::isfinite(p.detach()).all().item<bool>())
       throw Error(
-          "comm.compression = \"fp16\": a weight is beyond float16's range (65504) and would reach the "
-          "runners as infinity; use \"bf16\" (float32's range)");
-    }
+          "the weights hold NaN or infinity: training diverged (lower the learning rate, or resume an "
+          "earlier version)");
+    throw Error(
+        "comm.compression = \"fp16\": a weight is beyond float16's range (65504) and would reach the "
+        "runners as infinity; use \"bf16\" (float32's range)");
   }
   if (out_device >= 0) torch::cuda::synchronize(out_device);  // a copy to the host is synchronous already
 }
