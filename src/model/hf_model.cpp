@@ -9,7 +9,6 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <set>
 #include <sstream>
 #include <utility>
 
@@ -17,12 +16,49 @@
 
 #include "arclight/core/crc32c.hpp"
 #include "arclight/core/log.hpp"
+#include "hf_files.hpp"
 
 namespace arclight::model {
-namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+
+namespace hf_files {
+
+void fail_file(const std::string& file, const std::string& what) {
+  throw ModelFileError(log::concat(file, ": ", what));
+}
+
+std::string read_text(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) fail_file(path, "not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail_file(path, "cannot be opened");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail_file(path, "cannot be read");
+  return text;
+}
+
+json parse_json(std::string_view text, const std::string& file) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    fail_file(file, log::concat("not JSON: ", e.what()));
+  }
+}
+
+std::string excerpt(const json& v) {
+  if (v.is_array()) return log::concat("a list of ", v.size());
+  if (v.is_object()) return log::concat("an object of ", v.size(), " keys");
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+}  // namespace hf_files
+
+namespace {
+
+using namespace hf_files;
 
 // transformers' defaults for a key config.json leaves out, per architecture, from the config classes
 // (src/transformers/models/<model>/configuration_<model>.py; transformers 4.5x __init__ arguments, unchanged in the
@@ -78,11 +114,11 @@ class ConfigReader {
   bool has(std::string_view key) const { return object_.contains(std::string(key)); }
 
   int as_int(std::string_view key, const json& v) const {
-    if (!v.is_number_integer()) fail(key, log::concat("expected an integer, found ", v.type_name(), " ", dump(v)));
+    if (!v.is_number_integer()) fail(key, log::concat("expected an integer, found ", v.type_name(), " ", excerpt(v)));
     if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())
                                : v.get<std::int64_t>() < std::numeric_limits<int>::min() ||
                                      v.get<std::int64_t>() > std::numeric_limits<int>::max())
-      fail(key, log::concat("integer ", dump(v), " out of range"));
+      fail(key, log::concat("integer ", excerpt(v), " out of range"));
     return static_cast<int>(v.get<std::int64_t>());
   }
   std::optional<int> optional_int(std::string_view key) const {
@@ -101,10 +137,10 @@ class ConfigReader {
   double number(std::string_view key, double fallback, bool positive_only = true) const {
     const json* v = find(key);
     if (!v) return fallback;
-    if (!v->is_number()) fail(key, log::concat("expected a number, found ", v->type_name(), " ", dump(*v)));
+    if (!v->is_number()) fail(key, log::concat("expected a number, found ", v->type_name(), " ", excerpt(*v)));
     const double value = v->get<double>();
-    if (!std::isfinite(value)) fail(key, log::concat("must be finite, is ", dump(*v)));
-    if (positive_only && !(value > 0)) fail(key, log::concat("must be positive, is ", dump(*v)));
+    if (!std::isfinite(value)) fail(key, log::concat("must be finite, is ", excerpt(*v)));
+    if (positive_only && !(value > 0)) fail(key, log::concat("must be positive, is ", excerpt(*v)));
     return value;
   }
   double required_number(std::string_view key) const {
@@ -114,23 +150,14 @@ class ConfigReader {
   bool boolean(std::string_view key, bool fallback) const {
     const json* v = find(key);
     if (!v) return fallback;
-    if (!v->is_boolean()) fail(key, log::concat("expected true or false, found ", v->type_name(), " ", dump(*v)));
+    if (!v->is_boolean()) fail(key, log::concat("expected true or false, found ", v->type_name(), " ", excerpt(*v)));
     return v->get<bool>();
   }
   std::optional<std::string> string(std::string_view key) const {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_string()) fail(key, log::concat("expected a string, found ", v->type_name(), " ", dump(*v)));
+    if (!v->is_string()) fail(key, log::concat("expected a string, found ", v->type_name(), " ", excerpt(*v)));
     return v->get<std::string>();
-  }
-
-  // A value as an error message shows it: a list or an object only by its size (dump recurses once per level of
-  // nesting: a config.json nested 100,000 deep overflowed the stack).
-  static std::string dump(const json& v) {
-    if (v.is_array()) return log::concat("a list of ", v.size());
-    if (v.is_object()) return log::concat("an object of ", v.size(), " keys");
-    std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-    return text.size() > 60 ? text.substr(0, 57) + "..." : text;
   }
 
  private:
@@ -170,49 +197,12 @@ std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& confi
   return scaling;
 }
 
-[[noreturn]] void fail_file(const std::string& file, const std::string& what) {
-  throw ModelFileError(log::concat(file, ": ", what));
-}
-
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) fail_file(path, "not a regular file");  // a FIFO blocks
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_file(path, "cannot be opened");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail_file(path, "cannot be read");
-  return text;
-}
-
-json parse_json(std::string_view text, const std::string& file) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    fail_file(file, log::concat("not JSON: ", e.what()));
-  }
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
-constexpr std::string_view single_file = "model.safetensors";
-constexpr std::string_view index_file = "model.safetensors.index.json";
-constexpr std::size_t max_problems_listed = 10;
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // The architecture (architectures[0]) and its defaults: one of the supported four.
 const Defaults& architecture_of(const ConfigReader& config) {
   const json* architectures = config.find("architectures");
   if (!architectures) config.fail("architectures", "missing (supported: " + supported_list() + ")");
   if (!architectures->is_array() || architectures->empty() || !(*architectures)[0].is_string())
-    config.fail("architectures",
-                "expected a list whose first element is a string, found " + ConfigReader::dump(*architectures));
+    config.fail("architectures", "expected a list whose first element is a string, found " + excerpt(*architectures));
   const std::string architecture = (*architectures)[0].get<std::string>();
   const Defaults* defaults = nullptr;
   for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral})
@@ -266,13 +256,13 @@ bool qwen_layers_slide(const ConfigReader& config, int layers) {
   const char* key = "layer_types";
   if (const json* types = config.find(key)) {
     if (!types->is_array() || types->size() != static_cast<std::size_t>(layers))
-      config.fail(key, log::concat("expected a list of ", layers, " layer types (num_hidden_layers), found ",
-                                   ConfigReader::dump(*types)));
+      config.fail(
+          key, log::concat("expected a list of ", layers, " layer types (num_hidden_layers), found ", excerpt(*types)));
     for (std::size_t i = 0; i < types->size(); ++i) {
       const json& type = (*types)[i];
       if (type != "full_attention" && type != "sliding_attention")
         config.fail(key, log::concat("layer ", i, ": expected \"full_attention\" or \"sliding_attention\", found ",
-                                     ConfigReader::dump(type)));
+                                     excerpt(type)));
       sliding += type == "sliding_attention";
     }
   } else {
@@ -458,158 +448,6 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
   out.push_back({"model.norm.weight", {h}});
   if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {v, h}});
   return out;
-}
-
-// ---- HfWeights ------------------------------------------------------------------------------------------------------
-
-struct HfWeights::State {
-  std::string dir;
-  std::vector<std::unique_ptr<SafetensorsFile>> files;  // behind pointers: the entries below point into them
-  struct Where {
-    const SafetensorsFile* file;
-    const TensorEntry* entry;
-  };
-  std::map<std::string, Where, std::less<>> tensors;
-
-  void add_file(const std::string& path) {
-    files.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(path)));
-  }
-  void add_tensor(const SafetensorsFile& file, const TensorEntry& entry) {
-    const auto [it, inserted] = tensors.emplace(entry.name, Where{&file, &entry});
-    if (!inserted)
-      fail_file(file.path(), log::concat("tensor '", entry.name, "' is also in ", it->second.file->path()));
-  }
-};
-
-HfWeights::HfWeights() : state_(std::make_unique<State>()) {}
-HfWeights::HfWeights(HfWeights&&) noexcept = default;
-HfWeights& HfWeights::operator=(HfWeights&&) noexcept = default;
-HfWeights::~HfWeights() = default;
-
-HfWeights HfWeights::open(const std::string& model_dir) {
-  HfWeights weights;
-  State& s = *weights.state_;
-  s.dir = model_dir;
-  const fs::path dir(model_dir);
-  // As transformers' from_pretrained: the single file first, the sharded index without it.
-  if (fs::exists(dir / single_file)) {
-    s.add_file((dir / single_file).string());
-    for (const TensorEntry& e : s.files[0]->header().tensors) s.add_tensor(*s.files[0], e);
-    return weights;
-  }
-  const std::string index_path = (dir / index_file).string();
-  if (!fs::exists(index_path))
-    fail_file(model_dir, log::concat("neither ", single_file, " nor ", index_file, " is there"));
-  const json index = parse_json(read_text(index_path), index_path);
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    fail_file(index_path, "expected an object with a \"weight_map\" object");
-  const json& map = index["weight_map"];
-  if (map.empty()) fail_file(index_path, "\"weight_map\" is empty");
-
-  std::map<std::string, std::size_t> shards;  // shard name -> position in s.files
-  for (const auto& [tensor, shard_value] : map.items()) {
-    if (!shard_value.is_string())
-      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "': expected a shard file name, found ",
-                                        ConfigReader::dump(shard_value)));
-    const std::string shard = shard_value.get<std::string>();
-    if (shard.empty() || shard == "." || shard == ".." || shard.find('/') != std::string::npos ||
-        shard.find('\\') != std::string::npos || shard.find('\0') != std::string::npos)
-      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "': shard \"", shard,
-                                        "\" is not a plain file name in the model directory"));
-    if (shards.count(shard)) continue;
-    const fs::path path = dir / shard;
-    if (!fs::exists(path))
-      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "': shard \"", shard, "\" is missing"));
-    shards.emplace(shard, s.files.size());
-    s.add_file(path.string());
-  }
-  // Each tensor in the shard the map names, and each shard's tensors all in the map.
-  for (const auto& [tensor, shard_value] : map.items()) {
-    const SafetensorsFile& file = *s.files[shards.at(shard_value.get<std::string>())];
-    const TensorEntry* entry = file.find(tensor);
-    if (!entry)
-      fail_file(index_path, log::concat("weight_map: tensor '", tensor, "' is not in its shard ", file.path()));
-    s.add_tensor(file, *entry);
-  }
-  for (const auto& [shard, position] : shards) {
-    const SafetensorsFile& file = *s.files[position];
-    for (const TensorEntry& e : file.header().tensors) {
-      const auto named = map.find(e.name);
-      if (named == map.end())
-        fail_file(file.path(), log::concat("tensor '", e.name, "' is not in ", index_file, "'s weight_map"));
-      if (named->get<std::string>() != shard)  // which copy transformers takes depends on the order it reads shards
-        fail_file(file.path(), log::concat("tensor '", e.name, "' is in this shard too, but ", index_file,
-                                           "'s weight_map names ", named->get<std::string>()));
-    }
-  }
-  return weights;
-}
-
-bool HfWeights::has(std::string_view name) const { return state_->tensors.find(name) != state_->tensors.end(); }
-
-const TensorEntry& HfWeights::entry(std::string_view name) const {
-  const auto it = state_->tensors.find(name);
-  if (it == state_->tensors.end()) fail_file(state_->dir, log::concat("no tensor '", name, "' in the weights"));
-  return *it->second.entry;
-}
-
-std::string_view HfWeights::bytes(std::string_view name) const {
-  const TensorEntry& e = entry(name);
-  return state_->tensors.find(name)->second.file->bytes(e);
-}
-
-std::vector<std::string> HfWeights::names() const {
-  std::vector<std::string> out;
-  for (const auto& [name, where] : state_->tensors) out.push_back(name);
-  return out;
-}
-
-std::size_t HfWeights::file_count() const { return state_->files.size(); }
-
-void HfWeights::check_against(const HfConfig& config) const {
-  // Far more layers than the weights' tensors can hold (each layer has nine or more) are refused before the list of
-  // what is expected is built: that list grows with the layer count (2^31 layers would not fit in memory, and a header
-  // of a million empty tensors with as many layers took gigabytes to list as missing). Short of that, what is missing
-  // is listed.
-  constexpr std::uint64_t tensors_per_layer = 9, few = 64;
-  if (std::uint64_t(config.num_hidden_layers) * tensors_per_layer > 2 * state_->tensors.size() + few)
-    throw ModelFileError(log::concat(state_->dir, ": the weights do not match config.json: num_hidden_layers ",
-                                     config.num_hidden_layers, " needs far more than the ", state_->tensors.size(),
-                                     " tensors the weights hold (each layer has nine or more)"));
-  std::vector<std::string> problems;  // the first max_problems_listed, of problem_count
-  std::size_t problem_count = 0;
-  const auto problem = [&](std::string text) {
-    if (problem_count++ < max_problems_listed) problems.push_back(std::move(text));
-  };
-  const auto check = [&](const std::string& name, const std::vector<std::int64_t>& shape) {
-    const TensorEntry& e = *state_->tensors.find(name)->second.entry;
-    if (e.shape != shape)
-      problem(log::concat("tensor '", name, "' has shape ", shape_text(e.shape), ", expected ", shape_text(shape)));
-    if (e.dtype != DType::f32 && e.dtype != DType::f16 && e.dtype != DType::bf16)
-      problem(log::concat("tensor '", name, "' has dtype ", dtype_name(e.dtype), ", expected F32, F16 or BF16"));
-  };
-  std::set<std::string, std::less<>> expected;
-  for (const ExpectedTensor& t : expected_tensors(config)) {
-    expected.insert(t.name);
-    if (!has(t.name))
-      problem(log::concat("tensor '", t.name, "' is missing"));
-    else
-      check(t.name, t.shape);
-  }
-  for (const auto& [name, where] : state_->tensors) {
-    if (expected.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
-    if (name == "lm_head.weight" && config.tie_word_embeddings) {
-      check(name, {config.vocab_size, config.hidden_size});
-      continue;
-    }
-    problem(log::concat("tensor '", name, "' is not one a ", config.architecture, " of this config has"));
-  }
-  if (problem_count == 0) return;
-  std::string message = log::concat(state_->dir, ": the weights do not match config.json (", problem_count,
-                                    problem_count == 1 ? " problem):" : " problems):");
-  for (const std::string& p : problems) message += "\n  " + p;
-  if (problem_count > problems.size()) message += log::concat("\n  and ", problem_count - problems.size(), " more");
-  throw ModelFileError(message);
 }
 
 }  // namespace arclight::model
