@@ -47,7 +47,8 @@ struct Answer {
   std::optional<Trace> trace;
   double temperature = 1.0;  // the traces record it
   bool logprobs = false;
-  bool tools = false;  // tool calls are parsed from the answers
+  bool tools = false;          // tool calls are parsed from the answers
+  bool one_tool_call = false;  // parallel_tool_calls false: the first only
   // A call that tool_choice requires, begun at the end of the prompt ("<tool_call>\n", with the named function's
   // name): the answers continue it, and are read with it in front.
   std::string forced_call;
@@ -105,6 +106,7 @@ class Endpoint {
     auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace, http);
     answer->tools = !request.conversation.tools.empty();
     answer->forced_call = forced;
+    answer->one_tool_call = !request.parallel_tool_calls;
     return respond(answer, true, request.sampling);
   }
 
@@ -348,7 +350,8 @@ class Endpoint {
     const std::string text = answer.forced_call + choice.text();
     json message = {{"role", "assistant"}, {"content", text}};
     std::string finish = choice.finish_reason();
-    if (const auto calls = answer.tools ? parse_tool_calls(text) : std::nullopt) {
+    if (auto calls = answer.tools ? parse_tool_calls(text) : std::nullopt) {
+      if (answer.one_tool_call) calls->calls.resize(1);
       message["content"] = calls->content.empty() ? json() : json(calls->content);
       message["tool_calls"] = tool_calls_json(*calls);
       finish = "tool_calls";

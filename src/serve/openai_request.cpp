@@ -262,6 +262,7 @@ ChatRequest parse_chat_request(std::string_view body) {
   const json no_tools = json::array();
   if (tools) check_tools(*tools);
   read_tool_choice(root, tools ? *tools : no_tools, out);
+  if (field(root, "parallel_tool_calls")) out.parallel_tool_calls = boolean(root, "parallel_tool_calls");
   // vLLM's way to pass the template's variables; of them only Qwen3's enable_thinking changes a built-in template.
   if (const json* kwargs = field(root, "chat_template_kwargs")) {
     if (!kwargs->is_object()) bad("chat_template_kwargs", "expected an object");

@@ -51,6 +51,8 @@ struct ChatRequest {
   text::Conversation conversation;  // tools included, unless tool_choice is none
   ToolChoice tool_choice = ToolChoice::automatic;
   std::string tool_name;  // ToolChoice::named
+  // false: an answer's first tool call only (as vLLM since 0.11: the model still writes them all, the trace keeps them)
+  bool parallel_tool_calls = true;
   Sampling sampling;
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking, as vLLM takes it (Qwen3)
 };

@@ -303,6 +303,31 @@ BOOST_AUTO_TEST_CASE(tools_are_rendered_and_a_tool_call_is_parsed_back) {
                          "\"type\": \"function\"}\n</tools>") != std::string::npos);
 }
 
+// parallel_tool_calls false gives the first call only, whole or streamed (vLLM's since 0.11); the trace keeps every
+// token the model wrote.
+BOOST_AUTO_TEST_CASE(parallel_tool_calls_false_answers_the_first_call_only) {
+  Served served;
+  const std::string two_calls =
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2}}\n</tool_call>";
+  served.generator.answer_text(two_calls);
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  BOOST_TEST(served.ok("/v1/chat/completions", request)["choices"][0]["message"]["tool_calls"].size() == 2);
+  request["parallel_tool_calls"] = false;
+  const json choice = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_REQUIRE(choice["message"]["tool_calls"].size() == 1);
+  BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 1}");
+  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["token_ids"] == json(bytes_of(two_calls)));
+  request["stream"] = true;
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_REQUIRE(events.size() == 4);  // the role, the calls, the finish, [DONE]
+  BOOST_TEST(events[1]["choices"][0]["delta"]["tool_calls"].size() == 1);
+  request["parallel_tool_calls"] = "no";
+  BOOST_TEST(error_of(served.post("/v1/chat/completions", request), 400)["param"] == "parallel_tool_calls");
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_tool_call_is_plain_text_with_stop) {
   Served served;
   const std::string text = "<tool_call>\n{\"name\": add}\n</tool_call>";
