@@ -37,14 +37,22 @@ ChoiceReader::ChoiceReader(std::shared_ptr<GenerationStream> stream, const text:
       stop_tokens_(std::move(stop_tokens)) {}
 
 bool ChoiceReader::next(Delta& delta) {
+  Piece piece;
+  while ((piece = next_within(delta, poll)) == Piece::none_yet) {
+  }
+  return piece == Piece::given;
+}
+
+ChoiceReader::Piece ChoiceReader::next_within(Delta& delta, std::chrono::milliseconds wait) {
   delta = {};
-  if (done_) return false;
-  while (delta.tokens.empty() && !ended_) pull(delta);
+  if (done_) return Piece::ended;
+  if (!ended_) pull(delta, wait);
+  if (delta.tokens.empty() && !ended_) return Piece::none_yet;
   const std::size_t end = ended_ ? text_.size() : safe_end();
   if (end > given_) delta.text = text_.substr(given_, end - given_);
   given_ = std::max(given_, end);
   done_ = ended_;
-  return true;
+  return Piece::given;
 }
 
 void ChoiceReader::read_to_end() {
@@ -53,7 +61,7 @@ void ChoiceReader::read_to_end() {
   }
 }
 
-void ChoiceReader::pull(Delta& delta) {
+void ChoiceReader::pull(Delta& delta, std::chrono::milliseconds wait) {
   if (client_left_ && std::chrono::steady_clock::now() >= next_look_) {
     next_look_ = std::chrono::steady_clock::now() + poll;
     if (client_left_()) {
@@ -64,7 +72,7 @@ void ChoiceReader::pull(Delta& delta) {
     }
   }
   std::vector<StreamedToken> batch;
-  const bool more = stream_->next(batch, poll);
+  const bool more = stream_->next(batch, wait);
   for (const StreamedToken& token : batch) {
     if (ended_) break;  // tokens after a stop string: not part of the answer
     take(token, delta);

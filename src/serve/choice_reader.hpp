@@ -23,6 +23,9 @@ class ChoiceReader {
                std::vector<std::string> stop_strings, std::vector<text::TokenId> stop_tokens);
   // The next piece (waits for it); false once the choice has ended and every piece was given.
   bool next(Delta& delta);
+  // The next piece if one comes within `wait` (the streams of a response's n choices are read in turn).
+  enum class Piece : std::uint8_t { given, none_yet, ended };
+  Piece next_within(Delta& delta, std::chrono::milliseconds wait);
   void read_to_end();
   void cancel() { stream_->cancel(); }
   // `client_left` is asked (on the reading thread, at most every 100 ms while the reader waits or reads) whether the
@@ -40,7 +43,7 @@ class ChoiceReader {
   std::vector<float> untruncated_logprobs() const;  // what a trace records (StreamedToken)
 
  private:
-  void pull(Delta& delta);
+  void pull(Delta& delta, std::chrono::milliseconds wait);
   void take(const StreamedToken& token, Delta& delta);
   void end_at_stop_string();
   std::size_t safe_end() const;

@@ -376,8 +376,8 @@ class Endpoint {
   HttpResponse stream(std::shared_ptr<Answer> answer, bool chat, bool include_usage) {
     HttpResponse response{200, "text/event-stream", "", nullptr};
     response.stream = [this, answer, chat, include_usage](const StreamWriter& write) {
-      for (std::size_t i = 0; i < answer->choices.size(); ++i)
-        if (!stream_choice(*answer, i, chat, include_usage, write)) return;  // the client is gone: ~Answer cancels
+      Events events(*this, *answer, chat, include_usage, write);
+      if (!events.send_choices()) return;  // the client is gone: ~Answer cancels
       if (include_usage) {
         json last = header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
         last["usage"] = answer->usage();
@@ -392,58 +392,107 @@ class Endpoint {
     return header(answer, chat ? "chat.completion.chunk" : "text_completion", json::array({std::move(choice)}));
   }
 
-  // One choice's events: (chat) the role, then a piece per delta, then the finish reason; the first carries the
-  // prompt's token ids, each a null usage when the last event carries it (OpenAI's stream_options.include_usage).
-  // False once the client has left.
-  bool stream_choice(Answer& answer, std::size_t i, bool chat, bool include_usage, const StreamWriter& write) {
-    ChoiceReader& choice = *answer.choices[i];
-    bool first = true;
-    const auto send = [&](json choice_json) {
-      json c = chunk(answer, chat, std::move(choice_json));
-      if (include_usage) c["usage"] = nullptr;
-      if (first) c["prompt_token_ids"] = answer.prompt_of(i);
-      first = false;
-      return write(event(c));
-    };
-    const json role = {{"index", i},
-                       {"delta", {{"role", "assistant"}, {"content", ""}}},
-                       {"logprobs", nullptr},
-                       {"finish_reason", nullptr}};
-    if (chat && !send(role)) return false;
-    std::size_t offset = 0;
-    Delta delta;
-    std::string given;      // with tools: the text the reader gave so far
-    std::size_t shown = 0;  // of it, sent: the text before the calls (their tokens come with them, at the end)
-    while (choice.next(delta)) {
-      if (delta.text.empty() && delta.tokens.empty()) continue;
-      if (!answer.tools) {
-        if (!send(delta_choice(answer, i, chat, delta, offset))) return false;
-        continue;
+  // A streamed answer's choices' events: (chat) the role, then a piece per delta, then the finish reason; the first of
+  // a choice carries its prompt's token ids, each a null usage when the last event carries it (OpenAI's
+  // stream_options.include_usage). Every step is false once the client has left.
+  class Events {
+   public:
+    Events(Endpoint& endpoint, Answer& answer, bool chat, bool include_usage, const StreamWriter& write)
+        : endpoint_(endpoint),
+          answer_(answer),
+          chat_(chat),
+          include_usage_(include_usage),
+          write_(write),
+          sent_(answer.choices.size()) {}
+
+    // The choices are read in turn, as vLLM interleaves them: each round waits for the first that has not ended (the
+    // engine advances every choice of a response at each decode step) and takes what the others have by then.
+    bool send_choices() {
+      const std::size_t n = answer_.choices.size();
+      if (chat_)
+        for (std::size_t i = 0; i < n; ++i)
+          if (!send(i, {{"index", i},
+                        {"delta", {{"role", "assistant"}, {"content", ""}}},
+                        {"logprobs", nullptr},
+                        {"finish_reason", nullptr}}))
+            return false;
+      std::vector<bool> ended(n, false);
+      for (std::size_t left = n; left > 0;) {
+        bool waited = false;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (ended[i]) continue;
+          Delta delta;
+          const auto piece = answer_.choices[i]->next_within(delta, waited ? no_wait : wait_for_tokens);
+          waited = true;
+          if (piece == ChoiceReader::Piece::none_yet) continue;
+          if (piece == ChoiceReader::Piece::given) {
+            if (!send_piece(i, delta)) return false;
+            continue;
+          }
+          ended[i] = true;
+          --left;
+          if (!send_end(i)) return false;
+        }
       }
-      if (!answer.forced_call.empty()) continue;  // the answer is a call from its first token
-      given += delta.text;
+      return true;
+    }
+
+   private:
+    static constexpr std::chrono::milliseconds wait_for_tokens{100}, no_wait{0};
+
+    struct Sent {
+      bool first = true;
+      std::size_t offset = 0;  // completions' log-probs: characters of text before the next token's
+      std::string given;       // with tools: the text the reader gave so far
+      std::size_t shown = 0;   // of it, sent: the text before the calls (their tokens come with them, at the end)
+    };
+
+    bool send(std::size_t i, json choice_json) {
+      json c = endpoint_.chunk(answer_, chat_, std::move(choice_json));
+      if (include_usage_) c["usage"] = nullptr;
+      if (sent_[i].first) c["prompt_token_ids"] = answer_.prompt_of(i);
+      sent_[i].first = false;
+      return write_(event(c));
+    }
+
+    bool send_piece(std::size_t i, const Delta& delta) {
+      if (delta.text.empty() && delta.tokens.empty()) return true;
+      Sent& sent = sent_[i];
+      if (!answer_.tools) return send(i, endpoint_.delta_choice(answer_, i, chat_, delta, sent.offset));
+      if (!answer_.forced_call.empty()) return true;  // the answer is a call from its first token
+      sent.given += delta.text;
       // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
-      const std::size_t before = text_before_tool_calls(given);
-      const std::size_t last = before == 0 ? std::string::npos : given.find_last_not_of(" \t\r\n", before - 1);
+      const std::size_t before = text_before_tool_calls(sent.given);
+      const std::size_t last = before == 0 ? std::string::npos : sent.given.find_last_not_of(" \t\r\n", before - 1);
       const std::size_t end = last == std::string::npos ? 0 : last + 1;
-      if (end <= shown) continue;
+      if (end <= sent.shown) return true;
       const json text = {{"index", i},
-                         {"delta", {{"content", given.substr(shown, end - shown)}}},
+                         {"delta", {{"content", sent.given.substr(sent.shown, end - sent.shown)}}},
                          {"logprobs", nullptr},
                          {"finish_reason", nullptr},
                          {"token_ids", json::array()}};
-      shown = end;
-      if (!send(text)) return false;
+      sent.shown = end;
+      return send(i, text);
     }
-    if (choice.client_gone()) return false;  // seen while tool calls were held back: not traced
-    if (choice.finish_reason() == "error")   // not traced
-      return write(
-          event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
-    record(answer, i);
-    for (json& last : last_choices(answer, i, chat, shown))
-      if (!send(std::move(last))) return false;
-    return true;
-  }
+
+    bool send_end(std::size_t i) {
+      const ChoiceReader& choice = *answer_.choices[i];
+      if (choice.client_gone()) return false;  // seen while tool calls were held back: not traced
+      if (choice.finish_reason() == "error")   // not traced; the other choices go on
+        return write_(
+            event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
+      endpoint_.record(answer_, i);
+      for (json& last : endpoint_.last_choices(answer_, i, chat_, sent_[i].shown))
+        if (!send(i, std::move(last))) return false;
+      return true;
+    }
+
+    Endpoint& endpoint_;
+    Answer& answer_;
+    const bool chat_, include_usage_;
+    const StreamWriter& write_;
+    std::vector<Sent> sent_;
+  };
 
   json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset) const {
     std::vector<std::int32_t> ids;

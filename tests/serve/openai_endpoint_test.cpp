@@ -272,6 +272,43 @@ BOOST_AUTO_TEST_CASE(a_streamed_chat_sends_the_role_then_pieces_then_the_finish_
     BOOST_TEST((events[i].contains("usage") && events[i]["usage"].is_null()), i);
 }
 
+// n choices stream side by side (as OpenAI and vLLM send them), not one after the other: a choice's pieces do not wait
+// for the choices before it to end.
+BOOST_AUTO_TEST_CASE(n_streamed_choices_interleave) {
+  Served served;
+  const std::string answer = "abcdefghijklmnopqrst";
+  served.generator.answer_text(answer);
+  served.generator.per_token = std::chrono::milliseconds(5);
+  json request = hello_chat;
+  request["n"] = 2;
+  request["stream"] = true;
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", request)->body);
+  std::string text[2];
+  std::size_t finished[2] = {0, 0}, first_piece[2] = {0, 0};
+  for (std::size_t k = 0; k + 1 < events.size(); ++k) {
+    const json& c = events[k]["choices"].at(0);
+    const std::size_t i = c["index"];
+    BOOST_REQUIRE(i < 2);
+    if (c["delta"].contains("role")) {
+      BOOST_TEST(events[k]["prompt_token_ids"].size() > 0);  // each choice's first event
+      continue;
+    }
+    BOOST_TEST(!events[k].contains("prompt_token_ids"));
+    if (!c["finish_reason"].is_null()) {
+      finished[i] = k;
+      continue;
+    }
+    if (first_piece[i] == 0) first_piece[i] = k;
+    text[i] += c["delta"]["content"].get<std::string>();
+  }
+  BOOST_TEST(text[0] == answer);
+  BOOST_TEST(text[1] == answer);
+  BOOST_TEST(finished[0] > 0);
+  BOOST_TEST(finished[1] > 0);
+  BOOST_TEST(first_piece[1] < finished[0]);  // choice 1 began before choice 0 ended
+  BOOST_TEST(events.back() == "[DONE]");
+}
+
 BOOST_AUTO_TEST_CASE(a_streamed_answer_never_shows_part_of_a_stop_string) {
   Served served;
   served.generator.answer_text("abcSTdefSTOPghi");
