@@ -19,8 +19,11 @@
 #                     submits nothing. With no links left it requeues itself instead.
 #   ARCLIGHT_SBATCH_ARGS  sbatch options the successor is submitted with (the overrides this job had)
 #   ARCLIGHT_SCRIPT   the script the successor runs   (slurm/train_128gpu.sh)
-#   ARCLIGHT_MAX_HANG_REQUEUES  times a job that ended itself on a hung rank (exit 3, no signal) is requeued (3):
-#                     a node that hangs again and again would otherwise requeue the job for ever
+#   ARCLIGHT_MAX_FAILURE_REQUEUES  times in a row a job that failed (a rank or node lost: mpirun's exit 1 or a signal's
+#                     128+N; a hung rank: exit 3 with no signal) is requeued without a new checkpoint in between (3). A
+#                     new version starts the count again, so a long run survives any number of node failures, while a
+#                     failure that comes back before the next checkpoint (a bad node, a bad version) ends the job.
+#                     Counted in the checkpoint directory (.slurm-failures), so a chain's links share it.
 #   ARCLIGHT_MODEL_STAGE  a directory on each node's own disk (e.g. /tmp or /local/scratch): the Hugging Face model
 #                     directory ARCLIGHT_MODEL (the config's model.path) is copied there once per node before training
 #                     (srun, one task per node; the weights, JSON, Jinja and tokenizer.model files, links followed, as
@@ -52,6 +55,16 @@ gpus=${GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}  # Slurm sets the second where i
 nodes=${SLURM_JOB_NUM_NODES:-1}
 if [ "$gpus" -gt 0 ]; then ranks=$((nodes * gpus + 1)); else ranks=${SLURM_NTASKS:-2}; fi
 exit_requeue=3  # arclight's exit code after a signal-triggered checkpoint
+exit_usage=2    # bad configuration or input: never requeued
+max_failures=${ARCLIGHT_MAX_FAILURE_REQUEUES:-${ARCLIGHT_MAX_HANG_REQUEUES:-3}}  # the second: its name before 2026-12
+read -r -a extra_args <<<"${ARCLIGHT_ARGS:-}"  # split on blanks, never globbed
+read -r -a successor_args <<<"${ARCLIGHT_SBATCH_ARGS:-}"
+if [ "$gpus" -gt 0 ] && [ -n "${SLURM_NTASKS_PER_NODE:-}" ] && [ "$SLURM_NTASKS_PER_NODE" != "$gpus" ]; then
+  # mpirun fills --ntasks-per-node slots a node: any other count puts two ranks on a GPU or leaves GPUs idle.
+  echo "arclight: --ntasks-per-node is $SLURM_NTASKS_PER_NODE but the nodes have $gpus GPUs: give sbatch" \
+    "--ntasks-per-node=$gpus (or GPUS_PER_NODE)"
+  exit "$exit_usage"
+fi
 
 # NCCL: InfiniBand where present, its own CPU affinity (no binding by the launcher), and
 # errors that surface instead of hanging.
@@ -60,6 +73,11 @@ export NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-0}
 export NCCL_ASYNC_ERROR_HANDLING=1
 export NCCL_IGNORE_CPU_AFFINITY=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# Slurm ends a job (requeue, pre-emption, scancel, the time limit) with SIGTERM to every process, mpirun among them,
+# and SIGKILL KillWait seconds later. mpirun passes the SIGTERM on and kills the ranks 1 s after (Open MPI's
+# odls_base_sigkill_timeout): too soon for them to finish the step and checkpoint. Give them Slurm's KillWait.
+killwait=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" { print $3 }')
+export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-${killwait:-30}}
 
 echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $nodes node(s), $ranks ranks, config $config, checkpoints $ckpt"
 
@@ -67,10 +85,10 @@ echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $node
 # which checkpoints at its next step and exits with 3; this script then requeues or chains.
 # SIGTERM means Slurm itself is ending the job (scontrol requeue, pre-emption, scancel): ask for
 # a checkpoint within KillWait the same way, but leave the requeue to Slurm.
-warned=0 termed=0 step=""
+warned=0 termed=0 trapped=0 step=""
 forward() { echo "arclight: $1 received, asking the job to checkpoint"; [ -n "$step" ] && kill -USR1 "$step" 2>/dev/null; }
-trap 'warned=1; forward SIGUSR1' USR1
-trap 'termed=1; forward SIGTERM' TERM
+trap 'warned=1 trapped=1; forward SIGUSR1' USR1
+trap 'termed=1 trapped=1; forward SIGTERM' TERM
 
 # The model staged to every node's own disk (ARCLIGHT_MODEL_STAGE), at a path of this job's.
 model_args=()
@@ -95,8 +113,8 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
   echo "arclight: the model $ARCLIGHT_MODEL is staged to $staged on each of the $nodes node(s)"
   model_args=(--model.path "$staged")
 fi
-unstage() {
-  [ -n "$staged" ] && srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
+unstage() {  # bounded: a node that hung the job may not answer
+  [ -n "$staged" ] && timeout 120 srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
 }
 
 root=""
@@ -104,12 +122,17 @@ root=""
 # rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
 # (oversubscription of one) lands on node 0 too.
 mpirun $root --oversubscribe --bind-to none -np "$ranks" \
-  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${model_args[@]+"${model_args[@]}"} ${ARCLIGHT_ARGS:-} &
+  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${model_args[@]+"${model_args[@]}"} \
+  ${extra_args[@]+"${extra_args[@]}"} &
 step=$!
-while :; do
-  wait "$step"; rc=$?
-  # wait returns early (>128) when a trapped signal arrives; the step is still running then.
-  kill -0 "$step" 2>/dev/null || break
+wait "$step"; rc=$?
+while [ "$trapped" = 1 ]; do
+  # A trapped signal ended the wait early (>128; the step may have ended meanwhile), or came just after it returned
+  # the step's status, which a second wait no longer has (127).
+  trapped=0
+  wait "$step" 2>/dev/null; again=$?
+  [ "$again" -eq 127 ] && break
+  rc=$again
 done
 echo "arclight: the job step exited with $rc"
 unstage
@@ -126,18 +149,33 @@ if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 1 ]; then
   echo "arclight: checkpointed; Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi
-if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "${SLURM_RESTART_COUNT:-0}" -ge "${ARCLIGHT_MAX_HANG_REQUEUES:-3}" ]; then
-  echo "arclight: the job ended on a hung rank after ${SLURM_RESTART_COUNT:-0} restarts; not requeued again" \
-    "(ARCLIGHT_MAX_HANG_REQUEUES=${ARCLIGHT_MAX_HANG_REQUEUES:-3})"
-  exit "$exit_requeue"
+# A failure of the job's own (no signal from Slurm): a hung rank (exit 3), a rank or node lost (mpirun's 1, or 128+N for
+# a rank a signal killed). Requeued while the run makes progress: the count of failures since the newest version
+# began is kept beside the versions, and a new version starts it again.
+failed=0
+if [ "$warned" = 0 ] && [ "$termed" = 0 ] && [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ]; then
+  latest=$(cat "$ckpt/LATEST" 2>/dev/null || echo none)
+  read -r last_latest failures 2>/dev/null <"$ckpt/.slurm-failures" || failures=0
+  [ "${last_latest:-}" = "$latest" ] || failures=0
+  failures=$((failures + 1))
+  [ -d "$ckpt" ] && echo "$latest $failures" >"$ckpt/.slurm-failures"
+  if [ "$failures" -gt "$max_failures" ]; then
+    echo "arclight: the job failed (exit $rc) $failures times in a row with no new checkpoint (latest: $latest);" \
+      "not requeued again (ARCLIGHT_MAX_FAILURE_REQUEUES=$max_failures)"
+    exit "$rc"
+  fi
+  echo "arclight: the job failed (exit $rc), failure $failures of at most $max_failures since its latest checkpoint" \
+    "($latest): requeueing it to resume"
+  failed=1
 fi
-if [ "$rc" -eq "$exit_requeue" ]; then
-  # Checkpointed on a signal (or ended on a hung rank), training not done: the next link of the chain, or a requeue.
+if [ "$rc" -eq "$exit_requeue" ] || [ "$failed" = 1 ]; then
+  # Checkpointed on a signal (or failed), training not done: the next link of the chain, or a requeue.
   chain=${ARCLIGHT_CHAIN:-0}
   if [ "$chain" -gt 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
     # In the environment, not in --export=NAME=VALUE: a comma in the path would cut it there. Without this job's
-    # restart count: Slurm sets none on a fresh job, and the successor would count this one's hang requeues.
-    next=$(ARCLIGHT_CHAIN=$((chain - 1)) ARCLIGHT_CKPT=$ckpt env -u SLURM_RESTART_COUNT sbatch --parsable ${ARCLIGHT_SBATCH_ARGS:-} \
+    # restart count: Slurm sets none on a fresh job.
+    next=$(ARCLIGHT_CHAIN=$((chain - 1)) ARCLIGHT_CKPT=$ckpt env -u SLURM_RESTART_COUNT sbatch --parsable \
+      ${successor_args[@]+"${successor_args[@]}"} \
       --dependency="afterany:$SLURM_JOB_ID" --job-name="${SLURM_JOB_NAME:-arclight}" --export=ALL \
       "${ARCLIGHT_SCRIPT:-slurm/train_128gpu.sh}") &&
       { echo "arclight: submitted the next link, job $next ($((chain - 1)) left after it)"; exit 0; }
