@@ -74,17 +74,31 @@ def end_attempt(store, rollout, status):
 
 def run_episodes(play, at_once):
     """Runs `play(llm, store, rollout)` for every rollout this worker takes, `at_once` episodes at a time, forever. An
-    episode that raises fails its attempt (the rollout's retry rule decides what follows)."""
+    episode that raises fails its attempt (the rollout's retry rule decides what follows); no error ends a thread."""
     def episodes():
         llm, store = Client(BASE_URL.removesuffix("/v1")), Client(STORE_URL)
+        pause = 0.5
         while True:  # all threads take work under the process's worker id: the runner fails a dead worker's attempts
-            for rollout in store.post("/v1/agl/queues/rollouts/dequeue", {"limit": 1, "worker_id": WORKER}):
+            try:
+                rollouts = store.post("/v1/agl/queues/rollouts/dequeue", {"limit": 1, "worker_id": WORKER})
+                pause = 0.5
+            except Exception as error:  # the runner busy (503) or going away: wait, then ask again
+                print(f"taking work failed: {error}; again in {pause:.1f} s", file=sys.stderr, flush=True)
+                time.sleep(pause)
+                pause = min(2 * pause, 10.0)
+                continue
+            for rollout in rollouts:
                 try:
                     play(llm, store, rollout)
-                    end_attempt(store, rollout, "succeeded")
+                    status = "succeeded"
                 except Exception as error:
                     print(f"episode of {rollout['rollout_id']} failed: {error}", file=sys.stderr, flush=True)
-                    end_attempt(store, rollout, "failed")
+                    status = "failed"
+                try:
+                    end_attempt(store, rollout, status)
+                except Exception as error:  # 404: the runner ended it already (its timeout); it is not retried here
+                    print(f"ending the attempt of {rollout['rollout_id']} failed: {error}", file=sys.stderr,
+                          flush=True)
 
     threads = [threading.Thread(target=episodes, daemon=True) for _ in range(at_once)]
     for t in threads:

@@ -158,8 +158,14 @@ thread_local bool refusing = false;                // on the accepting thread: t
 // two connections per thread).
 class BoundedPool final : public httplib::TaskQueue {
  public:
+  // Throws std::system_error, the threads started ended, where one cannot start.
   BoundedPool(std::size_t threads, std::size_t max_waiting) : max_waiting_(max_waiting), idle_(threads) {
-    for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+    try {
+      for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+    } catch (...) {
+      shutdown();
+      throw;
+    }
   }
 
   void enqueue(std::function<void()> serve_connection) override {

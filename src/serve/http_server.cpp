@@ -12,7 +12,9 @@
 #include <chrono>
 #include <optional>
 #include <regex>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
@@ -147,6 +149,11 @@ std::vector<std::string> HttpRequest::param_values(const std::string& key) const
 
 struct HttpServer::Impl {
   explicit Impl(HttpServerOptions o) : options(std::move(o)), server(options) {}
+  ~Impl() {
+    if (!pool) return;  // start() made it but never listened
+    pool->shutdown();
+    delete pool;
+  }
 
   HttpServerOptions options;
   GuardedServer server;
@@ -154,6 +161,7 @@ struct HttpServer::Impl {
   std::atomic<bool> listening_ended{false};
   std::atomic<int> socket{-1};
   int port = 0;
+  httplib::TaskQueue* pool = nullptr;  // made by start() on its caller's thread; the library's listen takes it
   std::vector<std::pair<std::regex, HttpErrorFormatter>> formatters;
   std::vector<std::regex> post_routes;  // as the library matches them: regex_match on the path
 
@@ -238,9 +246,7 @@ struct HttpServer::Impl {
   }
 
   void configure() {
-    const auto threads = static_cast<std::size_t>(options.worker_threads);
-    const auto waiting = static_cast<std::size_t>(options.max_waiting_connections);
-    server.new_task_queue = [this, threads, waiting] { return server.new_pool(threads, waiting); };
+    server.new_task_queue = [this] { return std::exchange(pool, nullptr); };
     server.set_payload_max_length(options.max_body_bytes);
     server.set_read_timeout(options.read_timeout);
     server.set_write_timeout(options.write_timeout);
@@ -328,6 +334,15 @@ int HttpServer::bind() {
 
 void HttpServer::start() {
   bind();
+  // Here, not on the listening thread where the library would make it: threads that cannot start (a limit on a
+  // user's processes) are an error of start(), not an exception that ends the program on a thread of its own.
+  const auto threads = static_cast<std::size_t>(impl_->options.worker_threads);
+  try {
+    impl_->pool = impl_->server.new_pool(threads, static_cast<std::size_t>(impl_->options.max_waiting_connections));
+  } catch (const std::system_error& e) {
+    throw Error(log::concat("http server on ", impl_->options.host, ":", impl_->port, ": cannot start ", threads,
+                            " worker threads: ", e.what()));
+  }
   impl_->listener = std::thread([this] {
     impl_->server.listen_after_bind();
     impl_->listening_ended = true;
