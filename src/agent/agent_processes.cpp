@@ -204,6 +204,11 @@ std::string AgentProcesses::spawn(Worker& w) {
   }
   int fds[] = {above_stdio(output[0]), above_stdio(output[1]), above_stdio(status[0]), above_stdio(status[1]),
                above_stdio(::open("/dev/null", O_RDONLY | O_CLOEXEC))};
+  if (std::find(std::begin(fds), std::end(fds), -1) != std::end(fds)) {  // out of descriptors (EMFILE), say
+    const int err = errno;
+    for (int& fd : fds) close_fd(fd);
+    return "cannot open the descriptors of agent worker " + w.id + ": " + error_text(err);
+  }
   ChildPlan plan;
   plan.path = guard_path_.c_str();
   plan.argv = guard_argvp_.data();
