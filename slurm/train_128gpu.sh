@@ -17,7 +17,8 @@
 #                     time limit or a pre-emption before training is done, it checkpoints and
 #                     submits its successor (afterany on this job), which resumes; a finished run
 #                     submits nothing. With no links left it requeues itself instead.
-#   ARCLIGHT_SBATCH_ARGS  sbatch options the successor is submitted with (the overrides this job had)
+#   ARCLIGHT_SBATCH_ARGS  sbatch options the successor is submitted with, beyond what it takes from this job by itself
+#                     (its node and task counts, GPUs per node, partition, account, QOS and time limit): --output, say
 #   ARCLIGHT_SCRIPT   the script the successor runs   (slurm/train_128gpu.sh)
 #   ARCLIGHT_MAX_FAILURE_REQUEUES  times in a row a job that failed (a rank or node lost: mpirun's exit 1 or a signal's
 #                     128+N; a hung rank: exit 3 with no signal) is requeued without a new checkpoint in between (3). A
@@ -174,8 +175,18 @@ if [ "$rc" -eq "$exit_requeue" ] || [ "$failed" = 1 ]; then
   if [ "$chain" -gt 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
     # In the environment, not in --export=NAME=VALUE: a comma in the path would cut it there. Without this job's
     # restart count: Slurm sets none on a fresh job.
+    # It asks for what this job got, whether the #SBATCH lines or sbatch's options said so; ARCLIGHT_SBATCH_ARGS
+    # come after, and win.
+    allocation=(--nodes="$nodes" --ntasks="${SLURM_NTASKS:-$ranks}")
+    [ -n "${SLURM_NTASKS_PER_NODE:-}" ] && allocation+=(--ntasks-per-node="$SLURM_NTASKS_PER_NODE")
+    [ -n "${SLURM_GPUS_PER_NODE:-}" ] && allocation+=(--gpus-per-node="$SLURM_GPUS_PER_NODE")
+    [ -n "${SLURM_JOB_PARTITION:-}" ] && allocation+=(--partition="$SLURM_JOB_PARTITION")
+    [ -n "${SLURM_JOB_ACCOUNT:-}" ] && allocation+=(--account="$SLURM_JOB_ACCOUNT")
+    [ -n "${SLURM_JOB_QOS:-}" ] && allocation+=(--qos="$SLURM_JOB_QOS")
+    limit=$(squeue -h -j "$SLURM_JOB_ID" -o %l 2>/dev/null)
+    [[ "$limit" =~ ^[0-9:-]+$ ]] && allocation+=(--time="$limit")
     next=$(ARCLIGHT_CHAIN=$((chain - 1)) ARCLIGHT_CKPT=$ckpt env -u SLURM_RESTART_COUNT sbatch --parsable \
-      ${successor_args[@]+"${successor_args[@]}"} \
+      "${allocation[@]}" ${successor_args[@]+"${successor_args[@]}"} \
       --dependency="afterany:$SLURM_JOB_ID" --job-name="${SLURM_JOB_NAME:-arclight}" --export=ALL \
       "${ARCLIGHT_SCRIPT:-slurm/train_128gpu.sh}") &&
       { echo "arclight: submitted the next link, job $next ($((chain - 1)) left after it)"; exit 0; }

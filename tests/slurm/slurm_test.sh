@@ -22,7 +22,7 @@ submit() {
   # --time=30: the scripts ask for SIGUSR1 10 minutes before the limit, which must not come during the test
   local shrink="--nodes=1 --ntasks=4 --gpus-per-node=0 --time=30 --output=$work/$name.out --error=$work/$name.out"
   GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="$bin" ARCLIGHT_CKPT="${CKPT:-$work/$name/checkpoints}" \
-    ARCLIGHT_ARGS="--run.dir $work/$name $*" ARCLIGHT_SBATCH_ARGS="$shrink" ARCLIGHT_CHAIN=${CHAIN:-0} \
+    ARCLIGHT_ARGS="--run.dir $work/$name $*" ARCLIGHT_SBATCH_ARGS="${SUCCESSOR_ARGS-$shrink}" ARCLIGHT_CHAIN=${CHAIN:-0} \
     sbatch --parsable $shrink "slurm/$script"
 }
 restarts() { scontrol show job "$1" | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
@@ -55,8 +55,11 @@ check 'grep -q "resuming guess from step" "$work/requeue.out"' "the requeued job
 check '[ "$(steps_of "$work/requeue")" = "$(seq 1 200 | xargs)" ]' "requeued run's steps: $(steps_of "$work/requeue" | head -c 300)"
 
 # 4. The chain: a job stopped early submits its successor, which resumes (from a directory whose name has a comma,
-# which sbatch --export=NAME=VALUE would cut); a finished job submits nothing.
-job=$(CHAIN=2 CKPT="$work/chain/check,points" submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
+# which sbatch --export=NAME=VALUE would cut); a finished job submits nothing. The successor asks for what its
+# predecessor got (here 1 node, 4 tasks, no GPU, 30 minutes, not train_node.sh's 9 tasks, 8 GPUs and 4 hours, which
+# this cluster cannot give) with only --output given.
+job=$(CHAIN=2 CKPT="$work/chain/check,points" SUCCESSOR_ARGS="--output=$work/chain.out --error=$work/chain.out" \
+  submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
 wait_until "3 steps of job $job" 60 '[ "$(lines_of "$work/chain")" -ge 3 ]'
 scancel --signal=USR1 --batch "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
@@ -64,6 +67,8 @@ check '[ "$state" = COMPLETED ]' "first link ended $state: $(tail -5 "$work/chai
 next=$(grep -o "submitted the next link, job [0-9]*" "$work/chain.out" | awk '{print $NF}')
 check '[ -n "$next" ]' "the first link submitted no successor: $(tail -5 "$work/chain.out")"
 if [ -n "$next" ]; then
+  check 'scontrol show job "$next" | grep -q "TimeLimit=00:30:00"' \
+    "the second link's time limit: $(scontrol show job "$next" | grep -oE "(TimeLimit|NumNodes|NumTasks|TRES)=[^ ]*" | xargs)"
   state=$(wait_for_state "$next" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
   check '[ "$state" = COMPLETED ]' "second link ended $state"
   check '[ "$(steps_of "$work/chain")" = "$(seq 1 120 | xargs)" ]' "chain's steps: $(steps_of "$work/chain" | head -c 200)"
