@@ -20,7 +20,8 @@ struct MicroBatch {
   torch::Tensor tokens, action_mask, behaviour_logprobs, temperatures, advantages, reference_logits;
 };
 
-// grpo.train_blocks = N > 0: only the last N layers, the final norm and the head train (not the embeddings).
+// grpo.train_blocks = N > 0: only the last N layers, the final norm and the head train (not the embeddings). A model
+// with tied embeddings has no head of its own: its output layer is the embeddings, and stays frozen.
 std::vector<bool> trainable_mask(const model::Policy& p, int train_blocks) {
   std::vector<bool> mask;
   const int layers = p.architecture().num_layers;

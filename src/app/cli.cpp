@@ -201,7 +201,8 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.validate_every", c.grpo.validate_every, "steps between validations; 0: never")->check(non_negative);
   b.opt(
        "grpo.train_blocks", c.grpo.train_blocks,
-       "0: the whole model trains; N: only the last N blocks, the final norm and the output layer (the rest is frozen)")
+       "0: the whole model trains; N: only the last N blocks, the final norm and the output layer (the rest is frozen; "
+       "an output layer tied to the embeddings too)")
       ->check(non_negative);
 }
 
