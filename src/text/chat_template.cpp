@@ -1,9 +1,11 @@
 #include "arclight/text/chat_template.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -281,6 +283,9 @@ std::vector<TokenId> ChatTemplate::stop_ids(const Tokenizer& tokenizer) const {
   for (const std::string& n : names)
     if (const auto id = tokenizer.token_id(n); id && std::find(ids.begin(), ids.end(), *id) == ids.end())
       ids.push_back(*id);
+  for (const TokenId id : generation_eos_ids)
+    if (static_cast<std::size_t>(id) < tokenizer.vocab_size() && std::find(ids.begin(), ids.end(), id) == ids.end())
+      ids.push_back(id);
   return ids;
 }
 
@@ -311,6 +316,31 @@ std::string template_text(const nlohmann::json& config, const fs::path& dir, con
   return {std::istreambuf_iterator<char>(jinja), std::istreambuf_iterator<char>()};
 }
 
+// generation_config.json's eos_token_id, else config.json's (transformers derives the generation config from it), an
+// id or a list; none where neither file has one.
+std::vector<TokenId> generation_eos_ids(const fs::path& dir) {
+  for (const char* file : {"generation_config.json", "config.json"}) {
+    std::ifstream in(dir / file, std::ios::binary);
+    if (!in) continue;
+    const std::string where = (dir / file).string();
+    const auto config = parse_json<nlohmann::json>(std::string{std::istreambuf_iterator<char>(in), {}});
+    if (config.is_discarded() || !config.is_object())
+      throw TokenizerFileError(
+          log::concat(where, ": not a JSON object (or nested deeper than ", max_json_depth, " levels)"));
+    const auto it = config.find("eos_token_id");
+    if (it == config.end() || it->is_null()) return {};
+    std::vector<TokenId> ids;
+    for (const nlohmann::json& id : it->is_array() ? *it : nlohmann::json::array({*it})) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+          id.get<std::int64_t>() > std::numeric_limits<TokenId>::max())
+        throw TokenizerFileError(where + ": eos_token_id: expected a token id or a list of them");
+      ids.push_back(id.get<TokenId>());
+    }
+    return ids;
+  }
+  return {};
+}
+
 }  // namespace
 
 ChatTemplate load_chat_template(const fs::path& model_dir, std::string_view name) {
@@ -330,6 +360,7 @@ ChatTemplate load_chat_template(const fs::path& model_dir, std::string_view name
   if (const std::string bos = special_token(config, "bos_token"); !bos.empty() && t.family == TemplateFamily::llama3)
     t.bos_token = bos;
   t.eos_token = special_token(config, "eos_token");
+  t.generation_eos_ids = generation_eos_ids(model_dir);
   return t;
 }
 

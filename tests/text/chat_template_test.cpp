@@ -179,6 +179,24 @@ BOOST_AUTO_TEST_CASE(loaded_from_a_model_directory) {
   BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
 }
 
+// Generation also stops at generation_config.json's eos_token_id, else config.json's, as transformers and vLLM do: a
+// fine-tune's own end token, which no template names.
+BOOST_AUTO_TEST_CASE(the_generation_configs_end_tokens_stop_too) {
+  TempDir dir;
+  std::ofstream(dir.file("tokenizer_config.json")) << json({{"chat_template", chatml_source}}).dump();
+  const auto bytes = make_byte_tokenizer({"<|im_end|>", "<|endoftext|>"});
+  BOOST_TEST(load_chat_template(dir.path).stop_ids(*bytes) == (std::vector<TokenId>{256, 257}));
+  std::ofstream(dir.file("config.json")) << json({{"eos_token_id", 33}}).dump();
+  BOOST_TEST(load_chat_template(dir.path).stop_ids(*bytes) == (std::vector<TokenId>{256, 257, 33}));
+  std::ofstream(dir.file("generation_config.json")) << json({{"eos_token_id", {256, 10, 99999}}}).dump();
+  // generation_config.json wins; an id beyond the vocabulary is none the model can draw
+  BOOST_TEST(load_chat_template(dir.path).stop_ids(*bytes) == (std::vector<TokenId>{256, 257, 10}));
+  std::ofstream(dir.file("generation_config.json")) << json({{"eos_token_id", "</s>"}}).dump();
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
+  std::ofstream(dir.file("generation_config.json")) << "{";
+  BOOST_CHECK_THROW(load_chat_template(dir.path), TokenizerFileError);
+}
+
 BOOST_AUTO_TEST_CASE(stop_tokens_the_tokenizer_has) {
   const auto bytes = make_byte_tokenizer({"<|im_end|>", "<|endoftext|>", "<|eot_id|>"});
   ChatTemplate chatml = ChatTemplate::named("chatml");

@@ -60,6 +60,9 @@ struct ChatTemplate {
   // none (plain ChatML, Qwen2-Instruct's), which then refuses tools and tool turns rather than render them otherwise.
   bool tool_format = true;
   std::string eos_token;  // tokenizer_config.json's eos_token, a stop token
+  // generation_config.json's eos_token_id (else config.json's): where transformers' generate and vLLM stop too, a
+  // fine-tune's own end token among them
+  std::vector<TokenId> generation_eos_ids;
 
   // By name; throws UsageError naming the known ones.
   static ChatTemplate named(std::string_view name);
@@ -68,12 +71,13 @@ struct ChatTemplate {
 
   std::string render(const Conversation& conversation, const RenderOptions& options = {}) const;
   // The tokens generation stops at: <|im_end|> or <|eot_id|> (and <|eom_id|>), <|endoftext|> or <|end_of_text|>,
-  // the configured EOS; those the tokenizer has.
+  // the configured EOS, the generation config's; those the tokenizer has.
   std::vector<TokenId> stop_ids(const Tokenizer& tokenizer) const;
 };
 
 // A model directory's template: `name` when given, else recognised from tokenizer_config.json's chat_template (or
-// chat_template.jinja beside it); bos_token and eos_token from tokenizer_config.json. Throws TokenizerFileError.
+// chat_template.jinja beside it); bos_token and eos_token from tokenizer_config.json, generation_eos_ids from
+// generation_config.json or config.json. Throws TokenizerFileError.
 ChatTemplate load_chat_template(const std::filesystem::path& model_dir, std::string_view name = "");
 
 // The rendered text tokenized as Hugging Face's apply_chat_template does (special tokens in the text matched).
