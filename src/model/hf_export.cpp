@@ -131,13 +131,14 @@ void write_text(const fs::path& path, const std::string& text) {
   sync_to_disk(path.string());
 }
 
-// The source's config.json with another weight type: torch_dtype, and transformers 5's dtype where it has one.
+// The source's config.json with another weight type: in the keys it has (transformers 5 writes dtype, and calls
+// torch_dtype deprecated at each load), torch_dtype where it has neither.
 void write_config_with_dtype(const fs::path& from, const fs::path& to, const std::string& dtype) {
   std::ifstream in(from, std::ios::binary);
   nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, false);
   if (!config.is_object()) throw ModelFileError(from.string() + ": not a JSON object");
-  config["torch_dtype"] = dtype;
   if (config.contains("dtype")) config["dtype"] = dtype;
+  if (config.contains("torch_dtype") || !config.contains("dtype")) config["torch_dtype"] = dtype;
   write_text(to, config.dump(2) + "\n");
 }
 

@@ -364,8 +364,9 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   read_sizes(config, defaults, c);
   read_attention(config, defaults, file, c);
   read_special_tokens(config, defaults, c);
-  const std::optional<std::string> torch_dtype = config.string("torch_dtype");  // transformers 5 writes dtype
-  c.torch_dtype = torch_dtype ? *torch_dtype : config.string("dtype").value_or("");
+  // transformers 5 writes dtype, and reads it before the older torch_dtype
+  const std::optional<std::string> dtype = config.string("dtype");
+  c.torch_dtype = dtype ? *dtype : config.string("torch_dtype").value_or("");
   return c;
 }
 

@@ -15,6 +15,8 @@
 #include <limits>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "arclight/model/policy.hpp"
 #include "tiny_hf_model.hpp"
 
@@ -129,6 +131,33 @@ BOOST_AUTO_TEST_CASE(an_export_loads_back_with_the_same_tensors) {
     BOOST_TEST(torch::equal(torch::tensor(back), expected), dtype);
     BOOST_TEST(report.weight_bytes == weights.size() * (dtype == "float32" ? 4u : 2u));
   }
+}
+
+// transformers 5 writes and reads "dtype", and calls "torch_dtype" deprecated at each load: an export writes the keys
+// its source has, and torch_dtype only where it has neither.
+BOOST_AUTO_TEST_CASE(the_exported_config_names_the_dtype_in_the_keys_its_source_has) {
+  TempDir source, out;
+  Policy trained(hf_model(random_qwen3(source, "float32")), 10, 1);
+  const auto config_of = [&](const std::string& dir) {
+    std::ifstream in(dir + "/config.json");
+    return nlohmann::json::parse(in);
+  };
+  nlohmann::json v5 = config_of(source.dir());
+  v5.erase("torch_dtype");
+  v5["dtype"] = "float32";
+  std::ofstream(source.file("config.json")) << v5.dump();
+  ExportOptions options;
+  options.dtype = "bfloat16";
+  export_hf(source.dir(), named(trained.parameter_names(), trained.flat_parameters(), trained), out.file("v5"),
+            options);
+  BOOST_TEST(config_of(out.file("v5"))["dtype"] == "bfloat16");
+  BOOST_TEST(!config_of(out.file("v5")).contains("torch_dtype"));
+  v5.erase("dtype");
+  std::ofstream(source.file("config.json")) << v5.dump();
+  export_hf(source.dir(), named(trained.parameter_names(), trained.flat_parameters(), trained), out.file("neither"),
+            options);
+  BOOST_TEST(config_of(out.file("neither"))["torch_dtype"] == "bfloat16");
+  BOOST_TEST(!config_of(out.file("neither")).contains("dtype"));
 }
 
 BOOST_AUTO_TEST_CASE(large_weights_go_into_shards_with_an_index) {

@@ -145,6 +145,10 @@ BOOST_AUTO_TEST_CASE(llama_config_with_defaults_and_llama3_rope) {
   BOOST_TEST((c.eos_token_ids == std::vector<int>{1, 2}));
   BOOST_TEST(c.bos_token_id.value() == 0);
   BOOST_TEST(c.torch_dtype == "bfloat16");
+  // Both keys: transformers 5 takes dtype, as here.
+  const std::string both =
+      replaced(llama_config, R"("torch_dtype": "bfloat16")", R"("torch_dtype": "bfloat16", "dtype": "float16")");
+  BOOST_TEST(parse_hf_config(both, "config.json").torch_dtype == "float16");
 
   // Absent keys: LlamaConfig's defaults, num_key_value_heads falling back to num_attention_heads.
   const HfConfig d = parse_hf_config(R"({"architectures": ["LlamaForCausalLM"]})", "config.json");

@@ -19,8 +19,9 @@ struct NamedWeights {
 
 struct ExportOptions {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default max_shard_size, "5GB"
-  // The weights' type: "float32", "bfloat16" or "float16", written into config.json's torch_dtype (and dtype, where
-  // it has that key); empty: the source's torch_dtype (a run trained in float32 on a bfloat16 model is rounded).
+  // The weights' type: "float32", "bfloat16" or "float16", written into config.json's dtype and torch_dtype keys,
+  // those it has (torch_dtype where it has neither); empty: the source's (a run trained in float32 on a bfloat16 model
+  // is rounded).
   std::string dtype;
 };
 
