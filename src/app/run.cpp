@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -238,6 +239,22 @@ model::Policy lora_policy(ModelConfig model, const std::string& source, const ck
 
 // A run that named its chat template (model.chat_template) rendered prompts with it; the exported tokenizer files
 // are the source's, so a server of the export renders with the source's template: said when the two differ.
+// A merge into 16-bit weights loses the adapters' updates under half a step of the type (small learning rates, weights
+// far from zero): how many, so that a user exporting what trained can choose float32 or the adapters apart.
+void report_merge_rounding(const model::MergeRounding& rounding, model::DType dtype) {
+  if (rounding.changed == 0 || (dtype != model::DType::bf16 && dtype != model::DType::f16)) return;
+  const std::uint64_t lost = dtype == model::DType::bf16 ? rounding.unchanged_in_bf16 : rounding.unchanged_in_f16;
+  const double percent = std::round(1000.0 * static_cast<double>(lost) / static_cast<double>(rounding.changed)) / 10;
+  const std::string line =
+      log::concat("LoRA merged into ", model::dtype_name(dtype), " weights: ", lost, " of the ", rounding.changed,
+                  " weights the adapters change (", percent, "%) round back to their base value, the update lost",
+                  lost == 0 ? "" : " (--dtype float32, or --peft DIR for the adapters apart, keeps it)");
+  if (percent >= 1)
+    log::warn(line);
+  else
+    log::info(line);
+}
+
 void warn_of_another_template(const std::string& named, const std::string& model_dir) {
   if (named.empty()) return;
   std::string carried;
@@ -273,6 +290,7 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
     offset += t.size;
   }
   std::optional<model::Policy> merged;  // a LoRA run's base with its adapters folded in: the weights point into it
+  model::MergeRounding rounding;
   const bool lora = saved.model.lora_rank > 0;
   if (!request.peft_dir.empty() && !lora)
     throw UsageError("export: " + path + " is not a LoRA run (model.lora_rank = 0): --peft has no adapters to write");
@@ -282,7 +300,8 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
                        ", --peft DIR writes them as a PEFT adapter");
     merged.emplace(lora_policy(saved.model, source, checkpoint));
     weights.clear();
-    for (const auto& [name, buffer] : merged->merge_adapters()) weights.push_back({name, buffer.data, buffer.size});
+    for (const auto& [name, buffer] : merged->merge_adapters(&rounding))
+      weights.push_back({name, buffer.data, buffer.size});
   }
   const std::string out = request.peft_dir.empty() ? request.hf_dir : request.peft_dir;
   model::ExportReport report;
@@ -301,6 +320,7 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
               static_cast<long long>(checkpoint.step), out.c_str(),
               static_cast<unsigned long long>(report.weight_bytes),
               std::string(model::dtype_name(report.dtype)).c_str(), files.c_str());
+  if (merged) report_merge_rounding(rounding, report.dtype);
   return exit_ok;
 }
 

@@ -161,12 +161,22 @@ std::vector<std::pair<std::string, torch::Tensor>> Decoder::trainable() {
   return out;
 }
 
-void Decoder::merge_adapters() {
+void Decoder::merge_adapters(MergeRounding* rounding) {
   torch::NoGradGuard no_grad;
+  const auto count = [](const torch::Tensor& mask) {
+    return static_cast<std::uint64_t>(mask.sum().item<std::int64_t>());
+  };
   for (auto& item : named_modules()) {
     auto p = std::dynamic_pointer_cast<Projection>(item.value());
     if (!p || !p->lora_A) continue;
-    p->weight.add_(torch::matmul(p->lora_B->weight, p->lora_A->weight), p->lora_scale);
+    const torch::Tensor product = torch::matmul(p->lora_B->weight, p->lora_A->weight);
+    if (rounding) {  // one matrix at a time: a merged copy of the model at once would double its memory
+      const torch::Tensor merged = torch::add(p->weight, product, p->lora_scale), changed = merged != p->weight;
+      rounding->changed += count(changed);
+      rounding->unchanged_in_bf16 += count(changed & (merged.to(torch::kBFloat16) == p->weight.to(torch::kBFloat16)));
+      rounding->unchanged_in_f16 += count(changed & (merged.to(torch::kHalf) == p->weight.to(torch::kHalf)));
+    }
+    p->weight.add_(product, p->lora_scale);
     p->lora_B->weight.zero_();
   }
 }

@@ -87,7 +87,7 @@ class Decoder : public torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> trainable();
   // Folds each LoRA adapter into the projection it adapts, W += scale * B A in place, and zeroes B: the forward
   // stays as it was (export, which then reads the weights where they are).
-  void merge_adapters();
+  void merge_adapters(MergeRounding* rounding = nullptr);
   // Every parameter but the LoRA factors, by name.
   std::vector<std::pair<std::string, torch::Tensor>> weights();
   // tokens [B, T] int64 -> logits [B, T, vocab] float32. With a cache, the tokens continue it and it grows by T.

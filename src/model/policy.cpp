@@ -143,8 +143,8 @@ std::size_t Policy::parameter_count() const {
   return n;
 }
 
-std::vector<std::pair<std::string, FloatBuffer>> Policy::merge_adapters() {
-  impl_->decoder->merge_adapters();
+std::vector<std::pair<std::string, FloatBuffer>> Policy::merge_adapters(MergeRounding* rounding) {
+  impl_->decoder->merge_adapters(rounding);
   std::vector<std::pair<std::string, FloatBuffer>> out;
   for (auto& [name, tensor] : impl_->decoder->weights()) {
     if (tensor.scalar_type() != torch::kFloat || !tensor.is_contiguous() || !tensor.device().is_cpu())

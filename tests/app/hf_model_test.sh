@@ -111,6 +111,12 @@ train "${lora[@]}" --run.steps 5 --resume auto
 [ $? = 2 ] && grep -q "holds LoRA adapters only; --merge-lora" "$work/err" || fail "lora export unmerged: $(cat "$work/err")"
 "$bin" export "$work/lora/checkpoints" --hf "$work/lora_export" --merge-lora >"$work/out" 2>"$work/err" ||
   fail "lora export: $(cat "$work/err")"
+grep -q "LoRA merged into" "$work/err" && fail "a float32 merge spoke of rounding: $(cat "$work/err")"
+# Merged into bfloat16: how many of the updates the rounding lost is said.
+"$bin" export "$work/lora/checkpoints" --hf "$work/lora_export_bf16" --merge-lora --dtype bfloat16 >"$work/out" \
+  2>"$work/err" || fail "lora export in bf16: $(cat "$work/err")"
+grep -q "LoRA merged into BF16 weights: [0-9]* of the [1-9][0-9]* weights the adapters change" "$work/err" ||
+  fail "a bf16 merge said nothing of its rounding: $(cat "$work/err")"
 train --model.path "$work/lora_export" --dry-run --run.dir "$work/dry"
 [ "$(codes)" = "3x0" ] || fail "the merged export does not load: $(tail -3 "$work/err")"
 # The adapters un-merged, as PEFT lays them out; merged by PEFT's rule they give the merged export's weights.

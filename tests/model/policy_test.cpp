@@ -501,6 +501,32 @@ BOOST_AUTO_TEST_CASE(merged_adapters_give_the_adapted_models_logits) {
   }
 }
 
+// A merge counts what 16-bit weights keep of it: updates far under a bfloat16 step round back to the base value (an
+// export of them would lose what trained), large ones do not.
+BOOST_AUTO_TEST_CASE(a_merge_counts_the_updates_that_16_bit_weights_lose) {
+  TempDir dir;
+  write_random_qwen3(dir);
+  for (const float spread : {2e-3f, 0.2f}) {
+    Policy adapted(with_lora(dir, {"q", "v"}), 10, 1);
+    std::vector<float> adapters(adapted.parameter_count());
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0, spread);
+    for (float& a : adapters) a = normal(rng);
+    adapted.load_flat_parameters(adapters.data(), adapters.size());
+    MergeRounding rounding;
+    adapted.merge_adapters(&rounding);
+    BOOST_REQUIRE(rounding.changed > 0);
+    const double lost = static_cast<double>(rounding.unchanged_in_bf16) / static_cast<double>(rounding.changed);
+    const double lost_f16 = static_cast<double>(rounding.unchanged_in_f16) / static_cast<double>(rounding.changed);
+    if (spread < 0.01f) {
+      BOOST_TEST(lost > 0.8, "bfloat16 kept most tiny updates: " << lost);
+      BOOST_TEST(lost_f16 < lost);  // three more bits
+    } else {
+      BOOST_TEST(lost < 0.1, "bfloat16 lost large updates: " << lost);
+    }
+  }
+}
+
 // A frozen base takes no gradient: its 16-bit cast is kept across training forwards too, and the adapters still
 // train through it.
 BOOST_AUTO_TEST_CASE(a_16_bit_lora_policy_trains_its_adapters_over_its_kept_base) {

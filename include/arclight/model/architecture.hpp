@@ -47,6 +47,12 @@ struct LoraSpec {
 // model.lora_*, checked: a rank for a Hugging Face model only, known targets, gate only for gated MLPs.
 LoraSpec lora_of(const ModelConfig& config);
 
+// What a merge of the adapters into 16-bit weights keeps: of the adapted weights the merge changes in float32, how many
+// round to the same bfloat16 (float16) value as before it, their update under half a step of the type: lost.
+struct MergeRounding {
+  std::uint64_t changed = 0, unchanged_in_bf16 = 0, unchanged_in_f16 = 0;
+};
+
 // A transformer initialised here, for an agent's vocabulary.
 Architecture scratch_architecture(const ModelConfig& config, int vocab_size);
 // A Hugging Face model of this config.json, run with sequences of up to max_seq tokens.

@@ -104,8 +104,8 @@ class Policy {
 
   // Folds each LoRA adapter into the projection it adapts, in place (the adapter is zero then: the logits stay as they
   // were), and returns every weight of the model by transformers' name over the policy's own float32 memory (valid
-  // while the policy lives): export's weights without a second copy of the model.
-  std::vector<std::pair<std::string, FloatBuffer>> merge_adapters();
+  // while the policy lives): export's weights without a second copy of the model. `rounding`: what 16-bit weights keep.
+  std::vector<std::pair<std::string, FloatBuffer>> merge_adapters(MergeRounding* rounding = nullptr);
 
   void seed_sampling(std::uint64_t seed);
 
