@@ -30,7 +30,8 @@
 #                     (srun, one task per node; the weights, JSON, Jinja and tokenizer.model files, links followed, as
 #                     a Hugging Face cache's snapshot holds them) and every rank reads it from there (--model.path).
 #                     Removed when the job step ends on its own; a job that Slurm ends (scancel, time limit, requeue)
-#                     can start no step to remove it: the node's /tmp cleaning (job_container/tmpfs, an epilog) must.
+#                     can start no step to remove it: the next job of the user that stages on the node does (the
+#                     copies of the user's jobs no longer queued), or the node's /tmp cleaning.
 #                     A resume goes on from another job's copy where the model's files are alike.
 #
 #SBATCH --job-name=arclight
@@ -102,11 +103,16 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
   staged="${ARCLIGHT_MODEL_STAGE%/}/arclight-model-${SLURM_JOB_ID:-$$}"
   [ "${staged#/}" = "$staged" ] && staged="$PWD/$staged"  # the copy runs in the model's directory
   # What loading reads, not the rest of the directory (a clone's .git, Llama's original/*.pth); -L: a Hugging Face
-  # cache's snapshot is links to its blobs.
-  copy='rm -rf "$1" && mkdir -p "$1" && cd "$2" &&
+  # cache's snapshot is links to its blobs. First the copies of this user's jobs that Slurm ended (no step could
+  # remove them) go: those whose job is no longer in the queue ($3, a list of job ids; empty when squeue failed).
+  copy='if [ -n "$3" ]; then for d in "$(dirname "$1")"/arclight-model-*; do
+      [ -O "$d" ] && [[ " $3 " != *" ${d##*-} "* ]] && rm -rf "$d"; done; fi
+    rm -rf "$1" && mkdir -p "$1" && cd "$2" &&
     for f in *.safetensors *.json *.jinja tokenizer.model; do [ -e "$f" ] || continue; cp -L "$f" "$1/" || exit 1; done'
+  live=$(squeue -h -u "$(id -un)" -o %A 2>/dev/null | xargs)
+  [ -n "$live" ] && live="${SLURM_JOB_ID:-$$} $live"
   if ! srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL"; then
+    bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL" "$live"; then
     echo "arclight: could not copy $ARCLIGHT_MODEL to $staged on every node"
     srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
     exit 1

@@ -84,6 +84,9 @@ mkdir -p "$work/hub/blobs" "$work/hub/snapshots/abc"
 for f in "$work/models/qwen3"/*; do
   cp "$f" "$work/hub/blobs/$(basename "$f")" && ln -s "../../blobs/$(basename "$f")" "$work/hub/snapshots/abc/"
 done
+# Copies of jobs Slurm ended (no step could remove them) go when the next job stages; a queued job's copy stays.
+held=$(sbatch --parsable --hold --output=/dev/null --wrap true)
+mkdir -p "$work/node_disk/arclight-model-999999/x" "$work/node_disk/arclight-model-$held"
 for steps in 2 4; do
   job=$(ARCLIGHT_MODEL="$work/hub/snapshots/abc" ARCLIGHT_MODEL_STAGE="$work/node_disk" \
     submit train_128gpu.sh staged --run.steps $steps --model.source hf)
@@ -91,8 +94,10 @@ for steps in 2 4; do
   check '[ "$state" = COMPLETED ]' "staged job ($steps steps) ended $state: $(tail -5 "$work/staged.out")"
   check 'grep -q "is staged to $work/node_disk/arclight-model-$job on each of the 1 node" "$work/staged.out"' \
     "staged job ($steps steps): no word of the copy: $(grep arclight: "$work/staged.out" | head -3)"
-  check '[ -z "$(ls -A "$work/node_disk")" ]' "the staged copy outlived its job: $(ls "$work/node_disk")"
+  check '[ "$(ls -A "$work/node_disk")" = "arclight-model-$held" ]' \
+    "the node's disk after the staged job: $(ls "$work/node_disk" | xargs), want only the held job's copy"
 done
+scancel "$held"
 check '[ "$(steps_of "$work/staged")" = "$(seq 1 4 | xargs)" ]' "staged runs' steps: $(steps_of "$work/staged")"
 check 'grep -q "is not the directory the version was saved with" "$work/staged.out"' \
   "the second staged job did not resume from its own copy: $(grep -i "resum\|error" "$work/staged.out" | head -3)"
