@@ -135,7 +135,7 @@ step=$!
 wait "$step"; rc=$?
 while [ "$trapped" = 1 ]; do
   # A trapped signal ended the wait early (>128; the step may have ended meanwhile), or came just after it returned
-  # the step's status, which a second wait no longer has (127).
+  # the step's status: a second wait gives the status (bash keeps it; 127 where a shell would not, and rc has it).
   trapped=0
   wait "$step" 2>/dev/null; again=$?
   [ "$again" -eq 127 ] && break
@@ -143,9 +143,9 @@ while [ "$trapped" = 1 ]; do
 done
 echo "arclight: the job step exited with $rc"
 unstage
-if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 0 ]; then
-  # Exit 3 with no signal seen: the job's own end (a hung rank or node), or Slurm's SIGTERM that
-  # reached the ranks before this shell: give that a few seconds to come.
+if [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] && [ "$warned" = 0 ] && [ "$termed" = 0 ]; then
+  # An end with no signal seen: the job's own (a hung rank, a rank or node lost), or Slurm's SIGTERM that reached
+  # the ranks (on any node) before this shell: give that a few seconds to come.
   sleep 5 & wait $! 2>/dev/null
 fi
 
@@ -163,9 +163,15 @@ failed=0
 if [ "$warned" = 0 ] && [ "$termed" = 0 ] && [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ]; then
   latest=$(cat "$ckpt/LATEST" 2>/dev/null || echo none)
   read -r last_latest failures 2>/dev/null <"$ckpt/.slurm-failures" || failures=0
-  [ "${last_latest:-}" = "$latest" ] || failures=0
+  [[ "${failures:-}" =~ ^[0-9]+$ ]] && [ "${last_latest:-}" = "$latest" ] || failures=0
   failures=$((failures + 1))
-  [ -d "$ckpt" ] && echo "$latest $failures" >"$ckpt/.slurm-failures"
+  # Kept even where the job failed before the ranks made the directory (a wrong ARCLIGHT_BIN would otherwise requeue
+  # for ever); a count that cannot be kept ends the job.
+  if ! { mkdir -p "$ckpt" && echo "$latest $failures" >"$ckpt/.slurm-failures.tmp" &&
+    mv -f "$ckpt/.slurm-failures.tmp" "$ckpt/.slurm-failures"; } 2>/dev/null; then
+    echo "arclight: the job failed (exit $rc), and its count of failures cannot be kept in $ckpt: not requeued"
+    exit "$rc"
+  fi
   if [ "$failures" -gt "$max_failures" ]; then
     echo "arclight: the job failed (exit $rc) $failures times in a row with no new checkpoint (latest: $latest);" \
       "not requeued again (ARCLIGHT_MAX_FAILURE_REQUEUES=$max_failures)"
@@ -183,14 +189,19 @@ if [ "$rc" -eq "$exit_requeue" ] || [ "$failed" = 1 ]; then
     # restart count: Slurm sets none on a fresh job.
     # It asks for what this job got, whether the #SBATCH lines or sbatch's options said so; ARCLIGHT_SBATCH_ARGS
     # come after, and win.
-    allocation=(--nodes="$nodes" --ntasks="${SLURM_NTASKS:-$ranks}")
-    [ -n "${SLURM_NTASKS_PER_NODE:-}" ] && allocation+=(--ntasks-per-node="$SLURM_NTASKS_PER_NODE")
+    # Tasks per node where the job had that, so that a --nodes in ARCLIGHT_SBATCH_ARGS scales the job; else the count.
+    allocation=(--nodes="$nodes")
+    if [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
+      allocation+=(--ntasks-per-node="$SLURM_NTASKS_PER_NODE")
+    elif [ -n "${SLURM_NTASKS:-}" ]; then
+      allocation+=(--ntasks="$SLURM_NTASKS")
+    fi
     [ -n "${SLURM_GPUS_PER_NODE:-}" ] && allocation+=(--gpus-per-node="$SLURM_GPUS_PER_NODE")
     [ -n "${SLURM_JOB_PARTITION:-}" ] && allocation+=(--partition="$SLURM_JOB_PARTITION")
     [ -n "${SLURM_JOB_ACCOUNT:-}" ] && allocation+=(--account="$SLURM_JOB_ACCOUNT")
     [ -n "${SLURM_JOB_QOS:-}" ] && allocation+=(--qos="$SLURM_JOB_QOS")
     limit=$(squeue -h -j "$SLURM_JOB_ID" -o %l 2>/dev/null)
-    [[ "$limit" =~ ^[0-9:-]+$ ]] && allocation+=(--time="$limit")
+    [[ "$limit" =~ ^([0-9:-]+|UNLIMITED)$ ]] && allocation+=(--time="$limit")
     next=$(ARCLIGHT_CHAIN=$((chain - 1)) ARCLIGHT_CKPT=$ckpt env -u SLURM_RESTART_COUNT sbatch --parsable \
       "${allocation[@]}" ${successor_args[@]+"${successor_args[@]}"} \
       --dependency="afterany:$SLURM_JOB_ID" --job-name="${SLURM_JOB_NAME:-arclight}" --export=ALL \
@@ -204,4 +215,5 @@ if [ "$rc" -eq "$exit_requeue" ] || [ "$failed" = 1 ]; then
   # Not requeueable (or outside Slurm): end in failure, so that an afternotok successor starts.
   exit "$exit_requeue"
 fi
+[ "$rc" -eq 0 ] && rm -f "$ckpt/.slurm-failures"  # done: a later run in the directory counts afresh
 exit "$rc"

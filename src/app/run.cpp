@@ -237,8 +237,6 @@ model::Policy lora_policy(ModelConfig model, const std::string& source, const ck
   return policy;
 }
 
-// A run that named its chat template (model.chat_template) rendered prompts with it; the exported tokenizer files
-// are the source's, so a server of the export renders with the source's template: said when the two differ.
 // A merge into 16-bit weights loses the adapters' updates under half a step of the type (small learning rates, weights
 // far from zero): how many, so that a user exporting what trained can choose float32 or the adapters apart.
 void report_merge_rounding(const model::MergeRounding& rounding, model::DType dtype) {
@@ -255,6 +253,8 @@ void report_merge_rounding(const model::MergeRounding& rounding, model::DType dt
     log::info(line);
 }
 
+// A run that named its chat template (model.chat_template) rendered prompts with it; the exported tokenizer files
+// are the source's, so a server of the export renders with the source's template: said when the two differ.
 void warn_of_another_template(const std::string& named, const std::string& model_dir) {
   if (named.empty()) return;
   std::string carried;

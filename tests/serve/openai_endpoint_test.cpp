@@ -276,7 +276,7 @@ BOOST_AUTO_TEST_CASE(a_streamed_chat_sends_the_role_then_pieces_then_the_finish_
 // for the choices before it to end.
 BOOST_AUTO_TEST_CASE(n_streamed_choices_interleave) {
   Served served;
-  const std::string answer = "abcdefghijklmnopqrst";
+  const std::string answer = "abcdefghijklmnopqrstuvwxyz0123456789ABCD";  // 200 ms a choice: a slow thread's start
   served.generator.answer_text(answer);
   served.generator.per_token = std::chrono::milliseconds(5);
   json request = hello_chat;

@@ -21,7 +21,7 @@ submit() {
   local script=$1 name=$2; shift 2
   # --time=30: the scripts ask for SIGUSR1 10 minutes before the limit, which must not come during the test
   local shrink="--nodes=1 --ntasks=4 --gpus-per-node=0 --time=30 --output=$work/$name.out --error=$work/$name.out"
-  GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="$bin" ARCLIGHT_CKPT="${CKPT:-$work/$name/checkpoints}" \
+  GPUS_PER_NODE=0 ARCLIGHT_CONFIG=configs/tiny.toml ARCLIGHT_BIN="${BIN:-$bin}" ARCLIGHT_CKPT="${CKPT:-$work/$name/checkpoints}" \
     ARCLIGHT_ARGS="--run.dir $work/$name $*" ARCLIGHT_SBATCH_ARGS="${SUCCESSOR_ARGS-$shrink}" ARCLIGHT_CHAIN=${CHAIN:-0} \
     sbatch --parsable $shrink "slurm/$script"
 }
@@ -126,6 +126,12 @@ state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 90)
 check '[ "$state" = FAILED ] && [ "$(restarts "$job")" = 0 ]' "with no requeue allowed the job ended $state"
 check 'grep -q "not requeued again (ARCLIGHT_MAX_FAILURE_REQUEUES=0)" "$work/crash_final.out"' \
   "no word of the refused requeue: $(grep arclight: "$work/crash_final.out" | tail -3)"
+# A job that fails before its ranks make the checkpoint directory (no binary there) is counted too: requeued once,
+# then refused.
+job=$(BIN="$work/no-such-arclight" ARCLIGHT_MAX_FAILURE_REQUEUES=1 submit train_128gpu.sh no_binary --run.steps 5)
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
+check '[ "$state" = FAILED ] && [ "$(restarts "$job")" = 1 ]' \
+  "a job with no binary ended $state after $(restarts "$job") restarts: $(grep arclight: "$work/no_binary.out" | tail -3)"
 
 # 7. Slurm's SIGTERM (here scontrol requeue's) reaches mpirun too, which kills the ranks 1 s after passing it on unless
 # told otherwise: a version that takes longer to write (680 MB here, about 2 s, after steps under 1 s) must still land
@@ -133,6 +139,11 @@ check 'grep -q "not requeued again (ARCLIGHT_MAX_FAILURE_REQUEUES=0)" "$work/cra
 job=$(submit train_128gpu.sh big --run.steps 1000 --checkpoint.every_steps 0 \
   --model.d_model 768 --model.n_layers 8 --model.d_ff 3072 --grpo.tasks_per_step 2 --grpo.group_size 2)
 wait_until "2 steps of job $job" 120 '[ "$(lines_of "$work/big")" -ge 2 ]'
+# What the script gives the ranks, whatever this disk's speed (a fast one writes the version within 1 s anyway).
+rank=$(for p in $(pgrep -x arclight); do tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "--run.dir $work/big " && echo "$p"; done |
+  head -1)
+check 'tr "\0" "\n" <"/proc/$rank/environ" | grep -qx "OMPI_MCA_odls_base_sigkill_timeout=10"' \
+  "the ranks' time to end after SIGTERM: $(tr "\0" "\n" <"/proc/$rank/environ" 2>/dev/null | grep sigkill)"
 scontrol requeue "$job"
 wait_until "job $job to resume after its requeue" 150 'grep -q "resuming guess from step" "$work/big.out"'
 check 'grep -q "resuming guess from step" "$work/big.out"' \
