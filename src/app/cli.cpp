@@ -125,6 +125,10 @@ void bind_run(ConfigBinder& b, Config& c) {
         "a rank silent this long, or a runner taking no new weights this long, hangs: a runner is fenced, a "
         "trainer ends the job")
       ->check(number_at_least(2, true, "from 2 to 604800 seconds (a week)", a_week));
+  b.opt("run.lock_wait_seconds", c.run.lock_wait_seconds,
+        "a run.dir or checkpoint.dir another job holds is waited for this long before the job is refused (a failed "
+        "node's lock on a parallel file system outlives the node until the file system lets it go)")
+      ->check(number_at_least(0, true, "from 0 to 604800 seconds (a week)", a_week));
 }
 
 void bind_layout(ConfigBinder& b, Config& c) {

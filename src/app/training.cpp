@@ -162,9 +162,10 @@ void lock_job_directories(const Config& config) {
   const std::string checkpoints = checkpoint_dir_of(config);
   std::error_code ec;
   fs::create_directories(config.run.dir, ec);
-  locks.push_back(std::make_unique<ckpt::DirectoryLock>(config.run.dir, "run.dir"));
+  const double wait = config.run.lock_wait_seconds;
+  locks.push_back(std::make_unique<ckpt::DirectoryLock>(config.run.dir, "run.dir", wait));
   if (!fs::equivalent(config.run.dir, checkpoints, ec))
-    locks.push_back(std::make_unique<ckpt::DirectoryLock>(checkpoints, "checkpoint.dir"));
+    locks.push_back(std::make_unique<ckpt::DirectoryLock>(checkpoints, "checkpoint.dir", wait));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/files.hpp"
@@ -163,18 +164,29 @@ std::string this_host() {
 
 }  // namespace
 
-DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, double wait_seconds) {
   const std::string path = (fs::path(dir) / lock_file_name).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw UsageError(what + " " + dir + ": cannot open its lock file " + path + ": " + std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
+  bool waiting = false;
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     const std::string holder = lock_holder(fd_);
+    if (error == EWOULDBLOCK && std::chrono::steady_clock::now() < deadline) {
+      if (!waiting)
+        log::warn(what, " ", dir, " is in use by another job (", holder, "): waiting up to ", wait_seconds,
+                  " s for it to end (run.lock_wait_seconds)");
+      waiting = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
     ::close(fd_);
     fd_ = -1;
     if (error == EWOULDBLOCK)
-      throw UsageError(what + " " + dir + " is in use by another job (" + holder +
-                       "): two jobs in one directory overwrite each other's checkpoints and metrics");
+      throw UsageError(what + " " + dir + " is in use by another job (" + holder + ")" +
+                       (waiting ? log::concat(", still after ", wait_seconds, " s") : std::string()) +
+                       ": two jobs in one directory overwrite each other's checkpoints and metrics");
     log::warn("cannot lock ", path, " (", std::strerror(error), "): a second job in ", dir, " would not be stopped");
     return;
   }

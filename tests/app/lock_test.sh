@@ -39,16 +39,36 @@ check_refused "a second job on the checkpoint.dir only" \
   "checkpoint.dir $run/checkpoints is in use by another job ($holder)" \
   --run.dir "$work/other" --checkpoint.dir "$run/checkpoints"
 
+# run.lock_wait_seconds: the held directory is waited for, then refused, saying so.
+start=$SECONDS
+check_refused "a job that waits 3 s for the directory" "run.dir $run is in use by another job ($holder), still after 3 s" \
+  --run.dir "$run" --run.lock_wait_seconds 3
+[ $((SECONDS - start)) -ge 3 ] || fail "the job waiting 3 s for the directory gave up after $((SECONDS - start)) s"
+grep -q "is in use by another job ($holder): waiting up to 3 s for it to end" "$work/err" ||
+  fail "no word of the wait: $(cat "$work/err")"
+
 # Nothing of the first job's was set aside, and it still runs.
 [ -z "$(ls -d "$run"/checkpoints.superseded-* 2>/dev/null)" ] || fail "the first job's checkpoints were set aside"
 [ ! -d "$run/archive" ] || fail "the first job's metrics were archived"
 kill -0 "$first" 2>/dev/null || fail "the first job ended: $(tail -5 "$work/first.err")"
 
 # Once it has ended (however: here kill -9 of the holder, and mpirun ends the rest), the lock is
-# gone with it and a job resumes there.
+# gone with it: a job waiting for it (a job requeued after its node failed) takes it and resumes, and so does one
+# started afterwards.
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$run" --run.steps 100000 --resume auto --run.lock_wait_seconds 60 >"$work/waiter.out" 2>"$work/waiter.err" &
+waiter=$!
+for _ in $(seq 60); do grep -q "waiting up to 60 s" "$work/waiter.err" && break; sleep 0.5; done
+grep -q "waiting up to 60 s" "$work/waiter.err" || fail "the waiting job did not wait: $(tail -3 "$work/waiter.err")"
 kill -9 "$pid"
 wait "$first" 2>/dev/null
 first=
+for _ in $(seq 120); do grep -q "resuming guess from step" "$work/waiter.out" && break; sleep 0.5; done
+grep -q "resuming guess from step" "$work/waiter.out" ||
+  fail "the waiting job did not take the directory: $(tail -3 "$work/waiter.err")"
+waiter_pid=$(cat "$run/.arclight.lock"); waiter_pid=${waiter_pid##*PID }
+[ "$waiter_pid" != "$pid" ] && kill -9 "$waiter_pid" 2>/dev/null
+wait "$waiter" 2>/dev/null
 before=$failures
 step=$(grep -o 'v[0-9]*' "$run/checkpoints/LATEST" | tr -dc 0-9 | sed 's/^0*//')
 run_ranks train --config configs/tiny.toml --run.dir "$run" --resume auto --run.steps $((step + 1))

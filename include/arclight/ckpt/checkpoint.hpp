@@ -219,10 +219,10 @@ std::string supersede_directory(const std::string& dir);
 // One job at a time in a directory (run.dir, checkpoint.dir): an exclusive flock(2) on
 // <dir>/.arclight.lock, which names the holder's host and PID, held while this lives (the
 // kernel drops it when the process ends, however it ends). Throws UsageError naming the
-// holder when another job holds it; `what` names the directory in that message.
+// holder when another job holds it `wait_seconds` on; `what` names the directory in that message.
 class DirectoryLock {
  public:
-  DirectoryLock(const std::string& dir, const std::string& what);
+  DirectoryLock(const std::string& dir, const std::string& what, double wait_seconds = 0);
   ~DirectoryLock();
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;

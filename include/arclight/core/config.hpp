@@ -71,6 +71,10 @@ struct RunConfig {
   // A rank that sends no sign of life for this long (stopped, its node frozen), or a runner that takes no new
   // weights for this long, hangs: a runner is fenced and the job goes on without it; a trainer ends the job.
   double hung_rank_seconds = 120;
+  // A run.dir or checkpoint.dir that another job holds is waited for this long before the job is refused: a job
+  // requeued after its node failed can find the dead job's lock held on a parallel file system until the file
+  // system lets go of that node.
+  double lock_wait_seconds = 0;
 };
 
 // Which rank does what. Rank 0 is always the coordinator.
