@@ -38,6 +38,7 @@ struct Setup {
   bool raw = false;
 };
 Setup setup;
+fs::path scratch;  // the copy of the run's directory, removed at exit (libFuzzer ends a timed run with exit())
 
 // The input, consumed from the front; zeros once it is used up.
 struct Bytes {
@@ -59,6 +60,11 @@ void prepare_directory() {
   const char* context = std::getenv("ARCLIGHT_CKPT_FUZZ_DIR");
   std::string pattern = (fs::temp_directory_path() / "arclight_ckpt_fuzz.XXXXXX").string();
   const fs::path dir = ::mkdtemp(pattern.data());
+  scratch = dir;
+  std::atexit([] {
+    std::error_code ignored;
+    fs::remove_all(scratch, ignored);
+  });
   if (context != nullptr && fs::is_directory(context)) fs::copy(context, dir, fs::copy_options::recursive);
   setup.input = (dir / "input.h5").string();
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
