@@ -358,12 +358,16 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
     });
 
   Layout layout;
+  int error_exit = exit_usage;
   if (inv.error.empty() && inv.command == Command::train) {
     try {
       layout = make_layout(inv.config.layout, mpi.size());
       check_training_config(inv.config);
       if (mpi.rank() == 0 && !inv.dry_run) check_checkpoint_dir(inv.config);  // a dry run leaves no trace
-    } catch (const std::exception& e) {  // UsageError, or a file system's error: every rank agrees below, exit 2
+    } catch (const Error& e) {  // UsageError, or a stop signal in the wait for a directory (exit_requeue)
+      inv.error = e.what();
+      error_exit = e.exit_code();
+    } catch (const std::exception& e) {  // a file system's error: exit 2
       inv.error = e.what();
     }
   }
@@ -371,7 +375,7 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   int first_bad = mpi.first_failure(!inv.error.empty());
   if (first_bad >= 0) {
     if (mpi.rank() == first_bad) log::error(inv.error);
-    return exit_usage;
+    return mpi.broadcast(error_exit, first_bad);
   }
   if (!inv.text.empty()) {
     if (mpi.rank() == 0) std::printf("%s%s", inv.text.c_str(), inv.text.back() == '\n' ? "" : "\n");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "arclight/agent/agent.hpp"
+#include "arclight/app/run.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/comm/gpu.hpp"
 #include "arclight/comm/pulse.hpp"
@@ -163,9 +164,9 @@ void lock_job_directories(const Config& config) {
   std::error_code ec;
   fs::create_directories(config.run.dir, ec);
   const double wait = config.run.lock_wait_seconds;
-  locks.push_back(std::make_unique<ckpt::DirectoryLock>(config.run.dir, "run.dir", wait));
+  locks.push_back(std::make_unique<ckpt::DirectoryLock>(config.run.dir, "run.dir", wait, stop_signal_received));
   if (!fs::equivalent(config.run.dir, checkpoints, ec))
-    locks.push_back(std::make_unique<ckpt::DirectoryLock>(checkpoints, "checkpoint.dir", wait));
+    locks.push_back(std::make_unique<ckpt::DirectoryLock>(checkpoints, "checkpoint.dir", wait, stop_signal_received));
 }
 
 }  // namespace

@@ -164,7 +164,8 @@ std::string this_host() {
 
 }  // namespace
 
-DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, double wait_seconds) {
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, double wait_seconds,
+                             const std::function<bool()>& stop_waiting) {
   const std::string path = (fs::path(dir) / lock_file_name).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw UsageError(what + " " + dir + ": cannot open its lock file " + path + ": " + std::strerror(errno));
@@ -178,8 +179,14 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, do
         log::warn(what, " ", dir, " is in use by another job (", holder, "): waiting up to ", wait_seconds,
                   " s for it to end (run.lock_wait_seconds)");
       waiting = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      continue;
+      for (int tick = 0; tick < 10 && !(stop_waiting && stop_waiting()); ++tick)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (!(stop_waiting && stop_waiting())) continue;
+      ::close(fd_);
+      fd_ = -1;
+      throw Error(what + " " + dir + " is in use by another job (" + holder +
+                      "): a stop signal came while waiting for it; the job ends, to be run again",
+                  exit_requeue);
     }
     ::close(fd_);
     fd_ = -1;

@@ -81,6 +81,11 @@ int MpiRuntime::first_failure(bool failed) const {
   return first == size_ ? -1 : first;
 }
 
+int MpiRuntime::broadcast(int value, int root) const {
+  MPI_Bcast(&value, 1, MPI_INT, root, MPI_COMM_WORLD);
+  return value;
+}
+
 std::vector<std::string> MpiRuntime::gather(const std::string& mine, int root) const {
   int length = static_cast<int>(mine.size());
   std::vector<int> lengths(rank_ == root ? size_ : 0);

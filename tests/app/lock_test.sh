@@ -47,6 +47,22 @@ check_refused "a job that waits 3 s for the directory" "run.dir $run is in use b
 grep -q "is in use by another job ($holder): waiting up to 3 s for it to end" "$work/err" ||
   fail "no word of the wait: $(cat "$work/err")"
 
+# A pre-emption's signal during the wait ends it at once (waiting on past Slurm's KillWait would end in SIGKILL):
+# exit 3 on every rank, to be run again, saying why.
+timeout 60 "$mpirun" --oversubscribe --allow-run-as-root -np 3 \
+  bash -c 'trap : USR1; "$0" "$@"; echo "exit-code $OMPI_COMM_WORLD_RANK $?"' "$bin" train --config configs/tiny.toml \
+  --run.dir "$run" --run.lock_wait_seconds 60 >"$work/out" 2>"$work/err" &
+stopped=$!
+for _ in $(seq 60); do grep -q "waiting up to 60 s" "$work/err" && break; sleep 0.5; done
+grep -q "waiting up to 60 s" "$work/err" || fail "the job to be stopped did not wait: $(tail -3 "$work/err")"
+start=$SECONDS
+kill -USR1 "$(pgrep -P $stopped)"  # mpirun (under timeout) forwards SIGUSR1 to every rank (the wrapper outlives it)
+wait "$stopped"
+[ $((SECONDS - start)) -le 10 ] || fail "the waiting job took $((SECONDS - start)) s to end after SIGUSR1"
+[ "$(codes)" = "3x3" ] || fail "a stop signal in the wait: exit codes '$(codes)', want 3x3: $(tail -3 "$work/err")"
+grep -qF "is in use by another job ($holder): a stop signal came while waiting for it" "$work/err" ||
+  fail "no word of the stop: $(cat "$work/err")"
+
 # Nothing of the first job's was set aside, and it still runs.
 [ -z "$(ls -d "$run"/checkpoints.superseded-* 2>/dev/null)" ] || fail "the first job's checkpoints were set aside"
 [ ! -d "$run/archive" ] || fail "the first job's metrics were archived"

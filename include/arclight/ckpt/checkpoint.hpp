@@ -220,9 +220,12 @@ std::string supersede_directory(const std::string& dir);
 // <dir>/.arclight.lock, which names the holder's host and PID, held while this lives (the
 // kernel drops it when the process ends, however it ends). Throws UsageError naming the
 // holder when another job holds it `wait_seconds` on; `what` names the directory in that message.
+// The wait ends early, with an Error of exit_requeue, once `stop_waiting` says so (a pre-emption's
+// signal: waiting on past Slurm's KillWait would end in SIGKILL).
 class DirectoryLock {
  public:
-  DirectoryLock(const std::string& dir, const std::string& what, double wait_seconds = 0);
+  DirectoryLock(const std::string& dir, const std::string& what, double wait_seconds = 0,
+                const std::function<bool()>& stop_waiting = {});
   ~DirectoryLock();
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;

@@ -45,6 +45,8 @@ class MpiRuntime {
   // failing rank, or -1 when none did. Lets exactly one rank report an error
   // that every rank found, and every rank exit with the same code.
   int first_failure(bool failed) const;
+  // Collective: rank `root`'s value, on every rank (the exit code the rank that failed chose).
+  int broadcast(int value, int root) const;
 
   // Collective: rank `root` receives every rank's string, in rank order; the others get {}.
   std::vector<std::string> gather(const std::string& mine, int root) const;
