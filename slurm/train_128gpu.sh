@@ -93,6 +93,7 @@ trap 'warned=1 trapped=1; forward SIGUSR1' USR1
 trap 'termed=1 trapped=1; forward SIGTERM' TERM
 
 # The model staged to every node's own disk (ARCLIGHT_MODEL_STAGE), at a path of this job's.
+on_each_node=(srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1)
 model_args=()
 staged=""
 if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
@@ -111,37 +112,43 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
     for f in *.safetensors *.json *.jinja tokenizer.model; do [ -e "$f" ] || continue; cp -L "$f" "$1/" || exit 1; done'
   live=$(squeue -h -u "$(id -un)" -o %A 2>/dev/null | xargs)
   [ -n "$live" ] && live="${SLURM_JOB_ID:-$$} $live"
-  if ! srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL" "$live"; then
+  if ! "${on_each_node[@]}" --kill-on-bad-exit=1 bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL" "$live"; then
     echo "arclight: could not copy $ARCLIGHT_MODEL to $staged on every node"
-    srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
+    "${on_each_node[@]}" rm -rf "$staged"
     exit 1
   fi
   echo "arclight: the model $ARCLIGHT_MODEL is staged to $staged on each of the $nodes node(s)"
   model_args=(--model.path "$staged")
 fi
 unstage() {  # bounded: a node that hung the job may not answer
-  [ -n "$staged" ] && timeout 120 srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 rm -rf "$staged"
+  [ -n "$staged" ] && timeout 120 "${on_each_node[@]}" rm -rf "$staged"
 }
 
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
-# rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
-# (oversubscription of one) lands on node 0 too.
-mpirun $root --oversubscribe --bind-to none -np "$ranks" \
-  "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${model_args[@]+"${model_args[@]}"} \
-  ${extra_args[@]+"${extra_args[@]}"} &
-step=$!
-wait "$step"; rc=$?
-while [ "$trapped" = 1 ]; do
-  # A trapped signal ended the wait early (>128; the step may have ended meanwhile), or came just after it returned
-  # the step's status: a second wait gives the status (bash keeps it; 127 where a shell would not, and rc has it).
-  trapped=0
-  wait "$step" 2>/dev/null; again=$?
-  [ "$again" -eq 127 ] && break
-  rc=$again
-done
-echo "arclight: the job step exited with $rc"
+if [ "$trapped" = 1 ]; then
+  # The signal came while the model was being staged (bash runs a trap once its foreground srun ends): nothing was
+  # forwarded, and training would only start to stop. It ends as a checkpointed step would: chained or requeued.
+  echo "arclight: the signal came before training started; not starting it"
+  rc=$exit_requeue
+else
+  # rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
+  # (oversubscription of one) lands on node 0 too.
+  mpirun $root --oversubscribe --bind-to none -np "$ranks" \
+    "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${model_args[@]+"${model_args[@]}"} \
+    ${extra_args[@]+"${extra_args[@]}"} &
+  step=$!
+  wait "$step"; rc=$?
+  while [ "$trapped" = 1 ]; do
+    # A trapped signal ended the wait early (>128; the step may have ended meanwhile), or came just after it returned
+    # the step's status: a second wait gives the status (bash keeps it; 127 where a shell would not, and rc has it).
+    trapped=0
+    wait "$step" 2>/dev/null; again=$?
+    [ "$again" -eq 127 ] && break
+    rc=$again
+  done
+  echo "arclight: the job step exited with $rc"
+fi
 unstage
 if [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] && [ "$warned" = 0 ] && [ "$termed" = 0 ]; then
   # An end with no signal seen: the job's own (a hung rank, a rank or node lost), or Slurm's SIGTERM that reached

@@ -87,10 +87,26 @@ done
 # Copies of jobs Slurm ended (no step could remove them) go when the next job stages; a queued job's copy stays.
 held=$(sbatch --parsable --hold --output=/dev/null --wrap true)
 mkdir -p "$work/node_disk/arclight-model-999999/x" "$work/node_disk/arclight-model-$held"
+# The first job's staging waits on a pipe among the files (a slow copy) until Slurm's warning (SIGUSR1) has come:
+# the job does not start training to stop it, but is requeued and stages again.
+gate="$work/hub/snapshots/abc/stage_gate.json"
+mkfifo "$gate"
 for steps in 2 4; do
   job=$(ARCLIGHT_MODEL="$work/hub/snapshots/abc" ARCLIGHT_MODEL_STAGE="$work/node_disk" \
     submit train_128gpu.sh staged --run.steps $steps --model.source hf)
+  if [ "$steps" = 2 ]; then
+    wait_until "job $job to stage its model" 60 '[ -n "$(squeue -h -s -j "$job" -o %i | grep "^$job\.0$")" ]'
+    scancel --signal=USR1 --batch "$job"
+    sleep 1
+    timeout 10 bash -c 'echo "{}" >"$0"' "$gate"  # the copy goes on; the next ones find a file alike
+    rm -f "$gate" && echo "{}" >"$gate"
+  fi
   state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 90)
+  if [ "$steps" = 2 ]; then
+    check '[ "$(restarts "$job")" = 1 ]' "the job warned while staging restarted $(restarts "$job") times, want 1"
+    check 'grep -q "the signal came before training started; not starting it" "$work/staged.out"' \
+      "the job warned while staging: $(grep arclight: "$work/staged.out" | head -4)"
+  fi
   check '[ "$state" = COMPLETED ]' "staged job ($steps steps) ended $state: $(tail -5 "$work/staged.out")"
   check 'grep -q "is staged to $work/node_disk/arclight-model-$job on each of the 1 node" "$work/staged.out"' \
     "staged job ($steps steps): no word of the copy: $(grep arclight: "$work/staged.out" | head -3)"
