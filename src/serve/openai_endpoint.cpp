@@ -96,14 +96,13 @@ class Endpoint {
   HttpResponse chat(const HttpRequest& http) {
     const std::optional<Trace> trace = trace_of(http);
     const ChatRequest request = parse_chat_request(http.body);
-    std::vector<text::TokenId> stop_ids = model_.stop_ids;
     const std::string forced = forced_call(request);
-    TokenList prompt = chat_prompt(request, stop_ids, !forced.empty());
+    TokenList prompt = chat_prompt(request, !forced.empty());
     if (!forced.empty()) {
       const TokenList begun = model_.tokenizer->encode(forced);
       prompt.insert(prompt.end(), begun.begin(), begun.end());
     }
-    auto answer = start("chatcmpl-", {prompt}, request.sampling, stop_ids, -1, trace, http);
+    auto answer = start("chatcmpl-", {prompt}, request.sampling, model_.stop_ids, -1, trace, http);
     answer->tools = !request.conversation.tools.empty();
     answer->forced_call = forced;
     answer->one_tool_call = !request.parallel_tool_calls;
@@ -174,7 +173,7 @@ class Endpoint {
 
   // `forcing`: a call begins after the prompt (forced_call). It cannot follow reasoning the model has not written: with
   // Qwen3's template the prompt closes an empty <think> first, as enable_thinking false renders it.
-  TokenList chat_prompt(const ChatRequest& request, std::vector<text::TokenId>& stop_ids, bool forcing) const {
+  TokenList chat_prompt(const ChatRequest& request, bool forcing) const {
     if (!model_.chat_template)
       throw HttpError(400, "model " + model_.name + " has no chat template: use /v1/completions",
                       "invalid_request_error", "messages");
@@ -187,7 +186,6 @@ class Endpoint {
                         "invalid_request_error", "tool_choice");
       thinking = false;
     }
-    for (const text::TokenId id : model_.chat_template->stop_ids(*model_.tokenizer)) stop_ids.push_back(id);
     try {
       return text::encode_chat(*model_.chat_template, *model_.tokenizer, request.conversation,
                                {/*add_generation_prompt=*/true, thinking});
@@ -201,7 +199,7 @@ class Endpoint {
   std::shared_ptr<Answer> start(const std::string& prefix, std::vector<TokenList> prompts, const Sampling& sampling,
                                 const std::vector<text::TokenId>& stop_ids, int default_max, std::optional<Trace> trace,
                                 const HttpRequest& http) {
-    std::vector<text::TokenId> stops = stop_ids;  // the model's, the template's, and the request's own
+    std::vector<text::TokenId> stops = stop_ids;  // the model's (its template's and EOS), and the request's own
     stops.insert(stops.end(), sampling.stop_token_ids.begin(), sampling.stop_token_ids.end());
     auto answer = std::make_shared<Answer>();
     answer->id = random_id(prefix);

@@ -1,6 +1,7 @@
 #pragma once
 // Test doubles for what the app gives the serve module (the engine, the tracer, the task backend) and a server with
 // every route on a free port, for tests that speak real HTTP to it.
+#include <algorithm>
 #include <limits>
 #include <httplib.h>
 
@@ -172,7 +173,10 @@ struct Served {
   explicit Served(HttpServerOptions options = test_options(), int max_context = 1024,
                   std::string_view chat_template = "chatml")
       : server(std::move(options)) {
-    ServedModel model{"tiny", tokenizer.get(), text::ChatTemplate::named(chat_template), max_context, {258}};
+    const text::ChatTemplate chat = text::ChatTemplate::named(chat_template);
+    std::vector<text::TokenId> stops = chat.stop_ids(*tokenizer);  // and <|endoftext|>, which llama3's lacks here
+    if (std::find(stops.begin(), stops.end(), 258) == stops.end()) stops.push_back(258);
+    ServedModel model{"tiny", tokenizer.get(), chat, max_context, stops};
     add_openai_routes(server, generator, std::move(model), &tracer);
     add_task_routes(server, backend, {0.25});
     server.start();

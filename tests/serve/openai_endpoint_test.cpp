@@ -70,7 +70,8 @@ BOOST_AUTO_TEST_CASE(a_text_completion_answers_text_token_ids_and_usage) {
   BOOST_TEST(sent.max_tokens == 16);  // OpenAI's default for completions
   BOOST_TEST(sent.temperature == 0.0);
   BOOST_TEST(sent.top_k == 20);  // vLLM's extension
-  BOOST_TEST(sent.stop_tokens == std::vector<std::int32_t>{258});
+  // The model's stops: its template's <|im_end|>, and EOS.
+  BOOST_TEST(sent.stop_tokens == (std::vector<std::int32_t>{257, 258}));
   served.ok("/v1/completions", {{"prompt", "Say hi"}, {"top_k", -1}});  // vLLM's "all", as 0
   BOOST_TEST(served.generator.requests().at(1).top_k == 0);
 }

@@ -20,7 +20,7 @@ struct ServedModel {
   const text::Tokenizer* tokenizer = nullptr;       // outlives the server
   std::optional<text::ChatTemplate> chat_template;  // none: /v1/chat/completions answers 400
   int max_context = 2048;                           // prompt and answer together, in tokens
-  std::vector<text::TokenId> stop_ids;              // where every answer ends (EOS); chat adds the template's
+  std::vector<text::TokenId> stop_ids;              // where every answer ends: the template's stop tokens, EOS
 };
 
 // Registers the routes on `server` (before it starts). `generator`, the model's tokenizer and `tracer` (nullptr:
