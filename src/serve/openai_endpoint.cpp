@@ -52,6 +52,7 @@ struct Answer {
   // A call that tool_choice requires, begun at the end of the prompt ("<tool_call>\n", with the named function's
   // name): the answers continue it, and are read with it in front.
   std::string forced_call;
+  ToolFormat tool_format = ToolFormat::hermes;
 
   ~Answer() {
     for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
@@ -104,6 +105,7 @@ class Endpoint {
     }
     auto answer = start("chatcmpl-", {prompt}, request.sampling, model_.stop_ids, -1, trace, http);
     answer->tools = !request.conversation.tools.empty();
+    answer->tool_format = tool_format();
     answer->forced_call = forced;
     answer->one_tool_call = !request.parallel_tool_calls;
     return respond(answer, true, request.sampling);
@@ -161,14 +163,26 @@ class Endpoint {
   // tool_choice "required" or a named function, with a template of Hermes-style tools: the call the answer must make,
   // begun in the prompt (as vLLM's guided decoding forces one; here the model writes the rest, and an answer that does
   // not complete it is text). Empty otherwise: Llama 3's templates show the tools and leave the choice to the model.
+  ToolFormat tool_format() const {
+    const bool llama = model_.chat_template && model_.chat_template->family == text::TemplateFamily::llama3;
+    return llama ? ToolFormat::llama3_json : ToolFormat::hermes;
+  }
+
+  // The beginning of a call that tool_choice asks for, in the template's form (Hermes' tags, Llama 3.1's bare JSON);
+  // none where the template takes no tools (chat_prompt says so).
   std::string forced_call(const ChatRequest& request) const {
-    if (!model_.chat_template) return "";  // chat_prompt says so
+    if (!model_.chat_template || request.tool_choice == ToolChoice::none ||
+        request.tool_choice == ToolChoice::automatic)
+      return "";
     const text::ChatTemplate& chat = *model_.chat_template;
-    if (chat.family != text::TemplateFamily::chatml || !chat.tool_format) return "";
+    const std::string name = json(request.tool_name).dump();
+    if (chat.family == text::TemplateFamily::llama3) {
+      if (!chat.knowledge_cutoff) return "";
+      return request.tool_choice == ToolChoice::required ? "{\"name\": \"" : "{\"name\": " + name + ", \"parameters\":";
+    }
+    if (!chat.tool_format) return "";
     if (request.tool_choice == ToolChoice::required) return "<tool_call>\n";
-    if (request.tool_choice == ToolChoice::named)
-      return "<tool_call>\n{\"name\": " + json(request.tool_name).dump() + ", \"arguments\":";  // ' {' is a token
-    return "";
+    return "<tool_call>\n{\"name\": " + name + ", \"arguments\":";  // ' {' is a token
   }
 
   // `forcing`: a call begins after the prompt (forced_call). It cannot follow reasoning the model has not written: with
@@ -348,7 +362,7 @@ class Endpoint {
     const std::string text = answer.forced_call + choice.text();
     json message = {{"role", "assistant"}, {"content", text}};
     std::string finish = choice.finish_reason();
-    if (auto calls = answer.tools ? parse_tool_calls(text) : std::nullopt) {
+    if (auto calls = answer.tools ? parse_tool_calls(text, answer.tool_format) : std::nullopt) {
       if (answer.one_tool_call) calls->calls.resize(1);
       message["content"] = calls->content.empty() ? json() : json(calls->content);
       message["tool_calls"] = tool_calls_json(*calls);
@@ -460,7 +474,7 @@ class Endpoint {
       if (!answer_.forced_call.empty()) return true;  // the answer is a call from its first token
       sent.given += delta.text;
       // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
-      const std::size_t before = text_before_tool_calls(sent.given);
+      const std::size_t before = text_before_tool_calls(sent.given, answer_.tool_format);
       const std::size_t last = before == 0 ? std::string::npos : sent.given.find_last_not_of(" \t\r\n", before - 1);
       const std::size_t end = last == std::string::npos ? 0 : last + 1;
       if (end <= sent.shown) return true;
@@ -529,8 +543,9 @@ class Endpoint {
       if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
     } else {  // what the text sent before lacks: up to the calls (trailing blanks dropped), or to the end
       const std::string text = answer.forced_call + choice.text();
-      std::string rest = text.substr(std::min(shown, text.size()),
-                                     calls ? tool_calls_start(text) - std::min(shown, text.size()) : std::string::npos);
+      std::string rest = text.substr(
+          std::min(shown, text.size()),
+          calls ? tool_calls_start(text, answer.tool_format) - std::min(shown, text.size()) : std::string::npos);
       if (calls) rest.erase(rest.find_last_not_of(" \t\r\n") + 1);
       if (!rest.empty()) delta["content"] = rest;
     }

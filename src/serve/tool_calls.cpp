@@ -33,15 +33,70 @@ std::optional<ParsedToolCall> call_of(std::string_view body) {
       text::as_tojson(arguments.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace))};
 }
 
+constexpr std::string_view python_tag = "<|python_tag|>";  // Llama 3.1 may write it before a call
+
+// Llama 3.1: where a call may begin, the first character that is no blank; npos where the answer is blanks.
+std::size_t llama3_call_start(std::string_view text) { return text.find_first_not_of(" \t\r\n"); }
+
+// The length of the JSON object at the start of `text` (strings and their escapes skipped), npos where none ends.
+std::size_t object_length(std::string_view text) {
+  if (text.empty() || text[0] != '{') return std::string_view::npos;
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::optional<ToolCallAnswer> parse_llama3_calls(std::string_view text) {
+  const std::size_t at = llama3_call_start(text);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(at);
+  if (rest.substr(0, python_tag.size()) == python_tag) rest = trim(rest.substr(python_tag.size()));
+  ToolCallAnswer answer;
+  while (!rest.empty()) {
+    const std::size_t length = object_length(rest);
+    if (length == std::string_view::npos) return std::nullopt;
+    std::optional<ParsedToolCall> call = call_of(rest.substr(0, length));
+    if (!call) return std::nullopt;
+    answer.calls.push_back(std::move(*call));
+    rest = trim(rest.substr(length));
+    if (!rest.empty() && rest[0] != ';') return std::nullopt;  // text after a call
+    if (!rest.empty()) rest = trim(rest.substr(1));
+  }
+  if (answer.calls.empty()) return std::nullopt;
+  return answer;
+}
+
 }  // namespace
 
-std::size_t tool_calls_start(std::string_view text) {
+std::size_t tool_calls_start(std::string_view text, ToolFormat format) {
+  if (format == ToolFormat::llama3_json) return parse_llama3_calls(text) ? llama3_call_start(text) : std::string::npos;
   // Calls follow the reasoning: a <think> block may name the tag while it plans one.
   const std::size_t thought = text.rfind("</think>");
   return text.find(open_tag, thought == std::string_view::npos ? 0 : thought);
 }
 
-std::size_t text_before_tool_calls(std::string_view text) {
+std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
+  if (format == ToolFormat::llama3_json) {
+    const std::size_t at = llama3_call_start(text);
+    if (at == std::string_view::npos) return 0;
+    const std::string_view first = text.substr(at, python_tag.size());
+    return first[0] == '{' || python_tag.substr(0, first.size()) == first ? 0 : text.size();
+  }
   // The first tag at all: while an answer is under way, a tag in a <think> block is not yet known to be one.
   if (const std::size_t tag = text.find(open_tag); tag != std::string_view::npos) return tag;
   for (std::size_t keep = std::min(text.size(), open_tag.size() - 1); keep > 0; --keep)
@@ -49,7 +104,8 @@ std::size_t text_before_tool_calls(std::string_view text) {
   return text.size();
 }
 
-std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text) {
+std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format) {
+  if (format == ToolFormat::llama3_json) return parse_llama3_calls(text);
   std::size_t at = tool_calls_start(text);
   if (at == std::string_view::npos) return std::nullopt;
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};

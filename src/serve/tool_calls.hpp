@@ -1,12 +1,15 @@
 #pragma once
-// The model's tool calls in Hermes/Qwen form, `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, read back
-// from its answer. No HTTP, no engine: a pure function of the text.
+// The model's tool calls read back from its answer: in Hermes/Qwen form, `<tool_call>{"name": ..., "arguments":
+// {...}}</tool_call>`, or in Llama 3.1's JSON form, the whole answer `{"name": ..., "parameters": {...}}` (calls
+// apart by ";", as vLLM's llama3_json parser reads them). No HTTP, no engine: a pure function of the text.
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace arclight::serve {
+
+enum class ToolFormat { hermes, llama3_json };
 
 struct ParsedToolCall {
   std::string name;
@@ -18,16 +21,19 @@ struct ToolCallAnswer {
   std::vector<ParsedToolCall> calls;
 };
 
-// The calls after the last </think>, each ended by the first </tool_call> before which it is whole JSON, the last one
-// by the end of the text too. nullopt when the text has no tool call, or one that is malformed (not JSON, no name,
-// text between or after the calls): the answer is then plain text.
-std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text);
+// Hermes: the calls after the last </think>, each ended by the first </tool_call> before which it is whole JSON, the
+// last one by the end of the text too. Llama 3.1: JSON objects from the answer's first character that is no blank (a
+// <|python_tag|> before them allowed) to its end. nullopt when the text has no tool call, or one that is malformed
+// (not JSON, no name, text between or after the calls): the answer is then plain text.
+std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 
-// Where an answer's tool calls begin: its first <tool_call> after the last </think>; npos where it has none.
-std::size_t tool_calls_start(std::string_view text);
+// Where an answer's tool calls begin: its first <tool_call> after the last </think> (Llama 3.1: its first character
+// that is no blank, where that begins a call); npos where it has none.
+std::size_t tool_calls_start(std::string_view text, ToolFormat format = ToolFormat::hermes);
 // How much of an answer's text so far may be shown before its tool calls are known: up to its first <tool_call>, less
 // a tail that may be the start of one (a stream shows the text before the calls and sends them whole at the end).
-std::size_t text_before_tool_calls(std::string_view text);
+// Llama 3.1: nothing while the answer may be a call (blanks so far, or "{" or <|python_tag|> first), else all of it.
+std::size_t text_before_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 
 // "call_" and 24 random letters and digits.
 std::string new_tool_call_id();

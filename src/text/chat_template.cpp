@@ -173,15 +173,32 @@ std::string llama3_header(std::string_view role) {
 
 // Llama 3: each message under its role's header, trimmed, ended by <|eot_id|>; tool calls as Llama 3.1 writes them
 // ({"name": ..., "parameters": ...}) and tool results under the ipython role.
+// Llama 3.1's and 3.2's custom tools, in the first message after the system prompt (tools_in_user_message, their
+// default), as their templates write them.
+std::string llama3_tools_message(const Conversation& c, std::size_t first, const std::string& template_name) {
+  if (first >= c.messages.size())
+    throw UsageError("chat template " + template_name + ": tools go in the first user message, and there is none");
+  std::string out = llama3_header("user") +
+                    "Given the following functions, please respond with a JSON for a function call with its proper "
+                    "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
+                    "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n";
+  for (const std::string& tool : c.tools) out += tojson_indented(parse_json<nlohmann::ordered_json>(tool), 4) + "\n\n";
+  return out + std::string(trim(c.messages[first].content)) + "<|eot_id|>";
+}
+
 std::string render_llama3(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
-  if (!c.tools.empty())
-    throw UsageError("chat template " + t.name + ": tool definitions are not supported (only ChatML's are)");
+  const bool tools = !c.tools.empty();
+  if (tools && !t.knowledge_cutoff)
+    throw UsageError("chat template " + t.name +
+                     ": tool definitions are not supported (Llama 3.1's and 3.2's are, and ChatML's)");
   std::string out = t.bos_token;
   const bool has_system = !c.messages.empty() && c.messages[0].role == "system";
+  std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0;
   if (t.knowledge_cutoff)
-    out += llama3_header("system") + llama3_preamble(t) + std::string(has_system ? trim(c.messages[0].content) : "") +
-           "<|eot_id|>";
-  for (std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0; i < c.messages.size(); ++i) {
+    out += llama3_header("system") + (tools ? "Environment: ipython\n" : "") + llama3_preamble(t) +
+           std::string(has_system ? trim(c.messages[0].content) : "") + "<|eot_id|>";
+  if (tools) out += llama3_tools_message(c, i++, t.name);
+  for (; i < c.messages.size(); ++i) {
     const Message& m = c.messages[i];
     if (m.role == "tool") {  // Llama 3.1 calls the tool's role ipython; 3.0's template writes the role as given
       // 3.1's template writes `content | tojson` for anything iterable, and a string is: the result comes quoted.

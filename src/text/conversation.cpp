@@ -39,6 +39,21 @@ void append_tojson(std::string& out, const json& value) {
   }
 }
 
+void append_tojson_indented(std::string& out, const json& value, int indent, int depth) {
+  const bool object = value.is_object();
+  if ((!object && !value.is_array()) || value.empty()) return append_tojson(out, value);  // {} and [] as they are
+  const std::string inner = "\n" + std::string(static_cast<std::size_t>(indent * (depth + 1)), ' ');
+  out += object ? '{' : '[';
+  bool first = true;
+  for (const auto& [key, item] : value.items()) {
+    out += first ? inner : "," + inner;
+    first = false;
+    if (object) out += json(key).dump() + ": ";
+    append_tojson_indented(out, item, indent, depth + 1);
+  }
+  out += "\n" + std::string(static_cast<std::size_t>(indent * depth), ' ') + (object ? '}' : ']');
+}
+
 // A string, null (""), or a list of text parts joined by newlines (as vLLM joins them).
 std::string content_of(const json& message, const std::string& where) {
   const auto it = message.find("content");
@@ -92,6 +107,12 @@ Message message_of(const json& m, const std::string& where) {
 std::string tojson(const nlohmann::ordered_json& value) {
   std::string out;
   append_tojson(out, value);
+  return out;
+}
+
+std::string tojson_indented(const nlohmann::ordered_json& value, int indent) {
+  std::string out;
+  append_tojson_indented(out, value, indent, 0);
   return out;
 }
 

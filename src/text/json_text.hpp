@@ -7,5 +7,7 @@
 namespace arclight::text {
 
 std::string tojson(const nlohmann::ordered_json& value);
+// tojson(indent=N): Python's json.dumps with an indent, each item on a line of its own (",", ": ").
+std::string tojson_indented(const nlohmann::ordered_json& value, int indent);
 
 }  // namespace arclight::text

@@ -442,6 +442,59 @@ BOOST_AUTO_TEST_CASE(a_required_or_named_tool_choice_begins_the_call_in_the_prom
   BOOST_TEST(error_of(qwen3.post("/v1/chat/completions", request), 400)["param"] == "tool_choice");
 }
 
+// Llama 3.1 and 3.2: the tools in the first user message, a call the whole answer in JSON ("parameters"), tool_choice
+// beginning it in the prompt; whole or streamed (a stream shows nothing of an answer that may be a call). Llama 3's
+// template takes no tools: 400.
+BOOST_AUTO_TEST_CASE(llama3_tools_are_json_calls_of_the_whole_answer) {
+  Served served(test_options(), 4096, "llama3.1");
+  const std::string call = "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}";
+  served.generator.answer_text(call);
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  const json choice = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["message"]["content"].is_null());
+  BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 1, \"b\": 2}");
+  const std::string prompt = served.tokenizer->decode(served.generator.requests().at(0).prompt);
+  BOOST_TEST(prompt.find("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n") != std::string::npos);
+  BOOST_TEST(prompt.find("Do not use variables.\n\n{\n    \"function\": {\n        \"name\": \"add\",") !=
+             std::string::npos);
+  served.generator.answer_text("The sum is 3.");  // no call: text
+  BOOST_TEST(served.ok("/v1/chat/completions", request)["choices"][0]["message"]["content"] == "The sum is 3.");
+
+  request["tool_choice"] = "required";
+  served.generator.answer_text("add\", \"parameters\": {}}");
+  const json required = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(required["message"]["tool_calls"][0]["function"]["name"] == "add");
+  const std::string required_prompt = served.tokenizer->decode(served.generator.requests().at(2).prompt);
+  const std::string begun = "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"";
+  BOOST_TEST(required_prompt.substr(required_prompt.size() - begun.size()) == begun);
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "add"}}}};
+  served.generator.answer_text(" {\"a\": 5}}");
+  const json named = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(named["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 5}");
+
+  request.erase("tool_choice");
+  request["stream"] = true;
+  served.generator.answer_text(call);
+  served.generator.per_token = std::chrono::milliseconds(1);
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_REQUIRE(events.size() == 4);  // the role, the call, the finish, [DONE]
+  BOOST_TEST(!events[1]["choices"][0]["delta"].contains("content"));
+  BOOST_TEST(events[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST(events[2]["choices"][0]["finish_reason"] == "tool_calls");
+  served.generator.answer_text("Sure: {x}");  // text from its first character: shown as it comes
+  const std::vector<json> text_events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_TEST(streamed_text(text_events, "content") == "Sure: {x}");
+  BOOST_TEST(text_events.size() > 4u);
+
+  Served llama3(test_options(), 4096, "llama3");
+  request.erase("stream");
+  const std::string refusal = error_of(llama3.post("/v1/chat/completions", request), 400)["message"];
+  BOOST_TEST(refusal.find("tool definitions are not supported") != std::string::npos, refusal);
+}
+
 BOOST_AUTO_TEST_CASE(a_streamed_tool_call_comes_whole_in_the_last_chunk) {
   Served served;
   served.generator.answer_text("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>");

