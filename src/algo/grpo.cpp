@@ -57,6 +57,8 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
     terms->entropy = entropy.item<double>();
     auto was_clipped = (clipped_loss > unclipped_loss).to(torch::kFloat);
     terms->clip_fraction = ((was_clipped * mask).sum() / count).item<double>();
+    auto dual_clipped = ((adv < 0) & (surrogate_loss > -adv * config.clip_ratio_c)).to(torch::kFloat);
+    terms->clip_fraction_lower = ((dual_clipped * mask).sum() / count).item<double>();
     terms->action_tokens = mask.sum().item<double>();
   }
   return loss;

@@ -193,6 +193,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     stats.kl += terms.kl * weight;
     stats.entropy += terms.entropy * weight;
     stats.clip_fraction += terms.clip_fraction * weight;
+    stats.clip_fraction_lower += terms.clip_fraction_lower * weight;
     stats.action_tokens += terms.action_tokens;
   }
   if (m.reducer) m.reducer->finish();

@@ -212,6 +212,7 @@ std::vector<Figure> Coordinator::train_step(int step) {
       {"grad_norm", trained.grad_norm, 3},
       {"entropy", trained.entropy, 3},
       {"clip_fraction", trained.clip_fraction, 3},
+      {"clip_fraction_lower", trained.clip_fraction_lower, 3},
       {"staleness", staleness, 2},
       {"failed", double(fig.failed), 0},
       {"retries", double(fig.retries), 0},
@@ -453,6 +454,7 @@ comm::work::TrainerFigures Coordinator::train(const std::vector<algo::Sample>& s
     sum.kl += f.kl;
     sum.entropy += f.entropy;
     sum.clip_fraction += f.clip_fraction;
+    sum.clip_fraction_lower += f.clip_fraction_lower;
     if (source == layout_.trainer_leader()) {
       sum.grad_norm = f.grad_norm;
       sum.train_seconds = f.train_seconds;

@@ -116,8 +116,8 @@ Restored decode_restored(std::string_view bytes) {
 std::string encode(const TrainerFigures& f) {
   std::string out;
   ByteWriter w(out);
-  for (double v : {f.loss, f.policy_loss, f.kl, f.entropy, f.clip_fraction, f.grad_norm, f.action_tokens,
-                   f.train_seconds, f.sync_seconds})
+  for (double v : {f.loss, f.policy_loss, f.kl, f.entropy, f.clip_fraction, f.clip_fraction_lower, f.grad_norm,
+                   f.action_tokens, f.train_seconds, f.sync_seconds})
     w.f64(v);
   return out;
 }
@@ -128,8 +128,8 @@ TrainerFigures decode_figures(std::string_view bytes) {
                       std::to_string(trainer_figures_bytes));
   ByteReader in(bytes);
   TrainerFigures f;
-  for (double* v : {&f.loss, &f.policy_loss, &f.kl, &f.entropy, &f.clip_fraction, &f.grad_norm, &f.action_tokens,
-                    &f.train_seconds, &f.sync_seconds})
+  for (double* v : {&f.loss, &f.policy_loss, &f.kl, &f.entropy, &f.clip_fraction, &f.clip_fraction_lower,
+                    &f.grad_norm, &f.action_tokens, &f.train_seconds, &f.sync_seconds})
     *v = in.f64();
   return f;
 }

@@ -51,6 +51,7 @@ BOOST_AUTO_TEST_CASE(ratios_are_clipped_by_the_sign_of_the_advantage) {
   // Only the first token's loss is the clip's (verl's pg_clipfrac): the second's ratio is outside the range too, but
   // its unclipped term is the one taken.
   BOOST_TEST(terms.clip_fraction == 0.5, tt::tolerance(1e-6));
+  BOOST_TEST(terms.clip_fraction_lower == 0.0);  // ratio 2 with A = -1: 2 < clip_ratio_c, the dual clip is not reached
   loss.backward();
   // The clipped positive-advantage token gets no gradient through its ratio.
   auto g = c.logits.grad();
@@ -85,6 +86,7 @@ BOOST_AUTO_TEST_CASE(a_negative_advantage_loses_at_most_clip_ratio_c_times_it) {
   LossTerms terms;
   auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, config, &terms);
   BOOST_TEST(loss.item<double>() == (3.0 - 1.0) / 2, tt::tolerance(1e-5));
+  BOOST_TEST(terms.clip_fraction_lower == 0.5, tt::tolerance(1e-6));  // the first token's (verl's pg_clipfrac_lower)
   loss.backward();
   // Only the second token's (A = 1, ratio 1) gradient: none through the first.
   BOOST_TEST(c.logits.grad()[0][0].abs().sum().item<double>() == 0.0, tt::tolerance(1e-7));

@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(a_bad_request_is_a_decode_error) {
 }
 
 BOOST_AUTO_TEST_CASE(trainer_figures_round_trip_by_name) {
-  work::TrainerFigures f{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  work::TrainerFigures f{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   const std::string bytes = work::encode(f);
   BOOST_TEST(bytes.size() == work::trainer_figures_bytes);
   work::TrainerFigures back = work::decode_figures(bytes);
@@ -48,10 +48,11 @@ BOOST_AUTO_TEST_CASE(trainer_figures_round_trip_by_name) {
   BOOST_TEST(back.kl == 3);
   BOOST_TEST(back.entropy == 4);
   BOOST_TEST(back.clip_fraction == 5);
-  BOOST_TEST(back.grad_norm == 6);
-  BOOST_TEST(back.action_tokens == 7);
-  BOOST_TEST(back.train_seconds == 8);
-  BOOST_TEST(back.sync_seconds == 9);
+  BOOST_TEST(back.clip_fraction_lower == 6);
+  BOOST_TEST(back.grad_norm == 7);
+  BOOST_TEST(back.action_tokens == 8);
+  BOOST_TEST(back.train_seconds == 9);
+  BOOST_TEST(back.sync_seconds == 10);
   BOOST_CHECK_THROW(work::decode_figures(bytes.substr(1)), DecodeError);
   BOOST_CHECK_THROW(work::decode_figures(bytes + '\0'), DecodeError);
 }

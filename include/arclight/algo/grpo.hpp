@@ -23,7 +23,8 @@ struct LossTerms {
   double policy_loss = 0;
   double kl = 0;
   double entropy = 0;
-  double clip_fraction = 0;  // share of action tokens whose loss the clip changed (verl's pg_clipfrac)
+  double clip_fraction = 0;        // share of action tokens whose loss the clip changed (verl's pg_clipfrac)
+  double clip_fraction_lower = 0;  // share whose loss the dual clip bounded (verl's pg_clipfrac_lower)
   double action_tokens = 0;
 };
 

@@ -17,6 +17,7 @@ struct TrainStats {
   double kl = 0;
   double entropy = 0;
   double clip_fraction = 0;
+  double clip_fraction_lower = 0;
   double grad_norm = 0;      // before clipping, of the summed gradient
   double action_tokens = 0;  // this trainer's
 };

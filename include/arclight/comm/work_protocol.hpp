@@ -52,11 +52,11 @@ Restored decode_restored(std::string_view bytes);  // throws DecodeError
 // A trainer's figures after a step. The loss terms are weighted by the trainer's share of
 // the step's tokens, so they add up over trainers; the rest are the leader's.
 struct TrainerFigures {
-  double loss = 0, policy_loss = 0, kl = 0, entropy = 0, clip_fraction = 0;
+  double loss = 0, policy_loss = 0, kl = 0, entropy = 0, clip_fraction = 0, clip_fraction_lower = 0;
   double grad_norm = 0, action_tokens = 0;
   double train_seconds = 0, sync_seconds = 0;
 };
-inline constexpr std::size_t trainer_figures_bytes = 9 * sizeof(double);
+inline constexpr std::size_t trainer_figures_bytes = 10 * sizeof(double);
 
 std::string encode(const TrainerFigures& figures);
 TrainerFigures decode_figures(std::string_view bytes);  // throws DecodeError
