@@ -112,12 +112,13 @@ if [ -n "${ARCLIGHT_MODEL_STAGE:-}" ]; then
     for f in *.safetensors *.json *.jinja tokenizer.model; do [ -e "$f" ] || continue; cp -L "$f" "$1/" || exit 1; done'
   live=$(squeue -h -u "$(id -un)" -o %A 2>/dev/null | xargs)
   [ -n "$live" ] && live="${SLURM_JOB_ID:-$$} $live"
-  if ! "${on_each_node[@]}" --kill-on-bad-exit=1 bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL" "$live"; then
+  if ! "${on_each_node[@]}" --kill-on-bad-exit=1 bash -c "$copy" stage "$staged" "$ARCLIGHT_MODEL" "$live" &&
+    [ "$trapped" = 0 ]; then  # a copy that Slurm's SIGTERM ended is no failure of the copy: see below
     echo "arclight: could not copy $ARCLIGHT_MODEL to $staged on every node"
-    "${on_each_node[@]}" rm -rf "$staged"
+    timeout 120 "${on_each_node[@]}" rm -rf "$staged"
     exit 1
   fi
-  echo "arclight: the model $ARCLIGHT_MODEL is staged to $staged on each of the $nodes node(s)"
+  [ "$trapped" = 0 ] && echo "arclight: the model $ARCLIGHT_MODEL is staged to $staged on each of the $nodes node(s)"
   model_args=(--model.path "$staged")
 fi
 unstage() {  # bounded: a node that hung the job may not answer
@@ -128,7 +129,9 @@ root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
 if [ "$trapped" = 1 ]; then
   # The signal came while the model was being staged (bash runs a trap once its foreground srun ends): nothing was
-  # forwarded, and training would only start to stop. It ends as a checkpointed step would: chained or requeued.
+  # forwarded, and training would only start to stop. It ends as a checkpointed step would: chained or requeued (the
+  # warning), or left to Slurm (its SIGTERM). (One that comes between this test and `step=$!` below is not forwarded:
+  # the ranks then stop at Slurm's SIGTERM at the time limit, within KillWait.)
   echo "arclight: the signal came before training started; not starting it"
   rc=$exit_requeue
 else
@@ -160,7 +163,7 @@ if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 1 ]; then
   # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel), which may
   # reach this shell after they are done: Slurm decides what happens next. (Exit 3 with no
   # signal at all is the job's own: a hung rank or node. It requeues below.)
-  echo "arclight: checkpointed; Slurm is ending or requeueing this job"
+  echo "arclight: stopped (checkpointed, if training had started); Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi
 # A failure of the job's own (no signal from Slurm): a hung rank (exit 3), a rank or node lost (mpirun's 1, or 128+N for

@@ -364,11 +364,11 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
       layout = make_layout(inv.config.layout, mpi.size());
       check_training_config(inv.config);
       if (mpi.rank() == 0 && !inv.dry_run) check_checkpoint_dir(inv.config);  // a dry run leaves no trace
-    } catch (const Error& e) {  // UsageError, or a stop signal in the wait for a directory (exit_requeue)
+    } catch (const std::exception& e) {  // UsageError, a file system's error: exit 2
       inv.error = e.what();
-      error_exit = e.exit_code();
-    } catch (const std::exception& e) {  // a file system's error: exit 2
-      inv.error = e.what();
+      // A stop signal in the wait for a directory: nothing wrong with the job, to be run again.
+      if (const auto* error = dynamic_cast<const Error*>(&e); error && error->exit_code() == exit_requeue)
+        error_exit = exit_requeue;
     }
   }
   // Every rank parsed the same input; agree, so that one rank reports and all exit alike.

@@ -150,9 +150,15 @@ class TrainerRank {
       ComputeClock::Section computing(compute_);
       stats = trainer_.step(shard, request.total_tokens);
     }
-    comm::work::TrainerFigures figures{stats.loss,          stats.policy_loss,       stats.kl,
-                                       stats.entropy,       stats.clip_fraction,     stats.clip_fraction_lower,
-                                       stats.grad_norm,     stats.action_tokens,     seconds_since(t0),
+    comm::work::TrainerFigures figures{stats.loss,
+                                       stats.policy_loss,
+                                       stats.kl,
+                                       stats.entropy,
+                                       stats.clip_fraction,
+                                       stats.clip_fraction_lower,
+                                       stats.grad_norm,
+                                       stats.action_tokens,
+                                       seconds_since(t0),
                                        0};
     ++version_;
     const auto t1 = Stopwatch::now();

@@ -128,8 +128,8 @@ TrainerFigures decode_figures(std::string_view bytes) {
                       std::to_string(trainer_figures_bytes));
   ByteReader in(bytes);
   TrainerFigures f;
-  for (double* v : {&f.loss, &f.policy_loss, &f.kl, &f.entropy, &f.clip_fraction, &f.clip_fraction_lower,
-                    &f.grad_norm, &f.action_tokens, &f.train_seconds, &f.sync_seconds})
+  for (double* v : {&f.loss, &f.policy_loss, &f.kl, &f.entropy, &f.clip_fraction, &f.clip_fraction_lower, &f.grad_norm,
+                    &f.action_tokens, &f.train_seconds, &f.sync_seconds})
     *v = in.f64();
   return f;
 }

@@ -160,16 +160,15 @@ class Endpoint {
     return ids;
   }
 
-  // tool_choice "required" or a named function, with a template of Hermes-style tools: the call the answer must make,
-  // begun in the prompt (as vLLM's guided decoding forces one; here the model writes the rest, and an answer that does
-  // not complete it is text). Empty otherwise: Llama 3's templates show the tools and leave the choice to the model.
   ToolFormat tool_format() const {
     const bool llama = model_.chat_template && model_.chat_template->family == text::TemplateFamily::llama3;
     return llama ? ToolFormat::llama3_json : ToolFormat::hermes;
   }
 
-  // The beginning of a call that tool_choice asks for, in the template's form (Hermes' tags, Llama 3.1's bare JSON);
-  // none where the template takes no tools (chat_prompt says so).
+  // tool_choice "required" or a named function: the call the answer must make, begun in the prompt in the template's
+  // form (Hermes' tags, Llama 3.1's bare JSON), as vLLM's guided decoding forces one; here the model writes the rest,
+  // and an answer that does not complete it is text. Empty otherwise, and where the template takes no tools
+  // (chat_prompt says so).
   std::string forced_call(const ChatRequest& request) const {
     if (!model_.chat_template || request.tool_choice == ToolChoice::none ||
         request.tool_choice == ToolChoice::automatic)

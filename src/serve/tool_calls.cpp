@@ -20,9 +20,12 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
 }
 
-std::optional<ParsedToolCall> call_of(std::string_view body) {
+// `arguments_required`: Llama 3.1's form, a bare JSON answer, is a call only with its arguments ("parameters" or
+// "arguments", as vLLM's llama3_json parser takes them): {"name": "Ada", "age": 36} is an answer the user asked for.
+std::optional<ParsedToolCall> call_of(std::string_view body, bool arguments_required = false) {
   const auto call = text::parse_json<nlohmann::ordered_json>(body);
   if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return std::nullopt;
+  if (arguments_required && !call.contains("parameters") && !call.contains("arguments")) return std::nullopt;
   const auto arguments =
       call.contains("arguments") ? call["arguments"] : call.value("parameters", nlohmann::ordered_json::object());
   if (!arguments.is_object()) return std::nullopt;
@@ -70,7 +73,7 @@ std::optional<ToolCallAnswer> parse_llama3_calls(std::string_view text) {
   while (!rest.empty()) {
     const std::size_t length = object_length(rest);
     if (length == std::string_view::npos) return std::nullopt;
-    std::optional<ParsedToolCall> call = call_of(rest.substr(0, length));
+    std::optional<ParsedToolCall> call = call_of(rest.substr(0, length), true);
     if (!call) return std::nullopt;
     answer.calls.push_back(std::move(*call));
     rest = trim(rest.substr(length));

@@ -171,8 +171,6 @@ std::string llama3_header(std::string_view role) {
   return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
 }
 
-// Llama 3: each message under its role's header, trimmed, ended by <|eot_id|>; tool calls as Llama 3.1 writes them
-// ({"name": ..., "parameters": ...}) and tool results under the ipython role.
 // Llama 3.1's and 3.2's custom tools, in the first message after the system prompt (tools_in_user_message, their
 // default), as their templates write them.
 std::string llama3_tools_message(const Conversation& c, std::size_t first, const std::string& template_name) {
@@ -186,6 +184,8 @@ std::string llama3_tools_message(const Conversation& c, std::size_t first, const
   return out + std::string(trim(c.messages[first].content)) + "<|eot_id|>";
 }
 
+// Llama 3: each message under its role's header, trimmed, ended by <|eot_id|>; tool calls as Llama 3.1 writes them
+// ({"name": ..., "parameters": ...}) and tool results under the ipython role.
 std::string render_llama3(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
   const bool tools = !c.tools.empty();
   if (tools && !t.knowledge_cutoff)

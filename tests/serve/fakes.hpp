@@ -174,7 +174,9 @@ struct Served {
                   std::string_view chat_template = "chatml")
       : server(std::move(options)) {
     const text::ChatTemplate chat = text::ChatTemplate::named(chat_template);
-    std::vector<text::TokenId> stops = chat.stop_ids(*tokenizer);  // and <|endoftext|>, which llama3's lacks here
+    // The template's stops, as served_model sets them, and <|endoftext|> as EOS where the template has none here
+    // (llama3's names are not in this tokenizer).
+    std::vector<text::TokenId> stops = chat.stop_ids(*tokenizer);
     if (std::find(stops.begin(), stops.end(), 258) == stops.end()) stops.push_back(258);
     ServedModel model{"tiny", tokenizer.get(), chat, max_context, stops};
     add_openai_routes(server, generator, std::move(model), &tracer);

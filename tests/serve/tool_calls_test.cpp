@@ -79,6 +79,7 @@ BOOST_AUTO_TEST_CASE(llama3_calls_are_the_whole_answer_in_json) {
   BOOST_TEST(!parse_tool_calls("{\"name\": \"add\", \"parameters\": {}} and some text", llama));
   BOOST_TEST(!parse_tool_calls("{\"name\": \"add\", \"parameters\": {", llama));  // cut short
   BOOST_TEST(!parse_tool_calls("{\"parameters\": {}}", llama));                   // no name
+  BOOST_TEST(!parse_tool_calls("{\"name\": \"Ada\", \"age\": 36}", llama));  // JSON the user asked for: no arguments
   BOOST_TEST(!parse_tool_calls("   ", llama));
   BOOST_TEST(!parse_tool_calls("<tool_call>{\"name\": \"add\"}</tool_call>", llama));  // another model's form
   BOOST_TEST(tool_calls_start("\n{\"name\": \"a\", \"parameters\": {}}", llama) == 1u);

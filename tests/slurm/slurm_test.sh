@@ -97,9 +97,15 @@ for steps in 2 4; do
   if [ "$steps" = 2 ]; then
     wait_until "job $job to stage its model" 60 '[ -n "$(squeue -h -s -j "$job" -o %i | grep "^$job\.0$")" ]'
     scancel --signal=USR1 --batch "$job"
-    sleep 1
-    timeout 10 bash -c 'echo "{}" >"$0"' "$gate"  # the copy goes on; the next ones find a file alike
-    rm -f "$gate" && echo "{}" >"$gate"
+    sleep 3  # through slurmctld and slurmd to the batch shell, which runs its trap once the copy ends
+    # The copy goes on, and the next ones find a file alike. A copy that never opened the pipe would wait on it for
+    # ever: then the pipe stays, and the job is cancelled as the scenario fails.
+    if timeout 10 bash -c 'echo "{}" >"$0"' "$gate"; then
+      rm -f "$gate" && echo "{}" >"$gate"
+    else
+      check false "the staging copy never read the model's files"
+      scancel "$job"
+    fi
   fi
   state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 90)
   if [ "$steps" = 2 ]; then

@@ -74,9 +74,12 @@ function conversation(random, withTools, oneCall) {
   return request;
 }
 
-// Llama 3.2's template writes today's date (strftime_now("%d %b %Y")), as we do; the others ignore it.
-const now = new Date();
-const today = `${String(now.getDate()).padStart(2, "0")} ${now.toLocaleString("en-US", { month: "short" })} ${now.getFullYear()}`;
+// Llama 3.2's template writes today's date (strftime_now("%d %b %Y")), as we do; the others ignore it. Taken before
+// and after our run: one that crosses midnight may have either.
+function today() {
+  const now = new Date();
+  return `${String(now.getDate()).padStart(2, "0")} ${now.toLocaleString("en-US", { month: "short" })} ${now.getFullYear()}`;
+}
 const failures = [];
 const summary = [];
 function compare(modelPackage, withTools, oneCall, n, seed) {
@@ -88,11 +91,15 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
   const requests = Array.from({ length: n }, () => conversation(random, withTools, oneCall));
   const input = path.join(work, "chat.in");
   fs.writeFileSync(input, requests.map((r) => JSON.stringify(r) + "\n").join(""));
+  const dayBefore = today();
   const lines = execFileSync(tool, ["chat", dir, input], { maxBuffer: 1 << 30, encoding: "utf8" }).split("\n");
+  const dayAfter = today();
   requests.forEach((request, i) => {
     const ours = JSON.parse(lines[i]);
-    const theirs = template.render({ ...request, bos_token: config.bos_token ?? "", eos_token: config.eos_token,
-                                     date_string: today });
+    const render = (day) =>
+      template.render({ ...request, bos_token: config.bos_token ?? "", eos_token: config.eos_token, date_string: day });
+    let theirs = render(dayAfter);
+    if (ours.text !== theirs && dayBefore !== dayAfter) theirs = render(dayBefore);
     if (ours.text !== theirs) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs });
     const ids = tokenizer.encode(theirs, { add_special_tokens: false }).ids;
     if (JSON.stringify(ours.ids) !== JSON.stringify(ids))

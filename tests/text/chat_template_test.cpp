@@ -115,6 +115,44 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
   BOOST_TEST(rendered.find("Today Date: " + date + "\n") != std::string::npos, rendered);
 }
 
+// The tool definitions in Llama 3.1's user message are `tojson(indent=4)`: Python's json.dumps with an indent (the
+// expected text is its output). The reference test's tools hold no numbers, and JavaScript writes 1.0 as 1.
+BOOST_AUTO_TEST_CASE(llama3_tools_are_indented_as_python_json_dumps) {
+  const std::string tool = "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"é ü \u2028 \\\"q\\\" \\\\ \\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": -0.0, \"maximum\": 1e+100, \"multipleOf\": 1e-07, \"default\": 2.5, \"enum\": [1, 1.0, -3]}, \"e\": {}, \"l\": []}, \"required\": [\"x\"]}}}";
+  const std::string indented = "{\n"
+      "    \"type\": \"function\",\n"
+      "    \"function\": {\n"
+      "        \"name\": \"f\",\n"
+      "        \"description\": \"é ü \u2028 \\\"q\\\" \\\\ \\n\",\n"
+      "        \"parameters\": {\n"
+      "            \"type\": \"object\",\n"
+      "            \"properties\": {\n"
+      "                \"x\": {\n"
+      "                    \"type\": \"number\",\n"
+      "                    \"minimum\": -0.0,\n"
+      "                    \"maximum\": 1e+100,\n"
+      "                    \"multipleOf\": 1e-07,\n"
+      "                    \"default\": 2.5,\n"
+      "                    \"enum\": [\n"
+      "                        1,\n"
+      "                        1.0,\n"
+      "                        -3\n"
+      "                    ]\n"
+      "                },\n"
+      "                \"e\": {},\n"
+      "                \"l\": []\n"
+      "            },\n"
+      "            \"required\": [\n"
+      "                \"x\"\n"
+      "            ]\n"
+      "        }\n"
+      "    }\n"
+      "}";
+  const std::string text = ChatTemplate::named("llama3.1").render(
+      chat(R"({"messages": [{"role": "user", "content": "U"}], "tools": [)" + tool + "]}"));
+  BOOST_TEST(text.find("Do not use variables.\n\n" + indented + "\n\nU<|eot_id|>") != std::string::npos, text);
+}
+
 BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
   const auto c = chat(R"({"messages": [{"role": "user", "content": "U"},
     {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
