@@ -118,8 +118,13 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
 // The tool definitions in Llama 3.1's user message are `tojson(indent=4)`: Python's json.dumps with an indent (the
 // expected text is its output). The reference test's tools hold no numbers, and JavaScript writes 1.0 as 1.
 BOOST_AUTO_TEST_CASE(llama3_tools_are_indented_as_python_json_dumps) {
-  const std::string tool = "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"é ü \u2028 \\\"q\\\" \\\\ \\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": -0.0, \"maximum\": 1e+100, \"multipleOf\": 1e-07, \"default\": 2.5, \"enum\": [1, 1.0, -3]}, \"e\": {}, \"l\": []}, \"required\": [\"x\"]}}}";
-  const std::string indented = "{\n"
+  const std::string tool =
+      "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"é ü \u2028 \\\"q\\\" \\\\ \\n\", "
+      "\"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"minimum\": -0.0, "
+      "\"maximum\": 1e+100, \"multipleOf\": 1e-07, \"default\": 2.5, \"enum\": [1, 1.0, -3]}, \"e\": {}, \"l\": []}, "
+      "\"required\": [\"x\"]}}}";
+  const std::string indented =
+      "{\n"
       "    \"type\": \"function\",\n"
       "    \"function\": {\n"
       "        \"name\": \"f\",\n"
@@ -148,8 +153,9 @@ BOOST_AUTO_TEST_CASE(llama3_tools_are_indented_as_python_json_dumps) {
       "        }\n"
       "    }\n"
       "}";
-  const std::string text = ChatTemplate::named("llama3.1").render(
-      chat(R"({"messages": [{"role": "user", "content": "U"}], "tools": [)" + tool + "]}"));
+  const std::string text =
+      ChatTemplate::named("llama3.1")
+          .render(chat(R"({"messages": [{"role": "user", "content": "U"}], "tools": [)" + tool + "]}"));
   BOOST_TEST(text.find("Do not use variables.\n\n" + indented + "\n\nU<|eot_id|>") != std::string::npos, text);
 }
 
