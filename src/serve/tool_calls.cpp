@@ -84,13 +84,22 @@ std::optional<ToolCallAnswer> parse_llama3_calls(std::string_view text) {
   return answer;
 }
 
+// Hermes: where calls may begin, after the reasoning (a <think> block may name the tag while it plans one): past the
+// last </think>, or from the start where there is none; npos inside a <think> not yet closed, whose tags are its
+// reasoning's (as vLLM's reasoning parser gives an unclosed block to reasoning_content, not to the calls).
+std::size_t after_reasoning(std::string_view text) {
+  const std::size_t opened = text.rfind("<think>"), closed = text.rfind("</think>");
+  if (opened != std::string_view::npos && (closed == std::string_view::npos || closed < opened))
+    return std::string_view::npos;
+  return closed == std::string_view::npos ? 0 : closed;
+}
+
 }  // namespace
 
 std::size_t tool_calls_start(std::string_view text, ToolFormat format) {
   if (format == ToolFormat::llama3_json) return parse_llama3_calls(text) ? llama3_call_start(text) : std::string::npos;
-  // Calls follow the reasoning: a <think> block may name the tag while it plans one.
-  const std::size_t thought = text.rfind("</think>");
-  return text.find(open_tag, thought == std::string_view::npos ? 0 : thought);
+  const std::size_t from = after_reasoning(text);
+  return from == std::string_view::npos ? from : text.find(open_tag, from);
 }
 
 std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
@@ -100,8 +109,10 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
     const std::string_view first = text.substr(at, python_tag.size());
     return first[0] == '{' || python_tag.substr(0, first.size()) == first ? 0 : text.size();
   }
-  // The first tag at all: while an answer is under way, a tag in a <think> block is not yet known to be one.
-  if (const std::size_t tag = text.find(open_tag); tag != std::string_view::npos) return tag;
+  // Reasoning under way is shown as it comes, a tag it names too; after it, up to the first tag.
+  const std::size_t from = after_reasoning(text);
+  if (from == std::string_view::npos) return text.size();
+  if (const std::size_t tag = text.find(open_tag, from); tag != std::string_view::npos) return tag;
   for (std::size_t keep = std::min(text.size(), open_tag.size() - 1); keep > 0; --keep)
     if (text.substr(text.size() - keep) == open_tag.substr(0, keep)) return text.size() - keep;
   return text.size();

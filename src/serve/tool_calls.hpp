@@ -27,11 +27,12 @@ struct ToolCallAnswer {
 // (not JSON, no name, text between or after the calls): the answer is then plain text.
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 
-// Where an answer's tool calls begin: its first <tool_call> after the last </think> (Llama 3.1: its first character
-// that is no blank, where that begins a call); npos where it has none.
+// Where an answer's tool calls begin: its first <tool_call> after the last </think> (none inside a <think> not yet
+// closed; Llama 3.1: its first character that is no blank, where that begins a call); npos where it has none.
 std::size_t tool_calls_start(std::string_view text, ToolFormat format = ToolFormat::hermes);
-// How much of an answer's text so far may be shown before its tool calls are known: up to its first <tool_call>, less
-// a tail that may be the start of one (a stream shows the text before the calls and sends them whole at the end).
+// How much of an answer's text so far may be shown before its tool calls are known: all of a <think> block under way,
+// else up to the first <tool_call> after the last </think>, less a tail that may be the start of one (a stream shows
+// the text before the calls and sends them whole at the end).
 // Llama 3.1: nothing while the answer may be a call (blanks so far, or "{" or <|python_tag|> first), else all of it.
 std::size_t text_before_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 

@@ -544,6 +544,15 @@ BOOST_AUTO_TEST_CASE(a_streamed_answer_with_tools_shows_its_text_before_the_call
   BOOST_TEST(events.end()[-3]["choices"][0]["delta"]["content"] == " <tool");  // held back to the end
   BOOST_TEST(events.end()[-2]["choices"][0]["finish_reason"] == "stop");
   BOOST_TEST(events.end()[-2]["choices"][0]["token_ids"] == json(bytes_of("Sum <3> <tool")));
+  // Reasoning that names the tag (a Qwen3 model planning its call) is shown as it comes, not held to the end.
+  const std::string thought = "<think>\nI will call it with <tool_call> and JSON.\n</think>\n\n";
+  served.generator.answer_text(thought + "<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>");
+  events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_REQUIRE(events.size() > 5);
+  std::string shown;  // before the chunk with the calls
+  for (std::size_t k = 1; k + 3 < events.size(); ++k) shown += events[k]["choices"][0]["delta"]["content"];
+  BOOST_TEST(shown == thought.substr(0, thought.find_last_not_of('\n') + 1));
+  BOOST_TEST(events.end()[-3]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "add");
 }
 
 BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {

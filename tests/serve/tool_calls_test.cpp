@@ -44,6 +44,8 @@ BOOST_AUTO_TEST_CASE(malformed_calls_or_text_between_them_are_plain_text) {
   BOOST_TEST(!parse_tool_calls(R"(<tool_call>{"name": "add", "arguments": {)"));  // cut short, not whole JSON
   BOOST_TEST(!parse_tool_calls(add_call + " and then some text"));
   BOOST_TEST(!parse_tool_calls("<think>planning</think> no call"));
+  // Inside a <think> never closed, a call is the reasoning's (vLLM gives that block to reasoning_content).
+  BOOST_TEST(!parse_tool_calls("<think>maybe " + add_call));
 }
 
 // What a stream may show of an answer under way: up to its first tag, less a tail that may begin one.
@@ -53,7 +55,11 @@ BOOST_AUTO_TEST_CASE(text_before_tool_calls_stops_at_a_tag_or_what_may_begin_one
   BOOST_TEST(text_before_tool_calls("a <tool_cal") == 2u);
   BOOST_TEST(text_before_tool_calls("a <b>") == 5u);
   BOOST_TEST(text_before_tool_calls("a " + add_call) == 2u);
-  BOOST_TEST(text_before_tool_calls("<think><tool_call> maybe</think>") == 7u);  // not yet known to be no call
+  // Reasoning under way shows as it comes, the tag it names too (a Qwen3 model planning a call held the stream to its
+  // end); past its end, up to the first tag again.
+  BOOST_TEST(text_before_tool_calls("<think><tool_call> maybe") == 24u);
+  BOOST_TEST(text_before_tool_calls("<think><tool_call> maybe</think>") == 32u);
+  BOOST_TEST(text_before_tool_calls("<think><tool_call></think> x <tool") == 29u);
   BOOST_TEST(text_before_tool_calls("") == 0u);
   BOOST_TEST(tool_calls_start("<think><tool_call></think>x " + add_call) == 28u);
   BOOST_TEST(tool_calls_start("no call") == std::string_view::npos);
