@@ -170,26 +170,26 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, do
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw UsageError(what + " " + dir + ": cannot open its lock file " + path + ": " + std::strerror(errno));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
+  const auto stopped = [&] { return stop_waiting && stop_waiting(); };
   bool waiting = false;
   while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     const std::string holder = lock_holder(fd_);
-    if (error == EWOULDBLOCK && std::chrono::steady_clock::now() < deadline) {
+    const bool may_wait = error == EWOULDBLOCK && std::chrono::steady_clock::now() < deadline;
+    if (may_wait && !stopped()) {
       if (!waiting)
         log::warn(what, " ", dir, " is in use by another job (", holder, "): waiting up to ", wait_seconds,
                   " s for it to end (run.lock_wait_seconds)");
       waiting = true;
-      for (int tick = 0; tick < 10 && !(stop_waiting && stop_waiting()); ++tick)
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (!(stop_waiting && stop_waiting())) continue;
-      ::close(fd_);
-      fd_ = -1;
-      throw Error(what + " " + dir + " is in use by another job (" + holder +
-                      "): a stop signal came while waiting for it; the job ends, to be run again",
-                  exit_requeue);
+      for (int tick = 0; tick < 10 && !stopped(); ++tick) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
     }
     ::close(fd_);
     fd_ = -1;
+    if (may_wait)  // and a stop signal came
+      throw Error(what + " " + dir + " is in use by another job (" + holder +
+                      "): a stop signal came while waiting for it; the job ends, to be run again",
+                  exit_requeue);
     if (error == EWOULDBLOCK)
       throw UsageError(what + " " + dir + " is in use by another job (" + holder + ")" +
                        (waiting ? log::concat(", still after ", wait_seconds, " s") : std::string()) +
