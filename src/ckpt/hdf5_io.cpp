@@ -184,6 +184,15 @@ std::uint64_t extent(hid_t set, const std::string& what) {
   return dims[0];
 }
 
+int descriptor_of(hid_t set) {
+  const hid_t file = H5Iget_file_id(set);
+  if (file < 0) return -1;
+  int* fd = nullptr;
+  const int out = H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) >= 0 && fd ? *fd : -1;
+  H5Fclose(file);
+  return out;
+}
+
 namespace {
 
 // Only what arclight writes: contiguous data in the file itself. External storage names
@@ -199,16 +208,6 @@ void check_layout(hid_t set, std::size_t size, const std::string& what) {
                             "which arclight never writes");
   Handle type(H5Dget_type(set), H5Tclose, what);
   if (H5Tget_size(type.id) != size) throw CorruptCheckpoint(what + " has the wrong element type");
-}
-
-// The descriptor of the file that holds a dataset, or -1 (the file stays open while the dataset is).
-int descriptor_of(hid_t set) {
-  const hid_t file = H5Iget_file_id(set);
-  if (file < 0) return -1;
-  int* fd = nullptr;
-  const int out = H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&fd)) >= 0 && fd ? *fd : -1;
-  H5Fclose(file);
-  return out;
 }
 
 // The file that holds a dataset, by its descriptor: its identity and its real size.
@@ -257,6 +256,14 @@ Kind kind_of(hid_t set) {
   Handle type(H5Dget_type(set), H5Tclose, "dataset type");
   if (H5Tget_class(type.id) == H5T_FLOAT) return H5Tget_size(type.id) == 4 ? Kind::f32 : Kind::f64;
   return H5Tget_size(type.id) == 1 ? Kind::u8 : Kind::i64;
+}
+
+bool holds_native_floats(hid_t set) {
+  const hid_t type = H5Dget_type(set);
+  if (type < 0) return false;
+  const bool native = H5Tequal(type, H5T_NATIVE_FLOAT) > 0;
+  H5Tclose(type);
+  return native;
 }
 
 std::int64_t meta_number(hid_t file, const LinkPolicy& links, const char* name) {

@@ -119,6 +119,9 @@ struct StoredBytes {
 // `where` (untouched for an empty dataset).
 std::uint64_t stored_extent(hid_t set, std::size_t size, const std::string& what, StoredBytes* where = nullptr);
 
+// The descriptor of the file that holds a dataset, or -1 (the file stays open while the dataset is).
+int descriptor_of(hid_t set);
+
 // Asks the kernel to start reading a dataset's bytes now (readahead), so that the disk works
 // while the reading thread is busy elsewhere. A hint: a failure is ignored.
 void advise_will_read(hid_t set, const StoredBytes& where);
@@ -136,6 +139,8 @@ class ByteRanges {
 };
 
 Kind kind_of(hid_t set);
+// Whether a dataset's values are stored as this machine's floats: its bytes are the values, to be read as they lie.
+bool holds_native_floats(hid_t set);
 // One number of a version's meta group (its chain length, its step), or -1 when it does not read.
 std::int64_t meta_number(hid_t file, const LinkPolicy& links, const char* name);
 // The file an external link `name` points to (and the object in it, into `object`); empty

@@ -106,12 +106,11 @@ void plan_tensor(Reader& r, Checkpoint& c, std::size_t i, std::size_t at, Moment
   if (t.size > 0) moments.add(avg > 0);
 }
 
-void order_by_place(std::vector<PlannedRead>& plan, RestoreHelper& helper) {
+void order_by_place(std::vector<PlannedRead>& plan) {
   std::sort(plan.begin(), plan.end(), [](const PlannedRead& a, const PlannedRead& b) {
     return std::tie(a.where.device, a.where.inode, a.where.begin) <
            std::tie(b.where.device, b.where.inode, b.where.begin);
   });
-  for (const PlannedRead& p : plan) helper.fault_in(p.values->data() + p.at, p.count * sizeof(float));
 }
 
 std::vector<std::size_t> tensor_offsets(const Checkpoint& c) {
@@ -153,8 +152,8 @@ void read_model(Reader& r, Checkpoint& c, Contents contents) {
         r.plan_values("/model/parameters/" + c.tensors[i].name, c.parameters, offsets[i], c.tensors[i].size, false,
                       plan);
     }
+    order_by_place(plan);
     RestoreHelper helper;
-    order_by_place(plan, helper);
     r.read_planned(plan, helper);
     helper.finish();
     if (moments.mixed()) throw CorruptCheckpoint(r.path() + mixed_moments);

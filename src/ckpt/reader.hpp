@@ -15,6 +15,7 @@
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/crc32c.hpp"
 #include "hdf5_io.hpp"
+#include "direct_read.hpp"
 #include "restore_helper.hpp"
 
 namespace arclight::ckpt {
@@ -142,24 +143,10 @@ class Reader {
     return count;
   }
   // Reads what `plan` names, in its order, each into place (the vectors grow to hold it, within
-  // the room reserved), until a checksum fails; the checksums are the helper's jobs.
-  // The kernel is asked to read ahead up to readahead_bytes past the read under way: the disk
-  // works while this thread fills fresh memory and HDF5 does its bookkeeping, and a version
-  // larger than the page cache is not read ahead so far that its pages are evicted unused.
+  // the room reserved), until a checksum fails; the checksums are the helper's jobs. Straight from
+  // the disk where the files allow it, else through HDF5 and the page cache.
   void read_planned(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
-    std::size_t advised = 0;
-    std::uint64_t ahead = 0;  // bytes advised and not yet read
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      for (; advised < plan.size() && (advised <= i || ahead < readahead_bytes); ++advised) {
-        advise_will_read(plan[advised].set, plan[advised].where);
-        ahead += plan[advised].count * sizeof(float);
-      }
-      const PlannedRead& p = plan[i];
-      ahead -= p.count * sizeof(float);
-      if (helper.failed()) break;  // a checksum did not match: helper.finish() says which
-      if (p.values->size() < p.at + p.count) p.values->resize(p.at + p.count);
-      read_checked(p.set, p.name, H5T_NATIVE_FLOAT, p.values->data() + p.at, p.count, &helper);
-    }
+    if (!read_planned_directly(plan, helper)) read_planned_through_hdf5(plan, helper);
     planned_.clear();
   }
   std::string bytes(const std::string& name) {
@@ -224,6 +211,41 @@ class Reader {
       return count;
     } catch (const CorruptCheckpoint& e) {
       throw StartsDoNotFit(e.what());
+    }
+  }
+
+  // The plan read with O_DIRECT (direct_read.hpp), when every dataset holds this machine's floats
+  // and every file reads so; false, having read nothing, otherwise.
+  bool read_planned_directly(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
+    std::vector<DirectRead> reads;
+    for (const PlannedRead& p : plan) {
+      if (!holds_native_floats(p.set)) return false;
+      if (p.count > 0)
+        reads.push_back({p.where, descriptor_of(p.set), p.values, p.at, p.count, checksum_check(p.set, p.name, p.count),
+                         path_ + ": " + p.name});
+    }
+    for (const PlannedRead& p : plan)
+      if (p.count == 0) checksum_check(p.set, p.name, 0)(crc32c(nullptr, 0));
+    return read_direct(reads, helper);
+  }
+  // The kernel is asked to read ahead up to readahead_bytes past the read under way: the disk
+  // works while this thread fills fresh memory and HDF5 does its bookkeeping, and a version
+  // larger than the page cache is not read ahead so far that its pages are evicted unused.
+  // The helper faults in the reads' room in their order, ahead of them.
+  void read_planned_through_hdf5(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
+    for (const PlannedRead& p : plan) helper.fault_in(p.values->data() + p.at, p.count * sizeof(float));
+    std::size_t advised = 0;
+    std::uint64_t ahead = 0;  // bytes advised and not yet read
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      for (; advised < plan.size() && (advised <= i || ahead < readahead_bytes); ++advised) {
+        advise_will_read(plan[advised].set, plan[advised].where);
+        ahead += plan[advised].count * sizeof(float);
+      }
+      const PlannedRead& p = plan[i];
+      ahead -= p.count * sizeof(float);
+      if (helper.failed()) break;  // a checksum did not match: helper.finish() says which
+      if (p.values->size() < p.at + p.count) p.values->resize(p.at + p.count);
+      read_checked(p.set, p.name, H5T_NATIVE_FLOAT, p.values->data() + p.at, p.count, &helper);
     }
   }
 
@@ -311,9 +333,8 @@ inline const char* const mixed_moments = ": optimizer state and parameters diffe
 void plan_tensor(Reader& r, Checkpoint& c, std::size_t i, std::size_t at, Moments& moments,
                  std::vector<PlannedRead>& plan);
 // The planned reads in the order their bytes lie in the files: the disk reads on instead of
-// seeking between a tensor's values and its moments. The helper faults in their room in that
-// order, ahead of the reads.
-void order_by_place(std::vector<PlannedRead>& plan, RestoreHelper& helper);
+// seeking between a tensor's values and its moments.
+void order_by_place(std::vector<PlannedRead>& plan);
 // The offset of each tensor in the flat vectors, and one past the last.
 std::vector<std::size_t> tensor_offsets(const Checkpoint& c);
 

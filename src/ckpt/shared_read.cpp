@@ -103,13 +103,15 @@ ModelShare read_share(const std::string& path, MPI_Comm comm, SharedReadFigures*
     std::vector<PlannedRead> plan;
     for (std::size_t i : partition[static_cast<std::size_t>(me)])
       plan_tensor(r, c, i, offsets[i] - base, moments, plan);
-    RestoreHelper helper;
-    order_by_place(plan, helper);
-    // Then the room of the rest, which the broadcasts fill (pages already in cost little).
+    order_by_place(plan);
+    // Then the room of the rest, which the broadcasts fill (pages already in cost little). Where it lies is taken
+    // now: the helper's jobs grow the vectors while the reads go on.
+    std::vector<float*> rooms;
     if (whole)
-      for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq})
-        helper.fault_in(values->data(), room * sizeof(float));
+      for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) rooms.push_back(values->data());
+    RestoreHelper helper;
     r.read_planned(plan, helper);
+    for (float* begin : rooms) helper.fault_in(begin, room * sizeof(float));
     helper.finish();
     for (std::vector<float>* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(room);
   } catch (const CorruptCheckpoint& e) {

@@ -1,0 +1,153 @@
+// A restore reads its tensors straight from the disk (O_DIRECT), past the page cache, and falls
+// back to HDF5's reads where a dataset's bytes are not this machine's floats.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "../temp_dir.hpp"
+#include "arclight/ckpt/checkpoint.hpp"
+#include "arclight/core/crc32c.hpp"
+#include "same_checkpoint.hpp"
+
+using namespace arclight::ckpt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Two tensors of 3 Mi values each, with their moments (72 MB): each spans several of the direct
+// reads' buffers, and neither begins or ends on a block's edge.
+Checkpoint large_model() {
+  Checkpoint c;
+  c.step = 3;
+  c.config_toml = "run.steps=10\n";
+  c.arclight_version = "test";
+  const std::size_t n = (6u << 20) + 7;
+  c.tensors = {{"first", n / 2}, {"second", n - n / 2}};
+  c.parameters.resize(n);
+  c.exp_avg.resize(n);
+  c.exp_avg_sq.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    c.parameters[i] = float(i % 100003) * 0.5f;
+    c.exp_avg[i] = float(i % 7919) * 0.25f;
+    c.exp_avg_sq[i] = float(i);  // exact below 2^24: a run of them is found once in the file
+  }
+  c.optimizer_steps = {3, 3};
+  return c;
+}
+
+// The part of a file's pages in the page cache.
+double resident_fraction(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  BOOST_REQUIRE(fd >= 0);
+  const std::size_t size = fs::file_size(path), page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  std::vector<unsigned char> in((size + page - 1) / page);
+  BOOST_REQUIRE(::mincore(map, size, in.data()) == 0);
+  ::munmap(map, size);
+  std::size_t resident = 0;
+  for (unsigned char p : in) resident += p & 1;
+  return double(resident) / double(in.size());
+}
+
+// Drops a written (clean) file's pages from the page cache; false where the file system keeps them (tmpfs).
+bool evict(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  BOOST_REQUIRE(fd >= 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  return resident_fraction(path) < 0.01;
+}
+
+void flip_byte_at(const std::string& path, std::uint64_t at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  const char byte = static_cast<char>(f.get());
+  f.seekp(static_cast<std::streamoff>(at));
+  f.put(static_cast<char>(byte ^ 0x01));
+}
+
+// Where a run of a tensor's values lies in the file: the offset of their bytes.
+std::uint64_t offset_of(const std::string& path, const float* values, std::size_t count) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string needle(reinterpret_cast<const char*>(values), count * sizeof(float));
+  const std::size_t at = bytes.find(needle);
+  BOOST_REQUIRE(at != std::string::npos);
+  BOOST_REQUIRE(bytes.find(needle, at + 1) == std::string::npos);
+  return at;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(direct_read)
+
+BOOST_AUTO_TEST_CASE(a_restore_reads_the_tensors_past_the_page_cache_and_checks_them) {
+  TempDir dir;
+  const Checkpoint c = large_model();
+  const std::string path = write_checkpoint(dir.dir(), 3, c);
+  if (!evict(path)) {
+    BOOST_TEST_MESSAGE("skipped: this file system keeps a file's pages in memory (" << dir.dir() << ")");
+    return;
+  }
+  const Checkpoint back = read_checkpoint(path);
+  expect_same(back, c);
+  BOOST_TEST(back.tensors.size() == 2u);
+  // Through the page cache every page of the file would be in it now: only HDF5's metadata is.
+  BOOST_TEST(resident_fraction(path) < 0.05);
+
+  // A flipped bit in the second tensor's moments, in its middle buffer: found by the direct read's checksum.
+  const std::size_t middle = c.tensors[0].size + (c.tensors[1].size / 2);
+  flip_byte_at(path, offset_of(path, c.exp_avg_sq.data() + middle, 64));
+  BOOST_REQUIRE(evict(path));
+  try {
+    read_checkpoint(path);
+    BOOST_FAIL("a damaged tensor was read");
+  } catch (const CorruptCheckpoint& e) {
+    BOOST_TEST(std::string(e.what()).find("checksum mismatch in /optim/exp_avg_sq/second") != std::string::npos,
+               e.what());
+  }
+}
+
+// Floats stored big-endian (a writer on another machine, or a tool that rewrote the file): their
+// bytes are not this machine's values, so the restore reads them through HDF5, which converts them.
+BOOST_AUTO_TEST_CASE(floats_stored_otherwise_are_read_through_hdf5_and_converted) {
+  TempDir dir;
+  Checkpoint c = large_model();
+  const std::string path = write_checkpoint(dir.dir(), 3, c);
+  {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    BOOST_REQUIRE(file >= 0);
+    const char* name = "/model/parameters/second";
+    BOOST_REQUIRE(H5Ldelete(file, name, H5P_DEFAULT) >= 0);
+    const hsize_t dims[1] = {c.tensors[1].size};
+    const hid_t space = H5Screate_simple(1, dims, nullptr), scalar = H5Screate(H5S_SCALAR);
+    const hid_t set = H5Dcreate2(file, name, H5T_IEEE_F32BE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    BOOST_REQUIRE(set >= 0);
+    const float* values = c.parameters.data() + c.tensors[0].size;
+    BOOST_REQUIRE(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
+    // The checksum of the values, as arclight's writer computes it.
+    const std::uint32_t crc = arclight::crc32c(values, dims[0] * sizeof(float));
+    const hid_t attr = H5Acreate2(set, "crc32c", H5T_NATIVE_UINT32, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    BOOST_REQUIRE(H5Awrite(attr, H5T_NATIVE_UINT32, &crc) >= 0);
+    H5Aclose(attr);
+    H5Dclose(set);
+    H5Sclose(scalar);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  expect_same(read_checkpoint(path), c);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
