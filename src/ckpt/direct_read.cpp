@@ -26,7 +26,7 @@ namespace {
 constexpr std::uint64_t block = 4096;
 // One read of the disk, and how many may wait for their copy: the disk reads on while the helper copies.
 constexpr std::uint64_t buffer_bytes = std::uint64_t(4) << 20;
-constexpr std::size_t buffer_count = 8;
+constexpr std::size_t buffer_count = 4;
 // Bytes between two datasets of a file (HDF5's metadata, a checksum) read over rather than sought past.
 constexpr std::uint64_t largest_gap = std::uint64_t(1) << 20;
 // The copy into place goes in pieces that stay in the cache between their checksum and their copy.
