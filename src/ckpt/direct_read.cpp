@@ -174,8 +174,7 @@ bool read_direct(const std::vector<DirectRead>& reads, RestoreHelper& helper) {
     // A run: datasets of one file with little between them, read in chunks of the buffers' size.
     std::size_t end = first + 1;
     while (end < reads.size() && reads[end].where.device == reads[first].where.device &&
-           reads[end].where.inode == reads[first].where.inode &&
-           reads[end].where.begin >= reads[end - 1].where.end &&
+           reads[end].where.inode == reads[first].where.inode && reads[end].where.begin >= reads[end - 1].where.end &&
            reads[end].where.begin - reads[end - 1].where.end <= largest_gap)
       ++end;
     const int fd = files.at({reads[first].where.device, reads[first].where.inode}).fd();
