@@ -144,10 +144,34 @@ void copy_out(Targets& t, const char* buffer, std::uint64_t from, std::uint64_t 
   }
 }
 
+// Whether most of the bytes `reads` name are in the page cache (a version written or read moments ago: a restart on
+// the same node, an export after a run), where a read through the cache is faster than the disk again.
+bool mostly_cached(const std::vector<DirectRead>& reads) {
+  static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::map<std::pair<dev_t, ino_t>, std::pair<const DirectRead*, std::uint64_t>> spans;  // first read, end
+  std::uint64_t wanted = 0, cached = 0;
+  for (const DirectRead& r : reads) {
+    auto [span, added] = spans.try_emplace({r.where.device, r.where.inode}, &r, r.where.end);
+    if (!added) span->second.second = std::max(span->second.second, r.where.end);
+    wanted += r.where.end - r.where.begin;
+  }
+  for (const auto& [file, span] : spans) {
+    const std::uint64_t from = span.first->where.begin & ~(page - 1), bytes = span.second - from;
+    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, span.first->descriptor, static_cast<off_t>(from));
+    if (map == MAP_FAILED) continue;  // not known: counted as not cached
+    std::vector<unsigned char> resident((bytes + page - 1) / page);
+    if (::mincore(map, bytes, resident.data()) == 0)
+      for (unsigned char in : resident) cached += (in & 1) * page;
+    ::munmap(map, bytes);
+  }
+  return cached >= wanted / 2;
+}
+
 }  // namespace
 
 bool read_direct(const std::vector<DirectRead>& reads, RestoreHelper& helper) {
   if (reads.empty()) return true;
+  if (mostly_cached(reads)) return false;
   auto targets = std::make_shared<Targets>();
   std::map<std::pair<dev_t, ino_t>, Descriptor> files;
   for (const DirectRead& r : reads) {

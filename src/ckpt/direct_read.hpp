@@ -31,7 +31,8 @@ struct DirectRead {
 // and the checks are `helper`'s jobs, and a mismatch comes out of helper.finish(). Returns false,
 // having read nothing, where a file does not read with O_DIRECT (tmpfs, some network file
 // systems): the caller reads through HDF5 instead. A read that fails or ends early is a
-// CorruptCheckpoint.
+// CorruptCheckpoint. False too where most of the bytes are in the page cache already: reading them from there is
+// faster.
 bool read_direct(const std::vector<DirectRead>& reads, RestoreHelper& helper);
 
 }  // namespace arclight::ckpt

@@ -70,6 +70,17 @@ bool evict(const std::string& path) {
   return resident_fraction(path) < 0.01;
 }
 
+// Bytes this process had the storage fetch (Linux's read_bytes): direct reads count, reads from the page cache do not.
+std::uint64_t storage_bytes_read() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  std::uint64_t value = 0;
+  while (io >> key >> value)
+    if (key == "read_bytes:") return value;
+  BOOST_FAIL("no read_bytes in /proc/self/io");
+  return 0;
+}
+
 void flip_byte_at(const std::string& path, std::uint64_t at) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(static_cast<std::streamoff>(at));
@@ -101,8 +112,10 @@ BOOST_AUTO_TEST_CASE(a_restore_reads_the_tensors_past_the_page_cache_and_checks_
     BOOST_TEST_MESSAGE("skipped: this file system keeps a file's pages in memory (" << dir.dir() << ")");
     return;
   }
+  const std::uint64_t before = storage_bytes_read();
   const Checkpoint back = read_checkpoint(path);
   expect_same(back, c);
+  BOOST_TEST(storage_bytes_read() - before >= 3 * c.parameters.size() * sizeof(float));
   BOOST_TEST(back.tensors.size() == 2u);
   // Through the page cache every page of the file would be in it now: only HDF5's metadata is.
   BOOST_TEST(resident_fraction(path) < 0.05);
@@ -148,6 +161,25 @@ BOOST_AUTO_TEST_CASE(floats_stored_otherwise_are_read_through_hdf5_and_converted
     H5Fclose(file);
   }
   expect_same(read_checkpoint(path), c);
+}
+
+// A version in the page cache (written or read moments ago: a restart on the same node) is read from it, not from
+// the disk again.
+BOOST_AUTO_TEST_CASE(a_version_in_the_page_cache_is_read_from_it) {
+  TempDir dir;
+  const Checkpoint c = large_model();
+  const std::string path = write_checkpoint(dir.dir(), 3, c);
+  {
+    std::ifstream whole(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(whole)), std::istreambuf_iterator<char>());
+  }
+  if (resident_fraction(path) < 0.99) {
+    BOOST_TEST_MESSAGE("skipped: the page cache does not keep the 72 MB file here (memory pressure?)");
+    return;
+  }
+  const std::uint64_t before = storage_bytes_read();
+  expect_same(read_checkpoint(path), c);
+  BOOST_TEST(storage_bytes_read() - before < (1u << 20));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
