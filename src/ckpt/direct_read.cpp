@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -27,32 +28,20 @@ constexpr std::uint64_t block = 4096;
 // One read of the disk, and how many may wait for their copy: the disk reads on while the helper copies.
 constexpr std::uint64_t buffer_bytes = std::uint64_t(4) << 20;
 constexpr std::size_t buffer_count = 4;
-// Bytes between two datasets of a file (HDF5's metadata, a checksum) read over rather than sought past.
-constexpr std::uint64_t largest_gap = std::uint64_t(1) << 20;
+// Bytes between two datasets of a file (HDF5's metadata) read over rather than sought past: not a tensor's moments,
+// which a read of the parameters alone (an export) leaves.
+constexpr std::uint64_t largest_gap = std::uint64_t(64) << 10;
 // The copy into place goes in pieces that stay in the cache between their checksum and their copy.
 constexpr std::size_t copy_piece = std::size_t(256) << 10;
 
 std::uint64_t align_down(std::uint64_t x) { return x & ~(block - 1); }
 std::uint64_t align_up(std::uint64_t x) { return align_down(x + block - 1); }
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(Descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
+}  // namespace
 
 // The aligned buffers the disk reads into, each lent to one chunk until the helper has copied it
 // (or dropped its copy: a job dropped after a failed check returns its buffer as it goes).
-class Ring : public std::enable_shared_from_this<Ring> {
+class DirectFiles::Ring : public std::enable_shared_from_this<Ring> {
  public:
   Ring() : memory_(static_cast<char*>(std::aligned_alloc(std::size_t(2) << 20, buffer_count * buffer_bytes))) {
     if (!memory_) throw std::bad_alloc();
@@ -89,6 +78,8 @@ class Ring : public std::enable_shared_from_this<Ring> {
   std::vector<char*> free_;
 };
 
+namespace {
+
 // The file behind HDF5's descriptor opened again with O_DIRECT; -1 where it does not open so, or
 // is not the same file.
 int open_direct(int descriptor, const StoredBytes& where) {
@@ -103,8 +94,9 @@ int open_direct(int descriptor, const StoredBytes& where) {
   return fd;
 }
 
-// Reads up to `bytes` at `offset`, on through short reads; fewer only at the file's end. -1 (errno set) on an error.
-std::int64_t read_fully(int fd, char* into, std::uint64_t bytes, std::uint64_t offset) {
+// Reads up to `bytes` at `offset`, on through short reads; fewer only at the file's end (or, direct, where a read
+// comes back short off a block's edge: the next would be refused). -1 (errno set) on an error.
+std::int64_t read_fully(int fd, char* into, std::uint64_t bytes, std::uint64_t offset, bool direct) {
   std::uint64_t done = 0;
   while (done < bytes) {
     const ssize_t n = ::pread(fd, into + done, bytes - done, static_cast<off_t>(offset + done));
@@ -112,7 +104,7 @@ std::int64_t read_fully(int fd, char* into, std::uint64_t bytes, std::uint64_t o
     if (n < 0) return -1;
     if (n == 0) break;
     done += static_cast<std::uint64_t>(n);
-    if (done % block != 0) break;  // a short read off a block's edge: the file ends there
+    if (direct && done % block != 0) break;
   }
   return static_cast<std::int64_t>(done);
 }
@@ -148,80 +140,99 @@ void copy_out(Targets& t, const char* buffer, std::uint64_t from, std::uint64_t 
 // the same node, an export after a run), where a read through the cache is faster than the disk again.
 bool mostly_cached(const std::vector<DirectRead>& reads) {
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::map<std::pair<dev_t, ino_t>, std::pair<const DirectRead*, std::uint64_t>> spans;  // first read, end
   std::uint64_t wanted = 0, cached = 0;
-  for (const DirectRead& r : reads) {
-    auto [span, added] = spans.try_emplace({r.where.device, r.where.inode}, &r, r.where.end);
-    if (!added) span->second.second = std::max(span->second.second, r.where.end);
-    wanted += r.where.end - r.where.begin;
-  }
-  for (const auto& [file, span] : spans) {
-    const std::uint64_t from = span.first->where.begin & ~(page - 1), bytes = span.second - from;
-    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, span.first->descriptor, static_cast<off_t>(from));
-    if (map == MAP_FAILED) continue;  // not known: counted as not cached
+  for (std::size_t first = 0, end = 0; first < reads.size(); first = end) {
+    // The reads of one file, whose span is mapped (not read) once and asked which of its pages are in memory.
+    for (end = first + 1; end < reads.size() && reads[end].where.device == reads[first].where.device &&
+                          reads[end].where.inode == reads[first].where.inode;
+         ++end) {
+    }
+    const std::uint64_t from = reads[first].where.begin & ~(page - 1), bytes = reads[end - 1].where.end - from;
+    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, reads[first].descriptor, static_cast<off_t>(from));
     std::vector<unsigned char> resident((bytes + page - 1) / page);
-    if (::mincore(map, bytes, resident.data()) == 0)
-      for (unsigned char in : resident) cached += (in & 1) * page;
-    ::munmap(map, bytes);
+    const bool known = map != MAP_FAILED && ::mincore(map, bytes, resident.data()) == 0;
+    if (map != MAP_FAILED) ::munmap(map, bytes);
+    for (std::size_t i = first; i < end; ++i) {
+      wanted += reads[i].where.end - reads[i].where.begin;
+      if (!known) continue;  // counted as not cached
+      for (std::uint64_t p = (reads[i].where.begin - from) / page; p * page + from < reads[i].where.end; ++p)
+        cached += resident[p] & 1;
+    }
   }
-  return cached >= wanted / 2;
+  return cached * page >= wanted / 2;
 }
+
+std::atomic<bool> cached_read_directly{false};
 
 }  // namespace
 
-bool read_direct(const std::vector<DirectRead>& reads, RestoreHelper& helper) {
-  if (reads.empty()) return true;
-  if (mostly_cached(reads)) return false;
-  auto targets = std::make_shared<Targets>();
-  std::map<std::pair<dev_t, ino_t>, Descriptor> files;
+void read_cached_versions_directly(bool directly) { cached_read_directly = directly; }
+
+std::unique_ptr<DirectFiles> DirectFiles::open(const std::vector<DirectRead>& reads) {
+  if (!cached_read_directly && mostly_cached(reads)) return nullptr;
+  std::unique_ptr<DirectFiles> opened(new DirectFiles);
   for (const DirectRead& r : reads) {
-    if (r.values->capacity() < r.at + r.count) return false;  // room not reserved: a read through HDF5 grows it
-    const auto file = std::make_pair(r.where.device, r.where.inode);
-    if (files.count(file) == 0) {
-      const int fd = open_direct(r.descriptor, r.where);
-      if (fd < 0) return false;
-      files.emplace(file, Descriptor(fd));
-    }
+    if (r.values->capacity() < r.at + r.count) return nullptr;  // room not reserved: a read through HDF5 grows it
+    File& file = opened->files_[{r.where.device, r.where.inode}];
+    if (file.direct >= 0) continue;
+    file.buffered = r.descriptor;
+    file.direct = open_direct(r.descriptor, r.where);
+    if (file.direct < 0) return nullptr;
   }
-  auto ring = std::make_shared<Ring>();
-  {
-    // A file system may open with O_DIRECT and refuse the reads (EINVAL): one block of each file, tried first.
-    const std::shared_ptr<char> probe = ring->lend();
-    for (const auto& [file, descriptor] : files)
-      if (read_fully(descriptor.fd(), probe.get(), block, 0) < 0) return false;
-  }
+  opened->ring_ = std::make_shared<Ring>();
+  // A file system may open with O_DIRECT and refuse the reads (EINVAL): one block of each file, tried first.
+  const std::shared_ptr<char> probe = opened->ring_->lend();
+  for (const auto& [id, file] : opened->files_)
+    if (read_fully(file.direct, probe.get(), block, 0, true) < 0) return nullptr;
+  return opened;
+}
+
+DirectFiles::~DirectFiles() {
+  for (const auto& [id, file] : files_)
+    if (file.direct >= 0) ::close(file.direct);
+}
+
+void DirectFiles::read(const std::vector<DirectRead>& reads, RestoreHelper& helper) {
+  auto targets = std::make_shared<Targets>();
   targets->reads = reads;
   targets->crcs.assign(reads.size(), 0);
   for (const DirectRead& r : reads) targets->into.push_back(r.values->data() + r.at);
 
-  for (std::size_t first = 0; first < reads.size();) {
+  for (std::size_t first = 0, end = 0; first < reads.size(); first = end) {
     // A run: datasets of one file with little between them, read in chunks of the buffers' size.
-    std::size_t end = first + 1;
-    while (end < reads.size() && reads[end].where.device == reads[first].where.device &&
-           reads[end].where.inode == reads[first].where.inode && reads[end].where.begin >= reads[end - 1].where.end &&
-           reads[end].where.begin - reads[end - 1].where.end <= largest_gap)
-      ++end;
-    const int fd = files.at({reads[first].where.device, reads[first].where.inode}).fd();
+    for (end = first + 1;
+         end < reads.size() && reads[end].where.device == reads[first].where.device &&
+         reads[end].where.inode == reads[first].where.inode && reads[end].where.begin >= reads[end - 1].where.end &&
+         reads[end].where.begin - reads[end - 1].where.end <= largest_gap;
+         ++end) {
+    }
+    const File& file = files_.at({reads[first].where.device, reads[first].where.inode});
     const std::uint64_t run_end = reads[end - 1].where.end;
     std::size_t in_chunk = first;  // the first dataset that the chunk may hold
     for (std::uint64_t from = align_down(reads[first].where.begin); from < run_end; from += buffer_bytes) {
-      if (helper.failed()) return true;  // a check failed: helper.finish() says which
-      const std::uint64_t wanted = std::min(buffer_bytes, align_up(run_end) - from);
-      std::shared_ptr<char> buffer = ring->lend();
-      const std::int64_t got = read_fully(fd, buffer.get(), wanted, from);
+      if (helper.failed()) return;  // a check failed: helper.finish() says which
+      const std::uint64_t wanted = std::min(buffer_bytes, align_up(run_end) - from),
+                          needed = std::min(wanted, run_end - from);
+      std::shared_ptr<char> buffer = ring_->lend();
+      std::int64_t got = read_fully(file.direct, buffer.get(), wanted, from, true);
+      // What the direct reads did not return (an error, or a file system that ends them short) through the page
+      // cache, which has no rules of alignment.
+      if (got < 0 || std::uint64_t(got) < needed) got = read_fully(file.buffered, buffer.get(), needed, from, false);
+      const int error = errno;
       while (reads[in_chunk].where.end <= from) ++in_chunk;
-      if (got < 0 || std::uint64_t(got) < std::min(wanted, run_end - from))
-        throw CorruptCheckpoint(reads[in_chunk].what + ": cannot read it" +
-                                (got < 0 ? std::string(": ") + std::strerror(errno) : " (the file ends before it)"));
+      if (got < 0 || std::uint64_t(got) < needed) {
+        std::size_t short_of = in_chunk;  // the dataset whose bytes did not come
+        while (got >= 0 && reads[short_of].where.end <= from + std::uint64_t(got)) ++short_of;
+        throw CorruptCheckpoint(reads[short_of].what + ": cannot read it" +
+                                (got < 0 ? std::string(": ") + std::strerror(error) : " (the file ends before it)"));
+      }
       std::size_t past = in_chunk;  // one past the last dataset that begins in the chunk
       while (past < end && reads[past].where.begin < from + wanted) ++past;
       helper.post([targets, buffer, from, got, in_chunk, past] {
         copy_out(*targets, buffer.get(), from, std::uint64_t(got), in_chunk, past);
       });
     }
-    first = end;
   }
-  return true;
 }
 
 }  // namespace arclight::ckpt

@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hdf5_io.hpp"
@@ -27,12 +30,37 @@ struct DirectRead {
   std::string what;  // the file and the dataset, for messages
 };
 
-// Reads `reads`, given in the order their bytes lie and not overlapping, into place: the copies
-// and the checks are `helper`'s jobs, and a mismatch comes out of helper.finish(). Returns false,
-// having read nothing, where a file does not read with O_DIRECT (tmpfs, some network file
-// systems): the caller reads through HDF5 instead. A read that fails or ends early is a
-// CorruptCheckpoint. False too where most of the bytes are in the page cache already: reading them from there is
-// faster.
-bool read_direct(const std::vector<DirectRead>& reads, RestoreHelper& helper);
+// The files of a restore's reads, opened for direct reads.
+class DirectFiles {
+ public:
+  // The files that hold `reads` (given in the order their bytes lie, not overlapping), opened with O_DIRECT and
+  // tried; none, having read nothing, where one does not read so (some network and FUSE file systems), where a
+  // read's room was not reserved, or where most of the bytes are in the page cache already (a version written or
+  // read moments ago: a restart on the same node), which is faster to read through.
+  static std::unique_ptr<DirectFiles> open(const std::vector<DirectRead>& reads);
+  ~DirectFiles();
+  DirectFiles(const DirectFiles&) = delete;
+  DirectFiles& operator=(const DirectFiles&) = delete;
+
+  // Reads `reads` (as given to open, their checks set) into place: the copies and the checks are `helper`'s jobs,
+  // and a mismatch comes out of helper.finish(). A part the direct reads do not return is read through the page
+  // cache; one that does not read at all, or lies past the file's end, is a CorruptCheckpoint.
+  void read(const std::vector<DirectRead>& reads, RestoreHelper& helper);
+
+  class Ring;
+
+ private:
+  struct File {
+    int direct = -1;    // opened here with O_DIRECT, closed with this
+    int buffered = -1;  // HDF5's, for what the direct reads do not return
+  };
+  DirectFiles() = default;
+  std::map<std::pair<dev_t, ino_t>, File> files_;
+  std::shared_ptr<Ring> ring_;
+};
+
+// Tests and the fuzzer: read a version directly even when the page cache holds it (a small version is all in it
+// once HDF5 has read its metadata). Process-wide; off unless set.
+void read_cached_versions_directly(bool directly);
 
 }  // namespace arclight::ckpt

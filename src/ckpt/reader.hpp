@@ -215,18 +215,25 @@ class Reader {
   }
 
   // The plan read with O_DIRECT (direct_read.hpp), when every dataset holds this machine's floats
-  // and every file reads so; false, having read nothing, otherwise.
+  // and the files read so; false, having read nothing, otherwise.
   bool read_planned_directly(const std::vector<PlannedRead>& plan, RestoreHelper& helper) {
     std::vector<DirectRead> reads;
     for (const PlannedRead& p : plan) {
       if (!holds_native_floats(p.set)) return false;
       if (p.count > 0)
-        reads.push_back({p.where, descriptor_of(p.set), p.values, p.at, p.count, checksum_check(p.set, p.name, p.count),
-                         path_ + ": " + p.name});
+        reads.push_back({p.where, descriptor_of(p.set), p.values, p.at, p.count, {}, path_ + ": " + p.name});
     }
-    for (const PlannedRead& p : plan)
-      if (p.count == 0) checksum_check(p.set, p.name, 0)(crc32c(nullptr, 0));
-    return read_direct(reads, helper);
+    const std::unique_ptr<DirectFiles> files = DirectFiles::open(reads);
+    if (!files) return false;
+    std::size_t next = 0;
+    for (const PlannedRead& p : plan) {
+      if (p.count == 0)
+        checksum_check(p.set, p.name, 0)(crc32c(nullptr, 0));
+      else
+        reads[next++].check = checksum_check(p.set, p.name, p.count);
+    }
+    files->read(reads, helper);
+    return true;
   }
   // The kernel is asked to read ahead up to readahead_bytes past the read under way: the disk
   // works while this thread fills fresh memory and HDF5 does its bookkeeping, and a version

@@ -1,8 +1,8 @@
 #pragma once
-// A second thread for a restore. A restore fills fresh memory, and the kernel zeroes each page
-// on its first touch: here that took as long as reading the file. The helper faults the room in
-// ahead of the reads and computes the checksums of what was read, while the reading thread
-// waits on the disk.
+// A second thread for a restore, which computes the checksums of what was read (and with direct
+// reads copies it into place) while the reading thread waits on the disk. A restore fills fresh
+// memory, and the kernel zeroes each page on its first touch: here that took as long as reading
+// the file, so the helper also faults in the room of reads through HDF5 ahead of them.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
