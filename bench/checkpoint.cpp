@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     t = Clock::now();
     ckpt::Checkpoint back = ckpt::read_checkpoint(path);
     read_seconds = std::min(read_seconds, since(t));
-    if (back.parameters != weights) {
+    if (!std::equal(back.parameters.begin(), back.parameters.end(), weights.begin(), weights.end())) {
       std::fprintf(stderr, "restore differs\n");
       return 1;
     }

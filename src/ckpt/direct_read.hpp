@@ -24,7 +24,7 @@ namespace arclight::ckpt {
 struct DirectRead {
   StoredBytes where;
   int descriptor = -1;
-  std::vector<float>* values = nullptr;
+  Floats* values = nullptr;
   std::size_t at = 0, count = 0;
   std::function<void(std::uint32_t)> check;
   std::string what;  // the file and the dataset, for messages

@@ -29,7 +29,7 @@ struct StartsDoNotFit : CorruptCheckpoint {
 struct PlannedRead {
   std::string name;
   hid_t set;
-  std::vector<float>* values;
+  Floats* values;
   std::size_t at, count;
   StoredBytes where;
 };
@@ -129,8 +129,8 @@ class Reader {
   }
   // A tensor's dataset of `size` values (or none, when `may_be_empty`), opened and its length
   // checked, into `plan`: its values go to `values` at `at`. Returns the number of values.
-  std::size_t plan_values(const std::string& name, std::vector<float>& values, std::size_t at, std::size_t size,
-                          bool may_be_empty, std::vector<PlannedRead>& plan) {
+  std::size_t plan_values(const std::string& name, Floats& values, std::size_t at, std::size_t size, bool may_be_empty,
+                          std::vector<PlannedRead>& plan) {
     const hid_t id = open(name);
     const Handle& set =
         planned_.emplace_back(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");

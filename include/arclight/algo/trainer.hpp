@@ -6,6 +6,7 @@
 
 #include "arclight/algo/adapter.hpp"
 #include "arclight/core/config.hpp"
+#include "arclight/core/floats.hpp"
 #include "arclight/core/gradient_reducer.hpp"
 #include "arclight/model/policy.hpp"
 
@@ -24,7 +25,7 @@ struct TrainStats {
 
 // AdamW's moments, flat in the policy's parameter order, and its step count per tensor.
 struct OptimizerState {
-  std::vector<float> exp_avg, exp_avg_sq;  // empty before the first step
+  Floats exp_avg, exp_avg_sq;  // empty before the first step
   std::vector<std::int64_t> steps;
 };
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "arclight/core/error.hpp"
+#include "arclight/core/floats.hpp"
 
 namespace arclight::ckpt {
 
@@ -46,8 +47,8 @@ struct Checkpoint {
   // model and optimizer (AdamW), flat in the policy's parameter order; `tensors` splits them
   // into one dataset per tensor (empty: one tensor named "all")
   std::vector<TensorInfo> tensors;
-  std::vector<float> parameters;
-  std::vector<float> exp_avg, exp_avg_sq;     // empty before the first step
+  Floats parameters;
+  Floats exp_avg, exp_avg_sq;                 // empty before the first step
   std::vector<std::int64_t> optimizer_steps;  // per parameter tensor
   // A LoRA run: the frozen base model's CRC-32C as the run read it (Policy::base_crc32c); none in other runs and in
   // versions written before it was kept
