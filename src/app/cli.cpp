@@ -269,6 +269,10 @@ void bind_checkpoint(ConfigBinder& b, Config& c) {
         "all: versions keep every span, and rank 0's memory only those no version holds yet; none: spans are "
         "dropped once trained on")
       ->check(CLI::IsMember({"all", "none"}));
+  b.opt("checkpoint.direct_reads", c.checkpoint.direct_reads,
+        "auto: a restore reads the tensors straight from the disk (O_DIRECT) unless the page cache holds most of "
+        "them; always; never: through the page cache (a file system where direct reads are slow, such as NFS)")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
 }
 
 void bind_faults(ConfigBinder& b, Config& c) {

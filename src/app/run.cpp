@@ -340,6 +340,10 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   log::init(mpi.rank(), log::Level::info);
   Invocation inv = parse_command_line(argc, argv);
   log::init(mpi.rank(), inv.log_level);
+  const std::string& direct = inv.config.checkpoint.direct_reads;
+  ckpt::set_direct_reads(direct == "always"  ? ckpt::DirectReads::always
+                         : direct == "never" ? ckpt::DirectReads::never
+                                             : ckpt::DirectReads::automatic);
   // SIGTERM and SIGUSR1 ask training (and serve) to stop at a good point; for the other commands (tokenize, export,
   // inspect) there is none: they end as any program does (they ran on, deaf to kill, before).
   if (inv.command != Command::train && inv.command != Command::serve) {

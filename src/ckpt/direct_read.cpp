@@ -162,14 +162,15 @@ bool mostly_cached(const std::vector<DirectRead>& reads) {
   return cached * page >= wanted / 2;
 }
 
-std::atomic<bool> cached_read_directly{false};
+std::atomic<DirectReads> direct_reads{DirectReads::automatic};
 
 }  // namespace
 
-void read_cached_versions_directly(bool directly) { cached_read_directly = directly; }
+void set_direct_reads(DirectReads how) { direct_reads = how; }
 
 std::unique_ptr<DirectFiles> DirectFiles::open(const std::vector<DirectRead>& reads) {
-  if (!cached_read_directly && mostly_cached(reads)) return nullptr;
+  const DirectReads how = direct_reads;
+  if (how == DirectReads::never || (how == DirectReads::automatic && mostly_cached(reads))) return nullptr;
   std::unique_ptr<DirectFiles> opened(new DirectFiles);
   for (const DirectRead& r : reads) {
     if (r.values->capacity() < r.at + r.count) return nullptr;  // room not reserved: a read through HDF5 grows it

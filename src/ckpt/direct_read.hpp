@@ -35,8 +35,9 @@ class DirectFiles {
  public:
   // The files that hold `reads` (given in the order their bytes lie, not overlapping), opened with O_DIRECT and
   // tried; none, having read nothing, where one does not read so (some network and FUSE file systems), where a
-  // read's room was not reserved, or where most of the bytes are in the page cache already (a version written or
-  // read moments ago: a restart on the same node), which is faster to read through.
+  // read's room was not reserved, where set_direct_reads said never, or (automatic) where most of the bytes are in
+  // the page cache already (a version written or read moments ago: a restart on the same node), which is faster to
+  // read through.
   static std::unique_ptr<DirectFiles> open(const std::vector<DirectRead>& reads);
   ~DirectFiles();
   DirectFiles(const DirectFiles&) = delete;
@@ -58,9 +59,5 @@ class DirectFiles {
   std::map<std::pair<dev_t, ino_t>, File> files_;
   std::shared_ptr<Ring> ring_;
 };
-
-// Tests and the fuzzer: read a version directly even when the page cache holds it (a small version is all in it
-// once HDF5 has read its metadata). Process-wide; off unless set.
-void read_cached_versions_directly(bool directly);
 
 }  // namespace arclight::ckpt

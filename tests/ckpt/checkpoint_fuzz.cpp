@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "arclight/ckpt/checkpoint.hpp"
-#include "../../src/ckpt/direct_read.hpp"
 #include "arclight/core/crc32c.hpp"
 
 using namespace arclight::ckpt;
@@ -210,7 +209,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Bytes in{data, size};
     write_edited_version(in);
   }
-  read_cached_versions_directly(size > 0 && data[size - 1] % 2 == 1);
+  set_direct_reads(size > 0 && data[size - 1] % 2 == 1 ? DirectReads::always : DirectReads::automatic);
   try_read([](const std::string& path) { read_checkpoint(path); });
   try_read([](const std::string& path) { read_checkpoint(path, Contents::model); });
   try_read([](const std::string& path) { read_checkpoint(path, Contents::no_tensor_data); });  // rank 0 at a restore

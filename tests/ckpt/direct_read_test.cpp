@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "../../src/ckpt/direct_read.hpp"
 #include "../temp_dir.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/crc32c.hpp"
@@ -91,11 +90,10 @@ bool page_cache_can_be_emptied() {
   return evict(path);
 }
 
-// While one lives, versions are read directly even where the page cache holds them (these tests' small versions
-// and just-written ones).
-struct ReadCachedVersionsDirectly {
-  ReadCachedVersionsDirectly() { read_cached_versions_directly(true); }
-  ~ReadCachedVersionsDirectly() { read_cached_versions_directly(false); }
+// While one lives, versions are read as it says (automatic again after).
+struct ReadsAre {
+  explicit ReadsAre(DirectReads how) { set_direct_reads(how); }
+  ~ReadsAre() { set_direct_reads(DirectReads::automatic); }
 };
 
 void flip_byte_at(const std::string& path, std::uint64_t at) {
@@ -199,10 +197,24 @@ BOOST_AUTO_TEST_CASE(a_version_in_the_page_cache_is_read_from_it) {
   BOOST_TEST(storage_bytes_read() - before < (1u << 20));
 }
 
+// checkpoint.direct_reads = "never": through the page cache, cold or not.
+BOOST_AUTO_TEST_CASE(never_reads_through_the_page_cache,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+                       return page_cache_can_be_emptied();
+                     })) {
+  TempDir dir;
+  const ReadsAre through_the_cache(DirectReads::never);
+  const Checkpoint c = large_model();
+  const std::string path = write_checkpoint(dir.dir(), 3, c);
+  BOOST_REQUIRE(evict(path));
+  expect_same(read_checkpoint(path), c);
+  BOOST_TEST(resident_fraction(path) > 0.9);
+}
+
 // An incremental version links to its parent's unchanged tensors: the direct reads go to both files.
 BOOST_AUTO_TEST_CASE(an_incremental_version_is_read_directly_from_its_files) {
   TempDir dir;
-  const ReadCachedVersionsDirectly directly;
+  const ReadsAre directly(DirectReads::always);  // the version is in the page cache, just written
   Checkpoint c = large_model();
   WriteOptions incremental;
   incremental.full_every = 10;
@@ -222,7 +234,7 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_is_read_directly_from_its_files) {
 // ends in that error, and does not hang.
 BOOST_AUTO_TEST_CASE(a_damaged_first_tensor_ends_the_direct_reads) {
   TempDir dir;
-  const ReadCachedVersionsDirectly directly;
+  const ReadsAre directly(DirectReads::always);  // the version is in the page cache, just written
   const Checkpoint c = large_model();
   const std::string path = write_checkpoint(dir.dir(), 3, c);
   flip_byte_at(path, offset_of(path, c.exp_avg_sq.data() + 1000, 64));

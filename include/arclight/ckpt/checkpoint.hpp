@@ -136,6 +136,12 @@ Checkpoint pack_tensors(const Checkpoint& whole, const std::vector<std::size_t>&
 enum class Contents { all, model, no_tensor_data, restore };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
+// How reads of versions take the tensors: `automatic`, straight from the disk (O_DIRECT, past the page cache) unless
+// the page cache holds most of their bytes already; `always` directly even then; `never` through the page cache (a
+// file system on which direct reads are slow, such as NFS). Process-wide; automatic unless set.
+enum class DirectReads { automatic, always, never };
+void set_direct_reads(DirectReads how);
+
 // While one lives, this process writes no version and removes none (retention), so that the
 // version LATEST names stays; and its thread's calls into HDF5 (not built thread-safe here) are
 // safe beside another thread's write.
