@@ -296,7 +296,7 @@ void Trainer::load_optimizer_state(const OptimizerState& state) {
     s->step(state.steps[i]);
     // Copies (copy = true): the state outlives `state`'s buffers, on the parameter's device.
     const auto device = params[i].device();
-    const auto copy = [&](const Floats& moments) {
+    const auto copy = [&](const UninitFloats& moments) {
       return torch::from_blob(const_cast<float*>(moments.data()) + offset, params[i].sizes())
           .to(device, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
     };

@@ -254,6 +254,11 @@ void bind_store(ConfigBinder& b, Config& c) {
   b.opt("store.http_port", c.store.http_port, "the store API's port; 0: any free port")->check(CLI::Range(0, 65535));
 }
 
+constexpr const char* direct_reads_help =
+    "auto: reads of versions take the tensors straight from the disk (O_DIRECT) unless the page cache holds more "
+    "than half of them; always; never: through the page cache (a file system where direct reads are slow, such as "
+    "NFS)";
+
 void bind_checkpoint(ConfigBinder& b, Config& c) {
   b.opt("checkpoint.dir", c.checkpoint.dir, "where versions go; empty: <run.dir>/checkpoints");
   b.opt("checkpoint.every_steps", c.checkpoint.every_steps, "a checkpoint every N steps; 0: not by steps")
@@ -269,9 +274,7 @@ void bind_checkpoint(ConfigBinder& b, Config& c) {
         "all: versions keep every span, and rank 0's memory only those no version holds yet; none: spans are "
         "dropped once trained on")
       ->check(CLI::IsMember({"all", "none"}));
-  b.opt("checkpoint.direct_reads", c.checkpoint.direct_reads,
-        "auto: a restore reads the tensors straight from the disk (O_DIRECT) unless the page cache holds most of "
-        "them; always; never: through the page cache (a file system where direct reads are slow, such as NFS)")
+  b.opt("checkpoint.direct_reads", c.checkpoint.direct_reads, direct_reads_help)
       ->check(CLI::IsMember({"auto", "always", "never"}));
 }
 
@@ -401,6 +404,10 @@ Invocation parse_command_line(int argc, const char* const* argv) {
   exporter->add_option("--max-shard-bytes", request.max_shard_bytes, "larger weights go into shards with an index")
       ->check(positive)
       ->capture_default_str();
+  for (CLI::App* reader : {inspect, exporter})  // train's comes with its configuration
+    reader->add_option("--checkpoint.direct_reads", inv.config.checkpoint.direct_reads, direct_reads_help)
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->capture_default_str();
   CLI::App* tokenize = app.add_subcommand("tokenize", "print the token ids of the text on stdin, as JSON");
   tokenize->add_option("--model", inv.tokenize_model, "model directory (tokenizer.json, tokenizer_config.json)")
       ->required();

@@ -148,18 +148,23 @@ bool mostly_cached(const std::vector<DirectRead>& reads) {
          ++end) {
     }
     const std::uint64_t from = reads[first].where.begin & ~(page - 1), bytes = reads[end - 1].where.end - from;
-    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, reads[first].descriptor, static_cast<off_t>(from));
     std::vector<unsigned char> resident((bytes + page - 1) / page);
+    void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, reads[first].descriptor, static_cast<off_t>(from));
     const bool known = map != MAP_FAILED && ::mincore(map, bytes, resident.data()) == 0;
     if (map != MAP_FAILED) ::munmap(map, bytes);
     for (std::size_t i = first; i < end; ++i) {
-      wanted += reads[i].where.end - reads[i].where.begin;
+      const DirectRead& r = reads[i];
+      wanted += r.where.end - r.where.begin;
       if (!known) continue;  // counted as not cached
-      for (std::uint64_t p = (reads[i].where.begin - from) / page; p * page + from < reads[i].where.end; ++p)
-        cached += resident[p] & 1;
+      // The dataset's own bytes of each page it touches (two small datasets may share a page).
+      for (std::uint64_t at = r.where.begin; at < r.where.end;) {
+        const std::uint64_t p = (at - from) / page, page_end = std::min(r.where.end, from + (p + 1) * page);
+        if (resident[p] & 1) cached += page_end - at;
+        at = page_end;
+      }
     }
   }
-  return cached * page >= wanted / 2;
+  return 2 * cached > wanted;
 }
 
 std::atomic<DirectReads> direct_reads{DirectReads::automatic};
@@ -167,10 +172,12 @@ std::atomic<DirectReads> direct_reads{DirectReads::automatic};
 }  // namespace
 
 void set_direct_reads(DirectReads how) { direct_reads = how; }
+DirectReads direct_reads_now() { return direct_reads; }
 
 std::unique_ptr<DirectFiles> DirectFiles::open(const std::vector<DirectRead>& reads) {
   const DirectReads how = direct_reads;
-  if (how == DirectReads::never || (how == DirectReads::automatic && mostly_cached(reads))) return nullptr;
+  if (reads.empty() || how == DirectReads::never || (how == DirectReads::automatic && mostly_cached(reads)))
+    return nullptr;
   std::unique_ptr<DirectFiles> opened(new DirectFiles);
   for (const DirectRead& r : reads) {
     if (r.values->capacity() < r.at + r.count) return nullptr;  // room not reserved: a read through HDF5 grows it

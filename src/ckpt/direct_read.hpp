@@ -24,7 +24,7 @@ namespace arclight::ckpt {
 struct DirectRead {
   StoredBytes where;
   int descriptor = -1;
-  Floats* values = nullptr;
+  UninitFloats* values = nullptr;
   std::size_t at = 0, count = 0;
   std::function<void(std::uint32_t)> check;
   std::string what;  // the file and the dataset, for messages
@@ -34,10 +34,10 @@ struct DirectRead {
 class DirectFiles {
  public:
   // The files that hold `reads` (given in the order their bytes lie, not overlapping), opened with O_DIRECT and
-  // tried; none, having read nothing, where one does not read so (some network and FUSE file systems), where a
-  // read's room was not reserved, where set_direct_reads said never, or (automatic) where most of the bytes are in
-  // the page cache already (a version written or read moments ago: a restart on the same node), which is faster to
-  // read through.
+  // tried; none, having read nothing, where there is nothing to read, where one does not read so (some network and
+  // FUSE file systems), where a read's room was not reserved, where set_direct_reads said never, or (automatic) where
+  // more than half of the bytes are in the page cache already (a version written or read moments ago: a restart on the
+  // same node), which is faster to read through.
   static std::unique_ptr<DirectFiles> open(const std::vector<DirectRead>& reads);
   ~DirectFiles();
   DirectFiles(const DirectFiles&) = delete;

@@ -83,7 +83,7 @@ std::uint64_t read_index(Reader& r, Checkpoint& c) {
 }
 
 void reserve_model(Checkpoint& c, std::size_t total, bool moments) {
-  for (Floats* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) {
+  for (UninitFloats* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) {
     if (!moments && values != &c.parameters) continue;
     values->reserve(total);
 #ifdef MADV_HUGEPAGE

@@ -14,6 +14,7 @@
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/crc32c.hpp"
+#include "arclight/core/log.hpp"
 #include "hdf5_io.hpp"
 #include "direct_read.hpp"
 #include "restore_helper.hpp"
@@ -29,7 +30,7 @@ struct StartsDoNotFit : CorruptCheckpoint {
 struct PlannedRead {
   std::string name;
   hid_t set;
-  Floats* values;
+  UninitFloats* values;
   std::size_t at, count;
   StoredBytes where;
 };
@@ -129,8 +130,8 @@ class Reader {
   }
   // A tensor's dataset of `size` values (or none, when `may_be_empty`), opened and its length
   // checked, into `plan`: its values go to `values` at `at`. Returns the number of values.
-  std::size_t plan_values(const std::string& name, Floats& values, std::size_t at, std::size_t size, bool may_be_empty,
-                          std::vector<PlannedRead>& plan) {
+  std::size_t plan_values(const std::string& name, UninitFloats& values, std::size_t at, std::size_t size,
+                          bool may_be_empty, std::vector<PlannedRead>& plan) {
     const hid_t id = open(name);
     const Handle& set =
         planned_.emplace_back(id, H5Dclose, path_ + ": cannot open " + name + " (a linked version is missing?)");
@@ -224,7 +225,11 @@ class Reader {
         reads.push_back({p.where, descriptor_of(p.set), p.values, p.at, p.count, {}, path_ + ": " + p.name});
     }
     const std::unique_ptr<DirectFiles> files = DirectFiles::open(reads);
-    if (!files) return false;
+    if (!files) {
+      if (direct_reads_now() == DirectReads::always && !reads.empty())
+        log::debug(path_, ": the tensors are read through the page cache (the files do not read directly)");
+      return false;
+    }
     std::size_t next = 0;
     for (const PlannedRead& p : plan) {
       if (p.count == 0)

@@ -24,7 +24,7 @@ namespace {
 
 // Values [at, at + count) of `values`, sent by `root` to every rank of `comm`, in calls of at
 // most 2^28 values (MPI counts are ints).
-void broadcast(Floats& values, std::size_t at, std::size_t count, int root, MPI_Comm comm) {
+void broadcast(UninitFloats& values, std::size_t at, std::size_t count, int root, MPI_Comm comm) {
   constexpr std::size_t most = std::size_t(1) << 28;
   for (std::size_t done = 0; done < count; done += most)
     MPI_Bcast(values.data() + at + done, static_cast<int>(std::min(most, count - done)), MPI_FLOAT, root, comm);
@@ -108,12 +108,12 @@ ModelShare read_share(const std::string& path, MPI_Comm comm, SharedReadFigures*
     // now: the helper's jobs grow the vectors while the reads go on.
     std::vector<float*> rooms;
     if (whole)
-      for (Floats* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) rooms.push_back(values->data());
+      for (UninitFloats* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) rooms.push_back(values->data());
     RestoreHelper helper;
     r.read_planned(plan, helper);
     for (float* begin : rooms) helper.fault_in(begin, room * sizeof(float));
     helper.finish();
-    for (Floats* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(room);
+    for (UninitFloats* values : {&c.parameters, &c.exp_avg, &c.exp_avg_sq}) values->resize(room);
   } catch (const CorruptCheckpoint& e) {
     outcome = damaged, failure = e.what();
   } catch (const std::exception& e) {

@@ -282,8 +282,8 @@ void Policy::for_each_parameter(const std::function<void(const float*, std::size
   }
 }
 
-Floats Policy::flat_parameters_of(const std::vector<std::size_t>& tensors) const {
-  Floats out;
+UninitFloats Policy::flat_parameters_of(const std::vector<std::size_t>& tensors) const {
+  UninitFloats out;
   for (const std::size_t i : tensors) {
     const auto c = impl_->trainable.at(i).detach().cpu().contiguous();
     out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());

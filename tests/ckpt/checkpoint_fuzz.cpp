@@ -206,7 +206,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ofstream out(setup.input, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   } else {
-    Bytes in{data, size};
+    Bytes in{data, size > 0 ? size - 1 : 0};  // the last byte says how the version is read
     write_edited_version(in);
   }
   set_direct_reads(size > 0 && data[size - 1] % 2 == 1 ? DirectReads::always : DirectReads::automatic);

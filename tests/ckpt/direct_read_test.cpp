@@ -90,11 +90,18 @@ bool page_cache_can_be_emptied() {
   return evict(path);
 }
 
-// While one lives, versions are read as it says (automatic again after).
+// While one lives, versions are read as it says.
 struct ReadsAre {
+  DirectReads before = direct_reads_now();
   explicit ReadsAre(DirectReads how) { set_direct_reads(how); }
-  ~ReadsAre() { set_direct_reads(DirectReads::automatic); }
+  ~ReadsAre() { set_direct_reads(before); }
 };
+
+// Where direct reads can be shown: a file system that lets pages go from the cache (not tmpfs), whose reads the
+// storage counts.
+const auto direct_reads_observable = boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+  return page_cache_can_be_emptied();  // false: skipped, and said so
+});
 
 void flip_byte_at(const std::string& path, std::uint64_t at) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -119,10 +126,7 @@ std::uint64_t offset_of(const std::string& path, const float* values, std::size_
 
 BOOST_AUTO_TEST_SUITE(direct_read)
 
-BOOST_AUTO_TEST_CASE(a_restore_reads_the_tensors_past_the_page_cache_and_checks_them,
-                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
-                       return page_cache_can_be_emptied();  // false: a tmpfs, skipped and said so
-                     })) {
+BOOST_AUTO_TEST_CASE(a_restore_reads_the_tensors_past_the_page_cache_and_checks_them, *direct_reads_observable) {
   TempDir dir;
   const Checkpoint c = large_model();
   const std::string path = write_checkpoint(dir.dir(), 3, c);
@@ -212,7 +216,7 @@ BOOST_AUTO_TEST_CASE(never_reads_through_the_page_cache,
 }
 
 // An incremental version links to its parent's unchanged tensors: the direct reads go to both files.
-BOOST_AUTO_TEST_CASE(an_incremental_version_is_read_directly_from_its_files) {
+BOOST_AUTO_TEST_CASE(an_incremental_version_is_read_directly_from_its_files, *direct_reads_observable) {
   TempDir dir;
   const ReadsAre directly(DirectReads::always);  // the version is in the page cache, just written
   Checkpoint c = large_model();
@@ -232,7 +236,7 @@ BOOST_AUTO_TEST_CASE(an_incremental_version_is_read_directly_from_its_files) {
 
 // A damaged first tensor fails its check while the reads of the rest wait for the helper's buffers: the restore
 // ends in that error, and does not hang.
-BOOST_AUTO_TEST_CASE(a_damaged_first_tensor_ends_the_direct_reads) {
+BOOST_AUTO_TEST_CASE(a_damaged_first_tensor_ends_the_direct_reads, *direct_reads_observable) {
   TempDir dir;
   const ReadsAre directly(DirectReads::always);  // the version is in the page cache, just written
   const Checkpoint c = large_model();

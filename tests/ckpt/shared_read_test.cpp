@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(a_version_of_three_writers_reads_back_whole_on_one_to_four_
         BOOST_TEST(back.parameters.size() == whole.parameters.size());
         BOOST_TEST(back.exp_avg.size() == whole.exp_avg.size());
         BOOST_TEST(back.exp_avg_sq.size() == whole.exp_avg_sq.size());
-        const auto same_bytes = [](const arclight::Floats& a, const arclight::Floats& b) {
+        const auto same_bytes = [](const arclight::UninitFloats& a, const arclight::UninitFloats& b) {
           return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
         };
         BOOST_TEST(same_bytes(back.parameters, whole.parameters));
@@ -198,8 +198,8 @@ BOOST_AUTO_TEST_CASE(each_reader_holds_just_its_share_in_its_place) {
       }
       BOOST_TEST(covered == s.total);
       const ModelShare::Range mine = s.shares[std::size_t(rank_)];
-      const auto slice = [&](const arclight::Floats& v) {
-        return v.empty() ? v : arclight::Floats(v.begin() + mine.at, v.begin() + mine.at + mine.count);
+      const auto slice = [&](const arclight::UninitFloats& v) {
+        return v.empty() ? v : arclight::UninitFloats(v.begin() + mine.at, v.begin() + mine.at + mine.count);
       };
       BOOST_TEST(s.model.parameters == slice(whole.parameters), readers << " readers, rank " << rank_);
       BOOST_TEST(s.model.exp_avg == slice(whole.exp_avg));

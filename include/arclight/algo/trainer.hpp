@@ -6,7 +6,7 @@
 
 #include "arclight/algo/adapter.hpp"
 #include "arclight/core/config.hpp"
-#include "arclight/core/floats.hpp"
+#include "arclight/core/uninit_floats.hpp"
 #include "arclight/core/gradient_reducer.hpp"
 #include "arclight/model/policy.hpp"
 
@@ -25,7 +25,7 @@ struct TrainStats {
 
 // AdamW's moments, flat in the policy's parameter order, and its step count per tensor.
 struct OptimizerState {
-  Floats exp_avg, exp_avg_sq;  // empty before the first step
+  UninitFloats exp_avg, exp_avg_sq;  // empty before the first step
   std::vector<std::int64_t> steps;
 };
 

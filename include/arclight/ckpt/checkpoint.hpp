@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "arclight/core/error.hpp"
-#include "arclight/core/floats.hpp"
+#include "arclight/core/uninit_floats.hpp"
 
 namespace arclight::ckpt {
 
@@ -47,8 +47,8 @@ struct Checkpoint {
   // model and optimizer (AdamW), flat in the policy's parameter order; `tensors` splits them
   // into one dataset per tensor (empty: one tensor named "all")
   std::vector<TensorInfo> tensors;
-  Floats parameters;
-  Floats exp_avg, exp_avg_sq;                 // empty before the first step
+  UninitFloats parameters;
+  UninitFloats exp_avg, exp_avg_sq;           // empty before the first step
   std::vector<std::int64_t> optimizer_steps;  // per parameter tensor
   // A LoRA run: the frozen base model's CRC-32C as the run read it (Policy::base_crc32c); none in other runs and in
   // versions written before it was kept
@@ -137,10 +137,11 @@ enum class Contents { all, model, no_tensor_data, restore };
 Checkpoint read_checkpoint(const std::string& path, Contents contents = Contents::all);
 
 // How reads of versions take the tensors: `automatic`, straight from the disk (O_DIRECT, past the page cache) unless
-// the page cache holds most of their bytes already; `always` directly even then; `never` through the page cache (a
-// file system on which direct reads are slow, such as NFS). Process-wide; automatic unless set.
+// the page cache holds more than half of their bytes already; `always` directly even then; `never` through the page
+// cache (a file system on which direct reads are slow, such as NFS). Process-wide; automatic unless set.
 enum class DirectReads { automatic, always, never };
 void set_direct_reads(DirectReads how);
+DirectReads direct_reads_now();
 
 // While one lives, this process writes no version and removes none (retention), so that the
 // version LATEST names stays; and its thread's calls into HDF5 (not built thread-safe here) are

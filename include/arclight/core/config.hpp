@@ -199,8 +199,9 @@ struct CheckpointConfig {
   // trained on (read back on a query); "none": spans are let go once trained on, and versions
   // hold only those not yet trained on.
   std::string span_log = "all";
-  // How a restore reads the tensors: "auto", straight from the disk (O_DIRECT) unless the page cache holds them;
-  // "always"; "never" (through the page cache: a file system where direct reads are slow, such as NFS).
+  // How reads of versions take the tensors: "auto", straight from the disk (O_DIRECT) unless the page cache holds
+  // more than half of them; "always"; "never" (through the page cache: a file system where direct reads are slow,
+  // such as NFS).
   std::string direct_reads = "auto";
 };
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arclight/core/config.hpp"
-#include "arclight/core/floats.hpp"
+#include "arclight/core/uninit_floats.hpp"
 #include "arclight/core/gradient_reducer.hpp"
 #include "arclight/model/architecture.hpp"
 
@@ -95,7 +95,7 @@ class Policy {
   // Each parameter tensor's floats in host memory, in the same order: flat_parameters without the whole copy.
   void for_each_parameter(const std::function<void(const float*, std::size_t)>& take) const;
   // The parameter tensors numbered `tensors` (ascending, in parameters() order), one after another, in host memory.
-  Floats flat_parameters_of(const std::vector<std::size_t>& tensors) const;
+  UninitFloats flat_parameters_of(const std::vector<std::size_t>& tensors) const;
   void load_flat_parameters(const float* data, std::size_t size);
   // The parameters one after another as `format` (none: float32; bf16 or fp16: rounded to nearest even) into `out`,
   // memory on CUDA device `out_device` (-1: the host) with room for parameter_count() of them; returns once they are

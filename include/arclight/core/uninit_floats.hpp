@@ -30,7 +30,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   }
 };
 
-// resize() leaves the values it adds unset: only where they are written before they are read.
-using Floats = std::vector<float, DefaultInitAllocator<float>>;
+// resize() and the count constructor leave the values they add unset: only where they are written before they are
+// read. (Unoptimised builds still loop over them, doing nothing.)
+using UninitFloats = std::vector<float, DefaultInitAllocator<float>>;
 
 }  // namespace arclight
