@@ -15,8 +15,8 @@
 #include "arclight/core/bytes.hpp"
 #include "arclight/core/crc32c.hpp"
 #include "arclight/core/log.hpp"
-#include "hdf5_io.hpp"
 #include "direct_read.hpp"
+#include "hdf5_io.hpp"
 #include "restore_helper.hpp"
 
 namespace arclight::ckpt {
