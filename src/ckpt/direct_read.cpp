@@ -112,7 +112,6 @@ std::int64_t read_fully(int fd, char* into, std::uint64_t bytes, std::uint64_t o
 // What the helper's jobs share: each dataset's place, its checksum so far, and its check.
 struct Targets {
   std::vector<DirectRead> reads;
-  std::vector<float*> into;
   std::vector<std::uint32_t> crcs;
 };
 
@@ -126,7 +125,7 @@ void copy_out(Targets& t, const char* buffer, std::uint64_t from, std::uint64_t 
     if (lo >= hi) continue;
     // A vector grows to hold a dataset where its first bytes arrive: room was reserved, so its data stays in place.
     if (lo == r.where.begin && r.values->size() < r.at + r.count) r.values->resize(r.at + r.count);
-    char* into = reinterpret_cast<char*>(t.into[i]) + (lo - r.where.begin);
+    char* into = reinterpret_cast<char*>(r.values->data() + r.at) + (lo - r.where.begin);
     for (std::uint64_t at = lo; at < hi; at += copy_piece) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(copy_piece, hi - at));
       t.crcs[i] = crc32c_extend(t.crcs[i], buffer + (at - from), n);
@@ -204,7 +203,6 @@ void DirectFiles::read(const std::vector<DirectRead>& reads, RestoreHelper& help
   auto targets = std::make_shared<Targets>();
   targets->reads = reads;
   targets->crcs.assign(reads.size(), 0);
-  for (const DirectRead& r : reads) targets->into.push_back(r.values->data() + r.at);
 
   for (std::size_t first = 0, end = 0; first < reads.size(); first = end) {
     // A run: datasets of one file with little between them, read in chunks of the buffers' size.
