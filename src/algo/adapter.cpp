@@ -1,6 +1,7 @@
 #include "arclight/algo/adapter.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 
@@ -25,6 +26,16 @@ const T& attribute(const store::Span& span, const char* key) {
   return std::get<T>(*v);
 }
 
+// A count a client wrote as a JSON number: a whole number in 0 .. limit (casting a NaN, a negative or a huge double
+// is undefined behaviour: -1 became a version from the far future, never stale).
+std::uint64_t whole_number(const store::Span& span, const char* key, double limit) {
+  const double v = attribute<double>(span, key);
+  if (!(v >= 0 && v <= limit) || v != std::floor(v))
+    throw DecodeError(log::concat("span '", span.name, "' (", span.sequence_id, "): ", key, " ", v,
+                                  " is not a whole number in 0 .. ", limit));
+  return static_cast<std::uint64_t>(v);
+}
+
 std::optional<double> number(const store::Span& span, const char* key) {
   const store::AttributeValue* v = span.find(key);
   if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
@@ -47,7 +58,8 @@ std::pair<bool, std::optional<double>> agentops_reward(const store::AttributeVal
 // An Agent Lightning reward, read as its get_reward_value reads one, on a span of any name: dimension 0 of
 // agentlightning.reward.N.{name,value} (v0.3: emit_reward puts the primary dimension first, whatever its name; the
 // other dimensions are not trained on); else agentops.task.output or agentops.entity.output holding
-// {"type": "reward", "value": x} (older agents); else v0.2's attribute `reward` on an agentlightning.annotation span.
+// {"type": "reward", "value": x} (older agents); else the attribute `reward` on an agentlightning.reward span (v0.2's
+// explicit reward span, still read by v0.3's LlmProxyTraceToTriplet) or an agentlightning.annotation span.
 // None for a span that carries no reward (a tag, a link, an LLM call).
 std::optional<double> agl_reward(const store::Span& span) {
   if (const auto primary = number(span, "agentlightning.reward.0.value")) return primary;
@@ -55,7 +67,7 @@ std::optional<double> agl_reward(const store::Span& span) {
     const auto [is_reward, value] = agentops_reward(span.find(key));
     if (is_reward) return value;
   }
-  if (span.name == span_names::agl_annotation) return number(span, "reward");
+  if (span.name == span_names::agl_reward || span.name == span_names::agl_annotation) return number(span, "reward");
   return std::nullopt;
 }
 
@@ -106,7 +118,7 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecor
       call.response = attribute<store::TokenIds>(span, "response_ids");
       call.logprobs = attribute<store::Floats>(span, "logprobs");
       call.temperature = call_temperature(span, unrecorded_temperature);
-      call.policy_version = static_cast<std::uint64_t>(attribute<double>(span, "policy_version"));
+      call.policy_version = whole_number(span, "policy_version", 9007199254740992.0);  // 2^53: exact in a double
       if (call.logprobs.size() != call.response.size())
         throw DecodeError("llm span: logprobs and response differ in length");
       // The loss divides by their exponentials: one NaN or absurd value (an outside client's span) made every
@@ -117,7 +129,7 @@ Trajectory read_trajectory(const std::vector<store::Span>& spans, double unrecor
       t.calls.push_back(std::move(call));
       rewarded.push_back(false);
     } else if (span.name == span_names::reward) {
-      rewards.emplace_back(static_cast<int>(attribute<double>(span, "step")), attribute<double>(span, "reward"));
+      rewards.emplace_back(static_cast<int>(whole_number(span, "step", INT_MAX)), attribute<double>(span, "reward"));
     } else if (span.name == span_names::result) {
       for (const store::Attribute& a : span.attributes)
         if (std::holds_alternative<double>(a.value)) t.metrics[a.key] = std::get<double>(a.value);
@@ -176,6 +188,7 @@ void add_actions(Sample& s, std::size_t start, const Trajectory::Call& call, dou
 Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_advantages) {
   if (t.calls.empty()) return {};
   Sample s = sample_of(t.calls.back(), t.oldest_version());
+  std::size_t answered_until = 0;  // where the call before's response ends
   for (std::size_t c = 0; c < t.calls.size(); ++c) {
     const Trajectory::Call& call = t.calls[c];
     const std::size_t start = call.prompt.size();
@@ -183,7 +196,12 @@ Sample trajectory_sample(const Trajectory& t, const std::vector<double>& call_ad
         !std::equal(call.prompt.begin(), call.prompt.end(), s.tokens.begin()) ||
         !std::equal(call.response.begin(), call.response.end(), s.tokens.begin() + start))
       throw DecodeError(log::concat("policy call ", c, " is not a prefix of the episode's last prompt"));
+    // The same prompt asked again (n > 1, a retry) with the same answer: one sequence would train those tokens once,
+    // with the later call's log-probs and advantage.
+    if (start < answered_until)
+      throw DecodeError(log::concat("policy call ", c, " answers over the response of the call before it"));
     add_actions(s, start, call, call_advantages.at(c));
+    answered_until = start + call.response.size();
   }
   return s;
 }

@@ -157,11 +157,15 @@ BOOST_AUTO_TEST_CASE(agentops_rewards_are_json_in_task_or_entity_output_on_any_s
                              Text(R"({"type": "reward", "value": "high"})"), Text("")}) {
     BOOST_TEST_CONTEXT(output) { BOOST_TEST(rewards_with({{"agentops.task.output", output}})[0] == 0.0); }
   }
-  // v0.2's `reward` counts only on an annotation span.
+  // The plain `reward` counts on v0.2's explicit reward span (what its emit_reward wrote, and v0.3's trace adapter still
+  // reads: it was read as 0 before) and on an annotation span, not on others.
   BOOST_TEST(rewards_with({{"reward", 1.0}})[0] == 0.0);
-  BOOST_TEST(
-      trajectory_of({llm({0}, {16}, {-1.5f}, 4), named("agentlightning.annotation", {{"reward", 1.0}})}).rewards[0] ==
-      1.0);
+  for (const char* name : {"agentlightning.reward", "agentlightning.annotation"}) {
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_TEST(trajectory_of({llm({0}, {16}, {-1.5f}, 4), named(name, {{"reward", 0.75}})}).rewards ==
+                 (std::vector<double>{0.75}));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(agent_lightnings_own_llm_call_spans_are_not_calls) {
@@ -189,6 +193,29 @@ BOOST_AUTO_TEST_CASE(inconsistent_or_incomplete_spans_are_refused) {
   for (const float bad : {std::nanf(""), -std::numeric_limits<float>::infinity(), 0.5f, -9999.f})
     BOOST_CHECK_THROW(trajectory_of({llm({0}, {1, 2}, {-1.f, bad}, 1)}), DecodeError);
   trajectory_of({llm({0}, {1, 2}, {0.f, -999.f}, 1)});  // certain, and most unlikely: both drawn tokens' log-probs
+  // Versions and steps are whole numbers from 0 (a client's -1 was cast to a version from the far future).
+  for (const double bad : {-1.0, 0.5, 1e30, std::nan("")}) {
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_CHECK_THROW(trajectory_of({llm({0}, {1}, {-1.f}, bad)}), DecodeError);
+      store::Span late_step = reward(1.0, 0);
+      late_step.attributes[1].value = bad;
+      BOOST_CHECK_THROW(trajectory_of({llm({0}, {1}, {-1.f}, 1), late_step}), DecodeError);
+    }
+  }
+}
+
+// The same prompt asked twice (n = 2, a retry) with the same answer: each call is a sample of its own with its own
+// advantage; one sequence trained those tokens once, with the second call's.
+BOOST_AUTO_TEST_CASE(calls_that_answer_over_each_other_train_call_by_call) {
+  const Trajectory t = trajectory_of({llm({0}, {16}, {-1.5f}, 4), llm({0}, {16}, {-0.5f}, 4)});
+  std::string why;
+  const auto samples = episode_samples(t, {1.0, -1.0}, true, &why);
+  BOOST_TEST(why == "policy call 1 answers over the response of the call before it");
+  BOOST_REQUIRE(samples.size() == 2u);
+  BOOST_TEST(action_tokens(samples) == 2.0);
+  BOOST_TEST(samples[0].advantages[1] == 1.0f);
+  BOOST_TEST(samples[1].advantages[1] == -1.0f);
+  BOOST_TEST(samples[1].behaviour_logprobs[1] == -0.5f);
 }
 
 // An outside agent's span the trainers' forward cannot take (a token id past the vocabulary, a call longer than

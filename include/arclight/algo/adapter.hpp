@@ -18,6 +18,7 @@ inline constexpr const char* result = "result";  // the episode's figures, each 
 // Agent Lightning's reward span, as outside agents send it (agentlightning.reward.0.value; the older forms too, see
 // read_trajectory): the reward of the latest policy call before it that has none yet.
 inline constexpr const char* agl_annotation = "agentlightning.annotation";
+inline constexpr const char* agl_reward = "agentlightning.reward";  // the older explicit reward span: `reward`
 }  // namespace span_names
 
 struct Trajectory {
@@ -39,7 +40,8 @@ struct Trajectory {
 // Lightning's rewards are read as its get_reward_value reads them, from a span of any name other than the three above:
 // dimension 0 of agentlightning.reward.N.{name,value} (emit_reward puts the primary dimension first; the others are not
 // trained on); else agentops.task.output / agentops.entity.output holding the JSON {"type": "reward", "value": x}; else
-// v0.2's attribute `reward` on an agentlightning.annotation span. Each goes to the latest policy call before it that
+// the attribute `reward` on a span named agentlightning.reward (the explicit reward span of v0.2, which v0.3's
+// LlmProxyTraceToTriplet still reads) or agentlightning.annotation. Each goes to the latest policy call before it that
 // has no such reward yet, as its LlmProxyTraceToTriplet matches them
 // ("first occurrence" by sequence); one with no such call is dropped. Agent Lightning's own LLM-call spans
 // (openai.chat.completion ...) are not calls here: arclight's endpoint records every call it serves as an `llm` span,
