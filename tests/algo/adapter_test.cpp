@@ -157,8 +157,8 @@ BOOST_AUTO_TEST_CASE(agentops_rewards_are_json_in_task_or_entity_output_on_any_s
                              Text(R"({"type": "reward", "value": "high"})"), Text("")}) {
     BOOST_TEST_CONTEXT(output) { BOOST_TEST(rewards_with({{"agentops.task.output", output}})[0] == 0.0); }
   }
-  // The plain `reward` counts on v0.2's explicit reward span (what its emit_reward wrote, and v0.3's trace adapter still
-  // reads: it was read as 0 before) and on an annotation span, not on others.
+  // The plain `reward` counts on v0.2's explicit reward span (what its emit_reward wrote, and v0.3's trace adapter
+  // still reads: it was read as 0 before) and on an annotation span, not on others.
   BOOST_TEST(rewards_with({{"reward", 1.0}})[0] == 0.0);
   for (const char* name : {"agentlightning.reward", "agentlightning.annotation"}) {
     BOOST_TEST_CONTEXT(name) {
