@@ -148,12 +148,13 @@ void AgentProcesses::stop() {
 bool AgentProcesses::kill_worker(const std::string& worker_id, std::chrono::steady_clock::time_point took_at) {
   const std::string prefix = options_.worker_id_prefix + "-w";
   if (worker_id.rfind(prefix, 0) != 0) return false;
-  // The id whole: "<prefix>-w0-1" (an agent's name for one of its episodes) is not worker 0's, whose restart
-  // std::stoul killed for it.
+  // The id whole, as the worker's own id is written: "<prefix>-w0-1" or "<prefix>-w01" (an agent's names for its
+  // episodes) is not worker 0's or 1's, whose restart killed them.
   const std::string_view digits = std::string_view(worker_id).substr(prefix.size());
   std::size_t index = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size()) return false;
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || digits != std::to_string(index))
+    return false;
   std::lock_guard<std::mutex> lock(shared_->mutex);
   // The agent stays a zombie until its guard has killed what is left of its group. Its group's id could be another's
   // by this signal only if a whole round of pids (32,768 on many machines) went by between the guard reaping it and
@@ -297,7 +298,13 @@ AgentProcesses::GuardRecords AgentProcesses::read_guard_records(int status_fd, d
 }
 
 void AgentProcesses::forward(const Worker& w, std::string_view line) const {
-  options_.log_line(w.prefix + printable(line));
+  std::string shown = printable(line);
+  for (const std::string& secret : options_.hidden) {
+    if (secret.empty()) continue;
+    for (std::size_t at = shown.find(secret); at != std::string::npos; at = shown.find(secret, at + 8))
+      shown.replace(at, secret.size(), "<hidden>");
+  }
+  options_.log_line(w.prefix + shown);
 }
 
 // Reads what one worker's pipe holds now, one chunk (fairness among chatty workers), and forwards its whole lines;

@@ -119,6 +119,7 @@ class ExternalRunner {
     }
     o.worker_id_prefix = worker_id_prefix(rank);
     o.log_prefix = log::concat("[rank ", rank, " agent {w}] ");
+    o.hidden = {secret};  // Agent Lightning's client logs its server's URL, user info and all, when a request fails
     return o;
   }
 

@@ -81,14 +81,12 @@ void fail_attempts(store::SpanBatcher& spans, const std::vector<AttemptKey>& att
 std::vector<store::AttemptedRollout> RunnerBackend::dequeue(const std::string& worker_id, const std::string& caller,
                                                             std::size_t limit, double wait_seconds,
                                                             const std::function<bool()>& client_gone) {
-  // The process that asks: its credentials' user when that is one of this runner's workers (an agent of its own may
-  // send any, or none), else the name it gives.
-  const std::string& holder = caller.rfind(worker_prefix_, 0) == 0 ? caller : worker_id;
+  const std::string& holder = holder_of(worker_id, caller);
   const auto gone = [&] { return client_gone && client_gone(); };
   const auto deadline = Stopwatch::now() + std::chrono::duration<double>(wait_seconds);
   for (;;) {
     if (gone()) return {};  // nothing is taken for a client that would never read it
-    std::vector<store::AttemptedRollout> got = store_.dequeue(worker_id, limit);
+    std::vector<store::AttemptedRollout> got = store_.dequeue(holder, limit);
     if (!got.empty()) {
       // Held first: while they wait for their version, their worker's death or their timeout still fails them.
       for (const auto& ar : got) book_.hold(ar, holder);
@@ -146,6 +144,14 @@ std::optional<store::Attempt> RunnerBackend::update_attempt(store::RolloutId rol
   return outcome.attempt;
 }
 
+store::Worker RunnerBackend::heartbeat(const std::string& worker_id, const std::string& caller) {
+  return store_.heartbeat(holder_of(worker_id, caller));
+}
+
+const std::string& RunnerBackend::holder_of(const std::string& worker_id, const std::string& caller) const {
+  return caller.rfind(worker_prefix_, 0) == 0 ? caller : worker_id;
+}
+
 bool RunnerBackend::running_here(store::RolloutId rollout, store::AttemptId attempt) {
   return book_.holds(rollout, attempt);
 }
@@ -167,7 +173,9 @@ void RunnerBackend::record(serve::TracedCall call) {
 void RunnerBackend::wait_for_version(const std::vector<store::AttemptedRollout>& got,
                                      const std::function<bool()>& gone) {
   const std::uint64_t needed = required_.of(got);
-  const auto deadline = Stopwatch::now() + std::chrono::seconds(60);
+  // Shorter than Agent Lightning's client waits for an answer (30 s; it never asks again: the attempt failed when it
+  // left) and than the store's default unresponsive_seconds (30 s; the attempt's silence counts from the dequeue).
+  const auto deadline = Stopwatch::now() + std::chrono::seconds(version_wait_seconds);
   auto asked = Stopwatch::now();
   while (version_ == no_version || version_ < needed) {
     if (seconds_since(asked) > 0.05) {  // a system call each time: not at every millisecond
@@ -175,7 +183,7 @@ void RunnerBackend::wait_for_version(const std::vector<store::AttemptedRollout>&
       asked = Stopwatch::now();
     }
     if (Stopwatch::now() >= deadline) {  // handed out all the same: rank 0 drops what lags beyond max_staleness
-      log::warn("policy version ", needed, " has not reached this runner in 60 s (it serves ",
+      log::warn("policy version ", needed, " has not reached this runner in ", version_wait_seconds, " s (it serves ",
                 version_ == no_version ? std::string("none") : std::to_string(version_.load()),
                 "): its rollouts start on what it has");
       return;

@@ -67,13 +67,19 @@ class RunnerBackend : public serve::TaskBackend, public serve::CallTracer {
   bool add_span(store::Span span) override;
   std::optional<store::Attempt> update_attempt(store::RolloutId rollout, store::AttemptId attempt,
                                                store::AttemptStatus status) override;
+  store::Worker heartbeat(const std::string& worker_id, const std::string& caller) override;
   bool running_here(store::RolloutId rollout, store::AttemptId attempt) override;
   void record(serve::TracedCall call) override;
 
  private:
   // A rollout runs with the policy version it was enqueued under, or a newer one (the broadcast may be on its way);
-  // no longer than its client is there.
+  // no longer than its client is there, and at most version_wait_seconds: then on what the runner has.
+  static constexpr int version_wait_seconds = 20;
   void wait_for_version(const std::vector<store::AttemptedRollout>& got, const std::function<bool()>& gone);
+  // The process that asks: its credentials' user when that is one of this runner's workers (an agent of its own may
+  // send any, or none), else the name it gives. The store knows the worker by it: Agent Lightning's runners all name
+  // themselves Worker-0, and one worker record's heartbeats kept only the attempt taken last alive, job-wide.
+  const std::string& holder_of(const std::string& worker_id, const std::string& caller) const;
 
   store::Store& store_;
   store::SpanBatcher& spans_;

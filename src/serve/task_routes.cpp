@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "arclight/serve/ids.hpp"
+#include "store_api_args.hpp"
 #include "store_json.hpp"
 #include "arclight/text/json_input.hpp"
 
@@ -106,6 +107,15 @@ class TaskRoutes {
     return json_answer(200, attempt_json(*updated));
   }
 
+  HttpResponse update_worker(const HttpRequest& request) {
+    const auto body = object_body(request);
+    if (!body) return unprocessable("expected a JSON object {\"heartbeat_stats\"}");
+    if (const auto stats = body->find("heartbeat_stats"); stats != body->end() && !stats->is_object())
+      return unprocessable("heartbeat_stats: expected an object");
+    return json_answer(200,
+                       store_args::worker_json(backend_.heartbeat(request.captures.at(0), request.basic_auth_user)));
+  }
+
  private:
   TaskBackend& backend_;
   TaskRouteOptions options_;
@@ -134,6 +144,7 @@ void add_task_routes(HttpServer& server, TaskBackend& backend, TaskRouteOptions 
   server.post(prefix + "/spans/next", guarded(routes, &TaskRoutes::next_sequence_id));
   // Not .../attempts/search: on an agl runner the store routes beside these answer it (query_attempts).
   server.post(prefix + "/rollouts/([^/]+)/attempts/((?!search$)[^/]+)", guarded(routes, &TaskRoutes::update_attempt));
+  server.post(prefix + "/workers/([^/]+)", guarded(routes, &TaskRoutes::update_worker));
 }
 
 }  // namespace arclight::serve

@@ -341,6 +341,9 @@ Attempt MemoryStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, 
                   ": its attempts take no more updates");
   if (update.status) transition_attempt(rec, *update.status, now);
   if (update.worker_id) rec.attempt.worker_id = *update.worker_id;
+  // An attempt reported running is alive, as after a span: the runners' task interface sends that as its heartbeat
+  // (it was running already, and the watchdog failed an agent that reported every 10 s in a 45 s tool call).
+  if (update.status == AttemptStatus::running) rec.attempt.last_heartbeat_time = now;
   if (update.last_heartbeat_time) rec.attempt.last_heartbeat_time = *update.last_heartbeat_time;
   return rec.attempt;
 }

@@ -374,6 +374,21 @@ BOOST_AUTO_TEST_CASE(a_line_taken_back_by_carriage_returns_is_not_forwarded_in_p
   BOOST_TEST(lines == expected, boost::test_tools::per_element());
 }
 
+// Agent Lightning's client logs its server's URL (http://runner-3-w0:<secret>@127.0.0.1:...) when the server fails it:
+// the job's secret never reaches the job's log.
+BOOST_AUTO_TEST_CASE(the_jobs_secret_is_hidden_in_forwarded_lines) {
+  LineSink sink;
+  auto o = shell_agent("echo \"Waiting for http://w0:s3cr3t@127.0.0.1/health s3cr3ts3cr3t\"; echo done; sleep 30");
+  o.log_line = sink.function();
+  o.hidden = {"s3cr3t"};
+  AgentProcesses agents(o);
+  agents.start();
+  BOOST_REQUIRE_MESSAGE(wait_until([&] { return sink.has("[agent 0] done"); }, 20), "'done' forwarded");
+  agents.stop();
+  std::lock_guard<std::mutex> lock(sink.mutex);
+  BOOST_TEST(sink.lines.at(0) == "[agent 0] Waiting for http://w0:<hidden>@127.0.0.1/health <hidden><hidden>");
+}
+
 // A line too long to wait for its end goes out in pieces, each cut between characters: none holds half of one. It is
 // cut once 64 KiB of it are waiting after a read of up to 16 KiB, so it must be longer than 80 KiB to be cut always.
 BOOST_AUTO_TEST_CASE(a_long_line_is_cut_between_characters) {
@@ -803,7 +818,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_takes_every_process_it_started_with_it) {
   const std::vector<pid_t> escaped = pids_in(file);
   BOOST_REQUIRE(escaped.size() == 2u);
   // Only the worker's own id names it: an agent's name for one of its episodes, or a sign, is no worker's.
-  for (const char* other : {"-w0-1", "-w+0", "-w 0", "-w", "-w1", "-w99999999999999999999"})
+  for (const char* other : {"-w0-1", "-w00", "-w+0", "-w 0", "-w", "-w1", "-w99999999999999999999"})
     BOOST_TEST(!agents.kill_worker(o.worker_id_prefix + other), other);
   // What a process before this one took (this one is its restart) does not kill it.
   BOOST_TEST(!agents.kill_worker(o.worker_id_prefix + "-w0", before_it_started));

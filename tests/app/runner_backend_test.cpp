@@ -110,8 +110,49 @@ BOOST_AUTO_TEST_CASE(the_wait_for_a_policy_version_ends_when_the_client_leaves) 
   const auto start = app::Stopwatch::now();
   const auto got = r.backend.dequeue("Worker-0", "runner-1-w0", 1, 5, [&] { return app::seconds_since(start) > 0.3; });
   BOOST_TEST(got.empty());
-  BOOST_TEST(app::seconds_since(start) < 10);  // the wait for a version lasts 60 s
+  BOOST_TEST(app::seconds_since(start) < 10);  // the wait for a version lasts 20 s
   BOOST_TEST(static_cast<int>(r.latest(id).status) == static_cast<int>(store::AttemptStatus::failed));
+}
+
+// Agent Lightning's runners all name themselves Worker-0: the store knows each process by its credentials' user, and
+// each one's heartbeats keep its own attempt alive (one record for all kept only the attempt taken last alive,
+// job-wide). The task interface's own heartbeat, the attempt reported running, keeps it alive too (it was ignored).
+BOOST_AUTO_TEST_CASE(each_process_keeps_its_own_attempt_alive) {
+  ManualClock clock;
+  store::RolloutConfig config = Runner::config();
+  config.unresponsive_seconds = 30;
+  store::MemoryStore store{clock, config};
+  store::SpanBatcher spans{store, 64, 0.01};
+  app::AttemptBook book;
+  std::atomic<std::uint64_t> version{0};
+  app::RunnerBackend backend{store, spans, book, version, "runner-1-w"};
+  store::NewRollout rollout;
+  rollout.input = "{}";
+  store.enqueue(std::vector<store::NewRollout>{rollout, rollout});
+  const auto first = backend.dequeue("Worker-0", "runner-1-w0", 1, 0, [] { return false; });
+  const auto second = backend.dequeue("Worker-0", "runner-1-w1", 1, 0, [] { return false; });
+  BOOST_REQUIRE(first.size() == 1u);
+  BOOST_REQUIRE(second.size() == 1u);
+  BOOST_TEST(first[0].attempt.worker_id == "runner-1-w0");
+  const auto status = [&](const store::AttemptedRollout& taken) {
+    return static_cast<int>(store.get_latest_attempt(taken.rollout.id).status);
+  };
+  const int unresponsive = static_cast<int>(store::AttemptStatus::unresponsive);
+  for (int i = 0; i < 6; ++i) {  // a minute, a heartbeat every 10 s
+    clock.advance(10);
+    BOOST_TEST(backend.heartbeat("Worker-0", "runner-1-w0").id == "runner-1-w0");
+    backend.heartbeat("Worker-0", "runner-1-w1");
+    store.check_health();
+  }
+  BOOST_TEST(status(first[0]) != unresponsive);
+  BOOST_TEST(status(second[0]) != unresponsive);
+  for (int i = 0; i < 6; ++i) {  // now only the first, through the task interface
+    clock.advance(10);
+    BOOST_REQUIRE(backend.update_attempt(first[0].rollout.id, first[0].attempt.id, store::AttemptStatus::running));
+    store.check_health();
+  }
+  BOOST_TEST(status(first[0]) == static_cast<int>(store::AttemptStatus::running));
+  BOOST_TEST(status(second[0]) == unresponsive);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -45,8 +45,7 @@ BOOST_AUTO_TEST_CASE(a_dequeue_carries_its_credentials_user) {
   const auto result =
       process.Post("/v1/agl/queues/rollouts/dequeue", json({{"worker_id", "Worker-0"}}).dump(), "application/json");
   BOOST_REQUIRE(result->status == 200);
-  BOOST_TEST(json::parse(result->body)[0]["attempt"]["worker_id"] == "Worker-0");  // the store knows its own name
-  served.ok("/v1/agl/queues/rollouts/dequeue", {{"worker_id", "w2"}});             // a bearer token: no user
+  served.ok("/v1/agl/queues/rollouts/dequeue", {{"worker_id", "w2"}});  // a bearer token: no user
   BOOST_TEST(served.backend.callers == std::vector<std::string>({"runner-2-w1", ""}), boost::test_tools::per_element());
 }
 
@@ -164,6 +163,19 @@ BOOST_AUTO_TEST_CASE(an_attempt_update_not_here_is_404_and_a_bad_status_422) {
   BOOST_TEST(missing->status == 404);
   BOOST_TEST(json::parse(missing->body)["detail"].is_string());
   BOOST_TEST(served.post("/v1/agl/rollouts/ro-3/attempts/at-5", {{"status", "timeout"}})->status == 422);
+}
+
+// Agent Lightning's update_worker, every 10 s: the process that sends it is known by its credentials, as at dequeue.
+BOOST_AUTO_TEST_CASE(a_workers_heartbeat_goes_to_the_backend_with_its_credentials_user) {
+  Served served;
+  httplib::Client process("127.0.0.1", served.server.port());
+  process.set_basic_auth("runner-2-w1", token.c_str());
+  const auto result = process.Post("/v1/agl/workers/Worker-0",
+                                   json({{"heartbeat_stats", {{"cpu_percent", 3.5}}}}).dump(), "application/json");
+  BOOST_REQUIRE(result->status == 200);
+  BOOST_TEST(json::parse(result->body)["worker_id"] == "runner-2-w1");
+  BOOST_TEST(served.backend.callers == std::vector<std::string>({"runner-2-w1"}), boost::test_tools::per_element());
+  BOOST_TEST(served.post("/v1/agl/workers/Worker-0", {{"heartbeat_stats", 7}})->status == 422);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -317,6 +317,26 @@ inline void heartbeats_keep_an_attempt_alive(Harness& h) {
   BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::unresponsive));
 }
 
+// An attempt reported running is alive, as after a span (the runners' task interface sends that as its heartbeat).
+inline void a_report_of_running_keeps_an_attempt_alive(Harness& h) {
+  Store& s = h.store();
+  RolloutConfig c = retrying_config();
+  c.timeout_seconds = 0;
+  c.unresponsive_seconds = 1.0;  // as in heartbeats_keep_an_attempt_alive
+  RolloutId id = s.enqueue(task("x", c)).id;
+  auto ar = *s.dequeue("w1");
+  s.add_span(span_of(ar));
+  for (int i = 0; i < 4; ++i) {
+    h.advance(0.3);
+    s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::running));
+    h.scan();
+  }
+  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
+  h.advance(1.3);
+  h.scan();
+  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::unresponsive));
+}
+
 inline void cancelled_is_final(Harness& h) {
   Store& s = h.store();
   auto q = s.enqueue({task("a"), task("b")});
@@ -622,6 +642,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
        silence_makes_an_attempt_unresponsive_and_a_span_revives_it},
       {"a_timed_out_attempt_is_never_revived", a_timed_out_attempt_is_never_revived},
       {"heartbeats_keep_an_attempt_alive", heartbeats_keep_an_attempt_alive},
+      {"a_report_of_running_keeps_an_attempt_alive", a_report_of_running_keeps_an_attempt_alive},
       {"cancelled_is_final", cancelled_is_final},
       {"invalid_transitions_are_refused", invalid_transitions_are_refused},
       {"a_batch_with_a_bad_rollout_enqueues_none", a_batch_with_a_bad_rollout_enqueues_none},

@@ -49,6 +49,9 @@ struct AgentProcessOptions {
   // Where each forwarded line goes (prefix included, no newline); by default the log (log::write at info, unless the
   // level is off). Called from the supervisor thread.
   std::function<void(std::string_view line)> log_line;
+  // Text never forwarded: each occurrence in a line becomes "<hidden>" (the job's secret, which an agent's client may
+  // log inside its server's URL).
+  std::vector<std::string> hidden;
 };
 
 // The guard program each agent runs under (see AgentProcesses): beside the running executable, else where the build

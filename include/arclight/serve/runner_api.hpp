@@ -46,6 +46,9 @@ class TaskBackend {
   // The attempt's end (succeeded or failed) or a heartbeat (running); nullopt if this runner runs no such attempt.
   virtual std::optional<store::Attempt> update_attempt(store::RolloutId rollout, store::AttemptId attempt,
                                                        store::AttemptStatus status) = 0;
+  // A worker's heartbeat (Agent Lightning's update_worker): for the process `caller` names when it is one of this
+  // runner's, as dequeue; it keeps that worker's attempt alive.
+  virtual store::Worker heartbeat(const std::string& worker_id, const std::string& caller) = 0;
 };
 
 }  // namespace arclight::serve
