@@ -17,7 +17,7 @@ std::string finish_name(Finish finish) {
 }
 
 // How many bytes at the end of `text` begin a UTF-8 character that is not complete yet.
-std::size_t incomplete_utf8_tail(const std::string& text) {
+std::size_t incomplete_utf8_tail(std::string_view text) {
   for (std::size_t back = 1; back <= std::min<std::size_t>(3, text.size()); ++back) {
     const auto c = static_cast<unsigned char>(text[text.size() - back]);
     if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
@@ -91,17 +91,21 @@ void ChoiceReader::take(const StreamedToken& token, Delta& delta) {
     finish_ = "stop";
     return;
   }
+  const std::size_t before = text_.size();
   text_ += tokenizer_.piece(token.id, /*skip_special=*/true, /*at_start=*/!started_);
   // The decoded sequence starts at its first token that is neither a skipped special one nor unknown, even one whose
   // text the start takes away (a lone U+2581).
   started_ =
       started_ || (static_cast<std::size_t>(token.id) < tokenizer_.vocab_size() && !tokenizer_.is_special(token.id));
-  end_at_stop_string();
+  end_at_stop_string(before);
 }
 
-void ChoiceReader::end_at_stop_string() {
+// Looks only where the new text can complete a stop string: the whole answer at every token made a long answer's
+// reading quadratic.
+void ChoiceReader::end_at_stop_string(std::size_t before) {
   std::size_t first = std::string::npos;
-  for (const std::string& stop : stop_strings_) first = std::min(first, text_.find(stop));
+  for (const std::string& stop : stop_strings_)
+    first = std::min(first, text_.find(stop, before >= stop.size() ? before - stop.size() + 1 : 0));
   if (first == std::string::npos) return;
   text_.resize(first);
   ended_ = true;
@@ -119,7 +123,7 @@ std::size_t ChoiceReader::safe_end() const {
         break;
       }
   const std::size_t end = text_.size() - hold;
-  return end - incomplete_utf8_tail(text_.substr(0, end));
+  return end - incomplete_utf8_tail(std::string_view(text_).substr(0, end));
 }
 
 std::vector<std::int32_t> ChoiceReader::token_ids() const {

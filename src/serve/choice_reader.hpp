@@ -45,7 +45,7 @@ class ChoiceReader {
  private:
   void pull(Delta& delta, std::chrono::milliseconds wait);
   void take(const StreamedToken& token, Delta& delta);
-  void end_at_stop_string();
+  void end_at_stop_string(std::size_t before);  // text_'s size before the last token's text
   std::size_t safe_end() const;
 
   std::shared_ptr<GenerationStream> stream_;

@@ -32,6 +32,10 @@ std::string random_id(const std::string& prefix) {
 
 HttpResponse json_response(const json& body) { return {200, "application/json", dump(body), nullptr}; }
 
+// A response's choices are read in turn: each round waits this long for the first that has not ended, and takes what
+// the others have by then.
+constexpr std::chrono::milliseconds wait_for_tokens{100}, no_wait{0};
+
 struct Trace {
   store::RolloutId rollout = 0;
   store::AttemptId attempt = 0;
@@ -52,6 +56,7 @@ struct Answer {
   // A call that tool_choice requires, begun at the end of the prompt ("<tool_call>\n", with the named function's
   // name): the answers continue it, and are read with it in front.
   std::string forced_call;
+  ToolChoice tool_choice = ToolChoice::automatic;
   ToolFormat tool_format = ToolFormat::hermes;
 
   ~Answer() {
@@ -107,6 +112,7 @@ class Endpoint {
     answer->tools = !request.conversation.tools.empty();
     answer->tool_format = tool_format();
     answer->forced_call = forced;
+    answer->tool_choice = request.tool_choice;
     answer->one_tool_call = !request.parallel_tool_calls;
     return respond(answer, true, request.sampling);
   }
@@ -271,8 +277,26 @@ class Endpoint {
   }
 
   void read_all(Answer& answer) {
+    // In turn, as a stream is read: a choice's stop string is seen (and its decode row freed) while the others go on.
+    // Read one after the other, choice k decoded on past its stop string until every choice before it had ended.
+    std::vector<bool> ended(answer.choices.size(), false);
+    for (std::size_t left = ended.size(); left > 0;) {
+      bool waited = false;
+      for (std::size_t i = 0; i < ended.size(); ++i) {
+        if (ended[i]) continue;
+        Delta delta;
+        ChoiceReader::Piece piece;
+        while ((piece = answer.choices[i]->next_within(delta, waited ? no_wait : wait_for_tokens)) ==
+               ChoiceReader::Piece::given)
+          waited = true;
+        waited = true;
+        if (piece == ChoiceReader::Piece::ended) {
+          ended[i] = true;
+          --left;
+        }
+      }
+    }
     for (auto& choice : answer.choices) {
-      choice->read_to_end();
       if (choice->client_gone()) throw HttpError(499, "the client closed its connection", "invalid_request_error");
       if (choice->finish_reason() == "error")
         throw HttpError(500, "generation failed: " + choice->error(), "server_error");
@@ -365,7 +389,11 @@ class Endpoint {
       if (answer.one_tool_call) calls->calls.resize(1);
       message["content"] = calls->content.empty() ? json() : json(calls->content);
       message["tool_calls"] = tool_calls_json(*calls);
-      finish = "tool_calls";
+      // As OpenAI and vLLM answer: "tool_calls" for a call the model chose, or one required that it ended; a named
+      // function's call ends as the answer did ("stop").
+      if (answer.tool_choice == ToolChoice::automatic ||
+          (answer.tool_choice == ToolChoice::required && finish == "stop"))
+        finish = "tool_calls";
     }
     return {{"index", i},
             {"message", std::move(message)},
@@ -449,8 +477,6 @@ class Endpoint {
     }
 
    private:
-    static constexpr std::chrono::milliseconds wait_for_tokens{100}, no_wait{0};
-
     struct Sent {
       bool first = true;
       std::size_t offset = 0;  // completions' log-probs: characters of text before the next token's

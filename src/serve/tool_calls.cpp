@@ -125,7 +125,13 @@ std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
   std::string_view rest = text.substr(at);
   while (!rest.empty()) {
-    if (rest.substr(0, open_tag.size()) != open_tag) return std::nullopt;  // text between or after calls
+    // Text between or after the calls is dropped, as vLLM's Hermes parser drops it: the calls are the answer (read
+    // as text, a call the model made well was never run).
+    if (rest.substr(0, open_tag.size()) != open_tag) {
+      const std::size_t next = rest.find(open_tag);
+      if (next == std::string_view::npos) break;
+      rest = rest.substr(next);
+    }
     const std::string_view body = rest.substr(open_tag.size());
     // Ended by the first close tag before which the call is whole JSON (an argument may hold the tag; a few tries,
     // not one parse per tag of an answer gone astray), or by the end of the text (generation stopped at the close

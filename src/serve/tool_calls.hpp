@@ -22,9 +22,10 @@ struct ToolCallAnswer {
 };
 
 // Hermes: the calls after the last </think>, each ended by the first </tool_call> before which it is whole JSON, the
-// last one by the end of the text too. Llama 3.1: JSON objects from the answer's first character that is no blank (a
-// <|python_tag|> before them allowed) to its end. nullopt when the text has no tool call, or one that is malformed
-// (not JSON, no name, text between or after the calls): the answer is then plain text.
+// last one by the end of the text too; text between or after them is dropped (vLLM's Hermes parser). Llama 3.1: JSON
+// objects from the answer's first character that is no blank (a <|python_tag|> before them allowed) to its end, text
+// after them making it text (vLLM's llama3_json). nullopt when the text has no tool call, or one that is malformed
+// (not JSON, no name): the answer is then plain text.
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 
 // Where an answer's tool calls begin: its first <tool_call> after the last </think> (none inside a <think> not yet

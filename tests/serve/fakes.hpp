@@ -27,10 +27,11 @@ inline constexpr std::uint64_t policy_version = 7;
 
 // The engine's double: answers `answer` token by token on a thread of its own, ending at max_tokens (length), at
 // a stop token (stop, the token kept) or at the answer's end (stop). Token i has log-prob -(i+1)/8 and alternatives
-// id+1, id+2, ... each one less likely. It keeps the requests it got.
+// id+1, id+2, ... each one less likely. It keeps the requests it got, and how many tokens each one's stream was given.
 class ScriptedGenerator : public Generator {
  public:
   std::vector<std::int32_t> answer;
+  std::vector<std::vector<std::int32_t>> answer_of_choice;  // where given: choice i of a group answers this instead
   std::chrono::milliseconds per_token{0};
 
   ~ScriptedGenerator() override {
@@ -43,12 +44,20 @@ class ScriptedGenerator : public Generator {
       if (request.prompt.empty()) throw UsageError("an empty prompt");
     std::vector<std::shared_ptr<GenerationStream>> streams;
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const GenerationRequest& request : requests) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
       auto stream = streams.emplace_back(std::make_shared<GenerationStream>());
-      requests_.push_back(request);
-      threads_.emplace_back([this, stream, request, answer = answer] { run(*stream, request, answer); });
+      requests_.push_back(requests[i]);
+      pushed_.push_back(0);
+      const std::vector<std::int32_t>& scripted = i < answer_of_choice.size() ? answer_of_choice[i] : answer;
+      threads_.emplace_back([this, stream, request = requests[i], answer = scripted, k = pushed_.size() - 1] {
+        run(*stream, request, answer, k);
+      });
     }
     return streams;
+  }
+  int tokens_pushed(std::size_t request) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pushed_.at(request);
   }
 
   std::vector<GenerationRequest> requests() const {
@@ -58,7 +67,8 @@ class ScriptedGenerator : public Generator {
   int cancelled_streams() const { return cancelled_; }
 
  private:
-  void run(GenerationStream& stream, const GenerationRequest& request, const std::vector<std::int32_t>& answer) {
+  void run(GenerationStream& stream, const GenerationRequest& request, const std::vector<std::int32_t>& answer,
+           std::size_t k) {
     for (std::size_t i = 0; i < answer.size(); ++i) {
       if (stream.cancelled()) {
         ++cancelled_;
@@ -72,6 +82,10 @@ class ScriptedGenerator : public Generator {
       for (int k = 1; k <= request.top_logprobs; ++k)
         t.top.emplace_back(answer[i] + k, k <= 2 ? t.logprob - k : -std::numeric_limits<float>::infinity());
       stream.push(t, policy_version);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++pushed_[k];
+      }
       for (const std::int32_t stop : request.stop_tokens)
         if (stop == answer[i]) return stream.finish(Finish::stop);
     }
@@ -80,6 +94,7 @@ class ScriptedGenerator : public Generator {
 
   mutable std::mutex mutex_;
   std::vector<GenerationRequest> requests_;
+  std::vector<int> pushed_;
   std::vector<std::thread> threads_;
   std::atomic<int> cancelled_{0};
 };
@@ -146,6 +161,14 @@ class FakeTaskBackend : public TaskBackend {
                                                store::AttemptStatus status) override {
     if (rollout != 3 || (attempt != 5 && attempt != store::latest_attempt)) return std::nullopt;
     return store::Attempt{5, 3, 1, "worker-a", status, 101, store::is_final(status) ? 150.0 : 0.0, 149};
+  }
+  store::Worker heartbeat(const std::string& worker, const std::string& caller) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    callers.push_back(caller);
+    store::Worker w;
+    w.id = caller.empty() ? worker : caller;
+    w.heartbeats = 1;
+    return w;
   }
 
  private:

@@ -197,6 +197,34 @@ BOOST_AUTO_TEST_CASE(a_body_no_route_reads_is_refused_before_it_is_read) {
   BOOST_TEST(client.Post("/echo", "still here", "text/plain")->body == "still here");
 }
 
+// The library reads no body of a GET: one sent all the same (curl -X GET -d, requests.get(json=...)) was read as the
+// next request on the connection, and that request got a 400. The GET is answered, and its connection ends.
+BOOST_AUTO_TEST_CASE(a_body_sent_with_a_get_ends_its_connection_after_the_answer) {
+  HttpServer server(test_options());
+  server.get("/here", [](const HttpRequest&) { return HttpResponse{200, "text/plain", "here", nullptr}; });
+  server.start();
+  const std::string get = "GET /here HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token;
+  for (const std::string& body_head : {std::string("\r\nContent-Length: 2\r\n\r\n{}"),
+                                       std::string("\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")}) {
+    const int fd = connection_to(server.port());
+    const std::string requests = get + body_head + get + "\r\n\r\n";
+    BOOST_REQUIRE(::send(fd, requests.data(), requests.size(), 0) == static_cast<ssize_t>(requests.size()));
+    std::string answer;
+    BOOST_TEST(read_to_close(fd, &answer) == 0, "the connection was not closed");
+    BOOST_TEST(answer.rfind("HTTP/1.1 200", 0) == 0, answer.substr(0, 40));
+    BOOST_TEST(answer.find("HTTP/1.1 400") == std::string::npos, answer);
+    ::close(fd);
+  }
+  // Without a body, the connection lives on: both answered.
+  const int fd = connection_to(server.port());
+  const std::string two = get + "\r\n\r\n" + get + "\r\nConnection: close\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, two.data(), two.size(), 0) == static_cast<ssize_t>(two.size()));
+  std::string answers;
+  read_to_close(fd, &answers);
+  BOOST_TEST(answers.find("HTTP/1.1 200", 1) != std::string::npos, answers);
+  ::close(fd);
+}
+
 BOOST_AUTO_TEST_CASE(an_unknown_route_is_404_in_json) {
   Served served;
   BOOST_TEST(error_of(served.client->Get("/v1/engines"), 404)["message"] == "no route for GET /v1/engines");

@@ -191,6 +191,28 @@ BOOST_AUTO_TEST_CASE(a_stop_string_cuts_the_text_and_cancels_the_stream) {
   BOOST_TEST(served.generator.cancelled_streams() == 1);
 }
 
+// A whole answer's n choices are read in turn, as a stream's: a stop string in choice 1 ends its decoding while choice
+// 0 goes on. Read one after the other, choice 1 was decoded on to its end (400 tokens) while choice 0 was read.
+BOOST_AUTO_TEST_CASE(a_stop_string_ends_each_choice_of_a_whole_answer_as_it_comes) {
+  Served served;
+  const std::string long_answer(200, 'a');
+  const std::string stopped = "xSTOP" + std::string(400, 'b');
+  served.generator.answer_of_choice = {bytes_of(long_answer), bytes_of(stopped)};
+  served.generator.per_token = std::chrono::milliseconds(5);
+  json request = hello_chat;
+  request["n"] = 2;
+  request["stop"] = {"STOP"};
+  const json body = served.ok("/v1/chat/completions", request);
+  BOOST_TEST(body["choices"][0]["message"]["content"] == long_answer);
+  BOOST_TEST(body["choices"][1]["message"]["content"] == "x");
+  BOOST_TEST(served.generator.tokens_pushed(1) < 150, served.generator.tokens_pushed(1) << " tokens of choice 1");
+  // A stop string is at most 1 KB (each read looks for the start of every one at the answer's end).
+  request["stop"] = {"STOP", std::string(1025, 's')};
+  BOOST_TEST(error_of(served.post("/v1/chat/completions", request), 400)["param"] == "stop");
+  request["stop"] = std::string(1025, 's');
+  BOOST_TEST(error_of(served.post("/v1/chat/completions", request), 400)["param"] == "stop");
+}
+
 // vLLM's stop_token_ids end a choice at those tokens, kept in its ids and not shown in its text, as the model's EOS.
 BOOST_AUTO_TEST_CASE(stop_token_ids_end_a_choice) {
   Served served;
@@ -402,7 +424,7 @@ BOOST_AUTO_TEST_CASE(a_required_or_named_tool_choice_begins_the_call_in_the_prom
   served.generator.answer.push_back(im_end);
   const json body = served.ok("/v1/chat/completions", request);
   const json& choice = body["choices"][0];
-  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["finish_reason"] == "stop");  // a named function's call, as OpenAI and vLLM answer it
   BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["name"] == "mul");
   BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 2}");
   const std::vector<std::int32_t> sent = served.generator.requests().at(0).prompt;
@@ -413,13 +435,20 @@ BOOST_AUTO_TEST_CASE(a_required_or_named_tool_choice_begins_the_call_in_the_prom
   std::vector<std::int32_t> answer_ids = bytes_of(rest);
   answer_ids.push_back(im_end);
   BOOST_TEST(choice["token_ids"] == json(answer_ids));
+  json streamed = request;
+  streamed["stream"] = true;
+  served.generator.answer_text(rest);
+  served.generator.answer.push_back(im_end);
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", streamed)->body);
+  BOOST_REQUIRE(events.size() >= 2u);
+  BOOST_TEST(events[events.size() - 2]["choices"][0]["finish_reason"] == "stop");
 
   request["tool_choice"] = "required";
   served.generator.answer_text("{\"name\": \"add\", \"arguments\": {}}\n</tool_call>");
   const json required = served.ok("/v1/chat/completions", request)["choices"][0];
   BOOST_TEST(required["finish_reason"] == "tool_calls");
   BOOST_TEST(required["message"]["tool_calls"][0]["function"]["name"] == "add");
-  const std::string required_prompt = served.tokenizer->decode(served.generator.requests().at(1).prompt);
+  const std::string required_prompt = served.tokenizer->decode(served.generator.requests().at(2).prompt);
   const std::string required_begun = "<|im_start|>assistant\n<tool_call>\n";
   BOOST_TEST(required_prompt.substr(required_prompt.size() - required_begun.size()) == required_begun);
   // A continuation that is no call is text, the call's beginning in front, as a malformed call's.
