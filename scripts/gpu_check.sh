@@ -275,7 +275,12 @@ fi
 run_test test_algo_trainer_gpu 120 "$bin/tests/test_algo" --run_test=trainer_gpu --log_level=test_suite --report_level=short
 run_test test_reducer_nccl 60 mpirun --oversubscribe -np 1 "$bin/tests/test_reducer" --run_test=reducer/nccl_sums_exactly_on_gpus
 # The weights over NCCL from a leader to two runners, all on the one GPU: each rank a host of its own to NCCL.
-run_test test_weight_channel_nccl 120 mpirun --oversubscribe -np 3 -x ARCLIGHT_TEST_SHARED_GPU=1 -x NCCL_DEBUG=WARN \
+# NCCL on one GPU for several ranks, each a host of its own: sockets on the loopback only (the InfiniBand libraries
+# unpacked above make its IB transport loadable), connections made at set-up (NCCL 2.22+ makes them at the first
+# collective, where a rank that never comes holds the others inside it), and what it chose logged.
+nccl_env=(-x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_NVLS_ENABLE=0 -x NCCL_RUNTIME_CONNECT=0
+  -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET)
+run_test test_weight_channel_nccl 120 mpirun --oversubscribe -np 3 -x ARCLIGHT_TEST_SHARED_GPU=1 "${nccl_env[@]}" \
   "$bin/tests/test_weight_channel" --run_test=weight_channel
 
 if [ -x "$bin/arclight" ]; then
@@ -306,17 +311,22 @@ if [ -x "$bin/arclight" ]; then
   # NCCL takes one rank per GPU a host: on one GPU, the trainer leader and the runner reach each other over sockets.
   per_rank_host=(bash -c 'NCCL_HOSTID=gpu-check-$OMPI_COMM_WORLD_RANK exec "$0" "$@"')
   run=$work/run_nccl
-  limited 60 mpirun --oversubscribe -np 3 -x NCCL_SOCKET_IFNAME=lo "${per_rank_host[@]}" "$bin/arclight" train \
-    --config "$root/configs/tiny.toml" --run.dir "$run" --comm.compression bf16 --dry-run >"$work/dry_run_nccl.txt" 2>&1
+  limited 60 mpirun --oversubscribe -np 3 "${nccl_env[@]}" "${per_rank_host[@]}" "$bin/arclight" train \
+    --config "$root/configs/tiny.toml" --run.dir "$run" --comm.compression bf16 --run.hung_rank_seconds 20 --dry-run \
+    >"$work/dry_run_nccl.txt" 2>&1
   grep -E "^(rank|1|2) " "$work/dry_run_nccl.txt"
   start=$(date +%s)
-  limited 90 mpirun --oversubscribe -np 3 -x NCCL_SOCKET_IFNAME=lo -x NCCL_DEBUG=WARN "${per_rank_host[@]}" "$bin/arclight" train \
-    --config "$root/configs/tiny.toml" --run.dir "$run" --comm.compression bf16 --run.steps 10 >"$work/train_nccl.txt" 2>&1
+  # A broadcast that stalls is given up for sends of its own after run.hung_rank_seconds: 20 s, within the limit.
+  limited 90 mpirun --oversubscribe -np 3 "${nccl_env[@]}" "${per_rank_host[@]}" "$bin/arclight" train \
+    --config "$root/configs/tiny.toml" --run.dir "$run" --comm.compression bf16 --run.steps 10 \
+    --run.hung_rank_seconds 20 >"$work/train_nccl.txt" 2>&1
   rc=$?
   show "$work/train_nccl.txt" 12
   steps=$(wc -l <"$run/metrics.jsonl" 2>/dev/null || echo 0)
   over_nccl=$(grep -c "^1 .* nccl$" "$work/dry_run_nccl.txt")
-  record training_weights_over_nccl "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps\": $steps, \"leader_sends_over_nccl\": $over_nccl, \"seconds\": $(seconds_since "$start")}"
+  # Whether the run itself kept NCCL (the dry run says what it would use), or gave up a broadcast for sends.
+  gave_up=$(grep -c "sends each runner its versions on its own" "$work/train_nccl.txt")
+  record training_weights_over_nccl "{\"ok\": $(truth $rc), \"rc\": $rc, \"steps\": $steps, \"leader_sends_over_nccl\": $over_nccl, \"broadcast_given_up\": $gave_up, \"seconds\": $(seconds_since "$start")}"
 else
   record training '{"ok": false, "built": false}'
 fi
@@ -338,6 +348,12 @@ limited 60 "$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" >"$work/ref_t
 cuda_vs_transformers=$?
 show "$work/ref_tf_cuda.txt" 8
 record reference "{\"cuda_vs_pytorch_ok\": $(truth $cuda_vs_torch), \"transformers_ran\": $(truth "$transformers_rc"), \"cpu_vs_transformers_ok\": $(truth $cpu_vs_transformers), \"cuda_vs_transformers_ok\": $(truth $cuda_vs_transformers)}"
+
+# A stage that timed out may have left ranks on the GPU (a hung job ignores SIGTERM, and timeout's SIGKILL reaches
+# mpirun only): they would share the GPU with the timed stages below.
+leftover=$(pgrep -x arclight; pgrep -f "tests/test_weight_channel")
+[ -n "$leftover" ] && kill -9 $leftover 2>/dev/null
+record leftover_processes_killed "$(echo "$leftover" | grep -c .)"
 
 stage "generation on the GPU: a random 0.5 B Qwen2 in bfloat16, arclight against transformers' generate"
 gen=$work/qwen2-0.5b
