@@ -173,10 +173,14 @@ std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& confi
   if (!v) return std::nullopt;
   if (!v->is_object()) config.fail(key, log::concat("expected an object or null, found ", v->type_name()));
   const ConfigReader rope(*v, file, std::string(key) + ".");
-  // transformers moves a legacy "type" to "rope_type" (configuration_llama.py, "BC: if there is a 'type' field").
+  // A legacy "type" is "rope_type" (configuration_llama.py, "BC: if there is a 'type' field"). Both, and different:
+  // Llama's and Qwen's configurations take "type", Mistral's rotary code "rope_type"; refused rather than guessed.
   std::string_view type_key = "type";
   std::optional<std::string> type = rope.string("type");
   if (auto rope_type = rope.string("rope_type")) {
+    if (type && *type != *rope_type)
+      config.fail(key, log::concat("has \"type\" \"", *type, "\" and \"rope_type\" \"", *rope_type,
+                                   "\", which transformers reads differently by architecture: make them agree"));
     type = rope_type;
     type_key = "rope_type";
   }

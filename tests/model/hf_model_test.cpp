@@ -390,6 +390,9 @@ BOOST_AUTO_TEST_CASE(malformed_configs_are_refused) {
                         {"\"rope_scaling.rope_type\"", "\"yarn\"", "not supported", "llama3"});
   expect_config_refused(replaced(llama_config, "\"rope_type\": \"llama3\"", "\"type\": \"dynamic\""),
                         {"\"dynamic\"", "not supported"});
+  expect_config_refused(
+      replaced(llama_config, "\"rope_type\": \"llama3\"", "\"type\": \"llama3\", \"rope_type\": \"default\""),
+      {"\"rope_scaling\"", "\"llama3\"", "\"default\"", "agree"});
   expect_config_refused(replaced(llama_config, "\"factor\": 8.0,", ""), {"\"rope_scaling.factor\"", "missing"});
   expect_config_refused(replaced(llama_config, "\"rope_scaling\": {", "\"rope_scaling\": 3, \"y\": {"),
                         {"\"rope_scaling\"", "expected an object"});

@@ -2,7 +2,7 @@
 """Tiny random Hugging Face models of each architecture arclight reads, and their reference outputs.
 
 For each of Llama (with llama3 RoPE scaling), Qwen2 (q/k/v biases, tied embeddings), Qwen3 (q/k norms, head_dim
-apart from hidden_size / heads)
+apart from hidden_size / heads, attention_bias: biases on q, k, v and o)
 (the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one) and Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
 shards), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
   prompts         token ids of several lengths
@@ -46,7 +46,7 @@ ARCHITECTURES = {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 72, "hidden_size": 24,
         "intermediate_size": 40, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 10, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-        "tie_word_embeddings": True, "attention_bias": False, "eos_token_id": 5,
+        "tie_word_embeddings": True, "attention_bias": True, "eos_token_id": 5,
     },
     "mistral": {
         "architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 64, "hidden_size": 32,
@@ -87,6 +87,8 @@ def random_weights(c):
         if qkv_bias(c):
             for n, width in (("q", q_width), ("k", kv_width), ("v", kv_width)):
                 w[p + f"self_attn.{n}_proj.bias"] = 0.2 * torch.randn(width)
+        if c.get("attention_bias", False):  # Llama's and Qwen3's: o_proj too (Qwen2's q/k/v biases are its own)
+            w[p + "self_attn.o_proj.bias"] = 0.2 * torch.randn(h)
         if c["model_type"] == "qwen3":
             w[p + "self_attn.q_norm.weight"] = 1 + 0.1 * torch.randn(head_dim)
             w[p + "self_attn.k_norm.weight"] = 1 + 0.1 * torch.randn(head_dim)
