@@ -166,11 +166,13 @@ if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 1 ]; then
   echo "arclight: stopped (checkpointed, if training had started); Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi
-# A failure of the job's own (no signal from Slurm): a hung rank (exit 3), a rank or node lost (mpirun's 1, or 128+N for
-# a rank a signal killed). Requeued while the run makes progress: the count of failures since the newest version
-# began is kept beside the versions, and a new version starts it again.
+# A failure of the job's own (no SIGTERM from Slurm): a hung rank (exit 3, with no warning), a rank or node lost
+# (mpirun's 1, or 128+N for a rank a signal killed), after Slurm's warning too (which ended the job FAILED, neither
+# requeued nor chained: the run stopped until someone submitted it again). Requeued while the run makes progress: the
+# count of failures since the newest version began is kept beside the versions, and a new version starts it again.
 failed=0
-if [ "$warned" = 0 ] && [ "$termed" = 0 ] && [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ]; then
+if [ "$termed" = 0 ] && [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] &&
+  ! { [ "$warned" = 1 ] && [ "$rc" -eq "$exit_requeue" ]; }; then
   latest=$(cat "$ckpt/LATEST" 2>/dev/null || echo none)
   read -r last_latest failures 2>/dev/null <"$ckpt/.slurm-failures" || failures=0
   [[ "${failures:-}" =~ ^[0-9]+$ ]] && [ "${last_latest:-}" = "$latest" ] || failures=0

@@ -14,6 +14,7 @@ namespace arclight::app {
 void BackgroundWriter::start(const std::string& what, std::function<void()> write) {
   wait();
   finished_ = false;
+  started_ = Stopwatch::now();
   thread_ = std::thread([this, what, write = std::move(write)] {
     try {
       write();

@@ -276,6 +276,10 @@ void bind_checkpoint(ConfigBinder& b, Config& c) {
       ->check(CLI::IsMember({"all", "none"}));
   b.opt("checkpoint.direct_reads", c.checkpoint.direct_reads, direct_reads_help)
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  b.opt("checkpoint.write_timeout_seconds", c.checkpoint.write_timeout_seconds,
+        "a version still being written this long when the job needs it done: the file system stalls, and the job "
+        "ends to be requeued (exit 3); 0: no limit")
+      ->check(non_negative);
 }
 
 void bind_faults(ConfigBinder& b, Config& c) {

@@ -161,9 +161,20 @@ int Coordinator::run() {
   return exit_ok;
 }
 
-// Serves the store (and watches for hung ranks) until the version being written is written.
+// Serves the store (and watches for hung ranks) until the version being written is written. A write that does not end
+// is a stalled file system: every rank's signs of life go on (threads of their own), and the job waited for Slurm's
+// time limit, never requeued.
 void Coordinator::finish_writing() {
-  while (writer_.busy()) serve_a_little();
+  const double limit = config_.checkpoint.write_timeout_seconds;
+  while (writer_.busy()) {
+    serve_a_little();
+    if (limit > 0 && writer_.seconds_running() > limit) {
+      log::error("checkpoint: the version being written has not been written in ", limit,
+                 " s (checkpoint.write_timeout_seconds): the file system stalls; ending the job, to be requeued (it "
+                 "resumes from the last version written)");
+      MPI_Abort(MPI_COMM_WORLD, exit_requeue);
+    }
+  }
   writer_.wait();
 }
 

@@ -52,8 +52,11 @@ class BackgroundWriter {
   }
   // Whether a write is under way (wait() would block).
   bool busy() const { return thread_.joinable() && !finished_; }
+  // Since the write under way (or the last one) began.
+  double seconds_running() const { return seconds_since(started_); }
 
  private:
+  Stopwatch::time_point started_{};
   std::thread thread_;
   std::atomic<bool> finished_{true};
 };

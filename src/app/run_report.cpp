@@ -45,7 +45,14 @@ void archive_earlier_run(const fs::path& dir) {
   for (int n = 2; fs::exists(to); ++n)  // two runs ended within a second: the first one's archive stays
     to = dir / "archive" / log::concat(stamp, "-", n);
   fs::create_directories(to);
-  for (const fs::path& p : earlier) fs::rename(p, to / p.filename());
+  // TensorBoard reads every file under its --logdir whose name holds "tfevents": kept so, each resume's archive showed
+  // as one more run, the resumed steps twice (the resume replays them from the version).
+  for (const fs::path& p : earlier) {
+    std::string name = p.filename().string();
+    if (const std::size_t at = name.find("tfevents"); at != std::string::npos)
+      name.replace(at, 8, "archived-tf-events");
+    fs::rename(p, to / name);
+  }
   log::info("an earlier run's metrics in ", dir.string(), " moved to ", to.string());
 }
 }  // namespace

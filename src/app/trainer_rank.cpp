@@ -121,7 +121,18 @@ class TrainerRank {
   // Version 0 of the policy resource, unless rank 0 restored the versions of a resumed run.
   void announce_first_version() {
     try {
-      store_.get_latest_resources(store::policy_resources);
+      const store::ResourcesVersion latest = store_.get_latest_resources(store::policy_resources);
+      // Resumed: the weights restored (each trainer its share, the rest over MPI or NCCL, on the CPU or straight into
+      // GPU memory) must be the ones that version was trained to, whose checksum the store kept.
+      const comm::work::PolicyResource saved = comm::work::decode_policy_resource(latest.content);
+      if (saved.version == static_cast<std::uint64_t>(version_)) {
+        const std::uint32_t restored = checksum(policy_);
+        if (saved.checksum != restored)
+          throw Error(log::concat("the weights restored for policy version ", saved.version, " have CRC-32C ", restored,
+                                  ", not the ", saved.checksum, " they were trained to"));
+        log::info("the weights restored for policy version ", saved.version, " are those it was trained to (CRC-32C ",
+                  restored, ")");
+      }
     } catch (const store::StoreError& e) {
       if (e.code() != store::StoreError::not_found) throw;  // not "no policy yet": the store's own failure
       store_.add_resources(store::policy_resources,

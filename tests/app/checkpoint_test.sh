@@ -50,6 +50,9 @@ check 'grep -q "v00000010.h5 .* step 10  policy version 10  parent v00000008.h5.
 train 3 "$work/a" --run.steps 14 --checkpoint.every_steps 4 --resume auto
 check '[ $rc = 0 ]' "resume failed: $(tail -3 "$work/err")"
 check 'grep -q "^step=11 version=11 " "$work/out"' "resume did not continue at step 11: $(head -12 "$work/out")"
+# The trainer leader checks what it restored (its share, the others' over MPI) against the checksum the store kept.
+check 'grep -q "weights restored for policy version 10 are those it was trained to" "$work/err"' \
+  "no check of the weights restored: $(grep -E "restored|rror" "$work/err" | head -3)"
 check '[ "$(steps_of "$work/a")" = "$(seq 1 14 | xargs)" ]' "metrics steps: $(steps_of "$work/a")"
 mkdir -p "$work/py"
 check '/usr/bin/python3 tests/app/read_events.py "$work/a" src/app/proto "$work/py" >/dev/null' "event file after resume"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Faults at the edges of a run (issue 17): signals during start-up and in the last step, a
 # checkpoint path of 300 characters, a slow restore, a rank that hangs in start-up, a damaged segment of the
-# store's history, a slow checkpoint file system. Every run is bounded.
+# store's history, a slow checkpoint file system, one that stalls. Every run is bounded.
 # Usage: hardening_test.sh BUILD/arclight SOURCE_DIR
 set -u
 bin=$(realpath "$1"); src=$2
@@ -258,6 +258,17 @@ for mode in none all; do
   check '[ $rc = 0 ] && grep -q "resuming from .*v00000008.h5: step 8" "$work/err" && grep -q "over 10 steps; 0 rollouts trained on twice" "$work/trained"' \
     "span_log $mode, the resume after late writes: exit $rc: $(grep -E "error|resuming" "$work/err" | head -3); $(tail -1 "$work/trained")"
 done
+
+# 13. A checkpoint write that does not end (a stalled file system; here a writer that begins 600 s late): the job
+# waited for it at the next version, every rank alive, until Slurm's time limit. Past
+# checkpoint.write_timeout_seconds it ends, to be requeued (exit 3), with one message.
+start=$(date +%s)
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml \
+  --run.dir "$work/stalled" --run.steps 20 --checkpoint.every_steps 2 --faults.slow_checkpoint_seconds 600 \
+  --checkpoint.write_timeout_seconds 3 >"$work/out" 2>"$work/err"
+rc=$?
+check '[ $rc = 3 ] && [ $(( $(date +%s) - start )) -lt 60 ] && grep -q "has not been written in 3 s (checkpoint.write_timeout_seconds)" "$work/err"' \
+  "a stalled checkpoint write: exit $rc after $(( $(date +%s) - start )) s: $(grep -E "error|rror" "$work/err" | head -3)"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ $failures = 0 ]

@@ -93,6 +93,16 @@ BOOST_AUTO_TEST_CASE(earlier_runs_are_archived_and_none_is_overwritten) {
     }
   std::sort(archived.begin(), archived.end());
   BOOST_TEST(archived == (std::vector<std::string>{"{\"step\":1,\"reward\":1}\n", "{\"step\":1,\"reward\":2}\n"}));
+  // TensorBoard reads every file under its --logdir whose name holds "tfevents": the archived ones are out of its
+  // sight (each resume showed as a run of its own, its steps twice), the new run's in it.
+  int event_files = 0, archived_events = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.dir())) {
+    const std::string name = e.path().filename().string();
+    event_files += name.find("tfevents") != std::string::npos;
+    archived_events += name.find("archived-tf-events") != std::string::npos;
+  }
+  BOOST_TEST(event_files == 1);
+  BOOST_TEST(archived_events == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

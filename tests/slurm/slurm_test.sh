@@ -154,8 +154,23 @@ job=$(BIN="$work/no-such-arclight" ARCLIGHT_MAX_FAILURE_REQUEUES=1 submit train_
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
 check '[ "$state" = FAILED ] && [ "$(restarts "$job")" = 1 ]' \
   "a job with no binary ended $state after $(restarts "$job") restarts: $(grep arclight: "$work/no_binary.out" | tail -3)"
+# 7. A failure after Slurm's warning (a node lost in the job's last minutes) is a failure like any other: counted, and
+# requeued (or chained). It ended the job FAILED, and the run stopped until someone submitted it again. Ranks that die of
+# the forwarded SIGUSR1 stand for it here; the requeued job's ranks fail at once, and the count (at most 1) ends it.
+printf '#!/bin/sh\n[ -e "%s/warned" ] && exit 1\ntouch "%s/started"\nwhile :; do sleep 0.2; done\n' "$work" "$work" \
+  >"$work/dies_on_usr1"
+chmod +x "$work/dies_on_usr1"
+job=$(BIN="$work/dies_on_usr1" ARCLIGHT_MAX_FAILURE_REQUEUES=1 submit train_128gpu.sh late_failure --run.steps 5)
+wait_until "the ranks of job $job" 60 '[ -e "$work/started" ]'
+touch "$work/warned"
+scancel --signal=USR1 --batch "$job"
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
+check '[ "$state" = FAILED ] && [ "$(restarts "$job")" = 1 ]' \
+  "a job that failed after Slurm's warning ended $state after $(restarts "$job") restarts: $(grep arclight: "$work/late_failure.out" | tail -3)"
+check 'grep -q "the job failed (exit [0-9]*), failure 1 of at most 1 since its latest checkpoint" "$work/late_failure.out"' \
+  "the failure after the warning was not counted: $(grep arclight: "$work/late_failure.out" | tail -3)"
 
-# 7. Slurm's SIGTERM (here scontrol requeue's) reaches mpirun too, which kills the ranks 1 s after passing it on unless
+# 8. Slurm's SIGTERM (here scontrol requeue's) reaches mpirun too, which kills the ranks 1 s after passing it on unless
 # told otherwise: a version that takes longer to write (680 MB here, about 2 s, after steps under 1 s) must still land
 # (the script gives the ranks Slurm's KillWait), and the requeued job resumes from it.
 job=$(submit train_128gpu.sh big --run.steps 1000 --checkpoint.every_steps 0 \

@@ -203,6 +203,10 @@ struct CheckpointConfig {
   // more than half of them; "always"; "never" (through the page cache: a file system where direct reads are slow,
   // such as NFS).
   std::string direct_reads = "auto";
+  // A version still being written this long after its write began when the job needs it done (the next version, the
+  // end, a signal): the file system stalls, and the job ends, to be requeued (it waited for Slurm's time limit, and
+  // ended TIMEOUT, never requeued). 0: no limit.
+  double write_timeout_seconds = 1800;
 };
 
 // Deliberate faults, for tests and failure drills. Off by default.
