@@ -226,9 +226,8 @@ void read_tool_choice(const json& body, const json& tools, ChatRequest& out) {
   if (!has_tool(tools, out.tool_name)) bad("tool_choice", "no tool named \"" + out.tool_name + "\" in tools");
 }
 
-// The tools the prompt shows: none, all, or the one named.
+// The tools the prompt shows: all, or the one named.
 json tools_shown(const json& tools, const ChatRequest& request) {
-  if (request.tool_choice == ToolChoice::none) return json::array();
   if (request.tool_choice != ToolChoice::named) return tools;
   json out = json::array();
   for (const json& tool : tools)
@@ -273,7 +272,10 @@ ChatRequest parse_chat_request(std::string_view body) {
     if (!kwargs->is_object()) bad("chat_template_kwargs", "expected an object");
     if (field(*kwargs, "enable_thinking")) out.enable_thinking = boolean(*kwargs, "enable_thinking");
   }
-  const json conversation = {{"messages", *messages}, {"tools", tools_shown(tools ? *tools : no_tools, out)}};
+  json conversation = {{"messages", *messages}};
+  // As given, an empty list too (Llama 3.1's template writes its tools block for one, as vLLM renders it); none for
+  // tool_choice none.
+  if (tools && out.tool_choice != ToolChoice::none) conversation["tools"] = tools_shown(*tools, out);
   try {
     out.conversation = text::parse_conversation(conversation.dump());
   } catch (const std::exception& e) {  // UsageError, or the JSON library's on a part of an unexpected type

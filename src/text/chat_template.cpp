@@ -187,10 +187,10 @@ std::string llama3_tools_message(const Conversation& c, std::size_t first, const
 // Llama 3: each message under its role's header, trimmed, ended by <|eot_id|>; tool calls as Llama 3.1 writes them
 // ({"name": ..., "parameters": ...}) and tool results under the ipython role.
 std::string render_llama3(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
-  const bool tools = !c.tools.empty();
-  if (tools && !t.knowledge_cutoff)
+  if (!c.tools.empty() && !t.knowledge_cutoff)
     throw UsageError("chat template " + t.name +
                      ": tool definitions are not supported (Llama 3.1's and 3.2's are, and ChatML's)");
+  const bool tools = c.tools_given && t.knowledge_cutoff;  // 3.0's template has no tools block
   std::string out = t.bos_token;
   const bool has_system = !c.messages.empty() && c.messages[0].role == "system";
   std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0;

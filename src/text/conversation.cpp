@@ -134,6 +134,7 @@ Conversation parse_conversation(std::string_view json_text) {
     messages = &root["messages"];
     if (root.contains("tools") && !root["tools"].is_null()) {
       if (!root["tools"].is_array()) bad("tools", "expected a list");
+      out.tools_given = true;
       for (const json& tool : root["tools"]) out.tools.push_back(tojson(tool));
     }
   }

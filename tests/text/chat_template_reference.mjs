@@ -69,7 +69,9 @@ function conversation(random, withTools, oneCall) {
     if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false, oneCall));
   }
   const request = { messages, add_generation_prompt: random.chance(0.5) };
-  if (withTools && random.chance(0.4)) request.tools = Array.from({ length: 1 + random.int(3) }, (_, i) => toolDefinition(random, i));
+  // An empty list too: Llama 3.1's template writes its tools block for one ("tools is not none"), Qwen's none.
+  if (withTools && random.chance(0.4))
+    request.tools = random.chance(0.2) ? [] : Array.from({ length: 1 + random.int(3) }, (_, i) => toolDefinition(random, i));
   if (random.chance(0.3)) request.enable_thinking = random.chance(0.5);
   return request;
 }

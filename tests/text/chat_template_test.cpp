@@ -159,6 +159,18 @@ BOOST_AUTO_TEST_CASE(llama3_tools_are_indented_as_python_json_dumps) {
   BOOST_TEST(text.find("Do not use variables.\n\n" + indented + "\n\nU<|eot_id|>") != std::string::npos, text);
 }
 
+// An empty list of tools is given tools to Llama 3.1's template ("tools is not none": its block, listing none, as
+// transformers and vLLM render it); to Qwen's, none ("if tools"); absent, none.
+BOOST_AUTO_TEST_CASE(an_empty_list_of_tools_is_rendered_as_each_template_renders_it) {
+  const Conversation empty = chat(R"({"messages": [{"role": "user", "content": "U"}], "tools": []})");
+  const Conversation absent = chat(R"({"messages": [{"role": "user", "content": "U"}]})");
+  const std::string llama = ChatTemplate::named("llama3.1").render(empty);
+  BOOST_TEST(llama.find("Environment: ipython\n") != std::string::npos, llama);
+  BOOST_TEST(llama.find("Do not use variables.\n\nU<|eot_id|>") != std::string::npos, llama);
+  BOOST_TEST(ChatTemplate::named("llama3.1").render(absent).find("ipython") == std::string::npos);
+  BOOST_TEST(ChatTemplate::named("qwen2.5").render(empty) == ChatTemplate::named("qwen2.5").render(absent));
+}
+
 BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
   const auto c = chat(R"({"messages": [{"role": "user", "content": "U"},
     {"role": "assistant", "content": null, "tool_calls": [{"type": "function",

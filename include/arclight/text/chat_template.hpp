@@ -29,6 +29,9 @@ struct Message {
 struct Conversation {
   std::vector<Message> messages;
   std::vector<std::string> tools;  // each tool's definition as JSON text, serialized like Jinja's tojson
+  // "tools" given, even as an empty list: Llama 3.1's and 3.2's templates write their tools block for one ("tools is
+  // not none"), as transformers and vLLM render it; Qwen's write none ("if tools").
+  bool tools_given = false;
 };
 
 // OpenAI-style JSON: a list of messages, or {"messages": [...], "tools": [...]}. Content may be a string, null, or
