@@ -16,17 +16,24 @@ GenerationEngine::GenerationEngine(model::Policy& policy, int rows)
       vocab_(policy.vocab_size()),
       max_seq_(policy.architecture().max_seq) {}
 
+// What DecodeBatch would refuse on the owning thread is refused here, where the caller can answer 400 and a response's
+// other choices are not started (a bad top_logprobs or top_p was refused there, a 500, its other choices run).
 void GenerationEngine::check(const serve::GenerationRequest& request) const {
-  // What DecodeBatch would refuse on the owning thread is refused here, where the caller can answer 400.
-  if (request.prompt.empty()) throw UsageError("the prompt is empty");
-  for (std::int32_t id : request.prompt)
-    if (id < 0 || id >= vocab_)
-      throw UsageError(log::concat("token id ", id, " is outside the vocabulary (", vocab_, ")"));
-  if (static_cast<int>(request.prompt.size()) >= max_seq_)
-    throw UsageError(log::concat("a prompt of ", request.prompt.size(),
-                                 " tokens leaves no room to answer (the model's ", "context is ", max_seq_,
-                                 " tokens)"));
-  if (request.max_tokens < 1) throw UsageError("max_tokens must be at least 1");
+  model::check_request(sequence_of(request), policy_.architecture());
+}
+
+model::SequenceRequest GenerationEngine::sequence_of(serve::GenerationRequest request) const {
+  model::SequenceRequest sequence;
+  // Never past the context: the last position ends the answer with finish reason "length".
+  sequence.max_new_tokens = std::min(request.max_tokens, max_seq_ - static_cast<int>(request.prompt.size()));
+  sequence.prompt = std::move(request.prompt);
+  sequence.sampling = {request.temperature, request.top_k, request.top_p};
+  // A stop token the model cannot draw (the template's, with a smaller agent.vocab_size) never ends anything.
+  for (std::int32_t id : request.stop_tokens)
+    if (id >= 0 && id < vocab_) sequence.stop_tokens.push_back(id);
+  sequence.seed = request.seed;
+  sequence.top_logprobs = request.top_logprobs;
+  return sequence;
 }
 
 std::vector<std::shared_ptr<serve::GenerationStream>> GenerationEngine::submit_group(
@@ -104,18 +111,8 @@ void GenerationEngine::admit() {
       stream->finish(serve::Finish::cancelled);
       continue;
     }
-    model::SequenceRequest sequence;
-    sequence.prompt = std::move(request.prompt);
-    // Never past the context: the last position ends the answer with finish reason "length".
-    sequence.max_new_tokens = std::min(request.max_tokens, max_seq_ - static_cast<int>(sequence.prompt.size()));
-    sequence.sampling = {request.temperature, request.top_k, request.top_p};
-    // A stop token the model cannot draw (the template's, with a smaller agent.vocab_size) never ends anything.
-    for (std::int32_t id : request.stop_tokens)
-      if (id >= 0 && id < vocab_) sequence.stop_tokens.push_back(id);
-    sequence.seed = request.seed;
-    sequence.top_logprobs = request.top_logprobs;
     try {
-      live_[batch_->add(std::move(sequence))] = stream;
+      live_[batch_->add(sequence_of(std::move(request)))] = stream;
     } catch (const std::exception& e) {
       stream->finish(serve::Finish::error, e.what());
     }

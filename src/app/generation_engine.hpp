@@ -48,6 +48,7 @@ class GenerationEngine : public serve::Generator {
     std::uint64_t group;
   };
   void check(const serve::GenerationRequest& request) const;
+  model::SequenceRequest sequence_of(serve::GenerationRequest request) const;
   void admit();
   void drop_cancelled();
   void deliver(const model::SequenceToken& token);

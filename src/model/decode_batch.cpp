@@ -19,23 +19,6 @@ constexpr int most_top_logprobs = 20;
 
 bool is_token(std::int32_t token, int vocab_size) { return token >= 0 && token < vocab_size; }
 
-// Refuses a request no step could serve, naming what is wrong.
-void check_request(const SequenceRequest& r, const Architecture& a) {
-  const auto refuse = [](const auto&... what) { throw UsageError(log::concat("DecodeBatch::add: ", what...)); };
-  if (r.prompt.empty()) refuse("empty prompt");
-  for (const std::int32_t token : r.prompt)
-    if (!is_token(token, a.vocab_size)) refuse("prompt token ", token, " is outside the vocabulary of ", a.vocab_size);
-  for (const std::int32_t token : r.stop_tokens)
-    if (!is_token(token, a.vocab_size)) refuse("stop token ", token, " is outside the vocabulary of ", a.vocab_size);
-  if (static_cast<std::int64_t>(r.prompt.size()) >= a.max_seq)
-    refuse("a prompt of ", r.prompt.size(), " tokens leaves no room for a new one in model.max_seq = ", a.max_seq);
-  if (r.max_new_tokens < 1) refuse("max_new_tokens = ", r.max_new_tokens, " (at least 1)");
-  if (r.top_logprobs < 0 || r.top_logprobs > most_top_logprobs)
-    refuse("top_logprobs = ", r.top_logprobs, " (0..", most_top_logprobs, ")");
-  const Sampling& s = r.sampling;
-  if (!(std::isfinite(s.temperature) && s.temperature >= 0) || s.top_k < 0 || !(s.top_p > 0 && s.top_p <= 1))
-    refuse("sampling needs temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
-}
 
 // The N most likely tokens of a distribution [1, vocab], most likely first.
 std::vector<std::pair<std::int32_t, float>> most_likely(const torch::Tensor& logprobs, int n) {
@@ -60,6 +43,24 @@ torch::Tensor index_on(const torch::Tensor& like, std::vector<std::int64_t> valu
 }
 
 }  // namespace
+
+void check_request(const SequenceRequest& r, const Architecture& a) {
+  const auto refuse = [](const auto&... what) { throw UsageError(log::concat(what...)); };
+  if (r.prompt.empty()) refuse("the prompt is empty");
+  for (const std::int32_t token : r.prompt)
+    if (!is_token(token, a.vocab_size)) refuse("prompt token ", token, " is outside the vocabulary of ", a.vocab_size);
+  for (const std::int32_t token : r.stop_tokens)
+    if (!is_token(token, a.vocab_size)) refuse("stop token ", token, " is outside the vocabulary of ", a.vocab_size);
+  if (static_cast<std::int64_t>(r.prompt.size()) >= a.max_seq)
+    refuse("a prompt of ", r.prompt.size(), " tokens leaves no room to answer (the model's context is ", a.max_seq,
+           " tokens)");
+  if (r.max_new_tokens < 1) refuse("max_new_tokens = ", r.max_new_tokens, " (at least 1)");
+  if (r.top_logprobs < 0 || r.top_logprobs > most_top_logprobs)
+    refuse("top_logprobs = ", r.top_logprobs, " (0..", most_top_logprobs, ")");
+  const Sampling& s = r.sampling;
+  if (!(std::isfinite(s.temperature) && s.temperature >= 0) || s.top_k < 0 || !(s.top_p > 0 && s.top_p <= 1))
+    refuse("sampling needs temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
+}
 
 struct DecodeBatch::Impl {
   struct Sequence {

@@ -168,6 +168,14 @@ BOOST_AUTO_TEST_CASE(cancelled_and_closed_requests_end_and_bad_ones_are_refused)
   BOOST_CHECK_THROW(engine.submit(greedy({40}, 4)), UsageError);                              // outside the vocabulary
   BOOST_CHECK_THROW(engine.submit(greedy(std::vector<std::int32_t>(24, 1), 1)), UsageError);  // no room to answer
   BOOST_CHECK_THROW(engine.submit(greedy({1}, 0)), UsageError);
+  // What the batch would refuse on the engine's thread (a 500, the response's other choices run): refused here, the
+  // whole response with it.
+  auto too_many_alternatives = greedy({1}, 4);
+  too_many_alternatives.top_logprobs = 21;
+  auto no_mass = greedy({1}, 4);
+  no_mass.top_p = 0;
+  BOOST_CHECK_THROW(engine.submit_group({greedy({1}, 4), too_many_alternatives}), UsageError);
+  BOOST_CHECK_THROW(engine.submit(no_mass), UsageError);
   // A request after the close would wait for ever (and the HTTP server's stop for it): refused, 503.
   BOOST_CHECK_EXCEPTION(engine.submit(greedy({1}, 4)), serve::HttpError,
                         [](const serve::HttpError& e) { return e.status() == 503; });

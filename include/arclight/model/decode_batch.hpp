@@ -20,7 +20,10 @@ struct SequenceRequest {
   int max_new_tokens = 16;           // at least 1; prompt + max_new_tokens is capped at the model's max_seq
   Sampling sampling;
   std::vector<std::int32_t> stop_tokens;  // the sequence ends with the first of these it draws (included)
-  std::optional<std::uint64_t> seed;      // the same seed and prompt draw the same tokens, whatever else runs
+  // The same seed and prompt draw the same random numbers whatever else runs; the tokens are the same where the
+  // logits are (float32 on the CPU): in a busy batch the prompt is padded and attention spans other rows' lengths,
+  // which changes reductions' order, and on a GPU the kernels, within rounding.
+  std::optional<std::uint64_t> seed;
   int top_logprobs = 0;                   // also report the N most likely tokens at each position (0..20)
 };
 
@@ -37,6 +40,10 @@ struct SequenceToken {
   std::vector<std::pair<std::int32_t, float>> top;
   FinishReason finish = FinishReason::none;  // set on the sequence's last token
 };
+
+// Refuses (UsageError naming what is wrong) a request no step could serve: DecodeBatch::add's check, which a caller on
+// another thread makes first to answer it at once.
+void check_request(const SequenceRequest& r, const Architecture& a);
 
 class DecodeBatch {
  public:
