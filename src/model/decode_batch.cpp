@@ -19,7 +19,6 @@ constexpr int most_top_logprobs = 20;
 
 bool is_token(std::int32_t token, int vocab_size) { return token >= 0 && token < vocab_size; }
 
-
 // The N most likely tokens of a distribution [1, vocab], most likely first.
 std::vector<std::pair<std::int32_t, float>> most_likely(const torch::Tensor& logprobs, int n) {
   const auto [values, tokens] = logprobs.topk(std::min<std::int64_t>(n, logprobs.size(-1)), -1);  // a tiny vocabulary

@@ -24,7 +24,7 @@ struct SequenceRequest {
   // logits are (float32 on the CPU): in a busy batch the prompt is padded and attention spans other rows' lengths,
   // which changes reductions' order, and on a GPU the kernels, within rounding.
   std::optional<std::uint64_t> seed;
-  int top_logprobs = 0;                   // also report the N most likely tokens at each position (0..20)
+  int top_logprobs = 0;  // also report the N most likely tokens at each position (0..20)
 };
 
 enum class FinishReason : std::uint8_t { none, stop, length };  // none: still running
