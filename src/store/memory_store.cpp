@@ -166,15 +166,23 @@ void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, doubl
   if (rollout.attempts.back() != a.id || is_final(r.status)) return;  // only the latest attempt moves its rollout
   switch (to) {
     case AttemptStatus::running:
-      if (r.status == RolloutStatus::preparing) set_rollout_status(rollout, RolloutStatus::running, now);
+      // The latest attempt alive again after the watchdog requeued its rollout (a span, a report of running, before
+      // another worker took it): the rollout runs again, as Agent Lightning's heartbeat has it; left requeuing, it
+      // was run a second time, and this attempt's result did not count.
+      if (r.status == RolloutStatus::preparing || r.status == RolloutStatus::requeuing)
+        set_rollout_status(rollout, RolloutStatus::running, now);
       break;
     case AttemptStatus::succeeded: set_rollout_status(rollout, RolloutStatus::succeeded, now); break;
     case AttemptStatus::failed:
     case AttemptStatus::timeout:
     case AttemptStatus::unresponsive:
-      if (r.status == RolloutStatus::preparing || r.status == RolloutStatus::running) {
-        bool retry = r.config.retries_on(to) && a.sequence_id < r.config.max_attempts;
-        set_rollout_status(rollout, retry ? RolloutStatus::requeuing : RolloutStatus::failed, now);
+      // Requeuing too: an unresponsive attempt that then fails is judged by its new ending (failed is not retried
+      // where retry_condition leaves it out).
+      if (r.status == RolloutStatus::preparing || r.status == RolloutStatus::running ||
+          r.status == RolloutStatus::requeuing) {
+        const bool retry = r.config.retries_on(to) && a.sequence_id < r.config.max_attempts;
+        const RolloutStatus next = retry ? RolloutStatus::requeuing : RolloutStatus::failed;
+        if (next != r.status) set_rollout_status(rollout, next, now);
       }
       break;
     case AttemptStatus::preparing: break;

@@ -280,6 +280,37 @@ inline void silence_makes_an_attempt_unresponsive_and_a_span_revives_it(Harness&
   BOOST_TEST((s.get_rollout(id).status == RolloutStatus::succeeded));
 }
 
+// The latest attempt alive again before anyone took its requeued rollout: the rollout runs again and its success
+// ends it (left requeuing, it ran a second time and this success did not count), by a span or a report of running.
+// One that fails instead is judged by that ending.
+inline void a_revived_latest_attempt_takes_its_rollout_back(Harness& h) {
+  Store& s = h.store();
+  RolloutConfig no_retry_on_failure = retrying_config();
+  no_retry_on_failure.retry_condition = bit(AttemptStatus::unresponsive);
+  for (int way = 0; way < 3; ++way) {
+    RolloutId id = s.enqueue(task("x", no_retry_on_failure)).id;
+    auto first = *s.dequeue("slow");
+    s.add_span(span_of(first));
+    h.advance(0.8);  // past unresponsive_seconds (0.5)
+    h.scan();
+    BOOST_TEST((s.get_rollout(id).status == RolloutStatus::requeuing));
+    if (way == 2) {  // it fails: not retried on failure
+      s.update_attempt(id, first.attempt.id, status_update(AttemptStatus::failed));
+      BOOST_TEST((s.get_rollout(id).status == RolloutStatus::failed));
+      BOOST_TEST(!s.dequeue("other").has_value());
+      continue;
+    }
+    if (way == 0)
+      s.add_span(span_of(first));
+    else
+      s.update_attempt(id, first.attempt.id, status_update(AttemptStatus::running));
+    BOOST_TEST((s.get_rollout(id).status == RolloutStatus::running), "way " << way);
+    BOOST_TEST(!s.dequeue("other").has_value(), "way " << way);  // not handed out again
+    s.update_attempt(id, first.attempt.id, status_update(AttemptStatus::succeeded));
+    BOOST_TEST((s.get_rollout(id).status == RolloutStatus::succeeded), "way " << way);
+  }
+}
+
 inline void a_timed_out_attempt_is_never_revived(Harness& h) {
   Store& s = h.store();
   RolloutConfig c = retrying_config();
@@ -640,6 +671,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"requeued_rollouts_go_to_the_back", requeued_rollouts_go_to_the_back},
       {"silence_makes_an_attempt_unresponsive_and_a_span_revives_it",
        silence_makes_an_attempt_unresponsive_and_a_span_revives_it},
+      {"a_revived_latest_attempt_takes_its_rollout_back", a_revived_latest_attempt_takes_its_rollout_back},
       {"a_timed_out_attempt_is_never_revived", a_timed_out_attempt_is_never_revived},
       {"heartbeats_keep_an_attempt_alive", heartbeats_keep_an_attempt_alive},
       {"a_report_of_running_keeps_an_attempt_alive", a_report_of_running_keeps_an_attempt_alive},
