@@ -26,7 +26,8 @@
 #                     failure that comes back before the next checkpoint (a bad node, a bad version) ends the job.
 #                     Counted in the checkpoint directory (.slurm-failures), so a chain's links share it.
 #   ARCLIGHT_MODEL_STAGE  a directory on each node's own disk (e.g. /tmp or /local/scratch): the Hugging Face model
-#                     directory ARCLIGHT_MODEL (the config's model.path) is copied there once per node before training
+#                     directory ARCLIGHT_MODEL (required with it; the config must say model.source = "hf", as
+#                     configs/qwen3_0.6b.toml does) is copied there once per node before training
 #                     (srun, one task per node; the weights, JSON, Jinja and tokenizer.model files, links followed, as
 #                     a Hugging Face cache's snapshot holds them) and every rank reads it from there (--model.path).
 #                     Removed when the job step ends on its own; a job that Slurm ends (scancel, time limit, requeue)
