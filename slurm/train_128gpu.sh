@@ -154,9 +154,10 @@ else
   echo "arclight: the job step exited with $rc"
 fi
 unstage
-if [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] && [ "$warned" = 0 ] && [ "$termed" = 0 ]; then
-  # An end with no signal seen: the job's own (a hung rank, a rank or node lost), or Slurm's SIGTERM that reached
-  # the ranks (on any node) before this shell: give that a few seconds to come.
+if [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] && [ "$termed" = 0 ] &&
+  ! { [ "$warned" = 1 ] && [ "$rc" -eq "$exit_requeue" ]; }; then
+  # A failure, no SIGTERM seen (after the warning too): the job's own (a hung rank, a rank or node lost), or Slurm's
+  # SIGTERM that reached the ranks (on any node) before this shell: give that a few seconds to come.
   sleep 5 & wait $! 2>/dev/null
 fi
 

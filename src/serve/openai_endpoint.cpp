@@ -290,16 +290,15 @@ class Endpoint {
                ChoiceReader::Piece::given)
           waited = true;
         waited = true;
-        if (piece == ChoiceReader::Piece::ended) {
-          ended[i] = true;
-          --left;
-        }
+        if (piece != ChoiceReader::Piece::ended) continue;
+        ended[i] = true;
+        --left;
+        // At once: the answer's end cancels the other choices.
+        const ChoiceReader& choice = *answer.choices[i];
+        if (choice.client_gone()) throw HttpError(499, "the client closed its connection", "invalid_request_error");
+        if (choice.finish_reason() == "error")
+          throw HttpError(500, "generation failed: " + choice.error(), "server_error");
       }
-    }
-    for (auto& choice : answer.choices) {
-      if (choice->client_gone()) throw HttpError(499, "the client closed its connection", "invalid_request_error");
-      if (choice->finish_reason() == "error")
-        throw HttpError(500, "generation failed: " + choice->error(), "server_error");
     }
     for (std::size_t i = 0; i < answer.choices.size(); ++i) record(answer, i);
   }

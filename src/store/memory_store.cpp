@@ -176,13 +176,9 @@ void MemoryStore::transition_attempt(AttemptRecord& rec, AttemptStatus to, doubl
     case AttemptStatus::failed:
     case AttemptStatus::timeout:
     case AttemptStatus::unresponsive:
-      // Requeuing too: an unresponsive attempt that then fails is judged by its new ending (failed is not retried
-      // where retry_condition leaves it out).
-      if (r.status == RolloutStatus::preparing || r.status == RolloutStatus::running ||
-          r.status == RolloutStatus::requeuing) {
-        const bool retry = r.config.retries_on(to) && a.sequence_id < r.config.max_attempts;
-        const RolloutStatus next = retry ? RolloutStatus::requeuing : RolloutStatus::failed;
-        if (next != r.status) set_rollout_status(rollout, next, now);
+      if (r.status == RolloutStatus::preparing || r.status == RolloutStatus::running) {
+        bool retry = r.config.retries_on(to) && a.sequence_id < r.config.max_attempts;
+        set_rollout_status(rollout, retry ? RolloutStatus::requeuing : RolloutStatus::failed, now);
       }
       break;
     case AttemptStatus::preparing: break;
@@ -256,14 +252,20 @@ MemoryStore::AttemptRecord& MemoryStore::span_target(RolloutId rollout_id, Attem
     throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) +
                   ": span refused");
   if (is_final(a.status)) throw refused(name_of(a) + " is " + std::string(to_string(a.status)) + ": span refused");
-  if (a.status != AttemptStatus::running)
-    transition_attempt(rec, AttemptStatus::running, now);  // first span, or revival
+  note_alive(rec, now);  // first span, or revival
+  return rec;
+}
+
+// A sign of life (a span, a report of running): the attempt runs, its heartbeat is now, and a revived attempt takes
+// its worker back (whose heartbeats keep it alive from then on).
+void MemoryStore::note_alive(AttemptRecord& rec, double now) {
+  Attempt& a = rec.attempt;
+  if (a.status != AttemptStatus::running) transition_attempt(rec, AttemptStatus::running, now);
   a.last_heartbeat_time = now;
   if (!a.worker_id.empty()) {
     Worker& w = worker_record(a.worker_id, now);
-    if (w.current_attempt == 0) take_worker(w, a, now);  // a revived attempt takes its worker back
+    if (w.current_attempt == 0) take_worker(w, a, now);
   }
-  return rec;
 }
 
 std::uint64_t MemoryStore::store_record(AttemptRecord& rec, std::uint64_t sequence_id, std::string record) {
@@ -347,11 +349,13 @@ Attempt MemoryStore::update_attempt(RolloutId rollout_id, AttemptId attempt_id, 
   if (is_final(rollout.rollout.status))
     throw refused(name_of(rollout.rollout) + " is " + std::string(to_string(rollout.rollout.status)) +
                   ": its attempts take no more updates");
-  if (update.status) transition_attempt(rec, *update.status, now);
-  if (update.worker_id) rec.attempt.worker_id = *update.worker_id;
   // An attempt reported running is alive, as after a span: the runners' task interface sends that as its heartbeat
   // (it was running already, and the watchdog failed an agent that reported every 10 s in a 45 s tool call).
-  if (update.status == AttemptStatus::running) rec.attempt.last_heartbeat_time = now;
+  if (update.status == AttemptStatus::running)
+    note_alive(rec, now);
+  else if (update.status)
+    transition_attempt(rec, *update.status, now);
+  if (update.worker_id) rec.attempt.worker_id = *update.worker_id;
   if (update.last_heartbeat_time) rec.attempt.last_heartbeat_time = *update.last_heartbeat_time;
   return rec.attempt;
 }

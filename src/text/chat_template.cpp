@@ -190,7 +190,7 @@ std::string render_llama3(const ChatTemplate& t, const Conversation& c, const Re
   if (!c.tools.empty() && !t.knowledge_cutoff)
     throw UsageError("chat template " + t.name +
                      ": tool definitions are not supported (Llama 3.1's and 3.2's are, and ChatML's)");
-  const bool tools = c.tools_given && t.knowledge_cutoff;  // 3.0's template has no tools block
+  const bool tools = (c.tools_given || !c.tools.empty()) && t.knowledge_cutoff;  // 3.0's template has none
   std::string out = t.bos_token;
   const bool has_system = !c.messages.empty() && c.messages[0].role == "system";
   std::size_t i = t.knowledge_cutoff && has_system ? 1 : 0;

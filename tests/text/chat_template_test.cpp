@@ -192,6 +192,7 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
   BOOST_CHECK_THROW(ChatTemplate::named("llama3.1").render(system_only), UsageError);
   Conversation without_tools = c;
   without_tools.tools.clear();
+  without_tools.tools_given = false;
   BOOST_TEST(
       ChatTemplate::named("llama3.1")
           .render(without_tools)

@@ -205,7 +205,7 @@ struct CheckpointConfig {
   std::string direct_reads = "auto";
   // A version still being written this long after its write began when the job needs it done (the next version, the
   // end, a signal): the file system stalls, and the job ends, to be requeued (it waited for Slurm's time limit, and
-  // ended TIMEOUT, never requeued). 0: no limit.
+  // ended TIMEOUT, never requeued). Counted from the write's start, after a signal too. 0: no limit.
   double write_timeout_seconds = 1800;
 };
 

@@ -224,6 +224,8 @@ class MemoryStore : public Store {
   // Moves an attempt to `status` (refusing invalid moves) and, when it is its rollout's
   // latest attempt, moves the rollout along: running, succeeded, or requeued / failed.
   void transition_attempt(AttemptRecord& attempt, AttemptStatus status, double now);
+  // A sign of life (a span, a report of running): running, heartbeat now, a revived attempt's worker taken back.
+  void note_alive(AttemptRecord& attempt, double now);
   // Checks a span's sequence id and that its attempt takes spans now, marks it running and heartbeats it.
   AttemptRecord& span_target(RolloutId rollout_id, AttemptId attempt_id, std::uint64_t sequence_id, double now);
   // Keeps a span record under its attempt with `sequence_id` (0: the rollout's next) and returns its sequence id;
