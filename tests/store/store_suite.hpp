@@ -36,6 +36,15 @@ inline RolloutConfig retrying_config() {
   return c;
 }
 
+// Rollouts where only silence counts. Over MPI the clock is real: a gap between signs of life is 0.3 s, a scan's 0.08 s
+// and two round trips, well within 1 s on a loaded machine; without them the four gaps' 1.2 s would be silence past it.
+inline RolloutConfig silence_only_config() {
+  RolloutConfig c = retrying_config();
+  c.timeout_seconds = 0;
+  c.unresponsive_seconds = 1.0;
+  return c;
+}
+
 inline NewRollout task(std::string input, RolloutConfig config = retrying_config()) {
   NewRollout r;
   r.input = std::move(input);
@@ -285,11 +294,8 @@ inline void silence_makes_an_attempt_unresponsive_and_a_span_revives_it(Harness&
 // and its worker takes it back, whose heartbeats keep it alive from then on.
 inline void a_revived_latest_attempt_takes_its_rollout_back(Harness& h) {
   Store& s = h.store();
-  RolloutConfig c = retrying_config();
-  c.timeout_seconds = 0;         // only silence counts here
-  c.unresponsive_seconds = 1.0;  // over MPI the clock is real: gaps of 0.6 s keep clear of it
-  for (int way = 0; way < 2; ++way) {
-    RolloutId id = s.enqueue(task("x", c)).id;
+  for (int way = 0; way < 2; ++way) {  // gaps of 0.6 s keep clear of unresponsive_seconds (1 s)
+    RolloutId id = s.enqueue(task("x", silence_only_config())).id;
     auto first = *s.dequeue("slow");
     s.add_span(span_of(first));
     h.advance(1.3);
@@ -327,19 +333,16 @@ inline void a_timed_out_attempt_is_never_revived(Harness& h) {
   expect_refused([&] { s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::running)); });
 }
 
-inline void heartbeats_keep_an_attempt_alive(Harness& h) {
+// A running attempt that gives `sign_of_life` every 0.3 s stays running; silent past unresponsive_seconds, it is not.
+template <class SignOfLife>
+void signs_of_life_keep_an_attempt_alive(Harness& h, const SignOfLife& sign_of_life) {
   Store& s = h.store();
-  RolloutConfig c = retrying_config();
-  c.timeout_seconds = 0;  // only silence counts here
-  // Over MPI the clock is real: a gap between heartbeats is 0.3 s, a scan's 0.08 s and two round trips, well
-  // within 1 s on a loaded machine; without heartbeats the four gaps' 1.2 s would be silence past it.
-  c.unresponsive_seconds = 1.0;
-  RolloutId id = s.enqueue(task("x", c)).id;
+  RolloutId id = s.enqueue(task("x", silence_only_config())).id;
   auto ar = *s.dequeue("w1");
   s.add_span(span_of(ar));
   for (int i = 0; i < 4; ++i) {
     h.advance(0.3);
-    s.heartbeat("w1");
+    sign_of_life(s, ar);
     h.scan();
   }
   BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
@@ -348,24 +351,15 @@ inline void heartbeats_keep_an_attempt_alive(Harness& h) {
   BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::unresponsive));
 }
 
+inline void heartbeats_keep_an_attempt_alive(Harness& h) {
+  signs_of_life_keep_an_attempt_alive(h, [](Store& s, const AttemptedRollout&) { s.heartbeat("w1"); });
+}
+
 // An attempt reported running is alive, as after a span (the runners' task interface sends that as its heartbeat).
 inline void a_report_of_running_keeps_an_attempt_alive(Harness& h) {
-  Store& s = h.store();
-  RolloutConfig c = retrying_config();
-  c.timeout_seconds = 0;
-  c.unresponsive_seconds = 1.0;  // as in heartbeats_keep_an_attempt_alive
-  RolloutId id = s.enqueue(task("x", c)).id;
-  auto ar = *s.dequeue("w1");
-  s.add_span(span_of(ar));
-  for (int i = 0; i < 4; ++i) {
-    h.advance(0.3);
-    s.update_attempt(id, ar.attempt.id, status_update(AttemptStatus::running));
-    h.scan();
-  }
-  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::running));
-  h.advance(1.3);
-  h.scan();
-  BOOST_TEST((s.get_latest_attempt(id).status == AttemptStatus::unresponsive));
+  signs_of_life_keep_an_attempt_alive(h, [](Store& s, const AttemptedRollout& ar) {
+    s.update_attempt(ar.rollout.id, ar.attempt.id, status_update(AttemptStatus::running));
+  });
 }
 
 inline void cancelled_is_final(Harness& h) {
