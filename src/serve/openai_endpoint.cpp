@@ -2,26 +2,17 @@
 // to the Generator, the streams read back as text (choice_reader.cpp), and answered whole or as server-sent events.
 #include "arclight/serve/openai_endpoint.hpp"
 
-#include <ctime>
-#include <nlohmann/json.hpp>
 #include <random>
 
+#include "answer_json.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/serve/ids.hpp"
-#include "choice_reader.hpp"
-#include "openai_request.hpp"
-#include "tool_calls.hpp"
 
 namespace arclight::serve {
 namespace {
 
-using json = nlohmann::ordered_json;
-
 // Agent Lightning's proxy prefix, optional before every route: its groups are the rollout's and attempt's names.
 const std::string traced_prefix = "(?:/rollout/([^/]+)/attempt/([^/]+))?";
-
-std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
-std::string event(const json& value) { return "data: " + dump(value) + "\n\n"; }
 
 std::string random_id(const std::string& prefix) {
   thread_local std::mt19937_64 random{std::random_device{}()};
@@ -36,53 +27,15 @@ HttpResponse json_response(const json& body) { return {200, "application/json", 
 // the others have by then.
 constexpr std::chrono::milliseconds wait_for_tokens{100}, no_wait{0};
 
-struct Trace {
-  store::RolloutId rollout = 0;
-  store::AttemptId attempt = 0;
-};
-
-// One request's choices, started: the choices of prompt p are p*n .. p*n+n-1.
-struct Answer {
-  std::string id;
-  std::int64_t created = std::time(nullptr);
-  std::vector<TokenList> prompts;
-  std::vector<std::unique_ptr<ChoiceReader>> choices;
-  int n = 1;
-  std::optional<Trace> trace;
-  double temperature = 1.0;  // the traces record it
-  bool logprobs = false;
-  bool tools = false;          // tool calls are parsed from the answers
-  bool one_tool_call = false;  // parallel_tool_calls false: the first only
-  // A call that tool_choice requires, begun at the end of the prompt ("<tool_call>\n", with the named function's
-  // name): the answers continue it, and are read with it in front.
-  std::string forced_call;
-  ToolChoice tool_choice = ToolChoice::automatic;
-  ToolFormat tool_format = ToolFormat::hermes;
-
-  ~Answer() {
-    for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
-  }
-  const TokenList& prompt_of(std::size_t choice) const { return prompts[choice / n]; }
-  std::size_t prompt_tokens() const {  // each prompt once, whatever n (as OpenAI and vLLM count them)
-    std::size_t total = 0;
-    for (const TokenList& p : prompts) total += p.size();
-    return total;
-  }
-  json usage() const {
-    std::size_t completion = 0;
-    for (const auto& choice : choices) completion += choice->tokens().size();
-    return {{"prompt_tokens", prompt_tokens()},
-            {"completion_tokens", completion},
-            {"total_tokens", prompt_tokens() + completion}};
-  }
-};
+const text::Tokenizer& tokenizer_of(const ServedModel& model) {
+  if (!model.tokenizer) throw UsageError("openai endpoint: the served model has no tokenizer");
+  return *model.tokenizer;
+}
 
 class Endpoint {
  public:
   Endpoint(Generator& generator, ServedModel model, CallTracer* tracer)
-      : generator_(generator), model_(std::move(model)), tracer_(tracer) {
-    if (!model_.tokenizer) throw UsageError("openai endpoint: the served model has no tokenizer");
-  }
+      : generator_(generator), model_(std::move(model)), tracer_(tracer), json_(model_.name, tokenizer_of(model_)) {}
 
   HttpResponse models(const HttpRequest&) const {
     const json model = {{"id", model_.name},      {"object", "model"},   {"created", 0},
@@ -124,8 +77,8 @@ class Endpoint {
     read_all(*answer);
     json choices = json::array();
     for (std::size_t i = 0; i < answer->choices.size(); ++i)
-      choices.push_back(chat ? chat_choice(*answer, i) : completion_choice(*answer, i));
-    json body = header(*answer, chat ? "chat.completion" : "text_completion", choices);
+      choices.push_back(chat ? json_.chat_choice(*answer, i) : json_.completion_choice(*answer, i));
+    json body = json_.header(*answer, chat ? "chat.completion" : "text_completion", choices);
     body["usage"] = answer->usage();
     if (answer->prompts.size() == 1) body["prompt_token_ids"] = answer->prompts[0];  // else each choice has its own
     return json_response(body);
@@ -312,104 +265,6 @@ class Endpoint {
                      choice.untruncated_logprobs(), answer.temperature, choice.policy_version()});
   }
 
-  json header(const Answer& answer, const char* object, json choices) const {
-    return {{"id", answer.id},
-            {"object", object},
-            {"created", answer.created},
-            {"model", model_.name},
-            {"choices", std::move(choices)}};
-  }
-
-  // ---- logprobs ----
-  std::string token_text(std::int32_t id) const { return model_.tokenizer->piece(id, false, false); }
-
-  // A token that top-p or top-k cut has log-prob -inf, which JSON cannot hold (it was written null): -9999, as vLLM.
-  static float finite(float logprob) { return std::max(logprob, -9999.0f); }
-
-  json chat_logprob(std::int32_t id, float logprob) const {
-    const std::string text = token_text(id);
-    return {
-        {"token", text}, {"logprob", finite(logprob)}, {"bytes", std::vector<unsigned char>(text.begin(), text.end())}};
-  }
-
-  json chat_logprobs(const std::vector<StreamedToken>& tokens) const {
-    json content = json::array();
-    for (const StreamedToken& t : tokens) {
-      json entry = chat_logprob(t.id, t.logprob);
-      entry["top_logprobs"] = json::array();
-      for (const auto& [id, logprob] : t.top) entry["top_logprobs"].push_back(chat_logprob(id, logprob));
-      content.push_back(std::move(entry));
-    }
-    return {{"content", std::move(content)}};
-  }
-
-  // `offset`: where the first token's text starts in the choice's text, in characters (OpenAI's and vLLM's, Python's
-  // str indices); moved past the tokens by what each adds to the text (a special token's text is not in it).
-  json completion_logprobs(const std::vector<StreamedToken>& tokens, std::size_t& offset) const {
-    json out = {{"tokens", json::array()},
-                {"token_logprobs", json::array()},
-                {"top_logprobs", json::array()},
-                {"text_offset", json::array()}};
-    for (const StreamedToken& t : tokens) {
-      const std::string text = token_text(t.id);
-      out["tokens"].push_back(text);
-      out["token_logprobs"].push_back(finite(t.logprob));
-      json top = json::object();
-      for (const auto& [id, logprob] : t.top) top[token_text(id)] = finite(logprob);
-      // The token drawn too, as OpenAI's and vLLM's (up to logprobs + 1 entries), unless an alternative of the same
-      // text holds the place (pieces of one character, say): keyed by text, one would hide the other.
-      if (!top.contains(text)) top[text] = finite(t.logprob);
-      out["top_logprobs"].push_back(std::move(top));
-      out["text_offset"].push_back(offset);
-      for (const char byte : model_.tokenizer->piece(t.id, /*skip_special=*/true, offset == 0))
-        offset += (static_cast<unsigned char>(byte) & 0xC0) != 0x80;  // a character counted at its first byte
-    }
-    return out;
-  }
-
-  // ---- whole answers ----
-  json completion_choice(const Answer& answer, std::size_t i) const {
-    const ChoiceReader& choice = *answer.choices[i];
-    std::size_t offset = 0;
-    return {{"index", i},
-            {"text", choice.text()},
-            {"logprobs", answer.logprobs ? completion_logprobs(choice.tokens(), offset) : json()},
-            {"finish_reason", choice.finish_reason()},
-            {"token_ids", choice.token_ids()},
-            {"prompt_token_ids", answer.prompt_of(i)}};
-  }
-
-  json chat_choice(const Answer& answer, std::size_t i) const {
-    const ChoiceReader& choice = *answer.choices[i];
-    const std::string text = answer.forced_call + choice.text();
-    json message = {{"role", "assistant"}, {"content", text}};
-    std::string finish = choice.finish_reason();
-    if (auto calls = answer.tools ? parse_tool_calls(text, answer.tool_format) : std::nullopt) {
-      if (answer.one_tool_call) calls->calls.resize(1);
-      message["content"] = calls->content.empty() ? json() : json(calls->content);
-      message["tool_calls"] = tool_calls_json(*calls);
-      // As OpenAI and vLLM answer: "tool_calls" for a call the model chose, or one required that it ended; a named
-      // function's call ends as the answer did ("stop").
-      if (answer.tool_choice == ToolChoice::automatic ||
-          (answer.tool_choice == ToolChoice::required && finish == "stop"))
-        finish = "tool_calls";
-    }
-    return {{"index", i},
-            {"message", std::move(message)},
-            {"logprobs", answer.logprobs ? chat_logprobs(choice.tokens()) : json()},
-            {"finish_reason", finish},
-            {"token_ids", choice.token_ids()}};
-  }
-
-  static json tool_calls_json(const ToolCallAnswer& calls) {
-    json out = json::array();
-    for (const ParsedToolCall& call : calls.calls)
-      out.push_back({{"id", new_tool_call_id()},
-                     {"type", "function"},
-                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-    return out;
-  }
-
   // ---- server-sent events ----
   HttpResponse stream(std::shared_ptr<Answer> answer, bool chat, bool include_usage) {
     HttpResponse response{200, "text/event-stream", "", nullptr};
@@ -417,17 +272,13 @@ class Endpoint {
       Events events(*this, *answer, chat, include_usage, write);
       if (!events.send_choices()) return;  // the client is gone: ~Answer cancels
       if (include_usage) {
-        json last = header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
+        json last = json_.header(*answer, chat ? "chat.completion.chunk" : "text_completion", json::array());
         last["usage"] = answer->usage();
         if (!write(event(last))) return;
       }
       write("data: [DONE]\n\n");
     };
     return response;
-  }
-
-  json chunk(const Answer& answer, bool chat, json choice) const {
-    return header(answer, chat ? "chat.completion.chunk" : "text_completion", json::array({std::move(choice)}));
   }
 
   // A streamed answer's choices' events: (chat) the role, then a piece per delta, then the finish reason; the first of
@@ -484,7 +335,7 @@ class Endpoint {
     };
 
     bool send(std::size_t i, json choice_json) {
-      json c = endpoint_.chunk(answer_, chat_, std::move(choice_json));
+      json c = endpoint_.json_.chunk(answer_, chat_, std::move(choice_json));
       if (include_usage_) c["usage"] = nullptr;
       if (sent_[i].first) c["prompt_token_ids"] = answer_.prompt_of(i);
       sent_[i].first = false;
@@ -494,7 +345,7 @@ class Endpoint {
     bool send_piece(std::size_t i, const Delta& delta) {
       if (delta.text.empty() && delta.tokens.empty()) return true;
       Sent& sent = sent_[i];
-      if (!answer_.tools) return send(i, endpoint_.delta_choice(answer_, i, chat_, delta, sent.offset));
+      if (!answer_.tools) return send(i, endpoint_.json_.delta_choice(answer_, i, chat_, delta, sent.offset));
       if (!answer_.forced_call.empty()) return true;  // the answer is a call from its first token
       sent.given += delta.text;
       // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
@@ -518,7 +369,7 @@ class Endpoint {
         return write_(
             event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
       endpoint_.record(answer_, i);
-      for (json& last : endpoint_.last_choices(answer_, i, chat_, sent_[i].shown))
+      for (json& last : endpoint_.json_.last_choices(answer_, i, chat_, sent_[i].shown))
         if (!send(i, std::move(last))) return false;
       return true;
     }
@@ -530,73 +381,10 @@ class Endpoint {
     std::vector<Sent> sent_;
   };
 
-  json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset) const {
-    std::vector<std::int32_t> ids;
-    for (const StreamedToken& t : delta.tokens) ids.push_back(t.id);
-    json out = {{"index", i}};
-    if (chat)
-      out["delta"] = {{"content", delta.text}};
-    else
-      out["text"] = delta.text;
-    out["logprobs"] = !answer.logprobs ? json()
-                      : chat           ? chat_logprobs(delta.tokens)
-                                       : completion_logprobs(delta.tokens, offset);
-    out["finish_reason"] = nullptr;
-    out["token_ids"] = ids;
-    return out;
-  }
-
-  // The finish reason; with tools, first the rest of the answer, its text past the `shown` characters sent before and
-  // its tool calls, then the finish with every token's id and log-prob (apart: OpenAI's SDKs close a tool call's
-  // arguments only on a chunk before the finish).
-  std::vector<json> last_choices(const Answer& answer, std::size_t i, bool chat, std::size_t shown) const {
-    const ChoiceReader& choice = *answer.choices[i];
-    json out = {{"index", i}};
-    if (!answer.tools) {
-      if (chat)
-        out["delta"] = json::object();
-      else
-        out["text"] = "";
-      out["finish_reason"] = choice.finish_reason();
-      return {out};
-    }
-    const json whole = chat_choice(answer, i);
-    json delta = json::object();
-    const bool calls = whole["message"].contains("tool_calls");
-    if (shown == 0) {  // as the whole answer has it (the text before calls trimmed, none when empty)
-      if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
-    } else {  // what the text sent before lacks: up to the calls (trailing blanks dropped), or to the end
-      const std::string text = answer.forced_call + choice.text();
-      std::string rest = text.substr(
-          std::min(shown, text.size()),
-          calls ? tool_calls_start(text, answer.tool_format) - std::min(shown, text.size()) : std::string::npos);
-      if (calls) rest.erase(rest.find_last_not_of(" \t\r\n") + 1);
-      if (!rest.empty()) delta["content"] = rest;
-    }
-    if (calls) delta["tool_calls"] = tool_calls_indexed(whole["message"]["tool_calls"]);
-    std::vector<json> chunks;
-    if (!delta.empty())
-      chunks.push_back({{"index", i},
-                        {"delta", std::move(delta)},
-                        {"logprobs", nullptr},
-                        {"finish_reason", nullptr},
-                        {"token_ids", json::array()}});
-    out["delta"] = json::object();
-    out["logprobs"] = whole["logprobs"];
-    out["finish_reason"] = whole["finish_reason"];
-    out["token_ids"] = whole["token_ids"];
-    chunks.push_back(std::move(out));
-    return chunks;
-  }
-
-  static json tool_calls_indexed(json calls) {
-    for (std::size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
-    return calls;
-  }
-
   Generator& generator_;
   ServedModel model_;
   CallTracer* tracer_;
+  AnswerJson json_;
 };
 
 }  // namespace
