@@ -30,15 +30,6 @@ namespace {
 std::atomic<bool> stop_requested{false};
 extern "C" void request_stop(int) { stop_requested = true; }
 
-store::RolloutConfig rollout_config(const RolloutDefaults& d) {
-  store::RolloutConfig c;
-  c.timeout_seconds = d.timeout_seconds;
-  c.unresponsive_seconds = d.unresponsive_seconds;
-  c.max_attempts = static_cast<std::uint32_t>(d.max_attempts);
-  for (const std::string& name : d.retry_condition) c.retry_condition |= store::bit(*store::parse_attempt_status(name));
-  return c;
-}
-
 // The elapsed seconds of the last row in a metrics history.
 // VmHWM: what `scripts/bench.sh memory` reads.
 std::uint64_t peak_resident_bytes() {

@@ -72,6 +72,7 @@ class ExternalRunner {
       store_options.policy_llm = serve::PolicyLlm{url + "/v1", model_name, secret, config.grpo.temperature};
       // The store client takes one request at a time: a long wait would hold every agent's dequeue and spans.
       store_options.max_wait_seconds = 0.1;  // Agent Lightning's client asks for no more
+      store_options.rollout_defaults = rollout_config(config.rollout);
       serve::add_store_routes(server_, store, store_options);
     }
     server_.start();

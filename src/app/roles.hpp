@@ -78,6 +78,16 @@ class RequiredVersions {
   std::map<store::ResourcesId, std::uint64_t> versions_;
 };
 
+// The job's rollout.* as the store's config of a rollout enqueued without one.
+inline store::RolloutConfig rollout_config(const RolloutDefaults& d) {
+  store::RolloutConfig c;
+  c.timeout_seconds = d.timeout_seconds;
+  c.unresponsive_seconds = d.unresponsive_seconds;
+  c.max_attempts = static_cast<std::uint32_t>(d.max_attempts);
+  for (const std::string& name : d.retry_condition) c.retry_condition |= store::bit(*store::parse_attempt_status(name));
+  return c;
+}
+
 // In each role, `device` is where the rank's policy computes: a CUDA device ordinal, or -1 for the CPU.
 inline model::Policy policy_on(int device, const ModelConfig& model, int vocab_size, std::uint64_t seed) {
   model::Policy policy(model, vocab_size, seed);

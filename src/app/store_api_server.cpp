@@ -11,6 +11,7 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "arclight/serve/store_routes.hpp"
+#include "roles.hpp"
 
 namespace arclight::app {
 namespace {
@@ -44,7 +45,9 @@ void write_private(const std::string& path, const std::string& text) {
 StoreApiServer::StoreApiServer(const Config& config, store::Store& store, const std::string& secret)
     : server_(store_api_options(config, secret)),
       url_file_((std::filesystem::path(config.run.dir) / "store_api.url").string()) {
-  serve::add_store_routes(server_, store);
+  serve::StoreRouteOptions options;
+  options.rollout_defaults = rollout_config(config.rollout);
+  serve::add_store_routes(server_, store, options);
   server_.start();
   const std::string root = log::concat("http://", serve::url_host(config.store.http_host), ":", server_.port());
   write_private(url_file_, root + "/" + secret + "\n");

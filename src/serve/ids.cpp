@@ -22,7 +22,11 @@ std::string attempt_name(store::AttemptId id) { return "at-" + std::to_string(id
 std::string resources_name(store::ResourcesId id) { return "rs-" + std::to_string(id); }
 
 std::optional<store::RolloutId> parse_rollout_name(std::string_view name) { return parse_prefixed(name, "ro-"); }
-std::optional<store::AttemptId> parse_attempt_name(std::string_view name) { return parse_prefixed(name, "at-"); }
+std::optional<store::AttemptId> parse_attempt_name(std::string_view name) {
+  const auto id = parse_prefixed(name, "at-");
+  if (id == store::latest_attempt) return std::nullopt;  // the store's word for "the latest", never an attempt's id
+  return id;
+}
 std::optional<store::ResourcesId> parse_resources_name(std::string_view name) { return parse_prefixed(name, "rs-"); }
 
 }  // namespace arclight::serve

@@ -160,7 +160,7 @@ HttpResponse StoreApi::enqueue(const HttpRequest& request) {
   const Json* rollouts = find(body, "rollouts");
   if (!rollouts || !rollouts->is_array()) throw unprocessable("rollouts: expected a list");
   std::vector<store::NewRollout> batch;
-  for (const Json& r : *rollouts) batch.push_back(new_rollout_of(store_, r));
+  for (const Json& r : *rollouts) batch.push_back(new_rollout_of(store_, r, options_.rollout_defaults));
   Json out = Json::array();
   for (const store::Rollout& r : store_.enqueue(std::move(batch))) out.push_back(rollout_json(r));
   return json_answer(201, out);
@@ -183,7 +183,7 @@ HttpResponse StoreApi::dequeue(const HttpRequest& request) {
 
 HttpResponse StoreApi::start_rollout(const HttpRequest& request) {
   const Json body = object_body(request);
-  store::NewRollout rollout = new_rollout_of(store_, body);
+  store::NewRollout rollout = new_rollout_of(store_, body, options_.rollout_defaults);
   return json_answer(201, attempted_rollout_json(store_.start_rollout(
                               std::move(rollout), optional_string(body, "worker_id").value_or(""))));
 }
@@ -193,22 +193,23 @@ HttpResponse StoreApi::start_rollout(const HttpRequest& request) {
 HttpResponse StoreApi::query_rollouts(const HttpRequest& request) {
   const Json args = arguments_of(request);
   const PageRequest page = page_request(args, {ROLLOUT_FIELDS});
-  const std::vector<std::string> ids = string_list(args, "rollout_id_in");
+  const auto ids = string_list(args, "rollout_id_in");
   const auto id_part = optional_string(args, "rollout_id_contains");
-  const std::uint8_t statuses = status_bits<store::RolloutStatus>(args, "status_in", store::rollout_status_count);
-  const std::uint8_t modes = status_bits<store::Mode>(args, "mode_in", store::mode_count);  // arclight's
+  const auto statuses = status_bits<store::RolloutStatus>(args, "status_in", store::rollout_status_count);
+  const auto modes = status_bits<store::Mode>(args, "mode_in", store::mode_count);  // arclight's
   store::RolloutFilter filter;
   if (!page.any_filter) {  // the store narrows what it can; the rest below
-    filter.statuses = statuses;
+    if ((statuses && *statuses == 0) || (modes && *modes == 0)) return json_answer(200, page_json({}, 0, page));
+    filter.statuses = statuses.value_or(0);
     std::unordered_set<store::RolloutId> named;  // a rollout named twice is listed once, as Agent Lightning's filter
-    for (const std::string& id : ids)
+    for (const std::string& id : ids.value_or(std::vector<std::string>{}))
       if (const auto number = rollout_of(id); number && named.insert(*number).second) filter.ids.push_back(*number);
-    if (!ids.empty() && filter.ids.empty()) return json_answer(200, page_json({}, 0, page));
+    if (ids && filter.ids.empty()) return json_answer(200, page_json({}, 0, page));
   }
   std::vector<store::Rollout> candidates = store_.query_rollouts(filter, {}).items;
-  if (page.any_filter && !ids.empty()) {  // named ones too: a listing of all holds only the rollouts in rank 0's memory
+  if (page.any_filter && ids && !ids->empty()) {  // named ones too: a listing of all holds only the rollouts in memory
     store::RolloutFilter named;
-    for (const std::string& id : ids)
+    for (const std::string& id : *ids)
       if (const auto number = rollout_of(id)) named.ids.push_back(*number);
     std::unordered_set<store::RolloutId> listed;
     for (const store::Rollout& r : candidates) listed.insert(r.id);
@@ -221,10 +222,10 @@ HttpResponse StoreApi::query_rollouts(const HttpRequest& request) {
   for (store::Rollout& r : candidates) {
     const std::string name = rollout_name(r.id);
     Filters f(page.any_filter);
-    f.add(statuses != 0, statuses & store::bit(r.status));
-    f.add(!ids.empty(), std::find(ids.begin(), ids.end(), name) != ids.end());
+    f.add(statuses.has_value(), statuses.value_or(0) & store::bit(r.status));
+    f.add(ids.has_value(), ids && std::find(ids->begin(), ids->end(), name) != ids->end());
     f.add(id_part.has_value(), contains(name, id_part));
-    f.add(modes != 0, modes & store::bit(r.mode));
+    f.add(modes.has_value(), modes.value_or(0) & store::bit(r.mode));
     if (f.pass()) matches.push_back(std::move(r));
   }
   return json_answer(200,
@@ -255,7 +256,7 @@ HttpResponse StoreApi::update_rollout(const HttpRequest& request) {
     if (!v->is_null() && !v->is_string()) throw unprocessable("resources_id: expected a string");
     update.resources_id = v->is_null() ? 0 : resources_of(store_, v->get<std::string>());
   }
-  if (const Json* v = not_null(body, "config")) update.config = config_of(*v);
+  if (const Json* v = not_null(body, "config")) update.config = config_of(*v, options_.rollout_defaults);
   if (const Json* v = find(body, "metadata")) update.metadata = metadata_of(*v);
   return json_answer(200, rollout_json(store_.update_rollout(id, update)));
 }
@@ -273,10 +274,23 @@ HttpResponse StoreApi::query_attempts(const HttpRequest& request) {
   const Json args = arguments_of(request);
   const PageRequest page = page_request(args, {ATTEMPT_FIELDS});
   store::AttemptFilter filter;
-  if (!request.captures.empty()) filter.rollout_id = existing_rollout(request.captures[0]);
-  filter.statuses = status_bits<store::AttemptStatus>(args, "status_in", store::attempt_status_count);  // arclight's
-  filter.worker_id = optional_string(args, "worker_id").value_or("");                                   // arclight's
-  return json_answer(200, paginated(store_.query_attempts(filter, {}).items, page, attempt_json));
+  const auto statuses =
+      status_bits<store::AttemptStatus>(args, "status_in", store::attempt_status_count);  // arclight's
+  filter.statuses = statuses.value_or(0);
+  filter.worker_id = optional_string(args, "worker_id").value_or("");  // arclight's
+  const Json none = page_json({}, 0, page);  // a rollout the store does not hold has no attempts, as Agent Lightning
+  if (statuses && *statuses == 0) return json_answer(200, none);  // answers a query by its id
+  if (!request.captures.empty()) {
+    const auto id = rollout_of(request.captures[0]);
+    if (!id) return json_answer(200, none);
+    filter.rollout_id = *id;
+  }
+  try {
+    return json_answer(200, paginated(store_.query_attempts(filter, {}).items, page, attempt_json));
+  } catch (const StoreError& e) {
+    if (e.code() != StoreError::not_found) throw;
+    return json_answer(200, none);
+  }
 }
 
 HttpResponse StoreApi::get_latest_attempt(const HttpRequest& request) {
@@ -493,7 +507,7 @@ HttpResponse StoreApi::wait_for_rollouts(const HttpRequest& request) {
     timeout = std::clamp(v->get<double>(), 0.0, options_.max_wait_seconds);
   }
   store::RolloutFilter known;  // unknown ids are left out, as Agent Lightning does
-  for (const std::string& id : string_list(body, "rollout_ids"))
+  for (const std::string& id : string_list(body, "rollout_ids").value_or(std::vector<std::string>{}))
     if (const auto number = rollout_of(id)) known.ids.push_back(*number);
   std::vector<store::RolloutId> ids;
   if (!known.ids.empty())
@@ -507,12 +521,12 @@ HttpResponse StoreApi::wait_for_rollouts(const HttpRequest& request) {
 HttpResponse StoreApi::query_workers(const HttpRequest& request) {
   const Json args = arguments_of(request);
   const PageRequest page = page_request(args, {WORKER_FIELDS});
-  const std::uint8_t statuses = status_bits<store::WorkerStatus>(args, "status_in", store::worker_status_count);
+  const auto statuses = status_bits<store::WorkerStatus>(args, "status_in", store::worker_status_count);
   const auto id_part = optional_string(args, "worker_id_contains");
   std::vector<store::Worker> matches;
   for (store::Worker& w : store_.query_workers()) {
     Filters f(page.any_filter);
-    f.add(statuses != 0, statuses & store::bit(w.status));
+    f.add(statuses.has_value(), statuses.value_or(0) & store::bit(w.status));
     f.add(id_part.has_value(), contains(w.id, id_part));
     if (f.pass()) matches.push_back(std::move(w));
   }

@@ -65,10 +65,10 @@ std::optional<std::string> optional_string(const Json& object, const char* key) 
   return value->get<std::string>();
 }
 
-std::vector<std::string> string_list(const Json& object, const char* key) {
+std::optional<std::vector<std::string>> string_list(const Json& object, const char* key) {
   const Json* value = find(object, key);
+  if (!value || value->is_null()) return std::nullopt;
   std::vector<std::string> out;
-  if (!value || value->is_null()) return out;
   if (!value->is_array()) throw unprocessable(std::string(key) + ": expected a list of strings");
   for (const Json& item : *value) {
     if (!item.is_string()) throw unprocessable(std::string(key) + ": expected a list of strings");
@@ -89,9 +89,12 @@ double seconds_of(const Json& value, const char* key) {
   return value.get<double>();
 }
 
-store::RolloutConfig config_of(const Json& json) {
+// A field left out or null is the job's (rollout.*), not Agent Lightning's (no timeouts): a rollout that never ends,
+// its runner gone, would hold back rank 0's release of every rollout after it (store_release.cpp) for the rest of the
+// run.
+store::RolloutConfig config_of(const Json& json, const store::RolloutConfig& defaults) {
   if (!json.is_object()) throw unprocessable("config: expected an object");
-  store::RolloutConfig config;  // Agent Lightning's defaults for what is left out
+  store::RolloutConfig config = defaults;
   if (const Json* v = find(json, "timeout_seconds"); v && !v->is_null())
     config.timeout_seconds = seconds_of(*v, "config.timeout_seconds");
   if (const Json* v = find(json, "unresponsive_seconds"); v && !v->is_null())
@@ -101,7 +104,8 @@ store::RolloutConfig config_of(const Json& json) {
       throw unprocessable("config.max_attempts: expected an integer >= 1");
     config.max_attempts = v->get<std::uint32_t>();
   }
-  config.retry_condition = status_bits<store::AttemptStatus>(json, "retry_condition", store::attempt_status_count);
+  if (const auto retry = status_bits<store::AttemptStatus>(json, "retry_condition", store::attempt_status_count))
+    config.retry_condition = *retry;
   return config;
 }
 
@@ -210,7 +214,7 @@ store::ResourcesId resources_of(store::Store& store, const std::string& id) {
 }
 
 // EnqueueRolloutRequest / RolloutRequest.
-store::NewRollout new_rollout_of(store::Store& store, const Json& json) {
+store::NewRollout new_rollout_of(store::Store& store, const Json& json, const store::RolloutConfig& defaults) {
   if (!json.is_object()) throw unprocessable("a rollout must be a JSON object");
   const Json* input = find(json, "input");
   if (!input) throw unprocessable("input: missing");
@@ -228,7 +232,7 @@ store::NewRollout new_rollout_of(store::Store& store, const Json& json) {
       if (const auto latest = latest_client_resources(store)) r.resources_id = latest->id;
     }
   }
-  if (const Json* config = find(json, "config"); config && !config->is_null()) r.config = config_of(*config);
+  if (const Json* config = find(json, "config"); config && !config->is_null()) r.config = config_of(*config, defaults);
   if (const Json* metadata = find(json, "metadata")) r.metadata = metadata_of(*metadata);
   return r;
 }

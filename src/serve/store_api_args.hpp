@@ -57,14 +57,16 @@ const Json* find(const Json& object, const char* key);
 // An optional string: absent or null is nullopt.
 std::optional<std::string> optional_string(const Json& object, const char* key);
 
-std::vector<std::string> string_list(const Json& object, const char* key);
+// A list of strings; left out or null: nullopt. As a filter, a list given empty matches nothing (Agent Lightning's
+// `within []`), one left out is no filter.
+std::optional<std::vector<std::string>> string_list(const Json& object, const char* key);
 
 // A key that may be left out but, where given, must not be null (Agent Lightning answers 400).
 const Json* not_null(const Json& object, const char* key);
 
 double seconds_of(const Json& value, const char* key);
 
-store::RolloutConfig config_of(const Json& json);
+store::RolloutConfig config_of(const Json& json, const store::RolloutConfig& defaults);
 
 std::string metadata_of(const Json& value);
 
@@ -94,7 +96,7 @@ std::optional<store::ResourcesVersion> resources_or_none(store::Store& store, co
 store::ResourcesId resources_of(store::Store& store, const std::string& id);
 
 // EnqueueRolloutRequest / RolloutRequest.
-store::NewRollout new_rollout_of(store::Store& store, const Json& json);
+store::NewRollout new_rollout_of(store::Store& store, const Json& json, const store::RolloutConfig& defaults);
 
 template <class Enum>
 Enum enum_of(const Json& value, const char* key, int count) {
@@ -104,10 +106,13 @@ Enum enum_of(const Json& value, const char* key, int count) {
   throw unprocessable(std::string(key) + ": not a known value");
 }
 
+// A list of enum values as bits; left out or null: nullopt (as string_list).
 template <class Enum>
-std::uint8_t status_bits(const Json& object, const char* key, int count) {
+std::optional<std::uint8_t> status_bits(const Json& object, const char* key, int count) {
+  const auto names = string_list(object, key);
+  if (!names) return std::nullopt;
   std::uint8_t bits = 0;
-  for (const std::string& name : string_list(object, key)) bits |= store::bit(enum_of<Enum>(Json(name), key, count));
+  for (const std::string& name : *names) bits |= store::bit(enum_of<Enum>(Json(name), key, count));
   return bits;
 }
 

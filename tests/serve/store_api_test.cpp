@@ -228,6 +228,9 @@ class HttpStore : public Store {
     for (int s = 0; s < attempt_status_count; ++s)
       if (filter.statuses & (1u << s)) query["status_in"].push_back(to_string(static_cast<AttemptStatus>(s)));
     if (!filter.worker_id.empty()) query["worker_id"] = filter.worker_id;
+    // The store refuses the attempts of a rollout it does not hold; Agent Lightning's API answers an empty page.
+    if (filter.rollout_id && call("GET", "/rollouts/" + rollout_name(filter.rollout_id)).is_null())
+      throw StoreError(StoreError::not_found, "no rollout " + rollout_name(filter.rollout_id));
     const std::string path =
         filter.rollout_id ? "/rollouts/" + rollout_name(filter.rollout_id) + "/attempts/search" : "/attempts/search";
     const Json page = call("POST", path, paging_to(query, paging));
@@ -397,6 +400,31 @@ BOOST_AUTO_TEST_CASE(what_the_store_does_not_hold_is_answered_as_agent_lightning
   BOOST_TEST(total("rollout_id=" + rollout_name(r.id) + "&attempt_id=" + attempt_name(taken.attempt.id)) == 1);
   BOOST_TEST(total("rollout_id=" + rollout_name(other.id) + "&attempt_id=latest") == 0);
   BOOST_TEST(c.Post("/v1/agl/spans/next", R"({"rollout_id": "ro-999"})", "application/json")->status == 404);
+  // The store's word for "the latest attempt" is no attempt's name: it named the latest one's spans.
+  BOOST_TEST(total("rollout_id=" + rollout_name(r.id) + "&attempt_id=at-18446744073709551615") == 0);
+  // The attempts of a rollout the store does not hold: an empty page (Agent Lightning queries by rollout id).
+  for (const char* path : {"/v1/agl/rollouts/ro-999/attempts", "/v1/agl/rollouts/nonsense/attempts"}) {
+    const auto answer = c.Get(path);
+    BOOST_TEST(answer->status == 200, path);
+    BOOST_TEST(Json::parse(answer->body)["total"] == 0, path);
+  }
+  // A list filter given empty matches nothing (Agent Lightning's `within []`); under "or" the other filters still do.
+  const auto searched = [&](const char* path, const char* body) {
+    const auto answer = c.Post(path, body, "application/json");
+    BOOST_TEST(answer->status == 200, body);
+    return Json::parse(answer->body)["total"].get<int>();
+  };
+  BOOST_TEST(searched("/v1/agl/rollouts/search", "{}") == 2);
+  BOOST_TEST(searched("/v1/agl/rollouts/search", R"({"rollout_id_in": []})") == 0);
+  BOOST_TEST(searched("/v1/agl/rollouts/search", R"({"status_in": []})") == 0);
+  BOOST_TEST(searched("/v1/agl/rollouts/search", R"({"status_in": [], "rollout_id_contains": "ro-",
+                                                     "filter_logic": "or"})") == 2);
+  BOOST_TEST(searched("/v1/agl/rollouts/search", R"({"rollout_id_in": [], "filter_logic": "or"})") == 0);
+  BOOST_TEST(searched(("/v1/agl/rollouts/" + rollout_name(r.id) + "/attempts/search").c_str(), "{}") == 1);
+  BOOST_TEST(
+      searched(("/v1/agl/rollouts/" + rollout_name(r.id) + "/attempts/search").c_str(), R"({"status_in": []})") == 0);
+  BOOST_TEST(searched("/v1/agl/workers/search", "{}") == 1);
+  BOOST_TEST(searched("/v1/agl/workers/search", R"({"status_in": []})") == 0);
 
   const Json twice = Json::parse(
       c.Get(("/v1/agl/rollouts?rollout_id_in=" + rollout_name(r.id) + "&rollout_id_in=" + rollout_name(r.id)).c_str())
@@ -417,6 +445,43 @@ BOOST_AUTO_TEST_CASE(what_the_store_does_not_hold_is_answered_as_agent_lightning
   const Json enqueued = Json::parse(
       c.Post("/v1/agl/queues/rollouts/enqueue", R"({"rollouts": [{"input": 1}]})", "application/json")->body);
   BOOST_TEST(enqueued[0]["resources_id"] == mine["resources_id"]);
+}
+
+// Agent Lightning's client sends every field of a RolloutConfig, its timeouts null unless set: here they are the job's
+// (rollout.*), so that a rollout whose runner is gone ends, and rank 0 lets go of the rollouts after it. 0 is none.
+BOOST_AUTO_TEST_CASE(a_rollouts_timeouts_left_out_are_the_jobs) {
+  StoreRouteOptions routes;
+  routes.rollout_defaults.timeout_seconds = 300;
+  routes.rollout_defaults.unresponsive_seconds = 30;
+  routes.rollout_defaults.max_attempts = 2;
+  routes.rollout_defaults.retry_condition = bit(AttemptStatus::unresponsive);
+  HttpHarness h(routes);
+  httplib::Client c("127.0.0.1", h.port());
+  c.set_bearer_token_auth(token.c_str());
+  const auto enqueue = [&](const std::string& config) {
+    const auto answer = c.Post("/v1/agl/queues/rollouts/enqueue",
+                               R"({"rollouts": [{"input": 1, "config": )" + config + "}]}", "application/json");
+    BOOST_REQUIRE(answer->status == 201);
+    return Json::parse(answer->body).at(0);
+  };
+  const Json agl =
+      enqueue(R"({"timeout_seconds": null, "unresponsive_seconds": null, "max_attempts": 1, "retry_condition": []})");
+  BOOST_TEST(agl["config"]["timeout_seconds"] == 300.0);
+  BOOST_TEST(agl["config"]["unresponsive_seconds"] == 30.0);
+  BOOST_TEST(agl["config"]["max_attempts"] == 1);
+  BOOST_TEST(agl["config"]["retry_condition"] == Json::array());
+  const Json empty = enqueue("{}");
+  BOOST_TEST(empty["config"]["max_attempts"] == 2);
+  BOOST_TEST(empty["config"]["retry_condition"] == Json::array({"unresponsive"}));
+  const Json none = enqueue(R"({"timeout_seconds": 0, "unresponsive_seconds": 0})");
+  BOOST_TEST(none["config"]["timeout_seconds"].is_null());
+  BOOST_TEST(none["config"]["unresponsive_seconds"].is_null());
+  // The first one's runner goes silent: the watchdog ends its attempt, and (max_attempts 1) the rollout.
+  const AttemptedRollout taken = *h.client().dequeue("gone");
+  BOOST_TEST(rollout_name(taken.rollout.id) == agl["rollout_id"].get<std::string>());
+  h.advance(31);
+  h.scan();
+  BOOST_TEST((h.memory().get_rollout(taken.rollout.id).status == RolloutStatus::failed));
 }
 
 BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {

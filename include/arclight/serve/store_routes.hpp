@@ -28,6 +28,8 @@ struct StoreRouteOptions {
   // {"main_llm": {"resource_type": "proxy_llm", ...}} naming this LLM, so that a LitAgent's `llm` is this endpoint.
   // Unset (rank 0, which serves no LLM): they read as {}.
   std::optional<PolicyLlm> policy_llm;
+  // A rollout's config fields left out or null: the job's rollout.* (store::MemoryStore's default_config).
+  store::RolloutConfig rollout_defaults;
 };
 
 // `store` outlives the server. Added before the server starts.
