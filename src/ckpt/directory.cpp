@@ -32,7 +32,11 @@ std::vector<std::int64_t> versions_in(const std::string& dir) {
   static const std::regex name{R"(v([0-9]{8})\.h5)"};
   std::vector<std::int64_t> out;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator entries(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return out;
+  // Not "no versions": the run would start afresh and set aside the versions it could not see.
+  if (ec) throw Error("cannot list checkpoint directory " + dir + ": " + ec.message());
+  for (const fs::directory_entry& e : entries) {
     std::smatch m;
     const std::string file = e.path().filename().string();
     if (std::regex_match(file, m, name)) out.push_back(std::stoll(m[1]));
@@ -90,9 +94,16 @@ void set_latest(const std::string& dir, const std::string& version_file) {
   // O_EXCL | O_NOFOLLOW: a link planted under the temporary name fails the write, never redirects it.
   const int fd = ::open(latest_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("checkpoint: cannot create " + latest_tmp + ": " + std::strerror(errno));
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  int why = 0;
+  const ssize_t wrote = ::write(fd, text.data(), text.size());
+  if (wrote < 0)
+    why = errno;
+  else if (wrote != static_cast<ssize_t>(text.size()))
+    why = ENOSPC;  // a short write: the disk is full
+  else if (::fsync(fd) != 0)
+    why = errno;
   ::close(fd);
-  if (!written) throw Error("checkpoint: cannot write " + latest_tmp);
+  if (why != 0) throw Error("checkpoint: cannot write " + latest_tmp + ": " + std::strerror(why));
   fs::rename(latest_tmp, fs::path(dir) / "LATEST");
   sync_to_disk(dir, true);
 }

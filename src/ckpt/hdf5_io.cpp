@@ -451,6 +451,8 @@ std::string write_segment(const std::string& dir, const std::string& name, Kind 
       write_in_pieces(set.id, space.id, kind, count, static_cast<const char*>(data), final_path, tmp_path);
       write_checksums(set.id, sums, final_path);
       if (entries) write_u64_attribute(set.id, "entries", *entries, final_path);
+      // A small dataset reaches the file only as it closes (HDF5's sieve buffer): a failure there is a full disk.
+      if (set.close_now() < 0 || file.close_now() < 0) throw Error("checkpoint: cannot close " + tmp_path);
     }
     sync_to_disk(tmp_path, false);
     fs::rename(tmp_path, final_path);

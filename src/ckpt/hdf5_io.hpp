@@ -27,6 +27,12 @@ struct Handle {
   ~Handle() {
     if (id >= 0) close(id);
   }
+  // Closes it now, for the result: closing a dataset or file writes what HDF5 still buffers.
+  herr_t close_now() {
+    const hid_t i = id;
+    id = -1;
+    return close(i);
+  }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
 };

@@ -79,6 +79,13 @@ std::uint64_t read_index(Reader& r, Checkpoint& c) {
     c.base_crc32c = static_cast<std::uint32_t>(crc);
   }
   c.optimizer_steps = r.dataset<std::int64_t>("/optim/steps", H5T_NATIVE_INT64);
+  // Checked here, where a version that does not read is skipped for the one before; the trainers found it "does not
+  // fit this model" and ended the job.
+  if (!c.optimizer_steps.empty() && c.optimizer_steps.size() != names.size())
+    throw CorruptCheckpoint(
+        log::concat(path, ": /optim/steps holds ", c.optimizer_steps.size(), " steps for ", names.size(), " tensors"));
+  if (std::any_of(c.optimizer_steps.begin(), c.optimizer_steps.end(), [](std::int64_t s) { return s < 0; }))
+    throw CorruptCheckpoint(path + ": /optim/steps holds a negative step");
   return total;
 }
 
@@ -229,7 +236,10 @@ std::optional<std::uint64_t> log_segment_entries(const std::string& version_path
 std::optional<std::pair<std::string, Checkpoint>> load_latest(const std::string& dir, const Accept& accept,
                                                               Contents contents) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  const fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::not_found) return std::nullopt;
+  if (ec) throw Error("cannot look at checkpoint directory " + dir + ": " + ec.message());
+  if (!fs::is_directory(status)) return std::nullopt;
   // Newest first: a version renamed into place is committed even when a crash came before
   // LATEST named it.
   std::vector<std::int64_t> versions = versions_in(dir);

@@ -2,6 +2,11 @@
 // The reading of one version (ckpt-private): its datasets opened, their lengths checked against
 // the bytes stored before anything is allocated, and read with their checksums verified. Shared by
 // the reads of a whole version (read.cpp) and the trainers' shared read of a model (shared_read.cpp).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -172,6 +177,7 @@ class Reader {
       try {
         out += bytes(name);
       } catch (const CorruptCheckpoint& e) {
+        refuse_unopenable_segment(name);
         damaged->push_back(file_of(name) + " (" + e.what() + ")");
         if (!lost_bytes) continue;
         const auto link = linked_.find(name);
@@ -179,6 +185,26 @@ class Reader {
       }
     }
     return out;
+  }
+  // A segment's file that is there and does not open (no permission, an I/O error, a stale NFS handle) is no damage:
+  // going on without it would leave its records out of the run, and retention would then delete it for good.
+  void refuse_unopenable_segment(const std::string& name) {
+    std::string file;
+    try {
+      file = external_link_file(file_.id, name, links_.datasets());
+    } catch (const CorruptCheckpoint&) {
+      return;
+    }
+    if (file.empty()) return;
+    const std::string path = (std::filesystem::path(path_).parent_path() / file).string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0) {
+      ::close(fd);
+      return;
+    }
+    if (errno == ENOENT) return;
+    throw Error(path_ + ": " + name + " is in " + printable(path) + ", which is there and does not open (" +
+                std::strerror(errno) + "): stopping rather than going on without the records it holds");
   }
   // The entries a segment says it holds (its "entries" attribute), opened but not read.
   std::optional<std::uint64_t> segment_entries(const std::string& name) {

@@ -157,9 +157,11 @@ void sync_all(const VersionWrite& w) {
   if (w.parallel) MPI_Barrier(w.options.comm);
 }
 
-// 5. Rank 0 commits: the file's bytes, then its name, then LATEST; each survives a crash of the next.
-void commit(const VersionWrite& w) {
+// 5. Rank 0 commits: the file's bytes, then its name, then LATEST; each survives a crash of the next. `renamed` says
+// the temporary is gone into place.
+void commit(const VersionWrite& w, bool& renamed) {
   fs::rename(w.tmp_path, w.final_path);
+  renamed = true;
   sync_to_disk(w.dir, true);
   set_latest(w.dir, version_file_name(w.version));
 }
@@ -174,15 +176,16 @@ std::string write_checkpoint(const std::string& dir, std::int64_t version, const
   w.blobs = blobs_of(c, options.part, w.keep);
   const std::vector<std::string> described = gather_descriptions(w);
   const std::vector<PlanEntry> entries = plan_on_rank0(w, described);
+  bool renamed = false;
   try {
     write_file(w, entries);
     sync_all(w);
-    if (w.me == 0) commit(w);
+    if (w.me == 0) commit(w, renamed);
   } catch (const std::exception& e) {
     // Whichever rank fails removes the temporary: no other rank can commit it now (the commit
     // follows a barrier this rank never reaches), and nothing else would remove it. Gone
-    // already: another rank failed first, and this failure is likely the consequence.
-    if (::unlink(w.tmp_path.c_str()) != 0 && errno == ENOENT && w.parallel)
+    // already, and not by rank 0's own commit: another rank failed first, and this failure is likely the consequence.
+    if (!renamed && ::unlink(w.tmp_path.c_str()) != 0 && errno == ENOENT && w.parallel)
       throw PeerWriteFailed(std::string("checkpoint: another rank's write of ") + w.tmp_path + " failed first (" +
                             e.what() + ")");
     throw;

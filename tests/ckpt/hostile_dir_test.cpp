@@ -307,6 +307,21 @@ BOOST_AUTO_TEST_CASE(a_negative_policy_version_is_refused) {
   expect_refused(dir, "policy_version is negative");
 }
 
+// The optimizer's steps, one per tensor and none negative, are checked where a version is read: the trainers found a
+// wrong count "does not fit this model" and ended the job, where the version before restores.
+BOOST_AUTO_TEST_CASE(forged_optimizer_steps_skip_the_version) {
+  TempDir dir;
+  write_versions(dir, 2);
+  {  // one tensor (the values as one dataset, "all"), two steps
+    Edit edit(dir.path / "v00000002.h5");
+    edit.remove("/meta/links");
+    edit.numbers("/optim/steps", {2, 2});
+  }
+  expect_refused(dir, "2 steps for 1 tensors");
+  Edit(dir.path / "v00000002.h5").numbers("/optim/steps", {-1});
+  expect_refused(dir, "negative step");
+}
+
 // Point 10: a version whose file name says another step is skipped.
 BOOST_AUTO_TEST_CASE(a_version_named_for_another_step_is_skipped) {
   TempDir dir;

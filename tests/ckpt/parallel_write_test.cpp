@@ -92,6 +92,32 @@ BOOST_AUTO_TEST_CASE(ranks_write_their_shares_into_one_file) {
   }
 }
 
+// Rank 0 fails after its temporary went into place (LATEST cannot be written: a directory holds its name): its own
+// error, at once, not "another rank's write failed first" (the temporary it looked for was its own, renamed).
+BOOST_AUTO_TEST_CASE(a_failure_in_rank_0s_commit_is_its_own) {
+  const std::string dir = shared_dir();
+  if (rank_ == 0) fs::create_directories(fs::path(dir) / "LATEST" / "occupied");
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Checkpoint c = state(1);
+  const WriteOptions options = options_for_rank(c, 3);
+  std::string failure;
+  try {
+    write_checkpoint(dir, 1, rank_ == 0 ? c : pack_tensors(c, options.part.tensors), options);
+  } catch (const PeerWriteFailed& e) {
+    failure = std::string("peer: ") + e.what();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (rank_ == 0) {
+    BOOST_TEST(failure.rfind("peer: ", 0) == std::string::npos, failure);
+    BOOST_TEST(failure.find("LATEST") != std::string::npos, failure);
+  } else {
+    BOOST_TEST(failure.empty(), failure);  // their part was done before rank 0's commit
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank_ == 0) fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 int main(int argc, char** argv) { return mpi_test_main(argc, argv, rank_, size_); }
