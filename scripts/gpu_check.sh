@@ -351,7 +351,8 @@ record reference "{\"cuda_vs_pytorch_ok\": $(truth $cuda_vs_torch), \"transforme
 
 # A stage that timed out may have left ranks on the GPU (a hung job ignores SIGTERM, and timeout's SIGKILL reaches
 # mpirun only): they would share the GPU with the timed stages below.
-leftover=$(pgrep -x arclight; pgrep -f "tests/test_weight_channel")
+# Only this build's: on a shared node, another job's arclight ranks are not ours to kill.
+leftover=$(pgrep -f "^$bin/(arclight|tests/test_weight_channel)( |\$)")
 [ -n "$leftover" ] && kill -9 $leftover 2>/dev/null
 record leftover_processes_killed "$(echo "$leftover" | grep -c .)"
 

@@ -7,8 +7,8 @@
 #
 # Overrides, by environment (sbatch --export) or by sbatch options, which beat the #SBATCH lines:
 #   ARCLIGHT_CONFIG   configuration file            (configs/train_128gpu.toml)
-#   ARCLIGHT_CKPT     checkpoint directory           (runs/<job name>/checkpoints; it beats the config's
-#                     checkpoint.dir, and the chain's successors keep it)
+#   ARCLIGHT_CKPT     checkpoint directory           (runs/<job name>-<config's name>/checkpoints; it beats the
+#                     config's checkpoint.dir, and the chain's successors keep it)
 #   ARCLIGHT_ARGS     extra `arclight train` flags, e.g. "--run.steps 500"
 #   ARCLIGHT_BIN      the binary                      (build/arclight)
 #   GPUS_PER_NODE     GPUs per node                   (Slurm's SLURM_GPUS_ON_NODE, else 8; 0 on CPU-only nodes)
@@ -53,13 +53,24 @@ cd "${SLURM_SUBMIT_DIR:-.}"
 
 config=${ARCLIGHT_CONFIG:-configs/train_128gpu.toml}
 bin=${ARCLIGHT_BIN:-build/arclight}
-ckpt=${ARCLIGHT_CKPT:-runs/${SLURM_JOB_NAME:-arclight}/checkpoints}
+# The config's name too: two runs of one job name and two configs must not resume each other.
+config_name=$(basename "$config" .toml)
+ckpt=${ARCLIGHT_CKPT:-runs/${SLURM_JOB_NAME:-arclight}-$config_name/checkpoints}
 gpus=${GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}  # Slurm sets the second where it hands out GPUs
 nodes=${SLURM_JOB_NUM_NODES:-1}
-if [ "$gpus" -gt 0 ]; then ranks=$((nodes * gpus + 1)); else ranks=${SLURM_NTASKS:-2}; fi
 exit_requeue=3  # arclight's exit code after a signal-triggered checkpoint
 exit_usage=2    # bad configuration or input: never requeued
 max_failures=${ARCLIGHT_MAX_FAILURE_REQUEUES:-${ARCLIGHT_MAX_HANG_REQUEUES:-3}}  # the second: its name before 2026-12
+# A typo must not pass for a setting: `[ 6 -gt abc ]` is false, and such a limit requeued a failing job forever.
+for setting in "GPUS_PER_NODE=$gpus" "ARCLIGHT_MAX_FAILURE_REQUEUES=$max_failures" "ARCLIGHT_CHAIN=${ARCLIGHT_CHAIN:-0}"; do
+  case ${setting#*=} in
+    '' | *[!0-9]*)
+      echo "arclight: $setting is not a whole number"
+      exit "$exit_usage"
+      ;;
+  esac
+done
+if [ "$gpus" -gt 0 ]; then ranks=$((nodes * gpus + 1)); else ranks=${SLURM_NTASKS:-2}; fi
 read -r -a extra_args <<<"${ARCLIGHT_ARGS:-}"  # split on blanks, never globbed
 read -r -a successor_args <<<"${ARCLIGHT_SBATCH_ARGS:-}"
 if [ "$gpus" -gt 0 ] && [ -n "${SLURM_NTASKS_PER_NODE:-}" ] && [ "$SLURM_NTASKS_PER_NODE" != "$gpus" ]; then

@@ -185,7 +185,8 @@ void bind_grpo(ConfigBinder& b, Config& c) {
       ->check(number_at_least(2, true, "at least 2 (a group of one has no advantage)"));
   b.mode("grpo.advantage", c.grpo.advantage, "returns-to-go normalized per step, or one per trajectory");
   b.mode("grpo.samples", c.grpo.samples, "one sequence per episode, or one per policy call");
-  b.opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")->check(CLI::Range(0.0, 1.0));
+  b.opt("grpo.gamma", c.grpo.gamma, "discount of later rewards (per_step)")
+      ->check(number_at_least(0, true, "from 0 to 1", 1));  // CLI::Range let nan through
   b.opt("grpo.clip_eps", c.grpo.clip_eps, "PPO clip range")->check(non_negative);
   b.opt("grpo.clip_ratio_c", c.grpo.clip_ratio_c, "dual clip: a negative advantage's loss bound, in |advantage|")
       ->check(number_at_least(1, false, "a number > 1"));
@@ -470,6 +471,9 @@ Invocation parse_command_line(int argc, const char* const* argv) {
       inv.error = "serve: two config files (--config " + given + " and " + inv.serve_config + "): give one";
     else if (!given.empty())
       inv.serve_config = given;
+  } else if (!app.get_config_ptr()->as<std::string>().empty()) {  // under mpirun it "succeeded", having trained nothing
+    inv.error =
+        "--config " + app.get_config_ptr()->as<std::string>() + " without a command: arclight train --config FILE";
   } else {
     inv.text = app.help();
   }

@@ -1,6 +1,7 @@
 #include "toml_config.hpp"
 
 #include <algorithm>
+#include <map>
 #include <iterator>
 #include <sstream>
 
@@ -124,6 +125,30 @@ void check_empty_lists(const std::vector<TomlLine>& lines, const ListDefaults& l
   }
 }
 
+// TOML sets a key once. CLI11 refused a key set again only on the next line, and otherwise kept the first value
+// without a word: `steps = 500` appended to a copied configuration was never read.
+void check_keys_set_once(const std::vector<TomlLine>& lines) {
+  std::map<std::string, int> first_line;
+  std::string section;
+  const auto bare = [](std::string key) {  // "run" . steps and run.steps are one key
+    key.erase(
+        std::remove_if(key.begin(), key.end(), [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\''; }),
+        key.end());
+    return key;
+  };
+  for (const TomlLine& l : lines) {
+    if (l.text[0] == '[') {
+      section = bare(l.text.substr(1, l.text.size() - 2)) + ".";
+      continue;
+    }
+    const std::string key = section + bare(l.text.substr(0, l.text.find('=')));
+    const auto [it, first] = first_line.emplace(key, l.number);
+    if (!first)
+      throw TomlSyntaxError("line " + std::to_string(l.number) + ": " + key + " is set again (first on line " +
+                            std::to_string(it->second) + "); TOML sets a key once");
+  }
+}
+
 }  // namespace
 
 std::string with_bare_keys(const std::string& toml) {
@@ -144,6 +169,7 @@ std::vector<CLI::ConfigItem> SectionedToml::from_config(std::istream& input) con
   const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
   const std::vector<TomlLine> lines = toml_lines(text);
   check_toml_lines(lines);
+  check_keys_set_once(lines);
   check_empty_lists(lines, list_defaults_);
   std::string cleaned;
   for (const TomlLine& l : lines) cleaned += l.text + "\n";

@@ -43,7 +43,7 @@ DirectoryReport inspect_directory(const std::string& dir) {
       v.valid = true;
       v.step = c.step;
       v.policy_version = c.policy_version;
-    } catch (const CorruptCheckpoint& e) {
+    } catch (const Error& e) {  // damaged, or a file that does not open now: said, and the others still listed
       v.problem = e.what();
     }
     report.versions.push_back(v);

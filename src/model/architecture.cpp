@@ -57,7 +57,14 @@ Architecture architecture_of(const ModelConfig& config, int agent_vocab) {
 }
 
 CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
-  if (config.source == ModelSource::scratch) return {scratch_architecture(config, agent_vocab), std::nullopt};
+  if (config.source == ModelSource::scratch) {
+    // Said, not ignored: a Qwen configuration without source = "hf" trained a tiny random model instead.
+    if (!config.path.empty() || !config.chat_template.empty())
+      throw UsageError(std::string("model.") + (config.path.empty() ? "chat_template" : "path") +
+                       " is for a Hugging Face model, but model.source = \"scratch\" (the default) initialises one "
+                       "here: set model.source = \"hf\"");
+    return {scratch_architecture(config, agent_vocab), std::nullopt};
+  }
   if (config.path.empty()) throw UsageError("model.source = \"hf\" needs model.path, the model directory");
   const HfConfig hf = read_hf_config(config.path);
   HfWeights weights = HfWeights::open(config.path);

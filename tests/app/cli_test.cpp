@@ -261,6 +261,9 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
   // Sampling is greedy below 1e-5: every rollout of a group alike, nothing to learn from.
   BOOST_TEST(parse({"train", "--grpo.temperature", "1e-6"}).error ==
              "config: grpo.temperature = 1e-6: must be at least 1e-5");
+  // CLI::Range let nan through: every return-to-go became nan, every advantage 0, and nothing was learned.
+  BOOST_TEST(parse({"train", "--grpo.gamma", "nan"}).error == "config: grpo.gamma = nan: must be from 0 to 1");
+  BOOST_TEST(parse({"train", "--grpo.gamma", "1"}).error == "");
   TempToml toml("[model]\nn_heads = -4\n");
   BOOST_TEST(parse({"train", "--config", toml.path}).error == "config: model.n_heads = -4: must be a positive number");
 }
@@ -282,6 +285,30 @@ BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_file_and_line) {
   BOOST_TEST(inv.error == "");
   BOOST_TEST(inv.config.rollout.retry_condition.size() == 2u);
   BOOST_TEST(inv.config.run.steps == 4);
+}
+
+// A key set twice is refused wherever the second one is (CLI11 refused it on the next line only, and otherwise kept the
+// first value: a setting appended to a copied configuration was never read).
+// `arclight --config FILE` printed the help and exited 0: a job that forgot `train` "succeeded".
+BOOST_AUTO_TEST_CASE(a_config_without_a_command_is_refused) {
+  TempToml toml("[run]\nsteps = 3\n");
+  BOOST_TEST(parse({"--config", toml.path}).error ==
+             "--config " + toml.path + " without a command: arclight train --config FILE");
+  const Invocation help = parse({});
+  BOOST_TEST(help.error == "");
+  BOOST_TEST(help.text.find("train") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_key_set_twice_is_refused) {
+  for (const char* text :
+       {"[run]\nsteps = 3\nseed = 2\nsteps = 4\n", "[run]\nsteps = 3\n[grpo]\nlr = 0.1\n[run]\nsteps = 5\n",
+        "run.steps = 3\n[run]\nsteps = 4\n", "[run]\nsteps = 3\n\"steps\" = 4\n"}) {
+    TempToml twice(text);
+    const std::string e = parse({"train", "--config", twice.path}).error;
+    BOOST_TEST(e.find("run.steps is set again (first on line") != std::string::npos, text << ": " << e);
+  }
+  TempToml once("[run]\nsteps = 3\n[grpo]\nsteps = 4\n");  // another section's key of the same name
+  BOOST_TEST(parse({"train", "--config", once.path}).error.find("set again") == std::string::npos);
 }
 
 // `key = []` reads as the option's default: refused where that default is not empty (a user who wrote

@@ -233,6 +233,11 @@ cp -r "$work/models/qwen2" "$work/gpt2"
 sed -i 's/Qwen2ForCausalLM/GPT2LMHeadModel/' "$work/gpt2/config.json"
 refused "an unknown architecture" 'architecture "GPT2LMHeadModel" is not supported' --model.path "$work/gpt2"
 refused "no model.path" 'model.source = "hf" needs model.path'
+# A Hugging Face model named while model.source is scratch (the default): said, not a tiny random model trained.
+check_refused "model.path with a scratch model" 'model.path is for a Hugging Face model, but model.source = "scratch"' \
+  --run.dir "$work/refused" --model.path "$work/models/qwen3"
+check_refused "a chat template with a scratch model" 'model.chat_template is for a Hugging Face model' \
+  --run.dir "$work/refused" --model.chat_template qwen3
 refused "an unknown chat template name" "llama2" --model.path "$work/models/qwen3" --model.chat_template llama2
 cp -r "$work/models/qwen2" "$work/odd_template"
 echo '{"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}' >"$work/odd_template/tokenizer_config.json"
