@@ -35,6 +35,7 @@
 #include "arclight/model/architecture.hpp"
 #include "arclight/model/compute_threads.hpp"
 #include "arclight/model/hf_export.hpp"
+#include "arclight/model/hf_model.hpp"
 #include "arclight/model/policy.hpp"
 #include "arclight/text/chat_template.hpp"
 #include "roles.hpp"
@@ -215,6 +216,14 @@ int print_trained(const std::string& where) {
   return twice == 0 ? exit_ok : exit_failure;
 }
 
+// A LoRA run's adapters belong to the base it read: another of the same names and shapes would take them silently.
+void check_same_base(const ckpt::Checkpoint& checkpoint, std::optional<std::uint32_t> base_crc32c,
+                     const std::string& source) {
+  if (checkpoint.base_crc32c && checkpoint.base_crc32c != base_crc32c)
+    throw UsageError("export: " + source + " holds another base model than the run trained on (its tensors' " +
+                     "CRC-32C differs from the one the run read): --model the base the run started from");
+}
+
 // The model a LoRA run's checkpoint adapts, with the adapters it holds loaded (merge_adapters folds them in).
 model::Policy lora_policy(ModelConfig model, const std::string& source, const ckpt::Checkpoint& checkpoint) {
   model.path = source;
@@ -230,11 +239,31 @@ model::Policy lora_policy(ModelConfig model, const std::string& source, const ck
       throw UsageError(log::concat("export: the checkpoint's tensor ", checkpoint.tensors[i].name, " (",
                                    checkpoint.tensors[i].size, " floats) is not ", source, "'s ", names[i], " (",
                                    tensors[i].size, "): another base model than the run's?"));
-  if (checkpoint.base_crc32c && checkpoint.base_crc32c != policy.base_crc32c())
-    throw UsageError("export: " + source + " holds another base model than the run trained on (its tensors' " +
-                     "CRC-32C differs from the one the run read): --model the base the run started from");
+  check_same_base(checkpoint, policy.base_crc32c(), source);
   policy.load_flat_parameters(checkpoint.parameters.data(), checkpoint.parameters.size());
   return policy;
+}
+
+// The directory an export takes its config and tokenizer files from (config.json, tokenizer files, chat template) is
+// the model the run trained, as a resume checks. The run's own directory edited since is the user's change to make:
+// said, and exported with it.
+void check_export_source(const ckpt::Checkpoint& checkpoint, const std::string& trained_path,
+                         const std::string& source) {
+  if (checkpoint.model_definition.empty()) return;  // a version written before runs recorded it
+  std::string files;
+  for (const std::string& d :
+       model::definition_differences(checkpoint.model_definition, model::definition_digest(source)))
+    files += (files.empty() ? "" : ", ") + d;
+  if (files.empty()) return;
+  std::error_code ec1, ec2;
+  if (!trained_path.empty() &&
+      std::filesystem::weakly_canonical(trained_path, ec1) == std::filesystem::weakly_canonical(source, ec2) && !ec1 &&
+      !ec2) {
+    log::warn("export: ", source, ": ", files, " since the run's version was saved; exporting with them");
+    return;
+  }
+  throw UsageError("export: " + source + " is not the model the run trained (" + files +
+                   "): --model the directory it started from");
 }
 
 // A merge into 16-bit weights loses the adapters' updates under half a step of the type (small learning rates, weights
@@ -283,6 +312,7 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
   if (request.source_dir.empty() && !std::filesystem::exists(std::filesystem::path(source) / "config.json"))
     throw UsageError("export: " + source + ", the model the run read (its model.path), holds no config.json now (a " +
                      "copy staged to a node's disk, gone with its job?): --model DIR names the model it started from");
+  check_export_source(checkpoint, saved.model.path, source);
   std::vector<model::NamedWeights> weights;
   std::size_t offset = 0;
   for (const ckpt::TensorInfo& t : checkpoint.tensors) {
@@ -306,6 +336,9 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
   const std::string out = request.peft_dir.empty() ? request.hf_dir : request.peft_dir;
   model::ExportReport report;
   if (!request.peft_dir.empty()) {
+    // Checked as a merge checks it, without building the model: the adapters apply to the base they trained on.
+    check_same_base(checkpoint,
+                    model::base_weights_crc32c(model::HfWeights::open(source), model::read_hf_config(source)), source);
     report = model::export_peft_adapter(source, model::lora_of(saved.model), weights, out);
   } else {
     model::ExportOptions options;

@@ -61,8 +61,31 @@ struct Placed {
 
 // The weights by name, each one the config implies and no other, with the config's element counts; in the order of
 // expected_tensors (transformers' order), with their shapes.
+// Every layer holds a tensor: checked before expected_tensors lists them all (a config.json of 400,000,000 layers made
+// it allocate without bound).
+void check_layers_fit(const HfConfig& config, std::size_t tensors, const std::string& source) {
+  if (static_cast<std::size_t>(config.num_hidden_layers) > tensors)
+    throw ModelFileError(log::concat("export: ", source, "/config.json names ", config.num_hidden_layers,
+                                     " layers; the checkpoint holds ", tensors, " tensors"));
+}
+
+// Non-finite weights (a run that diverged), or weights past float16's range when written as float16 (inf there), load
+// as NaN logits: refused, naming the tensor.
+void check_finite(const Placed& w, DType dtype) {
+  const float* values = w.weights->data;
+  for (std::size_t i = 0; i < w.weights->size; ++i) {
+    if (!std::isfinite(values[i]))
+      throw ModelFileError(log::concat("export: ", w.weights->name, " holds ", values[i], " at ", i,
+                                       ": the run diverged; export an earlier version"));
+    if (dtype == DType::f16 && std::fabs(values[i]) >= 65520.0f)
+      throw ModelFileError(log::concat("export: ", w.weights->name, " holds ", values[i], " at ", i,
+                                       ", past float16's range (inf there): --dtype bfloat16 or float32"));
+  }
+}
+
 std::vector<Placed> weights_in_order(const HfConfig& config, const std::vector<NamedWeights>& weights,
                                      const std::string& source) {
+  check_layers_fit(config, weights.size(), source);
   std::map<std::string, const NamedWeights*> by_name;
   for (const NamedWeights& w : weights) by_name[w.name] = &w;
   std::vector<Placed> out;
@@ -315,6 +338,7 @@ std::string peft_module_of(const std::string& target) { return target + "_proj";
 // projection, A rank x in and B out x rank.
 std::vector<Placed> adapters_in_order(const HfConfig& config, const LoraSpec& lora,
                                       const std::vector<NamedWeights>& adapters, const std::string& source) {
+  check_layers_fit(config, adapters.size(), source);
   std::map<std::string, const NamedWeights*> by_name;
   for (const NamedWeights& w : adapters) by_name[w.name] = &w;
   std::vector<Placed> out;
@@ -393,6 +417,7 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
   if (!options.dtype.empty() && !dtype_named(options.dtype))
     throw UsageError("export: --dtype " + options.dtype + ": float32, bfloat16 or float16");
   report.dtype = options.dtype.empty() ? dtype_of(config, source_model_dir) : *dtype_named(options.dtype);
+  for (const Placed& w : ordered) check_finite(w, report.dtype);
   Staging staging(out_dir);
   const fs::path& partial = staging.dir();
   report.files = write_weights(partial, ordered, report.dtype, options.max_shard_bytes, report.weight_bytes);
@@ -410,14 +435,8 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
     sync_to_disk((partial / name).string());
     report.files.push_back(name);
   }
-  if (!fs::exists(partial / "generation_config.json")) {  // transformers derives one from the model's config
-    nlohmann::ordered_json generation{{"_from_model_config", true}};
-    if (config.bos_token_id) generation["bos_token_id"] = *config.bos_token_id;
-    if (config.eos_token_ids.size() == 1) generation["eos_token_id"] = config.eos_token_ids[0];
-    if (config.eos_token_ids.size() > 1) generation["eos_token_id"] = config.eos_token_ids;
-    write_text(partial / "generation_config.json", generation.dump(2) + "\n");
-    report.files.push_back("generation_config.json");
-  }
+  // No generation_config.json where the source has none: transformers and vLLM derive it from config.json then, as
+  // for the source (one made up here kept only the end tokens, and dropped pad_token_id).
   staging.publish();
   return report;
 }
@@ -427,6 +446,7 @@ ExportReport export_peft_adapter(const std::string& source_model_dir, const Lora
   if (lora.rank <= 0) throw UsageError("export: a PEFT adapter needs a LoRA run (model.lora_rank > 0)");
   const HfConfig config = read_hf_config(source_model_dir);
   const auto ordered = adapters_in_order(config, lora, adapters, source_model_dir);
+  for (const Placed& w : ordered) check_finite(w, DType::f32);
   Staging staging(out_dir);
   const fs::path& partial = staging.dir();
   ExportReport report;

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "arclight/core/crc32c.hpp"
 #include "arclight/core/log.hpp"
 #include "hf_files.hpp"
 
@@ -180,6 +181,31 @@ void HfWeights::check_against(const HfConfig& config) const {
   for (const std::string& p : problems) message += "\n  " + p;
   if (problem_count > problems.size()) message += log::concat("\n  and ", problem_count - problems.size(), " more");
   throw ModelFileError(message);
+}
+
+std::uint32_t combined_crc32c(const std::map<std::string, std::uint32_t>& tensor_crcs) {
+  std::uint32_t crc = 0;
+  for (const auto& [name, tensor_crc] : tensor_crcs) {
+    crc = crc32c_extend(crc, name.data(), name.size());
+    crc = crc32c_extend(crc, &tensor_crc, sizeof tensor_crc);
+  }
+  return crc;
+}
+
+std::uint32_t base_weights_crc32c(const HfWeights& weights, const HfConfig& config) {
+  constexpr std::size_t slice_bytes = std::size_t{8} << 20;
+  std::map<std::string, std::uint32_t> crcs;
+  for (const ExpectedTensor& t : expected_tensors(config)) {
+    const std::string_view bytes = weights.bytes(t.name);
+    std::uint32_t crc = 0;
+    for (std::size_t at = 0; at < bytes.size(); at += slice_bytes) {
+      const std::string_view slice = bytes.substr(at, slice_bytes);
+      crc = crc32c_extend(crc, slice.data(), slice.size());
+      SafetensorsFile::release(slice);
+    }
+    crcs[t.name] = crc;
+  }
+  return combined_crc32c(crcs);
 }
 
 }  // namespace arclight::model

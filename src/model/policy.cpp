@@ -67,12 +67,7 @@ std::uint32_t load_hf_weights(Decoder& decoder, const HfWeights& weights, bool c
     }
     if (checksum) tensor_crcs[item.key()] = crc;
   }
-  std::uint32_t crc = 0;
-  for (const auto& [name, tensor_crc] : tensor_crcs) {
-    crc = crc32c_extend(crc, name.data(), name.size());
-    crc = crc32c_extend(crc, &tensor_crc, sizeof tensor_crc);
-  }
-  return crc;
+  return combined_crc32c(tensor_crcs);
 }
 
 }  // namespace

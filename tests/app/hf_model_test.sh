@@ -17,6 +17,10 @@ flip_last_byte() {
   /usr/bin/python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-1, 2); b = f.read(1); f.seek(-1, 2)
 f.write(bytes([b[0] ^ 1]))' "$1"
 }
+double_rope_theta() {
+  /usr/bin/python3 -c 'import json, sys; p = sys.argv[1] + "/config.json"; c = json.load(open(p))
+c["rope_theta"] = c.get("rope_theta", 10000.0) * 2; json.dump(c, open(p, "w"))' "$1"
+}
 metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 train() { run_ranks train --config configs/tiny.toml --model.source hf "$@"; }
 
@@ -47,8 +51,20 @@ train --model.path "$work/models/qwen3" --model.chat_template chatml --run.dir "
 # export: the trained Qwen3 as a Hugging Face directory (sharded when asked) that arclight loads again.
 before=$failures
 "$bin" export "$work/qwen3/checkpoints" --hf "$work/export" >"$work/out" 2>"$work/err" || fail "export: $(cat "$work/err")"
-grep -q "(step 5) -> $work/export: .* F32 weights; model.safetensors config.json generation_config.json" "$work/out" ||
+# No generation_config.json where the model has none: transformers derives it from config.json, as for the model.
+grep -q "(step 5) -> $work/export: .* F32 weights; model.safetensors config.json$" "$work/out" ||
   fail "export: $(cat "$work/out")"
+# Its config and tokenizer files come from the model the run trained: another (a config.json changed) is refused;
+# the run's own directory edited since is said, and exported with it.
+cp -r "$work/models/qwen3" "$work/qwen3_rope" && double_rope_theta "$work/qwen3_rope"
+"$bin" export "$work/qwen3/checkpoints" --model "$work/qwen3_rope" --hf "$work/rope_export" >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "qwen3_rope is not the model the run trained (config.json differs)" "$work/err" ||
+  fail "export from another model's files: $(cat "$work/err")"
+cp "$work/models/qwen3/config.json" "$work/config.saved" && double_rope_theta "$work/models/qwen3"
+"$bin" export "$work/qwen3/checkpoints" --hf "$work/edited_export" >"$work/out" 2>"$work/err" &&
+  grep -q "config.json differs since the run's version was saved; exporting with them" "$work/err" ||
+  fail "export from the run's own edited model: $(cat "$work/err")"
+mv "$work/config.saved" "$work/models/qwen3/config.json"
 grep -q "export: the run rendered its chats with chat template \"chatml\" (model.chat_template), but .* carry none arclight" \
   "$work/err" || fail "export: no word of the run's chat template: $(cat "$work/err")"
 "$bin" export "$work/qwen3/checkpoints/v00000003.h5" --hf "$work/sharded" --max-shard-bytes 20000 >"$work/out" 2>&1 ||
@@ -129,7 +145,7 @@ grep -q "chat template" "$work/err" && fail "peft export: a template warning for
 # Merged into another base model (llama: as many LoRA floats would merge silently; here the names differ).
 "$bin" export "$work/lora/checkpoints" --model "$work/models/llama" --hf "$work/wrong_base" --merge-lora \
   >"$work/out" 2>"$work/err"
-[ $? = 2 ] && grep -q "another base model than the run's" "$work/err" ||
+[ $? = 2 ] && grep -q "models/llama is not the model the run trained (config.json differs" "$work/err" ||
   fail "lora export merged into another model: $(cat "$work/err")"
 # The base replaced since by one of the same names and shapes (one bit of its last tensor flipped): a merged export
 # into it and a resume on it are refused (they would go on with adapters trained on another model).
@@ -139,6 +155,11 @@ flip_last_byte "$work/models/qwen3_changed/model.safetensors"
   >"$work/out" 2>"$work/err"
 [ $? = 2 ] && grep -q "holds another base model than the run trained on" "$work/err" ||
   fail "lora export merged into a changed base: $(cat "$work/err")"
+# The adapters apart (--peft) onto it too: PEFT would apply them to a base they were not trained on.
+"$bin" export "$work/lora/checkpoints" --model "$work/models/qwen3_changed" --peft "$work/changed_peft" \
+  >"$work/out" 2>"$work/err"
+[ $? = 2 ] && grep -q "holds another base model than the run trained on" "$work/err" ||
+  fail "peft export onto a changed base: $(cat "$work/err")"
 mv "$work/models/qwen3" "$work/models/qwen3_original" && mv "$work/models/qwen3_changed" "$work/models/qwen3"
 train "${lora[@]}" --run.steps 6 --resume auto  # refused once the trainer has read the version: MPI_Abort(2)
 rc=$?
@@ -198,10 +219,6 @@ train --model.path "$work/qwen3_staged" --model.chat_template chatml --run.dir "
 [ "$(metric_lines "$work/qwen3")" = 6 ] || fail "qwen3 resume from a copy: $(metric_lines "$work/qwen3") metric lines"
 grep -q "model.path $work/qwen3_staged is not the directory the version was saved with" "$work/err" ||
   fail "qwen3 resume from a copy: no word of the other directory: $(grep 'info\]' "$work/err" | head -3)"
-double_rope_theta() {
-  /usr/bin/python3 -c 'import json, sys; p = sys.argv[1] + "/config.json"; c = json.load(open(p))
-c["rope_theta"] = c.get("rope_theta", 10000.0) * 2; json.dump(c, open(p, "w"))' "$1"
-}
 cp -r "$work/qwen3_staged" "$work/qwen3_other" && double_rope_theta "$work/qwen3_other"
 train --model.path "$work/qwen3_other" --model.chat_template chatml --run.dir "$work/qwen3" --run.steps 7 \
   --resume auto

@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(an_export_loads_back_with_the_same_tensors) {
     // Named with a trailing slash, as a shell completes it: the staging directory is still beside it, not inside.
     const ExportReport report = export_hf(source.dir(), named(names, weights, trained), exported + "/");
     BOOST_TEST(fs::exists(exported + "/tokenizer.json"));
-    BOOST_TEST(fs::exists(exported + "/generation_config.json"));
+    BOOST_TEST(!fs::exists(exported + "/generation_config.json"));  // none in the source: transformers derives it
     Policy loaded(hf_model(exported), 10, 1);
     BOOST_TEST(loaded.parameter_names() == names);
     const auto back = loaded.flat_parameters();
@@ -200,6 +200,46 @@ BOOST_AUTO_TEST_CASE(weights_that_do_not_fit_are_refused_before_writing) {
   std::ofstream(exported + "/keep.txt") << "a user's file";
   BOOST_CHECK_THROW(export_hf(source.dir(), all, exported), UsageError);
   BOOST_TEST(fs::exists(exported + "/keep.txt"));
+}
+
+// Weights a run diverged into (NaN, inf), or past float16's range for a float16 export (inf there), load as NaN
+// logits: refused, naming the tensor, before anything is written. A config.json of 400,000,000 layers is refused before
+// its tensors are listed (they were, without bound).
+BOOST_AUTO_TEST_CASE(weights_that_would_load_as_nan_are_refused) {
+  TempDir source, out;
+  Policy trained(hf_model(random_qwen3(source, "float16")), 10, 1);
+  const auto names = trained.parameter_names();
+  auto weights = trained.flat_parameters();
+  const std::string exported = out.file("refused");
+  const auto refused_for = [&](float value, const std::string& dtype, const std::string& why) {
+    auto changed = weights;
+    changed.back() = value;
+    ExportOptions options;
+    options.dtype = dtype;
+    try {
+      export_hf(source.dir(), named(names, changed, trained), exported, options);
+      BOOST_ERROR("exported with " << value << " as " << dtype);
+    } catch (const ModelFileError& e) {
+      BOOST_TEST(std::string(e.what()).find(names.back()) != std::string::npos, e.what());
+      BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what());
+    }
+    BOOST_TEST(!fs::exists(exported));
+  };
+  refused_for(std::nanf(""), "", "the run diverged");
+  refused_for(std::numeric_limits<float>::infinity(), "bfloat16", "the run diverged");
+  refused_for(70000.0f, "", "past float16's range");  // the source's float16
+  auto big = weights;
+  big.back() = 70000.0f;
+  ExportOptions in_bfloat16;
+  in_bfloat16.dtype = "bfloat16";
+  export_hf(source.dir(), named(names, big, trained), exported, in_bfloat16);  // bfloat16 holds it
+  TempDir huge;
+  std::string config = tiny_qwen3_config;
+  const std::size_t layers = config.find("\"num_hidden_layers\"");
+  BOOST_REQUIRE(layers != std::string::npos);
+  config.replace(layers, config.find(',', layers) - layers, "\"num_hidden_layers\": 400000000");
+  std::ofstream(huge.file("config.json")) << config;
+  BOOST_CHECK_THROW(export_hf(huge.dir(), named(names, weights, trained), out.file("huge")), ModelFileError);
 }
 
 // What the target directory holds after a refusal or a failure: nothing beside it either.

@@ -465,6 +465,10 @@ BOOST_AUTO_TEST_CASE(lora_trains_only_adapters_that_start_at_zero) {
       for (std::size_t k = 0; k < gradients[i].size; ++k) b_gradient += std::abs(gradients[i].data[k]);
   BOOST_TEST(b_gradient > 0);
   for (const auto& p : plain.parameters()) BOOST_TEST(p.requires_grad());  // the plain model trains everything
+  // The base's CRC as an export of the adapters computes it, without the model: the one the run records.
+  const HfWeights weights = HfWeights::open(dir.dir());
+  BOOST_TEST(adapted.base_crc32c().has_value());
+  BOOST_TEST(*adapted.base_crc32c() == base_weights_crc32c(weights, read_hf_config(dir.dir())));
 }
 
 BOOST_AUTO_TEST_CASE(merged_adapters_give_the_adapted_models_logits) {

@@ -4,6 +4,7 @@
 // implies, by transformers' names and shapes, and the safetensors weights (one file, or shards listed by
 // model.safetensors.index.json) checked against them. No LibTorch and no MPI here: the decoder wraps the bytes.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,5 +103,12 @@ class HfWeights {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// A CRC-32C of a model's weights as a LoRA run records its frozen base (Policy::base_crc32c): of each tensor's name and
+// the CRC-32C of its bytes, in name order. `tensor_crcs` maps names to those CRCs.
+std::uint32_t combined_crc32c(const std::map<std::string, std::uint32_t>& tensor_crcs);
+// The same of `weights`, over the tensors `config` implies, read once (each slice's pages let go of as read), without
+// building the model: what an export of a LoRA run's adapters checks its base against.
+std::uint32_t base_weights_crc32c(const HfWeights& weights, const HfConfig& config);
 
 }  // namespace arclight::model
