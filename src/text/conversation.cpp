@@ -78,9 +78,16 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
     bad(where, "a tool call needs a function name, found " + call.dump());
   ToolCall out{function["name"].get<std::string>(), "{}"};
   const auto arguments = function.find("arguments");
-  // Arguments as text are rendered as given, as Qwen3's template renders them (tests/text/chat_template_reference).
-  if (arguments != function.end() && !arguments->is_null())
-    out.arguments = arguments->is_string() ? arguments->get<std::string>() : tojson(*arguments);
+  if (arguments == function.end() || arguments->is_null()) return out;
+  if (!arguments->is_string()) {
+    out.arguments = tojson(*arguments);
+    return out;
+  }
+  // Text (OpenAI's clients send arguments as text) is parsed and written as the template's tojson writes a value, as
+  // vLLM parses it before rendering: Qwen2.5's and Llama 3.1's templates quoted the text whole, Qwen3's pasted it with
+  // the client's spacing. Text that is no JSON is rendered as given (vLLM refuses the request).
+  const json parsed = parse_json<json>(arguments->get<std::string>());
+  out.arguments = parsed.is_discarded() ? arguments->get<std::string>() : tojson(parsed);
   return out;
 }
 

@@ -126,7 +126,8 @@ void read_merges(const Reader& r, const json& model, BpeModel& m) {
     if (a == m.vocab.end() || b == m.vocab.end() || merged == m.vocab.end())
       r.fail(where,
              "merges \"" + left + "\" and \"" + right + "\", which are not both in the vocabulary with their join");
-    m.merges.emplace(pair_key(a->second, b->second), Merge{static_cast<std::int32_t>(rank), merged->second});
+    // A pair listed twice takes its later rank, as Hugging Face's tokenizers collect the list into a map.
+    m.merges.insert_or_assign(pair_key(a->second, b->second), Merge{static_cast<std::int32_t>(rank), merged->second});
   }
 }
 

@@ -40,8 +40,8 @@ function toolDefinition(random, i) {
     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
 }
 
-// `oneCall`: Llama 3.1's template takes one call a message, and writes `arguments | tojson` whatever they are (text
-// comes quoted; vLLM parses it into an object first, and so do clients that send objects): objects only there.
+// `oneCall`: Llama 3.1's template takes one call a message. Arguments come as objects or, as OpenAI's clients send
+// them, as text, which the server parses before rendering, as vLLM does (vllmArguments).
 function assistant(random, withTools, oneCall) {
   const m = { role: "assistant", content: assistantText(random) };
   if (random.chance(0.3)) m.content = `<think>\n${assistantText(random)}\n</think>\n\n${m.content}`;
@@ -50,7 +50,7 @@ function assistant(random, withTools, oneCall) {
     if (random.chance(0.5)) m.content = "";
     m.tool_calls = Array.from({ length: oneCall ? 1 : 1 + random.int(2) }, (_, i) => ({ type: "function", function: {
       name: `tool_${i}`,
-      arguments: !oneCall && random.chance(0.2) ? JSON.stringify(argumentsValue(random)) : argumentsValue(random) } }));
+      arguments: random.chance(0.2) ? JSON.stringify(argumentsValue(random)) : argumentsValue(random) } }));
   }
   return m;
 }
@@ -82,6 +82,13 @@ function today() {
   const now = new Date();
   return `${String(now.getDate()).padStart(2, "0")} ${now.toLocaleString("en-US", { month: "short" })} ${now.getFullYear()}`;
 }
+// vLLM's preprocessing of a request (chat_utils' _postprocess_messages): arguments given as text are parsed into the
+// value the templates' tojson writes (Qwen2.5's and Llama 3.1's would quote the text; Qwen3's would paste it in).
+function vllmArguments(request) {
+  const messages = request.messages.map((m) => !m.tool_calls ? m : { ...m, tool_calls: m.tool_calls.map((c) =>
+    typeof c.function.arguments !== "string" ? c : { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } }) });
+  return { ...request, messages };
+}
 const failures = [];
 const summary = [];
 function compare(modelPackage, withTools, oneCall, n, seed) {
@@ -99,7 +106,7 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
   requests.forEach((request, i) => {
     const ours = JSON.parse(lines[i]);
     const render = (day) =>
-      template.render({ ...request, bos_token: config.bos_token ?? "", eos_token: config.eos_token, date_string: day });
+      template.render({ ...vllmArguments(request), bos_token: config.bos_token ?? "", eos_token: config.eos_token, date_string: day });
     let theirs = render(dayAfter);
     if (ours.text !== theirs && dayBefore !== dayAfter) theirs = render(dayBefore);
     if (ours.text !== theirs) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs });

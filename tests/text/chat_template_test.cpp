@@ -201,6 +201,29 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
       std::string::npos);
 }
 
+// Arguments as text, as OpenAI's clients send them (compact here, as JavaScript's JSON.stringify writes them), are
+// parsed and written as tojson writes a value, as vLLM parses them before rendering; text that is no JSON stays as
+// given, and text nested deeper than the bound is no stack overflow.
+BOOST_AUTO_TEST_CASE(tool_call_arguments_given_as_text_are_rendered_as_vllm_renders_them) {
+  const auto with_arguments = [](const std::string& arguments) {
+    return chat(R"({"messages": [{"role": "user", "content": "U"},
+      {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
+        "function": {"name": "f", "arguments": )" +
+                arguments + R"(}}]}, {"role": "tool", "content": "R"}]})");
+  };
+  const auto c = with_arguments(R"("{\"b\":[1,2.5],\"a\":\"é\"}")");
+  BOOST_TEST(ChatTemplate::named("qwen3").render(c).find(
+                 "{\"name\": \"f\", \"arguments\": {\"b\": [1, 2.5], \"a\": \"é\"}}") != std::string::npos);
+  BOOST_TEST(ChatTemplate::named("llama3.1")
+                 .render(c)
+                 .find("{\"name\": \"f\", \"parameters\": {\"b\": [1, 2.5], \"a\": \"é\"}}") != std::string::npos);
+  const auto not_json = with_arguments(R"("{city: Paris")");
+  BOOST_TEST(ChatTemplate::named("qwen3").render(not_json).find("\"arguments\": {city: Paris}") != std::string::npos);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto deep_text = with_arguments(json(deep).dump());
+  BOOST_TEST(ChatTemplate::named("qwen3").render(deep_text).find(deep) != std::string::npos);  // as given
+}
+
 BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
   for (const char* bad : {"not json", "{}", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
                           R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{}]}])",

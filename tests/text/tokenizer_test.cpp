@@ -73,6 +73,9 @@ BOOST_AUTO_TEST_CASE(merges_apply_by_rank) {
   BOOST_TEST(t->encode("abc") == (std::vector<TokenId>{id_of(*t, "ab"), 'c'}));
   const auto reversed = load(tiny_tokenizer({{"b", "c"}, {"a", "b"}}));
   BOOST_TEST(reversed->encode("abc") == (std::vector<TokenId>{'a', id_of(*reversed, "bc")}));
+  // A merge listed twice takes its later rank, as Hugging Face's tokenizers (and tokenizers.js) collect them.
+  const auto twice = load(tiny_tokenizer({{"b", "c"}, {"a", "b"}, {"b", "c"}}));
+  BOOST_TEST(twice->encode("abc") == (std::vector<TokenId>{id_of(*twice, "ab"), 'c'}));
   BOOST_TEST(t->encode("hello") == (std::vector<TokenId>{id_of(*t, "hello")}));
   BOOST_TEST(t->encode(" hello") == (std::vector<TokenId>{id_of(*t, "Ġhello")}));
   BOOST_TEST(t->encode("hello hello") == (std::vector<TokenId>{id_of(*t, "hello"), id_of(*t, "Ġhello")}));
