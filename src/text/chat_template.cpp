@@ -205,7 +205,7 @@ std::string render_llama3(const ChatTemplate& t, const Conversation& c, const Re
       out += t.knowledge_cutoff ? llama3_header("ipython") + tojson(nlohmann::ordered_json(m.content))
                                 : llama3_header("tool") + std::string(trim(m.content));
       out += "<|eot_id|>";
-    } else if (!m.tool_calls.empty()) {
+    } else if (!m.tool_calls.empty() && t.knowledge_cutoff) {  // 3.0's template writes the content, calls or not
       if (m.tool_calls.size() > 1) throw UsageError("chat template " + t.name + ": one tool call per message");
       out += llama3_header(m.role) + "{\"name\": \"" + m.tool_calls[0].name +
              "\", \"parameters\": " + m.tool_calls[0].arguments + "}<|eot_id|>";

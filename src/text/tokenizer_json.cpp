@@ -145,6 +145,14 @@ void read_added_tokens(const Reader& r, const json& root, BpeModel& m) {
     if (added.content.empty()) r.fail(where + ".content", "an empty added token");
     if (r.flag(t, where, "single_word", false))  // matched only as a whole word: not done here, so not silently
       r.fail(where + ".single_word", "true is not supported (the token would be matched inside words too)");
+    // Hugging Face matches such a token in the normalized text; here added tokens are matched in the text as given,
+    // which is the same text unless a normalizer rewrites it (NFC aside): Llama 2's Prepend and Replace of spaces.
+    const bool rewritten = std::any_of(m.normalizers.begin(), m.normalizers.end(),
+                                       [](const NormalizerStep& n) { return n.type != NormalizerStep::Type::nfc; });
+    if (rewritten && r.flag(t, where, "normalized", false))
+      r.fail(where + ".normalized",
+             "true is not supported with this normalizer (the token would be matched before the spaces are "
+             "rewritten, and split differently from Hugging Face)");
     set_token(m, added.id, decoded_bytes(m, added.content), added.special ? Kind::special : Kind::added);
     m.added.push_back(std::move(added));
   }

@@ -376,6 +376,18 @@ BOOST_AUTO_TEST_CASE(sentencepiece_style_bpe_with_byte_fallback) {
   }
   BOOST_TEST(t->piece(1, true, true) + t->piece(ab, true, true) == "ab");  // after a skipped <s>: still the start
   BOOST_TEST(t->piece(static_cast<TokenId>(t->vocab_size()) + 5, false, false).empty());  // a model's padding row
+  // An added token matched in the normalized text (normalized: true, as transformers' add_tokens writes them) is split
+  // otherwise by Hugging Face where spaces are rewritten: refused, not tokenized differently.
+  json normalized = j;
+  normalized["added_tokens"].push_back({{"id", 2}, {"content", "</s>"}, {"special", false}, {"normalized", true}});
+  try {
+    load(normalized);
+    BOOST_ERROR("an added token matched in normalized text was taken");
+  } catch (const TokenizerFileError& e) {
+    BOOST_TEST(std::string(e.what()).find("added_tokens[1].normalized") != std::string::npos, e.what());
+  }
+  normalized["normalizer"] = nullptr;  // nothing rewritten: the same text either way
+  BOOST_CHECK_NO_THROW(load(normalized));
   // Without byte fallback a character without a token is the unknown token, once for a run (fuse_unk).
   j["model"]["byte_fallback"] = false;
   BOOST_TEST(load(j)->encode("\xc3\xa9\xc3\xa9"
