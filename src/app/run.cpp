@@ -78,6 +78,21 @@ std::string nccl_host() {
 // Rank 0's table of every rank: role, host, local rank, device, threads, how a trainer all-reduces gradients, and how
 // the weights go from the trainer leader to the runners (weights_over_nccl, decided by rank 0 and set in `mine` on
 // every rank).
+// runner.http_port fixed, and two runners with endpoints (outside agents) on one host: the second could not listen,
+// a run-time failure (exit 1) that the Slurm script requeued again and again.
+std::string fixed_port_problem(const Config& config, const Layout& layout, const std::vector<std::string>& hosts) {
+  if (config.runner.http_port == 0 || !agent::runs_outside(config.agent.name)) return "";
+  std::map<std::string, int> runner_on;
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (!layout.roles[r].runner) continue;
+    const auto [it, first] = runner_on.emplace(hosts[r], r);
+    if (!first)
+      return log::concat("runner.http_port = ", config.runner.http_port, " is one port, but runners ", it->second,
+                         " and ", r, " share host ", hosts[r], ": runner.http_port = 0 gives each a free port");
+  }
+  return "";
+}
+
 std::string placement_table(const comm::MpiRuntime& mpi, const Layout& layout, Placement& mine) {
   const bool trainer = layout.roles[mpi.rank()].trainer;
   std::ostringstream row;
@@ -397,9 +412,13 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   Layout layout;
   int error_exit = exit_usage;
   if (inv.error.empty() && inv.command == Command::train) {
+    const std::vector<std::string> hosts = mpi.gather(hostname(), 0);  // collective: before what may throw on one rank
     try {
       layout = make_layout(inv.config.layout, mpi.size());
       check_training_config(inv.config);
+      if (mpi.rank() == 0)
+        if (const std::string problem = fixed_port_problem(inv.config, layout, hosts); !problem.empty())
+          throw UsageError(problem);
       if (mpi.rank() == 0 && !inv.dry_run) check_checkpoint_dir(inv.config);  // a dry run leaves no trace
     } catch (const std::exception& e) {  // UsageError, a file system's error: exit 2
       inv.error = e.what();

@@ -108,6 +108,10 @@ check_refused "no agent.command" "needs agent.command" --agent.name external --a
 check_refused "no tasks" "needs agent.tasks" --agent.name external --agent.command python3
 check_refused "a command not on PATH" "no-such-agent-command" --agent.name external --agent.tasks "$work/tasks.jsonl" \
   --agent.command no-such-agent-command
+# One fixed port, two runners on this host (colocated: both workers run agents): the second could not listen.
+check_refused "a fixed port for two runners of one host" "runner.http_port = 18123 is one port, but runners 1 and 2" \
+  --agent.name external --agent.tasks "$work/tasks.jsonl" --agent.command python3 --layout.mode colocated \
+  --runner.http_port 18123
 
 # 6. Colocated ranks (a trainer and a runner thread each) whose agent command keeps dying: the runner's error ends the
 #    job at once with its message, not unwound under the trainer thread that still uses the rank's communicators.
