@@ -283,10 +283,16 @@ void remove_leftovers(const std::string& dir, std::int64_t newest, std::vector<s
 std::vector<std::string> apply_retention(const std::string& dir, int keep) {
   const std::lock_guard<std::recursive_mutex> hdf5(hdf5_mutex());
   std::vector<std::string> removed;
-  if (keep <= 0) return removed;
   std::vector<std::int64_t> versions = versions_in(dir);
-  if (versions.size() <= static_cast<std::size_t>(keep)) return removed;
-  const std::optional<std::set<std::string>> kept = kept_files(dir, versions, static_cast<std::size_t>(keep));
+  if (versions.empty()) return removed;
+  // Every version kept (keep 0): no version goes, and no link is walked (thousands of versions at each save), but
+  // the temporaries of writes that never committed do (a trainer's share of a 128-GPU version: gigabytes).
+  if (keep <= 0) {
+    remove_leftovers(dir, versions.back(), removed);
+    return removed;
+  }
+  const std::optional<std::set<std::string>> kept =
+      kept_files(dir, versions, std::min(versions.size(), static_cast<std::size_t>(keep)));
   if (!kept) return removed;
   for (std::int64_t v : versions) {
     const std::string name = version_file_name(v);

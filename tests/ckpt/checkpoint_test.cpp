@@ -198,6 +198,19 @@ BOOST_AUTO_TEST_CASE(retention_keeps_the_newest) {
   BOOST_TEST(fs::exists(dir.path / "v00000005.h5"));
   BOOST_TEST(!fs::exists(dir.path / "v00000003.h5"));
   BOOST_TEST(apply_retention(dir.path.string(), 0).empty());
+  // The leftovers of writes that never committed go with every version kept (keep 0) or fewer versions than kept too
+  // (they stayed until a version was deleted); an unlinked segment too, where links are walked.
+  std::ofstream(dir.path / "v00000003.h5.tmp") << "a crashed write's share";
+  BOOST_TEST(apply_retention(dir.path.string(), 0) ==
+             (std::vector<std::string>{(dir.path / "v00000003.h5.tmp").string()}));
+  std::ofstream(dir.path / "v00000002.h5.tmp") << "another";
+  const fs::path orphan = dir.path / "segments" / "store.span_log.s00000009-0123456789abcdef.h5";
+  std::ofstream(orphan) << "a segment no version links";
+  const auto left = apply_retention(dir.path.string(), 5);
+  BOOST_TEST(left.size() == 2u);
+  BOOST_TEST(!fs::exists(orphan));
+  BOOST_TEST(!fs::exists(dir.path / "v00000002.h5.tmp"));
+  BOOST_TEST(fs::exists(dir.path / "v00000005.h5"));
 }
 
 BOOST_AUTO_TEST_CASE(an_incremental_version_links_what_did_not_change) {
