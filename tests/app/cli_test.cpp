@@ -280,6 +280,18 @@ BOOST_AUTO_TEST_CASE(toml_syntax_error_names_the_file_and_line) {
     const std::string e = parse({"train", "--config", bad.path}).error;
     BOOST_TEST(e.find("TOML syntax error") != std::string::npos, text << ": " << e);
   }
+  // A string's escapes and multi-line strings stayed as written (a directory named a\"b): refused, naming the line.
+  for (const char* text :
+       {"[run]\ndir = \"a\\\"b\"\n", "[run]\ndir = \"\"\"runs/x\"\"\"\n", "[run]\ndir = '''runs/x'''\n"}) {
+    TempToml bad(text);
+    const std::string e = parse({"train", "--config", bad.path}).error;
+    BOOST_TEST(e.find("TOML syntax error at line 2") != std::string::npos, text << ": " << e);
+  }
+  TempToml literal("[run]\ndir = 'runs/a\\b'\n[agent]\ncommand = [\"python3\", \"-c\", \"print(\\\"hi\\\")\"]\n");
+  const Invocation kept = parse({"train", "--config", literal.path});
+  BOOST_TEST(kept.error == "");
+  BOOST_TEST(kept.config.run.dir == "runs/a\\b");
+  BOOST_TEST(kept.config.agent.command.back() == "print(\"hi\")");
   TempToml fine("[rollout]\nretry_condition = [\"failed\",\n  \"timeout\"]\n[run]\nsteps = 4  # few\n");
   const Invocation inv = parse({"train", "--config", fine.path});
   BOOST_TEST(inv.error == "");
