@@ -103,15 +103,10 @@ void check_toml_lines(const std::vector<TomlLine>& lines) {
     const std::string value = trimmed(line.substr(eq + 1));
     if (value.empty()) toml_error(l.number, "no value after =", line);
     check_dotted_parts(line.substr(0, eq), l.number, line);
-    // CLI11 takes a string value's text between its quotes as it is: escapes stayed (a directory named a\"b), and a
-    // multi-line string kept two of its quotes. Said, rather than a path other than the one meant. (Arrays decode.)
-    if (value.rfind("\"\"\"", 0) == 0 || value.rfind("'''", 0) == 0)
+    // CLI11 takes a string value's text between its quotes as it is (it writes the effective configuration so, and a
+    // backslash in a path reads back): a multi-line string kept two of its quotes. Said, not a path other than meant.
+    if (value.rfind("\"\"\"", 0) == 0 || value.rfind("\'\'\'", 0) == 0)
       toml_error(l.number, "multi-line strings are not supported: one line, in \"...\" or '...'", line);
-    if (value.front() == '"' && value.find('\\') != std::string::npos)
-      toml_error(l.number,
-                 "escapes (\\) in a \"...\" string are not supported: write the text without them, or as a literal "
-                 "string, '...', which takes a backslash as it is",
-                 line);
   }
 }
 
