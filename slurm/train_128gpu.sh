@@ -56,6 +56,13 @@ bin=${ARCLIGHT_BIN:-build/arclight}
 # The config's name too: two runs of one job name and two configs must not resume each other.
 config_name=$(basename "$config" .toml)
 ckpt=${ARCLIGHT_CKPT:-runs/${SLURM_JOB_NAME:-arclight}-$config_name/checkpoints}
+before_2026_12=runs/${SLURM_JOB_NAME:-arclight}/checkpoints  # the default before the config's name was in it
+if [ -z "${ARCLIGHT_CKPT:-}" ] && ! compgen -G "$ckpt/v*.h5" >/dev/null && compgen -G "$before_2026_12/v*.h5" >/dev/null
+then
+  echo "arclight: going on with $before_2026_12, this job name's checkpoint directory before 2026-12 (the default is" \
+    "now $ckpt; ARCLIGHT_CKPT names one)"
+  ckpt=$before_2026_12
+fi
 gpus=${GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}  # Slurm sets the second where it hands out GPUs
 nodes=${SLURM_JOB_NUM_NODES:-1}
 exit_requeue=3  # arclight's exit code after a signal-triggered checkpoint
@@ -63,8 +70,8 @@ exit_usage=2    # bad configuration or input: never requeued
 max_failures=${ARCLIGHT_MAX_FAILURE_REQUEUES:-${ARCLIGHT_MAX_HANG_REQUEUES:-3}}  # the second: its name before 2026-12
 # A typo must not pass for a setting: `[ 6 -gt abc ]` is false, and such a limit requeued a failing job forever.
 for setting in "GPUS_PER_NODE=$gpus" "ARCLIGHT_MAX_FAILURE_REQUEUES=$max_failures" "ARCLIGHT_CHAIN=${ARCLIGHT_CHAIN:-0}"; do
-  case ${setting#*=} in
-    '' | *[!0-9]*)
+  case ${setting#*=} in  # no leading zero either: bash reads 08 as octal, and fails
+    '' | *[!0-9]* | 0?*)
       echo "arclight: $setting is not a whole number"
       exit "$exit_usage"
       ;;

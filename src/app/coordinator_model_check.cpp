@@ -59,7 +59,9 @@ void Coordinator::check_same_model(const std::string& path, const ckpt::Checkpoi
   compare("source", std::string(name_of(saved.source)), std::string(name_of(mine.source)));
   const bool by_definition =
       saved.source == ModelSource::hf && mine.source == ModelSource::hf && !version.model_definition.empty();
-  if (!by_definition) compare("path", directory(saved.path), directory(mine.path));
+  // A scratch model's path and chat template never mattered (they are refused now; a version may still hold them).
+  const bool scratch = saved.source == ModelSource::scratch && mine.source == ModelSource::scratch;
+  if (!by_definition && !scratch) compare("path", directory(saved.path), directory(mine.path));
   std::string files;
   if (by_definition) {
     std::vector<std::string> differences;
@@ -79,7 +81,7 @@ void Coordinator::check_same_model(const std::string& path, const ckpt::Checkpoi
     }
   }
   compare("dtype", std::string(name_of(saved.dtype)), std::string(name_of(mine.dtype)));
-  compare("chat_template", saved.chat_template, mine.chat_template);
+  if (!scratch) compare("chat_template", saved.chat_template, mine.chat_template);
   compare("lora_rank", saved.lora_rank, mine.lora_rank);
   compare("lora_alpha", saved.lora_alpha, mine.lora_alpha);
   compare("lora_targets", saved.lora_targets, mine.lora_targets);

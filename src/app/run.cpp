@@ -352,8 +352,10 @@ int export_model(const comm::MpiRuntime& mpi, const Invocation& inv) {
   model::ExportReport report;
   if (!request.peft_dir.empty()) {
     // Checked as a merge checks it, without building the model: the adapters apply to the base they trained on.
-    check_same_base(checkpoint,
-                    model::base_weights_crc32c(model::HfWeights::open(source), model::read_hf_config(source)), source);
+    if (checkpoint.base_crc32c)
+      check_same_base(checkpoint,
+                      model::base_weights_crc32c(model::HfWeights::open(source), model::read_hf_config(source)),
+                      source);
     report = model::export_peft_adapter(source, model::lora_of(saved.model), weights, out);
   } else {
     model::ExportOptions options;
@@ -412,13 +414,9 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   Layout layout;
   int error_exit = exit_usage;
   if (inv.error.empty() && inv.command == Command::train) {
-    const std::vector<std::string> hosts = mpi.gather(hostname(), 0);  // collective: before what may throw on one rank
     try {
       layout = make_layout(inv.config.layout, mpi.size());
       check_training_config(inv.config);
-      if (mpi.rank() == 0)
-        if (const std::string problem = fixed_port_problem(inv.config, layout, hosts); !problem.empty())
-          throw UsageError(problem);
       if (mpi.rank() == 0 && !inv.dry_run) check_checkpoint_dir(inv.config);  // a dry run leaves no trace
     } catch (const std::exception& e) {  // UsageError, a file system's error: exit 2
       inv.error = e.what();
@@ -429,6 +427,11 @@ int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   }
   // Every rank parsed the same input; agree, so that one rank reports and all exit alike.
   int first_bad = mpi.first_failure(!inv.error.empty());
+  if (first_bad < 0 && inv.command == Command::train) {  // every rank here: the hosts gathered, then agreed on again
+    const std::vector<std::string> hosts = mpi.gather(hostname(), 0);
+    if (mpi.rank() == 0) inv.error = fixed_port_problem(inv.config, layout, hosts);
+    first_bad = mpi.first_failure(!inv.error.empty());
+  }
   if (first_bad >= 0) {
     if (mpi.rank() == first_bad) log::error(inv.error);
     return mpi.broadcast(error_exit, first_bad);

@@ -21,7 +21,9 @@ DirectoryReport inspect_directory(const std::string& dir) {
   report.latest = latest_version(dir);
   report.latest_names_no_version = report.latest.empty() && fs::exists(fs::symlink_status(fs::path(dir) / "LATEST"));
   static const std::regex version_name{R"(v[0-9]{8}\.h5)"};
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator entries(dir, ec);
+  if (ec) throw Error("inspect: cannot list '" + dir + "': " + ec.message());  // not "no checkpoint"
+  for (const fs::directory_entry& entry : entries) {
     const std::string name = entry.path().filename().string();
     if (!std::regex_match(name, version_name)) continue;
     VersionFile v;

@@ -3,6 +3,7 @@
 // the bytes stored before anything is allocated, and read with their checksums verified. Shared by
 // the reads of a whole version (read.cpp) and the trainers' shared read of a model (shared_read.cpp).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -186,8 +188,9 @@ class Reader {
     }
     return out;
   }
-  // A segment's file that is there and does not open (no permission, an I/O error, a stale NFS handle) is no damage:
-  // going on without it would leave its records out of the run, and retention would then delete it for good.
+  // A segment's file that is there and cannot be read now (no permission, an I/O error, a stale NFS handle) is no
+  // damage: going on without it would leave its records out of the run, and retention would then delete it for good.
+  // Only a plain file inside the directory is opened (never what a hostile link names); anything else is damage.
   void refuse_unopenable_segment(const std::string& name) {
     std::string file;
     try {
@@ -195,16 +198,30 @@ class Reader {
     } catch (const CorruptCheckpoint&) {
       return;
     }
-    if (file.empty()) return;
-    const std::string path = (std::filesystem::path(path_).parent_path() / file).string();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (file.empty() || !link_name_problem(file).empty()) return;
+    const auto unreadable = [](int e) { return e == EACCES || e == EPERM || e == EIO || e == ESTALE; };
+    const auto refuse = [&](const std::filesystem::path& at, int e) {
+      throw Error(path_ + ": " + name + " is in " + printable(at.string()) + ", which cannot be read now (" +
+                  std::strerror(e) + "): stopping rather than going on without the records it holds");
+    };
+    std::filesystem::path at = std::filesystem::path(path_).parent_path();
+    const std::filesystem::path target(file);
+    for (auto part = target.begin(); part != target.end(); ++part) {  // by lstat: a symlinked folder leads anywhere
+      at /= *part;
+      struct stat st;
+      if (::lstat(at.c_str(), &st) != 0) {
+        if (unreadable(errno)) refuse(at, errno);
+        return;
+      }
+      const bool last = std::next(part) == target.end();
+      if (last ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) return;
+    }
+    const int fd = ::open(at.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd >= 0) {
       ::close(fd);
       return;
     }
-    if (errno == ENOENT) return;
-    throw Error(path_ + ": " + name + " is in " + printable(path) + ", which is there and does not open (" +
-                std::strerror(errno) + "): stopping rather than going on without the records it holds");
+    if (unreadable(errno)) refuse(at, errno);
   }
   // The entries a segment says it holds (its "entries" attribute), opened but not read.
   std::optional<std::uint64_t> segment_entries(const std::string& name) {

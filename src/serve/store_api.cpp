@@ -256,7 +256,9 @@ HttpResponse StoreApi::update_rollout(const HttpRequest& request) {
     if (!v->is_null() && !v->is_string()) throw unprocessable("resources_id: expected a string");
     update.resources_id = v->is_null() ? 0 : resources_of(store_, v->get<std::string>());
   }
-  if (const Json* v = not_null(body, "config")) update.config = config_of(*v, options_.rollout_defaults);
+  // Fields left out or null keep the rollout's own: its answer writes "no limit" as null, and a client sending that
+  // config back must not get the job's limits.
+  if (const Json* v = not_null(body, "config")) update.config = config_of(*v, store_.get_rollout(id).config);
   if (const Json* v = find(body, "metadata")) update.metadata = metadata_of(*v);
   return json_answer(200, rollout_json(store_.update_rollout(id, update)));
 }

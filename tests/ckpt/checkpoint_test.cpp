@@ -391,7 +391,7 @@ BOOST_AUTO_TEST_CASE(a_segment_there_that_does_not_open_stops_the_read) {
   const fs::path history_of_step_1 = segment_file(d, "store.history.s00000001");
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   fs::permissions(history_of_step_1, fs::perms::none);
-  const int outcome = as_unprivileged([&] { return outcome_of_reading(d, "does not open (Permission denied)"); });
+  const int outcome = as_unprivileged([&] { return outcome_of_reading(d, "cannot be read now (Permission denied)"); });
   fs::permissions(history_of_step_1, fs::perms::owner_read | fs::perms::owner_write);
   BOOST_TEST(outcome == 0);
   BOOST_TEST(fs::exists(history_of_step_1));

@@ -476,6 +476,16 @@ BOOST_AUTO_TEST_CASE(a_rollouts_timeouts_left_out_are_the_jobs) {
   const Json none = enqueue(R"({"timeout_seconds": 0, "unresponsive_seconds": 0})");
   BOOST_TEST(none["config"]["timeout_seconds"].is_null());
   BOOST_TEST(none["config"]["unresponsive_seconds"].is_null());
+  // Sent back as answered (null: no limit), an update keeps the rollout's own; a field left out keeps it too.
+  const std::string none_path = "/v1/agl/rollouts/" + none["rollout_id"].get<std::string>();
+  const Json updated =
+      Json::parse(c.Post(none_path.c_str(), Json({{"config", none["config"]}}).dump(), "application/json")->body);
+  BOOST_TEST(updated["config"]["timeout_seconds"].is_null());
+  BOOST_TEST(updated["config"]["unresponsive_seconds"].is_null());
+  const Json fewer =
+      Json::parse(c.Post(none_path.c_str(), R"({"config": {"max_attempts": 3}})", "application/json")->body);
+  BOOST_TEST(fewer["config"]["max_attempts"] == 3);
+  BOOST_TEST(fewer["config"]["timeout_seconds"].is_null());
   // The first one's runner goes silent: the watchdog ends its attempt, and (max_attempts 1) the rollout.
   const AttemptedRollout taken = *h.client().dequeue("gone");
   BOOST_TEST(rollout_name(taken.rollout.id) == agl["rollout_id"].get<std::string>());
