@@ -60,7 +60,7 @@ std::string link_name_problem(const std::string& target) {
   return {};
 }
 
-std::string link_target_problem(const std::string& dir, const std::string& target) {
+std::string link_target_problem(const std::string& dir, const std::string& target, int* missing_errno) {
   std::string problem = link_name_problem(target);
   if (!problem.empty()) return problem;
   // Every step from dir down to the file by lstat: a symlinked folder leads anywhere.
@@ -69,7 +69,10 @@ std::string link_target_problem(const std::string& dir, const std::string& targe
   for (auto part = t.begin(); part != t.end(); ++part) {
     at /= *part;
     struct stat st;
-    if (::lstat(at.c_str(), &st) != 0) return "it is missing";
+    if (::lstat(at.c_str(), &st) != 0) {
+      if (missing_errno) *missing_errno = errno;
+      return "it is missing";
+    }
     const bool last = std::next(part) == t.end();
     if (last && !S_ISREG(st.st_mode)) return "it is not a regular file (a symlink, a FIFO or a device?)";
     if (!last && !S_ISDIR(st.st_mode)) return "it is reached through something that is not a folder (a symlink?)";

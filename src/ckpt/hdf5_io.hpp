@@ -73,8 +73,9 @@ std::size_t kind_size(Kind k);
 // path, or one that climbs out with ".."); empty when it names one.
 std::string link_name_problem(const std::string& target);
 // The same, and why `target` in `dir` is no regular file of its own (missing, a symlink,
-// a FIFO, a device, or reached through a symlinked folder); empty when it is one.
-std::string link_target_problem(const std::string& dir, const std::string& target);
+// a FIFO, a device, or reached through a symlinked folder); empty when it is one. `missing_errno`, where given, gets
+// lstat's errno when a step of the way does not stat (ENOENT gone; EACCES, EIO there but not readable now).
+std::string link_target_problem(const std::string& dir, const std::string& target, int* missing_errno = nullptr);
 
 // The access lists every read of a version uses: external links resolve in `dir`, wherever
 // the process runs, and only to files link_target_problem accepts (a checkpoint directory

@@ -3,7 +3,6 @@
 // the bytes stored before anything is allocated, and read with their checksums verified. Shared by
 // the reads of a whole version (read.cpp) and the trainers' shared read of a model (shared_read.cpp).
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,7 +10,6 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -198,23 +196,18 @@ class Reader {
     } catch (const CorruptCheckpoint&) {
       return;
     }
-    if (file.empty() || !link_name_problem(file).empty()) return;
+    if (file.empty()) return;
     const auto unreadable = [](int e) { return e == EACCES || e == EPERM || e == EIO || e == ESTALE; };
-    const auto refuse = [&](const std::filesystem::path& at, int e) {
-      throw Error(path_ + ": " + name + " is in " + printable(at.string()) + ", which cannot be read now (" +
-                  std::strerror(e) + "): stopping rather than going on without the records it holds");
+    const auto refuse = [&](const std::string& at, int e) {
+      throw Error(path_ + ": " + name + " is in " + printable(at) + ", which cannot be read now (" + std::strerror(e) +
+                  "): stopping rather than going on without the records it holds");
     };
-    std::filesystem::path at = std::filesystem::path(path_).parent_path();
-    const std::filesystem::path target(file);
-    for (auto part = target.begin(); part != target.end(); ++part) {  // by lstat: a symlinked folder leads anywhere
-      at /= *part;
-      struct stat st;
-      if (::lstat(at.c_str(), &st) != 0) {
-        if (unreadable(errno)) refuse(at, errno);
-        return;
-      }
-      const bool last = std::next(part) == target.end();
-      if (last ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) return;
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    const std::string at = (std::filesystem::path(dir) / file).string();
+    int missing_errno = 0;
+    if (!link_target_problem(dir, file, &missing_errno).empty()) {
+      if (unreadable(missing_errno)) refuse(at, missing_errno);
+      return;
     }
     const int fd = ::open(at.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd >= 0) {

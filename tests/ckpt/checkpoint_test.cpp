@@ -9,6 +9,7 @@
 
 #include "arclight/ckpt/inspect.hpp"
 #include "arclight/core/crc32c.hpp"
+#include "checkpoint_samples.hpp"
 #include "same_checkpoint.hpp"
 #include "../temp_dir.hpp"
 
@@ -74,13 +75,6 @@ std::vector<std::string> links_of(const std::string& version) {
     out.push_back(f);
   }
   return out;
-}
-
-// The one segment file of a log at a version.
-fs::path segment_file(const fs::path& dir, const std::string& prefix) {
-  for (const auto& e : fs::directory_iterator(dir / "segments"))
-    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) return e.path();
-  return {};
 }
 
 void flip_byte_of(const fs::path& file, const std::string& needle) {

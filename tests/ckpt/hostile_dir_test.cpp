@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "../temp_dir.hpp"
+#include "checkpoint_samples.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/ckpt/inspect.hpp"
 #include "arclight/core/crc32c.hpp"
@@ -23,27 +24,6 @@ using namespace arclight::ckpt;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A version of a run whose logs grow by one entry a step (one new segment each).
-Checkpoint growing(std::int64_t step) {
-  Checkpoint c;
-  c.step = step;
-  c.policy_version = step;
-  c.config_toml = "run.steps=10\n";
-  c.arclight_version = "test";
-  c.parameters.assign(100, float(step));
-  c.exp_avg.assign(100, 0.5f);
-  c.exp_avg_sq.assign(100, 0.25f);
-  c.optimizer_steps = {step};
-  c.coordinator_rng = "12345 678";
-  c.store_tables = "tables";
-  for (int s = 1; s <= step; ++s) {
-    c.metrics_jsonl += "{\"step\":" + std::to_string(s) + "}\n";
-    c.span_log += "spans of step " + std::to_string(s) + ";";
-    c.store_history += "history of step " + std::to_string(s) + ";";
-  }
-  return c;
-}
 
 // Versions 1 to `last` in `dir`, each incremental on the one before.
 void write_versions(const TempDir& dir, int last) {

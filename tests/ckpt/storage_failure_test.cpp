@@ -12,35 +12,13 @@
 
 #include "../temp_dir.hpp"
 #include "arclight/ckpt/checkpoint.hpp"
+#include "checkpoint_samples.hpp"
 
 using namespace arclight;
 using namespace arclight::ckpt;
 namespace fs = std::filesystem;
 
 namespace {
-
-Checkpoint state(std::int64_t step) {
-  Checkpoint c;
-  c.step = step;
-  c.policy_version = step;
-  c.config_toml = "run.steps=10\n";
-  c.arclight_version = "test";
-  c.parameters.assign(100, float(step));
-  c.exp_avg.assign(100, 0.5f);
-  c.exp_avg_sq.assign(100, 0.25f);
-  c.optimizer_steps = {step};
-  c.coordinator_rng = "12345 678";
-  c.store_tables = "tables";
-  for (int s = 1; s <= step; ++s) c.store_history += "history of step " + std::to_string(s) + ";";
-  return c;
-}
-
-// The one segment file of a log at a version.
-fs::path segment_file(const fs::path& dir, const std::string& prefix) {
-  for (const auto& e : fs::directory_iterator(dir / "segments"))
-    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) return e.path();
-  return {};
-}
 
 // Runs `f` as a user whom file permissions bind: root reads any file, so where the tests run as root, `f` runs in a
 // child as nobody. Returns what `f` returned.
@@ -81,8 +59,8 @@ BOOST_AUTO_TEST_CASE(a_segment_there_that_does_not_open_stops_the_read) {
   const std::string d = dir.file("checkpoints");
   WriteOptions incremental;
   incremental.full_every = 10;
-  write_checkpoint(d, 1, state(1));
-  write_checkpoint(d, 2, state(2), incremental);
+  write_checkpoint(d, 1, growing(1));
+  write_checkpoint(d, 2, growing(2), incremental);
   const fs::path history_of_step_1 = segment_file(d, "store.history.s00000001");
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   fs::permissions(history_of_step_1, fs::perms::none);
@@ -97,7 +75,7 @@ BOOST_AUTO_TEST_CASE(a_segment_there_that_does_not_open_stops_the_read) {
 BOOST_AUTO_TEST_CASE(a_checkpoint_directory_that_does_not_list_is_an_error) {
   TempDir dir;
   const std::string d = dir.file("checkpoints");
-  write_checkpoint(d, 1, state(1));
+  write_checkpoint(d, 1, growing(1));
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   const fs::perms write_and_search = fs::perms::owner_write | fs::perms::owner_exec | fs::perms::group_write |
                                      fs::perms::group_exec | fs::perms::others_write | fs::perms::others_exec;
@@ -113,7 +91,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_directory_that_does_not_list_is_an_error) {
 BOOST_AUTO_TEST_CASE(a_segment_that_does_not_close_is_not_committed) {
   TempDir dir;
   const std::string d = dir.file("checkpoints");
-  Checkpoint c = state(1);
+  Checkpoint c = growing(1);
   c.store_history = std::string(40000, 'h');  // under the sieve buffer (64 KiB), over the limit
   const pid_t child = ::fork();
   if (child == 0) {
