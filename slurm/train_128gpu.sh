@@ -9,7 +9,8 @@
 #   ARCLIGHT_CONFIG   configuration file            (configs/train_128gpu.toml)
 #   ARCLIGHT_CKPT     checkpoint directory           (runs/<job name>-<config's name>/checkpoints; it beats the
 #                     config's checkpoint.dir, and the chain's successors keep it)
-#   ARCLIGHT_ARGS     extra `arclight train` flags, e.g. "--run.steps 500"
+#   ARCLIGHT_ARGS     extra `arclight train` flags, e.g. "--run.steps 500" (not --config, --checkpoint.dir or
+#                     --resume, which the script sets from the variables here)
 #   ARCLIGHT_BIN      the binary                      (build/arclight)
 #   GPUS_PER_NODE     GPUs per node                   (Slurm's SLURM_GPUS_ON_NODE, else 8; 0 on CPU-only nodes)
 #   sbatch --nodes=N  node count; the rank count follows: N x GPUS_PER_NODE + 1
@@ -80,6 +81,22 @@ done
 if [ "$gpus" -gt 0 ]; then ranks=$((nodes * gpus + 1)); else ranks=${SLURM_NTASKS:-2}; fi
 read -r -a extra_args <<<"${ARCLIGHT_ARGS:-}"  # split on blanks, never globbed
 read -r -a successor_args <<<"${ARCLIGHT_SBATCH_ARGS:-}"
+# Flags this script gives arclight itself: CLI11 would refuse one given twice ("--resume: At Most 1"), naming neither
+# ARCLIGHT_ARGS nor the variable that sets it.
+for arg in ${extra_args[@]+"${extra_args[@]}"}; do
+  case $arg in
+    --config | --config=*) instead="ARCLIGHT_CONFIG names the configuration" ;;
+    --checkpoint.dir | --checkpoint.dir=*) instead="ARCLIGHT_CKPT names the checkpoint directory" ;;
+    --resume | --resume=*) instead="it resumes from the newest good version in ARCLIGHT_CKPT (--resume auto)" ;;
+    --model.path | --model.path=*)
+      [ -n "${ARCLIGHT_MODEL_STAGE:-}" ] || continue
+      instead="with ARCLIGHT_MODEL_STAGE, ARCLIGHT_MODEL names the model to stage"
+      ;;
+    *) continue ;;
+  esac
+  echo "arclight: ARCLIGHT_ARGS gives ${arg%%=*}, which this script sets itself: $instead"
+  exit "$exit_usage"
+done
 if [ "$gpus" -gt 0 ] && [ -n "${SLURM_NTASKS_PER_NODE:-}" ] && [ "$SLURM_NTASKS_PER_NODE" != "$gpus" ]; then
   # mpirun fills --ntasks-per-node slots a node: any other count puts two ranks on a GPU or leaves GPUs idle.
   echo "arclight: --ntasks-per-node is $SLURM_NTASKS_PER_NODE but the nodes have $gpus GPUs: give sbatch" \
@@ -179,10 +196,13 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] && [ "$termed" = 0 ] &&
   sleep 5 & wait $! 2>/dev/null
 fi
 
-if [ "$rc" -eq "$exit_requeue" ] && [ "$warned" = 0 ] && [ "$termed" = 1 ]; then
-  # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel), which may
-  # reach this shell after they are done: Slurm decides what happens next. (Exit 3 with no
-  # signal at all is the job's own: a hung rank or node. It requeues below.)
+if [ "$rc" -eq "$exit_requeue" ] && [ "$termed" = 1 ]; then
+  # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel, the time limit), which may reach
+  # this shell after they are done: Slurm decides what happens next, after Slurm's warning too (a successor or a
+  # requeue would go on with a run its user cancelled, or beside the pre-empted job Slurm requeues). (Exit 3 with no
+  # signal at all is the job's own: a hung rank or node. It requeues below.) mpirun, told by the SIGTERM too, lives
+  # on for its odls_base_sigkill_timeout (KillWait here) whatever the ranks do: this shell gets here only where the
+  # signal came after the job step had ended or before it began.
   echo "arclight: stopped (checkpointed, if training had started); Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi

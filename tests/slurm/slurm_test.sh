@@ -124,7 +124,27 @@ check '[ "$(steps_of "$work/staged")" = "$(seq 1 4 | xargs)" ]' "staged runs' st
 check 'grep -q "is not the directory the version was saved with" "$work/staged.out"' \
   "the second staged job did not resume from its own copy: $(grep -i "resum\|error" "$work/staged.out" | head -3)"
 
-# 6. A rank lost mid-run (its node gone): mpirun fails the job, the script requeues it and it resumes from its last
+# 6. scancel after Slurm's warning ends the run: Slurm's SIGTERM decides, and the job submits no successor (one that
+# had both signals while its model was staged chained the cancelled run: the warning's way won).
+gate="$work/hub/snapshots/abc/cancel_gate.json"
+mkfifo "$gate"
+job=$(CHAIN=1 SUCCESSOR_ARGS="--hold --output=$work/cancelled_next.out" ARCLIGHT_MODEL="$work/hub/snapshots/abc" \
+  ARCLIGHT_MODEL_STAGE="$work/node_disk_cancelled" submit train_128gpu.sh cancelled --run.steps 2 --model.source hf)
+wait_until "job $job to stage its model" 60 '[ -n "$(squeue -h -s -j "$job" -o %i | grep "^$job\.0$")" ]'
+scancel --signal=USR1 --batch "$job"
+sleep 2  # the warning reaches the batch shell, which runs its trap once the copy ends: here, at the SIGTERM
+scancel "$job"
+state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 60)
+check '[ "$state" = CANCELLED ]' "the job cancelled after Slurm's warning ended $state"
+check 'grep -q "Slurm is ending or requeueing this job" "$work/cancelled.out"' \
+  "the job cancelled after Slurm's warning: $(grep arclight: "$work/cancelled.out" | tail -4)"
+check '! grep -q "submitted the next link" "$work/cancelled.out"' \
+  "the job cancelled after Slurm's warning submitted a successor: $(grep arclight: "$work/cancelled.out" | tail -2)"
+successors=$(squeue -h -o %i | xargs)
+[ -z "$successors" ] || scancel $successors
+rm -f "$gate"
+
+# 7. A rank lost mid-run (its node gone): mpirun fails the job, the script requeues it and it resumes from its last
 # checkpoint; with no requeue allowed (ARCLIGHT_MAX_FAILURE_REQUEUES=0) the job fails and says why.
 kill_a_rank() {  # the last rank of the run in directory $1
   local victim=""
@@ -154,7 +174,7 @@ job=$(BIN="$work/no-such-arclight" ARCLIGHT_MAX_FAILURE_REQUEUES=1 submit train_
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
 check '[ "$state" = FAILED ] && [ "$(restarts "$job")" = 1 ]' \
   "a job with no binary ended $state after $(restarts "$job") restarts: $(grep arclight: "$work/no_binary.out" | tail -3)"
-# 7. A failure after Slurm's warning (a node lost in the job's last minutes) is a failure like any other: counted, and
+# 8. A failure after Slurm's warning (a node lost in the job's last minutes) is a failure like any other: counted, and
 # requeued (or chained). It ended the job FAILED, and the run stopped until someone submitted it again. Ranks that die of
 # the forwarded SIGUSR1 stand for it here; the requeued job's ranks fail at once, and the count (at most 1) ends it.
 printf '#!/bin/sh\n[ -e "%s/warned" ] && exit 1\ntouch "%s/started"\nwhile :; do sleep 0.2; done\n' "$work" "$work" \
@@ -170,7 +190,7 @@ check '[ "$state" = FAILED ] && [ "$(restarts "$job")" = 1 ]' \
 check 'grep -q "the job failed (exit [0-9]*), failure 1 of at most 1 since its latest checkpoint" "$work/late_failure.out"' \
   "the failure after the warning was not counted: $(grep arclight: "$work/late_failure.out" | tail -3)"
 
-# 8. Slurm's SIGTERM (here scontrol requeue's) reaches mpirun too, which kills the ranks 1 s after passing it on unless
+# 9. Slurm's SIGTERM (here scontrol requeue's) reaches mpirun too, which kills the ranks 1 s after passing it on unless
 # told otherwise: a version that takes longer to write (680 MB here, about 2 s, after steps under 1 s) must still land
 # (the script gives the ranks Slurm's KillWait), and the requeued job resumes from it.
 job=$(submit train_128gpu.sh big --run.steps 1000 --checkpoint.every_steps 0 \

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# slurm/train_128gpu.sh's checks of its own input, run outside Slurm (as a workstation runs it): a setting that is no
+# whole number, a flag in ARCLIGHT_ARGS that the script gives arclight itself, a stage with no model. Each is one
+# sentence and exit 2 (never requeued) before mpirun starts; good input reaches the binary as the script says.
+# Usage: script_input_test.sh BUILD/arclight SOURCE_DIR (the binary is not run: a stand-in records its arguments)
+set -u
+src=$2
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cd "$src"
+for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cat >"$work/stand_in" <<'STAND_IN'
+#!/usr/bin/env bash
+printf '%s\n' "$@" >"$ARGS_FILE.$$"
+STAND_IN
+chmod +x "$work/stand_in"
+export ARCLIGHT_BIN=$work/stand_in ARCLIGHT_CKPT=$work/ckpt ARGS_FILE=$work/args GPUS_PER_NODE=0
+
+# Runs the script with the given environment settings; its output is in $work/out, its exit code in $rc.
+run_script() { env "$@" timeout 120 bash slurm/train_128gpu.sh >"$work/out" 2>&1; rc=$?; }
+refused() {
+  local what=$1 want=$2; shift 2
+  rm -f "$work"/args.*
+  run_script "$@"
+  [ "$rc" = 2 ] || fail "$what: exit $rc, want 2: $(tail -3 "$work/out")"
+  grep -qF -- "$want" "$work/out" || fail "$what: no '$want' in: $(tail -3 "$work/out")"
+  ! compgen -G "$work/args.*" >/dev/null || fail "$what: the binary ran"
+}
+
+refused "GPUS_PER_NODE=08" "GPUS_PER_NODE=08 is not a whole number" GPUS_PER_NODE=08
+refused "ARCLIGHT_CHAIN=two" "ARCLIGHT_CHAIN=two is not a whole number" ARCLIGHT_CHAIN=two
+refused "ARCLIGHT_MAX_FAILURE_REQUEUES=-1" "ARCLIGHT_MAX_FAILURE_REQUEUES=-1 is not a whole number" \
+  ARCLIGHT_MAX_FAILURE_REQUEUES=-1
+refused "--resume in ARCLIGHT_ARGS" "ARCLIGHT_ARGS gives --resume, which this script sets itself" \
+  "ARCLIGHT_ARGS=--run.steps 5 --resume $work/ckpt/v00000004.h5"
+refused "--checkpoint.dir= in ARCLIGHT_ARGS" "ARCLIGHT_ARGS gives --checkpoint.dir, which this script sets itself: ARCLIGHT_CKPT" \
+  "ARCLIGHT_ARGS=--checkpoint.dir=$work/other"
+refused "--config in ARCLIGHT_ARGS" "ARCLIGHT_ARGS gives --config, which this script sets itself: ARCLIGHT_CONFIG" \
+  "ARCLIGHT_ARGS=--config configs/tiny.toml"
+mkdir -p "$work/model" && echo '{}' >"$work/model/config.json"
+refused "--model.path with a stage" "ARCLIGHT_ARGS gives --model.path, which this script sets itself" \
+  ARCLIGHT_MODEL_STAGE="$work/stage" ARCLIGHT_MODEL="$work/model" "ARCLIGHT_ARGS=--model.path $work/model"
+refused "a stage with no model" "ARCLIGHT_MODEL_STAGE needs ARCLIGHT_MODEL" ARCLIGHT_MODEL_STAGE="$work/stage"
+refused "tasks per node against GPUs" "--ntasks-per-node is 4 but the nodes have 8 GPUs" GPUS_PER_NODE=8 \
+  SLURM_NTASKS_PER_NODE=4
+
+# Good input: every rank gets the script's flags once and ARCLIGHT_ARGS after them, --model.path among them where
+# nothing is staged.
+rm -f "$work"/args.*
+run_script ARCLIGHT_CONFIG=configs/tiny.toml "ARCLIGHT_ARGS=--run.steps 5 --model.path $work/model"
+[ "$rc" = 0 ] || fail "good input: exit $rc: $(tail -5 "$work/out")"
+ranks=0
+for f in "$work"/args.*; do
+  [ -f "$f" ] || continue
+  ranks=$((ranks + 1))
+  got=$(xargs <"$f")
+  want="train --config configs/tiny.toml --checkpoint.dir $work/ckpt --resume auto --run.steps 5 --model.path $work/model"
+  [ "$got" = "$want" ] || fail "good input: a rank's arguments are '$got', want '$want'"
+done
+[ "$ranks" = 2 ] || fail "good input: $ranks ranks ran, want 2 (SLURM_NTASKS unset): $(tail -5 "$work/out")"
+
+echo "$failures failures"
+[ "$failures" = 0 ]
