@@ -55,7 +55,7 @@ check 'grep -q "weights restored for policy version 10 are those it was trained 
   "no check of the weights restored: $(grep -E "restored|rror" "$work/err" | head -3)"
 check '[ "$(steps_of "$work/a")" = "$(seq 1 14 | xargs)" ]' "metrics steps: $(steps_of "$work/a")"
 mkdir -p "$work/py"
-check '/usr/bin/python3 tests/app/read_events.py "$work/a" src/app/proto "$work/py" >/dev/null' "event file after resume"
+check '/usr/bin/python3 tests/app/read_events.py "$work/a" "$work/py" >/dev/null' "event file after resume"
 
 # 3. A corrupt newest version is skipped, with a warning, for the one before.
 size=$(stat -c %s "$work/a/checkpoints/v00000014.h5")

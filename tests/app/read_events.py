@@ -1,8 +1,10 @@
 """An independent reader of arclight's TensorBoard event files (Debian's python3-protobuf).
 
 Checks the TFRecord framing and both masked CRC-32C of every record, parses each Event with
-classes protoc generates from src/app/proto/event.proto, and compares every scalar with the
-same step's figure in metrics.jsonl. Usage: read_events.py RUN_DIR PROTO_DIR OUT_DIR"""
+classes protoc generates from TensorFlow's messages (tensorflow_event.proto beside this file,
+not arclight's own), checks that each value is a simple_value as TensorBoard tells it, and
+compares every scalar with the same step's figure in metrics.jsonl.
+Usage: read_events.py RUN_DIR OUT_DIR"""
 import glob
 import importlib
 import json
@@ -57,10 +59,12 @@ def records(path):
 
 
 def main():
-    run_dir, proto_dir, out_dir = sys.argv[1:4]
-    subprocess.run(["protoc", f"--proto_path={proto_dir}", f"--python_out={out_dir}", "event.proto"], check=True)
+    run_dir, out_dir = sys.argv[1:3]
+    proto_dir = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run(["protoc", f"--proto_path={proto_dir}", f"--python_out={out_dir}", "tensorflow_event.proto"],
+                   check=True)
     sys.path.insert(0, out_dir)
-    event_pb2 = importlib.import_module("event_pb2")
+    event_pb2 = importlib.import_module("tensorflow_event_pb2")
     metrics = {row["step"]: row for row in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))}
     files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
     if len(files) != 1:
@@ -68,12 +72,18 @@ def main():
     events = [event_pb2.Event.FromString(r) for r in records(files[0])]
     if events[0].file_version != "brain.Event:2":
         raise SystemExit(f"first record is not the file version: {events[0]}")
-    checked = 0
+    checked = zeros = 0
     steps = []
     for e in events[1:]:
         steps.append(e.step)
         row = metrics[e.step]
+        # TensorBoard (data_compat.migrate_value) reads a value by the field of its oneof that is set: none, and the
+        # point is not plotted (a plain proto3 float of 0 is not written).
+        unset = [v.tag for v in e.summary.value if v.WhichOneof("value") != "simple_value"]
+        if unset:
+            raise SystemExit(f"step {e.step}: values TensorBoard would drop (no simple_value set): {unset}")
         tags = {v.tag: v.simple_value for v in e.summary.value}
+        zeros += sum(1 for value in tags.values() if value == 0)
         if set(tags) != set(row) - {"step"}:
             raise SystemExit(f"step {e.step}: tags {sorted(tags)} differ from metrics.jsonl's {sorted(row)}")
         for tag, value in tags.items():
@@ -89,7 +99,9 @@ def main():
         elapsed = metrics[after.step].get("elapsed", 0) - metrics[before.step].get("elapsed", 0)
         if wall < -1e-3 or (elapsed >= 0.005 and wall <= 0):
             raise SystemExit(f"steps {before.step} to {after.step}: wall time moved {wall:.3f} s, elapsed {elapsed:.3f} s")
-    print(f"{len(events)} records, framing and CRCs good, {checked} scalars match metrics.jsonl")
+    if zeros == 0:
+        raise SystemExit("no scalar of 0 among the events: the run no longer shows that zeros are written")
+    print(f"{len(events)} records, framing and CRCs good, {checked} scalars ({zeros} of them 0) match metrics.jsonl")
 
 
 main()
