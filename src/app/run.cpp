@@ -59,7 +59,7 @@ Placement place_this_rank(const comm::MpiRuntime& mpi, const RankRole& role) {
               "ARCLIGHT_TORCH=python scripts/build.sh, README: On a Slurm cluster)");
   const bool computes = role.runner || role.trainer;
   p.device = computes && build_info().torch_cuda ? device_for_local_rank(p.local_rank, gpus) : -1;
-  p.threads = threads_for_rank(static_cast<int>(std::thread::hardware_concurrency()), p.local_size);
+  p.threads = threads_for_rank(mpi.node_cpus(), p.local_size);
   return p;
 }
 

@@ -1,10 +1,14 @@
 #include "arclight/comm/mpi_runtime.hpp"
 
-#include <cstdio>
 #include <mpi.h>
+#include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
+#include "arclight/comm/waiting.hpp"
 #include "arclight/core/error.hpp"
 
 namespace arclight::comm {
@@ -48,6 +52,22 @@ int Communicator::size() const {
   return s;
 }
 
+int cpus_of_ranks(MPI_Comm node) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+    const unsigned all = std::thread::hardware_concurrency();
+    for (unsigned cpu = 0; cpu < all && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &mine);
+  }
+  unsigned long words[sizeof(cpu_set_t) / sizeof(unsigned long)];
+  std::memcpy(words, &mine, sizeof words);
+  MPI_Allreduce(MPI_IN_PLACE, words, static_cast<int>(std::size(words)), MPI_UNSIGNED_LONG, MPI_BOR, node);
+  cpu_set_t all;
+  std::memcpy(&all, words, sizeof words);
+  const int cpus = CPU_COUNT(&all);
+  return cpus > 0 ? cpus : 1;
+}
+
 MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   int provided = 0;
   // Checkpoint writers and the store's watchdog run on threads of their own.
@@ -65,7 +85,9 @@ MpiRuntime::MpiRuntime(int& argc, char**& argv) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
+  node_cpus_ = cpus_of_ranks(node);
   MPI_Comm_free(&node);
+  set_node_share(node_cpus_, local_size_);
 }
 
 MpiRuntime::~MpiRuntime() {

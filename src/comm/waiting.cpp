@@ -3,22 +3,28 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <thread>
 
 namespace arclight::comm {
 
 namespace {
-// Whether this node runs more ranks than it has cores; the rank count comes from the launcher.
+std::atomic<int> node_cpus{0}, node_ranks{0};
+
+// Whether this node runs more of the job's ranks than they have CPUs.
 bool oversubscribed() {
-  static const bool answer = [] {
-    const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int ranks_on_node = local_size ? std::atoi(local_size) : 1;
-    return ranks_on_node > static_cast<int>(std::thread::hardware_concurrency());
-  }();
-  return answer;
+  if (node_cpus.load() > 0) return node_ranks.load() > node_cpus.load();
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_on_node = local_size ? std::atoi(local_size) : 1;
+  return ranks_on_node > static_cast<int>(std::thread::hardware_concurrency());
 }
 }  // namespace
+
+void set_node_share(int cpus, int ranks) {
+  node_ranks = ranks;
+  node_cpus = cpus;
+}
 
 // Spinning helps only a rank with a core to itself; on an oversubscribed node it takes the
 // core from the rank it waits for, and yielding gives it to that rank.

@@ -1,11 +1,16 @@
 // How ranks wait (comm/waiting.hpp), under mpirun with the reducer tests (3 ranks).
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <ctime>
 #include <thread>
+#include <vector>
 
+#include <sched.h>
+
+#include "arclight/comm/mpi_runtime.hpp"
 #include "arclight/comm/waiting.hpp"
 
 using namespace arclight::comm;
@@ -75,6 +80,35 @@ BOOST_AUTO_TEST_CASE(a_long_wait_sleeps_and_still_completes) {
     BOOST_TEST(cpu < 0.5 * wall, "the waiting rank used " << cpu << " s of CPU in " << wall << " s");
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A rank's compute threads share the CPUs the job's ranks on the node may run on, the union of their affinity masks
+// (a launcher's binding, a Slurm share of the node), not the node's count.
+BOOST_AUTO_TEST_CASE(the_nodes_cpus_are_the_union_of_the_ranks_affinities) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  cpu_set_t given;
+  BOOST_REQUIRE(sched_getaffinity(0, sizeof given, &given) == 0);
+  std::vector<int> allowed;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &given)) allowed.push_back(cpu);
+  int most = 0;  // the CPUs of every rank's mask (the ranks were started alike)
+  const int mine = static_cast<int>(allowed.size());
+  MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == most);
+
+  const auto bind = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    BOOST_REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  };
+  bind(allowed.front());  // every rank on one CPU
+  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == 1);
+  bind(allowed[static_cast<std::size_t>(rank) % allowed.size()]);  // each rank on a CPU of its own, while there are
+  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == std::min(size, mine));
+  BOOST_REQUIRE(sched_setaffinity(0, sizeof given, &given) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

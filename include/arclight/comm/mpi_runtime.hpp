@@ -40,6 +40,9 @@ class MpiRuntime {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  // The CPUs this job's ranks on this node may run on (the union of their affinity masks: a Slurm allocation of part of
+  // a node, a launcher's binding), which std::thread::hardware_concurrency, the node's count, does not know.
+  int node_cpus() const { return node_cpus_; }
 
   // Collective over all ranks: each says whether it failed; returns the lowest
   // failing rank, or -1 when none did. Lets exactly one rank report an error
@@ -59,6 +62,10 @@ class MpiRuntime {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  int node_cpus_ = 1;
 };
+
+// Collective over `node` (the ranks of one node): the number of CPUs in the union of their affinity masks.
+int cpus_of_ranks(MPI_Comm node);
 
 }  // namespace arclight::comm

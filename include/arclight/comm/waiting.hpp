@@ -18,6 +18,11 @@
 
 namespace arclight::comm {
 
+// What MpiRuntime found on this node: `ranks` of the job there, which may run on `cpus` CPUs; a wait spins only where
+// each rank has a CPU. Before (or without) it: the launcher's count of ranks (OMPI_COMM_WORLD_LOCAL_SIZE) against the
+// node's CPUs.
+void set_node_share(int cpus, int ranks);
+
 class IdleBackoff {
  public:
   // What the rank waits for: the reply to what it sent (soon: worth yielding for, on an
