@@ -243,8 +243,9 @@ void bind_runner(ConfigBinder& b, Config& c) {
       ->check(CLI::Range(0, 65535));
   b.opt("runner.http_max_body_bytes", c.runner.http_max_body_bytes, "a larger request body is refused (413)")
       ->check(CLI::Range(std::size_t(1024), std::size_t(1) << 32));
+  // Whole milliseconds: less than one was no time at all (every read timed out, and the endpoint answered nothing).
   b.opt("runner.http_timeout_seconds", c.runner.http_timeout_seconds, "idle or half-sent connections close after this")
-      ->check(number_at_least(0, false, "a positive number of seconds up to 604800 (a week)", a_week));
+      ->check(number_at_least(0.001, true, "from 0.001 to 604800 seconds (a week)", a_week));
   b.opt("runner.decode_rows", c.runner.decode_rows, "sequences a runner's endpoint decodes together")
       ->check(CLI::Range(1, 4096));
 }
@@ -280,6 +281,10 @@ void bind_checkpoint(ConfigBinder& b, Config& c) {
   b.opt("checkpoint.write_timeout_seconds", c.checkpoint.write_timeout_seconds,
         "a version still being written this long when the job needs it done: the file system stalls, and the job "
         "ends to be requeued (exit 3); 0: no limit")
+      ->check(non_negative);
+  b.opt("checkpoint.read_timeout_seconds", c.checkpoint.read_timeout_seconds,
+        "a resume still loading its version this long: the file system stalls, and the job ends to be requeued (exit "
+        "3); 0: no limit")
       ->check(non_negative);
 }
 

@@ -440,29 +440,33 @@ comm::work::TrainerFigures Coordinator::train(const std::vector<algo::Sample>& s
   std::size_t received = 0;
   std::string reply;
   int source = 0;
-  while (received < trainers.size()) {
-    if (!comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_figures, reply, &source)) {
-      serve_a_little();  // runners may be busy with stale-allowed rollouts
-      continue;
+  try {
+    while (received < trainers.size()) {
+      if (!comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_figures, reply, &source)) {
+        serve_a_little();  // runners may be busy with stale-allowed rollouts
+        continue;
+      }
+      comm::work::TrainerFigures f;
+      try {
+        f = comm::work::decode_figures(reply);
+      } catch (const DecodeError& e) {
+        throw Error(log::concat("trainer ", source, ": ", e.what()));
+      }
+      sum.loss += f.loss;
+      sum.policy_loss += f.policy_loss;
+      sum.kl += f.kl;
+      sum.entropy += f.entropy;
+      sum.clip_fraction += f.clip_fraction;
+      sum.clip_fraction_lower += f.clip_fraction_lower;
+      if (source == layout_.trainer_leader()) {
+        sum.grad_norm = f.grad_norm;
+        sum.train_seconds = f.train_seconds;
+        sum.sync_seconds = f.sync_seconds;
+      }
+      ++received;
     }
-    comm::work::TrainerFigures f;
-    try {
-      f = comm::work::decode_figures(reply);
-    } catch (const DecodeError& e) {
-      throw Error(log::concat("trainer ", source, ": ", e.what()));
-    }
-    sum.loss += f.loss;
-    sum.policy_loss += f.policy_loss;
-    sum.kl += f.kl;
-    sum.entropy += f.entropy;
-    sum.clip_fraction += f.clip_fraction;
-    sum.clip_fraction_lower += f.clip_fraction_lower;
-    if (source == layout_.trainer_leader()) {
-      sum.grad_norm = f.grad_norm;
-      sum.train_seconds = f.train_seconds;
-      sum.sync_seconds = f.sync_seconds;
-    }
-    ++received;
+  } catch (...) {  // the sends still under way read `messages`: the job ends here, not unwound past them
+    end_job_now(std::current_exception());
   }
   comm::wait_all(sends);
   return sum;
@@ -519,13 +523,17 @@ std::vector<MPI_Request> Coordinator::tell_trainers(const std::string& message) 
 std::vector<std::string> Coordinator::answers_of_trainers(std::vector<MPI_Request>& sends) {
   std::vector<std::string> replies;
   std::string reply;
-  while (replies.size() < sends.size()) {
-    if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_state, reply))
-      replies.push_back(reply);
-    else if (loading_)  // on the loader thread: the main thread serves the store
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    else
-      serve_a_little();
+  try {
+    while (replies.size() < sends.size()) {
+      if (comm::try_receive(ch_.work.get(), MPI_ANY_SOURCE, comm::tag_trainer_state, reply))
+        replies.push_back(reply);
+      else if (loading_)  // on the loader thread: the main thread serves the store
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      else
+        serve_a_little();
+    }
+  } catch (...) {  // the sends still under way read the caller's message: the job ends here, not unwound past it
+    end_job_now(std::current_exception());
   }
   comm::wait_all(sends);
   return replies;

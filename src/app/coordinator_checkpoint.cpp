@@ -76,7 +76,9 @@ std::optional<ckpt::Checkpoint> Coordinator::restore() {
 // Loading can take minutes on a slow file system: it runs on a thread of its own while this one holds the store's
 // requests (their clients told every second to wait on: an outside agent's dequeue through its runner, say),
 // answered once the version is restored, its store and the trainers' shares (store_restored_).
-// A trainer that hangs meanwhile (the others wait for it in the shares' collectives) ends the job as in a step.
+// A trainer that hangs meanwhile (the others wait for it in the shares' collectives) ends the job as in a step; a load
+// that does not end (a stalled file system, while every rank's pulses go on) ends it after
+// checkpoint.read_timeout_seconds.
 std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
   std::optional<ckpt::Checkpoint> loaded;
   std::exception_ptr failure;
@@ -92,7 +94,14 @@ std::optional<ckpt::Checkpoint> Coordinator::load_while_holding_requests() {
     }
     done = true;
   });
+  const auto began = Stopwatch::now();
+  const double limit = config_.checkpoint.read_timeout_seconds;
   while (!done) {
+    if (limit > 0 && seconds_since(began) > limit) {
+      log::error("checkpoint: the version to resume from has not been loaded in ", limit,
+                 " s (checkpoint.read_timeout_seconds): the file system stalls; ending the job, to be requeued");
+      MPI_Abort(MPI_COMM_WORLD, exit_requeue);
+    }
     if (store_restored_) server_.release();
     try {
       serve_a_little();

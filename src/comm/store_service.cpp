@@ -344,14 +344,36 @@ RemoteStore::RemoteStore(MPI_Comm comm, int server_rank, double reply_timeout_se
     : comm_(comm), server_(server_rank), reply_timeout_(reply_timeout_seconds) {}
 
 RemoteStore::~RemoteStore() {
+  if (stalled_) return;  // a send rank 0 never took: it would not take this one either
   std::string bye = wire::encode(wire::Type::bye, false, 0);
   MPI_Send(bye.data(), static_cast<int>(bye.size()), MPI_BYTE, server_, tag_store_request, comm_);
 }
 
+Error RemoteStore::server_hangs(double timeout_seconds) const {
+  return Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds,
+                           " s (comm.store_timeout_seconds): rank ", server_,
+                           " hangs (stopped, or its node frozen) or cannot keep up; ending the job, to be requeued "
+                           "(it resumes from its last checkpoint)"),
+               exit_requeue);
+}
+
 std::string RemoteStore::exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds) {
-  MPI_Send(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_,
-           StoreServer::request_tag(request.size()), comm_);
+  if (stalled_) throw server_hangs(timeout_seconds);
+  // The send is bounded too: one above MPI's eager limit (an attempt's spans) waits for rank 0 to take it.
+  MPI_Request send;
+  MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, server_,
+            StoreServer::request_tag(request.size()), comm_, &send);
   auto deadline = after(timeout_seconds);
+  backoff_.reset();
+  for (int sent = 0;;) {
+    MPI_Test(&send, &sent, MPI_STATUS_IGNORE);
+    if (sent) break;
+    if (Clock::now() > deadline) {
+      stalled_ = true;  // the request's buffer stays MPI's: this client sends nothing more (the job ends)
+      throw server_hangs(timeout_seconds);
+    }
+    backoff_.idle();
+  }
   backoff_.reset();
   std::string reply;
   for (;;) {
@@ -368,12 +390,7 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
     }
     // Rank 0 hangs (stopped, its node frozen) or cannot keep up: the job is requeued, as when a rank's pulses stop
     // (with the defaults this comes first: comm.store_timeout_seconds 60, run.hung_rank_seconds 120).
-    if (Clock::now() > deadline)
-      throw Error(log::concat("the store on rank ", server_, " did not reply within ", timeout_seconds,
-                              " s (comm.store_timeout_seconds): rank ", server_,
-                              " hangs (stopped, or its node frozen) or cannot keep up; ending the job, to be requeued "
-                              "(it resumes from its last checkpoint)"),
-                  exit_requeue);
+    if (Clock::now() > deadline) throw server_hangs(timeout_seconds);
     backoff_.idle();
   }
 }

@@ -244,7 +244,10 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
              "config: grpo.group_size = 1: must be at least 2 (a group of one has no advantage)");
   BOOST_TEST(parse({"train", "--grpo.kl_coef", "-1"}).error == "config: grpo.kl_coef = -1: must be a number >= 0");
   BOOST_TEST(parse({"train", "--runner.http_timeout_seconds", "1e10"}).error ==
-             "config: runner.http_timeout_seconds = 1e10: must be a positive number of seconds up to 604800 (a week)");
+             "config: runner.http_timeout_seconds = 1e10: must be from 0.001 to 604800 seconds (a week)");
+  BOOST_TEST(parse({"train", "--runner.http_timeout_seconds", "0.0004"}).error ==
+             "config: runner.http_timeout_seconds = 0.0004: must be from 0.001 to 604800 seconds (a week)");
+  BOOST_TEST(parse({"train", "--runner.http_timeout_seconds", "0.001"}).error.empty());
   // Deadlines on the clock: 1e300 s overflowed them into the past (every store call "timed out" at once).
   BOOST_TEST(parse({"train", "--comm.store_timeout_seconds", "1e300"}).error ==
              "config: comm.store_timeout_seconds = 1e300: must be from 2 to 604800 seconds (a week; rank 0 says every "

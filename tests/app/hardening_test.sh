@@ -182,6 +182,18 @@ check '[ -n "$stopped_pid" ] && [ "$rc" = 3 ] && [ $stopped_after -lt 40 ]' \
 check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "r0 error\].*the only runner (rank 2) has sent no sign of life" "$work/err"' \
   "the only runner stopped: not one error, from rank 0, naming rank 2: $(grep "error\]" "$work/err")"
 
+# 8c. A restore that does not end (a stalled file system: 60 s here) while every rank's pulses go on and the store's
+# clients are told to wait on: rank 0 ends the job with exit 3 (requeue) after checkpoint.read_timeout_seconds.
+started=$SECONDS
+timeout 120 "$mpirun" --oversubscribe --allow-run-as-root -np 3 "$bin" train --config configs/tiny.toml "${outside[@]}" \
+  --run.dir "$work/slow" --run.steps 6 --resume auto --faults.slow_restore_seconds 60 \
+  --checkpoint.read_timeout_seconds 3 >"$work/out" 2>"$work/err"
+rc=$?
+check '[ "$rc" = 3 ] && [ $((SECONDS - started)) -lt 40 ]' \
+  "a restore that does not end: exit $rc after $((SECONDS - started)) s, want 3 within 40 s: $(tail -2 "$work/err")"
+check '[ "$(grep -c "error\]" "$work/err")" = 1 ] && grep -q "r0 error\].*has not been loaded in 3 s (checkpoint.read_timeout_seconds)" "$work/err"' \
+  "a restore that does not end: not one error from rank 0: $(grep "error\]" "$work/err")"
+
 # 9. --resume naming a symbolic link to a version: the user's choice, followed (one found in a checkpoint directory
 # in place of a version is not: tests/ckpt/hostile_dir_test.cpp).
 ln -s "$work/slow/checkpoints/v00000002.h5" "$work/chosen.h5"

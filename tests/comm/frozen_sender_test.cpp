@@ -92,6 +92,41 @@ BOOST_AUTO_TEST_CASE(a_request_still_arriving_holds_up_no_other) {
   MPI_Comm_free(&comm);
 }
 
+// The other way round: rank 0 frozen (no MPI call for 6 s) while a client sends a request above MPI's eager limit (an
+// attempt's spans). The send waits for rank 0 to take part; comm.store_timeout_seconds bounds it as it bounds the
+// reply (the send blocked until rank 0 woke, and rank 0's pulses went on from a thread of their own).
+BOOST_AUTO_TEST_CASE(a_request_rank_0_does_not_take_gives_up_at_the_store_timeout) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const std::string big(std::size_t(3) << 20, 'x');
+  if (rank_ == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Mprobe(1, MPI_ANY_TAG, comm, &message, &status);  // the request, taken at last (no answer)
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::string request(static_cast<std::size_t>(count), '\0');
+    MPI_Mrecv(request.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    BOOST_TEST(request.size() > big.size());
+  } else if (rank_ == 1) {
+    comm::RemoteStore client(comm, 0, 1.0);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      client.add_resources("weights", big);
+      BOOST_ERROR("no timeout");
+    } catch (const Error& e) {
+      BOOST_TEST(e.exit_code() == exit_requeue);
+      BOOST_TEST(std::string(e.what()).find("did not reply within 1 s") != std::string::npos, e.what());
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BOOST_TEST(waited < 4.5, "gave up after " << waited << " s, rank 0 frozen for 6 s, the timeout 1 s");
+    BOOST_CHECK_THROW(client.statistics(), Error);  // the stalled request is still MPI's: nothing more is sent
+  }
+  MPI_Barrier(comm);
+  MPI_Comm_free(&comm);
+}
+
 int main(int argc, char** argv) {
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // before MPI_Init reads it
   return mpi_test_main(argc, argv, rank_, size_);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "arclight/comm/channels.hpp"
+#include "arclight/core/error.hpp"
 #include "arclight/comm/protocol.hpp"
 #include "arclight/comm/waiting.hpp"
 #include "arclight/store/store.hpp"
@@ -159,13 +160,15 @@ class RemoteStore : public store::Store {
 
   // Tests only: the server starts over with a fresh store.
   void reset();
-  // Sends raw bytes as a request and returns the raw reply (tests of malformed input).
+  // Sends raw bytes as a request and returns the raw reply (tests of malformed input). Bytes whose send timed out stay
+  // MPI's: they must outlive the client.
   std::string exchange_raw(const std::string& request, double timeout_seconds);
 
  private:
   template <class Reply, class... Args>
   Reply call(wire::Type type, double extra_wait, const Args&... args);
   std::string exchange(const std::string& request, std::uint32_t request_id, double timeout_seconds);
+  Error server_hangs(double timeout_seconds) const;
 
   MPI_Comm comm_;
   IdleBackoff backoff_{IdleBackoff::Awaiting::reply};
@@ -174,6 +177,7 @@ class RemoteStore : public store::Store {
   std::mutex mutex_;
   std::string request_;  // reused: most requests fit the capacity of the last
   std::uint32_t next_request_id_ = 1;
+  bool stalled_ = false;  // a request rank 0 did not take in time is still MPI's to send (under mutex_)
 };
 
 }  // namespace arclight::comm

@@ -207,6 +207,10 @@ struct CheckpointConfig {
   // end, a signal): the file system stalls, and the job ends, to be requeued (it waited for Slurm's time limit, and
   // ended TIMEOUT, never requeued). Counted from the write's start, after a signal too. 0: no limit.
   double write_timeout_seconds = 1800;
+  // A resume still loading its version this long (rank 0's store, the trainers' shares) is a stalled file system as
+  // well: the job ends, to be requeued (every rank's signs of life go on meanwhile, and the store's clients are told
+  // to wait on: nothing else would end it). 0: no limit.
+  double read_timeout_seconds = 1800;
 };
 
 // Deliberate faults, for tests and failure drills. Off by default.
