@@ -23,15 +23,17 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t header_bytes = 64 << 10;  // what a request sends before its token is checked
 
-// poll(2) for `events` until `deadline`; false when it passed (or the socket failed).
+// poll(2) for `events` until `deadline`; false when it passed (or the socket failed). It polls at least once: a
+// deadline of now asks whether the socket is ready (wait_for_request, before it gives a kept-alive connection up).
 bool wait_until(int fd, short events, Clock::time_point deadline) {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
+    const auto left =
+        std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
+    if (n == 0 && left == 0) return false;
   }
 }
 

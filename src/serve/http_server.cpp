@@ -209,7 +209,10 @@ struct HttpServer::Impl {
     return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
                                                 const httplib::ContentReader& reader) {
       HttpRequest request = request_of(req);
-      if (const auto error = read_body(req, res, reader, options.max_body_bytes, request.body)) {
+      // Neither length nor chunks: no body (RFC 9112, 6.3), where the library would read one until the client closed.
+      const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+      if (const auto error =
+              has_body ? read_body(req, res, reader, options.max_body_bytes, request.body) : std::nullopt) {
         GuardedServer::body_left_unread();  // what is left of it must not be read as the next request
         return answer_error(res, request, *error);
       }
@@ -238,12 +241,14 @@ struct HttpServer::Impl {
   }
 
   // The answer to a request without the token.
-  void refuse(const httplib::Request& req, httplib::Response& res) const {
+  void refuse(httplib::Response& res) const {
     if (options.missing_token_status == 401)
       answer_json_error(res, HttpError(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
                                        "authentication_error", "", "invalid_api_key"));
-    else  // as if nothing were served here, in the shape of the path's protocol
-      answer_error(res, request_of(req), HttpError(options.missing_token_status, "Not Found", "not_found_error"));
+    else  // as if nothing were served here (FastAPI's answer, as Agent Lightning's server gives it), whatever the path:
+          // a shape by path told what is served, and matching the error patterns, which hold the secret, timed it
+      answer(res,
+             HttpResponse{options.missing_token_status, "application/json", R"({"detail": "Not Found"})", nullptr});
   }
 
   void configure() {
@@ -263,7 +268,7 @@ struct HttpServer::Impl {
     });
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!authenticated(req)) {
-        refuse(req, res);
+        refuse(res);
         return httplib::Server::HandlerResponse::Handled;
       }
       if (const std::optional<HttpError> error = unrouted_body(req)) {
@@ -285,7 +290,7 @@ struct HttpServer::Impl {
     // the library asks this before the pre-routing handler.
     server.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (authenticated(req)) return 100;
-      refuse(req, res);
+      refuse(res);
       return res.status;
     });
     // The library's own answers (no route, a body too large, a bad request line) get a JSON body too.

@@ -215,11 +215,12 @@ std::optional<Json> span_json(const otlp::Span& span, const Json& resource) {
   };
   const Json* rollout = id_attribute(rollout_key);
   const Json* attempt = id_attribute(attempt_key);
+  if (!rollout || !attempt) return std::nullopt;  // before the rest is built: dropped spans cost nothing more
   const std::optional<std::int64_t> sequence_id = given_sequence_id(id_attribute(sequence_key));
   const std::string& message = text(span.status().message(), "a status message");
   Json out = Json::object();
-  out["rollout_id"] = rollout ? python_str(*rollout) : "";
-  out["attempt_id"] = attempt ? python_str(*attempt) : "";
+  out["rollout_id"] = python_str(*rollout);
+  out["attempt_id"] = python_str(*attempt);
   if (sequence_id) out["sequence_id"] = *sequence_id;
   out["trace_id"] = id_hex(span.trace_id(), 32);
   out["span_id"] = id_hex(span.span_id(), 16);
@@ -235,8 +236,66 @@ std::optional<Json> span_json(const otlp::Span& span, const Json& resource) {
   out["context"] = context_json(span.trace_id(), span.span_id());
   out["parent"] = nullptr;
   out["resource"] = resource;
-  if (!rollout || !attempt) return std::nullopt;
   return out;
+}
+
+// Protobuf's wire format, read only as far as counting needs (bounds checked; false for bytes that are not fields).
+class WireFields {
+ public:
+  explicit WireFields(std::string_view bytes) : rest_(bytes) {}
+  // The next field: its number, and its bytes where it is length-delimited (empty otherwise).
+  bool next(std::uint64_t& number, bool& delimited, std::string_view& payload) {
+    std::uint64_t key = 0;
+    if (!varint(key)) return false;
+    number = key >> 3;
+    delimited = (key & 7) == 2;
+    payload = {};
+    std::uint64_t length = 0;
+    switch (key & 7) {
+      case 0: return varint(length);
+      case 1: return skip(8);
+      case 5: return skip(4);
+      case 2:
+        if (!varint(length) || length > rest_.size()) return false;
+        payload = rest_.substr(0, length);
+        return skip(length);
+      default: return false;  // groups: not in OTLP's messages
+    }
+  }
+  bool done() const { return rest_.empty(); }
+
+ private:
+  bool varint(std::uint64_t& value) {
+    value = 0;
+    for (int shift = 0; shift < 64 && !rest_.empty(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(rest_.front());
+      rest_.remove_prefix(1);
+      value |= std::uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return true;
+    }
+    return false;
+  }
+  bool skip(std::uint64_t n) {
+    if (n > rest_.size()) return false;
+    rest_.remove_prefix(n);
+    return true;
+  }
+  std::string_view rest_;
+};
+
+// The spans of an ExportTraceServiceRequest (resource_spans = 1, scope_spans = 2, spans = 2), counted on the wire up to
+// `most` + 1. Bytes that are not a wire stream count as none: the parser refuses them.
+std::size_t spans_on_the_wire(std::string_view bytes, std::size_t most, int depth = 0) {
+  std::size_t count = 0;
+  WireFields fields(bytes);
+  std::uint64_t number = 0;
+  bool delimited = false;
+  std::string_view payload;
+  while (!fields.done() && count <= most && fields.next(number, delimited, payload)) {
+    if (!delimited || number != (depth == 0 ? 1u : 2u)) continue;
+    count += depth == 2 ? 1 : spans_on_the_wire(payload, most - count, depth + 1);
+  }
+  return count;
 }
 
 std::vector<Json> spans_of(const otlp::ExportTraceServiceRequest& request, const OtlpOptions& options) {
@@ -342,6 +401,8 @@ std::vector<Json> decode_otlp_traces(std::string_view body, std::string_view con
                     "', expected gzip or none");
   }
   if (body.empty()) return {};
+  if (spans_on_the_wire(body, options.max_spans) > options.max_spans)
+    throw OtlpError(log::concat("an export of more than ", options.max_spans, " spans: send them in batches"));
   otlp::ExportTraceServiceRequest request;
   if (body.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
       !request.ParseFromArray(body.data(), static_cast<int>(body.size())))

@@ -20,11 +20,17 @@ inline constexpr std::string_view otlp_content_type = "application/x-protobuf";
 struct OtlpOptions {
   // The route's path, a regular expression as HttpServer's routes are (a prefix before it, if the store API has one).
   std::string path = "/v1/traces";
+  // The paths whose errors are answered in OTLP's shape: the route's, with any first segment in place of the secret
+  // (a pattern holding the secret, matched against requests not yet authenticated, would time it).
+  std::string error_path = "(?:/[^/]+)?/v1/traces";
   // The most a body may inflate to in the decoder, and the most the spans' copies of their resource may add up to:
   // past either, 400, so a zip bomb or a large resource repeated over many tiny spans costs nothing. (Through
   // HttpServer, a body sent with Content-Encoding exactly "gzip" is inflated by the server itself, within its
   // max_body_bytes: past that, 413.)
   std::size_t max_inflated_bytes = 16 << 20;
+  // The most spans one export may hold, counted on the wire before it is parsed: an empty span is 2 bytes there and a
+  // few hundred in memory, so 8 MiB of them parsed to a gigabyte. OpenTelemetry's exporters send 512 at a time.
+  std::size_t max_spans = 65536;
 };
 
 // A request that is not an OTLP/HTTP protobuf trace export: answered 400 with a google.rpc.Status.

@@ -24,7 +24,7 @@ void add_otlp_route(HttpServer& server, std::function<void(std::vector<Json>)> i
     if (!spans.empty()) ingest(std::move(spans));
     return reply(request, 200, otlp_export_response());
   });
-  server.format_errors(options.path, [reply](const HttpRequest& request, const HttpError& error) {
+  server.format_errors(options.error_path, [reply](const HttpRequest& request, const HttpError& error) {
     return reply(request, error.status(), otlp_error_status(error.what()));
   });
 }

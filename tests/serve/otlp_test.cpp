@@ -333,6 +333,48 @@ BOOST_AUTO_TEST_CASE(a_large_resource_repeated_over_many_spans_is_refused) {
   BOOST_CHECK_THROW(by_url.decoded(), OtlpError);
 }
 
+// Spans are counted on the wire before the export is parsed: an empty span is 2 bytes there and a few hundred in memory
+// (8 MiB of them parsed to about a gigabyte, and seconds of CPU). Over max_spans: refused; at it: taken, the spans of
+// every group and scope counted.
+BOOST_AUTO_TEST_CASE(an_export_of_more_spans_than_allowed_is_refused_before_it_is_parsed) {
+  OtlpOptions few;
+  few.max_spans = 10;
+  Export e;
+  for (int i = 0; i < 5; ++i) e.span("a");
+  otlp::ScopeSpans* second_scope = e.group->add_scope_spans();
+  for (int i = 0; i < 3; ++i) *second_scope->add_spans() = *e.scope->mutable_spans(0);
+  otlp::ResourceSpans* second_group = e.request.add_resource_spans();
+  *second_group->mutable_resource() = e.group->resource();
+  otlp::ScopeSpans* third_scope = second_group->add_scope_spans();
+  for (int i = 0; i < 2; ++i) *third_scope->add_spans() = *e.scope->mutable_spans(0);
+  BOOST_TEST(decode_otlp_traces(e.bytes(), protobuf, "", few).size() == 10u);
+  *third_scope->add_spans() = *e.scope->mutable_spans(0);
+  try {
+    decode_otlp_traces(e.bytes(), protobuf, "", few);
+    BOOST_ERROR("11 spans taken, 10 allowed");
+  } catch (const OtlpError& error) {
+    BOOST_TEST(std::string(error.what()) == "an export of more than 10 spans: send them in batches");
+  }
+  // A million empty spans on the wire (2 MB): resource_spans { scope_spans { spans {} x 1,000,000 } }.
+  const auto delimited = [](int field, const std::string& payload) {
+    std::string out(1, static_cast<char>(field << 3 | 2));
+    for (std::size_t n = payload.size();; n >>= 7) {
+      out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+      if (n < 0x80) break;
+    }
+    return out + payload;
+  };
+  std::string empty_spans;
+  for (int i = 0; i < 1000000; ++i) empty_spans += delimited(2, "");
+  const std::string flood = delimited(1, delimited(2, empty_spans));
+  BOOST_CHECK_EXCEPTION(decode_otlp_traces(flood, protobuf, ""), OtlpError, [](const OtlpError& error) {
+    return std::string(error.what()) == "an export of more than 65536 spans: send them in batches";
+  });
+  BOOST_CHECK_EXCEPTION(
+      decode_otlp_traces(gzip_compress(flood), protobuf, "gzip"), OtlpError,
+      [](const OtlpError& error) { return std::string(error.what()).find("65536") != std::string::npos; });
+}
+
 BOOST_AUTO_TEST_CASE(accept_encoding_is_read_as_agent_lightning_reads_it) {
   BOOST_TEST(accepts_gzip("gzip"));
   BOOST_TEST(accepts_gzip("deflate, GZIP;q=0.5"));
