@@ -8,8 +8,10 @@ set -euo pipefail
 root=$1
 params=${PARAMETERS:-8388608}
 rounds=${ROUNDS:-3}
-dir=${CHECKPOINT_BENCH_DIR:-$root/build/bench/checkpoint_bench}
-rm -rf "$dir"; mkdir -p "$dir"; trap 'rm -rf "$dir"' EXIT
+# A directory of its own under the one given (CHECKPOINT_BENCH_DIR may be a user's scratch directory: never wiped).
+parent=${CHECKPOINT_BENCH_DIR:-$root/build/bench}
+mkdir -p "$parent"
+dir=$(mktemp -d "$parent/checkpoint_bench.XXXXXX"); trap 'rm -rf "$dir"' EXIT
 cmake --build "$root/build" --target bench_checkpoint -j"$(nproc)" >/dev/null
 out=$("$root/build/bench/bench_checkpoint" "$dir/ours" "$params" "$rounds")
 echo "$out" | head -n 1

@@ -32,8 +32,9 @@ train "$work/first.log" --run.steps 100000 &
 job=$!
 for _ in $(seq 1200); do [ -f "$work/run/checkpoints/v$(printf %08d "$step").h5" ] && break; sleep 0.1; done
 [ -f "$work/run/checkpoints/v$(printf %08d "$step").h5" ] || { echo "no version $step: $(tail -3 "$work/first.log")" >&2; exit 1; }
-for p in $(pgrep -f "$root/build/arclight"); do
-  tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && kill -9 "$p"
+for p in $(pgrep -x arclight); do  # this run's rank 0 only (another job's ranks may share the machine)
+  tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -qF -- "--run.dir $work/run " &&
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && kill -9 "$p"
 done
 wait $job || true
 

@@ -10,6 +10,7 @@ ARCLIGHT_WORKER_ID (this process's worker id).
 import http.client
 import json
 import os
+import select
 import sys
 import threading
 import time
@@ -24,28 +25,52 @@ WORKER = os.environ.get("ARCLIGHT_WORKER_ID", "agent")
 class Client:
     """JSON over one kept-alive HTTP connection (a thread's own)."""
 
+    # Requests that act each time they are taken, never sent twice: a dequeue hands out rollouts, a completion records
+    # a call of the attempt. A span (its id) or an attempt's end taken twice is kept once: sent again after a failure.
+    ONCE = ("/dequeue", "/completions")
+
     def __init__(self, url):
         parts = urllib.parse.urlsplit(url)
         self.host, self.port, self.prefix = parts.hostname, parts.port, parts.path.rstrip("/")
         self.connection = None
 
+    def close(self):
+        if self.connection is not None:
+            self.connection.close()  # a request cut off (a timeout) must not leave the server answering into it
+        self.connection = None
+
+    def connected(self):
+        """The kept-alive connection, or a new one where the server closed it while it was idle (its socket then reads
+        the end): a request sent into a closed connection is lost, and one that acts could not be sent again."""
+        if self.connection is not None and self.connection.sock is not None:
+            if select.select([self.connection.sock], [], [], 0)[0]:
+                self.close()
+        if self.connection is None:
+            self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        return self.connection
+
     def post(self, path, body):
         data = json.dumps(body).encode()
         headers = {"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"}
+        again = not path.endswith(self.ONCE)
         for attempt in range(3):
             try:
-                if self.connection is None:
-                    self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
-                self.connection.request("POST", self.prefix + path, data, headers)
-                response = self.connection.getresponse()
+                connection = self.connected()
+                connection.request("POST", self.prefix + path, data, headers)
+                response = connection.getresponse()
                 text = response.read()
-                if response.status >= 400:
-                    raise RuntimeError(f"POST {path}: {response.status} {text[:200]!r}")
-                return json.loads(text)
-            except (http.client.HTTPException, ConnectionError):
-                self.connection = None  # the server closed a kept-alive connection: open a new one
-                if attempt == 2:
+            except (OSError, http.client.HTTPException):  # a timeout, no server, a connection cut, an answer cut short
+                self.close()
+                if attempt == 2 or not again:
                     raise
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if response.status >= 500 and again and attempt < 2:  # the runner busy (503) or failing for now
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if response.status >= 400:
+                raise RuntimeError(f"POST {path}: {response.status} {text[:200]!r}")
+            return json.loads(text)
 
 
 def span(rollout, attempt, name, attributes):

@@ -5,7 +5,9 @@ Run by every runner rank as `agent.command` (configs/calculator_external.toml). 
 each rollout it asks the runner's OpenAI-compatible endpoint (under /rollout/{rid}/attempt/{aid}/v1, so every call
 is traced into that attempt), runs the calculator for each tool call the model makes and sends the result back as a
 `tool` message, until the model answers in text or the turns run out. The reward (Agent Lightning's reward span) is
-1 when the last answer holds the right number, 0.1 for each well-formed tool call, else 0.
+1 when the last answer holds the right number, else 0.1 for each well-formed call of the calculator (a string
+expression), at most 0.5. Thinking is off (chat_template_kwargs: a Qwen3 would spend its few tokens a turn inside a
+<think> it never closes; other templates ignore the switch).
 
 A task is a JSON object: {"question": "...", "answer": 42}.
 """
@@ -43,7 +45,7 @@ def calculate(expression):
         raise ValueError("not arithmetic")
     try:
         return str(value(ast.parse(expression, mode="eval").body))
-    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError) as error:
+    except Exception as error:  # any expression the model writes: its error goes back to the model, not up
         return f"error: {error}"
 
 
@@ -53,11 +55,12 @@ def play(llm, store, rollout):
     temperature = 1.0 if rollout.get("mode") == "train" else 0.0
     messages = [{"role": "system", "content": "Use the calculator, then answer with the number."},
                 {"role": "user", "content": task["question"]}]
-    reward, answer = 0.0, ""
+    reward, answer, turns = 0.0, "", 0
     for _ in range(MAX_TURNS):
+        turns += 1
         reply = llm.post(llm_path(rollout, "chat/completions"),
                          {"model": "policy", "messages": messages, "tools": TOOLS, "max_tokens": 48,
-                          "temperature": temperature})
+                          "temperature": temperature, "chat_template_kwargs": {"enable_thinking": False}})
         message = reply["choices"][0]["message"]
         messages.append({"role": "assistant", "content": message.get("content") or "",
                          **({"tool_calls": message["tool_calls"]} if message.get("tool_calls") else {})})
@@ -65,18 +68,20 @@ def play(llm, store, rollout):
             answer = message.get("content") or ""
             break
         for call in message["tool_calls"]:
-            reward += 0.1
             try:
-                expression = json.loads(call["function"]["arguments"]).get("expression", "")
+                expression = json.loads(call["function"]["arguments"]).get("expression")
             except (ValueError, AttributeError):
-                expression = ""
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": calculate(str(expression))})
+                expression = None
+            well_formed = call["function"].get("name") == "calculator" and isinstance(expression, str)
+            reward += 0.1 if well_formed else 0.0
+            result = calculate(expression) if well_formed else "error: call calculator with a string expression"
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     numbers = re.findall(r"-?\d+(?:\.\d+)?", answer)
     solved = bool(numbers) and float(numbers[-1]) == float(task["answer"])
     reward = 1.0 if solved else min(reward, 0.5)
     store.post("/v1/agl/spans", reward_span(rid, aid, reward))
     store.post("/v1/agl/spans", span(rid, aid, "result", {"solved": 1.0 if solved else 0.0,
-                                                         "turns": float(len(messages) - 2)}))
+                                                         "turns": float(turns)}))
 
 
 if __name__ == "__main__":

@@ -46,9 +46,9 @@ for p in "${packages[@]}"; do
   fi
 done
 
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -60,6 +60,6 @@ case "$blas" in
   *openblas*) ;;
   *)
     cand=$(update-alternatives --list libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep openblas | head -n1 || true)
-    if [ -n "$cand" ]; then update-alternatives --set libblas.so.3-x86_64-linux-gnu "$cand" >/dev/null; fi
+    if [ -n "$cand" ]; then $SUDO update-alternatives --set libblas.so.3-x86_64-linux-gnu "$cand" >/dev/null; fi
     ;;
 esac
