@@ -136,6 +136,8 @@ struct Trainer::Impl {
   std::unique_ptr<model::Policy> reference;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // held, so that their hooks stay
   GradientReducer* armed = nullptr;                                  // set during the last micro-batch's backward
+  double loss_scale = policy.config().dtype == ComputeType::float16 ? Trainer::initial_loss_scale : 1.0;
+  int good_steps = 0;  // since the scale last changed
   // Two tokens, no action: what a trainer with no share of a batch runs backward on.
   const std::vector<Sample> placeholder{Sample{{0, 0}, {0, 0}, {0.f, 0.f}, {1.f, 1.f}, {0.f, 0.f}, 0}};
 };
@@ -146,6 +148,14 @@ Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReduce
 }
 
 Trainer::~Trainer() = default;
+
+double Trainer::loss_scale() const { return impl_->loss_scale; }
+
+void Trainer::use_loss_scale(double scale) {
+  if (!(scale >= 1.0) || !std::isfinite(scale)) throw Error("trainer: a loss scale is a finite number from 1");
+  impl_->loss_scale = scale;
+  impl_->good_steps = 0;
+}
 
 TrainStats Trainer::step(const std::vector<Sample>& shard, double total_action_tokens) {
   TrainStats first;
@@ -186,7 +196,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
       m.reducer->begin(m.policy.gradient_buffers());
       m.armed = m.reducer;
     }
-    (loss * weight).backward();
+    (loss * (weight * m.loss_scale)).backward();
     m.armed = nullptr;
     stats.loss += loss.item<double>() * weight;
     stats.policy_loss += terms.policy_loss * weight;
@@ -198,12 +208,27 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
   }
   if (m.reducer) m.reducer->finish();
   const std::vector<torch::Tensor> trainable = select(m.policy.parameters(), m.trainable);
+  if (m.loss_scale != 1.0) {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& p : trainable)
+      if (p.grad().defined()) p.grad().div_(m.loss_scale);
+  }
   stats.grad_norm = gradient_norm(trainable);
   // Every trainer scales by the first one's norm (and all skip alike): their own may differ in the last bits.
   if (m.reducer) stats.grad_norm = m.reducer->leaders_value(stats.grad_norm);
   if (!std::isfinite(stats.grad_norm)) {  // a step that would spoil every weight
+    if (m.loss_scale > 1.0) {             // float16's scale too large for this gradient: as GradScaler, skip and halve
+      log::debug("the gradient overflowed at loss scale ", m.loss_scale, ": this step is skipped, the scale halved");
+      m.loss_scale = std::max(1.0, m.loss_scale / 2);
+      m.good_steps = 0;
+      return stats;
+    }
     log::warn("the gradient's norm is ", stats.grad_norm, ": this step is skipped");
     return stats;
+  }
+  if (m.loss_scale != 1.0 && ++m.good_steps >= Trainer::loss_scale_growth_steps) {
+    m.loss_scale *= 2;
+    m.good_steps = 0;
   }
   // As torch's clip_grad_norm_ scales, in float: max_norm / (norm + 1e-6), at most 1.
   const float clip = static_cast<float>(m.config.grad_clip) / (static_cast<float>(stats.grad_norm) + 1e-6f);

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "arclight/algo/trainer.hpp"
 #include "trainer_fixtures.hpp"
@@ -69,6 +70,32 @@ BOOST_AUTO_TEST_CASE(moments_filled_in_place_are_the_state_loaded) {
   const double tokens = algo::action_tokens(next);
   BOOST_TEST(filled.step(next, tokens).loss == stepped.step(next, tokens).loss);
   BOOST_TEST(filled_policy.flat_parameters() == stepped_policy.flat_parameters());
+}
+
+// float16's loss scale (GradScaler's): a power of two times the loss, divided out of the summed gradient, leaves the
+// step as it was (bit for bit in float32, where the scale is exact); one that makes the gradient overflow skips the
+// step and halves the scale. (float16 itself needs a GPU, where a trainer starts at initial_loss_scale.)
+BOOST_AUTO_TEST_CASE(a_loss_scale_leaves_the_step_and_an_overflow_skips_it_and_halves_the_scale) {
+  const ModelConfig mc = trainer_test_model();
+  const GrpoConfig gc;
+  const int vocab = 11;
+  model::Policy plain_policy(mc, vocab, 5), scaled_policy(mc, vocab, 5);
+  algo::Trainer plain(plain_policy, gc, nullptr), scaled(scaled_policy, gc, nullptr);
+  BOOST_TEST(plain.loss_scale() == 1.0);  // float32: none
+  scaled.use_loss_scale(1024);
+  const auto batch = make_batch(13, vocab, 0);
+  const double tokens = algo::action_tokens(batch);
+  BOOST_TEST(plain.step(batch, tokens).grad_norm == scaled.step(batch, tokens).grad_norm);
+  BOOST_TEST(plain_policy.flat_parameters() == scaled_policy.flat_parameters());
+  BOOST_TEST(scaled.loss_scale() == 1024.0);
+
+  const std::vector<float> before = scaled_policy.flat_parameters();
+  scaled.use_loss_scale(std::ldexp(1.0, 200));  // past float's range
+  const auto next = make_batch(13, vocab, 1);
+  BOOST_TEST(!std::isfinite(scaled.step(next, algo::action_tokens(next)).grad_norm));
+  BOOST_TEST(scaled_policy.flat_parameters() == before);  // skipped
+  BOOST_TEST(scaled.loss_scale() == std::ldexp(1.0, 199));
+  BOOST_CHECK_THROW(scaled.use_loss_scale(0.5), Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

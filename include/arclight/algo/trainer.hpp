@@ -53,6 +53,15 @@ class Trainer {
   };
   MomentBuffers fresh_optimizer_state(const std::vector<std::int64_t>& steps);
 
+  // The loss scale (float16's, as PyTorch's GradScaler keeps it): the backward runs on the loss times it, so that
+  // float16's gradients do not underflow, and the summed gradient is divided by it before the norm. A step whose
+  // gradient is not finite is skipped and the scale halved; every loss_scale_growth_steps good steps it doubles. 1,
+  // and left so, where the forward is not float16. Every trainer takes the same decisions (the leader's norm).
+  static constexpr double initial_loss_scale = 65536.0;
+  static constexpr int loss_scale_growth_steps = 2000;
+  double loss_scale() const;
+  void use_loss_scale(double scale);  // from the next step on (tests; float16 starts at initial_loss_scale)
+
  private:
   TrainStats epoch_step(const std::vector<Sample>& shard, double total_action_tokens);
   struct Impl;
