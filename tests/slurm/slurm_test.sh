@@ -34,7 +34,7 @@ check '[ "$state" = COMPLETED ]' "job $job ended $state: $(tail -5 "$work/done.o
 check '[ "$(steps_of "$work/done")" = "$(seq 1 12 | xargs)" ]' "completed run's steps: $(steps_of "$work/done")"
 
 # 2. SIGUSR1 to the batch shell (Slurm's warning): checkpoint, requeue, resume, finish.
-job=$(submit train_128gpu.sh usr1 --run.steps 120 --checkpoint.every_steps 0)
+job=$(submit train_128gpu.sh usr1 --run.steps 40 --checkpoint.every_steps 0)
 wait_until "3 steps of job $job" 60 '[ "$(lines_of "$work/usr1")" -ge 3 ]'
 scancel --signal=USR1 --batch "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
@@ -42,24 +42,24 @@ check '[ "$state" = COMPLETED ]' "USR1 job ended $state: $(tail -5 "$work/usr1.o
 check '[ "$(restarts "$job")" = 1 ]' "USR1 job restarted $(restarts "$job") times, want 1"
 check 'grep -q "requeued job $job" "$work/usr1.out"' "USR1: no requeue in the log"
 check 'grep -q "resuming guess from step" "$work/usr1.out"' "USR1: the requeued job did not resume"
-check '[ "$(steps_of "$work/usr1")" = "$(seq 1 120 | xargs)" ]' "USR1 run's steps: $(steps_of "$work/usr1")"
+check '[ "$(steps_of "$work/usr1")" = "$(seq 1 40 | xargs)" ]' "USR1 run's steps: $(steps_of "$work/usr1")"
 
 # 3. scontrol requeue mid-run: the job restarts and resumes from its last checkpoint.
-job=$(submit train_128gpu.sh requeue --run.steps 200 --checkpoint.every_steps 5)
+job=$(submit train_128gpu.sh requeue --run.steps 60 --checkpoint.every_steps 5)
 wait_until "12 steps of job $job" 60 '[ "$(lines_of "$work/requeue")" -ge 12 ]'
 scontrol requeue "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
 check '[ "$state" = COMPLETED ]' "requeued job ended $state: $(grep -v "^step=\|^rank\|^[0-9] " "$work/requeue.out" | tail -25; scontrol show job $job | grep -E "Restarts|ExitCode|Reason")"
 check '[ "$(restarts "$job")" -ge 1 ]' "the requeued job did not restart"
 check 'grep -q "resuming guess from step" "$work/requeue.out"' "the requeued job did not resume from a checkpoint"
-check '[ "$(steps_of "$work/requeue")" = "$(seq 1 200 | xargs)" ]' "requeued run's steps: $(steps_of "$work/requeue" | head -c 300)"
+check '[ "$(steps_of "$work/requeue")" = "$(seq 1 60 | xargs)" ]' "requeued run's steps: $(steps_of "$work/requeue" | head -c 300)"
 
 # 4. The chain: a job stopped early submits its successor, which resumes (from a directory whose name has a comma,
 # which sbatch --export=NAME=VALUE would cut); a finished job submits nothing. The successor asks for what its
 # predecessor got (here 1 node, 4 tasks, no GPU, 30 minutes, not train_node.sh's 9 tasks, 8 GPUs and 4 hours, which
 # this cluster cannot give) with only --output given.
 job=$(CHAIN=2 CKPT="$work/chain/check,points" SUCCESSOR_ARGS="--output=$work/chain.out --error=$work/chain.out" \
-  submit train_node.sh chain --run.steps 120 --checkpoint.every_steps 0)
+  submit train_node.sh chain --run.steps 40 --checkpoint.every_steps 0)
 wait_until "3 steps of job $job" 60 '[ "$(lines_of "$work/chain")" -ge 3 ]'
 scancel --signal=USR1 --batch "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
@@ -71,7 +71,7 @@ if [ -n "$next" ]; then
     "the second link's time limit: $(scontrol show job "$next" | grep -oE "(TimeLimit|NumNodes|NumTasks|TRES)=[^ ]*" | xargs)"
   state=$(wait_for_state "$next" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 150)
   check '[ "$state" = COMPLETED ]' "second link ended $state"
-  check '[ "$(steps_of "$work/chain")" = "$(seq 1 120 | xargs)" ]' "chain's steps: $(steps_of "$work/chain" | head -c 200)"
+  check '[ "$(steps_of "$work/chain")" = "$(seq 1 40 | xargs)" ]' "chain's steps: $(steps_of "$work/chain" | head -c 200)"
   check '[ "$(grep -c "submitted the next link" "$work/chain.out")" = 1 ]' "a finished link submitted a successor"
   check '[ -z "$(squeue -h -o %i)" ]' "jobs left in the queue: $(squeue -h)"
 fi
