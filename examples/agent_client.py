@@ -43,7 +43,9 @@ class Client:
         """The kept-alive connection, or a new one where the server closed it while it was idle (its socket then reads
         the end): a request sent into a closed connection is lost, and one that acts could not be sent again."""
         if self.connection is not None and self.connection.sock is not None:
-            if select.select([self.connection.sock], [], [], 0)[0]:
+            readable = select.poll()  # poll, not select: a descriptor past 1024 is fine
+            readable.register(self.connection.sock, select.POLLIN)
+            if readable.poll(0):
                 self.close()
         if self.connection is None:
             self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)

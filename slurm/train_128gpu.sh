@@ -196,13 +196,29 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne "$exit_usage" ] && [ "$termed" = 0 ] &&
   sleep 5 & wait $! 2>/dev/null
 fi
 
-if [ "$rc" -eq "$exit_requeue" ] && [ "$termed" = 1 ]; then
-  # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel, the time limit), which may reach
-  # this shell after they are done: Slurm decides what happens next, after Slurm's warning too (a successor or a
-  # requeue would go on with a run its user cancelled, or beside the pre-empted job Slurm requeues). (Exit 3 with no
-  # signal at all is the job's own: a hung rank or node. It requeues below.) mpirun, told by the SIGTERM too, lives
-  # on for its odls_base_sigkill_timeout (KillWait here) whatever the ranks do: this shell gets here only where the
-  # signal came after the job step had ended or before it began.
+# Slurm's SIGTERM at the job's time limit rather than scancel, scontrol requeue or a pre-emption: while this script
+# runs, squeue and scontrol say COMPLETING for all of them, but only the time limit ends a job that has run its
+# TimeLimit (RunTime is counted to the instant Slurm ended it).
+seconds_of() {  # Slurm's [days-]hours:minutes:seconds
+  local t=$1 days=0 h m s
+  [[ "$t" == *-* ]] && { days=${t%%-*}; t=${t#*-}; }
+  IFS=: read -r h m s <<<"$t"
+  echo $((((10#$days * 24 + 10#$h) * 60 + 10#$m) * 60 + 10#$s))
+}
+ran_out_of_time() {
+  local job run limit
+  job=$(timeout 30 scontrol show job "${SLURM_JOB_ID:-none}" 2>/dev/null) || return 1
+  run=$(grep -oE 'RunTime=([0-9]+-)?[0-9]+:[0-9]+:[0-9]+' <<<"$job") || return 1
+  limit=$(grep -oE 'TimeLimit=([0-9]+-)?[0-9]+:[0-9]+:[0-9]+' <<<"$job") || return 1  # UNLIMITED: never
+  [ "$(seconds_of "${run#*=}")" -ge "$(seconds_of "${limit#*=}")" ]
+}
+if [ "$rc" -eq "$exit_requeue" ] && [ "$termed" = 1 ] && ! ran_out_of_time; then
+  # The ranks checkpointed on Slurm's own SIGTERM (requeue, pre-emption, scancel), which may reach this shell after
+  # they are done: Slurm decides what happens next, after Slurm's warning too (a successor or a requeue would go on
+  # with a run its user cancelled, or beside the pre-empted job Slurm requeues). The time limit's SIGTERM is chained or
+  # requeued below, as the warning is. (Exit 3 with no signal at all is the job's own: a hung rank or node. It requeues
+  # below.) mpirun, told by the SIGTERM too, lives on for its odls_base_sigkill_timeout (KillWait here) whatever the
+  # ranks do: this shell gets here only where the signal came after the job step had ended or before it began.
   echo "arclight: stopped (checkpointed, if training had started); Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi

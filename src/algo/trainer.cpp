@@ -136,8 +136,9 @@ struct Trainer::Impl {
   std::unique_ptr<model::Policy> reference;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // held, so that their hooks stay
   GradientReducer* armed = nullptr;                                  // set during the last micro-batch's backward
-  double loss_scale = policy.config().dtype == ComputeType::float16 ? Trainer::initial_loss_scale : 1.0;
-  int good_steps = 0;  // since the scale last changed
+  bool scaling = policy.config().dtype == ComputeType::float16;      // the loss scale moves (float16)
+  double loss_scale = scaling ? Trainer::initial_loss_scale : 1.0;
+  int good_steps = 0;  // optimizer steps since the scale last changed
   // Two tokens, no action: what a trainer with no share of a batch runs backward on.
   const std::vector<Sample> placeholder{Sample{{0, 0}, {0, 0}, {0.f, 0.f}, {1.f, 1.f}, {0.f, 0.f}, 0}};
 };
@@ -153,6 +154,7 @@ double Trainer::loss_scale() const { return impl_->loss_scale; }
 
 void Trainer::use_loss_scale(double scale) {
   if (!(scale >= 1.0) || !std::isfinite(scale)) throw Error("trainer: a loss scale is a finite number from 1");
+  impl_->scaling = true;
   impl_->loss_scale = scale;
   impl_->good_steps = 0;
 }
@@ -226,7 +228,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     log::warn("the gradient's norm is ", stats.grad_norm, ": this step is skipped");
     return stats;
   }
-  if (m.loss_scale != 1.0 && ++m.good_steps >= Trainer::loss_scale_growth_steps) {
+  if (m.scaling && ++m.good_steps >= Trainer::loss_scale_growth_steps) {  // at 1 too: a burst of overflows passes
     m.loss_scale *= 2;
     m.good_steps = 0;
   }

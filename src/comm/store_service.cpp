@@ -369,7 +369,11 @@ std::string RemoteStore::exchange(const std::string& request, std::uint32_t requ
     MPI_Test(&send, &sent, MPI_STATUS_IGNORE);
     if (sent) break;
     if (Clock::now() > deadline) {
-      stalled_ = true;  // the request's buffer stays MPI's: this client sends nothing more (the job ends)
+      // The request's bytes stay MPI's until rank 0 takes them, if ever, past this client's life: given up to it
+      // (leaked, on purpose: a send is never taken back; moved, its buffer stays where it is), and this client sends
+      // nothing more (the job ends).
+      if (&request == &request_) static_cast<void>(new std::string(std::move(request_)));
+      stalled_ = true;
       throw server_hangs(timeout_seconds);
     }
     backoff_.idle();

@@ -23,18 +23,25 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t header_bytes = 64 << 10;  // what a request sends before its token is checked
 
-// poll(2) for `events` until `deadline`; false when it passed (or the socket failed). It polls at least once: a
-// deadline of now asks whether the socket is ready (wait_for_request, before it gives a kept-alive connection up).
+// poll(2) for `events` until `deadline`; false when it passed (or the socket failed).
 bool wait_until(int fd, short events, Clock::time_point deadline) {
   for (;;) {
-    const auto left =
-        std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
-    if (n == 0 && left == 0) return false;
   }
+}
+
+// Whether bytes (or the end) are waiting on the socket now: one poll(2) that does not wait.
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  int n;
+  do n = ::poll(&p, 1, 0);
+  while (n < 0 && errno == EINTR);
+  return n > 0;
 }
 
 std::string address_text(const sockaddr_storage& address, int& port) {
@@ -298,7 +305,7 @@ bool GuardedServer::wait_for_request(socket_t sock, bool kept_alive) const {
     if (wait_until(sock, POLLIN, slice)) return true;
     if (Clock::now() >= deadline) return false;
     if (kept_alive && Clock::now() - start >= std::chrono::milliseconds(200) && pool_->yield_to_waiting()) {
-      if (!wait_until(sock, POLLIN, Clock::now())) return false;
+      if (!readable_now(sock)) return false;
       pool_->withdraw_yield();
       return true;
     }

@@ -284,16 +284,24 @@ class WireFields {
 };
 
 // The spans of an ExportTraceServiceRequest (resource_spans = 1, scope_spans = 2, spans = 2), counted on the wire up to
-// `most` + 1. Bytes that are not a wire stream count as none: the parser refuses them.
-std::size_t spans_on_the_wire(std::string_view bytes, std::size_t most, int depth = 0) {
+// `most` + 1; nullopt for bytes that are not a stream of fields down to the spans (a group, which protobuf's parser
+// would skip and no OTLP exporter sends, among them: counting would stop there and the parse go on).
+std::optional<std::size_t> spans_on_the_wire(std::string_view bytes, std::size_t most, int depth = 0) {
   std::size_t count = 0;
   WireFields fields(bytes);
   std::uint64_t number = 0;
   bool delimited = false;
   std::string_view payload;
-  while (!fields.done() && count <= most && fields.next(number, delimited, payload)) {
+  while (!fields.done() && count <= most) {
+    if (!fields.next(number, delimited, payload)) return std::nullopt;
     if (!delimited || number != (depth == 0 ? 1u : 2u)) continue;
-    count += depth == 2 ? 1 : spans_on_the_wire(payload, most - count, depth + 1);
+    if (depth == 2) {
+      ++count;
+      continue;
+    }
+    const std::optional<std::size_t> inner = spans_on_the_wire(payload, most - count, depth + 1);
+    if (!inner) return std::nullopt;
+    count += *inner;
   }
   return count;
 }
@@ -401,7 +409,9 @@ std::vector<Json> decode_otlp_traces(std::string_view body, std::string_view con
                     "', expected gzip or none");
   }
   if (body.empty()) return {};
-  if (spans_on_the_wire(body, options.max_spans) > options.max_spans)
+  const std::optional<std::size_t> spans = spans_on_the_wire(body, options.max_spans);
+  if (!spans) throw OtlpError("Unable to parse OTLP traces payload: not an ExportTraceServiceRequest");
+  if (*spans > options.max_spans)
     throw OtlpError(log::concat("an export of more than ", options.max_spans, " spans: send them in batches"));
   otlp::ExportTraceServiceRequest request;
   if (body.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||

@@ -95,6 +95,14 @@ BOOST_AUTO_TEST_CASE(a_loss_scale_leaves_the_step_and_an_overflow_skips_it_and_h
   BOOST_TEST(!std::isfinite(scaled.step(next, algo::action_tokens(next)).grad_norm));
   BOOST_TEST(scaled_policy.flat_parameters() == before);  // skipped
   BOOST_TEST(scaled.loss_scale() == std::ldexp(1.0, 199));
+  // At 1 (overflows in a row) it still grows back after loss_scale_growth_steps good steps.
+  scaled.use_loss_scale(1);
+  const auto one = make_batch(1, vocab, 2);
+  for (int i = 0; i < algo::Trainer::loss_scale_growth_steps; ++i) {
+    BOOST_REQUIRE(scaled.loss_scale() == 1.0);
+    scaled.step(one, algo::action_tokens(one));
+  }
+  BOOST_TEST(scaled.loss_scale() == 2.0);
   BOOST_CHECK_THROW(scaled.use_loss_scale(0.5), Error);
 }
 

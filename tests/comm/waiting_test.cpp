@@ -85,29 +85,44 @@ BOOST_AUTO_TEST_CASE(a_long_wait_sleeps_and_still_completes) {
 // A rank's compute threads share the CPUs the job's ranks on the node may run on, the union of their affinity masks
 // (a launcher's binding, a Slurm share of the node), not the node's count.
 BOOST_AUTO_TEST_CASE(the_nodes_cpus_are_the_union_of_the_ranks_affinities) {
-  int rank = 0, size = 0;
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   cpu_set_t given;
   BOOST_REQUIRE(sched_getaffinity(0, sizeof given, &given) == 0);
-  std::vector<int> allowed;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &given)) allowed.push_back(cpu);
-  int most = 0;  // the CPUs of every rank's mask (the ranks were started alike)
-  const int mine = static_cast<int>(allowed.size());
-  MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == most);
+  // The expected counts, from each rank's CPUs as flags (the launcher may have bound the ranks apart).
+  const auto flags_of = [](const cpu_set_t& set) {
+    std::vector<unsigned char> flags(CPU_SETSIZE);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) flags[static_cast<std::size_t>(cpu)] = CPU_ISSET(cpu, &set) ? 1 : 0;
+    return flags;
+  };
+  const auto combined = [](std::vector<unsigned char> flags, MPI_Op op) {
+    MPI_Allreduce(MPI_IN_PLACE, flags.data(), CPU_SETSIZE, MPI_UNSIGNED_CHAR, op, MPI_COMM_WORLD);
+    return flags;
+  };
+  const auto count = [](const std::vector<unsigned char>& flags) {
+    return static_cast<int>(std::count(flags.begin(), flags.end(), 1));
+  };
+  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == count(combined(flags_of(given), MPI_BOR)));
 
   const auto bind = [](int cpu) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     BOOST_REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    return one;
   };
-  bind(allowed.front());  // every rank on one CPU
-  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == 1);
-  bind(allowed[static_cast<std::size_t>(rank) % allowed.size()]);  // each rank on a CPU of its own, while there are
-  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == std::min(size, mine));
+  std::vector<int> mine;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &given)) mine.push_back(cpu);
+  const std::vector<unsigned char> shared = combined(flags_of(given), MPI_BAND);
+  const auto first_shared = std::find(shared.begin(), shared.end(), 1);
+  if (first_shared != shared.end()) {  // every rank on one CPU they all may use
+    bind(static_cast<int>(first_shared - shared.begin()));
+    BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == 1);
+  }
+  // Each rank on one of its own CPUs: as many as the distinct CPUs chosen.
+  const cpu_set_t chosen = bind(mine[static_cast<std::size_t>(rank) % mine.size()]);
+  BOOST_TEST(cpus_of_ranks(MPI_COMM_WORLD) == count(combined(flags_of(chosen), MPI_BOR)));
   BOOST_REQUIRE(sched_setaffinity(0, sizeof given, &given) == 0);
 }
 

@@ -370,6 +370,11 @@ BOOST_AUTO_TEST_CASE(an_export_of_more_spans_than_allowed_is_refused_before_it_i
   BOOST_CHECK_EXCEPTION(decode_otlp_traces(flood, protobuf, ""), OtlpError, [](const OtlpError& error) {
     return std::string(error.what()) == "an export of more than 65536 spans: send them in batches";
   });
+  // A group first (a field protobuf's parser skips, which no exporter sends) stopped the count, and the rest parsed.
+  const std::string group("\x9b\x06\x9c\x06", 4);  // field 99: a group's start and end
+  BOOST_CHECK_EXCEPTION(decode_otlp_traces(group + flood, protobuf, ""), OtlpError, [](const OtlpError& error) {
+    return std::string(error.what()).find("not an ExportTraceServiceRequest") != std::string::npos;
+  });
   BOOST_CHECK_EXCEPTION(
       decode_otlp_traces(gzip_compress(flood), protobuf, "gzip"), OtlpError,
       [](const OtlpError& error) { return std::string(error.what()).find("65536") != std::string::npos; });

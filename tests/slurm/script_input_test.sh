@@ -60,5 +60,43 @@ for f in "$work"/args.*; do
 done
 [ "$ranks" = 2 ] || fail "good input: $ranks ranks ran, want 2 (SLURM_NTASKS unset): $(tail -5 "$work/out")"
 
+# Slurm's SIGTERM after the ranks checkpointed (exit 3): the time limit's (the job has run its TimeLimit) goes on to
+# the chain's next link; scancel's, scontrol requeue's or a pre-emption's (before the limit) is Slurm's to decide.
+# scontrol, squeue and sbatch are stand-ins here that say what a job's state says and record a submission.
+mkdir -p "$work/bin"
+cat >"$work/bin/scontrol" <<'SCONTROL'
+#!/usr/bin/env bash
+[ "$2" = config ] && { echo "KillWait                = 1 sec"; exit 0; }  # mpirun's wait after the first rank ends
+echo "JobId=77 JobName=arclight"
+echo "   RunTime=$FAKE_RUN_TIME TimeLimit=$FAKE_TIME_LIMIT TimeMin=N/A"
+SCONTROL
+printf '#!/usr/bin/env bash\necho 30:00\n' >"$work/bin/squeue"
+printf '#!/usr/bin/env bash\necho "$*" >"%s/submitted"; echo 4242\n' "$work" >"$work/bin/sbatch"
+cat >"$work/checkpoints_on_usr1" <<'RANK'
+#!/usr/bin/env bash
+trap 'exit 3' USR1
+touch "$STARTED"
+while :; do sleep 0.1; done
+RANK
+chmod +x "$work/bin"/* "$work/checkpoints_on_usr1"
+stopped_by_slurm() {  # stopped_by_slurm RUN_TIME TIME_LIMIT: the script's output in $work/out
+  rm -f "$work/submitted" "$work/started"
+  PATH="$work/bin:$PATH" SLURM_JOB_ID=77 ARCLIGHT_CHAIN=1 ARCLIGHT_BIN="$work/checkpoints_on_usr1" \
+    STARTED="$work/started" FAKE_RUN_TIME=$1 FAKE_TIME_LIMIT=$2 timeout --foreground 120 bash slurm/train_128gpu.sh >"$work/out" 2>&1 &
+  local script=$!
+  for _ in $(seq 200); do [ -e "$work/started" ] && break; sleep 0.1; done
+  kill -TERM "$script"
+  wait "$script"
+}
+stopped_by_slurm 00:00:03 00:30:00
+grep -q "Slurm is ending or requeueing this job" "$work/out" && [ ! -e "$work/submitted" ] ||
+  fail "scancel's SIGTERM: $(grep arclight: "$work/out" | tail -3) $(cat "$work/submitted" 2>/dev/null)"
+stopped_by_slurm 00:30:02 00:30:00
+grep -q "submitted the next link, job 4242" "$work/out" && grep -q -- "--dependency=afterany:77" "$work/submitted" ||
+  fail "the time limit's SIGTERM: $(grep arclight: "$work/out" | tail -3)"
+stopped_by_slurm 1-00:00:09 UNLIMITED
+grep -q "Slurm is ending or requeueing this job" "$work/out" && [ ! -e "$work/submitted" ] ||
+  fail "SIGTERM with no time limit: $(grep arclight: "$work/out" | tail -3)"
+
 echo "$failures failures"
 [ "$failures" = 0 ]
