@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
-#include <thread>
 
 #include <filesystem>
 #include <map>
