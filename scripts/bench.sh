@@ -19,7 +19,7 @@ if [ "$name" = all ]; then
       failed="$failed $b"
     fi
   done
-  python3 "$root/scripts/bench_table.py" <"$results"
+  python3 "$root/scripts/bench_table.py" <"$results" || failed="$failed (the table: lines it could not read)"
   if [ -n "$failed" ]; then
     echo "bench: failed:$failed" >&2
     exit 1

@@ -72,15 +72,25 @@ def fmt(x):
 
 
 def main():
+    """A line that does not read (a failed run's output, a benchmark without its figures) is named on stderr and the
+    exit status is 1, after the table of the rest."""
     print("| figure | ours | baseline | baseline is | ratio |")
     print("| --- | --- | --- | --- | --- |")
-    for line in sys.stdin:
+    bad = 0
+    for number, line in enumerate(sys.stdin, 1):
         name, _, payload = line.strip().partition(" ")
         if not payload:
             continue
-        d = json.loads(payload)
-        for figure, ours, base, what, ratio in rows(name, d):
-            print(f"| {figure} | {fmt(ours)} | {fmt(base)} | {what} | {ratio:.2f} |")
+        try:
+            table = [f"| {figure} | {fmt(ours)} | {fmt(base)} | {what} | {ratio:.2f} |"
+                     for figure, ours, base, what, ratio in rows(name, json.loads(payload))]
+        except (ValueError, KeyError, TypeError, ZeroDivisionError) as e:
+            print(f"bench_table.py: line {number} ({name}): {type(e).__name__}: {e}", file=sys.stderr)
+            bad += 1
+            continue
+        for row in table:
+            print(row)
+    return 1 if bad else 0
 
 
-main()
+sys.exit(main())

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <sstream>
 
@@ -31,20 +32,50 @@ std::string format_duration(double seconds) {
 }
 
 namespace {
-// An earlier run's figures are kept, not appended to: they move to archive/<time>/.
-void archive_earlier_run(const fs::path& dir) {
-  std::vector<fs::path> earlier;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name == "metrics.jsonl" || name.rfind("events.out.tfevents.", 0) == 0) earlier.push_back(e.path());
-  }
-  if (earlier.empty()) return;
+std::string text_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+fs::path new_archive(const fs::path& dir) {
   const auto stamp =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   fs::path to = dir / "archive" / std::to_string(stamp);
   for (int n = 2; fs::exists(to); ++n)  // two runs ended within a second: the first one's archive stays
     to = dir / "archive" / log::concat(stamp, "-", n);
   fs::create_directories(to);
+  return to;
+}
+
+// An earlier run's figures are kept, not appended to: they move to archive/<time>/. A resume in place of the run whose
+// metrics.jsonl it continues keeps only what it does not write back, the rows of the steps it redoes (past the
+// version), as archive/<time>/metrics.redone.jsonl: a copy of the whole history at every requeue added up to the
+// steps times the requeues. Its event files go, as they hold the same figures (the history is replayed into a new one).
+void archive_earlier_run(const fs::path& dir, const std::string* resumed_history) {
+  std::vector<fs::path> earlier;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "metrics.jsonl" || name.rfind("events.out.tfevents.", 0) == 0) earlier.push_back(e.path());
+  }
+  if (earlier.empty()) return;
+  const fs::path metrics = dir / "metrics.jsonl";
+  if (resumed_history && fs::exists(metrics)) {
+    const std::string rows = text_of(metrics);
+    if (rows.compare(0, resumed_history->size(), *resumed_history) == 0) {
+      if (rows.size() > resumed_history->size()) {
+        const fs::path to = new_archive(dir) / "metrics.redone.jsonl";
+        std::ofstream out(to, std::ios::binary);
+        out << std::string_view(rows).substr(resumed_history->size());
+        if (!out.flush()) throw Error("writing " + to.string() + " failed (a full disk or quota?)");
+        log::info("the metrics of the steps redone after the resume moved to ", to.string());
+      }
+      for (const fs::path& p : earlier) fs::remove(p);
+      return;
+    }
+  }
+  const fs::path to = new_archive(dir);
   // TensorBoard reads every file under its --logdir whose name holds "tfevents": kept so, each resume's archive showed
   // as one more run, the resumed steps twice (the resume replays them from the version).
   for (const fs::path& p : earlier) {
@@ -86,7 +117,7 @@ RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError("run.dir = \"" + run_dir + "\": " + ec.message());
-  archive_earlier_run(run_dir);
+  archive_earlier_run(run_dir, resumed_history);
   metrics_path_ = (fs::path(run_dir) / "metrics.jsonl").string();
   metrics_.open(metrics_path_, std::ios::app);
   if (!metrics_) throw UsageError("cannot write " + metrics_path_);
@@ -123,12 +154,7 @@ void RunReport::flush_metrics() {
   if (!metrics_) throw Error("writing " + metrics_path_ + " failed (a full disk or quota?)");
 }
 
-std::string RunReport::history() const {
-  std::ifstream in(metrics_path_);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+std::string RunReport::history() const { return text_of(metrics_path_); }
 
 RunReport::~RunReport() {
   if (bar_) std::fputc('\n', stderr);

@@ -67,15 +67,20 @@ class ConnectionStream final : public httplib::Stream {
   // A new request begins: its budget and its deadline start again, its token unchecked.
   void begin_request() {
     received_ = 0;
-    authenticated_ = unread_ = false;
+    authenticated_ = unread_ = body_too_slow_ = false;
     request_deadline_ = Clock::now() + options_.request_timeout;
   }
-  void authenticate() { authenticated_ = true; }
+  void authenticate() {
+    authenticated_ = true;
+    body_deadline_ = Clock::now() + options_.body_timeout;
+  }
   void leave_unread() { unread_ = true; }
   // After a request not authenticated (the library answers a request it cannot parse, 400 or 414, before the token is
   // looked at), one cut off at its deadline or budget, or one whose body was left unread: the next bytes would be read
   // as a request of their own.
   bool ends_connection() const { return !authenticated_ || cut_off_ || unread_; }
+  // The body did not come whole within body_timeout (a client that trickles it held a worker for as long as it sent).
+  bool body_too_slow() const { return body_too_slow_; }
   bool buffered() const { return begin_ < end_; }
   // The client closed its end: the connection reads its end (a next request's bytes are no end), or hung up.
   bool peer_gone() const {
@@ -87,7 +92,7 @@ class ConnectionStream final : public httplib::Stream {
     return ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
   }
 
-  bool is_readable() const override { return buffered() || wait_until(fd_, POLLIN, read_deadline()); }
+  bool is_readable() const override { return buffered() || wait_readable(); }
 
   bool is_writable() const override {
     if (!wait_until(fd_, POLLOUT, Clock::now() + options_.write_timeout)) return false;
@@ -97,7 +102,7 @@ class ConnectionStream final : public httplib::Stream {
 
   ssize_t read(char* ptr, size_t size) override {
     if (!buffered()) {
-      if (!wait_until(fd_, POLLIN, read_deadline())) return cut_off();
+      if (!wait_readable()) return -1;
       ssize_t n;
       do n = ::recv(fd_, buffer_, sizeof buffer_, 0);
       while (n < 0 && errno == EINTR);
@@ -134,10 +139,15 @@ class ConnectionStream final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  // Each read waits read_timeout at most; before the token is checked, no later than the request's deadline.
-  Clock::time_point read_deadline() const {
+  // Each read waits read_timeout at most, and no later than the request's deadline (its line and headers) or, after
+  // the token is checked, its body's; past it, the request is cut off.
+  bool wait_readable() const {
     const auto each = Clock::now() + options_.read_timeout;
-    return authenticated_ ? each : std::min(each, request_deadline_);
+    const auto deadline = authenticated_ ? body_deadline_ : request_deadline_;
+    if (wait_until(fd_, POLLIN, std::min(each, deadline))) return true;
+    cut_off_ = true;
+    body_too_slow_ = authenticated_ && deadline <= each;
+    return false;
   }
 
   ssize_t cut_off() {
@@ -150,8 +160,9 @@ class ConnectionStream final : public httplib::Stream {
   char buffer_[4096];
   std::size_t begin_ = 0, end_ = 0;
   std::size_t received_ = 0;
-  bool authenticated_ = false, unread_ = false, cut_off_ = false;
-  Clock::time_point request_deadline_{};
+  bool authenticated_ = false, unread_ = false;
+  mutable bool cut_off_ = false, body_too_slow_ = false;  // is_readable (const in the library's interface) cuts off too
+  Clock::time_point request_deadline_{}, body_deadline_{};
 };
 
 thread_local ConnectionStream* reading = nullptr;  // the connection this worker thread serves
@@ -289,6 +300,8 @@ httplib::TaskQueue* GuardedServer::new_pool(std::size_t threads, std::size_t max
 }
 
 bool GuardedServer::client_gone() { return reading && reading->peer_gone(); }
+
+bool GuardedServer::body_too_slow() { return reading && reading->body_too_slow(); }
 
 void GuardedServer::close_connections() {
   std::lock_guard<std::mutex> lock(mutex_);

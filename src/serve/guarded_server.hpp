@@ -29,6 +29,8 @@ class GuardedServer : public httplib::Server {
   static void body_left_unread();
   // On the thread serving a request: whether its client has closed (or half-closed) the connection.
   static bool client_gone();
+  // On the thread serving a request: whether its body's read was cut off at body_timeout.
+  static bool body_too_slow();
 
   // The task queue the library serves connections from: `threads` workers, at most `max_waiting` connections
   // waiting for one (past it, a connection is answered 503 and closed); a kept-alive connection between requests

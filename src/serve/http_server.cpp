@@ -19,6 +19,7 @@
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "arclight/core/utf8.hpp"
 #include "guarded_server.hpp"
 
 namespace arclight::serve {
@@ -116,9 +117,11 @@ void answer_json_error(httplib::Response& res, const HttpError& error) {
 }
 
 // Reads a body through the library's decoder (which inflates it) keeping at most `limit` bytes of what comes out:
-// the library bounds only the bytes that arrive, and a few kilobytes of gzip inflate to gigabytes.
+// the library bounds only the bytes that arrive, and a few kilobytes of gzip inflate to gigabytes. A body that does not
+// come whole within `timeout` (the stream cuts the read off) is 408.
 std::optional<HttpError> read_body(const httplib::Request& req, httplib::Response& res,
-                                   const httplib::ContentReader& reader, std::size_t limit, std::string& body) {
+                                   const httplib::ContentReader& reader, std::size_t limit,
+                                   std::chrono::milliseconds timeout, std::string& body) {
   bool over = false;
   const auto keep = [&](const char* data, std::size_t size) {
     if (body.size() + size > limit) return !(over = true);
@@ -132,6 +135,9 @@ std::optional<HttpError> read_body(const httplib::Request& req, httplib::Respons
     return std::nullopt;
   }
   if (over || res.status == 413) return HttpError(413, "request body too large");
+  if (GuardedServer::body_too_slow())
+    return HttpError(408, log::concat("the request's body did not come whole within ", timeout.count() / 1000.0, " s"),
+                     "invalid_request_error");
   return HttpError(400, "a body that could not be read (cut short, or one that does not inflate)");
 }
 
@@ -212,7 +218,8 @@ struct HttpServer::Impl {
       // Neither length nor chunks: no body (RFC 9112, 6.3), where the library would read one until the client closed.
       const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
       if (const auto error =
-              has_body ? read_body(req, res, reader, options.max_body_bytes, request.body) : std::nullopt) {
+              has_body ? read_body(req, res, reader, options.max_body_bytes, options.body_timeout, request.body)
+                       : std::nullopt) {
         GuardedServer::body_left_unread();  // what is left of it must not be read as the next request
         return answer_error(res, request, *error);
       }
@@ -238,6 +245,19 @@ struct HttpServer::Impl {
     for (const std::regex& route : post_routes)
       if (std::regex_match(req.path, route)) return std::nullopt;
     return HttpError(404, "no route for POST " + path_shown(req.path), "not_found_error");
+  }
+
+  // A body whose end nothing marks: a Transfer-Encoding other than chunked alone (gzip, identity, "gzip, chunked",
+  // which the library does not decode) and no length, which the library read until the client closed. RFC 9112, 6.3:
+  // 400, and the connection closes.
+  static std::optional<HttpError> unframed_body(const httplib::Request& req) {
+    if (!req.has_header("Transfer-Encoding")) return std::nullopt;
+    const std::string coding = req.get_header_value("Transfer-Encoding");
+    if (lower(coding) == "chunked") return std::nullopt;
+    return HttpError(400,
+                     "Transfer-Encoding '" + printable(coding, 64) +
+                         "' is not served: send the body with Content-Length or chunked alone",
+                     "invalid_request_error");
   }
 
   // The answer to a request without the token.
@@ -271,7 +291,9 @@ struct HttpServer::Impl {
         refuse(res);
         return httplib::Server::HandlerResponse::Handled;
       }
-      if (const std::optional<HttpError> error = unrouted_body(req)) {
+      std::optional<HttpError> error = unrouted_body(req);
+      if (!error) error = unframed_body(req);
+      if (error) {
         GuardedServer::body_left_unread();
         answer_error(res, request_of(req), *error);
         return httplib::Server::HandlerResponse::Handled;

@@ -283,27 +283,69 @@ class WireFields {
   std::string_view rest_;
 };
 
-// The spans of an ExportTraceServiceRequest (resource_spans = 1, scope_spans = 2, spans = 2), counted on the wire up to
-// `most` + 1; nullopt for bytes that are not a stream of fields down to the spans (a group, which protobuf's parser
-// would skip and no OTLP exporter sends, among them: counting would stop there and the parse go on).
-std::optional<std::size_t> spans_on_the_wire(std::string_view bytes, std::size_t most, int depth = 0) {
-  std::size_t count = 0;
+// The messages of OTLP's trace export that hold repeated messages, and their message fields: what an export's size on
+// the wire says nothing of (an empty element is 2 bytes there and hundreds in memory once parsed and made JSON).
+enum class Wire {
+  request,
+  resource_spans,
+  resource,
+  scope_spans,
+  scope,
+  span,
+  event,
+  link,
+  key_value,
+  any_value,
+  array_value,
+  key_value_list,
+  other
+};
+Wire wire_child(Wire parent, std::uint64_t field) {
+  switch (parent) {
+    case Wire::request: return field == 1 ? Wire::resource_spans : Wire::other;
+    case Wire::resource_spans: return field == 1 ? Wire::resource : field == 2 ? Wire::scope_spans : Wire::other;
+    case Wire::resource: return field == 1 ? Wire::key_value : Wire::other;
+    case Wire::scope_spans: return field == 1 ? Wire::scope : field == 2 ? Wire::span : Wire::other;
+    case Wire::scope: return field == 3 ? Wire::key_value : Wire::other;
+    case Wire::span:
+      return field == 9 ? Wire::key_value : field == 11 ? Wire::event : field == 13 ? Wire::link : Wire::other;
+    case Wire::event: return field == 3 ? Wire::key_value : Wire::other;
+    case Wire::link: return field == 4 ? Wire::key_value : Wire::other;
+    case Wire::key_value: return field == 2 ? Wire::any_value : Wire::other;
+    case Wire::any_value: return field == 5 ? Wire::array_value : field == 6 ? Wire::key_value_list : Wire::other;
+    case Wire::array_value: return field == 1 ? Wire::any_value : Wire::other;
+    case Wire::key_value_list: return field == 1 ? Wire::key_value : Wire::other;
+    case Wire::other: return Wire::other;
+  }
+  return Wire::other;
+}
+
+// What an export holds, counted on the wire before it is parsed.
+struct WireCount {
+  std::size_t spans = 0;
+  std::size_t elements = 0;  // every message inside the request: spans, attributes, values, events, links, ...
+};
+
+// Counts the messages of `bytes`, a message of kind `kind`, into `count`, stopping once either count passes its most;
+// false for bytes that are not a stream of fields down to the last message (a group, which protobuf's parser would
+// skip and no OTLP exporter sends, among them: counting would stop there and the parse go on), or nested deeper than
+// protobuf's parser goes.
+bool count_on_the_wire(std::string_view bytes, Wire kind, const OtlpOptions& options, WireCount& count, int depth = 0) {
+  constexpr int deepest = 100;  // protobuf's default recursion limit
+  if (depth > deepest) return false;
   WireFields fields(bytes);
   std::uint64_t number = 0;
   bool delimited = false;
   std::string_view payload;
-  while (!fields.done() && count <= most) {
-    if (!fields.next(number, delimited, payload)) return std::nullopt;
-    if (!delimited || number != (depth == 0 ? 1u : 2u)) continue;
-    if (depth == 2) {
-      ++count;
-      continue;
-    }
-    const std::optional<std::size_t> inner = spans_on_the_wire(payload, most - count, depth + 1);
-    if (!inner) return std::nullopt;
-    count += *inner;
+  while (!fields.done() && count.spans <= options.max_spans && count.elements <= options.max_elements) {
+    if (!fields.next(number, delimited, payload)) return false;
+    const Wire child = delimited ? wire_child(kind, number) : Wire::other;
+    if (child == Wire::other) continue;
+    ++count.elements;
+    if (child == Wire::span) ++count.spans;
+    if (!count_on_the_wire(payload, child, options, count, depth + 1)) return false;
   }
-  return count;
+  return true;
 }
 
 std::vector<Json> spans_of(const otlp::ExportTraceServiceRequest& request, const OtlpOptions& options) {
@@ -409,10 +451,14 @@ std::vector<Json> decode_otlp_traces(std::string_view body, std::string_view con
                     "', expected gzip or none");
   }
   if (body.empty()) return {};
-  const std::optional<std::size_t> spans = spans_on_the_wire(body, options.max_spans);
-  if (!spans) throw OtlpError("Unable to parse OTLP traces payload: not an ExportTraceServiceRequest");
-  if (*spans > options.max_spans)
+  WireCount count;
+  if (!count_on_the_wire(body, Wire::request, options, count))
+    throw OtlpError("Unable to parse OTLP traces payload: not an ExportTraceServiceRequest");
+  if (count.spans > options.max_spans)
     throw OtlpError(log::concat("an export of more than ", options.max_spans, " spans: send them in batches"));
+  if (count.elements > options.max_elements)
+    throw OtlpError(log::concat("an export of more than ", options.max_elements,
+                                " messages (spans, attributes, values, events, links): send smaller batches"));
   otlp::ExportTraceServiceRequest request;
   if (body.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
       !request.ParseFromArray(body.data(), static_cast<int>(body.size())))

@@ -31,6 +31,10 @@ struct OtlpOptions {
   // The most spans one export may hold, counted on the wire before it is parsed: an empty span is 2 bytes there and a
   // few hundred in memory, so 8 MiB of them parsed to a gigabyte. OpenTelemetry's exporters send 512 at a time.
   std::size_t max_spans = 65536;
+  // The most messages of any kind one export may hold (spans, attributes and their values, events, links, the values
+  // of arrays and lists), counted likewise: an attribute costs what a span does. 512 spans of 100 attributes each are
+  // about 100,000.
+  std::size_t max_elements = 1 << 18;
 };
 
 // A request that is not an OTLP/HTTP protobuf trace export: answered 400 with a google.rpc.Status.

@@ -17,7 +17,8 @@ train() {  # train NP RUN_DIR [flags...]
     --run.dir "$dir" "$@" >"$work/out" 2>"$work/err"
   rc=$?  # for the checks: inside check, $? would be check's own
 }
-steps_of() { grep -o '"step":[0-9]*' "$1/metrics.jsonl" | cut -d: -f2 | xargs; }
+steps_in() { grep -ho '"step":[0-9]*' "$@" | cut -d: -f2 | xargs; }
+steps_of() { steps_in "$1/metrics.jsonl"; }
 # train_and_kill NP RUN_DIR VICTIM_RANK VERSION [flags...]: kill -9 the rank at a random point
 # (0 to 0.4 s) after VERSION is written.
 train_and_kill() {
@@ -54,6 +55,9 @@ check 'grep -q "^step=11 version=11 " "$work/out"' "resume did not continue at s
 check 'grep -q "weights restored for policy version 10 are those it was trained to" "$work/err"' \
   "no check of the weights restored: $(grep -E "restored|rror" "$work/err" | head -3)"
 check '[ "$(steps_of "$work/a")" = "$(seq 1 14 | xargs)" ]' "metrics steps: $(steps_of "$work/a")"
+# Resumed from the run's last step: nothing is redone, so nothing is archived (a copy of the history at every requeue).
+check '[ ! -e "$work/a/archive" ] && [ "$(ls "$work/a" | grep -c tfevents)" = 1 ]' \
+  "a resume that redoes no step: $(ls -R "$work/a/archive" 2>&1 | xargs), $(ls "$work/a" | xargs)"
 mkdir -p "$work/py"
 check '/usr/bin/python3 tests/app/read_events.py "$work/a" "$work/py" >/dev/null' "event file after resume"
 
@@ -63,6 +67,10 @@ printf '\xff\xff\xff\xff' | dd of="$work/a/checkpoints/v00000014.h5" bs=1 seek=$
 train 4 "$work/a" --run.steps 13 --resume auto
 check 'grep -q "skipping checkpoint .*v00000014.h5" "$work/err"' "no warning for the corrupt version: $(cat "$work/err")"
 check 'grep -q "^step=13 version=13 " "$work/out"' "did not resume from step 12: $(grep -o "^step=[0-9]*" "$work/out" | head -2)"
+# The rows of the steps redone (13 and 14) are what the archive keeps, and only those.
+check '[ "$(ls "$work/a/archive"/*/ | xargs)" = metrics.redone.jsonl ] && [ "$(steps_in "$work/a/archive"/*/metrics.redone.jsonl)" = "13 14" ] &&
+  [ "$(steps_of "$work/a")" = "$(seq 1 13 | xargs)" ]' \
+  "the archive of a resume that redoes steps 13 and 14: $(ls -R "$work/a/archive" 2>&1 | xargs)"
 # ... and set aside: once the run goes on from step 12, a later --resume auto must not go back to it (a read error
 # that passed, not damage, would make it read).
 check 'grep -q "versions after the one resumed from are set aside: v00000014.h5" "$work/err" &&

@@ -1,6 +1,7 @@
 // The HTTP server's guards, over real sockets: the token, the body limit, timeouts, JSON errors.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -243,6 +244,61 @@ BOOST_AUTO_TEST_CASE(a_post_without_a_length_has_an_empty_body) {
   BOOST_TEST(first == 0u, answers);
   BOOST_TEST(answers.find("HTTP/1.1 200", first + 1) != std::string::npos, answers);
   BOOST_TEST(answers.find("body of 0") != std::string::npos, answers);
+  ::close(fd);
+}
+
+// A Transfer-Encoding other than chunked alone marks no end of the body (RFC 9112, 6.3): the library read such a body
+// until the client closed, a worker held meanwhile. 400 at once, and the connection ends; chunked still serves.
+BOOST_AUTO_TEST_CASE(a_body_framed_by_no_length_and_no_chunks_is_refused_at_once) {
+  HttpServer server(test_options());
+  server.post("/size", [](const HttpRequest& r) {
+    return HttpResponse{200, "text/plain", "body of " + std::to_string(r.body.size()), nullptr};
+  });
+  server.start();
+  const std::string post = "POST /size HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token + "\r\n";
+  for (const std::string coding : {"gzip", "identity", "gzip, chunked"}) {
+    const int fd = connection_to(server.port());
+    const std::string request = post + "Transfer-Encoding: " + coding + "\r\n\r\nsome bytes, and no end";
+    BOOST_REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+    std::string answer;  // the client keeps its end open: only the server's close ends this read
+    BOOST_TEST(read_to_close(fd, &answer) == 0, coding << ": the connection was not closed");
+    BOOST_TEST(answer.rfind("HTTP/1.1 400", 0) == 0, coding << ": " << answer.substr(0, 40));
+    BOOST_TEST(answer.find("Transfer-Encoding '" + coding + "' is not served") != std::string::npos, answer);
+    ::close(fd);
+  }
+  const int fd = connection_to(server.port());
+  const std::string chunked = post + "Transfer-Encoding: Chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, chunked.data(), chunked.size(), 0) == static_cast<ssize_t>(chunked.size()));
+  std::string answer;
+  read_to_close(fd, &answer);
+  BOOST_TEST(answer.find("body of 3") != std::string::npos, answer);
+  ::close(fd);
+}
+
+// A body trickled a byte at a time, each within the read timeout, held a worker for as long as the client went on
+// (8 MiB at a byte every 29 s): past body_timeout it is 408, and the connection ends.
+BOOST_AUTO_TEST_CASE(a_body_that_does_not_come_whole_within_its_time_is_408) {
+  HttpServerOptions options = test_options();
+  options.body_timeout = std::chrono::milliseconds(1000);
+  HttpServer server(options);
+  server.post("/size", [](const HttpRequest& r) {
+    return HttpResponse{200, "text/plain", "body of " + std::to_string(r.body.size()), nullptr};
+  });
+  server.start();
+  const int fd = connection_to(server.port());
+  const std::string head =
+      "POST /size HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token + "\r\nContent-Length: 100\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()));
+  const auto start = std::chrono::steady_clock::now();
+  pollfd answered{fd, POLLIN, 0};
+  for (int i = 0; i < 100 && ::poll(&answered, 1, 100) == 0; ++i)  // a byte every 100 ms: the whole body in 10 s
+    ::send(fd, "x", 1, MSG_NOSIGNAL);
+  const double seconds = seconds_since(start);
+  std::string answer;
+  read_to_close(fd, &answer);
+  BOOST_TEST(answer.rfind("HTTP/1.1 408", 0) == 0, answer.substr(0, 40));
+  BOOST_TEST(answer.find("did not come whole within 1 s") != std::string::npos, answer);
+  BOOST_TEST(seconds < 5.0, "answered after " << seconds << " s");
   ::close(fd);
 }
 

@@ -380,6 +380,53 @@ BOOST_AUTO_TEST_CASE(an_export_of_more_spans_than_allowed_is_refused_before_it_i
       [](const OtlpError& error) { return std::string(error.what()).find("65536") != std::string::npos; });
 }
 
+// Every message inside an export is counted on the wire too, not the spans alone: an empty attribute, event, link or
+// array value is 2 bytes there and hundreds in memory. At max_elements: taken; one more anywhere: refused.
+BOOST_AUTO_TEST_CASE(an_export_of_more_messages_than_allowed_is_refused_before_it_is_parsed) {
+  Export e;                     // resource_spans, resource, 3 attributes and their values, scope_spans: 9 messages
+  otlp::Span* s = e.span("a");  // 10
+  OtlpOptions few;
+  few.max_elements = 10;
+  BOOST_TEST(decode_otlp_traces(e.bytes(), protobuf, "", few).size() == 1u);
+  const auto refused = [&](const std::string& what) {
+    try {
+      decode_otlp_traces(e.bytes(), protobuf, "", few);
+      BOOST_ERROR(what << ": taken, with more messages than allowed");
+    } catch (const OtlpError& error) {
+      BOOST_TEST(std::string(error.what()) == "an export of more than " + std::to_string(few.max_elements) +
+                                                  " messages (spans, attributes, values, events, links): send smaller "
+                                                  "batches",
+                 what);
+    }
+  };
+  s->add_events();
+  refused("an event");
+  s->clear_events();
+  s->add_links();
+  refused("a link");
+  s->clear_links();
+  few.max_elements = 14;
+  otlp::ArrayValue* array = s->add_attributes()->mutable_value()->mutable_array_value();  // a pair, its value, an array
+  array->add_values();                                                                    // 14
+  BOOST_TEST(decode_otlp_traces(e.bytes(), protobuf, "", few).size() == 1u);
+  array->add_values();
+  refused("a second value in an array");
+  // 300,000 empty attributes on one span (600 kB on the wire) with the default bound.
+  Export flood;
+  otlp::Span* flooded = flood.span("a");
+  for (int i = 0; i < 300000; ++i) flooded->add_attributes();
+  BOOST_CHECK_EXCEPTION(flood.decoded(), OtlpError, [](const OtlpError& error) {
+    return std::string(error.what()).find("more than 262144 messages") != std::string::npos;
+  });
+  // Values nested past protobuf's parser's depth: refused as not an export, counting or parsing.
+  Export deep;
+  otlp::AnyValue* value = deep.span("a")->add_attributes()->mutable_value();
+  for (int i = 0; i < 120; ++i) value = value->mutable_array_value()->add_values();
+  BOOST_CHECK_EXCEPTION(deep.decoded(), OtlpError, [](const OtlpError& error) {
+    return std::string(error.what()).find("not an ExportTraceServiceRequest") != std::string::npos;
+  });
+}
+
 BOOST_AUTO_TEST_CASE(accept_encoding_is_read_as_agent_lightning_reads_it) {
   BOOST_TEST(accepts_gzip("gzip"));
   BOOST_TEST(accepts_gzip("deflate, GZIP;q=0.5"));

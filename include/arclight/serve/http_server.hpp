@@ -31,6 +31,7 @@ struct HttpServerOptions {
   std::chrono::milliseconds write_timeout{5000};     // per write of an answer: a client that stops reading
   std::chrono::milliseconds idle_timeout{5000};      // a kept-alive connection with no request
   std::chrono::milliseconds request_timeout{10000};  // a request's line and headers, until its token is checked
+  std::chrono::milliseconds body_timeout{60000};     // a request's whole body, once its token is checked: else 408
   int worker_threads = 64;                           // connections served at once (the endpoint wants hundreds)
   // Connections that wait for a worker thread; one more is answered 503 and closed at once, so that no client, with
   // or without the token, makes the rank hold file descriptors and memory without bound.
