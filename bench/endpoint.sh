@@ -8,7 +8,7 @@ root=$1
 cmake --build "$root/build" --target bench_endpoint arclight -j"$(nproc)" >/dev/null
 work=$(mktemp -d)
 server=""  # set -u: the trap runs on any exit, the server started or not
-trap '[ -z "$server" ] || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; }; rm -rf "$work"' EXIT
+trap '[ -z "$server" ] || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; }; rm -rf "$work"' EXIT
 clients=${CLIENTS:-256}
 cat >"$work/serve.toml" <<TOML
 [run]

@@ -4,5 +4,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/build.sh"
 cd "$root/build"
-# -j2: two fuzzers at a time; every other test runs alone (RUN_SERIAL, tests/CMakeLists.txt).
+# -j2: two fuzzers or single-process tests at a time; every other test runs alone (RUN_SERIAL, tests/CMakeLists.txt).
 ctest --output-on-failure -j2 "$@"

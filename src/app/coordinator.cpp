@@ -103,7 +103,7 @@ int Coordinator::run() {
   // Outside clients come once the store holds what it resumed from (a restore fills an empty store).
   if (config_.store.http) store_api_ = std::make_unique<StoreApiServer>(config_, store_, secret_);
   RunReport report(config_.run.dir, config_.run.steps, config_.run.progress,
-                   restored ? &restored->metrics_jsonl : nullptr);
+                   restored ? &restored->metrics_jsonl : nullptr, !restored || restored->damaged_logs.empty());
   const int first_step = restored ? static_cast<int>(restored->step) + 1 : 1;
   report.note(log::concat(restored ? "resuming " : "training ", agent_->name(), " from step ", first_step, " to ",
                           config_.run.steps, "; metrics in ", report.metrics_path(), ", TensorBoard events in ",

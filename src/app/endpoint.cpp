@@ -35,6 +35,7 @@ serve::HttpServerOptions endpoint_options(const Config& config, const std::strin
   o.max_body_bytes = config.runner.http_max_body_bytes;
   const std::chrono::milliseconds timeout{static_cast<std::int64_t>(1000 * config.runner.http_timeout_seconds)};
   o.read_timeout = o.write_timeout = o.idle_timeout = o.request_timeout = timeout;
+  o.body_timeout = std::max(o.body_timeout, timeout);  // a whole body takes at least as long as one read may wait
   // A thread per connection in a request (one kept alive between requests yields it to a waiting connection): every
   // row of the batch, and each agent's pool of connections (examples/agent_client.py keeps 64; httpx up to 100). At
   // most 1,024: agent.workers may be 4,096, and a node's ranks share its process limit (often 32,768).

@@ -51,17 +51,19 @@ fs::path new_archive(const fs::path& dir) {
 
 // An earlier run's figures are kept, not appended to: they move to archive/<time>/. A resume in place of the run whose
 // metrics.jsonl it continues keeps only what it does not write back, the rows of the steps it redoes (past the
-// version), as archive/<time>/metrics.redone.jsonl: a copy of the whole history at every requeue added up to the
-// steps times the requeues. Its event files go, as they hold the same figures (the history is replayed into a new one).
-void archive_earlier_run(const fs::path& dir, const std::string* resumed_history) {
+// version), as archive/<time>/metrics.redone.jsonl, and cuts the file back to the history (a copy of the whole
+// history at every requeue added up to the steps times the requeues); its event files go, as they hold the same
+// figures (the history is replayed into a new one). A history read with damaged logs (rows may be missing) archives
+// the earlier files whole. Returns whether metrics.jsonl holds the resumed history already.
+bool archive_earlier_run(const fs::path& dir, const std::string* resumed_history, bool resumed_history_whole) {
   std::vector<fs::path> earlier;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name == "metrics.jsonl" || name.rfind("events.out.tfevents.", 0) == 0) earlier.push_back(e.path());
   }
-  if (earlier.empty()) return;
+  if (earlier.empty()) return false;
   const fs::path metrics = dir / "metrics.jsonl";
-  if (resumed_history && fs::exists(metrics)) {
+  if (resumed_history && resumed_history_whole && fs::exists(metrics)) {
     const std::string rows = text_of(metrics);
     if (rows.compare(0, resumed_history->size(), *resumed_history) == 0) {
       if (rows.size() > resumed_history->size()) {
@@ -69,10 +71,13 @@ void archive_earlier_run(const fs::path& dir, const std::string* resumed_history
         std::ofstream out(to, std::ios::binary);
         out << std::string_view(rows).substr(resumed_history->size());
         if (!out.flush()) throw Error("writing " + to.string() + " failed (a full disk or quota?)");
+        out.close();
+        fs::resize_file(metrics, resumed_history->size());  // after the copy: a crash between leaves both whole
         log::info("the metrics of the steps redone after the resume moved to ", to.string());
       }
-      for (const fs::path& p : earlier) fs::remove(p);
-      return;
+      for (const fs::path& p : earlier)
+        if (p != metrics) fs::remove(p);
+      return true;
     }
   }
   const fs::path to = new_archive(dir);
@@ -85,6 +90,7 @@ void archive_earlier_run(const fs::path& dir, const std::string* resumed_history
     fs::rename(p, to / name);
   }
   log::info("an earlier run's metrics in ", dir.string(), " moved to ", to.string());
+  return false;
 }
 }  // namespace
 
@@ -111,20 +117,23 @@ bool parse_row(const std::string& line, std::int64_t& step, std::vector<std::pai
 }
 }  // namespace
 
-RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style, const std::string* resumed_history)
+RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style, const std::string* resumed_history,
+                     bool resumed_history_whole)
     : total_steps_(total_steps),
       bar_(style == Progress::bar || (style == Progress::automatic && isatty(STDERR_FILENO))) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError("run.dir = \"" + run_dir + "\": " + ec.message());
-  archive_earlier_run(run_dir, resumed_history);
+  const bool history_in_place = archive_earlier_run(run_dir, resumed_history, resumed_history_whole);
   metrics_path_ = (fs::path(run_dir) / "metrics.jsonl").string();
   metrics_.open(metrics_path_, std::ios::app);
   if (!metrics_) throw UsageError("cannot write " + metrics_path_);
   events_ = std::make_unique<EventWriter>(run_dir);
   if (resumed_history) {
-    metrics_ << *resumed_history;
-    flush_metrics();
+    if (!history_in_place) {
+      metrics_ << *resumed_history;
+      flush_metrics();
+    }
     // Each row at its time: the run's seconds it was written at ("elapsed") counted back from the last row's, which
     // the resume continues from (all at the resume's instant before, TensorBoard's time axes one point).
     std::vector<std::pair<std::int64_t, std::vector<std::pair<std::string, double>>>> parsed;
@@ -157,14 +166,16 @@ void RunReport::flush_metrics() {
 std::string RunReport::history() const { return text_of(metrics_path_); }
 
 RunReport::~RunReport() {
-  if (bar_) std::fputc('\n', stderr);
+  if (bar_) log::end_status();
 }
 
 void RunReport::note(const std::string& line) {
-  if (bar_)
-    std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
-  else
+  if (bar_) {  // above the bar, which the next step draws again
+    log::status(line);
+    log::end_status();
+  } else {
     log::progress(line);
+  }
 }
 
 namespace {
@@ -218,9 +229,10 @@ void RunReport::draw_bar(int step, const std::vector<Figure>& figures, double el
   for (const Figure& f : figures)
     if (f.name == "reward" || f.name == "success")
       tail << ' ' << f.name << ' ' << std::fixed << std::setprecision(3) << f.value;
-  std::fprintf(stderr, "\r\033[Kstep %d/%d [%s] %3.0f%% %s ETA %s%s", step, total_steps_, bar.c_str(), done * 100,
-               format_duration(elapsed_seconds).c_str(), format_duration(eta).c_str(), tail.str().c_str());
-  std::fflush(stderr);
+  char line[512];  // the tail holds two figures at most
+  std::snprintf(line, sizeof line, "step %d/%d [%s] %3.0f%% %s ETA %s%s", step, total_steps_, bar.c_str(), done * 100,
+                format_duration(elapsed_seconds).c_str(), format_duration(eta).c_str(), tail.str().c_str());
+  log::status(line);
 }
 
 }  // namespace arclight::app

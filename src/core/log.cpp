@@ -3,12 +3,17 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <string>
+#include <utility>
 
 namespace arclight::log {
 namespace {
 std::atomic<Level> current_level{Level::info};
 std::atomic<int> current_rank{0};
 std::mutex write_mutex;
+bool status_shown = false;  // under write_mutex, as the line
+std::string status_line;
+constexpr std::string_view clear_line = "\r\033[K";
 }  // namespace
 
 std::optional<Level> parse_level(std::string_view name) {
@@ -41,7 +46,24 @@ bool enabled(Level l) { return l != Level::off && l >= current_level.load(); }
 void write(Level l, std::string_view message) {
   std::string line = concat("[arclight r", current_rank.load(), ' ', level_name(l), "] ", message, '\n');
   std::lock_guard<std::mutex> lock(write_mutex);
+  if (status_shown) line = concat(clear_line, line, status_line);  // above the status line, drawn again below it
   std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+void status(std::string_view line) {
+  std::lock_guard<std::mutex> lock(write_mutex);
+  status_line = line;
+  status_shown = true;
+  std::fwrite(clear_line.data(), 1, clear_line.size(), stderr);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+void end_status() {
+  std::lock_guard<std::mutex> lock(write_mutex);
+  if (!std::exchange(status_shown, false)) return;
+  std::fputc('\n', stderr);
   std::fflush(stderr);
 }
 

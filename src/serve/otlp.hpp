@@ -32,9 +32,9 @@ struct OtlpOptions {
   // few hundred in memory, so 8 MiB of them parsed to a gigabyte. OpenTelemetry's exporters send 512 at a time.
   std::size_t max_spans = 65536;
   // The most messages of any kind one export may hold (spans, attributes and their values, events, links, the values
-  // of arrays and lists), counted likewise: an attribute costs what a span does. 512 spans of 100 attributes each are
-  // about 100,000.
-  std::size_t max_elements = 1 << 18;
+  // of arrays and lists), counted likewise: an attribute costs what a span does. An exporter's batch of 512 spans may
+  // carry 500 attributes each (an attribute and its value: 2), and exporters do not split a batch that is refused.
+  std::size_t max_elements = 1 << 19;
 };
 
 // A request that is not an OTLP/HTTP protobuf trace export: answered 400 with a google.rpc.Status.

@@ -105,4 +105,60 @@ BOOST_AUTO_TEST_CASE(earlier_runs_are_archived_and_none_is_overwritten) {
   BOOST_TEST(archived_events == 2);
 }
 
+namespace {
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// What the run directory holds, as "name" (the run's files) and "archive/name" (an archive's), sorted.
+std::vector<std::string> files_of(const TempDir& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.dir()))
+    if (e.is_regular_file())
+      names.push_back((e.path().parent_path().parent_path().filename() == "archive" ? "archive/" : "") +
+                      e.path().filename().string());
+  for (std::string& n : names)
+    if (n.find("tf-events") != std::string::npos || n.find("tfevents") != std::string::npos)
+      n = n.rfind("archive/", 0) == 0 ? "archive/events" : "events";
+  std::sort(names.begin(), names.end());
+  return names;
+}
+}  // namespace
+
+// A resume continues the directory's metrics.jsonl: the file is cut back to the history the version holds, the rows of
+// the steps redone are all that is archived (the whole history was, at every requeue), and the event file is made
+// anew from the history. A history that is not what the file begins with, or one read with damaged logs, archives the
+// earlier files whole.
+BOOST_AUTO_TEST_CASE(a_resume_archives_only_the_steps_it_redoes) {
+  TempDir dir;
+  std::string history;
+  {
+    app::RunReport report(dir.dir(), 4, Progress::lines);
+    for (int step = 1; step <= 4; ++step) {
+      report.step(step, {{"reward", double(step), 3}}, step);
+      if (step == 2) history = report.history();  // the version at step 2
+    }
+  }
+  {
+    app::RunReport resumed(dir.dir(), 4, Progress::lines, &history);
+    BOOST_TEST(resumed.history() == history);
+  }
+  BOOST_TEST(files_of(dir) == (std::vector<std::string>{"archive/metrics.redone.jsonl", "events", "metrics.jsonl"}));
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.file("archive")))
+    if (e.is_regular_file())
+      BOOST_TEST(text_of(e.path().string()) == "{\"step\":3,\"reward\":3}\n{\"step\":4,\"reward\":4}\n");
+  // Resumed from the last step: nothing redone, nothing more archived.
+  { app::RunReport resumed(dir.dir(), 4, Progress::lines, &history); }
+  BOOST_TEST(files_of(dir) == (std::vector<std::string>{"archive/metrics.redone.jsonl", "events", "metrics.jsonl"}));
+  // A history read with damaged logs, and one from another run: the earlier files archived whole.
+  { app::RunReport damaged(dir.dir(), 4, Progress::lines, &history, false); }
+  const std::string other = "{\"step\":1,\"reward\":9}\n";
+  { app::RunReport another(dir.dir(), 4, Progress::lines, &other); }
+  BOOST_TEST(files_of(dir) == (std::vector<std::string>{"archive/events", "archive/events", "archive/metrics.jsonl",
+                                                        "archive/metrics.jsonl", "archive/metrics.redone.jsonl",
+                                                        "events", "metrics.jsonl"}));
+  BOOST_TEST(text_of(dir.file("metrics.jsonl")) == other);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

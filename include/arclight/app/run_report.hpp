@@ -22,8 +22,11 @@ class RunReport {
   // style: a bar, lines, or (automatic) a bar when stderr is a terminal. Files an earlier run
   // left in the directory move to archive/<time>/ first. A resumed run passes the metrics
   // history its checkpoint holds: it becomes metrics.jsonl again and is replayed into the
-  // new event file, so the curves neither break nor repeat the steps after the checkpoint.
-  RunReport(const std::string& run_dir, int total_steps, Progress style, const std::string* resumed_history = nullptr);
+  // new event file, so the curves neither break nor repeat the steps after the checkpoint; where
+  // it continues the directory's metrics.jsonl, only the rows of the steps redone are archived.
+  // resumed_history_whole: false where the version's logs were damaged (its rows may have gaps).
+  RunReport(const std::string& run_dir, int total_steps, Progress style, const std::string* resumed_history = nullptr,
+            bool resumed_history_whole = true);
   ~RunReport();
   void step(int step, const std::vector<Figure>& figures, double elapsed_seconds);
   void note(const std::string& line);  // a line on the terminal that the bar does not overwrite
