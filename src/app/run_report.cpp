@@ -70,8 +70,8 @@ bool archive_earlier_run(const fs::path& dir, const std::string* resumed_history
         const fs::path to = new_archive(dir) / "metrics.redone.jsonl";
         std::ofstream out(to, std::ios::binary);
         out << std::string_view(rows).substr(resumed_history->size());
-        if (!out.flush()) throw Error("writing " + to.string() + " failed (a full disk or quota?)");
-        out.close();
+        out.close();  // a network file system may say only now that the write failed
+        if (!out) throw Error("writing " + to.string() + " failed (a full disk or quota?)");
         fs::resize_file(metrics, resumed_history->size());  // after the copy: a crash between leaves both whole
         log::info("the metrics of the steps redone after the resume moved to ", to.string());
       }
@@ -124,7 +124,12 @@ RunReport::RunReport(const std::string& run_dir, int total_steps, Progress style
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError("run.dir = \"" + run_dir + "\": " + ec.message());
-  const bool history_in_place = archive_earlier_run(run_dir, resumed_history, resumed_history_whole);
+  bool history_in_place = false;
+  try {
+    history_in_place = archive_earlier_run(run_dir, resumed_history, resumed_history_whole);
+  } catch (const fs::filesystem_error& e) {  // a failure of the run (requeued), as a row that cannot be written is
+    throw Error("archiving the earlier metrics in " + run_dir + ": " + e.what());
+  }
   metrics_path_ = (fs::path(run_dir) / "metrics.jsonl").string();
   metrics_.open(metrics_path_, std::ios::app);
   if (!metrics_) throw UsageError("cannot write " + metrics_path_);

@@ -46,7 +46,10 @@ bool enabled(Level l) { return l != Level::off && l >= current_level.load(); }
 void write(Level l, std::string_view message) {
   std::string line = concat("[arclight r", current_rank.load(), ' ', level_name(l), "] ", message, '\n');
   std::lock_guard<std::mutex> lock(write_mutex);
-  if (status_shown) line = concat(clear_line, line, status_line);  // above the status line, drawn again below it
+  if (status_shown) {  // above the status line, drawn again below it; after an error (the job may end now) it ends
+    line = concat(clear_line, line, l == Level::error ? "" : status_line);
+    status_shown = l != Level::error;
+  }
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

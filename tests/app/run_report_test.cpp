@@ -140,15 +140,21 @@ BOOST_AUTO_TEST_CASE(a_resume_archives_only_the_steps_it_redoes) {
       if (step == 2) history = report.history();  // the version at step 2
     }
   }
+  TempDir elsewhere;  // a second name of the file: cut back in place, the file keeps it (rewritten, it would not)
+  std::filesystem::create_hard_link(dir.file("metrics.jsonl"), elsewhere.file("metrics.link"));
   {
     app::RunReport resumed(dir.dir(), 4, Progress::lines, &history);
     BOOST_TEST(resumed.history() == history);
+    resumed.step(3, {{"reward", 30.0, 3}}, 3.0);  // appended to the history kept in place
   }
+  BOOST_TEST(std::filesystem::hard_link_count(dir.file("metrics.jsonl")) == 2u, "metrics.jsonl was replaced");
+  BOOST_TEST(text_of(dir.file("metrics.jsonl")) == history + "{\"step\":3,\"reward\":30}\n");
   BOOST_TEST(files_of(dir) == (std::vector<std::string>{"archive/metrics.redone.jsonl", "events", "metrics.jsonl"}));
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir.file("archive")))
     if (e.is_regular_file())
       BOOST_TEST(text_of(e.path().string()) == "{\"step\":3,\"reward\":3}\n{\"step\":4,\"reward\":4}\n");
-  // Resumed from the last step: nothing redone, nothing more archived.
+  // Resumed from the version at step 3 (the file's last row): nothing redone, nothing more archived.
+  history += "{\"step\":3,\"reward\":30}\n";
   { app::RunReport resumed(dir.dir(), 4, Progress::lines, &history); }
   BOOST_TEST(files_of(dir) == (std::vector<std::string>{"archive/metrics.redone.jsonl", "events", "metrics.jsonl"}));
   // A history read with damaged logs, and one from another run: the earlier files archived whole.

@@ -37,8 +37,8 @@ BOOST_AUTO_TEST_CASE(concat_joins_any_streamable) {
 }
 
 // A progress bar is a status line: a message written while it is shown goes above it, the bar drawn again below (it
-// was written into the bar's line, mid-bar), and the bar's end gives the line its newline once.
-BOOST_AUTO_TEST_CASE(a_message_clears_the_status_line_it_comes_after) {
+// was written into the bar's line, mid-bar), but not after an error; the bar's end gives the line its newline once.
+BOOST_AUTO_TEST_CASE(a_message_goes_above_the_status_line) {
   char path[] = "/tmp/arclight_log_test_XXXXXX";
   const int file = ::mkstemp(path);
   BOOST_REQUIRE(file >= 0);
@@ -53,6 +53,8 @@ BOOST_AUTO_TEST_CASE(a_message_clears_the_status_line_it_comes_after) {
   log::end_status();
   log::end_status();
   log::warn("after the bar");
+  log::status("step 4/5 [####-]");
+  log::error("the end");
   std::fflush(stderr);
   ::dup2(saved, 2);
   ::close(saved);
@@ -64,7 +66,8 @@ BOOST_AUTO_TEST_CASE(a_message_clears_the_status_line_it_comes_after) {
   const std::string clear = "\r\033[K";
   BOOST_TEST(written.str() == clear + "step 1/3 [#--]" + clear + "[arclight r0 warn] a warning\nstep 1/3 [#--]" +
                                   clear + "step 2/3 [##-]" + clear +
-                                  "step 3/3 [###]\n[arclight r0 warn] after the bar\n");
+                                  "step 3/3 [###]\n[arclight r0 warn] after the bar\n" + clear + "step 4/5 [####-]" +
+                                  clear + "[arclight r0 error] the end\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

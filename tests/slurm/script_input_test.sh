@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # slurm/train_128gpu.sh's checks of its own input, run outside Slurm (as a workstation runs it): a setting that is no
 # whole number, a flag in ARCLIGHT_ARGS that the script gives arclight itself, a stage with no model. Each is one
-# sentence and exit 2 (never requeued) before mpirun starts; good input reaches the binary as the script says.
+# sentence and exit 2 (never requeued) before mpirun starts; good input reaches the binary as the script says. Then,
+# with stand-ins for Slurm's commands: which SIGTERM chains the run, and a failure with no requeue allowed.
 # Usage: script_input_test.sh BUILD/arclight SOURCE_DIR (the binary is not run: a stand-in records its arguments)
 set -u
 src=$2
@@ -97,6 +98,15 @@ grep -q "submitted the next link, job 4242" "$work/out" && grep -q -- "--depende
 stopped_by_slurm 1-00:00:09 UNLIMITED
 grep -q "Slurm is ending or requeueing this job" "$work/out" && [ ! -e "$work/submitted" ] ||
   fail "SIGTERM with no time limit: $(grep arclight: "$work/out" | tail -3)"
+
+# ARCLIGHT_MAX_FAILURE_REQUEUES=0: a failure of the job's own is never requeued; the job fails, saying so.
+printf '#!/usr/bin/env bash\nexit 1\n' >"$work/fails" && chmod +x "$work/fails"
+rm -f "$work/ckpt/.slurm-failures"
+PATH="$work/bin:$PATH" SLURM_JOB_ID=77 ARCLIGHT_MAX_FAILURE_REQUEUES=0 ARCLIGHT_BIN="$work/fails" \
+  FAKE_RUN_TIME=00:00:03 FAKE_TIME_LIMIT=00:30:00 timeout 120 bash slurm/train_128gpu.sh >"$work/out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "not requeued again (ARCLIGHT_MAX_FAILURE_REQUEUES=0)" "$work/out" ||
+  fail "a failure with no requeue allowed: exit $rc: $(grep arclight: "$work/out" | tail -3)"
 
 echo "$failures failures"
 [ "$failures" = 0 ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `arclight tokenize`: text and chat messages from stdin to ids as JSON, on a tiny byte-level model written here
-# (and on Qwen3's real tokenizer where the npm cache of the reference test holds it); bad input exits 2 with one
-# message naming the file and key.
+# (and on Qwen3's real tokenizer from the reference packages' npm cache, installed where missing); bad input exits 2
+# with one message naming the file and key.
 # Usage: tokenize_cli_test.sh BUILD/arclight SOURCE_DIR
 set -u
 bin=$(realpath "$1")

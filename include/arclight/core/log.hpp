@@ -26,7 +26,8 @@ void write(Level level, std::string_view message);
 // Writes one progress line to stdout, on rank 0 only.
 void progress(std::string_view message);
 // Draws a line at the foot of stderr (a progress bar on a terminal), under the lock that messages are written with: a
-// message goes above it, and it is drawn again below (a message was written into the bar's line, mid-bar).
+// message goes above it, and it is drawn again below (a message was written into the bar's line, mid-bar); after an
+// error, which may end the job (MPI_Abort's banner), it is not.
 void status(std::string_view line);
 // Ends the status line where one is shown: it stays on the screen, and what comes next starts a line of its own.
 void end_status();
