@@ -226,14 +226,19 @@ BOOST_AUTO_TEST_CASE(a_body_sent_with_a_get_ends_its_connection_after_the_answer
   ::close(fd);
 }
 
-// A POST with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, 6.3; curl -X POST without -d): the
-// library read such a body until the client closed, and the request waited out the read timeout (30 s) for a 400.
-BOOST_AUTO_TEST_CASE(a_post_without_a_length_has_an_empty_body) {
-  HttpServer server(test_options());
+// POST /size answers "body of N" with the size of the body it read; the server started.
+void serve_body_sizes(HttpServer& server) {
   server.post("/size", [](const HttpRequest& r) {
     return HttpResponse{200, "text/plain", "body of " + std::to_string(r.body.size()), nullptr};
   });
   server.start();
+}
+
+// A POST with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, 6.3; curl -X POST without -d): the
+// library read such a body until the client closed, and the request waited out the read timeout (30 s) for a 400.
+BOOST_AUTO_TEST_CASE(a_post_without_a_length_has_an_empty_body) {
+  HttpServer server(test_options());
+  serve_body_sizes(server);
   const std::string post = "POST /size HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token + "\r\n";
   const int fd = connection_to(server.port());
   const std::string two = post + "\r\n" + post + "Connection: close\r\n\r\n";
@@ -251,10 +256,7 @@ BOOST_AUTO_TEST_CASE(a_post_without_a_length_has_an_empty_body) {
 // until the client closed, a worker held meanwhile. 400 at once, and the connection ends; chunked still serves.
 BOOST_AUTO_TEST_CASE(a_body_framed_by_no_length_and_no_chunks_is_refused_at_once) {
   HttpServer server(test_options());
-  server.post("/size", [](const HttpRequest& r) {
-    return HttpResponse{200, "text/plain", "body of " + std::to_string(r.body.size()), nullptr};
-  });
-  server.start();
+  serve_body_sizes(server);
   const std::string post = "POST /size HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token + "\r\n";
   for (const std::string coding : {"gzip", "identity", "gzip, chunked"}) {
     const int fd = connection_to(server.port());
@@ -281,10 +283,7 @@ BOOST_AUTO_TEST_CASE(a_body_that_does_not_come_whole_within_its_time_is_408) {
   HttpServerOptions options = test_options();
   options.body_timeout = std::chrono::milliseconds(1000);
   HttpServer server(options);
-  server.post("/size", [](const HttpRequest& r) {
-    return HttpResponse{200, "text/plain", "body of " + std::to_string(r.body.size()), nullptr};
-  });
-  server.start();
+  serve_body_sizes(server);
   const int fd = connection_to(server.port());
   const std::string head =
       "POST /size HTTP/1.1\r\nHost: here\r\nAuthorization: Bearer " + token + "\r\nContent-Length: 100\r\n\r\n";
