@@ -111,11 +111,15 @@ export NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-0}
 export NCCL_ASYNC_ERROR_HANDLING=1
 export NCCL_IGNORE_CPU_AFFINITY=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-# Slurm ends a job (requeue, pre-emption, scancel, the time limit) with SIGTERM to every process, mpirun among them,
-# and SIGKILL KillWait seconds later. mpirun passes the SIGTERM on and kills the ranks 1 s after (Open MPI's
-# odls_base_sigkill_timeout): too soon for them to finish the step and checkpoint. Give them Slurm's KillWait.
+# Slurm ends a job (requeue, pre-emption, scancel, the time limit) with SIGTERM to every process, the ranks and mpirun
+# among them, and SIGKILL KillWait seconds later. mpirun then ends the ranks with Open MPI 4.1's kill sequence: SIGCONT,
+# odls_base_sigkill_timeout seconds (1 by default), SIGTERM, as long again, SIGKILL: too soon for them to finish the
+# step and checkpoint. Half of KillWait brings mpirun's SIGKILL with Slurm's. Not all of it: mpirun sleeps the same
+# twice after any rank's non-zero exit (exit 3 after a checkpoint too), even where every rank has ended, and at KillWait
+# it held the whole allocation idle for twice KillWait (a minute, with Slurm's default) at every requeue.
 killwait=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" { print $3 }')
-export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-${killwait:-30}}
+[[ "$killwait" =~ ^[0-9]+$ ]] || killwait=30
+export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-$(((killwait + 1) / 2))}
 
 echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $nodes node(s), $ranks ranks, config $config, checkpoints $ckpt"
 
@@ -217,8 +221,8 @@ if [ "$rc" -eq "$exit_requeue" ] && [ "$termed" = 1 ] && ! ran_out_of_time; then
   # they are done: Slurm decides what happens next, after Slurm's warning too (a successor or a requeue would go on
   # with a run its user cancelled, or beside the pre-empted job Slurm requeues). The time limit's SIGTERM is chained or
   # requeued below, as the warning is. (Exit 3 with no signal at all is the job's own: a hung rank or node. It requeues
-  # below.) mpirun, told by the SIGTERM too, lives on for its odls_base_sigkill_timeout (KillWait here) whatever the
-  # ranks do: this shell gets here only where the signal came after the job step had ended or before it began.
+  # below.) mpirun, told by the SIGTERM too, lives on for twice its odls_base_sigkill_timeout (KillWait here) whatever
+  # the ranks do: this shell gets here only where the signal came after the job step had ended or before it began.
   echo "arclight: stopped (checkpointed, if training had started); Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi
