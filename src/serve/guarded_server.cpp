@@ -64,10 +64,12 @@ class ConnectionStream final : public httplib::Stream {
  public:
   ConnectionStream(int fd, const HttpServerOptions& options) : fd_(fd), options_(options) {}
 
-  // A new request begins: its budget and its deadline start again, its token unchecked.
-  void begin_request() {
+  // A new request begins: its budget and its deadline start again, its token unchecked. `last`: the connection ends
+  // after it whatever it holds (the library's answer says Connection: close).
+  void begin_request(bool last) {
     received_ = 0;
     authenticated_ = unread_ = body_too_slow_ = false;
+    last_ = last;
     request_deadline_ = Clock::now() + options_.request_timeout;
   }
   void authenticate() {
@@ -79,6 +81,8 @@ class ConnectionStream final : public httplib::Stream {
   // looked at), one cut off at its deadline or budget, or one whose body was left unread: the next bytes would be read
   // as a request of their own.
   bool ends_connection() const { return !authenticated_ || cut_off_ || unread_; }
+  // Ends it where the library, told nothing of it, answers as if the connection lived on.
+  bool ends_connection_unannounced() const { return ends_connection() && !last_; }
   // The body did not come whole within body_timeout (a client that trickles it held a worker for as long as it sent).
   bool body_too_slow() const { return body_too_slow_; }
   bool buffered() const { return begin_ < end_; }
@@ -160,7 +164,7 @@ class ConnectionStream final : public httplib::Stream {
   char buffer_[4096];
   std::size_t begin_ = 0, end_ = 0;
   std::size_t received_ = 0;
-  bool authenticated_ = false, unread_ = false;
+  bool authenticated_ = false, unread_ = false, last_ = false;
   mutable bool cut_off_ = false, body_too_slow_ = false;  // is_readable (const in the library's interface) cuts off too
   Clock::time_point request_deadline_{}, body_deadline_{};
 };
@@ -303,6 +307,8 @@ bool GuardedServer::client_gone() { return reading && reading->peer_gone(); }
 
 bool GuardedServer::body_too_slow() { return reading && reading->body_too_slow(); }
 
+bool GuardedServer::ends_connection_unannounced() { return reading && reading->ends_connection_unannounced(); }
+
 void GuardedServer::close_connections() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const socket_t sock : open_) ::shutdown(sock, SHUT_RDWR);
@@ -354,11 +360,11 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   // Registered before the server's state is read: close_connections() after stop() reaches it, or it sees the stop.
   for (std::size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
     if (!stream.buffered() && !wait_for_request(sock, left < keep_alive_max_count_)) break;
-    stream.begin_request();
     bool connection_closed = false;
     // While connections wait for a worker, an answer ends its connection, saying so (Connection: close): the client
     // connects again, nothing lost.
     const bool last = left == 1 || (left < keep_alive_max_count_ && pool_->yield_to_waiting());
+    stream.begin_request(last);
     served = process_request(stream, last, connection_closed, serve_whole_answers);
     // Connection: close or not, bytes of it may still come (a body not read): they are read and dropped first.
     if ((ended_early = !served || stream.ends_connection()) || connection_closed || last) break;

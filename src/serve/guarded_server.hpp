@@ -31,6 +31,9 @@ class GuardedServer : public httplib::Server {
   static bool client_gone();
   // On the thread serving a request: whether its body's read was cut off at body_timeout.
   static bool body_too_slow();
+  // On the thread serving a request: whether its connection ends after the answer (no token, a body left unread, a
+  // read cut off) where the library would answer as if it lived on (not the connection's last request).
+  static bool ends_connection_unannounced();
 
   // The task queue the library serves connections from: `threads` workers, at most `max_waiting` connections
   // waiting for one (past it, a connection is answered 503 and closed); a kept-alive connection between requests

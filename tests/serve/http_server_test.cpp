@@ -47,6 +47,17 @@ long read_to_close(int fd, std::string* got = nullptr) {
   return n < 0 && errno == ECONNRESET ? -2 : n;
 }
 
+// How many times the head of the first answer in `answer` says Connection: close (a connection that ends after an
+// answer says so once; one kept alive, never).
+int says_close(const std::string& answer) {
+  const std::string head = answer.substr(0, answer.find("\r\n\r\n") + 2);
+  int count = 0;
+  for (std::size_t at = head.find("\r\nConnection: close\r\n"); at != std::string::npos;
+       at = head.find("\r\nConnection: close\r\n", at + 1))
+    ++count;
+  return count;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -187,6 +198,7 @@ BOOST_AUTO_TEST_CASE(a_body_no_route_reads_is_refused_before_it_is_read) {
     BOOST_TEST(read_to_close(fd, &answer) == 0, head << ": the connection was not closed");
     BOOST_TEST(answer.rfind("HTTP/1.1 " + status, 0) == 0, head << " answered: " << answer.substr(0, 40));
     BOOST_TEST(answer.find("application/json") != std::string::npos, head);
+    BOOST_TEST(says_close(answer) == 1, head << " answered: " << answer);
     ::close(fd);
   }
   httplib::Client client("127.0.0.1", server.port());
@@ -214,15 +226,19 @@ BOOST_AUTO_TEST_CASE(a_body_sent_with_a_get_ends_its_connection_after_the_answer
     BOOST_TEST(read_to_close(fd, &answer) == 0, "the connection was not closed");
     BOOST_TEST(answer.rfind("HTTP/1.1 200", 0) == 0, answer.substr(0, 40));
     BOOST_TEST(answer.find("HTTP/1.1 400") == std::string::npos, answer);
+    BOOST_TEST(says_close(answer) == 1, answer);
     ::close(fd);
   }
-  // Without a body, the connection lives on: both answered.
+  // Without a body, the connection lives on: both answered, the first kept alive, the second closing as asked.
   const int fd = connection_to(server.port());
   const std::string two = get + "\r\n\r\n" + get + "\r\nConnection: close\r\n\r\n";
   BOOST_REQUIRE(::send(fd, two.data(), two.size(), 0) == static_cast<ssize_t>(two.size()));
   std::string answers;
   read_to_close(fd, &answers);
-  BOOST_TEST(answers.find("HTTP/1.1 200", 1) != std::string::npos, answers);
+  const std::size_t second = answers.find("HTTP/1.1 200", 1);
+  BOOST_REQUIRE_MESSAGE(second != std::string::npos, answers);
+  BOOST_TEST(says_close(answers) == 0, answers);
+  BOOST_TEST(says_close(answers.substr(second)) == 1, answers);
   ::close(fd);
 }
 
@@ -266,6 +282,7 @@ BOOST_AUTO_TEST_CASE(a_body_framed_by_no_length_and_no_chunks_is_refused_at_once
     BOOST_TEST(read_to_close(fd, &answer) == 0, coding << ": the connection was not closed");
     BOOST_TEST(answer.rfind("HTTP/1.1 400", 0) == 0, coding << ": " << answer.substr(0, 40));
     BOOST_TEST(answer.find("Transfer-Encoding '" + coding + "' is not served") != std::string::npos, answer);
+    BOOST_TEST(says_close(answer) == 1, answer);
     ::close(fd);
   }
   const int fd = connection_to(server.port());
@@ -297,6 +314,7 @@ BOOST_AUTO_TEST_CASE(a_body_that_does_not_come_whole_within_its_time_is_408) {
   read_to_close(fd, &answer);
   BOOST_TEST(answer.rfind("HTTP/1.1 408", 0) == 0, answer.substr(0, 40));
   BOOST_TEST(answer.find("did not come whole within 1 s") != std::string::npos, answer);
+  BOOST_TEST(says_close(answer) == 1, answer);
   BOOST_TEST(seconds < 5.0, "answered after " << seconds << " s");
   ::close(fd);
 }
@@ -605,6 +623,7 @@ BOOST_AUTO_TEST_CASE(a_request_refused_for_its_token_ends_its_connection) {
   std::string answer;
   BOOST_TEST(read_to_close(fd, &answer) == 0, "the connection stays open");
   BOOST_TEST(answer.rfind("HTTP/1.1 401", 0) == 0);
+  BOOST_TEST(says_close(answer) == 1, answer);
   ::close(fd);
 }
 
