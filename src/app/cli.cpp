@@ -458,7 +458,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
     inv.command = Command::train;
     inv.error = check_invocation(inv, train->count("--resume") > 0);
     if (!inv.error.empty()) return inv;
-    inv.effective_config = with_bare_keys(train->config_to_str(true, false));
+    inv.effective_config = with_toml_values(with_bare_keys(train->config_to_str(true, false)), *train);
   } else if (inspect->parsed()) {
     inv.command = Command::inspect;
   } else if (exporter->parsed()) {

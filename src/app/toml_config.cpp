@@ -170,6 +170,47 @@ std::string with_bare_keys(const std::string& toml) {
   return out;
 }
 
+namespace {
+
+// A list's value as a TOML array: one written as an array stays; a quoted string is the one value given, or, not
+// given (`is_default`), the default's bracketed list (values without commas or quotes: the defaults are arclight's).
+std::string as_toml_array(const std::string& value, bool is_default) {
+  const char quote = value.empty() ? 0 : value.front();
+  if ((quote != '"' && quote != '\'') || value.size() < 2 || value.back() != quote) return value;
+  const std::string inner = value.substr(1, value.size() - 2);
+  if (!is_default || inner.size() < 2 || inner.front() != '[' || inner.back() != ']') return "[" + value + "]";
+  std::string array = "[";
+  std::istringstream items(inner.substr(1, inner.size() - 2));
+  for (std::string item; std::getline(items, item, ',');) {
+    std::string quoted = "\"";
+    for (const char c : trimmed(item)) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    array += (array.size() > 1 ? ", " : "") + quoted + "\"";
+  }
+  return array + "]";
+}
+
+}  // namespace
+
+std::string with_toml_values(const std::string& toml, const CLI::App& train) {
+  std::istringstream in(toml);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t eq = line.find('=');
+    const CLI::Option* option = eq == std::string::npos || line[0] == '#'
+                                    ? nullptr
+                                    : train.get_option_no_throw("--" + trimmed(line.substr(0, eq)));
+    if (option != nullptr) {
+      const std::string key = line.substr(0, eq + 1), value = trimmed(line.substr(eq + 1));
+      if (option->get_items_expected_max() > 1)
+        line = key + as_toml_array(value, option->count() == 0);
+      else if (option->get_type_name() == "BOOLEAN" && (value == "0" || value == "1"))
+        line = key + (value == "1" ? "true" : "false");
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 std::vector<CLI::ConfigItem> SectionedToml::from_config(std::istream& input) const {
   const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
   const std::vector<TomlLine> lines = toml_lines(text);

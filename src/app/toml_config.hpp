@@ -26,6 +26,11 @@ using ListDefaults = std::map<std::string, std::string>;
 // the binary was built with (a resume compares the saved model.* lines).
 std::string with_bare_keys(const std::string& toml);
 
+// The effective configuration's values typed as TOML types them, for `train`'s options: a list that CLI11 writes as a
+// string (its default, "[q,k,v,o]", or one value, 'q') as an array, a boolean written 0 or 1 as false or true. arclight
+// read both forms, other TOML readers (Python's tomllib) a string and an integer.
+std::string with_toml_values(const std::string& toml, const CLI::App& train);
+
 // TOML sections become dotted option names of the train command: [layout] trainers = "1"
 // sets --layout.trainers. CLI11 parses the file; this only renames its items.
 class SectionedToml : public CLI::ConfigTOML {

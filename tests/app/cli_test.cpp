@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -87,6 +88,44 @@ BOOST_AUTO_TEST_CASE(dotted_keys_are_written_bare_whatever_cli11_quotes) {
   std::istringstream lines(inv.effective_config);
   for (std::string line; std::getline(lines, line);)
     BOOST_TEST((line.empty() || (line[0] != '"' && line[0] != '\'')), line);
+}
+
+// Lists and booleans as TOML types them, so that other TOML readers read what arclight reads: CLI11 wrote a list's
+// default as a string ("[q,k,v,o]"), one value as a string ('q'), a boolean as 0 or 1. Python's tomllib is the reader
+// nobody here wrote; arclight reads the file back the same.
+BOOST_AUTO_TEST_CASE(effective_config_lists_and_booleans_are_typed_as_toml_types_them) {
+  const Invocation defaults = parse({"train"});
+  for (const char* line : {"model.lora_targets=[\"q\", \"k\", \"v\", \"o\"]\n",
+                           "rollout.retry_condition=[\"failed\", \"timeout\", \"unresponsive\"]\n",
+                           "agent.command=[]\n", "store.http=false\n"})
+    BOOST_TEST(defaults.effective_config.find(line) != std::string::npos, line << " in " << defaults.effective_config);
+  // One value given (an argv's one word, with a comma and quotes), a boolean given as 1.
+  const Invocation given = parse({"train", "--model.lora_targets", "q", "--store.http", "1", "--agent.name", "external",
+                                  "--agent.command", "say \"hi\", twice", "--agent.tasks", "tasks.jsonl"});
+  BOOST_REQUIRE(given.error == "");
+  for (const char* line : {"model.lora_targets=['q']\n", "store.http=true\n"})
+    BOOST_TEST(given.effective_config.find(line) != std::string::npos, line << " in " << given.effective_config);
+  TempToml file(given.effective_config);
+  const Invocation again = parse({"train", "--config", file.path});
+  BOOST_REQUIRE(again.error == "");
+  BOOST_TEST(again.config.model.lora_targets == std::vector<std::string>{"q"});
+  BOOST_TEST(again.config.agent.command == std::vector<std::string>{"say \"hi\", twice"});
+  BOOST_TEST(again.config.store.http);
+  BOOST_TEST(again.effective_config == given.effective_config);
+  TempToml defaults_file(defaults.effective_config);
+  const std::string python =
+      "import sys, tomllib\n"
+      "def read(path):\n"
+      "    with open(path, 'rb') as f: return tomllib.load(f)\n"
+      "d, g = read(sys.argv[1]), read(sys.argv[2])\n"
+      "assert d['model']['lora_targets'] == ['q', 'k', 'v', 'o'], d['model']\n"
+      "assert d['rollout']['retry_condition'] == ['failed', 'timeout', 'unresponsive'], d['rollout']\n"
+      "assert d['agent']['command'] == [] and d['store']['http'] is False, (d['agent'], d['store'])\n"
+      "assert g['model']['lora_targets'] == ['q'] and g['agent']['command'] == ['say \"hi\", twice'], (g['model'], "
+      "g['agent'])\n"
+      "assert g['store']['http'] is True and g['run']['steps'] == d['run']['steps'], g['store']\n";
+  TempToml script(python);
+  BOOST_TEST(std::system(("python3 " + script.path + " " + defaults_file.path + " " + file.path).c_str()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(an_outside_agent_s_config_round_trips) {
