@@ -119,7 +119,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # it held the whole allocation idle for twice KillWait (a minute, with Slurm's default) at every requeue.
 killwait=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" { print $3 }')
 [[ "$killwait" =~ ^[0-9]+$ ]] || killwait=30
-export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-$(((killwait + 1) / 2))}
+export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-$(((10#$killwait + 1) / 2))}
 
 echo "arclight job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $nodes node(s), $ranks ranks, config $config, checkpoints $ckpt"
 

@@ -1,6 +1,9 @@
 #include "toml_config.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
 #include <map>
 #include <iterator>
 #include <sstream>
@@ -172,21 +175,64 @@ std::string with_bare_keys(const std::string& toml) {
 
 namespace {
 
-// A list's value as a TOML array: one written as an array stays; a quoted string is the one value given, or, not
-// given (`is_default`), the default's bracketed list (values without commas or quotes: the defaults are arclight's).
-std::string as_toml_array(const std::string& value, bool is_default) {
-  const char quote = value.empty() ? 0 : value.front();
-  if ((quote != '"' && quote != '\'') || value.size() < 2 || value.back() != quote) return value;
-  const std::string inner = value.substr(1, value.size() - 2);
-  if (!is_default || inner.size() < 2 || inner.front() != '[' || inner.back() != ']') return "[" + value + "]";
-  std::string array = "[";
-  std::istringstream items(inner.substr(1, inner.size() - 2));
-  for (std::string item; std::getline(items, item, ',');) {
-    std::string quoted = "\"";
-    for (const char c : trimmed(item)) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-    array += (array.size() > 1 ? ", " : "") + quoted + "\"";
+// `value` as a TOML string that arclight's reader (CLI11's) reads back as it is: a basic string ("...", quotes
+// escaped), or where it holds a backslash a literal one ('...': CLI11 takes no escape but \" in a basic string, and
+// would double the backslash at every round). None for a value with a backslash and a ' or a control character.
+std::optional<std::string> toml_string(const std::string& value) {
+  const bool control =
+      std::any_of(value.begin(), value.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (control) return std::nullopt;
+  if (value.find('\\') == std::string::npos) {
+    std::string out = "\"";
+    for (const char c : value) out += c == '"' ? std::string("\\\"") : std::string(1, c);
+    return out + "\"";
   }
-  return array + "]";
+  if (value.find('\'') != std::string::npos) return std::nullopt;
+  return "'" + value + "'";
+}
+
+// The values `option` holds: those given, else its default (a list's written "[a,b]": arclight's own, no commas in
+// its values).
+std::vector<std::string> values_of(const CLI::Option& option) {
+  if (option.count() > 0) return option.results();
+  std::string text = option.get_default_str();
+  if (option.get_items_expected_max() <= 1) return {text};
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+  std::vector<std::string> values;
+  std::istringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) values.push_back(trimmed(item));
+  return values;
+}
+
+// A float as TOML writes one (CLI11 wrote what it was given: .5, 1E3, NaN).
+std::string toml_float(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, x).ptr;
+  std::string out(text, end);
+  if (out.find_first_of(".e") == std::string::npos) out += ".0";
+  return out;
+}
+
+// `option`'s value in TOML's own type; `written` is CLI11's text of it. Integers stay as written (decimal, checked).
+std::string toml_value(const CLI::Option& option, const std::string& written) {
+  const std::vector<std::string> values = values_of(option);
+  if (option.get_items_expected_max() > 1) {
+    std::string array = "[";
+    for (const std::string& v : values) {
+      const std::optional<std::string> item = toml_string(v);
+      if (!item) return written;
+      array += (array.size() > 1 ? ", " : "") + *item;
+    }
+    return array + "]";
+  }
+  const std::string type = option.get_type_name();
+  if (type.rfind("BOOLEAN", 0) == 0) return option.as<bool>() ? "true" : "false";
+  if (type.rfind("FLOAT", 0) == 0) return toml_float(option.as<double>());
+  if (!values.empty() && !written.empty() && (written.front() == '"' || written.front() == '\''))
+    return toml_string(values.back()).value_or(written);
+  return written;
 }
 
 }  // namespace
@@ -199,13 +245,7 @@ std::string with_toml_values(const std::string& toml, const CLI::App& train) {
     const CLI::Option* option = eq == std::string::npos || line[0] == '#'
                                     ? nullptr
                                     : train.get_option_no_throw("--" + trimmed(line.substr(0, eq)));
-    if (option != nullptr) {
-      const std::string key = line.substr(0, eq + 1), value = trimmed(line.substr(eq + 1));
-      if (option->get_items_expected_max() > 1)
-        line = key + as_toml_array(value, option->count() == 0);
-      else if (option->get_type_name() == "BOOLEAN" && (value == "0" || value == "1"))
-        line = key + (value == "1" ? "true" : "false");
-    }
+    if (option != nullptr) line = line.substr(0, eq + 1) + toml_value(*option, trimmed(line.substr(eq + 1)));
     out += line + "\n";
   }
   return out;

@@ -26,9 +26,11 @@ using ListDefaults = std::map<std::string, std::string>;
 // the binary was built with (a resume compares the saved model.* lines).
 std::string with_bare_keys(const std::string& toml);
 
-// The effective configuration's values typed as TOML types them, for `train`'s options: a list that CLI11 writes as a
-// string (its default, "[q,k,v,o]", or one value, 'q') as an array, a boolean written 0 or 1 as false or true. arclight
-// read both forms, other TOML readers (Python's tomllib) a string and an integer.
+// The effective configuration's values written as TOML types them, for `train`'s options: lists as arrays of strings
+// (CLI11 wrote a list's default "[q,k,v,o]", one value 'q', numbers bare), booleans true or false (CLI11: 0, 1, on),
+// floats in TOML's syntax (CLI11: .5, NaN as given), strings as TOML strings that arclight reads back unchanged
+// (CLI11 quoted with ' a value holding ", whatever else it held; one holding both ' and a backslash stays so).
+// arclight read CLI11's text; other TOML readers (Python's tomllib) read other types, or refused the file.
 std::string with_toml_values(const std::string& toml, const CLI::App& train);
 
 // TOML sections become dotted option names of the train command: [layout] trainers = "1"

@@ -311,8 +311,10 @@ struct HttpServer::Impl {
     // The library says Connection: close on a connection's last request or where the client asked; a connection that
     // ends after this answer for another reason (no token, a body left unread, a read cut off) says so too.
     server.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (GuardedServer::ends_connection_unannounced() && req.get_header_value("Connection") != "close")
+      if (GuardedServer::ends_connection_unannounced() && req.get_header_value("Connection") != "close") {
+        res.headers.erase("Keep-Alive");  // the library's, set before this handler runs
         res.set_header("Connection", "close");
+      }
     });
     // A client that asks before sending its body (curl: Expect: 100-continue) is told to go on only with the token;
     // the library asks this before the pre-routing handler.

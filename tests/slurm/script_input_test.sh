@@ -67,7 +67,7 @@ done
 mkdir -p "$work/bin"
 cat >"$work/bin/scontrol" <<'SCONTROL'
 #!/usr/bin/env bash
-[ "$2" = config ] && { echo "KillWait                = 1 sec"; exit 0; }  # mpirun's wait after the first rank ends
+[ "$2" = config ] && { echo "KillWait                = ${FAKE_KILLWAIT:-1} sec"; exit 0; }  # see below
 echo "JobId=77 JobName=arclight"
 echo "   RunTime=$FAKE_RUN_TIME TimeLimit=$FAKE_TIME_LIMIT TimeMin=N/A"
 SCONTROL
@@ -98,6 +98,19 @@ grep -q "submitted the next link, job 4242" "$work/out" && grep -q -- "--depende
 stopped_by_slurm 1-00:00:09 UNLIMITED
 grep -q "Slurm is ending or requeueing this job" "$work/out" && [ ! -e "$work/submitted" ] ||
   fail "SIGTERM with no time limit: $(grep arclight: "$work/out" | tail -3)"
+
+# mpirun's kill sequence sleeps odls_base_sigkill_timeout twice: half of Slurm's KillWait (rounded up) gives the ranks
+# all of it after Slurm's SIGTERM; 15 where scontrol says nothing readable (half of Slurm's default).
+printf '#!/usr/bin/env bash\necho "$OMPI_MCA_odls_base_sigkill_timeout" >"%s/sigkill_timeout"\n' "$work" >"$work/says_timeout"
+chmod +x "$work/says_timeout"
+for kill_wait in "7 4" "1 1" "30 15" "soon 15"; do
+  read -r given want <<<"$kill_wait"
+  rm -f "$work/sigkill_timeout"
+  env -u OMPI_MCA_odls_base_sigkill_timeout PATH="$work/bin:$PATH" FAKE_KILLWAIT="$given" ARCLIGHT_BIN="$work/says_timeout" \
+    timeout 120 bash slurm/train_128gpu.sh >"$work/out" 2>&1
+  got=$(cat "$work/sigkill_timeout" 2>/dev/null)
+  [ "$got" = "$want" ] || fail "KillWait $given: odls_base_sigkill_timeout '$got', want $want: $(tail -3 "$work/out")"
+done
 
 # ARCLIGHT_MAX_FAILURE_REQUEUES=0: a failure of the job's own is never requeued; the job fails, saying so.
 printf '#!/usr/bin/env bash\nexit 1\n' >"$work/fails" && chmod +x "$work/fails"

@@ -177,9 +177,9 @@ check 'grep -q "the job failed (exit [0-9]*), failure 1 of at most 1 since its l
 
 # 8. scontrol requeue mid-run: Slurm's SIGTERM reaches mpirun too, which kills the ranks 2 s later unless told
 # otherwise: a version that takes longer to write (355 MB here, about 1.2 s, after steps under 1 s) must still land
-# (the script gives the ranks Slurm's KillWait: mpirun's SIGKILL comes after twice the timeout set, half of it), and the requeued job resumes from it and finishes the run. (680 MB, 3 s
-# here on a busy day, missed the test cluster's KillWait of 10 s now and then: the step, the write, and the ranks' end
-# share it.)
+# (the script gives the ranks Slurm's KillWait: mpirun's SIGKILL comes after twice the timeout it sets, half of that),
+# and the requeued job resumes from it and finishes the run. (680 MB, 3 s here on a busy day, missed the test
+# cluster's KillWait of 10 s now and then: the step, the write, and the ranks' end share it.)
 job=$(submit train_128gpu.sh big --run.steps 12 --checkpoint.every_steps 0 \
   --model.d_model 640 --model.n_layers 6 --model.d_ff 2560 --grpo.tasks_per_step 2 --grpo.group_size 2)
 wait_until "2 steps of job $job" 120 '[ "$(lines_of "$work/big")" -ge 2 ]'
