@@ -196,7 +196,7 @@ HttpResponse StoreApi::query_rollouts(const HttpRequest& request) {
   const auto ids = string_list(args, "rollout_id_in");
   const auto id_part = optional_string(args, "rollout_id_contains");
   const auto statuses = status_bits<store::RolloutStatus>(args, "status_in", store::rollout_status_count);
-  const auto modes = status_bits<store::Mode>(args, "mode_in", store::mode_count);  // arclight's
+  const auto modes = status_bits<store::Mode>(args, "mode_in", store::named_mode_count);  // arclight's
   store::RolloutFilter filter;
   if (!page.any_filter) {  // the store narrows what it can; the rest below
     if ((statuses && *statuses == 0) || (modes && *modes == 0)) return json_answer(200, page_json({}, 0, page));
@@ -250,8 +250,8 @@ HttpResponse StoreApi::update_rollout(const HttpRequest& request) {
   if (find(body, "input")) throw bad_request("input: a rollout keeps the input it was enqueued with");
   if (const Json* v = not_null(body, "status"))
     update.status = enum_of<store::RolloutStatus>(*v, "status", store::rollout_status_count);
-  if (const Json* v = find(body, "mode"); v && !v->is_null())
-    update.mode = enum_of<store::Mode>(*v, "mode", store::mode_count);
+  if (const Json* v = find(body, "mode"))  // null is Agent Lightning's None
+    update.mode = v->is_null() ? store::Mode::none : enum_of<store::Mode>(*v, "mode", store::named_mode_count);
   if (const Json* v = find(body, "resources_id")) {
     if (!v->is_null() && !v->is_string()) throw unprocessable("resources_id: expected a string");
     update.resources_id = v->is_null() ? 0 : resources_of(store_, v->get<std::string>());

@@ -220,8 +220,9 @@ store::NewRollout new_rollout_of(store::Store& store, const Json& json, const st
   if (!input) throw unprocessable("input: missing");
   store::NewRollout r;
   r.input = input->dump(-1, ' ', false, Json::error_handler_t::replace);
+  r.mode = store::Mode::none;  // left out or null: Agent Lightning's None
   if (const Json* mode = find(json, "mode"); mode && !mode->is_null())
-    r.mode = enum_of<store::Mode>(*mode, "mode", store::mode_count);
+    r.mode = enum_of<store::Mode>(*mode, "mode", store::named_mode_count);
   if (const auto resources = optional_string(json, "resources_id")) {
     r.resources_id = resources_of(store, *resources);
   } else {  // the latest policy version (what arclight's runners run rollouts with), else the latest resources

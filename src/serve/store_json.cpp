@@ -149,7 +149,7 @@ Json rollout_json(const store::Rollout& r) {
           {"input", opaque_json(r.input)},
           {"start_time", r.start_time},
           {"end_time", time_or_null(r.end_time)},
-          {"mode", store::to_string(r.mode)},
+          {"mode", r.mode == store::Mode::none ? Json() : Json(store::to_string(r.mode))},
           {"resources_id", r.resources_id == 0 ? Json() : Json(resources_name(r.resources_id))},
           {"status", store::to_string(r.status)},
           {"config", config_json(r.config)},

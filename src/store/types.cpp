@@ -15,7 +15,7 @@ std::string_view to_string(AttemptStatus s) {
 }
 
 std::string_view to_string(Mode m) {
-  static constexpr std::string_view names[] = {"train", "val", "test"};
+  static constexpr std::string_view names[] = {"train", "val", "test", "none"};
   return names[static_cast<int>(m)];
 }
 

@@ -64,7 +64,7 @@ Rollout rollout_from(const Json& j) {
   Rollout r;
   r.id = *parse_rollout_name(j["rollout_id"].get<std::string>());
   r.input = j["input"].is_string() ? j["input"].get<std::string>() : j["input"].dump();
-  r.mode = enum_from<Mode>(j["mode"], mode_count);
+  r.mode = j["mode"].is_null() ? Mode::none : enum_from<Mode>(j["mode"], named_mode_count);
   r.resources_id = j["resources_id"].is_null() ? 0 : *parse_resources_name(j["resources_id"].get<std::string>());
   r.status = enum_from<RolloutStatus>(j["status"], rollout_status_count);
   r.config = config_from(j["config"]);
@@ -79,7 +79,7 @@ AttemptedRollout attempted_from(const Json& j) { return {rollout_from(j), attemp
 
 Json new_rollout_to(const NewRollout& r) {
   return {{"input", r.input},
-          {"mode", to_string(r.mode)},
+          {"mode", r.mode == Mode::none ? Json() : Json(to_string(r.mode))},
           {"resources_id", r.resources_id ? Json(resources_name(r.resources_id)) : Json()},
           {"config", r.config ? config_to(*r.config) : Json()},
           {"metadata", r.metadata.empty() ? Json() : Json::parse(r.metadata)}};
@@ -202,7 +202,7 @@ class HttpStore : public Store {
   Rollout update_rollout(RolloutId rollout_id, const RolloutUpdate& update) override {
     Json body = Json::object();
     if (update.status) body["status"] = to_string(*update.status);
-    if (update.mode) body["mode"] = to_string(*update.mode);
+    if (update.mode) body["mode"] = *update.mode == Mode::none ? Json() : Json(to_string(*update.mode));
     if (update.resources_id)
       body["resources_id"] = *update.resources_id ? Json(resources_name(*update.resources_id)) : Json();
     if (update.config) body["config"] = config_to(*update.config);

@@ -247,6 +247,32 @@ BOOST_AUTO_TEST_CASE(agent_lightnings_shapes_and_quirks) {
 
 // A span comes back as it was sent, what the record does not model included, and the record keeps what arclight
 // reads: an integer attribute is the double the adapter takes, and the JSON answer says 5, not 5.0.
+// A rollout's mode left out or null is Agent Lightning's None: null in every answer (it was "train", and Agent
+// Lightning's runner took its training path for it), set by an update's null too; "none" is no mode's name.
+BOOST_AUTO_TEST_CASE(a_rollout_without_a_mode_is_null_as_agent_lightning_has_it) {
+  HttpHarness h;
+  httplib::Client c("127.0.0.1", h.port());
+  c.set_bearer_token_auth(token.c_str());
+  const Json enqueued =
+      Json::parse(c.Post("/v1/agl/queues/rollouts/enqueue",
+                         R"({"rollouts": [{"input": 1}, {"input": 2, "mode": null}, {"input": 3, "mode": "val"}]})",
+                         "application/json")
+                      ->body);
+  BOOST_REQUIRE(enqueued.size() == 3u);
+  BOOST_TEST(enqueued[0]["mode"].is_null());
+  BOOST_TEST(enqueued[1]["mode"].is_null());
+  BOOST_TEST(enqueued[2]["mode"] == "val");
+  const std::string path = "/v1/agl/rollouts/" + enqueued[2]["rollout_id"].get<std::string>();
+  BOOST_TEST(Json::parse(c.Post(path.c_str(), R"({"mode": null})", "application/json")->body)["mode"].is_null());
+  BOOST_TEST(Json::parse(c.Get(path.c_str())->body)["mode"].is_null());
+  const Json started = Json::parse(c.Post("/v1/agl/rollouts", R"({"input": 4})", "application/json")->body);
+  BOOST_TEST(started["mode"].is_null());
+  BOOST_TEST(
+      c.Post("/v1/agl/queues/rollouts/enqueue", R"({"rollouts": [{"input": 5, "mode": "none"}]})", "application/json")
+          ->status == 422);
+  BOOST_TEST(c.Post(path.c_str(), R"({"mode": "none"})", "application/json")->status == 422);
+}
+
 BOOST_AUTO_TEST_CASE(a_span_comes_back_as_it_was_sent) {
   HttpHarness h;
   httplib::Client c("127.0.0.1", h.port());

@@ -466,6 +466,24 @@ inline void queries_filter_and_page(Harness& h) {
   BOOST_TEST(s.query_rollouts(all_ids, p).items.empty());
 }
 
+// A rollout without a mode (Agent Lightning's None) keeps none through every store and wire; an update sets a mode and
+// sets none again.
+inline void a_rollout_without_a_mode_keeps_none(Harness& h) {
+  Store& s = h.store();
+  NewRollout r = task("no mode");
+  r.mode = Mode::none;
+  const Rollout none = s.enqueue(r);
+  BOOST_TEST((s.get_rollout(none.id).mode == Mode::none));
+  BOOST_TEST((s.dequeue("w1")->rollout.mode == Mode::none));
+  RolloutUpdate to_val;
+  to_val.mode = Mode::val;
+  BOOST_TEST((s.update_rollout(none.id, to_val).mode == Mode::val));
+  RolloutUpdate to_none;
+  to_none.mode = Mode::none;
+  BOOST_TEST((s.update_rollout(none.id, to_none).mode == Mode::none));
+  BOOST_TEST((s.get_rollout(none.id).mode == Mode::none));
+}
+
 inline void attempts_filter_and_page(Harness& h) {
   Store& s = h.store();
   RolloutId id = s.enqueue(task("x")).id;
@@ -675,6 +693,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"start_rollout_skips_the_queue_and_start_attempt_retries",
        start_rollout_skips_the_queue_and_start_attempt_retries},
       {"queries_filter_and_page", queries_filter_and_page},
+      {"a_rollout_without_a_mode_keeps_none", a_rollout_without_a_mode_keeps_none},
       {"attempts_filter_and_page", attempts_filter_and_page},
       {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
       {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},

@@ -20,13 +20,15 @@ inline constexpr AttemptId latest_attempt = std::numeric_limits<AttemptId>::max(
 
 enum class RolloutStatus : std::uint8_t { queuing, preparing, running, succeeded, failed, cancelled, requeuing };
 enum class AttemptStatus : std::uint8_t { preparing, running, succeeded, failed, timeout, unresponsive };
-enum class Mode : std::uint8_t { train, val, test };
+// none: Agent Lightning's null, a rollout enqueued without a mode. Not train: its runner takes the validation path.
+enum class Mode : std::uint8_t { train, val, test, none };
 enum class WorkerStatus : std::uint8_t { idle, busy, unknown };
 enum class SpanStatus : std::uint8_t { unset, ok, error };
 
 inline constexpr int rollout_status_count = 7;
 inline constexpr int attempt_status_count = 6;
-inline constexpr int mode_count = 3;
+inline constexpr int mode_count = 4;
+inline constexpr int named_mode_count = 3;  // the modes named on the wire: none is null there
 inline constexpr int worker_status_count = 3;
 
 std::string_view to_string(RolloutStatus s);
