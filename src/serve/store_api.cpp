@@ -250,8 +250,7 @@ HttpResponse StoreApi::update_rollout(const HttpRequest& request) {
   if (find(body, "input")) throw bad_request("input: a rollout keeps the input it was enqueued with");
   if (const Json* v = not_null(body, "status"))
     update.status = enum_of<store::RolloutStatus>(*v, "status", store::rollout_status_count);
-  if (const Json* v = find(body, "mode"))  // null is Agent Lightning's None
-    update.mode = v->is_null() ? store::Mode::none : enum_of<store::Mode>(*v, "mode", store::named_mode_count);
+  if (const Json* v = find(body, "mode")) update.mode = mode_of(*v);
   if (const Json* v = find(body, "resources_id")) {
     if (!v->is_null() && !v->is_string()) throw unprocessable("resources_id: expected a string");
     update.resources_id = v->is_null() ? 0 : resources_of(store_, v->get<std::string>());

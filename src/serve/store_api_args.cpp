@@ -213,6 +213,10 @@ store::ResourcesId resources_of(store::Store& store, const std::string& id) {
   return store.get_latest_resources(id).id;
 }
 
+store::Mode mode_of(const Json& value) {
+  return value.is_null() ? store::Mode::none : enum_of<store::Mode>(value, "mode", store::named_mode_count);
+}
+
 // EnqueueRolloutRequest / RolloutRequest.
 store::NewRollout new_rollout_of(store::Store& store, const Json& json, const store::RolloutConfig& defaults) {
   if (!json.is_object()) throw unprocessable("a rollout must be a JSON object");
@@ -220,9 +224,8 @@ store::NewRollout new_rollout_of(store::Store& store, const Json& json, const st
   if (!input) throw unprocessable("input: missing");
   store::NewRollout r;
   r.input = input->dump(-1, ' ', false, Json::error_handler_t::replace);
-  r.mode = store::Mode::none;  // left out or null: Agent Lightning's None
-  if (const Json* mode = find(json, "mode"); mode && !mode->is_null())
-    r.mode = enum_of<store::Mode>(*mode, "mode", store::named_mode_count);
+  const Json* mode = find(json, "mode");
+  r.mode = mode ? mode_of(*mode) : store::Mode::none;  // left out: Agent Lightning's None too
   if (const auto resources = optional_string(json, "resources_id")) {
     r.resources_id = resources_of(store, *resources);
   } else {  // the latest policy version (what arclight's runners run rollouts with), else the latest resources

@@ -95,6 +95,9 @@ std::optional<store::ResourcesVersion> resources_or_none(store::Store& store, co
 // resources_id of a new rollout or an update: rs-<n> or a resources name (its latest version).
 store::ResourcesId resources_of(store::Store& store, const std::string& id);
 
+// A rollout's `mode` as sent: a mode's name, or null (Agent Lightning's None).
+store::Mode mode_of(const Json& value);
+
 // EnqueueRolloutRequest / RolloutRequest.
 store::NewRollout new_rollout_of(store::Store& store, const Json& json, const store::RolloutConfig& defaults);
 
