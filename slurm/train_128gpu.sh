@@ -167,6 +167,25 @@ unstage() {  # bounded: a node that hung the job may not answer
 
 root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+# After any rank's non-zero exit (3 after a checkpoint too) mpirun outlives the ranks by twice its
+# odls_base_sigkill_timeout (KillWait, above), the allocation idle. Rank 0 writes the job's exit code into this file
+# once every rank is past MPI_Finalize (arclight's only; nothing else is left to wait for) and mpirun is ended here.
+# (A rank 0 placed on another node than this shell writes nothing: mpirun's own end is waited for, as before.)
+end_lingering_mpirun() {
+  trap '' TERM USR1  # Slurm's signals are the main shell's to act on; this one only watches
+  while kill -0 "$step" 2>/dev/null; do
+    if [ -s "$exit_code_file" ]; then
+      sleep 2  # the ranks' own ends past MPI_Finalize, and their last output through mpirun
+      kill -0 "$step" 2>/dev/null || return
+      echo "arclight: every rank has ended (exit $(<"$exit_code_file")); ending mpirun, which would wait" \
+        "${OMPI_MCA_odls_base_sigkill_timeout}s twice more"
+      touch "$exit_code_file.ended"
+      kill -KILL "$step"
+      return
+    fi
+    sleep 0.5
+  done
+}
 if [ "$trapped" = 1 ]; then
   # The signal came while the model was being staged (bash runs a trap once its foreground srun ends): nothing was
   # forwarded, and training would only start to stop. It ends as a checkpointed step would: chained or requeued (the
@@ -177,11 +196,13 @@ if [ "$trapped" = 1 ]; then
 else
   # rank 0 first on node 0; the GPU ranks fill 8 slots per node; the one rank more than the slots
   # (oversubscription of one) lands on node 0 too.
-  mpirun $root --oversubscribe --bind-to none -np "$ranks" \
+  exit_code_file=$(mktemp "${TMPDIR:-/tmp}/arclight-exit.XXXXXX" 2>/dev/null) || exit_code_file=""
+  ARCLIGHT_EXIT_CODE_FILE=$exit_code_file mpirun $root --oversubscribe --bind-to none -np "$ranks" \
     "$bin" train --config "$config" --checkpoint.dir "$ckpt" --resume auto ${model_args[@]+"${model_args[@]}"} \
     ${extra_args[@]+"${extra_args[@]}"} &
   step=$!
-  wait "$step"; rc=$?
+  [ -n "$exit_code_file" ] && { end_lingering_mpirun & watcher=$!; }
+  wait "$step" 2>/dev/null; rc=$?  # (no "Killed" line for the mpirun ended below)
   while [ "$trapped" = 1 ]; do
     # A trapped signal ended the wait early (>128; the step may have ended meanwhile), or came just after it returned
     # the step's status: a second wait gives the status (bash keeps it; 127 where a shell would not, and rc has it).
@@ -190,6 +211,17 @@ else
     [ "$again" -eq 127 ] && break
     rc=$again
   done
+  if [ -n "$exit_code_file" ]; then
+    kill -KILL "$watcher" 2>/dev/null
+    wait "$watcher" 2>/dev/null
+    if [ -e "$exit_code_file.ended" ]; then
+      # mpirun ended here (SIGKILL's 137): the code is the one every rank ended with. Its session directory is left,
+      # which it would have removed on its way out.
+      [[ "$(<"$exit_code_file")" =~ ^[0-9]+$ ]] && rc=$(<"$exit_code_file")
+      rm -rf "${TMPDIR:-/tmp}"/ompi.*."$(id -u)"/pid."$step"
+    fi
+    rm -f "$exit_code_file" "$exit_code_file.ended"
+  fi
   echo "arclight: the job step exited with $rc"
 fi
 unstage
@@ -221,8 +253,8 @@ if [ "$rc" -eq "$exit_requeue" ] && [ "$termed" = 1 ] && ! ran_out_of_time; then
   # they are done: Slurm decides what happens next, after Slurm's warning too (a successor or a requeue would go on
   # with a run its user cancelled, or beside the pre-empted job Slurm requeues). The time limit's SIGTERM is chained or
   # requeued below, as the warning is. (Exit 3 with no signal at all is the job's own: a hung rank or node. It requeues
-  # below.) mpirun, told by the SIGTERM too, lives on for twice its odls_base_sigkill_timeout (KillWait here) whatever
-  # the ranks do: this shell gets here only where the signal came after the job step had ended or before it began.
+  # below.) mpirun, told by the SIGTERM too, would live on for twice its odls_base_sigkill_timeout (KillWait here)
+  # whatever the ranks do: it was ended once they had (end_lingering_mpirun).
   echo "arclight: stopped (checkpointed, if training had started); Slurm is ending or requeueing this job"
   exit "$exit_requeue"
 fi

@@ -32,6 +32,13 @@ int main(int argc, char** argv) {
   // are that long. HDF5 never uses shared file pointers: leave that component out (a user's
   // own selection wins).
   setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
-  arclight::comm::MpiRuntime mpi(argc, argv);
-  return arclight::app::run(mpi, argc, argv);
+  int code = 0;
+  bool coordinator = false;
+  {
+    arclight::comm::MpiRuntime mpi(argc, argv);
+    coordinator = mpi.rank() == 0;
+    code = arclight::app::run(mpi, argc, argv);
+  }  // MPI_Finalize
+  if (coordinator) arclight::app::report_exit_code(code);
+  return code;
 }

@@ -1,5 +1,6 @@
 #include "arclight/app/run.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -384,6 +385,17 @@ int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {
 }
 
 }  // namespace
+
+void report_exit_code(int code) {
+  const char* path = std::getenv("ARCLIGHT_EXIT_CODE_FILE");
+  if (!path || !*path) return;
+  // No O_CREAT: only the launcher's own file (a rank 0 placed on another node than the script writes nothing there).
+  const int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return;  // the launcher then waits for mpirun's own end
+  const std::string text = std::to_string(code) + "\n";
+  [[maybe_unused]] const ssize_t written = write(fd, text.data(), text.size());
+  close(fd);
+}
 
 int run(comm::MpiRuntime& mpi, int argc, const char* const* argv) {
   log::init(mpi.rank(), log::Level::info);

@@ -3,9 +3,9 @@
 # whole number, a flag in ARCLIGHT_ARGS that the script gives arclight itself, a stage with no model. Each is one
 # sentence and exit 2 (never requeued) before mpirun starts; good input reaches the binary as the script says. Then,
 # with stand-ins for Slurm's commands: which SIGTERM chains the run, and a failure with no requeue allowed.
-# Usage: script_input_test.sh BUILD/arclight SOURCE_DIR (the binary is not run: a stand-in records its arguments)
+# Usage: script_input_test.sh BUILD/arclight SOURCE_DIR (stand-ins record their arguments; the binary itself runs once)
 set -u
-src=$2
+binary=$(realpath "$1") src=$2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$src"
 for v in $(env | grep -o '^SLURM_[A-Z_]*'); do unset "$v"; done
@@ -111,6 +111,19 @@ for kill_wait in "7 4" "1 1" "30 15" "soon 15"; do
   got=$(cat "$work/sigkill_timeout" 2>/dev/null)
   [ "$got" = "$want" ] || fail "KillWait $given: odls_base_sigkill_timeout '$got', want $want: $(tail -3 "$work/out")"
 done
+
+# After a non-zero exit mpirun sleeps odls_base_sigkill_timeout twice, every rank gone: 40 s here (KillWait 40). The
+# real binary (a setting it does not know: exit 2 on every rank, past MPI_Finalize) tells the script its exit code,
+# and the script ends mpirun at once.
+mkdir "$work/tmp"
+start=$SECONDS
+PATH="$work/bin:$PATH" TMPDIR="$work/tmp" FAKE_KILLWAIT=40 ARCLIGHT_BIN="$binary" ARCLIGHT_CONFIG=configs/tiny.toml \
+  ARCLIGHT_ARGS="--run.no_such_setting 1" timeout 120 bash slurm/train_128gpu.sh >"$work/out" 2>&1
+rc=$? took=$((SECONDS - start))
+[ "$rc" = 2 ] && [ "$took" -lt 20 ] && grep -q "every rank has ended (exit 2); ending mpirun" "$work/out" ||
+  fail "mpirun after the ranks' exit 2: exit $rc after $took s: $(grep arclight "$work/out" | tail -3)"
+left=$(find "$work/tmp" -name 'arclight-exit.*' -o -name "pid.*")
+[ -z "$left" ] || fail "left behind: $left"
 
 # ARCLIGHT_MAX_FAILURE_REQUEUES=0: a failure of the job's own is never requeued; the job fails, saying so.
 printf '#!/usr/bin/env bash\nexit 1\n' >"$work/fails" && chmod +x "$work/fails"

@@ -41,6 +41,9 @@ state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 120)
 check '[ "$state" = COMPLETED ]' "USR1 job ended $state: $(tail -5 "$work/usr1.out")"
 check '[ "$(restarts "$job")" = 1 ]' "USR1 job restarted $(restarts "$job") times, want 1"
 check 'grep -q "requeued job $job" "$work/usr1.out"' "USR1: no requeue in the log"
+# mpirun would sleep its odls_base_sigkill_timeout twice after the ranks' exit 3: rank 0 told the script, which ended it.
+check 'grep -q "every rank has ended (exit 3); ending mpirun" "$work/usr1.out"' \
+  "USR1: mpirun was waited for: $(grep arclight: "$work/usr1.out" | head -4)"
 check 'grep -q "resuming guess from step" "$work/usr1.out"' "USR1: the requeued job did not resume"
 check '[ "$(steps_of "$work/usr1")" = "$(seq 1 40 | xargs)" ]' "USR1 run's steps: $(steps_of "$work/usr1")"
 
