@@ -33,8 +33,9 @@ std::vector<bool> trainable_mask(const model::Policy& p, int train_blocks) {
   return mask;
 }
 
-std::vector<torch::Tensor> select(const std::vector<torch::Tensor>& all, const std::vector<bool>& mask) {
-  std::vector<torch::Tensor> out;
+template <typename T>
+std::vector<T> select(const std::vector<T>& all, const std::vector<bool>& mask) {
+  std::vector<T> out;
   for (std::size_t i = 0; i < all.size(); ++i)
     if (mask[i]) out.push_back(all[i]);
   return out;
@@ -74,10 +75,15 @@ struct Trainer::Impl {
         reducer(r),
         trainable(trainable_mask(p, c.train_blocks)),
         optimizer(select(p.parameters(), trainable), torch::optim::AdamWOptions(c.lr).weight_decay(c.weight_decay)) {
+    // A frozen parameter is out of autograd: backward stops at the first block that trains (no gradient for the
+    // embeddings and the blocks below), and no trainer sums gradients that nothing applies.
+    const std::vector<torch::Tensor> all = p.parameters();
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (!trainable[i]) all[i].set_requires_grad(false);
     if (reducer) {
-      auto params = p.parameters();
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        accumulators.push_back(torch::autograd::impl::grad_accumulator(params[i]));
+      const std::vector<torch::Tensor> summed = select(all, trainable);
+      for (std::size_t i = 0; i < summed.size(); ++i) {
+        accumulators.push_back(torch::autograd::impl::grad_accumulator(summed[i]));
         accumulators.back()->add_post_hook(std::make_unique<GradientReady>(armed, i));
       }
     }
@@ -195,7 +201,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     const double weight = terms.action_tokens / total;
     const bool last = end == batch.size();
     if (last && m.reducer) {
-      m.reducer->begin(m.policy.gradient_buffers());
+      m.reducer->begin(select(m.policy.gradient_buffers(), m.trainable));
       m.armed = m.reducer;
     }
     (loss * (weight * m.loss_scale)).backward();
