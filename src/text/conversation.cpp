@@ -1,5 +1,7 @@
 // Conversations from OpenAI-style JSON, and values serialized as Jinja's tojson writes them in Hugging Face's
 // templates (Python's json.dumps: ", " and ": " between items, non-ASCII kept).
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "arclight/core/log.hpp"
@@ -14,6 +16,20 @@ using json = nlohmann::ordered_json;  // keys in the order written: tojson keeps
 
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
   throw UsageError(log::concat("chat messages: ", where, ": ", what));
+}
+
+// A double as Python's repr writes it: nlohmann's shortest digits and notation agree with it but for 1e15 <= |x| <
+// 1e16, which Python writes in full (1000000000000000.0) and nlohmann with an exponent (1e+15).
+std::string python_float(const json& value) {
+  std::string text = value.dump();
+  const std::size_t exponent = text.find("e+15");
+  if (exponent == std::string::npos) return text;
+  const std::size_t sign = text[0] == '-' ? 1 : 0;
+  std::string digits = text.substr(sign, exponent - sign);  // d or d.ddd: at most 17 digits
+  if (digits.size() > 1) digits.erase(1, 1);
+  std::string whole = digits.substr(0, std::min<std::size_t>(16, digits.size()));
+  whole.resize(16, '0');
+  return text.substr(0, sign) + whole + "." + (digits.size() > 16 ? digits.substr(16) : "0");
 }
 
 void append_tojson(std::string& out, const json& value) {
@@ -34,6 +50,8 @@ void append_tojson(std::string& out, const json& value) {
       append_tojson(out, value[i]);
     }
     out += ']';
+  } else if (value.is_number_float()) {
+    out += python_float(value);
   } else {
     out += value.dump(-1, ' ', false, json::error_handler_t::replace);
   }

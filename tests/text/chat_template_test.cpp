@@ -227,6 +227,14 @@ BOOST_AUTO_TEST_CASE(tool_call_arguments_given_as_text_are_rendered_as_vllm_rend
   BOOST_TEST(ChatTemplate::named("qwen3").render(deep_text).find(deep) != std::string::npos);  // as given
 }
 
+// Numbers as Python's json.dumps writes them (printed by Python 3.11): doubles from 1e15 to 1e16 in full.
+BOOST_AUTO_TEST_CASE(tojson_writes_doubles_as_python_does) {
+  BOOST_TEST(as_tojson(R"({"a": 1e15, "b": 1000000000000000.5, "c": -9999999999999998.0, "d": 1e16,)"
+                       R"( "e": 123456789012345.6, "f": 0.00001, "g": 2, "h": -0.0})") ==
+             R"({"a": 1000000000000000.0, "b": 1000000000000000.5, "c": -9999999999999998.0, "d": 1e+16,)"
+             R"( "e": 123456789012345.6, "f": 1e-05, "g": 2, "h": -0.0})");
+}
+
 BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
   for (const char* bad : {"not json", "{}", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
                           R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{}]}])",
