@@ -348,6 +348,9 @@ std::string serve(MemoryStore& s, const Header& h, ByteReader& in) {
     case Type::get_resources: return reply(with_args<Id>(in, [&](auto id) { return s.get_resources(id); }));
     case Type::get_latest_resources:
       return reply(with_args<std::string>(in, [&](auto name) { return s.get_latest_resources(name); }));
+    case Type::get_many_resources:
+      return reply(with_args<std::vector<Id>>(in, [&](auto ids) { return s.get_resources(ids); }));
+    case Type::list_resources: return reply(with_args<>(in, [&] { return s.list_resources(); }));
     case Type::wait_for_rollouts:
       // The timeout is read and dropped: a server that waits parks the request instead.
       return reply(

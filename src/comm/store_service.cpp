@@ -474,6 +474,12 @@ ResourcesVersion RemoteStore::update_resources(const std::string& name, std::str
 ResourcesVersion RemoteStore::get_resources(ResourcesId id) {
   return call<ResourcesVersion>(wire::Type::get_resources, 0, id);
 }
+std::vector<ResourcesVersion> RemoteStore::get_resources(const std::vector<ResourcesId>& ids) {
+  return call<std::vector<ResourcesVersion>>(wire::Type::get_many_resources, 0, ids);
+}
+std::vector<ResourcesVersion> RemoteStore::list_resources() {
+  return call<std::vector<ResourcesVersion>>(wire::Type::list_resources, 0);
+}
 ResourcesVersion RemoteStore::get_latest_resources(const std::string& name) {
   return call<ResourcesVersion>(wire::Type::get_latest_resources, 0, name);
 }

@@ -363,18 +363,30 @@ HttpResponse StoreApi::query_resources(const HttpRequest& request) {
   const PageRequest page = page_request(args, {RESOURCES_FIELDS});
   const auto id = optional_string(args, "resources_id");
   const auto id_part = optional_string(args, "resources_id_contains");
+  // Listed without their content: an archived version's is read back from the checkpoint, only for the page's
+  // versions (or every match's where the page is sorted by it), in one pass.
+  const auto with_content = [&](const std::vector<store::ResourcesVersion>& listed) {
+    std::vector<store::ResourcesId> ids;
+    for (const store::ResourcesVersion& v : listed) ids.push_back(v.id);
+    return store_.get_resources(ids);
+  };
   std::vector<store::ResourcesVersion> matches;
-  const std::uint64_t count = store_.statistics().resources;  // versions are numbered from 1
-  for (store::ResourcesId n = 1; n <= count; ++n) {
-    store::ResourcesVersion v = store_.get_resources(n);
+  for (store::ResourcesVersion& v : store_.list_resources()) {
     if (v.name == store::trained_resources) continue;  // rank 0's ledger, not resources (latest_client_resources)
     Filters f(page.any_filter);
-    f.add(id.has_value(), id == resources_name(n));
-    f.add(id_part.has_value(), contains(resources_name(n), id_part));
+    f.add(id.has_value(), id == resources_name(v.id));
+    f.add(id_part.has_value(), contains(resources_name(v.id), id_part));
     if (f.pass()) matches.push_back(std::move(v));
   }
-  return json_answer(
-      200, paginated(std::move(matches), page, [&](const store::ResourcesVersion& v) { return resources_item(v); }));
+  const std::size_t total = matches.size();
+  const bool sorted_by_content = page.sort_by == "resources";
+  if (sorted_by_content) matches = with_content(matches);
+  std::vector<store::ResourcesVersion> shown =
+      page_of(std::move(matches), page, [&](const store::ResourcesVersion& v) { return resources_item(v); });
+  if (!sorted_by_content) shown = with_content(shown);
+  std::vector<Json> items;
+  for (const store::ResourcesVersion& v : shown) items.push_back(resources_item(v));
+  return json_answer(200, page_json(std::move(items), total, page));
 }
 
 HttpResponse StoreApi::get_latest_resources(const HttpRequest&) {

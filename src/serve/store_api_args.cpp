@@ -190,8 +190,12 @@ Json resources_json(const store::ResourcesVersion& v) {
 // Rank 0's ledger ("trained", a version each step) is arclight's bookkeeping, not resources to run with.
 std::optional<store::ResourcesVersion> latest_client_resources(store::Store& store) {
   for (store::ResourcesId n = store.statistics().resources; n > 0; --n) {
-    store::ResourcesVersion v = store.get_resources(n);
-    if (v.name != store::trained_resources) return v;
+    try {
+      store::ResourcesVersion v = store.get_resources(n);
+      if (v.name != store::trained_resources) return v;
+    } catch (const StoreError& e) {
+      if (e.code() != StoreError::not_found) throw;  // one lost with a damaged checkpoint segment: the one before
+    }
   }
   return std::nullopt;
 }

@@ -119,23 +119,37 @@ std::optional<std::uint8_t> status_bits(const Json& object, const char* key, int
   return bits;
 }
 
-// One page of `all` (in the store's order, or sorted by a field of their JSON), converted by `to_json`.
+// The items of one page of `all`: in the store's order, or sorted by a field of their JSON as `to_json` writes it.
 template <class T, class ToJson>
-Json paginated(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
+std::vector<T> page_of(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
   const std::size_t total = all.size();
   const std::size_t begin = std::min(total, static_cast<std::size_t>(p.offset));
   const std::size_t count = p.limit < 0 ? total - begin : std::min(total - begin, static_cast<std::size_t>(p.limit));
-  std::vector<Json> items;
-  if (p.sort_by.empty()) {
-    for (std::size_t i = begin; i < begin + count; ++i) items.push_back(to_json(all[i]));
-    return page_json(std::move(items), total, p);
+  std::vector<std::size_t> order(total);
+  for (std::size_t i = 0; i < total; ++i) order[i] = i;
+  if (!p.sort_by.empty()) {
+    std::vector<Json> keys;
+    keys.reserve(total);
+    for (const T& item : all) {
+      const Json json = to_json(item);
+      keys.push_back(json.contains(p.sort_by) ? json[p.sort_by] : Json());
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return p.descending ? sorts_before(keys[b], keys[a]) : sorts_before(keys[a], keys[b]);
+    });
   }
-  std::vector<Json> every;
-  for (const T& item : all) every.push_back(to_json(item));
-  std::stable_sort(every.begin(), every.end(), [&](const Json& a, const Json& b) {
-    return p.descending ? sorts_before(b[p.sort_by], a[p.sort_by]) : sorts_before(a[p.sort_by], b[p.sort_by]);
-  });
-  items.assign(std::make_move_iterator(every.begin() + begin), std::make_move_iterator(every.begin() + begin + count));
+  std::vector<T> page;
+  page.reserve(count);
+  for (std::size_t i = begin; i < begin + count; ++i) page.push_back(std::move(all[order[i]]));
+  return page;
+}
+
+// One page of `all`, converted by `to_json`.
+template <class T, class ToJson>
+Json paginated(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
+  const std::size_t total = all.size();
+  std::vector<Json> items;
+  for (const T& item : page_of(std::move(all), p, to_json)) items.push_back(to_json(item));
   return page_json(std::move(items), total, p);
 }
 

@@ -422,14 +422,37 @@ ResourcesVersion MemoryStore::update_resources(const std::string& name, std::str
   return v;
 }
 
-ResourcesVersion MemoryStore::get_resources(ResourcesId id) {
+ResourcesVersion MemoryStore::get_resources(ResourcesId id) { return get_resources(std::vector{id}).front(); }
+
+std::vector<ResourcesVersion> MemoryStore::get_resources(const std::vector<ResourcesId>& ids) {
+  std::vector<ResourcesVersion> out(ids.size());
+  std::unordered_set<ResourcesId> archived;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
-    if (resources_[id - 1].name.empty()) throw missing(log::concat("resources ", id, lost_with_damage));
-    if (content_in_memory(resources_[id - 1])) return resources_[id - 1];
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const ResourcesId id = ids[i];
+      if (id == 0 || id > resources_.size()) throw missing(log::concat("no resources ", id));
+      if (resources_[id - 1].name.empty()) throw missing(log::concat("resources ", id, lost_with_damage));
+      if (content_in_memory(resources_[id - 1]))
+        out[i] = resources_[id - 1];
+      else
+        archived.insert(id);
+    }
   }
-  return read_back_resources(id);
+  if (archived.empty()) return out;
+  const std::unordered_map<ResourcesId, ResourcesVersion> read = read_back_resources(std::move(archived));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (const auto it = read.find(ids[i]); it != read.end()) out[i] = it->second;
+  return out;
+}
+
+std::vector<ResourcesVersion> MemoryStore::list_resources() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<ResourcesVersion> out;
+  out.reserve(resources_.size());
+  for (const ResourcesVersion& v : resources_)
+    if (!v.name.empty()) out.push_back(ResourcesVersion{v.id, v.name, v.version, v.create_time, {}});
+  return out;
 }
 
 ResourcesVersion MemoryStore::get_latest_resources(const std::string& name) {

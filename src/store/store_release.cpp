@@ -173,16 +173,17 @@ MemoryStore::ArchivedRollout MemoryStore::read_back_one(RolloutId id) {
   return std::move(read.begin()->second);
 }
 
-ResourcesVersion MemoryStore::read_back_resources(ResourcesId id) {
-  ResourcesVersion found;
+std::unordered_map<ResourcesId, ResourcesVersion> MemoryStore::read_back_resources(
+    std::unordered_set<ResourcesId> wanted) {
+  std::unordered_map<ResourcesId, ResourcesVersion> found;
+  if (wanted.empty()) return found;
   // Newest first: the versions asked for most are those of the rollouts that waited past a checkpoint.
   walk_archived_history(
-      log::concat("the content of resources ", id), StoreArchive::Order::newest_first,
-      [](ArchivedRollout&&) { return true; },
+      log::concat("the content of resources ", *std::min_element(wanted.begin(), wanted.end())),
+      StoreArchive::Order::newest_first, [](ArchivedRollout&&) { return true; },
       [&](ResourcesVersion&& v) {
-        if (v.id != id) return true;
-        found = std::move(v);
-        return false;
+        if (wanted.erase(v.id)) found.emplace(v.id, std::move(v));
+        return !wanted.empty();
       });
   return found;
 }

@@ -275,6 +275,20 @@ class HttpStore : public Store {
     if (j.is_null()) throw StoreError(StoreError::not_found, "no resources");
     return resources_from(j);
   }
+  std::vector<ResourcesVersion> get_resources(const std::vector<ResourcesId>& ids) override {
+    std::vector<ResourcesVersion> out;
+    for (ResourcesId id : ids) out.push_back(get_resources(id));
+    return out;
+  }
+  std::vector<ResourcesVersion> list_resources() override {
+    std::vector<ResourcesVersion> out;
+    const Json page = call("GET", "/resources");
+    for (const Json& item : page["items"]) {
+      out.push_back(resources_from(item));
+      out.back().content.clear();
+    }
+    return out;
+  }
   ResourcesVersion get_latest_resources(const std::string& name) override {
     const Json j = call("GET", name.empty() ? "/resources/latest" : "/resources/" + name);
     if (j.is_null()) throw StoreError(StoreError::not_found, "no resources");

@@ -326,6 +326,39 @@ BOOST_AUTO_TEST_CASE(policy_versions_read_as_a_proxy_llm_where_one_is_served) {
   BOOST_TEST(all["items"][2]["resources"]["p"]["template"] == "x");
 }
 
+// GET /resources lists the versions without their content and reads the content of its page's only; the page comes
+// in the order asked. A version lost with a damaged checkpoint segment is left out: the query answers the others.
+BOOST_AUTO_TEST_CASE(a_resources_query_pages_and_sorts_what_the_store_lists) {
+  HttpHarness h;
+  ManualClock clock;
+  MemoryStore before(clock);
+  before.add_resources("lost", R"({"k": {"n": 0}})");
+  before.enqueue(suite::task("a rollout ends the first segment"));
+  const std::size_t first_segment = before.export_history(0, before.log_lengths().first).size();
+  for (int n = 1; n <= 4; ++n)
+    before.add_resources("r" + std::to_string(n), R"({"k": {"n": )" + std::to_string(n) + "}}");
+  const MemoryStore::Snapshot whole = before.export_state();
+  h.memory().import_state(whole.tables, whole.history.substr(first_segment), whole.span_log, first_segment);
+  httplib::Client c("127.0.0.1", h.port());
+  c.set_bearer_token_auth(token.c_str());
+  const auto page = [&](const std::string& query) {
+    return Json::parse(c.Get(("/v1/agl/resources" + query).c_str())->body);
+  };
+  const Json all = page("");
+  BOOST_TEST(all["total"] == 4);
+  BOOST_TEST(all["items"][0]["resources_id"] == "rs-2");
+  BOOST_TEST(all["items"][3]["resources"]["k"]["n"] == 4);
+  const Json newest = page("?limit=2&offset=1&sort_by=resources_id&sort_order=desc");
+  BOOST_TEST(newest["total"] == 4);
+  BOOST_REQUIRE(newest["items"].size() == 2u);
+  BOOST_TEST(newest["items"][0]["name"] == "r3");
+  BOOST_TEST(newest["items"][0]["resources"]["k"]["n"] == 3);
+  BOOST_TEST(newest["items"][1]["resources"]["k"]["n"] == 2);
+  const Json one = page("?resources_id=rs-4");
+  BOOST_TEST(one["total"] == 1);
+  BOOST_TEST(one["items"][0]["resources"]["k"]["n"] == 3);
+}
+
 BOOST_AUTO_TEST_CASE(without_the_token_nothing_is_there) {
   HttpHarness h;
   httplib::Client c("127.0.0.1", h.port());

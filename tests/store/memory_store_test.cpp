@@ -363,6 +363,9 @@ BOOST_AUTO_TEST_CASE(a_history_that_lost_a_segment_imports_with_its_records_lost
   BOOST_CHECK_THROW(after.get_resources(1), StoreError);
   BOOST_TEST(after.get_latest_resources("policy").content == "version=1");
   BOOST_TEST(after.get_latest_resources("").content == "version=1");
+  const std::vector<ResourcesVersion> listed = after.list_resources();  // the lost one left out
+  BOOST_TEST(listed.size() == 1u);
+  BOOST_TEST(listed.at(0).id == 2u);
   BOOST_TEST(after.query_rollouts({}, {}).total == 2u);  // the kept one and the open one
   BOOST_TEST(after.query_attempts(AttemptFilter{}, {}).total == 1u);
   spans.rollout_id = kept;
@@ -1029,6 +1032,26 @@ BOOST_AUTO_TEST_CASE(a_released_rollouts_spans_are_read_from_where_its_record_pl
     else
       BOOST_TEST((archive->ranges == Ranges{{1, 7}, {0, 8}}), "its places no longer hold it: the whole log");
   }
+}
+
+// A listing of every version with its content (GET /resources) reads those that left memory back from the
+// checkpoint's history in one pass, not one pass each.
+BOOST_AUTO_TEST_CASE(archived_versions_asked_for_together_are_read_back_in_one_pass) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  store.add_resources("policy", "weights 1");
+  for (int v = 2; v <= 5; ++v) store.update_resources("policy", "weights " + std::to_string(v));
+  const MemoryStore::Snapshot committed = store.export_state();
+  auto archive = std::make_shared<LogArchive>(committed);
+  store.set_archive(archive);
+  store.release_records(committed.history_end, {});
+  BOOST_TEST(store.list_resources().size() == 5u);
+  BOOST_TEST(archive->history_reads == 0, "a listing reads no content");
+  std::vector<std::string> contents;
+  for (const ResourcesVersion& v : store.get_resources(std::vector<ResourcesId>{4, 1, 5, 2}))
+    contents.push_back(v.content);
+  BOOST_TEST((contents == std::vector<std::string>{"weights 4", "weights 1", "weights 5", "weights 2"}));
+  BOOST_TEST(archive->history_reads == 1, "1, 2 and 4 from the archive at once (5, the latest, from memory)");
 }
 
 // A runner asks for the resources version its rollout names when it takes it; with max_staleness a step's rollouts wait

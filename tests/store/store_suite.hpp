@@ -530,6 +530,35 @@ inline void resources_are_versioned_and_immutable(Harness& h) {
   BOOST_TEST(s.enqueue(r).resources_id == v2.id);
 }
 
+// A listing is every version's id, name, version and time without the content; contents are read by ids, in the order
+// asked.
+inline void resources_are_listed_without_content_and_read_by_ids(Harness& h) {
+  Store& s = h.store();
+  const std::string name = "listed-" + std::to_string(reinterpret_cast<std::uintptr_t>(&h));
+  const ResourcesVersion a1 = s.add_resources(name + "-a", "a one");
+  const ResourcesVersion b1 = s.add_resources(name + "-b", "b one");
+  const ResourcesVersion a2 = s.update_resources(name + "-a", "a two");
+  std::vector<ResourcesVersion> ours;  // the store may hold other cases' versions too
+  for (const ResourcesVersion& v : s.list_resources())
+    if (v.name.rfind(name, 0) == 0) ours.push_back(v);
+  BOOST_REQUIRE(ours.size() == 3u);
+  const std::vector<ResourcesVersion> written{a1, b1, a2};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const ResourcesVersion& want = written[i];
+    BOOST_TEST(ours[i].id == want.id);
+    BOOST_TEST(ours[i].name == want.name);
+    BOOST_TEST(ours[i].version == want.version);
+    BOOST_TEST(ours[i].create_time == want.create_time);
+    BOOST_TEST(ours[i].content.empty());
+  }
+  std::vector<std::string> contents;
+  for (const ResourcesVersion& v : s.get_resources(std::vector{a2.id, a1.id, a2.id, b1.id}))
+    contents.push_back(v.content);
+  BOOST_TEST((contents == std::vector<std::string>{"a two", "a one", "a two", "b one"}));
+  BOOST_TEST(s.get_resources(std::vector<ResourcesId>{}).empty());
+  expect_refused([&] { s.get_resources(std::vector<ResourcesId>{a1.id, 1000000}); }, StoreError::not_found);
+}
+
 inline void wait_for_rollouts_returns_the_ended(Harness& h) {
   Store& s = h.store();
   auto q = s.enqueue({task("a"), task("b")});
@@ -696,6 +725,7 @@ inline std::vector<std::pair<const char*, void (*)(Harness&)>> cases() {
       {"a_rollout_without_a_mode_keeps_none", a_rollout_without_a_mode_keeps_none},
       {"attempts_filter_and_page", attempts_filter_and_page},
       {"resources_are_versioned_and_immutable", resources_are_versioned_and_immutable},
+      {"resources_are_listed_without_content_and_read_by_ids", resources_are_listed_without_content_and_read_by_ids},
       {"wait_for_rollouts_returns_the_ended", wait_for_rollouts_returns_the_ended},
       {"workers_and_statistics", workers_and_statistics},
       {"workers_follow_agent_lightnings_rules", workers_follow_agent_lightnings_rules},

@@ -49,6 +49,8 @@ enum class Type : std::uint8_t {
   pending,  // a reply only: the server holds the request (rank 0 restoring its store); the client waits anew
   next_sequence_id,
   end_attempts,
+  get_many_resources,
+  list_resources,
   end_
 };
 

@@ -151,6 +151,8 @@ class RemoteStore : public store::Store {
   store::ResourcesVersion add_resources(const std::string& name, std::string content) override;
   store::ResourcesVersion update_resources(const std::string& name, std::string content) override;
   store::ResourcesVersion get_resources(store::ResourcesId id) override;
+  std::vector<store::ResourcesVersion> get_resources(const std::vector<store::ResourcesId>& ids) override;
+  std::vector<store::ResourcesVersion> list_resources() override;
   store::ResourcesVersion get_latest_resources(const std::string& name) override;
   std::vector<store::Rollout> wait_for_rollouts(const std::vector<store::RolloutId>& ids,
                                                 double timeout_seconds) override;

@@ -76,6 +76,8 @@ class MemoryStore : public Store {
   ResourcesVersion add_resources(const std::string& name, std::string content) override;
   ResourcesVersion update_resources(const std::string& name, std::string content) override;
   ResourcesVersion get_resources(ResourcesId id) override;
+  std::vector<ResourcesVersion> get_resources(const std::vector<ResourcesId>& ids) override;
+  std::vector<ResourcesVersion> list_resources() override;
   ResourcesVersion get_latest_resources(const std::string& name) override;
   std::vector<Rollout> wait_for_rollouts(const std::vector<RolloutId>& ids, double timeout_seconds) override;
   // And how many of the ids were lost with a damaged checkpoint segment (left out of the answer: they never end).
@@ -251,7 +253,8 @@ class MemoryStore : public Store {
   // lost with a damaged segment is left out; an id it does not hold is an error.
   std::unordered_map<RolloutId, ArchivedRollout> read_back(const std::vector<RolloutId>& ids);
   ArchivedRollout read_back_one(RolloutId id);  // and a lost one is an error too
-  ResourcesVersion read_back_resources(ResourcesId id);
+  // Versions let go of, read back from the archive's history in one pass (without the lock), by id.
+  std::unordered_map<ResourcesId, ResourcesVersion> read_back_resources(std::unordered_set<ResourcesId> wanted);
   // Each record of the archive's history, segment by segment in `order`, until a visitor returns false; `what` names
   // the record sought in the error a failed read becomes.
   void walk_archived_history(const std::string& what, StoreArchive::Order order,

@@ -55,6 +55,11 @@ class Store {
   virtual ResourcesVersion add_resources(const std::string& name, std::string content) = 0;     // a new name
   virtual ResourcesVersion update_resources(const std::string& name, std::string content) = 0;  // its next version
   virtual ResourcesVersion get_resources(ResourcesId id) = 0;
+  // Versions by id, in the order asked, with their content (those that left rank 0's memory read back from the
+  // checkpoint in one pass, where one get_resources each walks its history each); an id not held is not_found.
+  virtual std::vector<ResourcesVersion> get_resources(const std::vector<ResourcesId>& ids) = 0;
+  // Every version held, in id order, without its content; one lost with a damaged checkpoint segment is left out.
+  virtual std::vector<ResourcesVersion> list_resources() = 0;
   // The newest version of `name`, or of any name when `name` is empty.
   virtual ResourcesVersion get_latest_resources(const std::string& name) = 0;
 
