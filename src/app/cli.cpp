@@ -14,6 +14,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "arclight/ckpt/checkpoint.hpp"
 #include "arclight/comm/gpu.hpp"
 #include "arclight/core/error.hpp"
 #include "arclight/core/version.hpp"
@@ -117,9 +118,9 @@ class ConfigBinder {
 void bind_run(ConfigBinder& b, Config& c) {
   b.opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
   b.opt("run.seed", c.run.seed, "random seed");
-  // Version files are named with 8 digits (v%08d.h5): a step past them would be written and never found again.
   b.opt("run.steps", c.run.steps, "training steps")
-      ->check(number_at_least(0, true, "from 0 to 99999999 (checkpoint versions are named with 8 digits)", 99999999));
+      ->check(
+          number_at_least(0, true, "from 0 to 99999999 (checkpoint versions are named with 8 digits)", ckpt::max_step));
   b.mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
   b.opt("run.hung_rank_seconds", c.run.hung_rank_seconds,
         "a rank silent this long, or a runner taking no new weights this long, hangs: a runner is fenced, a "

@@ -53,6 +53,10 @@ void read_meta(Reader& r, Checkpoint& c) {
   if (!r.has("/meta/format") || r.one("/meta/format") != format_version)
     throw CorruptCheckpoint(r.path() + ": not a checkpoint of format " + std::to_string(format_version));
   c.step = r.one("/meta/step");
+  // A forged step would go on to versions no pattern finds (v-0000003.h5, v100000001.h5), a run never resumed again.
+  if (c.step < 0 || c.step > max_step)
+    throw CorruptCheckpoint(r.path() + ": /meta/step is " + std::to_string(c.step) + ", not from 0 to " +
+                            std::to_string(max_step));
   c.policy_version = r.one("/meta/policy_version");
   // Negative numbers are the weight channel's notes to the runners (the end of training), never a version.
   if (c.policy_version < 0) throw CorruptCheckpoint(r.path() + ": /meta/policy_version is negative");

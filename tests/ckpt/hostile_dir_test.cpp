@@ -287,6 +287,20 @@ BOOST_AUTO_TEST_CASE(a_negative_policy_version_is_refused) {
   expect_refused(dir, "policy_version is negative");
 }
 
+// A step outside 0..99999999 would go on to versions named outside the 8-digit pattern, never found again: refused in
+// a directory and in a version given by path alike (a copy under another name skips the name's check).
+BOOST_AUTO_TEST_CASE(a_step_no_version_name_holds_is_refused) {
+  for (const std::int64_t step : {std::int64_t(-1), std::int64_t(100000000)}) {
+    TempDir dir;
+    write_versions(dir, 2);
+    Edit(dir.path / "v00000002.h5").numbers("/meta/step", {step});
+    expect_refused(dir, "/meta/step is " + std::to_string(step));
+    const fs::path copy = dir.path / "copy.h5";
+    fs::copy_file(dir.path / "v00000002.h5", copy);
+    BOOST_CHECK_THROW(read_checkpoint(copy.string()), CorruptCheckpoint);
+  }
+}
+
 // The optimizer's steps, one per tensor and none negative, are checked where a version is read: the trainers found a
 // wrong count "does not fit this model" and ended the job, where the version before restores.
 BOOST_AUTO_TEST_CASE(forged_optimizer_steps_skip_the_version) {

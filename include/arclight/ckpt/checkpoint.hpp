@@ -103,6 +103,8 @@ struct WriteOptions {
   std::function<std::string(const std::string& blob_path)> whole_log;
 };
 
+// Versions are named with 8 digits: a step past them would be written and never found again.
+inline constexpr std::int64_t max_step = 99'999'999;
 std::string version_file_name(std::int64_t version);  // v00000042.h5
 bool is_version_file_name(const std::string& name);   // v<NNNNNNNN>.h5
 
