@@ -396,7 +396,8 @@ std::string gzip_inflate(std::string_view bytes, std::size_t max_bytes) {
     z.avail_out = sizeof buffer;
     const int status = inflate(&z, Z_NO_FLUSH);
     const std::size_t got = sizeof buffer - z.avail_out;
-    if (out.size() + got > max_bytes) throw OtlpError(log::concat("the gzip body inflates past ", max_bytes, " bytes"));
+    if (out.size() + got > max_bytes)
+      throw OtlpError(log::concat("the gzip body inflates past ", max_bytes, " bytes"), 413);
     out.append(buffer, got);
     if (status == Z_STREAM_END) {
       if (z.avail_in == 0) return out;

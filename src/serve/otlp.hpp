@@ -37,10 +37,15 @@ struct OtlpOptions {
   std::size_t max_elements = 1 << 19;
 };
 
-// A request that is not an OTLP/HTTP protobuf trace export: answered 400 with a google.rpc.Status.
+// A request that is not an OTLP/HTTP protobuf trace export: answered 400 with a google.rpc.Status; a gzip body that
+// inflates past the bound 413, as one the server's decoder inflates (Content-Encoding gzip in lower case) is.
 class OtlpError : public std::invalid_argument {
  public:
-  using std::invalid_argument::invalid_argument;
+  explicit OtlpError(const std::string& what, int status = 400) : std::invalid_argument(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
 };
 
 // The spans of one export, in the order they came, each an AGL Span (the keys of `Span`, in its field order):

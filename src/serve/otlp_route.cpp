@@ -19,7 +19,7 @@ void add_otlp_route(HttpServer& server, std::function<void(std::vector<Json>)> i
       spans =
           decode_otlp_traces(request.body, request.header("content-type"), request.header("content-encoding"), options);
     } catch (const OtlpError& e) {
-      throw HttpError(400, e.what());
+      throw HttpError(e.status(), e.what());
     }
     if (!spans.empty()) ingest(std::move(spans));
     return reply(request, 200, otlp_export_response());
