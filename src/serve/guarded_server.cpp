@@ -68,7 +68,7 @@ class ConnectionStream final : public httplib::Stream {
   // after it whatever it holds (the library's answer says Connection: close).
   void begin_request(bool last) {
     received_ = 0;
-    authenticated_ = unread_ = body_too_slow_ = false;
+    authenticated_ = unread_ = body_too_slow_ = body_too_large_ = false;
     last_ = last;
     request_deadline_ = Clock::now() + options_.request_timeout;
   }
@@ -85,6 +85,8 @@ class ConnectionStream final : public httplib::Stream {
   bool ends_connection_unannounced() const { return ends_connection() && !last_; }
   // The body did not come whole within body_timeout (a client that trickles it held a worker for as long as it sent).
   bool body_too_slow() const { return body_too_slow_; }
+  // The connection brought more bytes than the request may hold: its headers, its body and the body's chunk framing.
+  bool body_too_large() const { return body_too_large_; }
   bool buffered() const { return begin_ < end_; }
   // The client closed its end: the connection reads its end (a next request's bytes are no end), or hung up.
   bool peer_gone() const {
@@ -112,7 +114,12 @@ class ConnectionStream final : public httplib::Stream {
       while (n < 0 && errno == EINTR);
       if (n <= 0) return n < 0 ? -1 : 0;
       received_ += static_cast<std::size_t>(n);
-      if (received_ > (authenticated_ ? header_bytes + options_.max_body_bytes : header_bytes)) return cut_off();
+      // A body's bytes are bounded as they come out of the library's decoder; this bounds what reaches it, and leaves
+      // room for a chunked body's framing: its size again (5 bytes and more a chunk: 6-byte chunks and longer pass).
+      if (received_ > (authenticated_ ? header_bytes + 2 * options_.max_body_bytes : header_bytes)) {
+        body_too_large_ = authenticated_;
+        return cut_off();
+      }
       begin_ = 0;
       end_ = static_cast<std::size_t>(n);
     }
@@ -166,6 +173,7 @@ class ConnectionStream final : public httplib::Stream {
   std::size_t received_ = 0;
   bool authenticated_ = false, unread_ = false, last_ = false;
   mutable bool cut_off_ = false, body_too_slow_ = false;  // is_readable (const in the library's interface) cuts off too
+  bool body_too_large_ = false;
   Clock::time_point request_deadline_{}, body_deadline_{};
 };
 
@@ -306,6 +314,8 @@ httplib::TaskQueue* GuardedServer::new_pool(std::size_t threads, std::size_t max
 bool GuardedServer::client_gone() { return reading && reading->peer_gone(); }
 
 bool GuardedServer::body_too_slow() { return reading && reading->body_too_slow(); }
+
+bool GuardedServer::body_too_large() { return reading && reading->body_too_large(); }
 
 bool GuardedServer::ends_connection_unannounced() { return reading && reading->ends_connection_unannounced(); }
 

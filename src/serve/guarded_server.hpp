@@ -31,6 +31,8 @@ class GuardedServer : public httplib::Server {
   static bool client_gone();
   // On the thread serving a request: whether its body's read was cut off at body_timeout.
   static bool body_too_slow();
+  // On the thread serving a request: whether its read was cut off for the bytes it brought (body and framing).
+  static bool body_too_large();
   // On the thread serving a request: whether its connection ends after the answer (no token, a body left unread, a
   // read cut off) where the library would answer as if it lived on (not the connection's last request).
   static bool ends_connection_unannounced();

@@ -134,7 +134,7 @@ std::optional<HttpError> read_body(const httplib::Request& req, httplib::Respons
   } else if (reader(keep)) {
     return std::nullopt;
   }
-  if (over || res.status == 413) return HttpError(413, "request body too large");
+  if (over || res.status == 413 || GuardedServer::body_too_large()) return HttpError(413, "request body too large");
   if (GuardedServer::body_too_slow())
     return HttpError(408, log::concat("the request's body did not come whole within ", timeout.count() / 1000.0, " s"),
                      "invalid_request_error");

@@ -441,6 +441,40 @@ BOOST_AUTO_TEST_CASE(a_malformed_request_without_a_token_ends_its_connection) {
   ::close(fd);
 }
 
+// A chunked body is bounded by what it carries, not by its framing: one of the limit's size in 4-byte chunks (the
+// framing alone past the 64 KiB the headers may take) is served (it was cut short: 400), one a byte over it is 413, and
+// one in 1-byte chunks, its framing five times its size, is 413 too (it was 400).
+BOOST_AUTO_TEST_CASE(a_chunked_body_is_bounded_by_what_it_carries) {
+  HttpServerOptions options = test_options();
+  HttpServer server(options);
+  serve_body_sizes(server);
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_bearer_token_auth(token.c_str());
+  const auto chunked = [&](std::size_t size, std::size_t chunk) {
+    return client.Post(
+        "/size",
+        [size, chunk](std::size_t offset, httplib::DataSink& sink) {
+          if (offset >= size) {
+            sink.done();
+            return true;
+          }
+          const std::string piece(std::min(chunk, size - offset), 'x');
+          return sink.write(piece.data(), piece.size());
+        },
+        "text/plain");
+  };
+  const std::size_t limit = options.max_body_bytes;
+  const auto whole = chunked(limit, 4);
+  BOOST_REQUIRE_MESSAGE(whole, "no answer: " << httplib::to_string(whole.error()));
+  BOOST_TEST(whole->body == "body of " + std::to_string(limit));
+  const auto over = chunked(limit + 1, 4);
+  BOOST_REQUIRE_MESSAGE(over, "no answer: " << httplib::to_string(over.error()));
+  BOOST_TEST(over->status == 413);
+  const auto framed = chunked(limit, 1);
+  BOOST_REQUIRE_MESSAGE(framed, "no answer: " << httplib::to_string(framed.error()));
+  BOOST_TEST(framed->status == 413);
+}
+
 // A body far over the limit is answered 413, which the client reads (the rest of its body is read and dropped before
 // the connection closes, not left to reset it).
 BOOST_AUTO_TEST_CASE(a_body_far_over_the_limit_is_answered_413_not_reset) {
