@@ -237,15 +237,16 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
 namespace {
 
 // The system prompts a ChatML template writes by itself: each text that follows '<|im_start|>system\n' in one of
-// its string literals, up to <|im_end|> (none where the literal ends there and a variable's content follows).
+// its string literals (the newline escaped, or a newline itself), up to <|im_end|> (none where the literal ends there
+// and a variable's content follows).
 std::vector<std::string_view> literal_system_prompts(std::string_view jinja) {
-  constexpr std::string_view head = "<|im_start|>system\\n";
   std::vector<std::string_view> prompts;
-  for (auto at = jinja.find(head); at != std::string_view::npos; at = jinja.find(head, at + 1)) {
-    const std::size_t begin = at + head.size();
-    if (begin < jinja.size() && jinja[begin] != '\'' && jinja[begin] != '"')
-      prompts.push_back(jinja.substr(begin, jinja.find("<|im_end|>", begin) - begin));
-  }
+  for (const std::string_view head : {"<|im_start|>system\\n", "<|im_start|>system\n"})
+    for (auto at = jinja.find(head); at != std::string_view::npos; at = jinja.find(head, at + 1)) {
+      const std::size_t begin = at + head.size();
+      if (begin < jinja.size() && jinja[begin] != '\'' && jinja[begin] != '"')
+        prompts.push_back(jinja.substr(begin, jinja.find("<|im_end|>", begin) - begin));
+    }
   return prompts;
 }
 

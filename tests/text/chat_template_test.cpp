@@ -60,6 +60,14 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_CHECK_THROW(
       ChatTemplate::recognize("{{bos_token}}{% for m in messages %}{{'<|im_start|>' + m.role}}{% endfor %}", "x"),
       TokenizerFileError);
+  // The same default system prompt written with a newline itself in the literal (it passed for plain ChatML), and
+  // Qwen2-Instruct's so written still Qwen2's.
+  BOOST_CHECK_THROW(
+      ChatTemplate::recognize("{{- '<|im_start|>system\nPlease reason step by step.<|im_end|>\n' }}", "x"),
+      TokenizerFileError);
+  BOOST_TEST(
+      ChatTemplate::recognize("{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}", "x").name ==
+      "qwen2");
   // A system prompt from the conversation ('<|im_start|>system\n' + content) is no default of the template's.
   BOOST_TEST(ChatTemplate::recognize("{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>' }} "
                                      "<tool_response>",
