@@ -169,17 +169,19 @@ root=""
 [ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
 # After any rank's non-zero exit (3 after a checkpoint too) mpirun outlives the ranks by twice its
 # odls_base_sigkill_timeout (KillWait, above), the allocation idle. Rank 0 writes the job's exit code into this file
-# once every rank is past MPI_Finalize (arclight's only; nothing else is left to wait for) and mpirun is ended here.
+# once every rank is past MPI_Finalize (nothing else is left to wait for), and a non-zero one ends mpirun here.
 # (A rank 0 placed on another node than this shell writes nothing: mpirun's own end is waited for, as before.)
 end_lingering_mpirun() {
   trap '' TERM USR1  # Slurm's signals are the main shell's to act on; this one only watches
   while kill -0 "$step" 2>/dev/null; do
     if [ -s "$exit_code_file" ]; then
+      local code
+      code=$(<"$exit_code_file")
+      [[ "$code" =~ ^[1-9][0-9]*$ ]] || return  # 0: mpirun ends by itself, its remote daemons with it
       sleep 2  # the ranks' own ends past MPI_Finalize, and their last output through mpirun
       kill -0 "$step" 2>/dev/null || return
-      echo "arclight: every rank has ended (exit $(<"$exit_code_file")); ending mpirun, which would wait" \
+      echo "arclight: every rank has ended (exit $code); ending mpirun, which would wait" \
         "${OMPI_MCA_odls_base_sigkill_timeout}s twice more"
-      touch "$exit_code_file.ended"
       kill -KILL "$step"
       return
     fi
@@ -214,13 +216,14 @@ else
   if [ -n "$exit_code_file" ]; then
     kill -KILL "$watcher" 2>/dev/null
     wait "$watcher" 2>/dev/null
-    if [ -e "$exit_code_file.ended" ]; then
-      # mpirun ended here (SIGKILL's 137): the code is the one every rank ended with. Its session directory is left,
-      # which it would have removed on its way out.
-      [[ "$(<"$exit_code_file")" =~ ^[0-9]+$ ]] && rc=$(<"$exit_code_file")
+    code=$(<"$exit_code_file")
+    if [ "$rc" -eq 137 ] && [[ "$code" =~ ^[0-9]+$ ]]; then
+      # mpirun killed (here, or by Slurm's SIGKILL) after every rank had ended: the job's code is rank 0's (the others
+      # end 0, or the job aborts). Its session directory is left, which it would have removed on its way out.
+      rc=$code
       rm -rf "${TMPDIR:-/tmp}"/ompi.*."$(id -u)"/pid."$step"
     fi
-    rm -f "$exit_code_file" "$exit_code_file.ended"
+    rm -f "$exit_code_file"
   fi
   echo "arclight: the job step exited with $rc"
 fi

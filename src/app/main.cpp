@@ -1,6 +1,7 @@
 #include <malloc.h>
 
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "arclight/app/run.hpp"
@@ -14,6 +15,7 @@ __attribute__((section(".preinit_array"), used)) void (*const signals_first)() =
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string exit_code_file = arclight::app::take_exit_code_file();
   // Each forward and backward pass allocates and frees tensors of a few MB. glibc maps blocks
   // past its mmap threshold afresh and unmaps them on free, so the kernel would page in and
   // zero them again at every pass (a third of a runner's CPU time went to that). Keep them in
@@ -39,6 +41,6 @@ int main(int argc, char** argv) {
     coordinator = mpi.rank() == 0;
     code = arclight::app::run(mpi, argc, argv);
   }  // MPI_Finalize
-  if (coordinator) arclight::app::report_exit_code(code);
+  if (coordinator) arclight::app::report_exit_code(exit_code_file, code);
   return code;
 }

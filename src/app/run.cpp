@@ -386,11 +386,18 @@ int inspect(const comm::MpiRuntime& mpi, const Invocation& inv) {
 
 }  // namespace
 
-void report_exit_code(int code) {
+std::string take_exit_code_file() {
   const char* path = std::getenv("ARCLIGHT_EXIT_CODE_FILE");
-  if (!path || !*path) return;
+  std::string file = path && std::getenv("OMPI_COMM_WORLD_RANK") ? path : "";
+  unsetenv("ARCLIGHT_EXIT_CODE_FILE");
+  return file;
+}
+
+void report_exit_code(const std::string& file, int code) {
+  if (file.empty()) return;
+  std::fflush(nullptr);  // the last output first: the launcher ends mpirun soon after the file fills
   // No O_CREAT: only the launcher's own file (a rank 0 placed on another node than the script writes nothing there).
-  const int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  const int fd = open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) return;  // the launcher then waits for mpirun's own end
   const std::string text = std::to_string(code) + "\n";
   [[maybe_unused]] const ssize_t written = write(fd, text.data(), text.size());

@@ -119,38 +119,36 @@ std::optional<std::uint8_t> status_bits(const Json& object, const char* key, int
   return bits;
 }
 
-// The items of one page of `all`: in the store's order, or sorted by a field of their JSON as `to_json` writes it.
+// The places in `all` of one page's items: in the store's order, or sorted by a field of their JSON, `json`, which is
+// filled with every item's as `to_json` writes it where the page is sorted (left empty otherwise).
 template <class T, class ToJson>
-std::vector<T> page_of(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
+std::vector<std::size_t> page_places(const std::vector<T>& all, const PageRequest& p, const ToJson& to_json,
+                                     std::vector<Json>& json) {
   const std::size_t total = all.size();
   const std::size_t begin = std::min(total, static_cast<std::size_t>(p.offset));
   const std::size_t count = p.limit < 0 ? total - begin : std::min(total - begin, static_cast<std::size_t>(p.limit));
   std::vector<std::size_t> order(total);
   for (std::size_t i = 0; i < total; ++i) order[i] = i;
   if (!p.sort_by.empty()) {
-    std::vector<Json> keys;
-    keys.reserve(total);
-    for (const T& item : all) {
-      const Json json = to_json(item);
-      keys.push_back(json.contains(p.sort_by) ? json[p.sort_by] : Json());
-    }
+    json.clear();
+    for (const T& item : all) json.push_back(to_json(item));
+    const auto key = [&](std::size_t i) { return json[i].contains(p.sort_by) ? json[i][p.sort_by] : Json(); };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return p.descending ? sorts_before(keys[b], keys[a]) : sorts_before(keys[a], keys[b]);
+      return p.descending ? sorts_before(key(b), key(a)) : sorts_before(key(a), key(b));
     });
   }
-  std::vector<T> page;
-  page.reserve(count);
-  for (std::size_t i = begin; i < begin + count; ++i) page.push_back(std::move(all[order[i]]));
-  return page;
+  return {order.begin() + static_cast<std::ptrdiff_t>(begin),
+          order.begin() + static_cast<std::ptrdiff_t>(begin + count)};
 }
 
-// One page of `all`, converted by `to_json`.
+// One page of `all`, converted by `to_json` (once each).
 template <class T, class ToJson>
-Json paginated(std::vector<T> all, const PageRequest& p, const ToJson& to_json) {
-  const std::size_t total = all.size();
+Json paginated(const std::vector<T>& all, const PageRequest& p, const ToJson& to_json) {
+  std::vector<Json> json;
   std::vector<Json> items;
-  for (const T& item : page_of(std::move(all), p, to_json)) items.push_back(to_json(item));
-  return page_json(std::move(items), total, p);
+  for (const std::size_t i : page_places(all, p, to_json, json))
+    items.push_back(json.empty() ? to_json(all[i]) : std::move(json[i]));
+  return page_json(std::move(items), all.size(), p);
 }
 
 }  // namespace arclight::serve::store_args

@@ -236,16 +236,17 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
 
 namespace {
 
-// The system prompts a ChatML template writes by itself: each text that follows '<|im_start|>system\n' in one of
-// its string literals (the newline escaped, or a newline itself), up to <|im_end|> (none where the literal ends there
-// and a variable's content follows).
+// The system prompts a ChatML template writes by itself: each text that follows '<|im_start|>system\n' (the newline
+// escaped, or a newline itself) up to <|im_end|>, none where a string literal ends there or a Jinja tag follows (the
+// conversation's content, in a literal or in the template's own text).
 std::vector<std::string_view> literal_system_prompts(std::string_view jinja) {
   std::vector<std::string_view> prompts;
   for (const std::string_view head : {"<|im_start|>system\\n", "<|im_start|>system\n"})
     for (auto at = jinja.find(head); at != std::string_view::npos; at = jinja.find(head, at + 1)) {
-      const std::size_t begin = at + head.size();
-      if (begin < jinja.size() && jinja[begin] != '\'' && jinja[begin] != '"')
-        prompts.push_back(jinja.substr(begin, jinja.find("<|im_end|>", begin) - begin));
+      const std::string_view rest = jinja.substr(at + head.size());
+      if (rest.empty() || rest[0] == '\'' || rest[0] == '"') continue;
+      if (rest.rfind("{{", 0) == 0 || rest.rfind("{%", 0) == 0 || rest.rfind("{#", 0) == 0) continue;
+      prompts.push_back(rest.substr(0, rest.find("<|im_end|>")));
     }
   return prompts;
 }

@@ -23,7 +23,7 @@ using json = nlohmann::ordered_json;  // keys in the order written: tojson keeps
 std::string python_float(const json& value) {
   std::string text = value.dump();
   const std::size_t exponent = text.find("e+15");
-  if (exponent == std::string::npos) return text;
+  if (exponent == std::string::npos || exponent + 4 != text.size()) return text;  // e+150 is no e+15
   const std::size_t sign = text[0] == '-' ? 1 : 0;
   std::string digits = text.substr(sign, exponent - sign);  // d or d.ddd: at most 17 digits
   if (digits.size() > 1) digits.erase(1, 1);

@@ -68,6 +68,11 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_TEST(
       ChatTemplate::recognize("{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}", "x").name ==
       "qwen2");
+  // The conversation's system prompt in the template's own text, after a newline itself: no default of its own.
+  BOOST_TEST(ChatTemplate::recognize("{% if messages[0]['role'] == 'system' %}<|im_start|>system\n"
+                                     "{{ messages[0]['content'] }}<|im_end|>{% endif %}",
+                                     "x")
+                 .name == "chatml");
   // A system prompt from the conversation ('<|im_start|>system\n' + content) is no default of the template's.
   BOOST_TEST(ChatTemplate::recognize("{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>' }} "
                                      "<tool_response>",
@@ -238,9 +243,9 @@ BOOST_AUTO_TEST_CASE(tool_call_arguments_given_as_text_are_rendered_as_vllm_rend
 // Numbers as Python's json.dumps writes them (printed by Python 3.11): doubles from 1e15 to 1e16 in full.
 BOOST_AUTO_TEST_CASE(tojson_writes_doubles_as_python_does) {
   BOOST_TEST(as_tojson(R"({"a": 1e15, "b": 1000000000000000.5, "c": -9999999999999998.0, "d": 1e16,)"
-                       R"( "e": 123456789012345.6, "f": 0.00001, "g": 2, "h": -0.0})") ==
+                       R"( "e": 123456789012345.6, "f": 0.00001, "g": 2, "h": -0.0, "i": 1.5e150})") ==
              R"({"a": 1000000000000000.0, "b": 1000000000000000.5, "c": -9999999999999998.0, "d": 1e+16,)"
-             R"( "e": 123456789012345.6, "f": 1e-05, "g": 2, "h": -0.0})");
+             R"( "e": 123456789012345.6, "f": 1e-05, "g": 2, "h": -0.0, "i": 1.5e+150})");
 }
 
 BOOST_AUTO_TEST_CASE(bad_conversations_are_usage_errors) {
