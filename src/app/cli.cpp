@@ -119,8 +119,9 @@ void bind_run(ConfigBinder& b, Config& c) {
   b.opt("run.dir", c.run.dir, "run directory: metrics, logs, checkpoints");
   b.opt("run.seed", c.run.seed, "random seed");
   b.opt("run.steps", c.run.steps, "training steps")
-      ->check(
-          number_at_least(0, true, "from 0 to 99999999 (checkpoint versions are named with 8 digits)", ckpt::max_step));
+      ->check(number_at_least(
+          0, true, "from 0 to " + std::to_string(ckpt::max_step) + " (checkpoint versions are named with 8 digits)",
+          ckpt::max_step));
   b.mode("run.progress", c.run.progress, "auto is a progress bar when stderr is a terminal");
   b.opt("run.hung_rank_seconds", c.run.hung_rank_seconds,
         "a rank silent this long, or a runner taking no new weights this long, hangs: a runner is fenced, a "
