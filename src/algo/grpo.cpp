@@ -1,6 +1,7 @@
 #include "arclight/algo/grpo.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 namespace arclight::algo {
 namespace {

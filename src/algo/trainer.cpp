@@ -1,7 +1,9 @@
 #include "arclight/algo/trainer.hpp"
 
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/torch.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <numeric>

@@ -1,5 +1,8 @@
 #include "decoder.hpp"
 
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/utils.h>
+
 #include <cmath>
 #include <limits>
 #include <map>

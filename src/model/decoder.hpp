@@ -3,7 +3,8 @@
 // transformers' state-dict names ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", ...), so a
 // Hugging Face checkpoint loads and exports by name, and a scratch model's checkpoints read the same way.
 // Parameters are float32 (the master copy the optimizer steps); the forward casts them to the compute type.
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/types.h>
 
 #include <mutex>
 #include <unordered_map>

@@ -1,7 +1,7 @@
 #pragma once
 // Drawing the next token from a forward's logits, one function for Policy::generate and DecodeBatch: both report
 // log-probs under the distribution the token was drawn from. Private to the model module.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "arclight/model/policy.hpp"
 

@@ -1,7 +1,7 @@
 #include "arclight/algo/grpo.hpp"
 
 #include <boost/test/unit_test.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // GRPO steps on a GPU end where the same steps on the CPU end (run where a GPU is: scripts/gpu_check.sh; skipped,
 // saying so, elsewhere).
 #include <boost/test/unit_test.hpp>
-#include <torch/torch.h>
+#include <torch/cuda.h>
 
 #include <cmath>
 

@@ -3,7 +3,7 @@
 #include "../../src/app/generation_engine.hpp"
 
 #include <boost/test/unit_test.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <thread>

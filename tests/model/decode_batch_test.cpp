@@ -3,7 +3,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <limits>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 #include "arclight/model/hf_export.hpp"
 
 #include <boost/test/unit_test.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <sys/resource.h>
 

@@ -3,7 +3,8 @@
 // one prompt at a time and two prompts of one length in a batch. float32 must agree within 1e-4; bfloat16 compute
 // must stay close (it rounds every product) and pick mostly the same tokens. Prints one line of figures per model;
 // exits 1 at the first disagreement.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdio>
 #include <fstream>

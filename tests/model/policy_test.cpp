@@ -7,7 +7,9 @@
 #include "tiny_hf_model.hpp"
 
 #include <boost/test/unit_test.hpp>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <limits>
