@@ -96,7 +96,10 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
     bad(where, "a tool call needs a function name, found " + call.dump());
   ToolCall out{function["name"].get<std::string>(), "{}"};
   const auto arguments = function.find("arguments");
-  if (arguments == function.end() || arguments->is_null()) return out;
+  // None or "" is {} (vLLM's _postprocess_messages), not a template's null or an empty text.
+  if (arguments == function.end() || arguments->is_null() ||
+      (arguments->is_string() && arguments->get_ref<const std::string&>().empty()))
+    return out;
   if (!arguments->is_string()) {
     out.arguments = tojson(*arguments);
     return out;
