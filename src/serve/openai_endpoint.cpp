@@ -292,7 +292,7 @@ class Endpoint {
           chat_(chat),
           include_usage_(include_usage),
           write_(write),
-          sent_(answer.choices.size()) {}
+          sent_(answer.choices.size(), Sent{StreamedToolCalls(answer.tool_format)}) {}
 
     // The choices are read in turn, as vLLM interleaves them: each round waits for the first that has not ended (the
     // engine advances every choice of a response at each decode step) and takes what the others have by then.
@@ -328,6 +328,7 @@ class Endpoint {
 
    private:
     struct Sent {
+      StreamedToolCalls calls;  // with tools: where they begin in `given`
       bool first = true;
       std::size_t offset = 0;  // completions' log-probs: characters of text before the next token's
       std::string given;       // with tools: the text the reader gave so far
@@ -349,7 +350,7 @@ class Endpoint {
       if (!answer_.forced_call.empty()) return true;  // the answer is a call from its first token
       sent.given += delta.text;
       // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
-      const std::size_t before = text_before_tool_calls(sent.given, answer_.tool_format);
+      const std::size_t before = sent.calls.text_before(sent.given);
       const std::size_t last = before == 0 ? std::string::npos : sent.given.find_last_not_of(" \t\r\n", before - 1);
       const std::size_t end = last == std::string::npos ? 0 : last + 1;
       if (end <= sent.shown) return true;

@@ -87,11 +87,24 @@ std::optional<ToolCallAnswer> parse_llama3_calls(std::string_view text) {
 // Hermes: where calls may begin, after the reasoning (a <think> block may name the tag while it plans one): past the
 // last </think>, or from the start where there is none; npos inside a <think> not yet closed, whose tags are its
 // reasoning's (as vLLM's reasoning parser gives an unclosed block to reasoning_content, not to the calls).
+constexpr std::string_view think_open = "<think>";
+constexpr std::string_view think_close = "</think>";
+
+bool reasoning_under_way(std::size_t opened, std::size_t closed) {
+  return opened != std::string_view::npos && (closed == std::string_view::npos || closed < opened);
+}
+
 std::size_t after_reasoning(std::string_view text) {
-  const std::size_t opened = text.rfind("<think>"), closed = text.rfind("</think>");
-  if (opened != std::string_view::npos && (closed == std::string_view::npos || closed < opened))
-    return std::string_view::npos;
+  const std::size_t opened = text.rfind(think_open), closed = text.rfind(think_close);
+  if (reasoning_under_way(opened, closed)) return std::string_view::npos;
   return closed == std::string_view::npos ? 0 : closed;
+}
+
+// Where a tail that may be the start of a <tool_call> begins; the text's end where there is none.
+std::size_t held_tail(std::string_view text) {
+  for (std::size_t keep = std::min(text.size(), open_tag.size() - 1); keep > 0; --keep)
+    if (text.substr(text.size() - keep) == open_tag.substr(0, keep)) return text.size() - keep;
+  return text.size();
 }
 
 }  // namespace
@@ -113,9 +126,28 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
   const std::size_t from = after_reasoning(text);
   if (from == std::string_view::npos) return text.size();
   if (const std::size_t tag = text.find(open_tag, from); tag != std::string_view::npos) return tag;
-  for (std::size_t keep = std::min(text.size(), open_tag.size() - 1); keep > 0; --keep)
-    if (text.substr(text.size() - keep) == open_tag.substr(0, keep)) return text.size() - keep;
-  return text.size();
+  return held_tail(text);
+}
+
+std::size_t StreamedToolCalls::text_before(std::string_view text) {
+  constexpr auto none = std::string_view::npos;
+  if (format_ == ToolFormat::llama3_json) return text_before_tool_calls(text, format_);  // reads the first characters
+  // The text from a little before the last call's end: a tag may straddle it.
+  const std::size_t from = scanned_ > open_tag.size() - 1 ? scanned_ - (open_tag.size() - 1) : 0;
+  scanned_ = text.size();
+  const std::string_view recent = text.substr(std::min(from, text.size()));
+  if (const std::size_t at = recent.rfind(think_open); at != none) opened_ = from + at;
+  if (const std::size_t at = recent.rfind(think_close); at != none && (closed_ == none || from + at > closed_)) {
+    closed_ = from + at;
+    first_call_ = none;  // calls come after the last </think>
+  }
+  if (reasoning_under_way(opened_, closed_)) return text.size();
+  if (first_call_ == none) {
+    const std::size_t start = std::max(from, closed_ == none ? 0 : closed_);
+    if (const std::size_t at = text.substr(std::min(start, text.size())).find(open_tag); at != none)
+      first_call_ = start + at;
+  }
+  return first_call_ != none ? first_call_ : held_tail(text);
 }
 
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format) {

@@ -37,6 +37,22 @@ std::size_t tool_calls_start(std::string_view text, ToolFormat format = ToolForm
 // Llama 3.1: nothing while the answer may be a call (blanks so far, or "{" or <|python_tag|> first), else all of it.
 std::size_t text_before_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 
+// text_before_tool_calls of an answer that grows (a stream asks after every token), reading each part of it about once:
+// over the whole text at every token, a long answer took time in its length squared.
+class StreamedToolCalls {
+ public:
+  explicit StreamedToolCalls(ToolFormat format) : format_(format) {}
+  // `text`: the answer so far, which the text of the call before begins.
+  std::size_t text_before(std::string_view text);
+
+ private:
+  ToolFormat format_;
+  std::size_t scanned_ = 0;                          // the text's length at the call before
+  std::size_t opened_ = std::string_view::npos;      // the last <think>
+  std::size_t closed_ = std::string_view::npos;      // the last </think>
+  std::size_t first_call_ = std::string_view::npos;  // the first <tool_call> after it
+};
+
 // "call_" and 24 random letters and digits.
 std::string new_tool_call_id();
 

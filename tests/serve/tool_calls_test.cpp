@@ -2,6 +2,7 @@
 #include "tool_calls.hpp"
 
 #include <boost/test/unit_test.hpp>
+#include <random>
 
 using namespace arclight::serve;
 
@@ -69,6 +70,28 @@ BOOST_AUTO_TEST_CASE(text_before_tool_calls_stops_at_a_tag_or_what_may_begin_one
   BOOST_TEST(text_before_tool_calls("") == 0u);
   BOOST_TEST(tool_calls_start("<think><tool_call></think>x " + add_call) == 28u);
   BOOST_TEST(tool_calls_start("no call") == std::string_view::npos);
+}
+
+// A stream asks after every token: the scan that reads only the new text answers as the whole text's function does, for
+// every prefix of answers made of tags, parts of tags and text, given in pieces of any length.
+BOOST_AUTO_TEST_CASE(a_streamed_answer_is_scanned_as_the_whole_text_is) {
+  const std::vector<std::string> parts = {
+      "<think>", "</think>", "<tool_call>", "</tool_call>",     "<tool", "_call>", "</th", "ink>", "<",
+      "x",       " ",        "\n",          "{\"name\": \"f\"}"};
+  std::mt19937 random(7);
+  for (const ToolFormat format : {ToolFormat::hermes, ToolFormat::llama3_json}) {
+    for (int answer = 0; answer < 2000; ++answer) {
+      std::string text;
+      for (int i = std::uniform_int_distribution<int>(1, 12)(random); i > 0; --i)
+        text += parts[std::uniform_int_distribution<std::size_t>(0, parts.size() - 1)(random)];
+      StreamedToolCalls stream(format);
+      for (std::size_t end = 0; end < text.size();) {
+        end = std::min(text.size(), end + std::uniform_int_distribution<std::size_t>(1, 6)(random));
+        const std::string_view so_far = std::string_view(text).substr(0, end);
+        BOOST_TEST_REQUIRE(stream.text_before(so_far) == text_before_tool_calls(so_far, format), so_far);
+      }
+    }
+  }
 }
 
 // Llama 3.1 answers a call with nothing but its JSON, "parameters" for the arguments, several apart by ";" (vLLM's
