@@ -1,6 +1,7 @@
 #include "arclight/algo/trainer.hpp"
 
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
 #include <torch/utils.h>

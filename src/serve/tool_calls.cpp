@@ -84,16 +84,18 @@ std::optional<ToolCallAnswer> parse_llama3_calls(std::string_view text) {
   return answer;
 }
 
-// Hermes: where calls may begin, after the reasoning (a <think> block may name the tag while it plans one): past the
-// last </think>, or from the start where there is none; npos inside a <think> not yet closed, whose tags are its
-// reasoning's (as vLLM's reasoning parser gives an unclosed block to reasoning_content, not to the calls).
 constexpr std::string_view think_open = "<think>";
 constexpr std::string_view think_close = "</think>";
+// StreamedToolCalls looks back open_tag.size() - 1 bytes for a tag that straddles the text it saw before.
+static_assert(think_open.size() <= open_tag.size() && think_close.size() <= open_tag.size());
 
 bool reasoning_under_way(std::size_t opened, std::size_t closed) {
   return opened != std::string_view::npos && (closed == std::string_view::npos || closed < opened);
 }
 
+// Hermes: where calls may begin, after the reasoning (a <think> block may name the tag while it plans one): past the
+// last </think>, or from the start where there is none; npos inside a <think> not yet closed, whose tags are its
+// reasoning's (as vLLM's reasoning parser gives an unclosed block to reasoning_content, not to the calls).
 std::size_t after_reasoning(std::string_view text) {
   const std::size_t opened = text.rfind(think_open), closed = text.rfind(think_close);
   if (reasoning_under_way(opened, closed)) return std::string_view::npos;

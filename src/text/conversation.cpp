@@ -90,16 +90,27 @@ std::string content_of(const json& message, const std::string& where) {
   return text;
 }
 
+bool python_false(const json& value) {
+  switch (value.type()) {
+    case json::value_t::null: return true;
+    case json::value_t::boolean: return !value.get<bool>();
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return value.get<std::int64_t>() == 0;
+    case json::value_t::number_float: return value.get<double>() == 0.0;
+    case json::value_t::string: return value.get_ref<const std::string&>().empty();
+    default: return value.empty();  // an object or an array
+  }
+}
+
 ToolCall tool_call_of(const json& call, const std::string& where) {
   const json& function = call.is_object() && call.contains("function") ? call["function"] : call;
   if (!function.is_object() || !function.contains("name") || !function["name"].is_string())
     bad(where, "a tool call needs a function name, found " + call.dump());
   ToolCall out{function["name"].get<std::string>(), "{}"};
   const auto arguments = function.find("arguments");
-  // None or "" is {} (vLLM's _postprocess_messages), not a template's null or an empty text.
-  if (arguments == function.end() || arguments->is_null() ||
-      (arguments->is_string() && arguments->get_ref<const std::string&>().empty()))
-    return out;
+  // What Python takes for false (None, "", [], 0, false) is {}, as vLLM's _postprocess_messages gives it to the
+  // template: not null, an empty text, [] or 0.
+  if (arguments == function.end() || python_false(*arguments)) return out;
   if (!arguments->is_string()) {
     out.arguments = tojson(*arguments);
     return out;

@@ -73,24 +73,34 @@ BOOST_AUTO_TEST_CASE(text_before_tool_calls_stops_at_a_tag_or_what_may_begin_one
 }
 
 // A stream asks after every token: the scan that reads only the new text answers as the whole text's function does, for
-// every prefix of answers made of tags, parts of tags and text, given in pieces of any length.
+// every prefix of answers made of tags, parts of tags and text, given in pieces of any length (none, a byte, a whole
+// tag: a Qwen model's <tool_call> is one token) and split in two at every byte.
 BOOST_AUTO_TEST_CASE(a_streamed_answer_is_scanned_as_the_whole_text_is) {
   const std::vector<std::string> parts = {
       "<think>", "</think>", "<tool_call>", "</tool_call>",     "<tool", "_call>", "</th", "ink>", "<",
       "x",       " ",        "\n",          "{\"name\": \"f\"}"};
-  std::mt19937 random(7);
-  for (const ToolFormat format : {ToolFormat::hermes, ToolFormat::llama3_json}) {
-    for (int answer = 0; answer < 2000; ++answer) {
-      std::string text;
-      for (int i = std::uniform_int_distribution<int>(1, 12)(random); i > 0; --i)
-        text += parts[std::uniform_int_distribution<std::size_t>(0, parts.size() - 1)(random)];
-      StreamedToolCalls stream(format);
-      for (std::size_t end = 0; end < text.size();) {
-        end = std::min(text.size(), end + std::uniform_int_distribution<std::size_t>(1, 6)(random));
-        const std::string_view so_far = std::string_view(text).substr(0, end);
-        BOOST_TEST_REQUIRE(stream.text_before(so_far) == text_before_tool_calls(so_far, format), so_far);
-      }
+  const auto scans_alike = [](const std::string& text, const std::vector<std::size_t>& ends) {
+    StreamedToolCalls stream(ToolFormat::hermes);
+    for (const std::size_t end : ends) {
+      const std::string_view so_far = std::string_view(text).substr(0, end);
+      if (stream.text_before(so_far) != text_before_tool_calls(so_far)) return false;
     }
+    return true;
+  };
+  std::mt19937 random(7);
+  for (int answer = 0; answer < 2000; ++answer) {
+    std::string text;
+    for (int i = std::uniform_int_distribution<int>(1, 12)(random); i > 0; --i)
+      text += parts[std::uniform_int_distribution<std::size_t>(0, parts.size() - 1)(random)];
+    std::vector<std::size_t> pieces{0}, bytes;
+    while (pieces.back() < text.size())
+      pieces.push_back(
+          std::min(text.size(), pieces.back() + std::uniform_int_distribution<std::size_t>(0, 30)(random)));
+    for (std::size_t end = 1; end <= text.size(); ++end) bytes.push_back(end);
+    BOOST_TEST_REQUIRE(scans_alike(text, pieces), text);
+    BOOST_TEST_REQUIRE(scans_alike(text, bytes), text);
+    for (std::size_t split = 0; split <= text.size(); ++split)
+      BOOST_TEST_REQUIRE(scans_alike(text, {split, text.size()}), text << " split at " << split);
   }
 }
 

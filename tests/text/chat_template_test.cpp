@@ -233,11 +233,16 @@ BOOST_AUTO_TEST_CASE(tool_call_arguments_given_as_text_are_rendered_as_vllm_rend
   // Llama 3.0's template writes an assistant message's content whatever calls it holds (`content | trim`).
   BOOST_TEST(ChatTemplate::named("llama3").render(c).find(
                  "<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|>") != std::string::npos);
-  // None and "" as vLLM gives them to the template: {}.
-  for (const char* none : {"null", R"("")"})
+  // What Python takes for false as vLLM gives it to the template: {}.
+  for (const char* none : {"null", R"("")", "[]", "0", "0.0", "false"}) {
     BOOST_TEST(ChatTemplate::named("qwen3").render(with_arguments(none)).find("{\"name\": \"f\", \"arguments\": {}}") !=
                    std::string::npos,
                none);
+    BOOST_TEST(
+        ChatTemplate::named("llama3.1").render(with_arguments(none)).find("{\"name\": \"f\", \"parameters\": {}}") !=
+            std::string::npos,
+        none);
+  }
   const auto not_json = with_arguments(R"("{city: Paris")");
   BOOST_TEST(ChatTemplate::named("qwen3").render(not_json).find("\"arguments\": {city: Paris}") != std::string::npos);
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
