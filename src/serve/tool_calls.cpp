@@ -134,7 +134,7 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
 std::size_t StreamedToolCalls::text_before(std::string_view text) {
   constexpr auto none = std::string_view::npos;
   if (format_ == ToolFormat::llama3_json) return text_before_tool_calls(text, format_);  // reads the first characters
-  // The text from a little before the last call's end: a tag may straddle it.
+  // The new text, and a tag's length less one before it: a tag may straddle the end of the text seen before.
   const std::size_t from = scanned_ > open_tag.size() - 1 ? scanned_ - (open_tag.size() - 1) : 0;
   scanned_ = text.size();
   const std::string_view recent = text.substr(std::min(from, text.size()));

@@ -42,7 +42,7 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format = To
 class StreamedToolCalls {
  public:
   explicit StreamedToolCalls(ToolFormat format) : format_(format) {}
-  // `text`: the answer so far, which the text of the call before begins.
+  // `text`: the answer so far; the text given to the call before is its beginning.
   std::size_t text_before(std::string_view text);
 
  private:

@@ -90,6 +90,7 @@ std::string content_of(const json& message, const std::string& where) {
   return text;
 }
 
+// Python's truth of a JSON value: None, False, 0, 0.0, "", [] and {} are false.
 bool python_false(const json& value) {
   switch (value.type()) {
     case json::value_t::null: return true;
