@@ -378,16 +378,13 @@ HttpResponse StoreApi::query_resources(const HttpRequest& request) {
     f.add(id_part.has_value(), contains(resources_name(v.id), id_part));
     if (f.pass()) matches.push_back(std::move(v));
   }
-  if (page.sort_by == "resources")
-    return json_answer(200, paginated(with_content(matches), page,
-                                      [&](const store::ResourcesVersion& v) { return resources_item(v); }));
+  const auto item = [&](const store::ResourcesVersion& v) { return resources_item(v); };
+  if (page.sort_by == "resources") return json_answer(200, paginated(with_content(matches), page, item));
   std::vector<Json> listed;  // without content: what a sort by any other field reads
   std::vector<store::ResourcesVersion> shown;
-  for (const std::size_t i : page_places(
-           matches, page, [&](const auto& v) { return resources_item(v); }, listed))
-    shown.push_back(matches[i]);
+  for (const std::size_t i : page_places(matches, page, item, listed)) shown.push_back(matches[i]);
   std::vector<Json> items;
-  for (const store::ResourcesVersion& v : with_content(shown)) items.push_back(resources_item(v));
+  for (const store::ResourcesVersion& v : with_content(shown)) items.push_back(item(v));
   return json_answer(200, page_json(std::move(items), matches.size(), page));
 }
 

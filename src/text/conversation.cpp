@@ -96,8 +96,8 @@ bool python_false(const json& value) {
     case json::value_t::null: return true;
     case json::value_t::boolean: return !value.get<bool>();
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return value.get<std::int64_t>() == 0;
-    case json::value_t::number_float: return value.get<double>() == 0.0;
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return value == 0;
     case json::value_t::string: return value.get_ref<const std::string&>().empty();
     default: return value.empty();  // an object or an array
   }
