@@ -43,6 +43,17 @@ struct NormalizerStep {
   std::string text, replacement;  // prepend: text; replace: text -> replacement
 };
 
+// The Metaspace pre-tokenizer (Mistral v0.3; Llama and Mistral files that transformers converts since 4.41): every
+// space becomes the replacement (U+2581), which is put before the text unless it starts with one (always; first: only
+// before the text at the very start of the input, not after an added token; never), and with split the text is cut
+// before each replacement.
+struct MetaspaceStep {
+  enum class Prepend : std::uint8_t { always, first, never };
+  std::string replacement;
+  Prepend prepend = Prepend::always;
+  bool split = true;
+};
+
 // Everything tokenizer.json says that encoding and decoding need. Two alphabets: byte-level (GPT-2, Llama 3, Qwen:
 // a ByteLevel pre-tokenizer; every token spells bytes, every byte is a token) and characters (SentencePiece-style:
 // Llama 2, Mistral; tokens are UTF-8 with U+2581 for spaces, a character without a token falls back to its bytes'
@@ -57,6 +68,7 @@ struct BpeModel {
   std::vector<AddedToken> added;
   std::vector<NormalizerStep> normalizers;
   std::vector<SplitStep> steps;
+  std::optional<MetaspaceStep> metaspace;  // characters only; never beside other pre-tokenizer steps
   bool ignore_merges = false;
   std::optional<TokenId> unk;  // characters: the token of a character without one (fuse_unk: once for a run)
   bool fuse_unk = false;

