@@ -10,10 +10,10 @@ namespace {
 // A token that top-p or top-k cut has log-prob -inf, which JSON cannot hold (it was written null): -9999, as vLLM.
 float finite(float logprob) { return std::max(logprob, -9999.0f); }
 
-json tool_calls_json(const ToolCallAnswer& calls) {
+json tool_calls_json(const ToolCallAnswer& calls, ToolFormat format) {
   json out = json::array();
   for (const ParsedToolCall& call : calls.calls)
-    out.push_back({{"id", new_tool_call_id()},
+    out.push_back({{"id", new_tool_call_id(format)},
                    {"type", "function"},
                    {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
   return out;
@@ -108,7 +108,7 @@ json AnswerJson::chat_choice(const Answer& answer, std::size_t i) const {
   if (auto calls = answer.tools ? parse_tool_calls(text, answer.tool_format) : std::nullopt) {
     if (answer.one_tool_call) calls->calls.resize(1);
     message["content"] = calls->content.empty() ? json() : json(calls->content);
-    message["tool_calls"] = tool_calls_json(*calls);
+    message["tool_calls"] = tool_calls_json(*calls, answer.tool_format);
     // As OpenAI and vLLM answer: "tool_calls" for a call the model chose, or one required that it ended; a named
     // function's call ends as the answer did ("stop").
     if (answer.tool_choice == ToolChoice::automatic || (answer.tool_choice == ToolChoice::required && finish == "stop"))

@@ -92,7 +92,7 @@ void ChoiceReader::take(const StreamedToken& token, Delta& delta) {
     return;
   }
   const std::size_t before = text_.size();
-  text_ += tokenizer_.piece(token.id, /*skip_special=*/true, /*at_start=*/!started_);
+  text_ += tokenizer_.piece(token.id, skip_special_, /*at_start=*/!started_);
   // The decoded sequence starts at its first token that is neither a skipped special one nor unknown, even one whose
   // text the start takes away (a lone U+2581).
   started_ =

@@ -33,6 +33,9 @@ class ChoiceReader {
   // reads would hold a decode row to its end, and loading new weights waits for every running sequence.
   void end_when(std::function<bool()> client_left) { client_left_ = std::move(client_left); }
   bool client_gone() const { return client_gone_; }
+  // The text of special tokens is part of the answer (Mistral's [TOOL_CALLS] with tools: vLLM's mistral parser has
+  // skip_special_tokens false); before the first read.
+  void show_special_tokens() { skip_special_ = false; }
 
   const std::vector<StreamedToken>& tokens() const { return tokens_; }  // every token the answer keeps
   const std::string& text() const { return text_; }                     // the answer's text so far
@@ -57,6 +60,7 @@ class ChoiceReader {
   std::size_t given_ = 0;  // bytes of text_ already given out
   bool ended_ = false, done_ = false;
   bool started_ = false;  // a token of the decoded sequence came (its start: SentencePiece-style spaces)
+  bool skip_special_ = true;
   std::string finish_;
   std::function<bool()> client_left_;
   std::chrono::steady_clock::time_point next_look_{};

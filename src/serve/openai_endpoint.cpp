@@ -64,6 +64,8 @@ class Endpoint {
     auto answer = start("chatcmpl-", {prompt}, request.sampling, model_.stop_ids, -1, trace, http);
     answer->tools = !request.conversation.tools.empty();
     answer->tool_format = tool_format();
+    if (answer->tools && answer->tool_format == ToolFormat::mistral)
+      for (auto& choice : answer->choices) choice->show_special_tokens();
     answer->forced_call = forced;
     answer->tool_choice = request.tool_choice;
     answer->one_tool_call = !request.parallel_tool_calls;
@@ -120,14 +122,19 @@ class Endpoint {
   }
 
   ToolFormat tool_format() const {
-    const bool llama = model_.chat_template && model_.chat_template->family == text::TemplateFamily::llama3;
-    return llama ? ToolFormat::llama3_json : ToolFormat::hermes;
+    if (!model_.chat_template) return ToolFormat::hermes;
+    switch (model_.chat_template->family) {
+      case text::TemplateFamily::llama3: return ToolFormat::llama3_json;
+      case text::TemplateFamily::mistral: return ToolFormat::mistral;
+      case text::TemplateFamily::chatml: break;
+    }
+    return ToolFormat::hermes;
   }
 
   // tool_choice "required" or a named function: the call the answer must make, begun in the prompt in the template's
-  // form (Hermes' tags, Llama 3.1's bare JSON), as vLLM's guided decoding forces one; here the model writes the rest,
-  // and an answer that does not complete it is text. Empty otherwise, and where the template takes no tools
-  // (chat_prompt says so).
+  // form (Hermes' tags, Llama 3.1's bare JSON, Mistral's list), as vLLM's guided decoding forces one; here the model
+  // writes the rest, and an answer that does not complete it is text. Empty otherwise, and where the template takes
+  // no tools (chat_prompt says so).
   std::string forced_call(const ChatRequest& request) const {
     if (!model_.chat_template || request.tool_choice == ToolChoice::none ||
         request.tool_choice == ToolChoice::automatic)
@@ -138,6 +145,9 @@ class Endpoint {
       if (!chat.knowledge_cutoff) return "";
       return request.tool_choice == ToolChoice::required ? "{\"name\": \"" : "{\"name\": " + name + ", \"parameters\":";
     }
+    if (chat.family == text::TemplateFamily::mistral)
+      return request.tool_choice == ToolChoice::required ? "[TOOL_CALLS][{\"name\": \""
+                                                         : "[TOOL_CALLS][{\"name\": " + name + ", \"arguments\":";
     if (!chat.tool_format) return "";
     if (request.tool_choice == ToolChoice::required) return "<tool_call>\n";
     return "<tool_call>\n{\"name\": " + name + ", \"arguments\":";  // ' {' is a token
@@ -292,7 +302,7 @@ class Endpoint {
           chat_(chat),
           include_usage_(include_usage),
           write_(write),
-          sent_(answer.choices.size(), Sent{StreamedToolCalls(answer.tool_format)}) {}
+          sent_(answer.choices.size(), Sent{StreamedToolCalls(answer.tool_format), true, 0, {}, 0}) {}
 
     // The choices are read in turn, as vLLM interleaves them: each round waits for the first that has not ended (the
     // engine advances every choice of a response at each decode step) and takes what the others have by then.

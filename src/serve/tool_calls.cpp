@@ -102,17 +102,47 @@ std::size_t after_reasoning(std::string_view text) {
   return closed == std::string_view::npos ? 0 : closed;
 }
 
-// Where a tail that may be the start of a <tool_call> begins; the text's end where there is none.
-std::size_t held_tail(std::string_view text) {
-  for (std::size_t keep = std::min(text.size(), open_tag.size() - 1); keep > 0; --keep)
-    if (text.substr(text.size() - keep) == open_tag.substr(0, keep)) return text.size() - keep;
+// Where a tail that may be the start of `tag` begins; the text's end where there is none.
+std::size_t held_tail(std::string_view text, std::string_view tag = open_tag) {
+  for (std::size_t keep = std::min(text.size(), tag.size() - 1); keep > 0; --keep)
+    if (text.substr(text.size() - keep) == tag.substr(0, keep)) return text.size() - keep;
   return text.size();
+}
+
+constexpr std::string_view mistral_marker = "[TOOL_CALLS]";
+
+std::optional<ToolCallAnswer> parse_mistral_calls(std::string_view text) {
+  const std::size_t at = text.find(mistral_marker);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string rest;  // after the first marker, the others left out
+  for (std::size_t from = at; from != std::string_view::npos;) {
+    const std::size_t next = text.find(mistral_marker, from + mistral_marker.size());
+    rest += text.substr(from + mistral_marker.size(),
+                        next == std::string_view::npos ? next : next - from - mistral_marker.size());
+    from = next;
+  }
+  auto list = text::parse_json<nlohmann::ordered_json>(trim(rest));
+  if (list.is_discarded()) {  // vLLM's fallback: the text from the first "[{" to the last "}]"
+    const std::size_t begin = rest.find("[{"), end = rest.rfind("}]");
+    if (begin == std::string::npos || end == std::string::npos || end < begin) return std::nullopt;
+    list = text::parse_json<nlohmann::ordered_json>(std::string_view(rest).substr(begin, end + 2 - begin));
+  }
+  if (!list.is_array() || list.empty()) return std::nullopt;
+  ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
+  for (const auto& item : list) {
+    std::optional<ParsedToolCall> call =
+        call_of(item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), true);
+    if (!call) return std::nullopt;
+    answer.calls.push_back(std::move(*call));
+  }
+  return answer;
 }
 
 }  // namespace
 
 std::size_t tool_calls_start(std::string_view text, ToolFormat format) {
   if (format == ToolFormat::llama3_json) return parse_llama3_calls(text) ? llama3_call_start(text) : std::string::npos;
+  if (format == ToolFormat::mistral) return text.find(mistral_marker);
   const std::size_t from = after_reasoning(text);
   return from == std::string_view::npos ? from : text.find(open_tag, from);
 }
@@ -124,6 +154,10 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
     const std::string_view first = text.substr(at, python_tag.size());
     return first[0] == '{' || python_tag.substr(0, first.size()) == first ? 0 : text.size();
   }
+  if (format == ToolFormat::mistral) {
+    const std::size_t at = text.find(mistral_marker);
+    return at != std::string_view::npos ? at : held_tail(text, mistral_marker);
+  }
   // Reasoning under way is shown as it comes, a tag it names too; after it, up to the first tag.
   const std::size_t from = after_reasoning(text);
   if (from == std::string_view::npos) return text.size();
@@ -134,6 +168,15 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
 std::size_t StreamedToolCalls::text_before(std::string_view text) {
   constexpr auto none = std::string_view::npos;
   if (format_ == ToolFormat::llama3_json) return text_before_tool_calls(text, format_);  // reads the first characters
+  if (format_ == ToolFormat::mistral) {  // the first marker, looked for in the new text and a marker's length before
+    if (first_call_ == none) {
+      const std::size_t from = scanned_ > mistral_marker.size() - 1 ? scanned_ - (mistral_marker.size() - 1) : 0;
+      if (const std::size_t at = text.substr(std::min(from, text.size())).find(mistral_marker); at != none)
+        first_call_ = from + at;
+    }
+    scanned_ = text.size();
+    return first_call_ != none ? first_call_ : held_tail(text, mistral_marker);
+  }
   // The new text, and a tag's length less one before it: a tag may straddle the end of the text seen before.
   const std::size_t from = scanned_ > open_tag.size() - 1 ? scanned_ - (open_tag.size() - 1) : 0;
   scanned_ = text.size();
@@ -154,6 +197,7 @@ std::size_t StreamedToolCalls::text_before(std::string_view text) {
 
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format) {
   if (format == ToolFormat::llama3_json) return parse_llama3_calls(text);
+  if (format == ToolFormat::mistral) return parse_mistral_calls(text);
   std::size_t at = tool_calls_start(text);
   if (at == std::string_view::npos) return std::nullopt;
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
@@ -182,11 +226,12 @@ std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat
   return answer;
 }
 
-std::string new_tool_call_id() {
+std::string new_tool_call_id(ToolFormat format) {
   static constexpr std::string_view alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   thread_local std::mt19937_64 random{std::random_device{}()};
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += alphabet[random() % alphabet.size()];
+  const bool mistral = format == ToolFormat::mistral;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += alphabet[random() % alphabet.size()];
   return id;
 }
 

@@ -217,6 +217,82 @@ std::string render_llama3(const ChatTemplate& t, const Conversation& c, const Re
   return out;
 }
 
+// Mistral NeMo's template (v3, "tekken") word for word, errors included.
+constexpr std::string_view mistral_id_error = "Tool call IDs should be alphanumeric strings with length 9!";
+
+void check_mistral_id(const std::string& id) {
+  // Jinja's length of a text is its count of code points, as Python's len().
+  const auto code_points = std::count_if(id.begin(), id.end(), [](char c) { return (c & 0xC0) != 0x80; });
+  if (code_points != 9) throw UsageError(std::string(mistral_id_error));
+}
+
+// The tool definitions: each function's keys in the request's order but "return", text values between quotes as they
+// are (not escaped), other values as tojson writes them.
+std::string mistral_tools(const Conversation& c) {
+  std::string out = "[AVAILABLE_TOOLS][";
+  for (std::size_t i = 0; i < c.tools.size(); ++i) {
+    const auto tool = nlohmann::ordered_json::parse(c.tools[i]);  // written by tojson: JSON
+    const auto function = tool.is_object() ? tool.find("function") : tool.end();
+    if (function == tool.end() || !function->is_object())
+      throw UsageError(log::concat("tools[", i, "]: Mistral's template needs {\"function\": {...}}"));
+    out += "{\"type\": \"function\", \"function\": {";
+    bool first = true;
+    for (const auto& [key, value] : function->items()) {
+      if (key == "return") continue;
+      out += (first ? "\"" : ", \"") + key + "\": ";
+      out += value.is_string() ? "\"" + value.get<std::string>() + "\"" : tojson(value);
+      first = false;
+    }
+    out += i + 1 < c.tools.size() ? "}}, " : "}}]";
+  }
+  return out + "[/AVAILABLE_TOOLS]";
+}
+
+// [INST] turns; the system message goes into the last user turn only where that ends the conversation; the tool
+// definitions before the last user turn (and any turn with its text); calls and results carry their 9-character ids;
+// assistant turns end with EOS. After the system message the roles alternate user/assistant, tool turns and calls
+// left out. No generation prompt: the prompt ends with [/INST].
+std::string render_mistral(const ChatTemplate& t, const Conversation& c) {
+  const auto& ms = c.messages;
+  const bool system = !ms.empty() && ms[0].role == "system";
+  std::size_t turns = 0;
+  const std::string* last_user = nullptr;
+  for (std::size_t i = system ? 1 : 0; i < ms.size(); ++i) {
+    if (ms[i].role == "user") last_user = &ms[i].content;
+    if (ms[i].role == "tool" || !ms[i].tool_calls.empty()) continue;
+    if ((ms[i].role == "user") != (turns++ % 2 == 0))
+      throw UsageError(
+          "After the optional system message, conversation roles must alternate user/assistant/user/assistant/...");
+  }
+  std::string out = t.bos_token;
+  for (std::size_t i = system ? 1 : 0; i < ms.size(); ++i) {
+    const Message& m = ms[i];
+    if (m.role == "user") {
+      if (c.tools_given && m.content == *last_user) out += mistral_tools(c);
+      const bool with_system = system && i + 1 == ms.size();
+      out += "[INST]" + (with_system ? ms[0].content + "\n\n" : "") + m.content + "[/INST]";
+    } else if (!m.tool_calls.empty()) {
+      out += "[TOOL_CALLS][";
+      for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+        const ToolCall& call = m.tool_calls[k];
+        check_mistral_id(call.id);
+        out +=
+            "{\"name\": " + tojson(call.name) + ", \"arguments\": " + call.arguments + ", \"id\": \"" + call.id + "\"}";
+        out += k + 1 < m.tool_calls.size() ? ", " : "]" + t.eos_token;
+      }
+    } else if (m.role == "assistant") {
+      out += m.content + t.eos_token;
+    } else if (m.role == "tool") {
+      check_mistral_id(m.tool_call_id);
+      out += "[TOOL_RESULTS]{\"content\": " + m.content + ", \"call_id\": \"" + m.tool_call_id + "\"}[/TOOL_RESULTS]";
+    } else {
+      throw UsageError(
+          "Only user and assistant roles are supported, with the exception of an initial optional system message!");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::named(std::string_view name) {
@@ -226,6 +302,12 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   if (name == "qwen3") return t.think = true, t;
   if (name == "qwen2.5") return t.default_system = std::string(qwen25_system), t;
   if (name == "qwen2") return t.default_system = std::string(qwen2_system), t;
+  if (name == "mistral-nemo") {
+    t.family = TemplateFamily::mistral;
+    t.bos_token = "<s>";
+    t.eos_token = "</s>";
+    return t;
+  }
   t.family = TemplateFamily::llama3;
   t.bos_token = "<|begin_of_text|>";
   if (name == "llama3") return t;
@@ -282,21 +364,37 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     if (!has("Cutting Knowledge Date")) return named("llama3");
     return named(has("strftime_now") ? "llama3.2" : "llama3.1");
   }
+  // Mistral's templates differ by version in spaces and markers ("[INST] " in v0.3's, [SYSTEM_PROMPT] in v7's): NeMo's
+  // alone is built in, known by the way it writes a turn, its tools and its results.
+  if (has("[INST]")) {
+    if (has("\"[INST]\" + message[\"content\"] + \"[/INST]\"") && has("\"[AVAILABLE_TOOLS][\"") &&
+        has("'[TOOL_RESULTS]{\"content\": ' + content|string") && !has("[SYSTEM_PROMPT]"))
+      return named("mistral-nemo");
+    throw TokenizerFileError(where +
+                             ": a Mistral [INST] template other than Mistral NeMo's is not built in; name "
+                             "one to use instead (" +
+                             std::string(known_templates) + ")");
+  }
   throw TokenizerFileError(where +
-                           ": a chat template arclight does not know (it recognises ChatML by <|im_start|> and "
-                           "Llama 3 by <|start_header_id|>); name one (" +
+                           ": a chat template arclight does not know (it recognises ChatML by <|im_start|>, "
+                           "Llama 3 by <|start_header_id|> and Mistral NeMo's by [INST]); name one (" +
                            std::string(known_templates) + ")");
 }
 
 std::string ChatTemplate::render(const Conversation& conversation, const RenderOptions& options) const {
-  return family == TemplateFamily::chatml ? render_chatml(*this, conversation, options)
-                                          : render_llama3(*this, conversation, options);
+  switch (family) {
+    case TemplateFamily::chatml: return render_chatml(*this, conversation, options);
+    case TemplateFamily::llama3: return render_llama3(*this, conversation, options);
+    case TemplateFamily::mistral: break;
+  }
+  return render_mistral(*this, conversation);
 }
 
 std::vector<TokenId> ChatTemplate::stop_ids(const Tokenizer& tokenizer) const {
-  std::vector<std::string> names = family == TemplateFamily::chatml
-                                       ? std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}
-                                       : std::vector<std::string>{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
+  std::vector<std::string> names =
+      family == TemplateFamily::chatml   ? std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}
+      : family == TemplateFamily::llama3 ? std::vector<std::string>{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
+                                         : std::vector<std::string>{"</s>"};
   if (!eos_token.empty()) names.push_back(eos_token);
   std::vector<TokenId> ids;
   for (const std::string& n : names)
@@ -376,9 +474,9 @@ ChatTemplate load_chat_template(const fs::path& model_dir, std::string_view name
   }
   ChatTemplate t = name.empty() ? ChatTemplate::recognize(template_text(config, model_dir, where), where)
                                 : ChatTemplate::named(name);
-  if (const std::string bos = special_token(config, "bos_token"); !bos.empty() && t.family == TemplateFamily::llama3)
+  if (const std::string bos = special_token(config, "bos_token"); !bos.empty() && t.family != TemplateFamily::chatml)
     t.bos_token = bos;
-  t.eos_token = special_token(config, "eos_token");
+  if (const std::string eos = special_token(config, "eos_token"); !eos.empty()) t.eos_token = eos;
   t.generation_eos_ids = generation_eos_ids(model_dir);
   return t;
 }

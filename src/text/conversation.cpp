@@ -107,7 +107,8 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
   const json& function = call.is_object() && call.contains("function") ? call["function"] : call;
   if (!function.is_object() || !function.contains("name") || !function["name"].is_string())
     bad(where, "a tool call needs a function name, found " + call.dump());
-  ToolCall out{function["name"].get<std::string>(), "{}"};
+  ToolCall out{function["name"].get<std::string>(), "{}", ""};
+  if (call.is_object() && call.contains("id") && call["id"].is_string()) out.id = call["id"].get<std::string>();
   const auto arguments = function.find("arguments");
   // What Python takes for false (None, "", [], 0, false) is {}, as vLLM's _postprocess_messages gives it to the
   // template: not null, an empty text, [] or 0.
@@ -127,12 +128,14 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
 Message message_of(const json& m, const std::string& where) {
   if (!m.is_object()) bad(where, log::concat("expected an object, found ", m.type_name()));
   if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "missing or not a string");
-  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}};
+  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}, ""};
   if (out.role == "developer") out.role = "system";  // OpenAI's newer name for it, which its clients send
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
     bad(where + ".role", "\"" + out.role + "\" is not one of system (or developer), user, assistant, tool");
   const auto reasoning = m.find("reasoning_content");
   if (reasoning != m.end() && reasoning->is_string()) out.reasoning_content = reasoning->get<std::string>();
+  const auto call_id = m.find("tool_call_id");
+  if (call_id != m.end() && call_id->is_string()) out.tool_call_id = call_id->get<std::string>();
   const auto calls = m.find("tool_calls");
   if (calls != m.end() && !calls->is_null()) {
     if (!calls->is_array()) bad(where + ".tool_calls", "expected a list");

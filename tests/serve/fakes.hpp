@@ -184,9 +184,15 @@ inline HttpServerOptions test_options() {
 }
 
 // A byte tokenizer with ChatML's special tokens: <|im_start|> 256, <|im_end|> 257, <|endoftext|> 258.
+// Bytes and ChatML's special tokens (256-258); with Mistral's template, its own after them (259-261).
+inline std::unique_ptr<text::Tokenizer> test_tokenizer(std::string_view chat_template) {
+  std::vector<std::string> specials = {"<|im_start|>", "<|im_end|>", "<|endoftext|>"};
+  if (chat_template == "mistral-nemo") specials.insert(specials.end(), {"[TOOL_CALLS]", "</s>", "<s>"});
+  return text::make_byte_tokenizer(specials);
+}
+
 struct Served {
-  std::unique_ptr<text::Tokenizer> tokenizer =
-      text::make_byte_tokenizer({"<|im_start|>", "<|im_end|>", "<|endoftext|>"});
+  std::unique_ptr<text::Tokenizer> tokenizer;
   ScriptedGenerator generator;
   RecordingTracer tracer;
   FakeTaskBackend backend;
@@ -195,7 +201,7 @@ struct Served {
 
   explicit Served(HttpServerOptions options = test_options(), int max_context = 1024,
                   std::string_view chat_template = "chatml")
-      : server(std::move(options)) {
+      : tokenizer(test_tokenizer(chat_template)), server(std::move(options)) {
     const text::ChatTemplate chat = text::ChatTemplate::named(chat_template);
     // The template's stops, as served_model sets them, and <|endoftext|> as EOS where the template has none here
     // (llama3's names are not in this tokenizer).

@@ -524,6 +524,60 @@ BOOST_AUTO_TEST_CASE(llama3_tools_are_json_calls_of_the_whole_answer) {
   BOOST_TEST(refusal.find("tool definitions are not supported") != std::string::npos, refusal);
 }
 
+// Mistral NeMo: tools in [AVAILABLE_TOOLS], calls after its special [TOOL_CALLS] token (its text kept in the answer
+// to be read, as vLLM keeps special tokens for its mistral parser), ids of 9 letters and digits, which its template
+// takes back in the next request.
+BOOST_AUTO_TEST_CASE(mistral_calls_follow_their_token_with_ids_the_template_takes) {
+  Served served(test_options(), 4096, "mistral-nemo");
+  const std::string call = "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1}}]";
+  const auto answer = [&](const std::string& text) { served.generator.answer = served.tokenizer->encode(text); };
+  answer(call);
+  BOOST_REQUIRE(served.generator.answer.front() == 259);  // one special token
+  json request = hello_chat;
+  request["tools"] = {add_tool};
+  const json choice = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["message"]["content"].is_null());
+  const json& made = choice["message"]["tool_calls"][0];
+  BOOST_TEST(made["function"]["arguments"] == "{\"a\": 1}");
+  const std::string id = made["id"];
+  BOOST_TEST(id.size() == 9u);
+  BOOST_TEST(served.tokenizer->decode(served.generator.requests().at(0).prompt) ==
+             "<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": "
+             "{\"type\": \"object\"}}}][/AVAILABLE_TOOLS][INST]Hi[/INST]");
+  json next = request;  // the call and its result sent back
+  next["messages"].push_back(choice["message"]);
+  next["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", "3"}});
+  served.generator.answer_text("It is 3.");
+  BOOST_TEST(served.ok("/v1/chat/completions", next)["choices"][0]["message"]["content"] == "It is 3.");
+  const std::string prompt = served.tokenizer->decode(served.generator.requests().at(1).prompt);
+  BOOST_TEST(prompt.find("[/INST][TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1}, \"id\": \"" + id +
+                         "\"}]</s>[TOOL_RESULTS]{\"content\": 3, \"call_id\": \"" + id + "\"}[/TOOL_RESULTS]") !=
+                 std::string::npos,
+             prompt);
+  // Without tools, special tokens stay out of the text.
+  answer("[TOOL_CALLS]x");
+  BOOST_TEST(served.ok("/v1/chat/completions", hello_chat)["choices"][0]["message"]["content"] == "x");
+  // tool_choice required begins the list in the prompt.
+  request["tool_choice"] = "required";
+  served.generator.answer_text("add\", \"arguments\": {}}]");
+  const json required = served.ok("/v1/chat/completions", request)["choices"][0];
+  BOOST_TEST(required["message"]["tool_calls"][0]["function"]["name"] == "add");
+  const std::string begun = served.tokenizer->decode(served.generator.requests().at(3).prompt);
+  BOOST_TEST(begun.substr(begun.size() - 30) == "[/INST][TOOL_CALLS][{\"name\": \"");
+  // Streamed: the text before the token as it comes, the call at the end.
+  request.erase("tool_choice");
+  request["stream"] = true;
+  answer("Adding. " + call);
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", request)->body);
+  BOOST_TEST(streamed_text(events, "content") == "Adding.");
+  bool streamed_call = false;
+  for (const json& e : events)
+    if (e.is_object() && !e["choices"].empty() && e["choices"][0]["delta"].contains("tool_calls"))
+      streamed_call = e["choices"][0]["delta"]["tool_calls"][0]["id"].get<std::string>().size() == 9;
+  BOOST_TEST(streamed_call);
+}
+
 BOOST_AUTO_TEST_CASE(a_streamed_tool_call_comes_whole_in_the_last_chunk) {
   Served served;
   served.generator.answer_text("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>");

@@ -1,7 +1,11 @@
-// Tool calls read back from a model's answer (Hermes/Qwen form, Llama 3.1's JSON): a pure function of the text.
+// Tool calls read back from a model's answer (Hermes/Qwen form, Llama 3.1's JSON, Mistral's list): a pure function of
+// the text.
 #include "tool_calls.hpp"
 
 #include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cctype>
 #include <random>
 
 using namespace arclight::serve;
@@ -134,6 +138,52 @@ BOOST_AUTO_TEST_CASE(llama3_calls_are_the_whole_answer_in_json) {
   BOOST_TEST(text_before_tool_calls(" {\"na", llama) == 0u);
   BOOST_TEST(text_before_tool_calls("<|pyth", llama) == 0u);
   BOOST_TEST(text_before_tool_calls("Sure, {x}", llama) == 9u);
+}
+
+// Mistral writes [TOOL_CALLS] and a JSON list of calls (vLLM's mistral parser): the text before it is the content,
+// other markers are left out, text around the list falls back to the span from the first "[{" to the last "}]";
+// anything else is text. Its ids are 9 letters and digits, the only ones its template takes back.
+BOOST_AUTO_TEST_CASE(mistral_calls_follow_their_marker) {
+  constexpr ToolFormat mistral = ToolFormat::mistral;
+  const auto two = parse_tool_calls(
+      "Checking. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"s\": \"}]\"}}, "
+      "{\"name\": \"b\", \"arguments\": {}}]",
+      mistral);
+  BOOST_REQUIRE(two);
+  BOOST_TEST(two->content == "Checking.");
+  BOOST_REQUIRE(two->calls.size() == 2u);
+  BOOST_TEST(two->calls[0].name == "a");
+  BOOST_TEST(two->calls[0].arguments == "{\"s\": \"}]\"}");
+  BOOST_TEST(two->calls[1].arguments == "{}");
+  const auto marked_twice = parse_tool_calls("[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}[TOOL_CALLS]]", mistral);
+  BOOST_REQUIRE(marked_twice);
+  BOOST_TEST(marked_twice->calls.size() == 1u);
+  const auto around = parse_tool_calls("[TOOL_CALLS] sure: [{\"name\": \"a\", \"arguments\": {}}] done", mistral);
+  BOOST_REQUIRE(around);
+  BOOST_TEST(around->calls[0].name == "a");
+  BOOST_TEST(!parse_tool_calls("[{\"name\": \"a\", \"arguments\": {}}]", mistral));           // no marker
+  BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {", mistral));  // cut short
+  BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][{\"arguments\": {}}]", mistral));                // no name
+  BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][]", mistral));
+  BOOST_TEST(!parse_tool_calls("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", mistral));
+  BOOST_TEST(tool_calls_start("ok [TOOL_CALLS][", mistral) == 3u);
+  BOOST_TEST(text_before_tool_calls("ok [TOOL", mistral) == 3u);  // may begin the marker: held
+  BOOST_TEST(text_before_tool_calls("ok [TOOL_CALLS][{", mistral) == 3u);
+  BOOST_TEST(text_before_tool_calls("[1] and [2]", mistral) == 11u);
+  // Streamed in pieces, the same as the whole text at every step.
+  const std::string text = "a [TOOL x [TOOL_CALLS][{\"name\": \"f\"} [TOOL_CALLS]";
+  for (std::size_t step = 1; step <= 5; ++step) {
+    StreamedToolCalls stream(mistral);
+    for (std::size_t end = 0;; end = std::min(text.size(), end + step)) {
+      const std::string_view so_far = std::string_view(text).substr(0, end);
+      BOOST_TEST_REQUIRE(stream.text_before(so_far) == text_before_tool_calls(so_far, mistral), end);
+      if (end == text.size()) break;
+    }
+  }
+  const std::string id = new_tool_call_id(mistral);
+  BOOST_TEST(id.size() == 9u);
+  BOOST_TEST(std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }));
+  BOOST_TEST(new_tool_call_id().rfind("call_", 0) == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

