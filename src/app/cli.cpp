@@ -19,6 +19,7 @@
 #include "arclight/core/error.hpp"
 #include "arclight/core/version.hpp"
 #include "arclight/model/policy.hpp"
+#include "arclight/text/chat_template.hpp"
 #include "toml_config.hpp"
 
 namespace arclight::app {
@@ -144,8 +145,7 @@ void bind_model(ConfigBinder& b, Config& c) {
   b.opt("model.path", c.model.path, "source = hf: the model directory (config.json, *.safetensors)");
   b.mode("model.dtype", c.model.dtype, "the forward's compute type (parameters stay float32)");
   b.opt("model.chat_template", c.model.chat_template,
-        "source = hf: chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1 or llama3.2; empty: recognised from "
-        "tokenizer_config.json");
+        "source = hf: " + std::string(text::known_templates) + "; empty: recognised from tokenizer_config.json");
   b.opt("model.lora_rank", c.model.lora_rank, "source = hf: train LoRA adapters of this rank only; 0: every weight")
       ->check(CLI::Range(0, 4096));
   b.opt("model.lora_alpha", c.model.lora_alpha, "LoRA: the adapters' output is scaled by lora_alpha / lora_rank")
@@ -425,8 +425,7 @@ Invocation parse_command_line(int argc, const char* const* argv) {
       ->required();
   tokenize->add_flag("--chat", inv.tokenize_chat,
                      "stdin is a JSON list of chat messages (or {\"messages\", \"tools\"}), put in the chat template");
-  tokenize->add_option("--template", inv.tokenize_template,
-                       "chat template: chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2");
+  tokenize->add_option("--template", inv.tokenize_template, "chat template: " + std::string(text::known_templates));
   tokenize->add_flag("--no-special-tokens", inv.tokenize_no_special_tokens,
                      "text without the special tokens tokenizer.json's post-processor puts around it (Llama's BOS)");
   tokenize->add_flag("--add-generation-prompt", inv.tokenize_generation_prompt,

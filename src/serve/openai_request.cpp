@@ -190,9 +190,30 @@ void check_tools(const json& tools) {
   if (!tools.is_array()) bad("tools", "expected a list");
   for (const json& tool : tools) {
     const json* function = tool.is_object() ? field(tool, "function") : nullptr;
-    if (!function || !function->is_object() || !field(*function, "name") || !(*function)["name"].is_string())
+    if (!function || !function->is_object() || !field(*function, "name") || !(*function)["name"].is_string() ||
+        (field(tool, "type") && tool["type"] != "function"))
       bad("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    const json* description = field(*function, "description");
+    const json* parameters = field(*function, "parameters");
+    if ((description && !description->is_string()) || (parameters && !parameters->is_object()))
+      bad("tools", "a function's description is text and its parameters an object");
   }
+}
+
+// A tool as vLLM hands it to the template (its request model's dump): "type" and "function" first, the function's
+// name, description and parameters first, null where not given, the other keys after them as given. Templates write
+// tools whole (Qwen's tojson, Mistral's every key): a tool given without a description showed none.
+json vllm_tool(const json& tool) {
+  const json& function = tool["function"];
+  json dumped = {{"name", function["name"]},
+                 {"description", function.value("description", json())},
+                 {"parameters", function.value("parameters", json())}};
+  for (const auto& [key, value] : function.items())
+    if (key != "name" && key != "description" && key != "parameters") dumped[key] = value;
+  json out = {{"type", "function"}, {"function", std::move(dumped)}};
+  for (const auto& [key, value] : tool.items())
+    if (key != "type" && key != "function") out[key] = value;
+  return out;
 }
 
 bool has_tool(const json& tools, const std::string& name) {
@@ -228,10 +249,10 @@ void read_tool_choice(const json& body, const json& tools, ChatRequest& out) {
 
 // The tools the prompt shows: all, or the one named.
 json tools_shown(const json& tools, const ChatRequest& request) {
-  if (request.tool_choice != ToolChoice::named) return tools;
   json out = json::array();
   for (const json& tool : tools)
-    if (tool["function"]["name"] == request.tool_name) out.push_back(tool);
+    if (request.tool_choice != ToolChoice::named || tool["function"]["name"] == request.tool_name)
+      out.push_back(vllm_tool(tool));
   return out;
 }
 

@@ -130,6 +130,7 @@ std::optional<ToolCallAnswer> parse_mistral_calls(std::string_view text) {
   if (!list.is_array() || list.empty()) return std::nullopt;
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
   for (const auto& item : list) {
+    if (!item.is_object() || !item.contains("arguments")) return std::nullopt;  // vLLM's reads "arguments" only
     std::optional<ParsedToolCall> call =
         call_of(item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), true);
     if (!call) return std::nullopt;

@@ -26,9 +26,10 @@ struct ToolCallAnswer {
 // last one by the end of the text too; text between or after them is dropped (vLLM's Hermes parser). Llama 3.1: JSON
 // objects from the answer's first character that is no blank (a <|python_tag|> before them allowed) to its end, text
 // after them making it text (vLLM's llama3_json). nullopt when the text has no tool call, or one that is malformed
-// (not JSON, no name): the answer is then plain text. Mistral: a JSON list of calls after the first [TOOL_CALLS] (the
-// special token's text: such answers are read with special tokens shown), other [TOOL_CALLS] left out, as vLLM's
-// mistral parser takes them; failing that, the list from the first "[{" to the last "}]".
+// (not JSON, no name): the answer is then plain text. Mistral: a JSON list of calls, each with "name" and "arguments",
+// after the first [TOOL_CALLS] (the special token's text: such answers are read with special tokens shown), other
+// [TOOL_CALLS] left out, as vLLM's mistral parser takes them; failing that, the list from the first "[{" to the last
+// "}]". Unlike vLLM, arguments other than an object, and an empty list, make the answer text.
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format = ToolFormat::hermes);
 
 // Where an answer's tool calls begin: its first <tool_call> after the last </think> (none inside a <think> not yet
@@ -58,7 +59,8 @@ class StreamedToolCalls {
   std::size_t first_call_ = std::string_view::npos;  // the first <tool_call> after it
 };
 
-// "call_" and 24 random letters and digits; for Mistral, 9 letters and digits, the only ids its templates take.
+// "call_" and 24 random letters and digits; for Mistral, 9 letters and digits, as vLLM gives them (its templates take
+// back only ids 9 characters long).
 std::string new_tool_call_id(ToolFormat format = ToolFormat::hermes);
 
 }  // namespace arclight::serve

@@ -259,7 +259,7 @@ std::string render_mistral(const ChatTemplate& t, const Conversation& c) {
   const std::string* last_user = nullptr;
   for (std::size_t i = system ? 1 : 0; i < ms.size(); ++i) {
     if (ms[i].role == "user") last_user = &ms[i].content;
-    if (ms[i].role == "tool" || !ms[i].tool_calls.empty()) continue;
+    if (ms[i].role == "tool" || ms[i].tool_calls_given) continue;
     if ((ms[i].role == "user") != (turns++ % 2 == 0))
       throw UsageError(
           "After the optional system message, conversation roles must alternate user/assistant/user/assistant/...");
@@ -271,7 +271,11 @@ std::string render_mistral(const ChatTemplate& t, const Conversation& c) {
       if (c.tools_given && m.content == *last_user) out += mistral_tools(c);
       const bool with_system = system && i + 1 == ms.size();
       out += "[INST]" + (with_system ? ms[0].content + "\n\n" : "") + m.content + "[/INST]";
-    } else if (!m.tool_calls.empty()) {
+    } else if (m.tool_calls_given) {
+      if (m.tool_calls.empty())  // the template would write "[TOOL_CALLS][" and leave it open
+        throw UsageError(
+            "an empty list of tool_calls: Mistral's template would begin a call and leave it open; "
+            "leave tool_calls out");
       out += "[TOOL_CALLS][";
       for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
         const ToolCall& call = m.tool_calls[k];

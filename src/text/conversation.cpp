@@ -128,7 +128,7 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
 Message message_of(const json& m, const std::string& where) {
   if (!m.is_object()) bad(where, log::concat("expected an object, found ", m.type_name()));
   if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "missing or not a string");
-  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}, ""};
+  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}, "", false};
   if (out.role == "developer") out.role = "system";  // OpenAI's newer name for it, which its clients send
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
     bad(where + ".role", "\"" + out.role + "\" is not one of system (or developer), user, assistant, tool");
@@ -139,6 +139,7 @@ Message message_of(const json& m, const std::string& where) {
   const auto calls = m.find("tool_calls");
   if (calls != m.end() && !calls->is_null()) {
     if (!calls->is_array()) bad(where + ".tool_calls", "expected a list");
+    out.tool_calls_given = true;
     for (std::size_t i = 0; i < calls->size(); ++i)
       out.tool_calls.push_back(tool_call_of((*calls)[i], log::concat(where, ".tool_calls[", i, "]")));
   }

@@ -198,16 +198,16 @@ void read_split(const Reader& r, const json& step, const std::string& where, Bpe
   }
 }
 
-// Metaspace as Hugging Face's tokenizers read it: prepend_scheme "always" unless given, add_prefix_space false (older
-// files) meaning "never", split true unless given.
-void read_metaspace(const Reader& r, const json& pre, const std::string& where, BpeModel& m) {
+// Metaspace as Hugging Face's tokenizers read it (one struct for the pre-tokenizer and the decoder): one replacement
+// character; prepend_scheme "always" unless given, a null refused; the older add_prefix_space false only beside
+// "never" (alone it contradicts the default, and Hugging Face refuses the file); split true unless given.
+MetaspaceStep read_metaspace(const Reader& r, const json& object, const std::string& where) {
   MetaspaceStep step;
-  step.replacement = r.string(pre, where, "replacement");
+  step.replacement = r.string(object, where, "replacement");
   if (step.replacement.empty() || utf8_sequence_length(step.replacement, 0) != step.replacement.size())
     r.fail(where + ".replacement", "expected one character, found \"" + step.replacement + "\"");
-  const auto scheme = pre.find("prepend_scheme");
-  if (scheme != pre.end() && !scheme->is_null()) {
-    const std::string name = r.string(pre, where, "prepend_scheme");
+  if (object.contains("prepend_scheme")) {
+    const std::string name = r.string(object, where, "prepend_scheme");
     if (name == "first")
       step.prepend = MetaspaceStep::Prepend::first;
     else if (name == "never")
@@ -215,13 +215,10 @@ void read_metaspace(const Reader& r, const json& pre, const std::string& where, 
     else if (name != "always")
       r.fail(where + ".prepend_scheme", "\"" + name + "\" is not one of always, first, never");
   }
-  if (!r.flag(pre, where, "add_prefix_space", true)) {
-    if (step.prepend != MetaspaceStep::Prepend::never && scheme != pre.end() && !scheme->is_null())
-      r.fail(where + ".add_prefix_space", "false contradicts prepend_scheme \"" + scheme->get<std::string>() + "\"");
-    step.prepend = MetaspaceStep::Prepend::never;
-  }
-  step.split = r.flag(pre, where, "split", true);
-  m.metaspace = std::move(step);
+  if (!r.flag(object, where, "add_prefix_space", true) && step.prepend != MetaspaceStep::Prepend::never)
+    r.fail(where + ".add_prefix_space", "false needs prepend_scheme \"never\" beside it (as Hugging Face reads it)");
+  step.split = r.flag(object, where, "split", true);
+  return step;
 }
 
 // Returns whether a ByteLevel step was there: without one, this is not a byte-level BPE.
@@ -234,7 +231,7 @@ bool read_pre_tokenizer(const Reader& r, const json& pre, const std::string& whe
            "Metaspace together with other pre-tokenizers is not supported (it comes alone in Mistral's and "
            "Llama's files)");
   if (type == "Metaspace") {
-    read_metaspace(r, pre, where, m);
+    m.metaspace = read_metaspace(r, pre, where);
     return false;
   }
   if (type == "Split") {
@@ -291,13 +288,9 @@ void read_decoder(const Reader& r, const json& decoder, const std::string& where
     if (r.get(decoder, where, "stop", json::value_t::number_integer) != 0)
       r.fail(where + ".stop", "only 0 is supported");
   } else if (type == "Metaspace") {
-    const std::string replacement = r.string(decoder, where, "replacement");
-    if (replacement.empty()) r.fail(where + ".replacement", "an empty replacement");
-    m.decoder_replacements.emplace_back(replacement, " ");
-    const auto scheme = decoder.find("prepend_scheme");
-    const bool never =
-        (scheme != decoder.end() && *scheme == "never") || !r.flag(decoder, where, "add_prefix_space", true);
-    m.strip_leading_spaces = never ? 0 : 1;
+    const MetaspaceStep step = read_metaspace(r, decoder, where);
+    m.decoder_replacements.emplace_back(step.replacement, " ");
+    m.strip_leading_spaces = step.prepend == MetaspaceStep::Prepend::never ? 0 : 1;
   } else if (type == "Sequence") {
     const json& list = r.get(decoder, where, "decoders", json::value_t::array);
     for (std::size_t i = 0; i < list.size(); ++i) read_decoder(r, list[i], log::concat(where, ".decoders[", i, "]"), m);

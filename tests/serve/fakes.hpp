@@ -183,8 +183,8 @@ inline HttpServerOptions test_options() {
   return options;
 }
 
-// A byte tokenizer with ChatML's special tokens: <|im_start|> 256, <|im_end|> 257, <|endoftext|> 258.
-// Bytes and ChatML's special tokens (256-258); with Mistral's template, its own after them (259-261).
+// A byte tokenizer with ChatML's special tokens: <|im_start|> 256, <|im_end|> 257, <|endoftext|> 258; with Mistral's
+// template, its own after them: [TOOL_CALLS] 259, </s> 260, <s> 261.
 inline std::unique_ptr<text::Tokenizer> test_tokenizer(std::string_view chat_template) {
   std::vector<std::string> specials = {"<|im_start|>", "<|im_end|>", "<|endoftext|>"};
   if (chat_template == "mistral-nemo") specials.insert(specials.end(), {"[TOOL_CALLS]", "</s>", "<s>"});

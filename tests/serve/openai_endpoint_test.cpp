@@ -358,9 +358,11 @@ BOOST_AUTO_TEST_CASE(tools_are_rendered_and_a_tool_call_is_parsed_back) {
   // As the model wrote them (json.dumps' style): a client echoes them, and the next prompt repeats the model's tokens.
   BOOST_TEST(call["function"]["arguments"] == "{\"a\": 1, \"b\": 2}");
   const std::string prompt = served.tokenizer->decode(served.generator.requests().at(0).prompt);
-  // the tool as the client wrote it (this client sorts keys), between the template's tags
-  BOOST_TEST(prompt.find("<tools>\n{\"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\"}}, "
-                         "\"type\": \"function\"}\n</tools>") != std::string::npos);
+  // the tool as vLLM hands it to the template (its request model's dump: "type" first, whatever order this client
+  // wrote; the description null where none was given), between the template's tags
+  BOOST_TEST(prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"add\", \"description\": null, "
+                         "\"parameters\": {\"type\": \"object\"}}}\n</tools>") != std::string::npos,
+             prompt);
 }
 
 // parallel_tool_calls false gives the first call only, whole or streamed (vLLM's since 0.11); the trace keeps every
@@ -487,8 +489,9 @@ BOOST_AUTO_TEST_CASE(llama3_tools_are_json_calls_of_the_whole_answer) {
   BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["arguments"] == "{\"a\": 1, \"b\": 2}");
   const std::string prompt = served.tokenizer->decode(served.generator.requests().at(0).prompt);
   BOOST_TEST(prompt.find("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n") != std::string::npos);
-  BOOST_TEST(prompt.find("Do not use variables.\n\n{\n    \"function\": {\n        \"name\": \"add\",") !=
-             std::string::npos);
+  BOOST_TEST(prompt.find("Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        "
+                         "\"name\": \"add\",\n        \"description\": null,") != std::string::npos,
+             prompt);
   served.generator.answer_text("The sum is 3.");  // no call: text
   BOOST_TEST(served.ok("/v1/chat/completions", request)["choices"][0]["message"]["content"] == "The sum is 3.");
 
@@ -543,8 +546,8 @@ BOOST_AUTO_TEST_CASE(mistral_calls_follow_their_token_with_ids_the_template_take
   const std::string id = made["id"];
   BOOST_TEST(id.size() == 9u);
   BOOST_TEST(served.tokenizer->decode(served.generator.requests().at(0).prompt) ==
-             "<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"add\", \"parameters\": "
-             "{\"type\": \"object\"}}}][/AVAILABLE_TOOLS][INST]Hi[/INST]");
+             "<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"add\", \"description\": null, "
+             "\"parameters\": {\"type\": \"object\"}}}][/AVAILABLE_TOOLS][INST]Hi[/INST]");
   json next = request;  // the call and its result sent back
   next["messages"].push_back(choice["message"]);
   next["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", "3"}});
@@ -770,6 +773,11 @@ BOOST_AUTO_TEST_CASE(malformed_or_out_of_range_requests_are_400_naming_the_field
   BOOST_TEST(param_of("{" + messages + R"(, "tool_choice": {"type": "function", "function": {"name": "x"}}})") ==
              "tool_choice");
   BOOST_TEST(param_of("{" + messages + R"(, "stream_options": {"include_usage": true}})") == "stream_options");
+  // Tools as vLLM's request model takes them: a function, its description text, its parameters an object.
+  for (const char* tool : {R"({"type": "retrieval", "function": {"name": "f"}})",
+                           R"({"type": "function", "function": {"name": "f", "description": 3}})",
+                           R"({"type": "function", "function": {"name": "f", "parameters": "{}"}})"})
+    BOOST_TEST(param_of("{" + messages + R"(, "tools": [)" + tool + "]}") == "tools", tool);
   // What changes the sampling and is not implemented here is refused, not ignored; its no-op values pass.
   for (const char* unimplemented : {R"("presence_penalty": 1.5)",
                                     R"("frequency_penalty": -1)",

@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(llama3_calls_are_the_whole_answer_in_json) {
 
 // Mistral writes [TOOL_CALLS] and a JSON list of calls (vLLM's mistral parser): the text before it is the content,
 // other markers are left out, text around the list falls back to the span from the first "[{" to the last "}]";
-// anything else is text. Its ids are 9 letters and digits, the only ones its template takes back.
+// anything else is text. Its ids are 9 letters and digits, as vLLM's (its template refuses ids of another length).
 BOOST_AUTO_TEST_CASE(mistral_calls_follow_their_marker) {
   constexpr ToolFormat mistral = ToolFormat::mistral;
   const auto two = parse_tool_calls(
@@ -165,6 +165,7 @@ BOOST_AUTO_TEST_CASE(mistral_calls_follow_their_marker) {
   BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {", mistral));  // cut short
   BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][{\"arguments\": {}}]", mistral));                // no name
   BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][]", mistral));
+  BOOST_TEST(!parse_tool_calls("[TOOL_CALLS][{\"name\": \"a\", \"parameters\": {}}]", mistral));  // Llama's key
   BOOST_TEST(!parse_tool_calls("<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", mistral));
   BOOST_TEST(tool_calls_start("ok [TOOL_CALLS][", mistral) == 3u);
   BOOST_TEST(text_before_tool_calls("ok [TOOL", mistral) == 3u);  // may begin the marker: held

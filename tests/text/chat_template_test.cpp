@@ -201,7 +201,7 @@ BOOST_AUTO_TEST_CASE(tool_calls_in_hermes_json) {
   // real template): with none, its template raises, and so do we.
   BOOST_TEST(ChatTemplate::named("llama3.1").render(c).find("Environment: ipython") != std::string::npos);
   Conversation system_only = c;
-  system_only.messages = {{"system", "S", std::nullopt, {}, ""}};
+  system_only.messages = {{"system", "S", std::nullopt, {}, "", false}};
   BOOST_CHECK_THROW(ChatTemplate::named("llama3.1").render(system_only), UsageError);
   Conversation without_tools = c;
   without_tools.tools.clear();
@@ -369,7 +369,11 @@ BOOST_AUTO_TEST_CASE(mistral_nemo_turns_tools_and_ids) {
              "function": {"name": "f", "arguments": {}}}]}])",
           "length 9");
   refused(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": "R"}])", "length 9");
-  refused(R"([{"role": "user", "content": "U"}, {"role": "system", "content": "S"}])",  // in an assistant's place
+  refused(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "A", "tool_calls": []}])",
+          "empty list of tool_calls");
+  BOOST_TEST(nemo.render(chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "A",
+                                  "tool_calls": null}])")) == "<s>[INST]U[/INST]A</s>");  // null: none given
+  refused(R"([{"role": "user", "content": "U"}, {"role": "system", "content": "S"}])",    // in an assistant's place
           "initial optional system message");
 }
 

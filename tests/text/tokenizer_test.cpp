@@ -309,6 +309,10 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_key) {
         j["pre_tokenizer"]["add_prefix_space"] = false;
       },
       "pre_tokenizer.add_prefix_space");
+  refused([&](json& j) { (j["pre_tokenizer"] = metaspace)["add_prefix_space"] = false; },  // "always" by default
+          "pre_tokenizer.add_prefix_space");
+  refused([&](json& j) { (j["pre_tokenizer"] = metaspace)["prepend_scheme"] = nullptr; },
+          "pre_tokenizer.prepend_scheme");
   const json split = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}};
   refused(
       [&](json& j) {
@@ -458,9 +462,10 @@ BOOST_AUTO_TEST_CASE(metaspace_pre_tokenizer) {
   BOOST_TEST(first->encode("ab<s>ab") == (Ids{sab, 1, ab}));
   BOOST_TEST(always->encode("ab<s>ab") == (Ids{sab, 1, sab}));
   BOOST_TEST(never->encode("ab") == (Ids{ab}));
-  // Files written before prepend_scheme: add_prefix_space true is always, false is never.
-  BOOST_TEST(with({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}})->encode("ab") ==
-             (Ids{ab}));
+  // Files written before prepend_scheme: add_prefix_space true is always; false needs never beside it.
+  BOOST_TEST(
+      with({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}, {"prepend_scheme", "never"}})
+          ->encode("ab") == (Ids{ab}));
   BOOST_TEST(with({{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", true}})->encode("ab<s>ab") ==
              (Ids{sab, 1, sab}));
   BOOST_TEST(first->decode(first->encode("a<s>ab")) == "a<s>ab");  // always would write "a<s> ab", as Hugging Face

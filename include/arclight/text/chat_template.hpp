@@ -26,7 +26,8 @@ struct Message {
   std::string content;
   std::optional<std::string> reasoning_content;  // Qwen3: the assistant's thinking, when given apart
   std::vector<ToolCall> tool_calls;
-  std::string tool_call_id;  // tool: the id of the call it answers, which Mistral's templates write
+  std::string tool_call_id;       // tool: the id of the call it answers, which Mistral's templates write
+  bool tool_calls_given = false;  // "tool_calls" not absent nor null: an empty list is a call to Mistral's templates
 };
 
 struct Conversation {
