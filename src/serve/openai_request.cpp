@@ -202,7 +202,7 @@ void check_tools(const json& tools) {
 
 // A tool as vLLM hands it to the template (its request model's dump): "type" and "function" first, the function's
 // name, description and parameters first, null where not given, the other keys after them as given. Templates write
-// tools whole (Qwen's tojson, Mistral's every key): a tool given without a description showed none.
+// tools whole (Qwen's tojson, Mistral's every key), so that the prompt holds what vLLM's would.
 json vllm_tool(const json& tool) {
   const json& function = tool["function"];
   json dumped = {{"name", function["name"]},
@@ -247,7 +247,7 @@ void read_tool_choice(const json& body, const json& tools, ChatRequest& out) {
   if (!has_tool(tools, out.tool_name)) bad("tool_choice", "no tool named \"" + out.tool_name + "\" in tools");
 }
 
-// The tools the prompt shows: all, or the one named.
+// The tools the prompt shows, as vLLM hands them on: all, or the one named.
 json tools_shown(const json& tools, const ChatRequest& request) {
   json out = json::array();
   for (const json& tool : tools)

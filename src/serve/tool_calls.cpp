@@ -22,8 +22,7 @@ std::string_view trim(std::string_view s) {
 
 // `arguments_required`: Llama 3.1's form, a bare JSON answer, is a call only with its arguments ("parameters" or
 // "arguments", as vLLM's llama3_json parser takes them): {"name": "Ada", "age": 36} is an answer the user asked for.
-std::optional<ParsedToolCall> call_of(std::string_view body, bool arguments_required = false) {
-  const auto call = text::parse_json<nlohmann::ordered_json>(body);
+std::optional<ParsedToolCall> call_of(const nlohmann::ordered_json& call, bool arguments_required = false) {
   if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return std::nullopt;
   if (arguments_required && !call.contains("parameters") && !call.contains("arguments")) return std::nullopt;
   const auto arguments =
@@ -34,6 +33,10 @@ std::optional<ParsedToolCall> call_of(std::string_view body, bool arguments_requ
   return ParsedToolCall{
       call["name"].get<std::string>(),
       text::as_tojson(arguments.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace))};
+}
+
+std::optional<ParsedToolCall> call_of(std::string_view body, bool arguments_required = false) {
+  return call_of(text::parse_json<nlohmann::ordered_json>(body), arguments_required);
 }
 
 constexpr std::string_view python_tag = "<|python_tag|>";  // Llama 3.1 may write it before a call
@@ -131,8 +134,7 @@ std::optional<ToolCallAnswer> parse_mistral_calls(std::string_view text) {
   ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
   for (const auto& item : list) {
     if (!item.is_object() || !item.contains("arguments")) return std::nullopt;  // vLLM's reads "arguments" only
-    std::optional<ParsedToolCall> call =
-        call_of(item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), true);
+    std::optional<ParsedToolCall> call = call_of(item, true);
     if (!call) return std::nullopt;
     answer.calls.push_back(std::move(*call));
   }
