@@ -39,8 +39,9 @@ function compare(modelPackage, count, seed, variant) {
   const json = JSON.parse(fs.readFileSync(path.join(models, "tokenizer.json"), "utf8"));
   const name = variant ? `${modelPackage} (${variant.name})` : modelPackage;
   if (variant) variant.rewrite(json);
-  const tokenizerPath = path.join(work, `${name.replace(/[^A-Za-z0-9]+/g, "_")}.json`);
-  fs.writeFileSync(tokenizerPath, JSON.stringify(json));
+  const tokenizerPath = variant ? path.join(work, `${name.replace(/[^A-Za-z0-9]+/g, "_")}.json`)
+                                : path.join(models, "tokenizer.json");
+  if (variant) fs.writeFileSync(tokenizerPath, JSON.stringify(json));
   const reference = new Tokenizer(json, JSON.parse(fs.readFileSync(path.join(models, "tokenizer_config.json"), "utf8")));
   const nfc = json.normalizer?.type === "NFC";
   const sentencePiece = json.model.byte_fallback === true;
