@@ -250,6 +250,9 @@ void bind_runner(ConfigBinder& b, Config& c) {
       ->check(number_at_least(0.001, true, "from 0.001 to 604800 seconds (a week)", a_week));
   b.opt("runner.decode_rows", c.runner.decode_rows, "sequences a runner's endpoint decodes together")
       ->check(CLI::Range(1, 4096));
+  b.opt("runner.reasoning_parser", c.runner.reasoning_parser,
+        "qwen3: chat answers give their <think> reasoning as reasoning_content (a thinking template); none")
+      ->check(CLI::IsMember({"none", "qwen3"}));
 }
 
 void bind_store(ConfigBinder& b, Config& c) {

@@ -3,15 +3,30 @@
 #include <algorithm>
 #include <chrono>
 
+#include "arclight/core/error.hpp"
+
 namespace arclight::app {
 
 ServedText served_text(const ModelConfig& model) {
-  if (model.source != ModelSource::hf)
-    return {text::make_scratch_chat_tokenizer(), text::ChatTemplate::named("chatml")};
-  return {text::load_tokenizer(model.path), text::load_chat_template(model.path, model.chat_template)};
+  if (model.source != ModelSource::hf) return {text::make_scratch_chat_tokenizer(), served_chat_template(model)};
+  return {text::load_tokenizer(model.path), served_chat_template(model)};
 }
 
-serve::ServedModel served_model(const ModelConfig& model, const ServedText& text, const model::Policy& policy) {
+text::ChatTemplate served_chat_template(const ModelConfig& model) {
+  if (model.source != ModelSource::hf) return text::ChatTemplate::named("chatml");
+  return text::load_chat_template(model.path, model.chat_template);
+}
+
+bool reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat) {
+  if (runner.reasoning_parser == "none") return false;
+  if (!chat.think)
+    throw UsageError("runner.reasoning_parser = " + runner.reasoning_parser + " reads the <think> blocks of a " +
+                     "template that thinks (qwen3); the served chat template, " + chat.name + ", has none");
+  return true;
+}
+
+serve::ServedModel served_model(const Config& config, const ServedText& text, const model::Policy& policy) {
+  const ModelConfig& model = config.model;
   std::string name = "arclight-scratch";
   if (model.source == ModelSource::hf) {
     name = model.path;
@@ -24,6 +39,7 @@ serve::ServedModel served_model(const ModelConfig& model, const ServedText& text
   served.chat_template = text.chat;
   served.max_context = policy.architecture().max_seq;
   served.stop_ids = text.chat.stop_ids(*text.tokenizer);
+  served.reasoning_parser = reasoning_parser_of(config.runner, text.chat);
   return served;
 }
 

@@ -19,9 +19,14 @@ struct ServedText {
   text::ChatTemplate chat;
 };
 ServedText served_text(const ModelConfig& model);
+text::ChatTemplate served_chat_template(const ModelConfig& model);  // served_text's template alone
+
+// runner.reasoning_parser, checked against the served template: qwen3 reads <think> blocks, which only a template
+// that thinks (Qwen3's) leads the model to write; another is bad input.
+bool reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat);
 
 // The endpoint's description of the policy (its name: the model directory's, or "arclight-scratch").
-serve::ServedModel served_model(const ModelConfig& model, const ServedText& text, const model::Policy& policy);
+serve::ServedModel served_model(const Config& config, const ServedText& text, const model::Policy& policy);
 
 // runner.http_* with the job's secret as the bearer token.
 serve::HttpServerOptions endpoint_options(const Config& config, const std::string& secret);

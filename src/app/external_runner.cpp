@@ -62,7 +62,7 @@ class ExternalRunner {
     // answers (their batches depend on timing: not reproducible anyway).
     std::random_device entropy;
     policy_.seed_sampling((std::uint64_t{entropy()} << 32 | entropy()) + static_cast<std::uint64_t>(rank));
-    serve::ServedModel model = served_model(config.model, text_, policy_);
+    serve::ServedModel model = served_model(config, text_, policy_);
     const std::string model_name = model.name;
     serve::add_openai_routes(server_, engine_, std::move(model), &backend_);
     serve::add_task_routes(server_, backend_);  // first: they take dequeue, spans and attempt ends from the rest

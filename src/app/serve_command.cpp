@@ -47,7 +47,7 @@ int serve_model(const Invocation& inv) {
   engine.resume(0);
   const std::string token = bearer_token();
   serve::HttpServer server(endpoint_options(config, token));
-  serve::add_openai_routes(server, engine, served_model(config.model, text, policy), nullptr);
+  serve::add_openai_routes(server, engine, served_model(config, text, policy), nullptr);
   server.start();
   std::printf("http://%s:%d/v1\n", serve::url_host(config.runner.http_host).c_str(), server.port());
   if (!std::getenv("ARCLIGHT_API_KEY")) std::printf("bearer token: %s\n", token.c_str());

@@ -28,6 +28,7 @@
 #include "arclight/core/version.hpp"
 #include "arclight/model/architecture.hpp"
 #include "arclight/text/chat_template.hpp"
+#include "endpoint.hpp"
 #include "roles.hpp"
 #include "weight_channel.hpp"
 
@@ -142,6 +143,7 @@ void check_training_config(const Config& config) {
     throw UsageError("model.dtype = float16 needs GPUs (a CUDA build, GPUs visible); on CPUs use bfloat16 or float32");
   const model::Architecture architecture = model::architecture_of(config.model, agent->vocab_size());
   chat_template_of(config.model);
+  if (config.runner.reasoning_parser != "none") reasoning_parser_of(config.runner, served_chat_template(config.model));
   model::lora_of(config.model);
   if (config.grpo.train_blocks > architecture.num_layers)
     throw UsageError(log::concat("grpo.train_blocks = ", config.grpo.train_blocks, " exceeds the model's ",

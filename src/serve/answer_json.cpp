@@ -19,6 +19,14 @@ json tool_calls_json(const ToolCallAnswer& calls, ToolFormat format) {
   return out;
 }
 
+// The answer's text (a forced call's beginning in front) as its reasoning and its content, which tool calls are read
+// from; all of it the content where the answer has no reasoning to tell apart.
+ReasoningSplit reasoning_and_content(const Answer& answer, std::size_t i) {
+  std::string text = answer.forced_call + answer.choices[i]->text();
+  if (!answer.thinking) return {"", std::move(text)};
+  return split_reasoning(text);
+}
+
 json tool_calls_indexed(json calls) {
   for (std::size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
   return calls;
@@ -102,9 +110,10 @@ json AnswerJson::completion_choice(const Answer& answer, std::size_t i) const {
 
 json AnswerJson::chat_choice(const Answer& answer, std::size_t i) const {
   const ChoiceReader& choice = *answer.choices[i];
-  const std::string text = answer.forced_call + choice.text();
-  json message = {{"role", "assistant"}, {"content", text}};
+  const ReasoningSplit parts = reasoning_and_content(answer, i);
+  json message = {{"role", "assistant"}, {"content", parts.content ? json(*parts.content) : json()}};
   std::string finish = choice.finish_reason();
+  const std::string text = parts.content.value_or("");
   if (auto calls = answer.tools ? parse_tool_calls(text, answer.tool_format) : std::nullopt) {
     if (answer.one_tool_call) calls->calls.resize(1);
     message["content"] = calls->content.empty() ? json() : json(calls->content);
@@ -114,6 +123,10 @@ json AnswerJson::chat_choice(const Answer& answer, std::size_t i) const {
     if (answer.tool_choice == ToolChoice::automatic || (answer.tool_choice == ToolChoice::required && finish == "stop"))
       finish = "tool_calls";
   }
+  if (answer.reasoning_parser) {  // null where the answer has none (thinking off)
+    const json reasoning = answer.thinking ? json(parts.reasoning) : json();
+    message["reasoning"] = message["reasoning_content"] = reasoning;
+  }
   return {{"index", i},
           {"message", std::move(message)},
           {"logprobs", answer.logprobs ? chat_logprobs(choice.tokens()) : json()},
@@ -121,21 +134,32 @@ json AnswerJson::chat_choice(const Answer& answer, std::size_t i) const {
           {"token_ids", choice.token_ids()}};
 }
 
-json AnswerJson::delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta,
-                              std::size_t& offset) const {
+json AnswerJson::delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset,
+                              const std::string& reasoning) const {
   std::vector<std::int32_t> ids;
   for (const StreamedToken& t : delta.tokens) ids.push_back(t.id);
   json out = {{"index", i}};
-  if (chat)
-    out["delta"] = {{"content", delta.text}};
-  else
+  if (chat) {
+    out["delta"] = json::object();
+    if (!reasoning.empty()) out["delta"]["reasoning"] = out["delta"]["reasoning_content"] = reasoning;
+    if (reasoning.empty() || !delta.text.empty()) out["delta"]["content"] = delta.text;  // tokens come with one
+  } else {
     out["text"] = delta.text;
+  }
   out["logprobs"] = !answer.logprobs ? json()
                     : chat           ? chat_logprobs(delta.tokens)
                                      : completion_logprobs(delta.tokens, offset);
   out["finish_reason"] = nullptr;
   out["token_ids"] = ids;
   return out;
+}
+
+json AnswerJson::reasoning_choice(std::size_t i, const std::string& reasoning) const {
+  return {{"index", i},
+          {"delta", {{"reasoning", reasoning}, {"reasoning_content", reasoning}}},
+          {"logprobs", nullptr},
+          {"finish_reason", nullptr},
+          {"token_ids", json::array()}};
 }
 
 // The finish reason; with tools, first the rest of the answer, its text past the `shown` characters sent before and
@@ -158,7 +182,7 @@ std::vector<json> AnswerJson::last_choices(const Answer& answer, std::size_t i, 
   if (shown == 0) {  // as the whole answer has it (the text before calls trimmed, none when empty)
     if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
   } else {  // what the text sent before lacks: up to the calls (trailing blanks dropped), or to the end
-    const std::string text = answer.forced_call + choice.text();
+    const std::string text = reasoning_and_content(answer, i).content.value_or("");
     std::string rest = text.substr(
         std::min(shown, text.size()),
         calls ? tool_calls_start(text, answer.tool_format) - std::min(shown, text.size()) : std::string::npos);

@@ -12,6 +12,7 @@
 #include "arclight/store/types.hpp"
 #include "choice_reader.hpp"
 #include "openai_request.hpp"
+#include "reasoning.hpp"
 #include "tool_calls.hpp"
 
 namespace arclight::serve {
@@ -44,6 +45,11 @@ struct Answer {
   std::string forced_call;
   ToolChoice tool_choice = ToolChoice::automatic;
   ToolFormat tool_format = ToolFormat::hermes;
+  // runner.reasoning_parser: the message tells its reasoning apart, as "reasoning" and "reasoning_content" (vLLM 0.11
+  // gives both); `thinking`: the answer begins with reasoning (Qwen3's template, enable_thinking not false, no call
+  // forced), split from the content at its </think>.
+  bool reasoning_parser = false;
+  bool thinking = false;
 
   ~Answer() {
     for (auto& choice : choices) choice->cancel();  // a reader gone: the engine need not finish them
@@ -73,7 +79,10 @@ class AnswerJson {
 
   // Streamed: one choice's event, a delta of its text (with `offset` as completion_logprobs'), its last events.
   json chunk(const Answer& answer, bool chat, json choice) const;
-  json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset) const;
+  // `reasoning`: what the delta adds to the reasoning (its text is the content's).
+  json delta_choice(const Answer& answer, std::size_t i, bool chat, const Delta& delta, std::size_t& offset,
+                    const std::string& reasoning = {}) const;
+  json reasoning_choice(std::size_t i, const std::string& reasoning) const;  // a piece of reasoning alone
   std::vector<json> last_choices(const Answer& answer, std::size_t i, bool chat, std::size_t shown) const;
 
  private:

@@ -3,6 +3,7 @@
 #include "arclight/serve/openai_endpoint.hpp"
 
 #include <random>
+#include <utility>
 
 #include "answer_json.hpp"
 #include "arclight/core/log.hpp"
@@ -69,6 +70,9 @@ class Endpoint {
     answer->forced_call = forced;
     answer->tool_choice = request.tool_choice;
     answer->one_tool_call = !request.parallel_tool_calls;
+    answer->reasoning_parser = model_.reasoning_parser;
+    // As vLLM's qwen3 parser: thinking unless the request turned it off (the prompt then closes an empty <think>).
+    answer->thinking = model_.reasoning_parser && request.enable_thinking != false && forced.empty();
     return respond(answer, true, request.sampling);
   }
 
@@ -302,7 +306,7 @@ class Endpoint {
           chat_(chat),
           include_usage_(include_usage),
           write_(write),
-          sent_(answer.choices.size(), Sent{StreamedToolCalls(answer.tool_format), true, 0, {}, 0}) {}
+          sent_(answer.choices.size(), Sent{StreamedToolCalls(answer.tool_format), true, 0, {}, 0, {}}) {}
 
     // The choices are read in turn, as vLLM interleaves them: each round waits for the first that has not ended (the
     // engine advances every choice of a response at each decode step) and takes what the others have by then.
@@ -340,9 +344,10 @@ class Endpoint {
     struct Sent {
       StreamedToolCalls calls;  // with tools: where they begin in `given`
       bool first = true;
-      std::size_t offset = 0;  // completions' log-probs: characters of text before the next token's
-      std::string given;       // with tools: the text the reader gave so far
-      std::size_t shown = 0;   // of it, sent: the text before the calls (their tokens come with them, at the end)
+      std::size_t offset = 0;       // completions' log-probs: characters of text before the next token's
+      std::string given;            // with tools: the text the reader gave so far
+      std::size_t shown = 0;        // of it, sent: the text before the calls (their tokens come with them, at the end)
+      StreamedReasoning reasoning;  // where the answer's reasoning is told apart
     };
 
     bool send(std::size_t i, json choice_json) {
@@ -353,10 +358,15 @@ class Endpoint {
       return write_(event(c));
     }
 
-    bool send_piece(std::size_t i, const Delta& delta) {
+    // With reasoning told apart, `delta`'s text is split: the reasoning goes as it comes, the content as without.
+    bool send_piece(std::size_t i, Delta& delta) {
       if (delta.text.empty() && delta.tokens.empty()) return true;
       Sent& sent = sent_[i];
-      if (!answer_.tools) return send(i, endpoint_.json_.delta_choice(answer_, i, chat_, delta, sent.offset));
+      std::string reasoning;
+      if (answer_.thinking) sent.reasoning.take(std::exchange(delta.text, std::string()), reasoning, delta.text);
+      if (!answer_.tools)
+        return send(i, endpoint_.json_.delta_choice(answer_, i, chat_, delta, sent.offset, reasoning));
+      if (!reasoning.empty() && !send(i, endpoint_.json_.reasoning_choice(i, reasoning))) return false;
       if (!answer_.forced_call.empty()) return true;  // the answer is a call from its first token
       sent.given += delta.text;
       // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
@@ -380,6 +390,8 @@ class Endpoint {
         return write_(
             event(json::parse(error_body(HttpError(500, "generation failed: " + choice.error(), "server_error")))));
       endpoint_.record(answer_, i);
+      const std::string reasoning = sent_[i].reasoning.rest();  // held while it might have begun </think>
+      if (!reasoning.empty() && !send(i, endpoint_.json_.reasoning_choice(i, reasoning))) return false;
       for (json& last : endpoint_.json_.last_choices(answer_, i, chat_, sent_[i].shown))
         if (!send(i, std::move(last))) return false;
       return true;

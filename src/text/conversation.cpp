@@ -132,8 +132,10 @@ Message message_of(const json& m, const std::string& where) {
   if (out.role == "developer") out.role = "system";  // OpenAI's newer name for it, which its clients send
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
     bad(where + ".role", "\"" + out.role + "\" is not one of system (or developer), user, assistant, tool");
-  const auto reasoning = m.find("reasoning_content");
-  if (reasoning != m.end() && reasoning->is_string()) out.reasoning_content = reasoning->get<std::string>();
+  // An answer's reasoning, under either name an OpenAI-style server gives it (vLLM 0.11 both, later "reasoning").
+  for (const char* name : {"reasoning_content", "reasoning"})
+    if (const auto reasoning = m.find(name); !out.reasoning_content && reasoning != m.end() && reasoning->is_string())
+      out.reasoning_content = reasoning->get<std::string>();
   const auto call_id = m.find("tool_call_id");
   if (call_id != m.end() && call_id->is_string()) out.tool_call_id = call_id->get<std::string>();
   const auto calls = m.find("tool_calls");

@@ -266,6 +266,12 @@ grep -q "^# model ($work/odd_template, compute float32, chat template chatml)" "
   fail "a named chat template: $(grep '^# model' "$work/out")"
 [ $failures = "$before" ] && passed=$((passed + 1))
 refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
+# A reasoning parser reads <think> blocks: a template that does not think would give every answer to the reasoning.
+refused "a reasoning parser beside a template that does not think" \
+  "runner.reasoning_parser = qwen3 reads the <think> blocks of a template that thinks (qwen3); the served chat template, chatml, has none" \
+  --model.path "$work/models/qwen3" --model.chat_template chatml --runner.reasoning_parser qwen3
+check_refused "a reasoning parser with a scratch model" "the served chat template, chatml, has none" \
+  --run.dir "$work/refused" --runner.reasoning_parser qwen3
 
 echo "$passed passed, $failures failed"
 [ $failures = 0 ]

@@ -641,6 +641,95 @@ BOOST_AUTO_TEST_CASE(a_streamed_answer_with_tools_shows_its_text_before_the_call
   BOOST_TEST(events.end()[-3]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "add");
 }
 
+// runner.reasoning_parser qwen3: the answer's <think> block is the message's reasoning (under both names vLLM 0.11
+// gives it), the rest its content, whole or streamed; without the parser the content is the whole answer.
+BOOST_AUTO_TEST_CASE(a_reasoning_parser_gives_the_think_block_apart) {
+  Served served(test_options(), 1024, "qwen3", /*reasoning_parser=*/true);
+  const std::string answer = "<think>\nTwo and two.\n</think>\n\nFour.";
+  served.generator.answer_text(answer);
+  json message = served.ok("/v1/chat/completions", hello_chat)["choices"][0]["message"];
+  BOOST_TEST(message["content"] == "\n\nFour.");
+  BOOST_TEST(message["reasoning"] == "\nTwo and two.\n");
+  BOOST_TEST(message["reasoning_content"] == message["reasoning"]);
+  // Cut short: all of it reasoning, no content.
+  json cut = hello_chat;
+  cut["max_tokens"] = 12;
+  message = served.ok("/v1/chat/completions", cut)["choices"][0]["message"];
+  BOOST_TEST(message["content"].is_null());
+  BOOST_TEST(message["reasoning"] == "\nTwo ");
+  // Thinking turned off (the prompt closes an empty <think>): all of it content, the reasoning null.
+  json no_thinking = hello_chat;
+  no_thinking["chat_template_kwargs"] = {{"enable_thinking", false}};
+  served.generator.answer_text("Four.");
+  message = served.ok("/v1/chat/completions", no_thinking)["choices"][0]["message"];
+  BOOST_TEST(message["content"] == "Four.");
+  BOOST_TEST((message.contains("reasoning_content") && message["reasoning_content"].is_null()));
+  // Streamed a byte a token: reasoning as it comes, then content, each token's id once.
+  served.generator.answer_text(answer);
+  served.generator.per_token = std::chrono::milliseconds(1);
+  json streamed = hello_chat;
+  streamed["stream"] = true;
+  const auto read = [&](const json& request) {
+    std::string reasoning, content;
+    std::vector<std::int32_t> ids;
+    bool reasoning_after_content = false;
+    for (const json& e : events_of(served.post("/v1/chat/completions", request)->body)) {
+      if (!e.is_object() || e["choices"].empty()) continue;
+      const json& c = e["choices"][0];
+      if (c["delta"].contains("reasoning")) {
+        BOOST_TEST(c["delta"]["reasoning_content"] == c["delta"]["reasoning"]);
+        reasoning += c["delta"]["reasoning"].get<std::string>();
+        reasoning_after_content |= !content.empty();
+      }
+      if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+      if (c.contains("token_ids") && c["finish_reason"].is_null())
+        for (const json& id : c["token_ids"]) ids.push_back(id.get<std::int32_t>());
+    }
+    BOOST_TEST(!reasoning_after_content);
+    return std::make_tuple(reasoning, content, ids);
+  };
+  auto [reasoning, content, ids] = read(streamed);
+  BOOST_TEST(reasoning == "\nTwo and two.\n");
+  BOOST_TEST(content == "\n\nFour.");
+  BOOST_TEST(ids == bytes_of(answer));
+  // The answer ends where "</thi" may have begun the close: held, then given as reasoning.
+  served.generator.answer_text("<think>\nplan </thi");
+  std::tie(reasoning, content, ids) = read(streamed);
+  BOOST_TEST(reasoning == "\nplan </thi");
+  BOOST_TEST(content == "");
+  BOOST_TEST(ids == bytes_of("<think>\nplan </thi"));
+
+  // With tools the calls are read from the content: a tag named in the reasoning is not one.
+  const std::string thought = "<think>\nI will call <tool_call> now.\n</think>\n\n";
+  const std::string call = "<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>";
+  served.generator.answer_text(thought + call);
+  json with_tools = hello_chat;
+  with_tools["tools"] = {add_tool};
+  const json choice = served.ok("/v1/chat/completions", with_tools)["choices"][0];
+  BOOST_TEST(choice["finish_reason"] == "tool_calls");
+  BOOST_TEST(choice["message"]["content"].is_null());
+  BOOST_TEST(choice["message"]["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST(choice["message"]["reasoning"] == "\nI will call <tool_call> now.\n");
+  with_tools["stream"] = true;
+  const std::vector<json> events = events_of(served.post("/v1/chat/completions", with_tools)->body);
+  std::string streamed_reasoning;
+  for (const json& e : events)
+    if (e.is_object() && !e["choices"].empty() && e["choices"][0]["delta"].contains("reasoning"))
+      streamed_reasoning += e["choices"][0]["delta"]["reasoning"].get<std::string>();
+  BOOST_TEST(streamed_reasoning == "\nI will call <tool_call> now.\n");
+  BOOST_TEST(streamed_text(events, "content") == "");
+  BOOST_REQUIRE(events.size() > 3);
+  BOOST_TEST(events.end()[-3]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST(events.end()[-2]["choices"][0]["token_ids"] == json(bytes_of(thought + call)));
+
+  // Without the parser: the whole answer is the content, and the message has no reasoning.
+  Served plain(test_options(), 1024, "qwen3");
+  plain.generator.answer_text(answer);
+  message = plain.ok("/v1/chat/completions", hello_chat)["choices"][0]["message"];
+  BOOST_TEST(message["content"] == answer);
+  BOOST_TEST(!message.contains("reasoning"));
+}
+
 BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {
   Served served;
   served.generator.answer_text("3");

@@ -128,6 +128,20 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
   BOOST_TEST(rendered.find("Today Date: " + date + "\n") != std::string::npos, rendered);
 }
 
+// An assistant turn's reasoning comes back under either name an OpenAI-style server answered it with (vLLM 0.11 gave
+// "reasoning" and "reasoning_content", later versions "reasoning" only); where both are given, reasoning_content.
+BOOST_AUTO_TEST_CASE(an_answers_reasoning_reads_under_either_name) {
+  const auto with = [](const std::string& fields) {
+    return ChatTemplate::named("qwen3").render(
+        chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", )" + fields + R"(, "content": "A"}])"));
+  };
+  const std::string expected = "assistant\n<think>\nR\n</think>\n\nA<|im_end|>";
+  BOOST_TEST(with(R"("reasoning_content": "R")").find(expected) != std::string::npos);
+  BOOST_TEST(with(R"("reasoning": "R")").find(expected) != std::string::npos);
+  BOOST_TEST(with(R"("reasoning": "other", "reasoning_content": "R")").find(expected) != std::string::npos);
+  BOOST_TEST(with(R"("reasoning_content": "R", "reasoning": "other")").find(expected) != std::string::npos);
+}
+
 // The tool definitions in Llama 3.1's user message are `tojson(indent=4)`: Python's json.dumps with an indent (the
 // expected text is its output). The reference test's tools hold no numbers, and JavaScript writes 1.0 as 1.
 BOOST_AUTO_TEST_CASE(llama3_tools_are_indented_as_python_json_dumps) {

@@ -21,6 +21,7 @@ struct ServedModel {
   std::optional<text::ChatTemplate> chat_template;  // none: /v1/chat/completions answers 400
   int max_context = 2048;                           // prompt and answer together, in tokens
   std::vector<text::TokenId> stop_ids;              // where every answer ends: the template's stop tokens, EOS
+  bool reasoning_parser = false;  // runner.reasoning_parser "qwen3": chat answers tell <think>'s reasoning apart
 };
 
 // Registers the routes on `server` (before it starts). `generator`, the model's tokenizer and `tracer` (nullptr:
