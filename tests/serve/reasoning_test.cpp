@@ -59,9 +59,14 @@ BOOST_AUTO_TEST_CASE(an_answer_cut_short_is_all_reasoning) {
 }
 
 BOOST_AUTO_TEST_CASE(a_stream_gives_what_the_whole_answer_gives_wherever_it_is_cut) {
-  const std::vector<std::string> answers = {
-      "<think>\nAdd them.\n</think>\n\nFour.", "Add them.</think>Four.", "<think>\nnever closed </thi",
-      "<th", "<think></think>", "<<think>></think></think>x", "a</th</think>b", "\xC3\xA9<think>\xF0\x9F\x98\x80</think>"};
+  const std::vector<std::string> answers = {"<think>\nAdd them.\n</think>\n\nFour.",
+                                            "Add them.</think>Four.",
+                                            "<think>\nnever closed </thi",
+                                            "<th",
+                                            "<think></think>",
+                                            "<<think>></think></think>x",
+                                            "a</th</think>b",
+                                            "\xC3\xA9<think>\xF0\x9F\x98\x80</think>"};
   std::mt19937 random(7);
   for (const std::string& answer : answers) {
     const ReasoningSplit whole = split_reasoning(answer);
