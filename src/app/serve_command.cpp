@@ -38,6 +38,7 @@ int serve_model(const Invocation& inv) {
   if (!inv.serve_host.empty()) config.runner.http_host = inv.serve_host;
   if (inv.serve_port >= 0) config.runner.http_port = inv.serve_port;
   const ServedText text = served_text(config.model);
+  reasoning_parser_of(config.runner, text.chat);  // before the weights load: a bad pairing is said at once
   // The served vocabulary: the model's (hf), else what the text needs, or more if the agent's tokens need it.
   const int vocab =
       std::max<int>(static_cast<int>(text.tokenizer->vocab_size()),

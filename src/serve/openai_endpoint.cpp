@@ -369,7 +369,7 @@ class Endpoint {
       if (!reasoning.empty() && !send(i, endpoint_.json_.reasoning_choice(i, reasoning))) return false;
       if (!answer_.forced_call.empty()) return true;  // the answer is a call from its first token
       sent.given += delta.text;
-      // Blanks before a call are not the answer's text (the whole answer trims them): held until text follows them.
+      // Blanks before a call are not the answer's text (the whole answer drops them): held until text follows them.
       const std::size_t before = sent.calls.text_before(sent.given);
       const std::size_t last = before == 0 ? std::string::npos : sent.given.find_last_not_of(" \t\r\n", before - 1);
       const std::size_t end = last == std::string::npos ? 0 : last + 1;

@@ -20,6 +20,13 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
 }
 
+// The text before an answer's calls, as its content: the blanks that lead up to the calls dropped, those it begins
+// with kept (a stream has sent them by the time it learns that calls follow: Qwen3's "\n\n" after </think>).
+std::string content_before_calls(std::string_view text) {
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return last == std::string_view::npos ? std::string() : std::string(text.substr(0, last + 1));
+}
+
 // `arguments_required`: Llama 3.1's form, a bare JSON answer, is a call only with its arguments ("parameters" or
 // "arguments", as vLLM's llama3_json parser takes them): {"name": "Ada", "age": 36} is an answer the user asked for.
 std::optional<ParsedToolCall> call_of(const nlohmann::ordered_json& call, bool arguments_required = false) {
@@ -131,7 +138,7 @@ std::optional<ToolCallAnswer> parse_mistral_calls(std::string_view text) {
     list = text::parse_json<nlohmann::ordered_json>(std::string_view(rest).substr(begin, end + 2 - begin));
   }
   if (!list.is_array() || list.empty()) return std::nullopt;
-  ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
+  ToolCallAnswer answer{content_before_calls(text.substr(0, at)), {}};
   for (const auto& item : list) {
     if (!item.is_object() || !item.contains("arguments")) return std::nullopt;  // vLLM's reads "arguments" only
     std::optional<ParsedToolCall> call = call_of(item, true);
@@ -203,7 +210,7 @@ std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat
   if (format == ToolFormat::mistral) return parse_mistral_calls(text);
   std::size_t at = tool_calls_start(text);
   if (at == std::string_view::npos) return std::nullopt;
-  ToolCallAnswer answer{std::string(trim(text.substr(0, at))), {}};
+  ToolCallAnswer answer{content_before_calls(text.substr(0, at)), {}};
   std::string_view rest = text.substr(at);
   while (!rest.empty()) {
     // Text between or after the calls is dropped, as vLLM's Hermes parser drops it: the calls are the answer (read

@@ -18,7 +18,7 @@ struct ParsedToolCall {
 };
 
 struct ToolCallAnswer {
-  std::string content;  // the text before the first call, trimmed
+  std::string content;  // the text before the first call, less the blanks before the call
   std::vector<ParsedToolCall> calls;
 };
 

@@ -721,6 +721,21 @@ BOOST_AUTO_TEST_CASE(a_reasoning_parser_gives_the_think_block_apart) {
   BOOST_REQUIRE(events.size() > 3);
   BOOST_TEST(events.end()[-3]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "add");
   BOOST_TEST(events.end()[-2]["choices"][0]["token_ids"] == json(bytes_of(thought + call)));
+  // Text between the reasoning and a call is the content, the same streamed as whole: the blanks before the call
+  // dropped, those after </think> kept (a stream has sent them before it knows a call follows).
+  served.generator.answer_text(thought + "Sure.\n" + call);
+  with_tools["stream"] = false;
+  BOOST_TEST(served.ok("/v1/chat/completions", with_tools)["choices"][0]["message"]["content"] == "\n\nSure.");
+  with_tools["stream"] = true;
+  BOOST_TEST(streamed_text(events_of(served.post("/v1/chat/completions", with_tools)->body), "content") == "\n\nSure.");
+
+  // A required call is begun in the prompt after an empty <think>: the answer is a call, no reasoning.
+  served.generator.answer_text("{\"name\": \"add\", \"arguments\": {}}\n</tool_call>");
+  with_tools["stream"] = false;
+  with_tools["tool_choice"] = "required";
+  const json forced = served.ok("/v1/chat/completions", with_tools)["choices"][0]["message"];
+  BOOST_TEST(forced["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST((forced.contains("reasoning") && forced["reasoning"].is_null()));
 
   // Without the parser: the whole answer is the content, and the message has no reasoning.
   Served plain(test_options(), 1024, "qwen3");

@@ -22,6 +22,8 @@ BOOST_AUTO_TEST_CASE(calls_after_the_text_are_read_in_order) {
   const auto answer = parse_tool_calls("Let me add.\n" + add_call + "\n" + add_call);
   BOOST_REQUIRE(answer);
   BOOST_TEST(answer->content == "Let me add.");
+  // The blanks the text begins with stay in it (a stream has sent them), those before the call do not.
+  BOOST_TEST(parse_tool_calls("\n Let me add. \n" + add_call)->content == "\n Let me add.");
   BOOST_TEST(answer->calls.size() == 2u);
   BOOST_TEST(answer->calls[1].name == "add");
   BOOST_TEST(answer->calls[1].arguments == R"({"a": 1})");
