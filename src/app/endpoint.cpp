@@ -19,9 +19,10 @@ text::ChatTemplate served_chat_template(const ModelConfig& model) {
 
 bool reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat) {
   if (runner.reasoning_parser == "none") return false;
-  if (!chat.think)
+  if (!chat.think && !chat.opens_think)
     throw UsageError("runner.reasoning_parser = " + runner.reasoning_parser + " reads the <think> blocks of a " +
-                     "template that thinks (qwen3); the served chat template, " + chat.name + ", has none");
+                     "template that thinks (qwen3, deepseek-r1); the served chat template, " + chat.name +
+                     ", has none");
   return true;
 }
 

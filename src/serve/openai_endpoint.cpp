@@ -71,8 +71,10 @@ class Endpoint {
     answer->tool_choice = request.tool_choice;
     answer->one_tool_call = !request.parallel_tool_calls;
     answer->reasoning_parser = model_.reasoning_parser;
-    // As vLLM's qwen3 parser: thinking unless the request turned it off (the prompt then closes an empty <think>).
-    answer->thinking = model_.reasoning_parser && request.enable_thinking != false && forced.empty();
+    // As vLLM's parsers: thinking where the prompt opens <think> (DeepSeek R1), else (Qwen3) unless the request turned
+    // it off (the prompt then closes an empty <think>).
+    answer->thinking = model_.reasoning_parser && forced.empty() &&
+                       (model_.chat_template->opens_think || request.enable_thinking != false);
     return respond(answer, true, request.sampling);
   }
 
@@ -130,7 +132,8 @@ class Endpoint {
     switch (model_.chat_template->family) {
       case text::TemplateFamily::llama3: return ToolFormat::llama3_json;
       case text::TemplateFamily::mistral: return ToolFormat::mistral;
-      case text::TemplateFamily::chatml: break;
+      case text::TemplateFamily::chatml:
+      case text::TemplateFamily::deepseek: break;  // DeepSeek's templates take no tools
     }
     return ToolFormat::hermes;
   }

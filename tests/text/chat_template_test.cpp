@@ -128,6 +128,52 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
   BOOST_TEST(rendered.find("Today Date: " + date + "\n") != std::string::npos, rendered);
 }
 
+// DeepSeek R1's template (the distilled Qwen and Llama models'), which has no reference here: the last system message
+// alone, an answer's reasoning left out (the text after its last </think>, blanks kept), tool results as one block,
+// and a generation prompt that opens <think>; no tool definitions, and calls refused (vLLM's objects fail it).
+BOOST_AUTO_TEST_CASE(deepseek_r1_leaves_reasoning_out_and_opens_think) {
+  const ChatTemplate r1 = ChatTemplate::named("deepseek-r1");
+  BOOST_TEST(r1.opens_think);
+  BOOST_TEST(!r1.think);
+  const auto c = chat(R"([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"},
+      {"role": "user", "content": "U"}, {"role": "assistant", "content": "<think>a</think>b</think>\n\nA"},
+      {"role": "tool", "content": "5"}, {"role": "tool", "content": "6"}, {"role": "assistant", "content": "B"},
+      {"role": "user", "content": "V"}])");
+  BOOST_TEST(r1.render(c, {true, std::nullopt}) ==
+             "<｜begin▁of▁sentence｜>S2<｜User｜>U<｜Assistant｜>\n\nA<｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
+             "<｜tool▁output▁begin｜>5<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>6<｜tool▁output▁end｜>"
+             "<｜tool▁outputs▁end｜>B<｜end▁of▁sentence｜><｜User｜>V<｜Assistant｜><think>\n");
+  // V3 joins the system messages, keeps the reasoning, and its prompt opens no <think>.
+  BOOST_TEST(ChatTemplate::named("deepseek-v3").render(c, {true, std::nullopt}).find("S1\n\nS2<｜User｜>") !=
+             std::string::npos);
+  BOOST_TEST(ChatTemplate::named("deepseek-v3").render(c, {true, std::nullopt}).find("b</think>\n\nA") !=
+             std::string::npos);
+  // A prompt that ends in tool results gets no generation prompt: the model goes on after them.
+  const auto after_tool = chat(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": "5"}])");
+  BOOST_TEST(r1.render(after_tool, {true, std::nullopt}) ==
+             "<｜begin▁of▁sentence｜><｜User｜>U<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>5<｜tool▁output▁end｜>"
+             "<｜tool▁outputs▁end｜>");
+  BOOST_CHECK_THROW(r1.render(chat(R"({"messages": [{"role": "user", "content": "U"}], "tools": [{"type":
+      "function", "function": {"name": "f"}}]})")),
+                    UsageError);
+  BOOST_CHECK_THROW(r1.render(chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "",
+      "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}])")),
+                    UsageError);
+  BOOST_TEST(ChatTemplate::recognize("{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% set c = c.split('</think>')[-1] %}"
+                                     "{{'<｜Assistant｜><think>\\n'}}",
+                                     "x")
+                 .name == "deepseek-r1");
+  BOOST_TEST(
+      ChatTemplate::recognize("{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% set ns.system_prompt = ns.system_prompt + "
+                              "'\n\n' + message['content'] %}",
+                              "x")
+          .name == "deepseek-v3");
+  // DeepSeek V3.1's thinking switch, or an R1 template whose prompt opens no <think>: not built in.
+  BOOST_CHECK_THROW(
+      ChatTemplate::recognize("{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% if thinking %}<think>{% endif %}", "x"),
+      TokenizerFileError);
+}
+
 // An assistant turn's reasoning comes back under either name an OpenAI-style server answered it with (vLLM 0.11 gave
 // "reasoning" and "reasoning_content", later versions "reasoning" only); where both are given, reasoning_content.
 BOOST_AUTO_TEST_CASE(an_answers_reasoning_reads_under_either_name) {

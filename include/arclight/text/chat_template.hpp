@@ -1,8 +1,9 @@
 #pragma once
 // Chat templates: messages (system, user, assistant with tool calls, tool) to the text a model was trained on, and
 // to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's <think> blocks, Qwen2.5's default
-// system prompt, Hermes-style <tool_call> JSON), Llama 3 (3.0, and 3.1's system preamble) and Mistral NeMo's [INST]
-// turns with [TOOL_CALLS] and their ids. A model directory's
+// system prompt, Hermes-style <tool_call> JSON), Llama 3 (3.0, and 3.1's system preamble), Mistral NeMo's [INST]
+// turns with [TOOL_CALLS] and their ids, and DeepSeek's <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its
+// distilled Qwen and Llama models carry it). A model directory's
 // tokenizer_config.json `chat_template` (or chat_template.jinja) is recognised by its markers; a template that
 // matches none is an error unless a name is given.
 #include <filesystem>
@@ -51,19 +52,20 @@ struct RenderOptions {
   std::optional<bool> enable_thinking;  // Qwen3: false adds an empty <think></think> after that header
 };
 
-enum class TemplateFamily { chatml, llama3, mistral };
+enum class TemplateFamily { chatml, llama3, mistral, deepseek };
 
 inline constexpr std::string_view known_templates =
-    "chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2, mistral-nemo";
+    "chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1, llama3.2, mistral-nemo, deepseek-v3, deepseek-r1";
 
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
   std::string name;               // one of known_templates
   bool think = false;             // Qwen3: <think> blocks of assistant turns after the last user query
+  bool opens_think = false;       // DeepSeek R1: the generation prompt opens <think>: every answer begins reasoning
   std::string default_system;     // Qwen2 and 2.5: the system prompt used when the conversation gives none
   bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
   bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
-  std::string bos_token;          // Llama 3 and Mistral: <|begin_of_text|>, <s>, first in the text
+  std::string bos_token;  // Llama 3, Mistral, DeepSeek: <|begin_of_text|>, <s>, <｜begin▁of▁sentence｜>, first
   // ChatML: Hermes-style tools (<tools>, <tool_call>, <tool_response>); false for a model's own template that has
   // none (plain ChatML, Qwen2-Instruct's), which then refuses tools and tool turns rather than render them otherwise.
   bool tool_format = true;
