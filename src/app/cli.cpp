@@ -251,7 +251,7 @@ void bind_runner(ConfigBinder& b, Config& c) {
   b.opt("runner.decode_rows", c.runner.decode_rows, "sequences a runner's endpoint decodes together")
       ->check(CLI::Range(1, 4096));
   b.opt("runner.reasoning_parser", c.runner.reasoning_parser,
-        "qwen3 or deepseek_r1 (vLLM's names, one parser): chat answers give their <think> reasoning apart; none")
+        "qwen3 or deepseek_r1 (vLLM's parsers): chat answers give their <think> reasoning apart; none")
       ->check(CLI::IsMember({"none", "qwen3", "deepseek_r1"}));
 }
 

@@ -17,13 +17,13 @@ text::ChatTemplate served_chat_template(const ModelConfig& model) {
   return text::load_chat_template(model.path, model.chat_template);
 }
 
-bool reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat) {
-  if (runner.reasoning_parser == "none") return false;
+serve::ReasoningParser reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat) {
+  if (runner.reasoning_parser == "none") return serve::ReasoningParser::none;
   if (!chat.think && !chat.opens_think)
     throw UsageError("runner.reasoning_parser = " + runner.reasoning_parser + " reads the <think> blocks of a " +
                      "template that thinks (qwen3, deepseek-r1); the served chat template, " + chat.name +
                      ", has none");
-  return true;
+  return runner.reasoning_parser == "qwen3" ? serve::ReasoningParser::qwen3 : serve::ReasoningParser::deepseek_r1;
 }
 
 serve::ServedModel served_model(const Config& config, const ServedText& text, const model::Policy& policy) {

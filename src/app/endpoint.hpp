@@ -21,9 +21,9 @@ struct ServedText {
 ServedText served_text(const ModelConfig& model);
 text::ChatTemplate served_chat_template(const ModelConfig& model);  // served_text's template alone
 
-// runner.reasoning_parser, checked against the served template: qwen3 reads <think> blocks, which only a template
-// that thinks (Qwen3's) leads the model to write; another is bad input.
-bool reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat);
+// runner.reasoning_parser, checked against the served template: qwen3 and deepseek_r1 read <think> blocks, which only
+// a template that thinks (Qwen3's, DeepSeek R1's) leads the model to write; another is bad input.
+serve::ReasoningParser reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat);
 
 // The endpoint's description of the policy (its name: the model directory's, or "arclight-scratch").
 serve::ServedModel served_model(const Config& config, const ServedText& text, const model::Policy& policy);

@@ -70,11 +70,12 @@ class Endpoint {
     answer->forced_call = forced;
     answer->tool_choice = request.tool_choice;
     answer->one_tool_call = !request.parallel_tool_calls;
-    answer->reasoning_parser = model_.reasoning_parser;
-    // As vLLM's parsers: thinking where the prompt opens <think> (DeepSeek R1), else (Qwen3) unless the request turned
-    // it off (the prompt then closes an empty <think>).
-    answer->thinking = model_.reasoning_parser && forced.empty() &&
-                       (model_.chat_template->opens_think || request.enable_thinking != false);
+    answer->reasoning_parser = model_.reasoning_parser != ReasoningParser::none;
+    // A forced call begins after the prompt: no reasoning. deepseek_r1 ignores enable_thinking, as vLLM's; qwen3 takes
+    // it (the prompt then closes an empty <think>) unless the prompt opened <think> itself (DeepSeek R1's).
+    answer->thinking = answer->reasoning_parser && forced.empty() &&
+                       (model_.reasoning_parser == ReasoningParser::deepseek_r1 || model_.chat_template->opens_think ||
+                        request.enable_thinking != false);
     return respond(answer, true, request.sampling);
   }
 

@@ -298,11 +298,11 @@ std::string render_mistral(const ChatTemplate& t, const Conversation& c) {
 }
 
 // DeepSeek's templates, V3's and R1's (the distilled Qwen and Llama models carry R1's), as vLLM renders them: content
-// is never none there (null comes as ""), so V3's template writes an assistant turn's content and never its calls,
-// and R1's, which writes calls with their arguments pasted as text, fails on the objects vLLM passes (an error, 400).
-// Neither writes tool definitions. R1: the last system message alone (V3: all of them, apart by a blank line), an
-// answer's reasoning left out (the text after its last </think>), and a generation prompt that opens <think>. Tool
-// results are one block from the first to the next turn; a later block has no opening (the templates never reset it).
+// is never none there (null comes as ""), so they write an assistant turn's content and never its calls (both write
+// calls only "if content is none"). Neither writes tool definitions. R1: the last system message alone (V3: all of
+// them, apart by a blank line), an answer's reasoning left out (the text after its last </think>), and a generation
+// prompt that opens <think>. Tool results are one block from the first to the next turn; a later block has no opening
+// (the templates never reset it).
 constexpr std::string_view deepseek_end = "<｜end▁of▁sentence｜>";
 
 std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
@@ -322,10 +322,6 @@ std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const 
       in_tool_outputs = false;
       out += "<｜User｜>" + m.content;
     } else if (m.role == "assistant") {
-      if (r1 && !m.tool_calls.empty())
-        throw UsageError("chat template " + t.name +
-                         ": its tool calls take arguments as text, and vLLM hands them on as objects (the template "
-                         "fails): leave tool_calls out of assistant messages");
       if (in_tool_outputs) {
         out += "<｜tool▁outputs▁end｜>" + m.content + std::string(deepseek_end);
         in_tool_outputs = false;
@@ -426,9 +422,11 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     if (!has("Cutting Knowledge Date")) return named("llama3");
     return named(has("strftime_now") ? "llama3.2" : "llama3.1");
   }
-  // DeepSeek's: R1's by the reasoning it leaves out of answers and the <think> its generation prompt opens; V3's by how
-  // it joins system messages and by having no <think>. Others (V3.1's thinking switch, R1's older ones) are not built
-  // in.
+  // DeepSeek's, each by what sets it apart from its kin: R1's (the distills') by the reasoning it leaves out of
+  // answers, the <think> its generation prompt opens, the last system message alone and later tool results on a new
+  // line (the full R1's joins system messages and writes no newline there); V3's by joined system messages and no
+  // <think>, a turn by turn (V3-0324's writes <｜Assistant｜> after each user turn). Both write calls only where
+  // content is none. Others (V3.1's thinking switch, R1's older ones, those) are not built in.
   if (has("<｜User｜>") && has("<｜Assistant｜>")) {
     // A newline in a Jinja string is written as an escape or as itself.
     const auto has_either = [&](const std::string& escaped) {
@@ -436,8 +434,13 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
       for (std::size_t at; (at = raw.find("\\n")) != std::string::npos;) raw.replace(at, 2, "\n");
       return has(escaped) || has(raw);
     };
-    if (has("split('</think>')[-1]") && has_either("'<｜Assistant｜><think>\\n'")) return named("deepseek-r1");
-    if (has_either("ns.system_prompt + '\\n\\n' + message['content']") && !has("think")) return named("deepseek-v3");
+    const bool calls_where_no_content = has("message['content'] is none") && !has("is_last_user");
+    if (calls_where_no_content && has("split('</think>')[-1]") && has_either("'<｜Assistant｜><think>\\n'") &&
+        has("set ns.system_prompt = message['content']") && !has("is_first_sp") &&
+        has_either("'\\n<｜tool▁output▁begin｜>'"))
+      return named("deepseek-r1");
+    if (calls_where_no_content && has_either("ns.system_prompt + '\\n\\n' + message['content']") && !has("think"))
+      return named("deepseek-v3");
     throw TokenizerFileError(where + ": a DeepSeek template other than V3's and R1's is not built in; name one (" +
                              std::string(known_templates) + ")");
   }

@@ -200,7 +200,7 @@ struct Served {
   std::unique_ptr<httplib::Client> client;
 
   explicit Served(HttpServerOptions options = test_options(), int max_context = 1024,
-                  std::string_view chat_template = "chatml", bool reasoning_parser = false)
+                  std::string_view chat_template = "chatml", ReasoningParser reasoning_parser = ReasoningParser::none)
       : tokenizer(test_tokenizer(chat_template)), server(std::move(options)) {
     const text::ChatTemplate chat = text::ChatTemplate::named(chat_template);
     // The template's stops, as served_model sets them, and <|endoftext|> as EOS where the template has none here

@@ -644,7 +644,7 @@ BOOST_AUTO_TEST_CASE(a_streamed_answer_with_tools_shows_its_text_before_the_call
 // runner.reasoning_parser qwen3: the answer's <think> block is the message's reasoning (under both names vLLM 0.11
 // gives it), the rest its content, whole or streamed; without the parser the content is the whole answer.
 BOOST_AUTO_TEST_CASE(a_reasoning_parser_gives_the_think_block_apart) {
-  Served served(test_options(), 1024, "qwen3", /*reasoning_parser=*/true);
+  Served served(test_options(), 1024, "qwen3", ReasoningParser::qwen3);
   const std::string answer = "<think>\nTwo and two.\n</think>\n\nFour.";
   served.generator.answer_text(answer);
   json message = served.ok("/v1/chat/completions", hello_chat)["choices"][0]["message"];
@@ -747,7 +747,7 @@ BOOST_AUTO_TEST_CASE(a_reasoning_parser_gives_the_think_block_apart) {
 
 // DeepSeek R1's prompt opens <think> itself: its answers begin with reasoning whatever enable_thinking says.
 BOOST_AUTO_TEST_CASE(deepseek_r1_answers_are_reasoning_up_to_their_close) {
-  Served served(test_options(), 1024, "deepseek-r1", /*reasoning_parser=*/true);
+  Served served(test_options(), 1024, "deepseek-r1", ReasoningParser::deepseek_r1);
   served.generator.answer_text("Two and two.\n</think>\n\nFour.");
   json request = hello_chat;
   request["chat_template_kwargs"] = {{"enable_thinking", false}};
@@ -759,6 +759,17 @@ BOOST_AUTO_TEST_CASE(deepseek_r1_answers_are_reasoning_up_to_their_close) {
   request["tools"] = {add_tool};  // its template writes no tool definitions
   BOOST_TEST(error_of(served.post("/v1/chat/completions", request), 400)["message"].get<std::string>().find(
                  "writes no tool definitions") != std::string::npos);
+  // vLLM's deepseek_r1 parser ignores enable_thinking beside a Qwen3 template too: an answer without </think> is
+  // reasoning; its qwen3 parser makes it content.
+  json no_thinking = hello_chat;
+  no_thinking["chat_template_kwargs"] = {{"enable_thinking", false}};
+  for (const auto parser : {ReasoningParser::deepseek_r1, ReasoningParser::qwen3}) {
+    Served qwen3(test_options(), 1024, "qwen3", parser);
+    qwen3.generator.answer_text("Four.");
+    const json m = qwen3.ok("/v1/chat/completions", no_thinking)["choices"][0]["message"];
+    BOOST_TEST(m["content"] == (parser == ReasoningParser::qwen3 ? json("Four.") : json()));
+    BOOST_TEST(m["reasoning"] == (parser == ReasoningParser::qwen3 ? json() : json("Four.")));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {

@@ -156,22 +156,24 @@ BOOST_AUTO_TEST_CASE(deepseek_r1_leaves_reasoning_out_and_opens_think) {
   BOOST_CHECK_THROW(r1.render(chat(R"({"messages": [{"role": "user", "content": "U"}], "tools": [{"type":
       "function", "function": {"name": "f"}}]})")),
                     UsageError);
-  BOOST_CHECK_THROW(r1.render(chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "",
-      "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}])")),
-                    UsageError);
-  BOOST_TEST(ChatTemplate::recognize("{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% set c = c.split('</think>')[-1] %}"
-                                     "{{'<｜Assistant｜><think>\\n'}}",
-                                     "x")
-                 .name == "deepseek-r1");
-  BOOST_TEST(
-      ChatTemplate::recognize("{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% set ns.system_prompt = ns.system_prompt + "
-                              "'\n\n' + message['content'] %}",
-                              "x")
-          .name == "deepseek-v3");
-  // DeepSeek V3.1's thinking switch, or an R1 template whose prompt opens no <think>: not built in.
-  BOOST_CHECK_THROW(
-      ChatTemplate::recognize("{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% if thinking %}<think>{% endif %}", "x"),
-      TokenizerFileError);
+  // Calls are written only where content is none, which it never is under vLLM: the content is.
+  BOOST_TEST(r1.render(chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "ok",
+      "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}])")) ==
+             "<｜begin▁of▁sentence｜><｜User｜>U<｜Assistant｜>ok<｜end▁of▁sentence｜>");
+  // Recognised by what sets each apart from its kin (marker snippets, not the templates).
+  const std::string deepseek = "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{% if message['content'] is none %}";
+  const std::string r1_marks = deepseek +
+                               "{% set ns.system_prompt = message['content'] %}{% set c = c.split('</think>')[-1] %}"
+                               "{{'\\n<｜tool▁output▁begin｜>'}}{{'<｜Assistant｜><think>\\n'}}";
+  BOOST_TEST(ChatTemplate::recognize(r1_marks, "x").name == "deepseek-r1");
+  const std::string v3_marks = deepseek + "{% set ns.system_prompt = ns.system_prompt + '\n\n' + message['content'] %}";
+  BOOST_TEST(ChatTemplate::recognize(v3_marks, "x").name == "deepseek-v3");
+  // The full R1's (system messages joined: is_first_sp), V3-0324's (is_last_user), V3.1's thinking switch, an R1 whose
+  // prompt opens no <think>: not built in.
+  for (const std::string& other :
+       {r1_marks + "{% if ns.is_first_sp %}", v3_marks + "{% set ns.is_last_user = true %}",
+        deepseek + "{% if thinking %}<think>{% endif %}", deepseek + "{% set c = c.split('</think>')[-1] %}"})
+    BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
 }
 
 // An assistant turn's reasoning comes back under either name an OpenAI-style server answered it with (vLLM 0.11 gave

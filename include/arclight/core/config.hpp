@@ -107,8 +107,8 @@ struct RunnerConfig {
   std::size_t http_max_body_bytes = 4 << 20;  // a larger request body is answered 413
   double http_timeout_seconds = 30;           // a connection idle or half-sent this long is closed
   int decode_rows = 64;                       // sequences decoded together (continuous batching)
-  // "qwen3" or "deepseek_r1" (vLLM's --reasoning-parser names; they split alike here): chat answers give a thinking
-  // template's <think> reasoning apart; "none"
+  // "qwen3" or "deepseek_r1" (vLLM's --reasoning-parser names; the latter ignores enable_thinking): chat answers give
+  // a thinking template's <think> reasoning apart; "none"
   std::string reasoning_parser = "none";
 };
 

@@ -15,13 +15,18 @@
 
 namespace arclight::serve {
 
+// qwen3: an answer begins with reasoning unless the request turned thinking off (or the prompt opened <think>, as
+// DeepSeek R1's does); deepseek_r1: always (it ignores enable_thinking).
+enum class ReasoningParser { none, qwen3, deepseek_r1 };
+
 struct ServedModel {
   std::string name;                                 // what /v1/models lists and answers name
   const text::Tokenizer* tokenizer = nullptr;       // outlives the server
   std::optional<text::ChatTemplate> chat_template;  // none: /v1/chat/completions answers 400
   int max_context = 2048;                           // prompt and answer together, in tokens
   std::vector<text::TokenId> stop_ids;              // where every answer ends: the template's stop tokens, EOS
-  bool reasoning_parser = false;  // runner.reasoning_parser "qwen3": chat answers tell <think>'s reasoning apart
+  // runner.reasoning_parser: chat answers tell <think>'s reasoning apart, as vLLM's parsers of these names do
+  ReasoningParser reasoning_parser = ReasoningParser::none;
 };
 
 // Registers the routes on `server` (before it starts). `generator`, the model's tokenizer and `tracer` (nullptr:
