@@ -179,8 +179,9 @@ std::vector<json> AnswerJson::last_choices(const Answer& answer, std::size_t i, 
   const json whole = chat_choice(answer, i);
   json delta = json::object();
   const bool calls = whole["message"].contains("tool_calls");
-  if (shown ==
-      0) {  // as the whole answer has it (the text before the calls less the blanks before them, none when empty)
+  // Nothing sent yet: as the whole answer has it (the text before the calls less the blanks before them, none when
+  // empty).
+  if (shown == 0) {
     if (!whole["message"]["content"].is_null()) delta["content"] = whole["message"]["content"];
   } else {  // what the text sent before lacks: up to the calls (trailing blanks dropped), or to the end
     const std::string text = reasoning_and_content(answer, i).content.value_or("");

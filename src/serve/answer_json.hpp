@@ -46,8 +46,8 @@ struct Answer {
   ToolChoice tool_choice = ToolChoice::automatic;
   ToolFormat tool_format = ToolFormat::hermes;
   // runner.reasoning_parser: the message tells its reasoning apart, as "reasoning" and "reasoning_content" (vLLM 0.11
-  // gives both); `thinking`: the answer begins with reasoning (Qwen3's template, enable_thinking not false, no call
-  // forced), split from the content at its </think>.
+  // gives both); `thinking`: the answer begins with reasoning (no call forced; Qwen3's template with enable_thinking
+  // not false, DeepSeek R1's, or the deepseek_r1 parser), split from the content at its </think>.
   bool reasoning_parser = false;
   bool thinking = false;
 

@@ -1,9 +1,8 @@
 #pragma once
 // An answer's reasoning told apart from its content, as vLLM's reasoning parsers qwen3 and deepseek_r1 do
-// (runner.reasoning_parser):
-// a <think> that begins the answer is dropped, the text up to the first </think> is the reasoning, the text after it
-// the content; an answer with no </think> is all reasoning (it was cut short). No HTTP, no engine: a pure function
-// of the text, given whole or as it grows.
+// (runner.reasoning_parser): a <think> that begins the answer is dropped, the text up to the first </think> is the
+// reasoning, the text after it the content; an answer with no </think> is all reasoning (it was cut short). No HTTP,
+// no engine: a pure function of the text, given whole or as it grows.
 #include <optional>
 #include <string>
 #include <string_view>

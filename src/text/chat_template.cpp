@@ -424,8 +424,8 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
   }
   // DeepSeek's, each by what sets it apart from its kin: R1's (the distills') by the reasoning it leaves out of
   // answers, the <think> its generation prompt opens, the last system message alone and later tool results on a new
-  // line (the full R1's joins system messages and writes no newline there); V3's by joined system messages and no
-  // <think>, a turn by turn (V3-0324's writes <｜Assistant｜> after each user turn). Both write calls only where
+  // line (the full R1's joins system messages and writes no newline there); V3's by joined system messages, no <think>
+  // and no is_last_user (V3-0324's, which writes <｜Assistant｜> after each user turn). Both write calls only where
   // content is none. Others (V3.1's thinking switch, R1's older ones, those) are not built in.
   if (has("<｜User｜>") && has("<｜Assistant｜>")) {
     // A newline in a Jinja string is written as an escape or as itself.
