@@ -1,21 +1,10 @@
 #include "reasoning.hpp"
 
-#include <algorithm>
 #include <utility>
 
+#include "text_tags.hpp"
+
 namespace arclight::serve {
-namespace {
-
-constexpr std::string_view think_open = "<think>", think_close = "</think>";
-
-// The length of `text`'s longest tail that begins `tag` without being all of it.
-std::size_t tail_that_may_begin(std::string_view text, std::string_view tag) {
-  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (tag.substr(0, n) == text.substr(text.size() - n)) return n;
-  return 0;
-}
-
-}  // namespace
 
 void StreamedReasoning::take(std::string_view piece, std::string& reasoning, std::string& content) {
   held_ += piece;
@@ -27,9 +16,9 @@ void StreamedReasoning::take(std::string_view piece, std::string& reasoning, std
   if (part_ == Part::reasoning) {
     const std::size_t close = held_.find(think_close);
     if (close == std::string::npos) {
-      const std::size_t keep = tail_that_may_begin(held_, think_close);
-      reasoning.append(held_, 0, held_.size() - keep);
-      held_.erase(0, held_.size() - keep);
+      const std::size_t held = held_tail(held_, think_close);
+      reasoning.append(held_, 0, held);
+      held_.erase(0, held);
       return;
     }
     reasoning.append(held_, 0, close);

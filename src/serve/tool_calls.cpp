@@ -7,6 +7,7 @@
 
 #include "arclight/text/chat_template.hpp"
 #include "arclight/text/json_input.hpp"
+#include "text_tags.hpp"
 
 namespace arclight::serve {
 namespace {
@@ -94,8 +95,6 @@ std::optional<ToolCallAnswer> parse_llama3_calls(std::string_view text) {
   return answer;
 }
 
-constexpr std::string_view think_open = "<think>";
-constexpr std::string_view think_close = "</think>";
 // StreamedToolCalls looks back open_tag.size() - 1 bytes for a tag that straddles the text it saw before.
 static_assert(think_open.size() <= open_tag.size() && think_close.size() <= open_tag.size());
 
@@ -110,13 +109,6 @@ std::size_t after_reasoning(std::string_view text) {
   const std::size_t opened = text.rfind(think_open), closed = text.rfind(think_close);
   if (reasoning_under_way(opened, closed)) return std::string_view::npos;
   return closed == std::string_view::npos ? 0 : closed;
-}
-
-// Where a tail that may be the start of `tag` begins; the text's end where there is none.
-std::size_t held_tail(std::string_view text, std::string_view tag = open_tag) {
-  for (std::size_t keep = std::min(text.size(), tag.size() - 1); keep > 0; --keep)
-    if (text.substr(text.size() - keep) == tag.substr(0, keep)) return text.size() - keep;
-  return text.size();
 }
 
 constexpr std::string_view mistral_marker = "[TOOL_CALLS]";
@@ -172,7 +164,7 @@ std::size_t text_before_tool_calls(std::string_view text, ToolFormat format) {
   const std::size_t from = after_reasoning(text);
   if (from == std::string_view::npos) return text.size();
   if (const std::size_t tag = text.find(open_tag, from); tag != std::string_view::npos) return tag;
-  return held_tail(text);
+  return held_tail(text, open_tag);
 }
 
 std::size_t StreamedToolCalls::text_before(std::string_view text) {
@@ -202,7 +194,7 @@ std::size_t StreamedToolCalls::text_before(std::string_view text) {
     if (const std::size_t at = text.substr(std::min(start, text.size())).find(open_tag); at != none)
       first_call_ = start + at;
   }
-  return first_call_ != none ? first_call_ : held_tail(text);
+  return first_call_ != none ? first_call_ : held_tail(text, open_tag);
 }
 
 std::optional<ToolCallAnswer> parse_tool_calls(std::string_view text, ToolFormat format) {
