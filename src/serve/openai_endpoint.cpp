@@ -162,19 +162,31 @@ class Endpoint {
   }
 
   // `forcing`: a call begins after the prompt (forced_call). It cannot follow reasoning the model has not written: with
-  // a template that thinks the prompt closes an empty <think> first (Qwen3's as enable_thinking false renders it).
+  // Qwen3's template the prompt closes an empty <think> first, as enable_thinking false renders it. A prompt that
+  // opens <think> (Thinking-2507's) asks for reasoning before the call, which vLLM lets the model write, constraining
+  // the call after it: begun in the prompt, the call would cut the reasoning out.
   TokenList chat_prompt(const ChatRequest& request, bool forcing) const {
     if (!model_.chat_template)
       throw HttpError(400, "model " + model_.name + " has no chat template: use /v1/completions",
                       "invalid_request_error", "messages");
-    if (forcing && model_.chat_template->thinking_switch && request.enable_thinking == true)
+    std::optional<bool> thinking = request.enable_thinking;
+    if (forcing && model_.chat_template->opens_think)
       throw HttpError(400,
-                      "tool_choice required or a named function begins the call in the prompt, after an empty "
-                      "<think> block: leave chat_template_kwargs.enable_thinking out or false",
+                      "tool_choice required or a named function begins the call in the prompt, and chat template " +
+                          model_.chat_template->name +
+                          " opens <think> there for the model's reasoning first: use tool_choice auto",
                       "invalid_request_error", "tool_choice");
+    if (forcing && model_.chat_template->thinking_switch) {
+      if (request.enable_thinking == true)
+        throw HttpError(400,
+                        "tool_choice required or a named function begins the call in the prompt, after an empty "
+                        "<think> block: leave chat_template_kwargs.enable_thinking out or false",
+                        "invalid_request_error", "tool_choice");
+      thinking = false;
+    }
     try {
       return text::encode_chat(*model_.chat_template, *model_.tokenizer, request.conversation,
-                               {/*add_generation_prompt=*/true, request.enable_thinking, /*close_think=*/forcing});
+                               {/*add_generation_prompt=*/true, thinking});
     } catch (const UsageError& e) {
       throw HttpError(400, e.what(), "invalid_request_error", "messages");
     }

@@ -30,6 +30,14 @@ constexpr std::string_view qwen_tools_tail =
     "<args-json-object>}\n</tool_call><|im_end|>\n";
 constexpr std::string_view qwen25_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 constexpr std::string_view qwen2_system = "You are a helpful assistant.";  // Qwen2-Instruct's and Qwen1.5's
+// Qwen2.5-Math's (base and instruct), the model most GRPO recipes start from; in its template a Jinja string literal.
+constexpr std::string_view qwen25_math_system =
+    "Please reason step by step, and put your final answer within \\boxed{}.";
+// Qwen3's tools block, where the system turn holds the conversation's system message only (Qwen2.5's a default):
+// without <think>, Qwen3 Instruct-2507's template.
+constexpr std::string_view qwen3_tools_system = "messages[0].content + '\\n\\n'";
+constexpr std::string_view qwen25_math_system_literal =
+    "Please reason step by step, and put your final answer within \\\\boxed{}.";
 // Llama 3.1's template writes this date unless the caller passes another; 3.2's writes today's (strftime_now).
 constexpr std::string_view llama31_date = "26 Jul 2024";
 
@@ -95,7 +103,7 @@ void chatml_system(const ChatTemplate& t, const Conversation& c, std::string& ou
   const std::string system = has_system ? c.messages[0].content : t.default_system;
   if (!c.tools.empty()) {
     out += "<|im_start|>system\n";
-    if (!t.think || has_system) out += system + "\n\n";  // Qwen2.5 always writes one (its default at least)
+    if (!t.qwen3_tools_block || has_system) out += system + "\n\n";  // Qwen2.5 always writes one (its default at least)
     out += qwen_tools_head;
     for (const std::string& tool : c.tools) out += "\n" + tool;
     out += qwen_tools_tail;
@@ -116,7 +124,7 @@ void chatml_assistant(const ChatTemplate& t, const Message& m, bool after_last_q
     reasoning = std::string(strip_newlines_left(open == std::string_view::npos ? before : before.substr(open + 7)));
   }
   out += "<|im_start|>assistant\n";
-  if (t.think && after_last_query && ((last && t.think_last_turn) || !reasoning.empty())) {
+  if (t.think && after_last_query && (last || !reasoning.empty())) {
     const std::string_view r = strip_newlines_right(strip_newlines_left(reasoning));
     out += "<think>\n" + std::string(r) + "\n</think>\n\n" + std::string(strip_newlines_left(content));
   } else {
@@ -163,9 +171,7 @@ std::string render_chatml(const ChatTemplate& t, const Conversation& c, const Re
   if (options.add_generation_prompt) {
     out += "<|im_start|>assistant\n";
     if (t.opens_think) out += "<think>\n";
-    if (options.close_think && t.opens_think) out += "\n</think>\n\n";
-    if ((options.close_think || options.enable_thinking == false) && t.thinking_switch)
-      out += "<think>\n\n</think>\n\n";
+    if (t.thinking_switch && options.enable_thinking == false) out += "<think>\n\n</think>\n\n";
   }
   return out;
 }
@@ -352,10 +358,11 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   ChatTemplate t;
   t.name = std::string(name);
   if (name == "chatml") return t;
-  if (name == "qwen3") return t.think = t.think_last_turn = t.thinking_switch = true, t;
-  if (name == "qwen3-instruct-2507") return t.think = true, t;
-  if (name == "qwen3-thinking-2507") return t.think = t.think_last_turn = t.opens_think = true, t;
+  if (name == "qwen3") return t.think = t.qwen3_tools_block = t.thinking_switch = true, t;
+  if (name == "qwen3-instruct-2507") return t.qwen3_tools_block = true, t;
+  if (name == "qwen3-thinking-2507") return t.think = t.qwen3_tools_block = t.opens_think = true, t;
   if (name == "qwen2.5") return t.default_system = std::string(qwen25_system), t;
+  if (name == "qwen2.5-math") return t.default_system = std::string(qwen25_math_system), t;
   if (name == "qwen2") return t.default_system = std::string(qwen2_system), t;
   if (name == "mistral-nemo") {
     t.family = TemplateFamily::mistral;
@@ -381,25 +388,45 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
 
 namespace {
 
-// The system prompts a ChatML template writes by itself: each text that follows '<|im_start|>system\n' (the newline
-// escaped, or a newline itself) up to <|im_end|>, none where a string literal ends there or a Jinja tag follows (the
-// conversation's content, in a literal or in the template's own text).
-std::vector<std::string_view> literal_system_prompts(std::string_view jinja) {
-  std::vector<std::string_view> prompts;
+// A Jinja string literal's text as it renders (Python's unicode-escape): \\, \', \", \n, \t, \r, \b, \f, \v and \a;
+// others as written (numeric ones, \x.. \u.. \N{..} and octal, too: no built-in system prompt holds them).
+std::string jinja_unescaped(std::string_view literal) {
+  static constexpr std::string_view escapes = "\\'\"ntrbfva", meanings = "\\'\"\n\t\r\b\f\v\a";
+  std::string out;
+  for (std::size_t i = 0; i < literal.size(); ++i) {
+    const std::size_t escape =
+        i + 1 < literal.size() && literal[i] == '\\' ? escapes.find(literal[i + 1]) : escapes.npos;
+    if (escape == escapes.npos) {
+      out += literal[i];
+    } else {
+      out += meanings[escape];
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The system prompts a ChatML template writes by itself, as they render: each text that follows
+// '<|im_start|>system\n' (the newline escaped in a string literal, or a newline itself) up to <|im_end|>, none where a
+// string literal ends there or a Jinja tag follows (the conversation's content, in a literal or in the template's own
+// text).
+std::vector<std::string> literal_system_prompts(std::string_view jinja) {
+  std::vector<std::string> prompts;
   for (const std::string_view head : {"<|im_start|>system\\n", "<|im_start|>system\n"})
     for (auto at = jinja.find(head); at != std::string_view::npos; at = jinja.find(head, at + 1)) {
       const std::string_view rest = jinja.substr(at + head.size());
       if (rest.empty() || rest[0] == '\'' || rest[0] == '"') continue;
       if (rest.rfind("{{", 0) == 0 || rest.rfind("{%", 0) == 0 || rest.rfind("{#", 0) == 0) continue;
-      prompts.push_back(rest.substr(0, rest.find("<|im_end|>")));
+      const std::string_view prompt = rest.substr(0, rest.find("<|im_end|>"));
+      prompts.push_back(head.back() == 'n' ? jinja_unescaped(prompt) : std::string(prompt));
     }
   return prompts;
 }
 
-// Qwen3's template and its 2507 models', told apart by how each writes the <think> block: Qwen3's after the last
-// query on the last turn or around reasoning, and an empty one closed in the generation prompt for enable_thinking
-// false; Thinking-2507's the same history, its generation prompt opening <think>; Instruct-2507's only around
-// reasoning, no switch. Others that write <think> (QwQ's, which drops reasoning from every answer) are not built in.
+// Qwen3's template and Thinking-2507's, told apart by how each writes the <think> block: both after the last query,
+// on the last turn or around reasoning; Qwen3's closes an empty one in the generation prompt for enable_thinking false,
+// Thinking-2507's prompt opens it. Other templates that write <think> (QwQ's, which drops reasoning from every answer;
+// copies of Instruct-2507's patched to write reasoning, whose own writes none) are not built in.
 std::string_view qwen3_variant(std::string_view jinja, const std::string& where) {
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   const bool think_on_last_turn = has("loop.last or (not loop.last and reasoning_content)");
@@ -407,13 +434,10 @@ std::string_view qwen3_variant(std::string_view jinja, const std::string& where)
   const bool thinking_switch = has("enable_thinking is defined and enable_thinking is false");
   if (think_on_last_turn && thinking_switch && !opens_think) return "qwen3";
   if (think_on_last_turn && opens_think && !has("enable_thinking")) return "qwen3-thinking-2507";
-  if (has("{%- if reasoning_content %}") && !think_on_last_turn && !opens_think && !has("enable_thinking"))
-    return "qwen3-instruct-2507";
-  throw TokenizerFileError(
-      where +
-      ": a ChatML template with <think> other than Qwen3's, Qwen3 Instruct-2507's and Thinking-2507's "
-      "(QwQ's, ...) is not built in; name one to use instead (" +
-      std::string(known_templates) + ")");
+  throw TokenizerFileError(where +
+                           ": a ChatML template with <think> other than Qwen3's and Qwen3 Thinking-2507's (QwQ's, ...) "
+                           "is not built in; name one to use instead (" +
+                           std::string(known_templates) + ")");
 }
 
 }  // namespace
@@ -427,11 +451,13 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
     if (has("bos_token"))
       throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
-    ChatTemplate t = named(has("<think>")       ? qwen3_variant(jinja, where)
-                           : has(qwen25_system) ? "qwen2.5"
-                           : has(qwen2_system)  ? "qwen2"
-                                                : "chatml");
-    for (const std::string_view prompt : literal_system_prompts(jinja))
+    ChatTemplate t = named(has("<think>")                    ? qwen3_variant(jinja, where)
+                           : has(qwen25_system)              ? "qwen2.5"
+                           : has(qwen2_system)               ? "qwen2"
+                           : has(qwen25_math_system_literal) ? "qwen2.5-math"
+                           : has(qwen3_tools_system)         ? "qwen3-instruct-2507"
+                                                             : "chatml");
+    for (const std::string& prompt : literal_system_prompts(jinja))
       if (prompt != t.default_system)
         throw TokenizerFileError(where + ": a ChatML template whose default system prompt \"" + printable(prompt, 200) +
                                  "\" is not built in" + name_one);

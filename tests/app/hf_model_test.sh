@@ -267,7 +267,7 @@ grep -q "^# model ($work/odd_template, compute float32, chat template chatml)" "
 [ $failures = "$before" ] && passed=$((passed + 1))
 refused "float16 on CPUs" "model.dtype = float16 needs GPUs" --model.path "$work/models/qwen3" --model.dtype float16
 # A reasoning parser reads <think> blocks: a template that does not think would give every answer to the reasoning
-# (Instruct-2507's writes <think> around reasoning given back, but its model does not think).
+# (Qwen3 Instruct-2507's model does not think).
 refused "a reasoning parser beside a template that does not think" \
   "runner.reasoning_parser = qwen3 reads the <think> block a thinking model's answer begins with (qwen3, qwen3-thinking-2507, deepseek-r1); the served chat template, qwen3-instruct-2507, does not think" \
   --model.path "$work/models/qwen3" --model.chat_template qwen3-instruct-2507 --runner.reasoning_parser qwen3

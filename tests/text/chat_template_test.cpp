@@ -30,20 +30,25 @@ BOOST_AUTO_TEST_SUITE(chat_templates)
 
 BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_TEST(ChatTemplate::recognize(chatml_source, "x").name == "chatml");
-  // Qwen3's and its 2507 models' by how each writes <think>: on the last turn or around reasoning, and closed for
-  // enable_thinking false (Qwen3's); the same history and a prompt opening it (Thinking-2507's); around reasoning only
-  // (Instruct-2507's). A <think> template otherwise (QwQ's prompt opens it, its history drops it) is refused.
+  // Qwen3's and Thinking-2507's by how each writes <think>: on the last turn or around reasoning, and closed for
+  // enable_thinking false (Qwen3's); the same history and a prompt opening it (Thinking-2507's). Instruct-2507's writes
+  // no <think>, and Qwen3's tools block (the system message only where given). A <think> template otherwise (QwQ's
+  // prompt opens it, its history drops it; Instruct-2507's patched to write reasoning) is refused.
   const std::string last_turn = "<|im_start|> '<think>' {%- if loop.last or (not loop.last and reasoning_content) %}";
   const std::string opens = "{{- '<|im_start|>assistant\\n<think>\\n' }}";
   const std::string switched = "{%- if enable_thinking is defined and enable_thinking is false %}";
   BOOST_TEST(ChatTemplate::recognize(last_turn + switched, "x").name == "qwen3");
   BOOST_TEST(ChatTemplate::recognize(last_turn + opens, "x").name == "qwen3-thinking-2507");
-  const std::string instruct = "<|im_start|> '<think>' {%- if reasoning_content %}";
-  BOOST_TEST(ChatTemplate::recognize(instruct, "x").name == "qwen3-instruct-2507");
-  for (const std::string& other :
-       std::vector<std::string>{"<|im_start|> {{ '<think>' }}", last_turn, last_turn + opens + switched,
-                                instruct + opens, instruct + switched, last_turn + "{%- if reasoning_content %}",
-                                "<|im_start|> {{- '<|im_start|>assistant\\n<think>\\n' }}"})
+  const std::string qwen3_tools =
+      "<|im_start|> {%- if messages[0].role == 'system' %}{{- messages[0].content + "
+      "'\\n\\n' }}{%- endif %} <tool_response>";
+  const ChatTemplate instruct = ChatTemplate::recognize(qwen3_tools, "x");
+  BOOST_TEST(instruct.name == "qwen3-instruct-2507");
+  BOOST_TEST(instruct.tool_format);
+  const std::string patched = "<|im_start|> '<think>' {%- if reasoning_content %}";
+  for (const std::string& other : std::vector<std::string>{
+           "<|im_start|> {{ '<think>' }}", last_turn, last_turn + opens + switched, patched, patched + qwen3_tools,
+           last_turn + "{%- if reasoning_content %}", "<|im_start|> {{- '<|im_start|>assistant\\n<think>\\n' }}"})
     BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
   BOOST_TEST(
       ChatTemplate::recognize("<|im_start|>You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", "x")
@@ -60,12 +65,23 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
                                      "x")
                  .name == "llama3.2");
   BOOST_CHECK_THROW(ChatTemplate::recognize("[INST] {{ m.content }} [/INST]", "x"), TokenizerFileError);
-  // ChatML templates that render otherwise than the built-in ones were taken for plain ChatML (a review found them):
-  // Qwen2.5-Math's own default system prompt, Hermes 3's BOS.
-  BOOST_CHECK_THROW(ChatTemplate::recognize("{{- '<|im_start|>system\\nPlease reason step by step, and put your final "
-                                            "answer within \\\\boxed{}.<|im_end|>\\n' }}",
+  // Qwen2.5-Math's default system prompt, its backslash a Jinja escape in both places the template writes it (with
+  // tools and without); written otherwise in either, a prompt of the template's own, refused.
+  const std::string math_prompt = "Please reason step by step, and put your final answer within \\\\boxed{}.";
+  const std::string math =
+      "{{- '" + math_prompt + "' }} {{- '<|im_start|>system\\n" + math_prompt + "<|im_end|>\\n' }}";
+  const ChatTemplate qwen_math = ChatTemplate::recognize(math, "x");
+  BOOST_TEST(qwen_math.name == "qwen2.5-math");
+  BOOST_TEST(qwen_math.render(chat(R"([{"role": "user", "content": "U"}])")) ==
+             "<|im_start|>system\nPlease reason step by step, and put your final answer within \\boxed{}.<|im_end|>\n"
+             "<|im_start|>user\nU<|im_end|>\n");
+  BOOST_CHECK_THROW(ChatTemplate::recognize("{{- '" + math_prompt +
+                                                "' }} {{- '<|im_start|>system\\nPlease reason step "
+                                                "by step, and put your final answer within \\boxed{}.<|im_end|>\\n' }}",
                                             "x"),
                     TokenizerFileError);
+  // ChatML templates that render otherwise than the built-in ones were taken for plain ChatML (a review found them):
+  // a default system prompt of its own (Qwen2.5-Math's was one before it was built in), Hermes 3's BOS.
   BOOST_CHECK_THROW(
       ChatTemplate::recognize("{{bos_token}}{% for m in messages %}{{'<|im_start|>' + m.role}}{% endfor %}", "x"),
       TokenizerFileError);
@@ -137,8 +153,8 @@ BOOST_AUTO_TEST_CASE(renders_chatml_and_llama3) {
   BOOST_TEST(rendered.find("Today Date: " + date + "\n") != std::string::npos, rendered);
 }
 
-// Qwen3's 2507 models: Instruct-2507 writes a <think> block only around reasoning and has no enable_thinking;
-// Thinking-2507's prompt opens <think>. A forced call's prompt closes an empty block where the model thinks.
+// Qwen3's 2507 models: Instruct-2507 writes answers as given (no <think> handling, no enable_thinking) and Qwen3's
+// tools block; Thinking-2507 writes Qwen3's <think> blocks and its prompt opens one.
 BOOST_AUTO_TEST_CASE(qwen3_2507_models_write_think_blocks_their_way) {
   const auto ends_with = [](const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -151,27 +167,29 @@ BOOST_AUTO_TEST_CASE(qwen3_2507_models_write_think_blocks_their_way) {
   BOOST_TEST(ends_with(thinking.render(answered), empty_block));
   BOOST_TEST(ends_with(instruct.render(answered), "<|im_start|>assistant\nA<|im_end|>\n"));
   const auto reasoned = chat(R"([{"role": "user", "content": "U"},
-      {"role": "assistant", "content": "<think>\nR\n</think>\n\nA"}, {"role": "tool", "content": "5"},
+      {"role": "assistant", "content": "<think>\nR\n</think>A"}, {"role": "tool", "content": "5"},
       {"role": "assistant", "content": "B", "reasoning_content": "\nS"}])");
+  const std::string tool_turn = "<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n";
+  for (const ChatTemplate* t : {&qwen3, &thinking})
+    BOOST_TEST(
+        ends_with(t->render(reasoned), "<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n" + tool_turn +
+                                           "<|im_start|>assistant\n<think>\nS\n</think>\n\nB<|im_end|>\n"),
+        t->name);
+  BOOST_TEST(ends_with(instruct.render(reasoned), "<|im_start|>assistant\n<think>\nR\n</think>A<|im_end|>\n" +
+                                                      tool_turn + "<|im_start|>assistant\nB<|im_end|>\n"));
+  // With tools and no system message, Qwen3's tools block opens the system turn with the tools; Qwen2.5's (and plain
+  // ChatML's) write a system prompt, the default, first.
+  const auto with_tools = chat(R"({"messages": [{"role": "user", "content": "U"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}]})");
   for (const ChatTemplate* t : {&qwen3, &instruct, &thinking})
-    BOOST_TEST(ends_with(t->render(reasoned),
-                         "<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n"
-                         "<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
-                         "<|im_start|>assistant\n<think>\nS\n</think>\n\nB<|im_end|>\n"),
-               t->name);
+    BOOST_TEST(t->render(with_tools).rfind("<|im_start|>system\n# Tools\n", 0) == 0, t->name);
+  BOOST_TEST(ChatTemplate::named("chatml").render(with_tools).rfind("<|im_start|>system\n\n\n# Tools\n", 0) == 0);
   const auto asked = chat(R"([{"role": "user", "content": "U"}])");
   for (const std::optional<bool> enable : {std::optional<bool>(), std::optional<bool>(false)}) {
     BOOST_TEST(ends_with(instruct.render(asked, {true, enable}), "user\nU<|im_end|>\n<|im_start|>assistant\n"));
     BOOST_TEST(
         ends_with(thinking.render(asked, {true, enable}), "user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n"));
   }
-  for (const ChatTemplate* t : {&qwen3, &thinking})
-    BOOST_TEST(ends_with(t->render(asked, {true, std::nullopt, /*close_think=*/true}),
-                         "user\nU<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"),
-               t->name);
-  BOOST_TEST(ends_with(instruct.render(asked, {true, std::nullopt, true}), "U<|im_end|>\n<|im_start|>assistant\n"));
-  BOOST_TEST(ends_with(qwen3.render(asked, {true, false, true}),
-                       "U<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   BOOST_TEST((qwen3.reasons() && thinking.reasons() && !instruct.reasons()));
   BOOST_TEST((ChatTemplate::named("deepseek-r1").reasons() && !ChatTemplate::named("qwen2.5").reasons()));
 }

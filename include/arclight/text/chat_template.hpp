@@ -1,7 +1,8 @@
 #pragma once
 // Chat templates: messages (system, user, assistant with tool calls, tool) to the text a model was trained on, and
 // to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's <think> blocks and those of its
-// Instruct-2507 and Thinking-2507 models, Qwen2.5's default system prompt, Hermes-style <tool_call> JSON), Llama 3
+// Instruct-2507 and Thinking-2507 models, Qwen2.5's and Qwen2.5-Math's default system prompts, Hermes-style
+// <tool_call> JSON), Llama 3
 // (3.0, and 3.1's system preamble), Mistral NeMo's [INST] turns with [TOOL_CALLS] and their ids, and DeepSeek's
 // <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its distilled Qwen and Llama models carry it). A model
 // directory's tokenizer_config.json `chat_template` (or chat_template.jinja) is recognised by its markers; a template
@@ -50,26 +51,25 @@ std::string as_tojson(std::string_view json_text);
 struct RenderOptions {
   bool add_generation_prompt = false;   // end with the assistant's header: what the model continues
   std::optional<bool> enable_thinking;  // Qwen3: false adds an empty <think></think> after that header
-  // The generation prompt closes an empty <think> block, where the template thinks (Qwen3's as enable_thinking false
-  // writes it; Thinking-2507's closes the block its prompt opened): what an answer begun in the prompt (a forced tool
-  // call) follows, since the model wrote no reasoning.
-  bool close_think = false;
 };
 
 enum class TemplateFamily { chatml, llama3, mistral, deepseek };
 
 inline constexpr std::string_view known_templates =
-    "chatml, qwen2, qwen2.5, qwen3, qwen3-instruct-2507, qwen3-thinking-2507, llama3, llama3.1, llama3.2, "
+    "chatml, qwen2, qwen2.5, qwen2.5-math, qwen3, qwen3-instruct-2507, qwen3-thinking-2507, llama3, llama3.1, "
+    "llama3.2, "
     "mistral-nemo, "
     "deepseek-v3, deepseek-r1";
 
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
-  std::string name;    // one of known_templates
-  bool think = false;  // Qwen3 (and its 2507 models): <think> blocks of assistant turns after the last user query
-  // Qwen3 and Thinking-2507: the conversation's last assistant turn after the query has a <think> block even with no
-  // reasoning (an empty one); Instruct-2507 writes one only around reasoning.
-  bool think_last_turn = false;
+  std::string name;  // one of known_templates
+  // Qwen3 and Thinking-2507: <think> blocks of assistant turns after the last user query (Instruct-2507 writes an
+  // answer as given)
+  bool think = false;
+  // Qwen3 and its 2507 models: with tools, the system turn holds the conversation's system message only, where
+  // Qwen2.5's writes its default prompt when there is none
+  bool qwen3_tools_block = false;
   bool thinking_switch = false;  // Qwen3: enable_thinking false closes an empty <think> in the generation prompt
   // DeepSeek R1, Qwen3 Thinking-2507: the generation prompt opens <think>: every answer begins reasoning
   bool opens_think = false;
