@@ -29,7 +29,8 @@ constexpr std::string_view qwen_tools_tail =
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
     "<args-json-object>}\n</tool_call><|im_end|>\n";
 constexpr std::string_view qwen25_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-constexpr std::string_view qwen2_system = "You are a helpful assistant.";  // Qwen2-Instruct's and Qwen1.5's
+constexpr std::string_view qwen2_system = "You are a helpful assistant.";  // Qwen2-Instruct's
+constexpr std::string_view qwen15_system = "You are a helpful assistant";  // Qwen1.5-Chat's, no full stop
 // Qwen2.5-Math's (base and instruct), the model most GRPO recipes start from; in its template a Jinja string literal.
 constexpr std::string_view qwen25_math_system =
     "Please reason step by step, and put your final answer within \\boxed{}.";
@@ -364,6 +365,7 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
   if (name == "qwen2.5") return t.default_system = std::string(qwen25_system), t;
   if (name == "qwen2.5-math") return t.default_system = std::string(qwen25_math_system), t;
   if (name == "qwen2") return t.default_system = std::string(qwen2_system), t;
+  if (name == "qwen1.5") return t.default_system = std::string(qwen15_system), t;
   if (name == "mistral-nemo") {
     t.family = TemplateFamily::mistral;
     t.bos_token = "<s>";
@@ -451,12 +453,13 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
     if (has("bos_token"))
       throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
-    ChatTemplate t = named(has("<think>")                    ? qwen3_variant(jinja, where)
-                           : has(qwen25_system)              ? "qwen2.5"
-                           : has(qwen2_system)               ? "qwen2"
-                           : has(qwen25_math_system_literal) ? "qwen2.5-math"
-                           : has(qwen3_tools_system)         ? "qwen3-instruct-2507"
-                                                             : "chatml");
+    ChatTemplate t = named(has("<think>")                                   ? qwen3_variant(jinja, where)
+                           : has(qwen25_system)                             ? "qwen2.5"
+                           : has(qwen2_system)                              ? "qwen2"
+                           : has(std::string(qwen15_system) + "<|im_end|>") ? "qwen1.5"
+                           : has(qwen25_math_system_literal)                ? "qwen2.5-math"
+                           : has(qwen3_tools_system)                        ? "qwen3-instruct-2507"
+                                                                            : "chatml");
     for (const std::string& prompt : literal_system_prompts(jinja))
       if (prompt != t.default_system)
         throw TokenizerFileError(where + ": a ChatML template whose default system prompt \"" + printable(prompt, 200) +

