@@ -425,13 +425,15 @@ std::vector<std::string> literal_system_prompts(std::string_view jinja) {
   return prompts;
 }
 
-// Qwen3's template and Thinking-2507's, told apart by how each writes the <think> block: both after the last query,
-// on the last turn or around reasoning; Qwen3's closes an empty one in the generation prompt for enable_thinking false,
-// Thinking-2507's prompt opens it. Other templates that write <think> (QwQ's, which drops reasoning from every answer;
-// copies of Instruct-2507's patched to write reasoning, whose own writes none) are not built in.
+// Qwen3's template and Thinking-2507's, told apart by how each writes the <think> block: both after the last query
+// only (a variant keeping reasoning in all of the history is neither), on the last turn or around reasoning; Qwen3's
+// closes an empty one in the generation prompt for enable_thinking false, Thinking-2507's prompt opens it. Other
+// templates that write <think> (QwQ's, which drops reasoning from every answer; copies of Instruct-2507's patched to
+// write reasoning, whose own writes none) are not built in.
 std::string_view qwen3_variant(std::string_view jinja, const std::string& where) {
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
-  const bool think_on_last_turn = has("loop.last or (not loop.last and reasoning_content)");
+  const bool think_on_last_turn =
+      has("loop.index0 > ns.last_query_index") && has("loop.last or (not loop.last and reasoning_content)");
   const bool opens_think = has("<|im_start|>assistant\\n<think>\\n'");
   const bool thinking_switch = has("enable_thinking is defined and enable_thinking is false");
   if (think_on_last_turn && thinking_switch && !opens_think) return "qwen3";

@@ -33,8 +33,10 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   // Qwen3's and Thinking-2507's by how each writes <think>: on the last turn or around reasoning, and closed for
   // enable_thinking false (Qwen3's); the same history and a prompt opening it (Thinking-2507's). Instruct-2507's writes
   // no <think>, and Qwen3's tools block (the system message only where given). A <think> template otherwise (QwQ's
-  // prompt opens it, its history drops it; Instruct-2507's patched to write reasoning) is refused.
-  const std::string last_turn = "<|im_start|> '<think>' {%- if loop.last or (not loop.last and reasoning_content) %}";
+  // prompt opens it, its history drops it; Instruct-2507's patched to write reasoning; one keeping reasoning in all of
+  // the history) is refused.
+  const std::string any_turn = "<|im_start|> '<think>' {%- if loop.last or (not loop.last and reasoning_content) %}";
+  const std::string last_turn = any_turn + "{%- if loop.index0 > ns.last_query_index %}";
   const std::string opens = "{{- '<|im_start|>assistant\\n<think>\\n' }}";
   const std::string switched = "{%- if enable_thinking is defined and enable_thinking is false %}";
   BOOST_TEST(ChatTemplate::recognize(last_turn + switched, "x").name == "qwen3");
@@ -48,7 +50,8 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   const std::string patched = "<|im_start|> '<think>' {%- if reasoning_content %}";
   for (const std::string& other : std::vector<std::string>{
            "<|im_start|> {{ '<think>' }}", last_turn, last_turn + opens + switched, patched, patched + qwen3_tools,
-           last_turn + "{%- if reasoning_content %}", "<|im_start|> {{- '<|im_start|>assistant\\n<think>\\n' }}"})
+           last_turn + "{%- if reasoning_content %}", "<|im_start|> {{- '<|im_start|>assistant\\n<think>\\n' }}",
+           any_turn + switched, any_turn + opens})
     BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
   BOOST_TEST(
       ChatTemplate::recognize("<|im_start|>You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", "x")
