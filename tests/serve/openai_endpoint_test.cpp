@@ -32,8 +32,10 @@ std::string streamed_text(const std::vector<json>& events, const char* field) {
   for (const json& e : events)
     if (e.is_object() && !e["choices"].empty()) {
       const json& c = e["choices"][0];
-      if (std::string(field) == "content" && c["delta"].contains("content")) text += c["delta"]["content"];
-      if (std::string(field) == "text") text += c["text"].get<std::string>();
+      if (std::string(field) == "text")
+        text += c["text"].get<std::string>();
+      else if (c["delta"].contains(field) && c["delta"][field].is_string())
+        text += c["delta"][field];
     }
   return text;
 }
@@ -794,6 +796,15 @@ BOOST_AUTO_TEST_CASE(qwen3_2507_prompts_open_think_or_not) {
   const json called = thinking.ok("/v1/chat/completions", request)["choices"][0]["message"];
   BOOST_TEST(called["tool_calls"][0]["function"]["name"] == "add");
   BOOST_TEST(called["reasoning"] == "Adding.\n");
+  // Streamed a byte a token: the reasoning from the first token, then the call.
+  thinking.generator.per_token = std::chrono::milliseconds(1);
+  request["stream"] = true;
+  const std::vector<json> events = events_of(thinking.post("/v1/chat/completions", request)->body);
+  BOOST_TEST(streamed_text(events, "reasoning") == "Adding.\n");
+  BOOST_TEST(streamed_text(events, "content") == "");
+  BOOST_REQUIRE(events.size() > 3);
+  BOOST_TEST(events.end()[-3]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "add");
+  request.erase("stream");
 
   Served instruct(test_options(), 1024, "qwen3-instruct-2507");
   instruct.generator.answer_text("Four.");
