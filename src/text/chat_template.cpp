@@ -34,9 +34,9 @@ constexpr std::string_view qwen15_system = "You are a helpful assistant";  // Qw
 // Qwen2.5-Math's (base and instruct), the model most GRPO recipes start from; in its template a Jinja string literal.
 constexpr std::string_view qwen25_math_system =
     "Please reason step by step, and put your final answer within \\boxed{}.";
-// Qwen3's tools block, where the system turn holds the conversation's system message only (Qwen2.5's a default):
-// without <think>, Qwen3 Instruct-2507's template.
-constexpr std::string_view qwen3_tools_system = "messages[0].content + '\\n\\n'";
+// How the tools text begins in Qwen3's template (and its 2507 models', Qwen3-VL's), where the system turn holds the
+// conversation's system message only; Qwen2.5's begins "\n\n# Tools", after its system prompt or default.
+constexpr std::string_view qwen3_tools_literal = "\"# Tools\\n\\nYou may call";
 constexpr std::string_view qwen25_math_system_literal =
     "Please reason step by step, and put your final answer within \\\\boxed{}.";
 // Llama 3.1's template writes this date unless the caller passes another; 3.2's writes today's (strftime_now).
@@ -408,10 +408,11 @@ std::string jinja_unescaped(std::string_view literal) {
   return out;
 }
 
-// The system prompts a ChatML template writes by itself, as they render: each text that follows
-// '<|im_start|>system\n' (the newline escaped in a string literal, or a newline itself) up to <|im_end|>, none where a
-// string literal ends there or a Jinja tag follows (the conversation's content, in a literal or in the template's own
-// text).
+// The system prompts a ChatML template writes by itself: each text that follows '<|im_start|>system\n' up to
+// <|im_end|>, none where a string literal ends there or a Jinja tag follows (the conversation's content, in a literal
+// or in the template's own text). After the newline escaped, the text is in a string literal and read as Jinja reads
+// it; after a newline itself (in a literal, as Qwen1.5's, or in the template's text) it is taken as written, which
+// refuses a default with escapes that is built in (none is so written).
 std::vector<std::string> literal_system_prompts(std::string_view jinja) {
   std::vector<std::string> prompts;
   for (const std::string_view head : {"<|im_start|>system\\n", "<|im_start|>system\n"})
@@ -447,21 +448,25 @@ std::string_view qwen3_variant(std::string_view jinja, const std::string& where)
 }  // namespace
 
 // A ChatML template is one of the built-in ones only where nothing in it renders otherwise: the default system
-// prompt it writes, a BOS, its tool format. Qwen2.5-Math's (its own default system prompt) or Hermes 3's (BOS, a
-// tool role) passed for plain ChatML, and trained on prompts the model never saw.
+// prompt it writes, a BOS, its tools block, its tool format. A default system prompt of its own (as Qwen2.5-Math's
+// was before it was built in) or Hermes 3's BOS and tool role passed for plain ChatML, and trained on prompts the
+// model never saw.
 ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& where) {
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("<|im_start|>")) {
     const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
     if (has("bos_token"))
       throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
+    const bool qwen3_tools = has(qwen3_tools_literal);
     ChatTemplate t = named(has("<think>")                                   ? qwen3_variant(jinja, where)
+                           : qwen3_tools                                    ? "qwen3-instruct-2507"
                            : has(qwen25_system)                             ? "qwen2.5"
                            : has(qwen2_system)                              ? "qwen2"
                            : has(std::string(qwen15_system) + "<|im_end|>") ? "qwen1.5"
                            : has(qwen25_math_system_literal)                ? "qwen2.5-math"
-                           : has(qwen3_tools_system)                        ? "qwen3-instruct-2507"
                                                                             : "chatml");
+    if (has("# Tools") && qwen3_tools != t.qwen3_tools_block)
+      throw TokenizerFileError(where + ": a ChatML template whose tools block is not " + t.name + "'s" + name_one);
     for (const std::string& prompt : literal_system_prompts(jinja))
       if (prompt != t.default_system)
         throw TokenizerFileError(where + ": a ChatML template whose default system prompt \"" + printable(prompt, 200) +

@@ -43,10 +43,19 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_TEST(ChatTemplate::recognize(last_turn + opens, "x").name == "qwen3-thinking-2507");
   const std::string qwen3_tools =
       "<|im_start|> {%- if messages[0].role == 'system' %}{{- messages[0].content + "
-      "'\\n\\n' }}{%- endif %} <tool_response>";
+      "'\\n\\n' }}{%- endif %}{{- \"# Tools\\n\\nYou may call\" }} <tool_response>";
   const ChatTemplate instruct = ChatTemplate::recognize(qwen3_tools, "x");
   BOOST_TEST(instruct.name == "qwen3-instruct-2507");
   BOOST_TEST(instruct.tool_format);
+  // Qwen2.5's tools block (after its default) is not Qwen3's: a template mixing the two is neither.
+  BOOST_TEST(ChatTemplate::recognize("<|im_start|> You are a helpful assistant. {{- \"\\n\\n# Tools\" }}", "x").name ==
+             "qwen2");
+  BOOST_CHECK_THROW(ChatTemplate::recognize("{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }} "
+                                            "{{- \"# Tools\\n\\nYou may call\" }}",
+                                            "x"),
+                    TokenizerFileError);
+  BOOST_CHECK_THROW(ChatTemplate::recognize(last_turn + switched + "{{- \"\\n\\n# Tools\" }}", "x"),
+                    TokenizerFileError);
   const std::string patched = "<|im_start|> '<think>' {%- if reasoning_content %}";
   for (const std::string& other : std::vector<std::string>{
            "<|im_start|> {{ '<think>' }}", last_turn, last_turn + opens + switched, patched, patched + qwen3_tools,
@@ -58,7 +67,7 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
           .name == "qwen2.5");
   BOOST_TEST(ChatTemplate::recognize("<|start_header_id|>", "x").name == "llama3");
   BOOST_TEST(ChatTemplate::recognize("<|start_header_id|> Cutting Knowledge Date", "x").name == "llama3.1");
-  // Qwen2-Instruct's and Qwen1.5's template (its default system prompt); Llama 3.2's (today's date).
+  // Qwen2-Instruct's template (its default system prompt); Llama 3.2's (today's date).
   BOOST_TEST(ChatTemplate::recognize("{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"
                                      "You are a helpful assistant.<|im_end|>\\n' }}{% endif %}",
                                      "x")

@@ -1,12 +1,11 @@
 #pragma once
 // Chat templates: messages (system, user, assistant with tool calls, tool) to the text a model was trained on, and
-// to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's <think> blocks and those of its
-// Instruct-2507 and Thinking-2507 models, Qwen2.5's and Qwen2.5-Math's default system prompts, Hermes-style
-// <tool_call> JSON), Llama 3
-// (3.0, and 3.1's system preamble), Mistral NeMo's [INST] turns with [TOOL_CALLS] and their ids, and DeepSeek's
-// <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its distilled Qwen and Llama models carry it). A model
-// directory's tokenizer_config.json `chat_template` (or chat_template.jinja) is recognised by its markers; a template
-// that matches none is an error unless a name is given.
+// to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's and Thinking-2507's <think> blocks,
+// Instruct-2507's answers as given, the default system prompts of Qwen1.5, Qwen2, Qwen2.5 and Qwen2.5-Math,
+// Hermes-style <tool_call> JSON), Llama 3 (3.0, and 3.1's system preamble), Mistral NeMo's [INST] turns with
+// [TOOL_CALLS] and their ids, and DeepSeek's <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its distilled Qwen and
+// Llama models carry it). A model directory's tokenizer_config.json `chat_template` (or chat_template.jinja) is
+// recognised by its markers; a template that matches none is an error unless a name is given.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -73,7 +72,7 @@ struct ChatTemplate {
   bool thinking_switch = false;  // Qwen3: enable_thinking false closes an empty <think> in the generation prompt
   // DeepSeek R1, Qwen3 Thinking-2507: the generation prompt opens <think>: every answer begins reasoning
   bool opens_think = false;
-  std::string default_system;     // Qwen2 and 2.5: the system prompt used when the conversation gives none
+  std::string default_system;     // Qwen1.5, 2, 2.5, 2.5-Math: the system prompt used when the conversation gives none
   bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
   bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
   std::string bos_token;  // Llama 3, Mistral, DeepSeek: <|begin_of_text|>, <s>, <｜begin▁of▁sentence｜>, first
