@@ -457,6 +457,8 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
     if (has("bos_token"))
       throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
+    if (has("<|im_sep|>"))  // Phi-4's: a role ends with <|im_sep|>, not a newline
+      throw TokenizerFileError(where + ": a ChatML template with <|im_sep|> (Phi-4's) is not built in" + name_one);
     const bool qwen3_tools = has(qwen3_tools_literal);
     ChatTemplate t = named(has("<think>")                                   ? qwen3_variant(jinja, where)
                            : qwen3_tools                                    ? "qwen3-instruct-2507"

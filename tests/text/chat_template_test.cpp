@@ -97,6 +97,8 @@ BOOST_AUTO_TEST_CASE(recognised_by_markers) {
   BOOST_CHECK_THROW(
       ChatTemplate::recognize("{{bos_token}}{% for m in messages %}{{'<|im_start|>' + m.role}}{% endfor %}", "x"),
       TokenizerFileError);
+  BOOST_CHECK_THROW(ChatTemplate::recognize("{{'<|im_start|>' + m.role + '<|im_sep|>' + m.content}}", "x"),  // Phi-4
+                    TokenizerFileError);
   // The same default system prompt written with a newline itself in the literal (it passed for plain ChatML), and
   // Qwen2-Instruct's so written still Qwen2's.
   BOOST_CHECK_THROW(
