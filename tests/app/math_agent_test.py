@@ -1,0 +1,38 @@
+r"""examples/math_agent.py's grading: the last \boxed{} of an answer (braces matched, cut-off ones not read), the
+task's answer as GSM8K's and MATH's files give it, and the comparison (numbers as numbers, text as text).
+Usage: math_agent_test.py SOURCE_DIR"""
+import os
+import sys
+import unittest
+
+os.environ.update(OPENAI_BASE_URL="http://127.0.0.1:1/v1", ARCLIGHT_STORE_URL="http://127.0.0.1:1", OPENAI_API_KEY="k")
+sys.path.insert(0, os.path.join(sys.argv.pop(1), "examples"))
+sys.dont_write_bytecode = True
+import math_agent  # noqa: E402
+
+
+class Grading(unittest.TestCase):
+    def test_the_last_boxed_answer_with_its_braces_matched(self):
+        self.assertEqual(math_agent.last_boxed(r"so \boxed{3} or rather \boxed{\frac{1}{2}}."), r"\frac{1}{2}")
+        self.assertEqual(math_agent.last_boxed(r"\fbox{x^{2}}"), "x^{2}")
+        self.assertIsNone(math_agent.last_boxed("no box, the answer is 4"))
+        self.assertIsNone(math_agent.last_boxed(r"\boxed{\frac{1}{2"))  # cut off by max_tokens
+
+    def test_the_tasks_answer_from_gsm8k_and_math(self):
+        self.assertEqual(math_agent.expected_answer({"question": "q", "answer": "48 / 2 = 24\n#### 1,024"}), " 1,024")
+        self.assertEqual(math_agent.expected_answer({"question": "q", "answer": 72}), "72")
+        self.assertEqual(math_agent.expected_answer({"problem": "p", "solution": r"Thus $\boxed{\sqrt{2}}$."}),
+                         r"\sqrt{2}")
+
+    def test_numbers_compare_as_numbers_and_the_rest_as_text(self):
+        for given, expected in [("1,024", " 1024"), ("1000.0", "1000"), (r"\frac{1}{2}", "0.5"), (r"\dfrac{3}{4}", "3/4"),
+                                ("-7", "-7.00"), (r"\text{ 18 }", "18"), (r"\$5", "5"), (r"\sqrt{2}", r"\sqrt {2}"),
+                                ("x+1", "x + 1")]:
+            self.assertTrue(math_agent.same_answer(given, expected), (given, expected))
+        for given, expected in [("1024", "1025"), ("1,02", "102"), (r"\frac{1}{3}", "0.33"), ("x+1", "1+x"),
+                                ("1/0", "1/0.0"), ("", "0")]:
+            self.assertFalse(math_agent.same_answer(given, expected), (given, expected))
+
+
+if __name__ == "__main__":
+    unittest.main()

