@@ -29,9 +29,10 @@ class Client:
     # a call of the attempt. A span (its id) or an attempt's end taken twice is kept once: sent again after a failure.
     ONCE = ("/dequeue", "/completions")
 
-    def __init__(self, url):
+    def __init__(self, url, timeout=120):
         parts = urllib.parse.urlsplit(url)
         self.host, self.port, self.prefix = parts.hostname, parts.port, parts.path.rstrip("/")
+        self.timeout = timeout  # seconds a request may take
         self.connection = None
 
     def close(self):
@@ -48,7 +49,7 @@ class Client:
             if readable.poll(0):
                 self.close()
         if self.connection is None:
-            self.connection = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            self.connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         return self.connection
 
     def post(self, path, body):
@@ -99,11 +100,12 @@ def end_attempt(store, rollout, status):
                {"status": status})
 
 
-def run_episodes(play, at_once):
+def run_episodes(play, at_once, llm_timeout=120):
     """Runs `play(llm, store, rollout)` for every rollout this worker takes, `at_once` episodes at a time, forever. An
-    episode that raises fails its attempt (the rollout's retry rule decides what follows); no error ends a thread."""
+    episode that raises fails its attempt (the rollout's retry rule decides what follows); no error ends a thread.
+    `llm_timeout`: the seconds one call of the model may take (a long answer on CPUs takes minutes)."""
     def episodes():
-        llm, store = Client(BASE_URL.removesuffix("/v1")), Client(STORE_URL)
+        llm, store = Client(BASE_URL.removesuffix("/v1"), llm_timeout), Client(STORE_URL)
         pause = 0.5
         while True:  # all threads take work under the process's worker id: the runner fails a dead worker's attempts
             try:

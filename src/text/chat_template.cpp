@@ -31,14 +31,15 @@ constexpr std::string_view qwen_tools_tail =
 constexpr std::string_view qwen25_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 constexpr std::string_view qwen2_system = "You are a helpful assistant.";  // Qwen2-Instruct's
 constexpr std::string_view qwen15_system = "You are a helpful assistant";  // Qwen1.5-Chat's, no full stop
-// Qwen2.5-Math's (base and instruct), the model most GRPO recipes start from; in its template a Jinja string literal.
+// Qwen2.5-Math's (base and instruct), the model most GRPO recipes start from, and as its template's Jinja string
+// literal writes it.
 constexpr std::string_view qwen25_math_system =
     "Please reason step by step, and put your final answer within \\boxed{}.";
+constexpr std::string_view qwen25_math_system_literal =
+    "Please reason step by step, and put your final answer within \\\\boxed{}.";
 // How the tools text begins in Qwen3's template (and its 2507 models', Qwen3-VL's), where the system turn holds the
 // conversation's system message only; Qwen2.5's begins "\n\n# Tools", after its system prompt or default.
 constexpr std::string_view qwen3_tools_literal = "\"# Tools\\n\\nYou may call";
-constexpr std::string_view qwen25_math_system_literal =
-    "Please reason step by step, and put your final answer within \\\\boxed{}.";
 // Llama 3.1's template writes this date unless the caller passes another; 3.2's writes today's (strftime_now).
 constexpr std::string_view llama31_date = "26 Jul 2024";
 

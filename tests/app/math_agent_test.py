@@ -17,20 +17,27 @@ class Grading(unittest.TestCase):
         self.assertEqual(math_agent.last_boxed(r"\fbox{x^{2}}"), "x^{2}")
         self.assertIsNone(math_agent.last_boxed("no box, the answer is 4"))
         self.assertIsNone(math_agent.last_boxed(r"\boxed{\frac{1}{2"))  # cut off by max_tokens
+        self.assertEqual(math_agent.last_boxed(r"so $\boxed 5$."), "5")  # MATH writes some without braces
 
     def test_the_tasks_answer_from_gsm8k_and_math(self):
         self.assertEqual(math_agent.expected_answer({"question": "q", "answer": "48 / 2 = 24\n#### 1,024"}), " 1,024")
         self.assertEqual(math_agent.expected_answer({"question": "q", "answer": 72}), "72")
         self.assertEqual(math_agent.expected_answer({"problem": "p", "solution": r"Thus $\boxed{\sqrt{2}}$."}),
                          r"\sqrt{2}")
+        with self.assertRaises(ValueError):  # a data error fails the episode, never a silent 0
+            math_agent.expected_answer({"problem": "p", "solution": "no box"})
 
     def test_numbers_compare_as_numbers_and_the_rest_as_text(self):
-        for given, expected in [("1,024", " 1024"), ("1000.0", "1000"), (r"\frac{1}{2}", "0.5"), (r"\dfrac{3}{4}", "3/4"),
-                                ("-7", "-7.00"), (r"\text{ 18 }", "18"), (r"\$5", "5"), (r"\sqrt{2}", r"\sqrt {2}"),
-                                ("x+1", "x + 1")]:
+        for given, expected in [("1,024", " 1024"), ("1000.0", "1000"), (r"\frac{1}{2}", "0.5"),
+                                (r"\dfrac{3}{4}", "3/4"), ("-7", "-7.00"), (r"\text{ 18 }", "18"), (r"\$5", "5"), (r"\sqrt{2}", r"\sqrt {2}"),
+                                ("x+1", "x + 1"), ("72 dollars", "72"), (r"72\text{ dollars}", "72"), (r"72\%", "72"),
+                                ("x = 5", "5"), ("1{,}000", "1000"), (r"1\,000", "1000"), (r"\frac12", "0.5"),
+                                (r"\frac{-1}{2}", "-0.5"), ("+5", "5"), (r"90^\circ", "90"), (r"\textbf{5}", "5"),
+                                (r"\dfrac{\sqrt3}{2}", r"\frac{\sqrt3}{2}"), ("1,000,000", "1000000"), ("5.", "5")]:
             self.assertTrue(math_agent.same_answer(given, expected), (given, expected))
-        for given, expected in [("1024", "1025"), ("1,02", "102"), (r"\frac{1}{3}", "0.33"), ("x+1", "1+x"),
-                                ("1/0", "1/0.0"), ("", "0")]:
+        # Wrong ones: a list is no number with thousands; no symbolic algebra; "5x" is no 5 with a unit.
+        for given, expected in [("1024", "1025"), ("1,02", "102"), (r"\frac{1}{3}", "0.33"), ("2, 100", "2100"),
+                                ("1 2", "12"), ("5x", "5"), ("1/0", "1/0.0"), ("", "0"), ("1.5/2", "0.75")]:
             self.assertFalse(math_agent.same_answer(given, expected), (given, expected))
 
 

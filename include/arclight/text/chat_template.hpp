@@ -55,10 +55,8 @@ struct RenderOptions {
 enum class TemplateFamily { chatml, llama3, mistral, deepseek };
 
 inline constexpr std::string_view known_templates =
-    "chatml, qwen1.5, qwen2, qwen2.5, qwen2.5-math, qwen3, qwen3-instruct-2507, qwen3-thinking-2507, llama3, llama3.1, "
-    "llama3.2, "
-    "mistral-nemo, "
-    "deepseek-v3, deepseek-r1";
+    "chatml, qwen1.5, qwen2, qwen2.5, qwen2.5-math, qwen3, qwen3-instruct-2507, qwen3-thinking-2507, llama3, "
+    "llama3.1, llama3.2, mistral-nemo, deepseek-v3, deepseek-r1";
 
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
