@@ -100,12 +100,13 @@ def player(max_tokens):
         rid, aid = rollout["rollout_id"], rollout["attempt"]["attempt_id"]
         task = rollout["input"]
         question = task["question"] if "question" in task else task["problem"]
+        expected = expected_answer(task)  # a task without an answer fails before its call
         temperature = 1.0 if rollout.get("mode") == "train" else 0.0
         reply = llm.post(llm_path(rollout, "chat/completions"),
                          {"model": "policy", "messages": [{"role": "user", "content": question}],
                           "max_tokens": max_tokens, "temperature": temperature})
         boxed = last_boxed(reply["choices"][0]["message"].get("content") or "")
-        solved = boxed is not None and same_answer(boxed, expected_answer(task))
+        solved = boxed is not None and same_answer(boxed, expected)
         store.post("/v1/agl/spans", reward_span(rid, aid, 1.0 if solved else 0.0))
         store.post("/v1/agl/spans", span(rid, aid, "result", {
             "success": 1.0 if solved else 0.0, "boxed": 0.0 if boxed is None else 1.0,
