@@ -134,7 +134,8 @@ class Endpoint {
       case text::TemplateFamily::llama3: return ToolFormat::llama3_json;
       case text::TemplateFamily::mistral: return ToolFormat::mistral;
       case text::TemplateFamily::chatml:
-      case text::TemplateFamily::deepseek: break;  // DeepSeek's templates take no tools
+      case text::TemplateFamily::deepseek:
+      case text::TemplateFamily::gemma: break;  // DeepSeek's and Gemma's templates take no tools
     }
     return ToolFormat::hermes;
   }

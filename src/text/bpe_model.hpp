@@ -32,7 +32,7 @@ inline std::uint64_t pair_key(TokenId a, TokenId b) {
 // One step of the pre-tokenizer: a Split (or ByteLevel with use_regex) cutting every piece further.
 struct SplitStep {
   std::unique_ptr<Regex> regex;
-  bool keep_matches = true;
+  SplitBehavior behavior = SplitBehavior::isolated;
 };
 
 enum class Kind : std::uint8_t { none, normal, added, special };

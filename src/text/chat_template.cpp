@@ -338,6 +338,38 @@ std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const 
   return out;
 }
 
+// Gemma 3's template: BOS, each turn "<start_of_turn>ROLE\n" ... "<end_of_turn>\n" with the assistant's role named
+// "model", the text trimmed (each part of a list alone, as vLLM hands the parts to this template), a first system
+// message's text (its first part's) and a blank line opening the next turn, untrimmed. After it the roles alternate
+// user/assistant; a tool turn where an answer may stand is written under its own role, as the template does. No tool
+// definitions, and an answer's calls left out (the template writes content only).
+std::string render_gemma(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
+  if (!c.tools.empty()) throw UsageError("chat template " + t.name + " writes no tool definitions: leave tools out");
+  const auto& ms = c.messages;
+  const bool system = !ms.empty() && ms[0].role == "system";
+  std::string prefix;
+  if (system) {
+    if (ms[0].text_parts && ms[0].text_parts->empty())  // the template reads its first part
+      throw UsageError("messages[0].content: Gemma 3's template needs a text part in the system message");
+    prefix = (ms[0].text_parts ? ms[0].text_parts->front() : ms[0].content) + "\n\n";
+  }
+  std::string out = t.bos_token;
+  for (std::size_t i = system ? 1 : 0, turn = 0; i < ms.size(); ++i, ++turn) {
+    const Message& m = ms[i];
+    if ((m.role == "user") != (turn % 2 == 0))
+      throw UsageError("Conversation roles must alternate user/assistant/user/assistant/...");
+    out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
+    if (turn == 0) out += prefix;
+    if (!m.text_parts)
+      out += trim(m.content);
+    else
+      for (const std::string& part : *m.text_parts) out += trim(part);
+    out += "<end_of_turn>\n";
+  }
+  if (options.add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::named(std::string_view name) {
@@ -355,6 +387,13 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.family = TemplateFamily::mistral;
     t.bos_token = "<s>";
     t.eos_token = "</s>";
+    return t;
+  }
+  if (name == "gemma3") {
+    t.family = TemplateFamily::gemma;
+    t.bos_token = "<bos>";
+    t.eos_token = "<eos>";
+    t.tool_format = false;
     return t;
   }
   if (name == "deepseek-v3" || name == "deepseek-r1") {
@@ -378,6 +417,7 @@ std::string ChatTemplate::render(const Conversation& conversation, const RenderO
     case TemplateFamily::chatml: return render_chatml(*this, conversation, options);
     case TemplateFamily::llama3: return render_llama3(*this, conversation, options);
     case TemplateFamily::deepseek: return render_deepseek(*this, conversation, options);
+    case TemplateFamily::gemma: return render_gemma(*this, conversation, options);
     case TemplateFamily::mistral: break;
   }
   return render_mistral(*this, conversation);
@@ -388,6 +428,7 @@ std::vector<TokenId> ChatTemplate::stop_ids(const Tokenizer& tokenizer) const {
       family == TemplateFamily::chatml     ? std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}
       : family == TemplateFamily::llama3   ? std::vector<std::string>{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"}
       : family == TemplateFamily::deepseek ? std::vector<std::string>{std::string(deepseek_end)}
+      : family == TemplateFamily::gemma    ? std::vector<std::string>{"<end_of_turn>", "<eos>"}
                                            : std::vector<std::string>{"</s>"};
   if (!eos_token.empty()) names.push_back(eos_token);
   std::vector<TokenId> ids;

@@ -137,6 +137,15 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     throw TokenizerFileError(where + ": a DeepSeek template other than V3's and R1's is not built in; name one (" +
                              std::string(known_templates) + ")");
   }
+  // Gemma 3's, by the way it writes the system message and the parts of a message's content; Gemma 2's (no system
+  // role), FunctionGemma's and others are not built in.
+  if (has("<start_of_turn>")) {
+    if (has("set first_user_prefix = messages[0]['content'][0]['text'] + '") && has("{{ item['text'] | trim }}") &&
+        has("{%- set role = \"model\" -%}") && !has("tool"))
+      return named("gemma3");
+    throw TokenizerFileError(where + ": a Gemma template other than Gemma 3's is not built in; name one (" +
+                             std::string(known_templates) + ")");
+  }
   // Mistral's templates differ by version in spaces and markers ("[INST] " in v0.3's, [SYSTEM_PROMPT] in v7's): NeMo's
   // alone is built in, known by the way it writes a turn, its tools and its results.
   if (has("[INST]")) {
@@ -150,7 +159,8 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
   }
   throw TokenizerFileError(where +
                            ": a chat template arclight does not know (it recognises ChatML by <|im_start|>, "
-                           "Llama 3 by <|start_header_id|>, Mistral NeMo's by [INST] and DeepSeek's by <｜User｜>); "
+                           "Llama 3 by <|start_header_id|>, Mistral NeMo's by [INST], DeepSeek's by <｜User｜> and "
+                           "Gemma's by <start_of_turn>); "
                            "name one (" +
                            std::string(known_templates) + ")");
 }

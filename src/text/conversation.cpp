@@ -128,7 +128,11 @@ ToolCall tool_call_of(const json& call, const std::string& where) {
 Message message_of(const json& m, const std::string& where) {
   if (!m.is_object()) bad(where, log::concat("expected an object, found ", m.type_name()));
   if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "missing or not a string");
-  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}, "", false};
+  Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}, "", false, std::nullopt};
+  if (const auto content = m.find("content"); content != m.end() && content->is_array()) {
+    out.text_parts.emplace();
+    for (const json& part : *content) out.text_parts->push_back(part["text"].get<std::string>());  // checked above
+  }
   if (out.role == "developer") out.role = "system";  // OpenAI's newer name for it, which its clients send
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")
     bad(where + ".role", "\"" + out.role + "\" is not one of system (or developer), user, assistant, tool");

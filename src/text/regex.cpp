@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -88,13 +89,25 @@ Regex::Regex(const std::string& pattern_text, bool literal) : pattern_(pattern_t
 
 Regex::~Regex() { pcre2_code_free(code_of(code_)); }
 
-void Regex::split(std::string_view text, std::vector<std::string_view>& pieces, bool keep_matches,
-                  bool keep_gaps) const {
+void Regex::split(std::string_view text, std::vector<std::string_view>& pieces, SplitBehavior behavior) const {
   thread_local MatchResources match{pcre2_match_data_create(16, nullptr), pcre2_match_context_create(nullptr)};
   thread_local bool stack_assigned = (pcre2_jit_stack_assign(match.context, thread_jit_stack, nullptr), true);
   (void)stack_assigned;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  std::size_t gap_start = 0, at = 0;
+  const auto piece = [&](std::size_t begin, std::size_t end) {
+    if (end > begin) pieces.push_back(text.substr(begin, end - begin));
+  };
+  // start: where the text not yet in a piece begins. merged_with_next holds the last match, from held_begin to
+  // start, for the stretch after it.
+  std::size_t start = 0, at = 0;
+  std::optional<std::size_t> held_begin;
+  const auto stretch_to = [&](std::size_t end) {  // the text from start to `end`, which no match cuts
+    if (end > start)
+      piece(held_begin.value_or(start), end);
+    else if (held_begin)
+      piece(*held_begin, start);  // a held match before a match: a piece of its own
+    held_begin.reset();
+  };
   while (at <= text.size()) {
     const int rc = pcre2_match(code_of(code_), subject, text.size(), at, 0, match.data, match.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -106,17 +119,18 @@ void Regex::split(std::string_view text, std::vector<std::string_view>& pieces, 
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);
     const std::size_t begin = ovector[0], end = ovector[1];
-    if (end == begin) {  // an empty match (\b, a lookahead) cuts the text there, as Hugging Face's splits do
-      if (keep_gaps && begin > gap_start) pieces.push_back(text.substr(gap_start, begin - gap_start));
-      gap_start = std::max(gap_start, begin);
-      at = next_character(text, begin);
-      continue;
+    // An empty match (\b, a lookahead) cuts the text there, as Hugging Face's splits do.
+    at = end == begin ? next_character(text, begin) : end;
+    switch (behavior) {
+      case SplitBehavior::isolated: piece(start, begin), piece(begin, end); break;
+      case SplitBehavior::removed: piece(start, begin); break;
+      case SplitBehavior::merged_with_previous: piece(begin > start ? start : begin, end); break;
+      case SplitBehavior::merged_with_next: stretch_to(begin), held_begin = begin; break;
     }
-    if (keep_gaps && begin > gap_start) pieces.push_back(text.substr(gap_start, begin - gap_start));
-    if (keep_matches) pieces.push_back(text.substr(begin, end - begin));
-    gap_start = at = end;
+    start = end;
   }
-  if (keep_gaps && gap_start < text.size()) pieces.push_back(text.substr(gap_start));
+  if (behavior == SplitBehavior::merged_with_next) return stretch_to(text.size());
+  piece(start, text.size());
 }
 
 }  // namespace arclight::text

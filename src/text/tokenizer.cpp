@@ -92,11 +92,15 @@ class PieceMerger {
 class BpeTokenizer final : public Tokenizer {
  public:
   explicit BpeTokenizer(BpeModel model) : m_(std::move(model)) {
-    for (std::size_t i = 0; i < m_.added.size(); ++i)
-      added_by_first_byte_[static_cast<std::uint8_t>(m_.added[i].content[0])].push_back(i);
-    for (auto& candidates : added_by_first_byte_)  // longest first: leftmost-longest matching
-      std::sort(candidates.begin(), candidates.end(),
-                [&](std::size_t a, std::size_t b) { return m_.added[a].content.size() > m_.added[b].content.size(); });
+    for (std::size_t i = 0; i < m_.added.size(); ++i) {
+      const std::string& content = m_.added[i].content;
+      auto& lengths = added_by_first_byte_[static_cast<std::uint8_t>(content[0])];
+      auto it = std::find_if(lengths.begin(), lengths.end(), [&](const auto& l) { return l.first == content.size(); });
+      if (it == lengths.end()) it = lengths.insert(lengths.end(), {content.size(), {}});
+      it->second.emplace(content, i);  // the first of two alike, as the file lists them
+    }
+    for (auto& lengths : added_by_first_byte_)  // longest first: leftmost-longest matching
+      std::sort(lengths.begin(), lengths.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   }
 
   std::vector<TokenId> with_special_tokens(std::vector<TokenId> ids) const override {
@@ -165,10 +169,11 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   const AddedToken* added_at(std::string_view text, std::size_t at, Specials specials) const {
-    for (std::size_t i : added_by_first_byte_[static_cast<std::uint8_t>(text[at])]) {
-      const AddedToken& t = m_.added[i];
-      if (t.special && specials == Specials::as_text) continue;
-      if (text.compare(at, t.content.size(), t.content) == 0) return &t;
+    for (const auto& [length, tokens] : added_by_first_byte_[static_cast<std::uint8_t>(text[at])]) {
+      const auto it = tokens.find(text.substr(at, length));
+      if (it == tokens.end()) continue;
+      const AddedToken& t = m_.added[it->second];
+      if (!(t.special && specials == Specials::as_text)) return &t;
     }
     return nullptr;
   }
@@ -183,7 +188,7 @@ class BpeTokenizer final : public Tokenizer {
     std::vector<std::string_view> pieces{text}, cut;
     for (const SplitStep& step : m_.steps) {
       cut.clear();
-      for (std::string_view piece : pieces) step.regex->split(piece, cut, step.keep_matches, true);
+      for (std::string_view piece : pieces) step.regex->split(piece, cut, step.behavior);
       pieces.swap(cut);
     }
     for (std::string_view piece : pieces) encode_piece(piece, ids);
@@ -270,7 +275,10 @@ class BpeTokenizer final : public Tokenizer {
   }
 
   BpeModel m_;
-  std::array<std::vector<std::size_t>, 256> added_by_first_byte_;
+  // The added tokens by their first byte, then by length (longest first), then by content: a few lookups at each
+  // byte where Gemma's 6,000 "<unused...>" tokens would be as many comparisons at each '<'.
+  std::array<std::vector<std::pair<std::size_t, std::unordered_map<std::string_view, std::size_t>>>, 256>
+      added_by_first_byte_;
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<TokenId>> cache_;
 };

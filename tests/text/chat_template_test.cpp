@@ -476,6 +476,42 @@ BOOST_AUTO_TEST_CASE(stop_tokens_the_tokenizer_has) {
   BOOST_TEST(std::count(ids.begin(), ids.end(), 256) == 1);  // <|im_end|> in the text became its id
 }
 
+// Gemma 3's template, as its Jinja reads (checked against it in chat_template_reference.mjs): the system message's
+// text (its first part's, untrimmed) and a blank line open the first turn; each part of a list trimmed alone; answers
+// under "model" without their calls; the roles alternate, a tool turn written where an answer may stand.
+BOOST_AUTO_TEST_CASE(gemma3_turns_parts_and_roles) {
+  const ChatTemplate gemma = ChatTemplate::named("gemma3");
+  const auto c =
+      chat(R"([{"role": "system", "content": [{"type": "text", "text": " S "}, {"type": "text", "text": "T"}]},
+      {"role": "user", "content": [{"type": "text", "text": " a "}, {"type": "text", "text": "\nb"}]},
+      {"role": "assistant", "content": " A\n", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "user", "content": "  U"}])");
+  BOOST_TEST(gemma.render(c, {true, std::nullopt}) ==
+             "<bos><start_of_turn>user\n S \n\nab<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n"
+             "<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n");
+  BOOST_TEST(gemma.render(chat(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": "5"}])")) ==
+             "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>tool\n5<end_of_turn>\n");
+  for (const char* refused :
+       {R"([{"role": "assistant", "content": "A"}])", R"([{"role": "user", "content": "U"}, {"role": "user",
+          "content": "V"}])",
+        R"([{"role": "system", "content": []}, {"role": "user", "content": "U"}])",
+        R"({"messages": [{"role": "user", "content": "U"}], "tools": [{"type": "function", "function": {"name":
+          "f"}}]})"})
+    BOOST_CHECK_THROW(gemma.render(chat(refused)), UsageError);
+  const auto bytes = make_byte_tokenizer({"<end_of_turn>", "<eos>", "<bos>"});
+  BOOST_TEST(gemma.stop_ids(*bytes) == (std::vector<TokenId>{256, 257}));
+  // Recognised by how it writes the system message and the parts (marker snippets, not the template); Gemma 2's
+  // (no system role) and others with <start_of_turn> are not built in.
+  const std::string marks =
+      "{{ '<start_of_turn>' }}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
+      "{{ item['text'] | trim }}{%- set role = \"model\" -%}";
+  BOOST_TEST(ChatTemplate::recognize(marks, "x").name == "gemma3");
+  for (const std::string& other :
+       {std::string("{{ '<start_of_turn>' }}{{ raise_exception('System role not supported') }}"),
+        marks + "{% if tools %}"})
+    BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
+}
+
 // Mistral NeMo's template, as its Jinja reads (checked against it in chat_template_reference.mjs): the system message
 // inside the last user turn only where that turn ends the conversation, tools before the last user turn, calls and
 // results with 9-character ids, EOS after each assistant turn; the roles it refuses.

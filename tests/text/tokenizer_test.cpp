@@ -236,7 +236,7 @@ BOOST_AUTO_TEST_CASE(split_pre_tokenizer) {
 BOOST_AUTO_TEST_CASE(regex_splits_as_hugging_faces) {
   const auto split = [](const std::string& pattern, const std::string& text) {
     std::vector<std::string_view> pieces;
-    Regex(pattern).split(text, pieces, true, true);
+    Regex(pattern).split(text, pieces);
     return std::vector<std::string>(pieces.begin(), pieces.end());
   };
   using Pieces = std::vector<std::string>;
@@ -248,13 +248,36 @@ BOOST_AUTO_TEST_CASE(regex_splits_as_hugging_faces) {
   BOOST_TEST(split(R"((?=é))", "aébé") == (Pieces{"a", "éb", "é"}));
 }
 
+// Each Split behaviour on Hugging Face's own example (SplitDelimiterBehavior's documentation), and with a match at
+// either end: a match that follows a match stays a piece of its own when merged.
+BOOST_AUTO_TEST_CASE(split_behaviours_cut_as_hugging_faces) {
+  const auto split = [](SplitBehavior behavior, const std::string& text) {
+    std::vector<std::string_view> pieces;
+    Regex("-", true).split(text, pieces, behavior);
+    return std::vector<std::string>(pieces.begin(), pieces.end());
+  };
+  using Pieces = std::vector<std::string>;
+  constexpr auto isolated = SplitBehavior::isolated, removed = SplitBehavior::removed;
+  constexpr auto merged_with_previous = SplitBehavior::merged_with_previous;
+  constexpr auto merged_with_next = SplitBehavior::merged_with_next;
+  BOOST_TEST(split(isolated, "the-final--countdown") == (Pieces{"the", "-", "final", "-", "-", "countdown"}));
+  BOOST_TEST(split(removed, "the-final--countdown") == (Pieces{"the", "final", "countdown"}));
+  BOOST_TEST(split(merged_with_previous, "the-final--countdown") == (Pieces{"the-", "final-", "-", "countdown"}));
+  BOOST_TEST(split(merged_with_next, "the-final--countdown") == (Pieces{"the", "-final", "-", "-countdown"}));
+  BOOST_TEST(split(merged_with_previous, "-a-") == (Pieces{"-", "a-"}));
+  BOOST_TEST(split(merged_with_next, "-a-") == (Pieces{"-a", "-"}));
+  BOOST_TEST(split(merged_with_next, "--") == (Pieces{"-", "-"}));
+  BOOST_TEST(split(merged_with_previous, "ab") == (Pieces{"ab"}));
+  BOOST_TEST(split(merged_with_next, "") == (Pieces{}));
+}
+
 // A pattern that backtracks without bound (a hostile tokenizer.json) ends at PCRE2's match limit with one error that
 // names it, rather than taking a thread for ever.
 BOOST_AUTO_TEST_CASE(a_pattern_that_backtracks_without_bound_is_an_error) {
   std::vector<std::string_view> pieces;
   const std::string text = std::string(40, 'a') + "!";
   try {
-    Regex("(a|aa)+$").split(text, pieces, true, true);
+    Regex("(a|aa)+$").split(text, pieces);
     BOOST_ERROR("no error");
   } catch (const std::runtime_error& e) {
     BOOST_TEST(std::string(e.what()).find("pattern \"(a|aa)+$\" failed on a text of 41 bytes: match limit") !=

@@ -3,9 +3,10 @@
 // to its tokens. Built in, not interpreted: ChatML as Qwen uses it (Qwen3's and Thinking-2507's <think> blocks,
 // Instruct-2507's answers as given, the default system prompts of Qwen1.5, Qwen2, Qwen2.5 and Qwen2.5-Math,
 // Hermes-style <tool_call> JSON), Llama 3 (3.0, and 3.1's system preamble), Mistral NeMo's [INST] turns with
-// [TOOL_CALLS] and their ids, and DeepSeek's <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its distilled Qwen and
-// Llama models carry it). A model directory's tokenizer_config.json `chat_template` (or chat_template.jinja) is
-// recognised by its markers; a template that matches none is an error unless a name is given.
+// [TOOL_CALLS] and their ids, DeepSeek's <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its distilled Qwen and
+// Llama models carry it), and Gemma 3's <start_of_turn> turns. A model directory's tokenizer_config.json
+// `chat_template` (or chat_template.jinja) is recognised by its markers; a template that matches none is an error
+// unless a name is given.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ struct Message {
   std::vector<ToolCall> tool_calls;
   std::string tool_call_id;       // tool: the id of the call it answers, which Mistral's templates write
   bool tool_calls_given = false;  // "tool_calls" not absent nor null: an empty list is a call to Mistral's templates
+  // Content given as a list of parts: each part's text, which content joins by newlines (Gemma 3's template reads
+  // them one by one, as vLLM hands them to it)
+  std::optional<std::vector<std::string>> text_parts = std::nullopt;
 };
 
 struct Conversation {
@@ -52,11 +56,11 @@ struct RenderOptions {
   std::optional<bool> enable_thinking;  // Qwen3: false adds an empty <think></think> after that header
 };
 
-enum class TemplateFamily { chatml, llama3, mistral, deepseek };
+enum class TemplateFamily { chatml, llama3, mistral, deepseek, gemma };
 
 inline constexpr std::string_view known_templates =
     "chatml, qwen1.5, qwen2, qwen2.5, qwen2.5-math, qwen3, qwen3-instruct-2507, qwen3-thinking-2507, llama3, "
-    "llama3.1, llama3.2, mistral-nemo, deepseek-v3, deepseek-r1";
+    "llama3.1, llama3.2, mistral-nemo, deepseek-v3, deepseek-r1, gemma3";
 
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
@@ -73,7 +77,8 @@ struct ChatTemplate {
   std::string default_system;     // Qwen1.5, 2, 2.5, 2.5-Math: the system prompt used when the conversation gives none
   bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
   bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
-  std::string bos_token;  // Llama 3, Mistral, DeepSeek: <|begin_of_text|>, <s>, <｜begin▁of▁sentence｜>, first
+  // Llama 3, Mistral, DeepSeek, Gemma: <|begin_of_text|>, <s>, <｜begin▁of▁sentence｜>, <bos>, first
+  std::string bos_token;
   // ChatML: Hermes-style tools (<tools>, <tool_call>, <tool_response>); false for a model's own template that has
   // none (plain ChatML, Qwen2-Instruct's), which then refuses tools and tool turns rather than render them otherwise.
   bool tool_format = true;
@@ -90,8 +95,8 @@ struct ChatTemplate {
   std::string render(const Conversation& conversation, const RenderOptions& options = {}) const;
   // The model writes reasoning in a <think> block (Qwen3, Thinking-2507, DeepSeek R1): what a reasoning parser reads.
   bool reasons() const { return thinking_switch || opens_think; }
-  // The tokens generation stops at: <|im_end|> or <|eot_id|> (and <|eom_id|>), <|endoftext|> or <|end_of_text|>,
-  // the configured EOS, the generation config's; those the tokenizer has.
+  // The tokens generation stops at: <|im_end|>, <|eot_id|> (and <|eom_id|>) or <end_of_turn>; <|endoftext|>,
+  // <|end_of_text|> or <eos>; the configured EOS, the generation config's; those the tokenizer has.
   std::vector<TokenId> stop_ids(const Tokenizer& tokenizer) const;
 };
 
