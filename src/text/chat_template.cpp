@@ -339,8 +339,9 @@ std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const 
 }
 
 // Gemma 3's template: BOS, each turn "<start_of_turn>ROLE\n" ... "<end_of_turn>\n" with the assistant's role named
-// "model", the text trimmed (each part of a list alone, as vLLM hands the parts to this template), a first system
-// message's text (its first part's) and a blank line opening the next turn, untrimmed. After it the roles alternate
+// "model", the text trimmed (each part of a list alone, as vLLM hands the parts to this template, but a tool
+// result's, which vLLM joins by newlines first), a first system message's text (its first part's: one there must be)
+// and a blank line opening the next turn, untrimmed. After it the roles alternate
 // user/assistant; a tool turn where an answer may stand is written under its own role, as the template does. No tool
 // definitions, and an answer's calls left out (the template writes content only).
 std::string render_gemma(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
@@ -360,7 +361,7 @@ std::string render_gemma(const ChatTemplate& t, const Conversation& c, const Ren
       throw UsageError("Conversation roles must alternate user/assistant/user/assistant/...");
     out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
     if (turn == 0) out += prefix;
-    if (!m.text_parts)
+    if (!m.text_parts || m.role == "tool")
       out += trim(m.content);
     else
       for (const std::string& part : *m.text_parts) out += trim(part);

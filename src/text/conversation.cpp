@@ -129,9 +129,11 @@ Message message_of(const json& m, const std::string& where) {
   if (!m.is_object()) bad(where, log::concat("expected an object, found ", m.type_name()));
   if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "missing or not a string");
   Message out{m["role"].get<std::string>(), content_of(m, where), std::nullopt, {}, "", false, std::nullopt};
-  if (const auto content = m.find("content"); content != m.end() && content->is_array()) {
+  // Null or absent content is no parts, as vLLM hands it to a template that reads parts.
+  if (const auto content = m.find("content"); content == m.end() || !content->is_string()) {
     out.text_parts.emplace();
-    for (const json& part : *content) out.text_parts->push_back(part["text"].get<std::string>());  // checked above
+    if (content != m.end() && content->is_array())
+      for (const json& part : *content) out.text_parts->push_back(part["text"].get<std::string>());  // checked above
   }
   if (out.role == "developer") out.role = "system";  // OpenAI's newer name for it, which its clients send
   if (out.role != "system" && out.role != "user" && out.role != "assistant" && out.role != "tool")

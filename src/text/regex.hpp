@@ -10,8 +10,8 @@
 namespace arclight::text {
 
 // What a Split pre-tokenizer does with each match (Hugging Face's SplitDelimiterBehavior): a piece of its own, dropped,
-// the end of the stretch before it (Gemma's spaces), or the start of the stretch after it. Where a match follows a
-// match, it is a piece of its own in the last two.
+// the end of the stretch before it (Gemma's files say so of spaces, which their normalizer has replaced already), or
+// the start of the stretch after it. Where a match follows a match, it is a piece of its own in the last two.
 enum class SplitBehavior : std::uint8_t { isolated, removed, merged_with_previous, merged_with_next };
 
 class Regex {

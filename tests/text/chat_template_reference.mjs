@@ -83,7 +83,7 @@ function conversation(random, { withTools = false, oneCall = false, noDefinition
     messages.push(reply);
     const calls = reply.tool_calls ?? [];
     for (let n = reply.tool_calls ? reply.tool_calls.length : withTools || !toolTurns ? 0 : random.int(2); n > 0; --n)
-      messages.push({ role: "tool", content: text(random), tool_call_id: calls[calls.length - n]?.id ?? callId(random) });
+      messages.push({ role: "tool", content: content(text(random)), tool_call_id: calls[calls.length - n]?.id ?? callId(random) });
     if (reply.tool_calls && random.chance(0.7)) messages.push(assistant(random, false, oneCall));
   }
   const request = { messages, add_generation_prompt: random.chance(0.5) };
@@ -101,9 +101,11 @@ function today() {
   return `${String(now.getDate()).padStart(2, "0")} ${now.toLocaleString("en-US", { month: "short" })} ${now.getFullYear()}`;
 }
 // vLLM's preprocessing of a request (chat_utils' _postprocess_messages): arguments given as text are parsed into the
-// value the templates' tojson writes (Qwen2.5's and Llama 3.1's would quote the text; Qwen3's would paste it in).
+// value the templates' tojson writes (Qwen2.5's and Llama 3.1's would quote the text; Qwen3's would paste it in); a
+// tool result's text parts are joined by newlines, even for a template that reads parts (Gemma 3's).
 function vllmArguments(request) {
-  const messages = request.messages.map((m) => !m.tool_calls ? m : { ...m, tool_calls: m.tool_calls.map((c) =>
+  const joined = (m) => m.role === "tool" && Array.isArray(m.content) ? { ...m, content: m.content.map((p) => p.text).join("\n") } : m;
+  const messages = request.messages.map(joined).map((m) => !m.tool_calls ? m : { ...m, tool_calls: m.tool_calls.map((c) =>
     typeof c.function.arguments !== "string" ? c : { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } }) });
   return { ...request, messages };
 }

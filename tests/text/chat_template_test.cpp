@@ -489,12 +489,15 @@ BOOST_AUTO_TEST_CASE(gemma3_turns_parts_and_roles) {
   BOOST_TEST(gemma.render(c, {true, std::nullopt}) ==
              "<bos><start_of_turn>user\n S \n\nab<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n"
              "<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n");
-  BOOST_TEST(gemma.render(chat(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": "5"}])")) ==
-             "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>tool\n5<end_of_turn>\n");
+  // A tool result's parts joined by newlines first (vLLM joins them), then trimmed.
+  BOOST_TEST(gemma.render(chat(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": [{"type": "text",
+      "text": "5 "}, {"type": "text", "text": " 6"}]}])")) ==
+             "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>tool\n5 \n 6<end_of_turn>\n");
   for (const char* refused :
        {R"([{"role": "assistant", "content": "A"}])", R"([{"role": "user", "content": "U"}, {"role": "user",
           "content": "V"}])",
         R"([{"role": "system", "content": []}, {"role": "user", "content": "U"}])",
+        R"([{"role": "system", "content": null}, {"role": "user", "content": "U"}])",
         R"({"messages": [{"role": "user", "content": "U"}], "tools": [{"type": "function", "function": {"name":
           "f"}}]})"})
     BOOST_CHECK_THROW(gemma.render(chat(refused)), UsageError);

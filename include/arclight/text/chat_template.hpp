@@ -30,8 +30,8 @@ struct Message {
   std::vector<ToolCall> tool_calls;
   std::string tool_call_id;       // tool: the id of the call it answers, which Mistral's templates write
   bool tool_calls_given = false;  // "tool_calls" not absent nor null: an empty list is a call to Mistral's templates
-  // Content given as a list of parts: each part's text, which content joins by newlines (Gemma 3's template reads
-  // them one by one, as vLLM hands them to it)
+  // Content given as a list of parts (none where null): each part's text, which content joins by newlines (Gemma 3's
+  // template reads them one by one, as vLLM hands them to it)
   std::optional<std::vector<std::string>> text_parts = std::nullopt;
 };
 
