@@ -1,6 +1,7 @@
 #include "arclight/model/architecture.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "arclight/core/log.hpp"
@@ -39,9 +40,9 @@ Architecture hf_architecture(const HfConfig& c, int max_seq) {
   a.num_kv_heads = c.num_key_value_heads;
   a.head_dim = c.head_dim;
   a.max_seq = max_seq;
-  a.norm = NormKind::rms_norm;
+  a.norm = c.gemma_norms ? NormKind::rms_norm_offset : NormKind::rms_norm;
   a.norm_eps = c.rms_norm_eps;
-  a.mlp = MlpKind::gated_silu;
+  a.mlp = c.hidden_activation == "gelu_pytorch_tanh" ? MlpKind::gated_gelu_tanh : MlpKind::gated_silu;
   a.rope_theta = c.rope_theta;
   a.rope_scaling = c.rope_scaling;
   a.qkv_bias = c.attention_bias;
@@ -49,6 +50,10 @@ Architecture hf_architecture(const HfConfig& c, int max_seq) {
   a.qk_norm = c.qk_norm;
   a.tied_embeddings = c.tie_word_embeddings;
   a.sliding_window = c.sliding_window;
+  a.sliding_layers = c.sliding_layers;
+  a.local_rope_theta = c.local_rope_theta;
+  a.sandwich_norms = a.scaled_embeddings = c.gemma_norms;
+  if (c.query_pre_attn_scalar) a.attention_scale = std::pow(*c.query_pre_attn_scalar, -0.5);
   return a;
 }
 
@@ -81,9 +86,9 @@ CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
 std::size_t parameter_count(const Architecture& a) {
   const std::size_t h = a.hidden_size, f = a.intermediate_size, d = a.head_dim;
   const std::size_t q = a.num_heads * d, kv = a.num_kv_heads * d, norm = a.norm == NormKind::layer_norm ? 2 * h : h;
-  std::size_t layer = h * (q + 2 * kv) + q * h + 2 * norm;
-  layer += (a.mlp == MlpKind::gated_silu ? 3 : 2) * h * f +
-           (a.mlp_bias ? (a.mlp == MlpKind::gated_silu ? 2 : 1) * f + h : 0);
+  const bool gated = a.mlp != MlpKind::gelu;
+  std::size_t layer = h * (q + 2 * kv) + q * h + (a.sandwich_norms ? 4 : 2) * norm;
+  layer += (gated ? 3 : 2) * h * f + (a.mlp_bias ? (gated ? 2 : 1) * f + h : 0);
   layer += (a.qkv_bias ? q + 2 * kv : 0) + (a.o_bias ? h : 0) + (a.qk_norm ? 2 * d : 0);
   std::size_t total = a.num_layers * layer + a.vocab_size * h + norm;
   if (a.learned_positions) total += static_cast<std::size_t>(a.max_seq) * h;
@@ -99,10 +104,15 @@ std::string describe(const Architecture& a) {
   add(a.num_kv_heads != a.num_heads, "grouped-query attention");
   add(a.qkv_bias, "q/k/v biases");
   add(a.qk_norm, "q/k norms");
-  add(a.rope_scaling.has_value(), "llama3 RoPE scaling");
+  if (a.rope_scaling) extras += ", " + a.rope_scaling->type + " RoPE scaling";
+  add(a.sandwich_norms, "norms before and after attention and MLP");
+  add(a.mlp == MlpKind::gated_gelu_tanh, "GeGLU (tanh)");
   add(a.tied_embeddings, "tied embeddings");
   add(a.learned_positions, "learned positions");
-  if (a.sliding_window) extras += log::concat(", sliding window ", *a.sliding_window);
+  if (a.sliding_window && a.sliding_layers.empty()) extras += log::concat(", sliding window ", *a.sliding_window);
+  if (a.sliding_window && !a.sliding_layers.empty())
+    extras += log::concat(", sliding window ", *a.sliding_window, " on ",
+                          std::count(a.sliding_layers.begin(), a.sliding_layers.end(), true), " layers");
   return log::concat(a.name, ": ", a.num_layers, " layers, hidden ", a.hidden_size, ", ", a.num_heads, " heads (",
                      a.num_kv_heads, " key/value) of ", a.head_dim, ", MLP ", a.intermediate_size, ", vocabulary ",
                      a.vocab_size, ", ", parameter_count(a), " parameters", extras);

@@ -28,7 +28,8 @@ void Projection::add_adapter(int rank, double alpha) {
 }
 
 Norm::Norm(std::int64_t dim, NormKind k, double e) : kind(k), eps(e) {
-  weight = register_parameter("weight", torch::ones({dim}));
+  // the identity: Gemma's weight scales by 1 + weight
+  weight = register_parameter("weight", kind == NormKind::rms_norm_offset ? torch::zeros({dim}) : torch::ones({dim}));
   if (kind == NormKind::layer_norm) bias = register_parameter("bias", torch::zeros({dim}));
 }
 
@@ -42,13 +43,14 @@ Attention::Attention(const Architecture& a) {
   v_proj = register_module("v_proj", std::make_shared<Projection>(a.hidden_size, kv_width, a.qkv_bias));
   o_proj = register_module("o_proj", std::make_shared<Projection>(q_width, a.hidden_size, a.o_bias));
   if (a.qk_norm) {
-    q_norm = register_module("q_norm", std::make_shared<Norm>(a.head_dim, NormKind::rms_norm, a.norm_eps));
-    k_norm = register_module("k_norm", std::make_shared<Norm>(a.head_dim, NormKind::rms_norm, a.norm_eps));
+    const NormKind kind = a.norm == NormKind::rms_norm_offset ? a.norm : NormKind::rms_norm;
+    q_norm = register_module("q_norm", std::make_shared<Norm>(a.head_dim, kind, a.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<Norm>(a.head_dim, kind, a.norm_eps));
   }
 }
 
 Mlp::Mlp(const Architecture& a) {
-  if (a.mlp == MlpKind::gated_silu)
+  if (a.mlp != MlpKind::gelu)
     gate_proj =
         register_module("gate_proj", std::make_shared<Projection>(a.hidden_size, a.intermediate_size, a.mlp_bias));
   up_proj = register_module("up_proj", std::make_shared<Projection>(a.hidden_size, a.intermediate_size, a.mlp_bias));
@@ -62,6 +64,12 @@ Layer::Layer(const Architecture& a) {
   input_layernorm = register_module("input_layernorm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
+  if (a.sandwich_norms) {
+    pre_feedforward_layernorm =
+        register_module("pre_feedforward_layernorm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
+    post_feedforward_layernorm =
+        register_module("post_feedforward_layernorm", std::make_shared<Norm>(a.hidden_size, a.norm, a.norm_eps));
+  }
 }
 
 Body::Body(const Architecture& a) {
@@ -80,6 +88,7 @@ torch::Tensor rope_inverse_frequencies(const Architecture& a) {
   const auto exponents = torch::arange(0, a.head_dim, 2, torch::kLong).to(torch::kFloat) / a.head_dim;
   auto inv_freq = 1.0 / torch::pow(a.rope_theta, exponents);
   if (!a.rope_scaling) return inv_freq;
+  if (a.rope_scaling->type == "linear") return inv_freq / a.rope_scaling->factor;
   // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, the band between blended smoothly.
   const HfConfig::RopeScaling& s = *a.rope_scaling;
   const double old_context = s.original_max_position_embeddings;
@@ -128,6 +137,14 @@ Decoder::Decoder(const Architecture& architecture, torch::ScalarType compute_typ
   const auto angles = torch::outer(torch::arange(a_.max_seq, torch::kFloat), rope_inverse_frequencies(a_));
   cos_table_ = angles.cos();
   sin_table_ = angles.sin();
+  if (a_.local_rope_theta) {
+    Architecture local = a_;
+    local.rope_theta = *a_.local_rope_theta;
+    local.rope_scaling.reset();
+    const auto local_angles = torch::outer(torch::arange(a_.max_seq, torch::kFloat), rope_inverse_frequencies(local));
+    local_cos_table_ = local_angles.cos();
+    local_sin_table_ = local_angles.sin();
+  }
 }
 
 void Decoder::initialize(at::Generator& generator) {
@@ -140,7 +157,7 @@ void Decoder::initialize(at::Generator& generator) {
     } else if (auto t = std::dynamic_pointer_cast<Table>(module)) {
       t->weight.normal_(0, 1, generator);
     } else if (auto n = std::dynamic_pointer_cast<Norm>(module)) {
-      n->weight.fill_(1);
+      n->weight.fill_(n->kind == NormKind::rms_norm_offset ? 0 : 1);
       if (n->bias.defined()) n->bias.zero_();
     }
   }
@@ -209,6 +226,10 @@ void Decoder::move_to(const torch::Device& device) {
   to(device);
   cos_table_ = cos_table_.to(device);
   sin_table_ = sin_table_.to(device);
+  if (local_cos_table_.defined()) {
+    local_cos_table_ = local_cos_table_.to(device);
+    local_sin_table_ = local_sin_table_.to(device);
+  }
 }
 
 KvCache KvCache::rows(std::int64_t first, std::int64_t count) const {
@@ -220,11 +241,13 @@ KvCache KvCache::rows(std::int64_t first, std::int64_t count) const {
 
 // Where one forward's tokens sit and what each may see, made once per forward for every layer.
 struct Decoder::Placement {
-  torch::Tensor positions;  // [1 or B, T] int64: shared by every row (lockstep), or each row's own
-  torch::Tensor cos, sin;   // [1 or B, 1, T, head_dim / 2] in the compute type (RoPE only)
-  torch::Tensor blocked;    // [1 or B, 1, 1, T, end]: true where a query may not see a key (future, out of window)
-  std::int64_t start = -1;  // lockstep: the first position (the cache is written as one slice); per row: -1
-  std::int64_t end = 0;     // the keys attended: 0 .. end - 1
+  torch::Tensor positions;             // [1 or B, T] int64: shared by every row (lockstep), or each row's own
+  torch::Tensor cos, sin;              // [1 or B, 1, T, head_dim / 2] in the compute type (RoPE only)
+  torch::Tensor local_cos, local_sin;  // the same for the sliding layers' own RoPE, where they have one
+  torch::Tensor blocked;  // [1 or B, 1, 1, T, end]: true where a query may not see a key (future, out of window)
+  torch::Tensor blocked_in_window;  // the same for the layers the window applies to, where not every layer's
+  std::int64_t start = -1;          // lockstep: the first position (the cache is written as one slice); per row: -1
+  std::int64_t end = 0;             // the keys attended: 0 .. end - 1
 };
 
 Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, std::int64_t end) const {
@@ -232,15 +255,23 @@ Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, s
   Placement where;
   where.start = start;
   where.end = end;
+  const auto rows = [&](const torch::Tensor& table) {
+    return torch::embedding(table, positions).unsqueeze(1).to(compute_);
+  };
   if (!a_.learned_positions) {
-    where.cos = torch::embedding(cos_table_, positions).unsqueeze(1).to(compute_);
-    where.sin = torch::embedding(sin_table_, positions).unsqueeze(1).to(compute_);
+    where.cos = rows(cos_table_);
+    where.sin = rows(sin_table_);
+  }
+  if (local_cos_table_.defined()) {
+    where.local_cos = rows(local_cos_table_);
+    where.local_sin = rows(local_sin_table_);
   }
   const auto query = positions.unsqueeze(-1);
   const auto key = torch::arange(0, end, torch::TensorOptions(torch::kLong).device(positions.device()));
-  auto blocked = key > query;
-  if (a_.sliding_window) blocked = blocked.logical_or(key <= query - *a_.sliding_window);
-  where.blocked = blocked.unsqueeze(1).unsqueeze(1);
+  const auto future = key > query;
+  const auto in_window = [&] { return future.logical_or(key <= query - *a_.sliding_window).unsqueeze(1).unsqueeze(1); };
+  where.blocked = a_.sliding_window && a_.sliding_layers.empty() ? in_window() : future.unsqueeze(1).unsqueeze(1);
+  if (a_.sliding_window && !a_.sliding_layers.empty()) where.blocked_in_window = in_window();
   where.positions = std::move(positions);
   return where;
 }
@@ -280,10 +311,20 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
     throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
   auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
   if (model_->embed_positions) x = x + torch::embedding(cast(model_->embed_positions->weight), where.positions);
+  if (a_.scaled_embeddings)  // sqrt(hidden) in float32 then the compute type, as transformers' Gemma 3 rounds it
+    x = x * torch::scalar_tensor(static_cast<float>(std::sqrt(double(a_.hidden_size)))).to(x.options());
   for (std::size_t l = 0; l < model_->layers.size(); ++l) {
     Layer& layer = *model_->layers[l];
-    x = x + attend(*layer.self_attn, normalize(*layer.input_layernorm, x), where, static_cast<std::int64_t>(l), cache);
-    x = x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
+    const auto attended =
+        attend(*layer.self_attn, normalize(*layer.input_layernorm, x), where, static_cast<std::int64_t>(l), cache);
+    if (!a_.sandwich_norms) {
+      x = x + attended;
+      x = x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
+      continue;
+    }
+    x = x + normalize(*layer.post_attention_layernorm, attended);
+    x = x + normalize(*layer.post_feedforward_layernorm,
+                      feed_forward(*layer.mlp, normalize(*layer.pre_feedforward_layernorm, x)));
   }
   if (at) x = x.index({torch::arange(x.size(0), at->options()), *at});  // [B, hidden]: the rest needs no logits
   x = normalize(*model_->norm, x);
@@ -312,14 +353,17 @@ torch::Tensor Decoder::project(const Projection& p, const torch::Tensor& x) cons
 torch::Tensor Decoder::normalize(const Norm& n, const torch::Tensor& x) const {
   if (n.kind == NormKind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, cast(n.weight), cast(n.bias), n.eps);
   const auto h = x.to(torch::kFloat);
-  return cast(n.weight) * (h * torch::rsqrt(h.pow(2).mean(-1, true) + n.eps)).to(x.scalar_type());
+  const auto normed = h * torch::rsqrt(h.pow(2).mean(-1, true) + n.eps);
+  // Gemma scales in float32 and rounds after (Llama rounds first); its weight as the model's type holds it
+  if (n.kind == NormKind::rms_norm_offset) return (normed * (1 + cast(n.weight).to(torch::kFloat))).to(x.scalar_type());
+  return cast(n.weight) * normed.to(x.scalar_type());
 }
 
-// x [B, heads, T, head_dim] at the placement's positions.
-torch::Tensor Decoder::rotate(const torch::Tensor& x, const Placement& where) const {
+// x [B, heads, T, head_dim] at the placement's positions, whose angles' cos and sin are given.
+torch::Tensor Decoder::rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) const {
   const std::int64_t half = a_.head_dim / 2;
   const auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return torch::cat({x1 * where.cos - x2 * where.sin, x2 * where.cos + x1 * where.sin}, -1);
+  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
 }
 
 namespace {
@@ -349,9 +393,11 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
   }
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
+  const bool sliding = !a_.sliding_layers.empty() && a_.sliding_layers[static_cast<std::size_t>(layer)];
+  const bool local_rope = sliding && where.local_cos.defined();
   if (!a_.learned_positions) {
-    q = rotate(q, where);
-    k = rotate(k, where);
+    q = rotate(q, local_rope ? where.local_cos : where.cos, local_rope ? where.local_sin : where.sin);
+    k = rotate(k, local_rope ? where.local_cos : where.cos, local_rope ? where.local_sin : where.sin);
   }
   if (cache) {
     remember(cache->keys[layer], k, where.positions, where.start);
@@ -361,17 +407,21 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
   }
   // Query head h reads key head h / groups (transformers' repeat_kv), without copying the keys per group: a group's
   // queries are rows of one matrix product with its key head (a broadcast product over the groups loses precision
-  // in bfloat16 on the CPU). Scaled by a product with d^-1/2, as transformers does (a division rounds otherwise).
+  // in bfloat16 on the CPU). Scaled by a product with d^-1/2 (Gemma's own scale), as transformers does (a division
+  // rounds otherwise).
   const auto grouped_q = q.reshape({b, kv, groups * t, d});
-  auto scores =
-      (torch::matmul(grouped_q, k.transpose(-2, -1)) * std::pow(double(d), -0.5)).view({b, kv, groups, t, -1});
-  scores = scores.masked_fill(where.blocked, -std::numeric_limits<float>::infinity());
+  const double scale = a_.attention_scale.value_or(std::pow(double(d), -0.5));
+  auto scores = (torch::matmul(grouped_q, k.transpose(-2, -1)) * scale).view({b, kv, groups, t, -1});
+  scores =
+      scores.masked_fill(sliding ? where.blocked_in_window : where.blocked, -std::numeric_limits<float>::infinity());
   const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
   const auto y = torch::matmul(probabilities.view({b, kv, groups * t, -1}), v).reshape({b, a_.num_heads, t, d});
   return project(*attn.o_proj, y.transpose(1, 2).reshape({b, t, a_.num_heads * d}));
 }
 
 torch::Tensor Decoder::feed_forward(Mlp& mlp, const torch::Tensor& x) const {
+  if (a_.mlp == MlpKind::gated_gelu_tanh)
+    return project(*mlp.down_proj, torch::gelu(project(*mlp.gate_proj, x), "tanh") * project(*mlp.up_proj, x));
   if (mlp.gate_proj) return project(*mlp.down_proj, torch::silu(project(*mlp.gate_proj, x)) * project(*mlp.up_proj, x));
   return project(*mlp.down_proj, torch::gelu(project(*mlp.up_proj, x)));
 }

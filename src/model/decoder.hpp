@@ -37,7 +37,8 @@ struct Projection : torch::nn::Module {
   double lora_scale = 0;
 };
 
-// LayerNorm (weight and bias) or RMSNorm (weight; computed in float32, as transformers does).
+// LayerNorm (weight and bias) or RMSNorm (weight, or Gemma's offset from 1; computed in float32, as transformers
+// does).
 struct Norm : torch::nn::Module {
   Norm(std::int64_t dim, NormKind kind, double eps);
   NormKind kind;
@@ -53,12 +54,12 @@ struct Table : torch::nn::Module {  // an embedding table [rows, dim]
 struct Attention : torch::nn::Module {
   explicit Attention(const Architecture& a);
   std::shared_ptr<Projection> q_proj, k_proj, v_proj, o_proj;
-  std::shared_ptr<Norm> q_norm, k_norm;  // Qwen3 only
+  std::shared_ptr<Norm> q_norm, k_norm;  // Qwen3 and Gemma 3 only
 };
 
 struct Mlp : torch::nn::Module {
   explicit Mlp(const Architecture& a);
-  std::shared_ptr<Projection> gate_proj, up_proj, down_proj;  // gate_proj: gated_silu only
+  std::shared_ptr<Projection> gate_proj, up_proj, down_proj;  // gate_proj: gated MLPs only
 };
 
 struct Layer : torch::nn::Module {
@@ -66,6 +67,9 @@ struct Layer : torch::nn::Module {
   std::shared_ptr<Attention> self_attn;
   std::shared_ptr<Mlp> mlp;
   std::shared_ptr<Norm> input_layernorm, post_attention_layernorm;
+  // Sandwich norms (Gemma 3): post_attention_layernorm then normalises attention's output, these the MLP's input and
+  // output
+  std::shared_ptr<Norm> pre_feedforward_layernorm, post_feedforward_layernorm;
 };
 
 struct Body : torch::nn::Module {
@@ -125,7 +129,7 @@ class Decoder : public torch::nn::Module {
   // Logits [B, T, vocab], or [B, vocab] at each row's token `at` when given.
   torch::Tensor run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
                     const torch::Tensor* at = nullptr);
-  torch::Tensor rotate(const torch::Tensor& x, const Placement& where) const;
+  torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) const;
   torch::Tensor attend(Attention& attn, const torch::Tensor& x, const Placement& where, std::int64_t layer,
                        KvCache* cache);
   torch::Tensor feed_forward(Mlp& mlp, const torch::Tensor& x) const;
@@ -134,8 +138,9 @@ class Decoder : public torch::nn::Module {
   torch::ScalarType compute_;
   LoraSpec lora_;
   std::shared_ptr<Body> model_;
-  std::shared_ptr<Projection> lm_head_;  // none when tied to the embedding
-  torch::Tensor cos_table_, sin_table_;  // [max_seq, head_dim / 2], float32
+  std::shared_ptr<Projection> lm_head_;              // none when tied to the embedding
+  torch::Tensor cos_table_, sin_table_;              // [max_seq, head_dim / 2], float32
+  torch::Tensor local_cos_table_, local_sin_table_;  // the sliding layers' own (local_rope_theta), where they have one
   struct Cast {
     std::int64_t version = -1;
     const void* data = nullptr;  // the parameter's storage when cast (move_to gives it another)
@@ -146,7 +151,7 @@ class Decoder : public torch::nn::Module {
 };
 
 // RoPE's inverse frequencies, [head_dim / 2] float32: theta^(-2i / head_dim), rescaled as Llama 3.1 does when the
-// architecture says llama3 (transformers' _compute_llama3_parameters).
+// architecture says llama3 (transformers' _compute_llama3_parameters), divided by the factor when linear.
 torch::Tensor rope_inverse_frequencies(const Architecture& a);
 
 }  // namespace arclight::model

@@ -74,6 +74,11 @@ using namespace hf_files;
 //   MistralConfig: vocab 32000, hidden 4096, intermediate 14336, layers 32, heads 32, kv heads 8,
 //                  head_dim None -> hidden / heads, max positions 4096 * 32, rms eps 1e-6, rope_theta 10000,
 //                  sliding_window 4096, bos 1, eos 2, tie False; no bias anywhere.
+//   Gemma3TextConfig: vocab 262208, hidden 2304, intermediate 9216, layers 26, heads 8, kv heads 4, head_dim 256,
+//                  hidden_activation gelu_pytorch_tanh, max positions 131072, rms eps 1e-6, bos 2, eos 1, tie True,
+//                  rope_theta 1e6, rope_local_base_freq 1e4, attention_bias False (q, k, v and o),
+//                  query_pre_attn_scalar 256, sliding_window 4096, layer_types None -> every sliding_window_pattern-th
+//                  (6) layer full, the others sliding; q/k norms; no softcapping (None).
 struct Defaults {
   std::string_view architecture;
   int vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
@@ -81,13 +86,19 @@ struct Defaults {
   int head_dim;             // 0: hidden_size / num_attention_heads
   int max_position_embeddings;
   std::optional<int> bos, eos;
+  bool tie_word_embeddings;
+  double rope_theta;
 };
-constexpr Defaults llama{"LlamaForCausalLM", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1, 2};
-constexpr Defaults qwen2{"Qwen2ForCausalLM", 151936, 4096, 22016, 32, 32, 32, 0, 32768, std::nullopt, std::nullopt};
-constexpr Defaults qwen3{"Qwen3ForCausalLM", 151936, 4096, 22016, 32, 32, 32, 128, 32768, std::nullopt, std::nullopt};
-constexpr Defaults mistral{"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1, 2};
+constexpr Defaults llama{"LlamaForCausalLM", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1, 2, false, 1e4};
+constexpr Defaults qwen2{"Qwen2ForCausalLM", 151936,       4096,  22016, 32, 32, 32, 0, 32768,
+                         std::nullopt,       std::nullopt, false, 1e4};
+constexpr Defaults qwen3{"Qwen3ForCausalLM", 151936,       4096,  22016, 32, 32, 32, 128, 32768,
+                         std::nullopt,       std::nullopt, false, 1e4};
+constexpr Defaults mistral{"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1, 2, false, 1e4};
+constexpr Defaults gemma3{"Gemma3ForCausalLM", 262208, 2304, 9216, 26, 8, 4, 256, 131072, 2, 1, true, 1e6};
 constexpr double default_rms_norm_eps = 1e-6;
-constexpr double default_rope_theta = 10000.0;
+constexpr double gemma3_local_rope_theta = 1e4, gemma3_query_pre_attn_scalar = 256;
+constexpr int gemma3_sliding_window_pattern = 6;
 constexpr int default_sliding_window = 4096;
 constexpr int default_max_window_layers = 28;  // Qwen2Config's and Qwen3Config's
 
@@ -186,15 +197,17 @@ std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& confi
   }
   if (!type) config.fail(key, "has neither \"rope_type\" nor \"type\"");
   if (*type == "default") return std::nullopt;
-  if (*type != "llama3")
-    rope.fail(type_key, log::concat("RoPE scaling \"", *type, "\" is not supported (supported: \"llama3\")"));
+  if (*type != "llama3" && *type != "linear")
+    rope.fail(type_key,
+              log::concat("RoPE scaling \"", *type, "\" is not supported (supported: \"llama3\", \"linear\")"));
   HfConfig::RopeScaling scaling;
   scaling.type = *type;
   scaling.factor = rope.required_number("factor");
+  if (scaling.factor < 1) rope.fail("factor", log::concat("must be at least 1, is ", scaling.factor));
+  if (*type == "linear") return scaling;  // positions / factor: the frequencies divided by it
   scaling.low_freq_factor = rope.required_number("low_freq_factor");
   scaling.high_freq_factor = rope.required_number("high_freq_factor");
   scaling.original_max_position_embeddings = rope.required_positive("original_max_position_embeddings");
-  if (scaling.factor < 1) rope.fail("factor", log::concat("must be at least 1, is ", scaling.factor));
   if (scaling.high_freq_factor <= scaling.low_freq_factor)
     rope.fail("high_freq_factor", log::concat("must exceed low_freq_factor (", scaling.low_freq_factor, "), is ",
                                               scaling.high_freq_factor));
@@ -209,7 +222,7 @@ const Defaults& architecture_of(const ConfigReader& config) {
     config.fail("architectures", "expected a list whose first element is a string, found " + excerpt(*architectures));
   const std::string architecture = (*architectures)[0].get<std::string>();
   const Defaults* defaults = nullptr;
-  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral})
+  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral, &gemma3})
     if (d->architecture == architecture) defaults = d;
   if (!defaults)
     config.fail("architectures", log::concat("architecture \"", architecture,
@@ -245,30 +258,45 @@ void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& 
   if (c.head_dim % 2 != 0) config.fail("head_dim", log::concat("must be even for RoPE, is ", c.head_dim));
   c.max_position_embeddings = config.positive("max_position_embeddings", defaults->max_position_embeddings);
   c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
-  c.rope_theta = config.number("rope_theta", default_rope_theta);
-  c.tie_word_embeddings = config.boolean("tie_word_embeddings", false);
-  if (const auto act = config.string("hidden_act"); act && *act != "silu")
-    config.fail("hidden_act",
-                "\"" + *act + "\" is not supported (the MLP computes silu, as the four architectures do)");
+  c.rope_theta = config.number("rope_theta", defaults->rope_theta);
+  c.tie_word_embeddings = config.boolean("tie_word_embeddings", defaults->tie_word_embeddings);
+  // Gemma 3's key is hidden_activation (its hidden_act is another's); the others' hidden_act
+  const bool gemma = defaults == &gemma3;
+  const char* activation_key = gemma ? "hidden_activation" : "hidden_act";
+  c.hidden_activation = config.string(activation_key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
+  if (c.hidden_activation != (gemma ? "gelu_pytorch_tanh" : "silu"))
+    config.fail(activation_key,
+                "\"" + c.hidden_activation + "\" is not supported (the MLP computes " +
+                    (gemma ? "gelu_pytorch_tanh, as Gemma 3 does)" : "silu, as Llama, Qwen and Mistral do)"));
+}
+
+// layer_types: for each layer, whether it attends through the sliding window; none where the config has none.
+std::optional<std::vector<bool>> read_layer_types(const ConfigReader& config, int layers) {
+  const char* key = "layer_types";
+  const json* types = config.find(key);
+  if (!types) return std::nullopt;
+  if (!types->is_array() || types->size() != static_cast<std::size_t>(layers))
+    config.fail(
+        key, log::concat("expected a list of ", layers, " layer types (num_hidden_layers), found ", excerpt(*types)));
+  std::vector<bool> sliding;
+  for (std::size_t i = 0; i < types->size(); ++i) {
+    const json& type = (*types)[i];
+    if (type != "full_attention" && type != "sliding_attention")
+      config.fail(key, log::concat("layer ", i, ": expected \"full_attention\" or \"sliding_attention\", found ",
+                                   excerpt(type)));
+    sliding.push_back(type == "sliding_attention");
+  }
+  return sliding;
 }
 
 // Whether Qwen's layers attend through the sliding window: as transformers builds layer_types when the config has
-// none, the layers from max_window_layers (28 by default) on slide and the ones before attend in full. One decoder
-// window serves every layer: a mix of the two kinds is refused.
+// none, the layers from max_window_layers (28 by default) on slide and the ones before attend in full. Qwen's mix of
+// the two kinds (Gemma 3's is read) is refused: no released Qwen model has one.
 bool qwen_layers_slide(const ConfigReader& config, int layers) {
   std::int64_t sliding = 0;
   const char* key = "layer_types";
-  if (const json* types = config.find(key)) {
-    if (!types->is_array() || types->size() != static_cast<std::size_t>(layers))
-      config.fail(
-          key, log::concat("expected a list of ", layers, " layer types (num_hidden_layers), found ", excerpt(*types)));
-    for (std::size_t i = 0; i < types->size(); ++i) {
-      const json& type = (*types)[i];
-      if (type != "full_attention" && type != "sliding_attention")
-        config.fail(key, log::concat("layer ", i, ": expected \"full_attention\" or \"sliding_attention\", found ",
-                                     excerpt(type)));
-      sliding += type == "sliding_attention";
-    }
+  if (const auto types = read_layer_types(config, layers)) {
+    sliding = std::count(types->begin(), types->end(), true);
   } else {
     key = "max_window_layers";
     const int full_layers = config.optional_int(key).value_or(default_max_window_layers);
@@ -277,13 +305,50 @@ bool qwen_layers_slide(const ConfigReader& config, int layers) {
   }
   if (sliding != 0 && sliding != layers)
     config.fail(key, log::concat(sliding, " of ", layers,
-                                 " layers attend through the sliding window and the others in full: arclight's "
-                                 "decoder has one window for every layer"));
+                                 " layers attend through the sliding window and the others in full: for Qwen, "
+                                 "arclight has one window for every layer"));
   return sliding != 0;
+}
+
+// Gemma 3: q/k norms and, as Llama's, attention_bias on q, k, v and o; the window on the layers layer_types names
+// (else on all but every sliding_window_pattern-th), those layers' own RoPE base, unscaled; no softcapping.
+void read_gemma3_attention(const ConfigReader& config, const std::string& file, HfConfig& c) {
+  c.attention_bias = c.o_proj_bias = config.boolean("attention_bias", false);
+  c.qk_norm = c.gemma_norms = true;
+  c.query_pre_attn_scalar = config.number("query_pre_attn_scalar", gemma3_query_pre_attn_scalar);
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
+    if (config.find(key)) config.fail(key, "softcapping is not supported (Gemma 3 has none: null)");
+  if (config.boolean("use_bidirectional_attention", false))
+    config.fail("use_bidirectional_attention", "true is not supported (the decoder attends causally)");
+  c.sliding_window = config.positive("sliding_window", default_sliding_window);
+  if (auto types = read_layer_types(config, c.num_hidden_layers)) {
+    c.sliding_layers = std::move(*types);
+  } else {
+    const int pattern = config.positive("sliding_window_pattern", gemma3_sliding_window_pattern);
+    for (int i = 0; i < c.num_hidden_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+  }
+  c.local_rope_theta = config.number("rope_local_base_freq", gemma3_local_rope_theta);
+  const json* by_type = config.find("rope_parameters");
+  if (!by_type || config.find("rope_scaling")) {
+    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
+    return;
+  }
+  // transformers 5: {"full_attention": {...}, "sliding_attention": {...}}, each with its rope_theta
+  if (!by_type->is_object() || !by_type->contains("full_attention") || !by_type->contains("sliding_attention"))
+    config.fail("rope_parameters", "expected {\"full_attention\": {...}, \"sliding_attention\": {...}}");
+  const ConfigReader parameters(*by_type, file, "rope_parameters.");
+  c.rope_scaling = read_rope_scaling(parameters, "full_attention", file);
+  c.rope_theta = ConfigReader((*by_type)["full_attention"], file, "rope_parameters.full_attention.")
+                     .number("rope_theta", c.rope_theta);
+  if (read_rope_scaling(parameters, "sliding_attention", file))
+    parameters.fail("sliding_attention", "RoPE scaling of the sliding layers is not supported (Gemma 3 has none)");
+  c.local_rope_theta = ConfigReader((*by_type)["sliding_attention"], file, "rope_parameters.sliding_attention.")
+                           .number("rope_theta", *c.local_rope_theta);
 }
 
 // Biases, q/k norms, RoPE and its scaling, the sliding window.
 void read_attention(const ConfigReader& config, const Defaults* defaults, const std::string& file, HfConfig& c) {
+  if (defaults == &gemma3) return read_gemma3_attention(config, file, c);
   const bool is_qwen2 = defaults == &qwen2, is_mistral = defaults == &mistral;
   // Qwen2's q/k/v always have a bias and its o_proj never; Mistral has none; Llama and Qwen3 as attention_bias says.
   const bool attention_bias = is_qwen2 || is_mistral ? false : config.boolean("attention_bias", false);
@@ -446,6 +511,10 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
     }
     out.push_back({p + "post_attention_layernorm.weight", {h}});
+    if (c.gemma_norms) {
+      out.push_back({p + "pre_feedforward_layernorm.weight", {h}});
+      out.push_back({p + "post_feedforward_layernorm.weight", {h}});
+    }
     out.push_back({p + "mlp.gate_proj.weight", {i, h}});
     out.push_back({p + "mlp.up_proj.weight", {i, h}});
     out.push_back({p + "mlp.down_proj.weight", {h, i}});

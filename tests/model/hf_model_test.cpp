@@ -230,6 +230,59 @@ BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
   BOOST_TEST(!md.attention_bias);
 }
 
+// Gemma 3, as Gemma3TextConfig reads a config.json (Gemma 3 1B's keys, transformers 4.5x) and transformers 5's
+// rope_parameters by layer type; what its decoder does not do is refused.
+BOOST_AUTO_TEST_CASE(gemma3_config) {
+  const std::string gemma = R"({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 16, "hidden_size": 8,
+      "intermediate_size": 12, "num_hidden_layers": 7, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 6, "query_pre_attn_scalar": 4, "sliding_window": 3, "rope_scaling": null,
+      "attn_logit_softcapping": null, "final_logit_softcapping": null})";
+  const HfConfig g = parse_hf_config(gemma, "c");
+  BOOST_TEST((g.qk_norm && g.gemma_norms && g.tie_word_embeddings));
+  BOOST_TEST(g.hidden_activation == "gelu_pytorch_tanh");
+  BOOST_TEST(g.query_pre_attn_scalar.value() == 4);
+  BOOST_TEST(g.rope_theta == 1e6);
+  BOOST_TEST(g.local_rope_theta.value() == 1e4);
+  BOOST_TEST(g.sliding_window.value() == 3);
+  // every sliding_window_pattern-th (6th) layer attends in full
+  BOOST_TEST((g.sliding_layers == std::vector<bool>{true, true, true, true, true, false, true}));
+  BOOST_TEST((g.bos_token_id.value() == 2 && g.eos_token_ids == std::vector<int>{1}));
+  const HfConfig d = parse_hf_config(R"({"architectures": ["Gemma3ForCausalLM"]})", "c");
+  BOOST_TEST((d.vocab_size == 262208 && d.head_dim == 256 && d.num_key_value_heads == 4 && d.sliding_window == 4096));
+  BOOST_TEST(d.query_pre_attn_scalar.value() == 256);
+  const auto with = [&](const std::string& keys) {
+    return replaced(gemma, "\"architectures\"", keys + ", \"architectures\"");
+  };
+  BOOST_TEST(parse_hf_config(with(R"("sliding_window_pattern": 2)"), "c").sliding_layers.at(1) == false);
+  const HfConfig typed =
+      parse_hf_config(with(R"("layer_types": ["full_attention", "sliding_attention", "full_attention", "full_attention",
+          "full_attention", "full_attention", "sliding_attention"])"),
+                      "c");
+  BOOST_TEST((typed.sliding_layers == std::vector<bool>{false, true, false, false, false, false, true}));
+  const HfConfig linear = parse_hf_config(
+      replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "linear", "factor": 8.0})"), "c");
+  BOOST_TEST((linear.rope_scaling->type == "linear" && linear.rope_scaling->factor == 8.0));
+  const std::string by_type = replaced(gemma, "\"rope_scaling\": null", R"("rope_parameters": {
+      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 500000.0},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}})");
+  const HfConfig v5 = parse_hf_config(by_type, "c");
+  BOOST_TEST((v5.rope_theta == 5e5 && v5.local_rope_theta.value() == 2e4 && v5.rope_scaling->factor == 8.0));
+  const Tensors tensors = expected_tensors(g);
+  BOOST_TEST(tensors.size() == 1 + 7 * 13 + 1u);  // 4 norms and q/k norms a layer; tied: no lm_head
+  BOOST_TEST((find(tensors, "model.layers.6.post_feedforward_layernorm.weight").shape == std::vector<std::int64_t>{8}));
+  BOOST_TEST((find(tensors, "model.layers.0.self_attn.q_norm.weight").shape == std::vector<std::int64_t>{6}));
+  expect_config_refused(replaced(gemma, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"),
+                        {"\"final_logit_softcapping\"", "softcapping is not supported"});
+  expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
+  expect_config_refused(with(R"("use_bidirectional_attention": true)"), {"\"use_bidirectional_attention\""});
+  expect_config_refused(replaced(by_type, R"({"rope_type": "default", "rope_theta": 20000.0})",
+                                 R"({"rope_type": "linear", "factor": 2.0})"),
+                        {"\"rope_parameters.sliding_attention\"", "not supported"});
+  expect_config_refused(
+      replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
+      {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
+}
+
 // Qwen's window, as transformers builds layer_types: only the layers from max_window_layers (28) on slide.
 BOOST_AUTO_TEST_CASE(qwen_layers_slide_from_max_window_layers_on) {
   const std::string sliding = replaced(replaced(qwen2_config, "\"sliding_window\": null", "\"sliding_window\": 5"),

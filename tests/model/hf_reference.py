@@ -3,15 +3,17 @@
 
 For each of Llama (with llama3 RoPE scaling), Qwen2 (q/k/v biases, tied embeddings), Qwen3 (q/k norms, head_dim
 apart from hidden_size / heads, attention_bias: biases on q, k, v and o)
-(the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one) and Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
-shards), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
+(the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one), Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
+shards) and Gemma 3 (norms as offsets from 1 and around attention and the MLP, scaled embeddings, GeGLU, a
+query_pre_attn_scalar apart from head_dim, a window on every other layer with its own RoPE base, linear RoPE scaling
+on the others), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
   prompts         token ids of several lengths
   logits          [prompt][position][vocab], float32, from a full forward
   logits_bf16     the same, computed in bfloat16 (the weights rounded to it)
   greedy          [prompt] -> the next `new_tokens` greedy tokens (each step a full forward, no cache)
   greedy_logprobs [prompt] -> each greedy token's log-softmax
 
-The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral}.py (eager attention:
+The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral,gemma3}.py (eager attention:
 RMSNorm in float32, rotate_half RoPE, repeat_kv, softmax in float32), so the check needs neither transformers nor
 safetensors: the files are written byte by byte after the safetensors specification.
 
@@ -54,6 +56,15 @@ ARCHITECTURES = {
         "max_position_embeddings": 1024, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 4,
         "tie_word_embeddings": False,
     },
+    "gemma3": {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 88, "hidden_size": 32,
+        "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 12, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+        "sliding_window": 4, "sliding_window_pattern": 2, "query_pre_attn_scalar": 16,
+        "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True, "attn_logit_softcapping": None,
+        "final_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": [1, 6], "pad_token_id": 0,
+    },
 }
 STORED_AS_BF16 = {"mistral"}
 SHARDS = {"mistral": 2}
@@ -64,6 +75,10 @@ NEW_TOKENS = 8
 def shape_facts(c):
     head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     return head_dim, c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
+
+
+def is_gemma(c):
+    return c["model_type"] == "gemma3_text"
 
 
 def qkv_bias(c):
@@ -89,11 +104,17 @@ def random_weights(c):
                 w[p + f"self_attn.{n}_proj.bias"] = 0.2 * torch.randn(width)
         if c.get("attention_bias", False):  # Llama's and Qwen3's: o_proj too (Qwen2's q/k/v biases are its own)
             w[p + "self_attn.o_proj.bias"] = 0.2 * torch.randn(h)
-        if c["model_type"] == "qwen3":
-            w[p + "self_attn.q_norm.weight"] = 1 + 0.1 * torch.randn(head_dim)
-            w[p + "self_attn.k_norm.weight"] = 1 + 0.1 * torch.randn(head_dim)
-        w[p + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(h)
-        w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(h)
+        one = 0 if is_gemma(c) else 1  # Gemma's norms hold their offset from 1
+        if c["model_type"] in ("qwen3", "gemma3_text"):
+            w[p + "self_attn.q_norm.weight"] = one + 0.1 * torch.randn(head_dim)
+            w[p + "self_attn.k_norm.weight"] = one + 0.1 * torch.randn(head_dim)
+        norms = ["input_layernorm", "post_attention_layernorm"]
+        if is_gemma(c):
+            norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
+        for norm in norms:
+            w[p + norm + ".weight"] = one + 0.1 * torch.randn(h)
+    if is_gemma(c):
+        w["model.norm.weight"] -= 1
     return w
 
 
@@ -141,12 +162,22 @@ def rms_norm(x, weight, eps):
     return weight * (h * torch.rsqrt(variance + eps)).to(x.dtype)
 
 
-def inverse_frequencies(c, head_dim):
-    base = c["rope_theta"]
+def gemma_rms_norm(x, weight, eps):
+    """Gemma3RMSNorm: (1 + weight) in float32, the product rounded after."""
+    h = x.to(torch.float32)
+    normed = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (normed * (1.0 + weight.float())).type_as(x)
+
+
+def inverse_frequencies(c, head_dim, local=False):
+    """Gemma 3's sliding layers (local) take rope_local_base_freq, unscaled (Gemma3TextModel's rotary_emb_local)."""
+    base = c["rope_local_base_freq"] if local else c["rope_theta"]
     inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    s = c.get("rope_scaling")
+    s = None if local else c.get("rope_scaling")
     if not s:
         return inv_freq
+    if s["rope_type"] == "linear":  # _compute_linear_scaling_rope_parameters
+        return inv_freq / s["factor"]
     # modeling_rope_utils._compute_llama3_parameters
     factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
     old_context_len = s["original_max_position_embeddings"]
@@ -180,11 +211,17 @@ def forward(c, w, ids, dtype=torch.float32):
     head_dim, _, _ = shape_facts(c)
     heads, kv_heads, eps = c["num_attention_heads"], c["num_key_value_heads"], c["rms_norm_eps"]
     t = len(ids)
+    gemma = is_gemma(c)
+    norm = gemma_rms_norm if gemma else rms_norm
     x = w["model.embed_tokens.weight"][torch.tensor(ids)].unsqueeze(0)
+    if gemma:  # Gemma3TextScaledWordEmbedding: sqrt(hidden) as a float32 tensor, in the weights' type
+        x = x * torch.tensor(c["hidden_size"] ** 0.5).to(dtype)
     positions = torch.arange(t)[None, :].float()
-    freqs = (inverse_frequencies(c, head_dim)[None, :, None] @ positions[:, None, :]).transpose(1, 2)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)
+
+    def rotary(local):
+        freqs = (inverse_frequencies(c, head_dim, local)[None, :, None] @ positions[:, None, :]).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)
     q_idx, kv_idx = torch.arange(t)[:, None], torch.arange(t)[None, :]
     causal = kv_idx <= q_idx
     full_mask = torch.zeros(t, t, dtype=dtype).masked_fill(~causal, torch.finfo(dtype).min)
@@ -195,27 +232,39 @@ def forward(c, w, ids, dtype=torch.float32):
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         # Mistral's every layer slides; Qwen's from max_window_layers on (transformers' layer_types).
+        # Gemma 3's all but every sliding_window_pattern-th (its layer_types when none are given).
         slides = window and (c["model_type"] == "mistral" or
-                             (c.get("use_sliding_window") and i >= c.get("max_window_layers", 28)))
+                             (c.get("use_sliding_window") and i >= c.get("max_window_layers", 28)) or
+                             (gemma and (i + 1) % c["sliding_window_pattern"] != 0))
         mask = window_mask if slides else full_mask
-        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        cos, sin = rotary(local=gemma and slides)
+        h = norm(x, w[p + "input_layernorm.weight"], eps)
         q = linear(h, w, p + "self_attn.q_proj").view(1, t, -1, head_dim)
         k = linear(h, w, p + "self_attn.k_proj").view(1, t, -1, head_dim)
         v = linear(h, w, p + "self_attn.v_proj").view(1, t, -1, head_dim).transpose(1, 2)
-        if c["model_type"] == "qwen3":
-            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        if c["model_type"] in ("qwen3", "gemma3_text"):
+            q = norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = norm(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = repeat_kv(k, heads // kv_heads), repeat_kv(v, heads // kv_heads)
-        scores = torch.matmul(q, k.transpose(2, 3)) * head_dim ** -0.5 + mask
+        scale = c["query_pre_attn_scalar"] ** -0.5 if gemma else head_dim ** -0.5
+        scores = torch.matmul(q, k.transpose(2, 3)) * scale + mask
         probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(probabilities, v).transpose(1, 2).reshape(1, t, -1)
-        x = x + linear(out, w, p + "self_attn.o_proj")
+        attended = linear(out, w, p + "self_attn.o_proj")
+        if gemma:  # Gemma3DecoderLayer: a norm on attention's output, and around the MLP
+            x = x + norm(attended, w[p + "post_attention_layernorm.weight"], eps)
+            h = norm(x, w[p + "pre_feedforward_layernorm.weight"], eps)
+            gate = torch.nn.functional.gelu(linear(h, w, p + "mlp.gate_proj"), approximate="tanh")
+            x = x + norm(linear(gate * linear(h, w, p + "mlp.up_proj"), w, p + "mlp.down_proj"),
+                         w[p + "post_feedforward_layernorm.weight"], eps)
+            continue
+        x = x + attended
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         gated = torch.nn.functional.silu(linear(h, w, p + "mlp.gate_proj")) * linear(h, w, p + "mlp.up_proj")
         x = x + linear(gated, w, p + "mlp.down_proj")
-    x = rms_norm(x, w["model.norm.weight"], eps)
+    x = norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
     return torch.nn.functional.linear(x, head)[0].float()
 

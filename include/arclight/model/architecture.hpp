@@ -1,7 +1,8 @@
 #pragma once
 // The shape of the one decoder that serves every policy: the sizes and switches that tell a transformer initialised
 // here (model.source = "scratch": LayerNorm, GELU, biases, rotary or learned positions) from a Hugging Face Llama,
-// Qwen2, Qwen3 or Mistral (RMSNorm, SwiGLU, grouped-query attention, RoPE with optional llama3 scaling, q/k norms).
+// Qwen2, Qwen3, Mistral or Gemma 3 (RMSNorm, SwiGLU or GeGLU, grouped-query attention, RoPE with optional llama3 or
+// linear scaling, q/k norms, sliding windows on some layers).
 // No LibTorch here: the app checks a configuration with it before any rank builds a model.
 #include <optional>
 #include <string>
@@ -12,8 +13,11 @@
 
 namespace arclight::model {
 
-enum class NormKind { layer_norm, rms_norm };
-enum class MlpKind { gelu, gated_silu };  // gated_silu: down(silu(gate(x)) * up(x)), Llama's SwiGLU
+// rms_norm_offset: Gemma's RMSNorm, which scales by 1 + weight, the product taken in float32
+enum class NormKind { layer_norm, rms_norm, rms_norm_offset };
+// gated_silu: down(silu(gate(x)) * up(x)), Llama's SwiGLU; gated_gelu_tanh: the same with GELU's tanh approximation
+// (Gemma's gelu_pytorch_tanh)
+enum class MlpKind { gelu, gated_silu, gated_gelu_tanh };
 
 struct Architecture {
   std::string name;  // "scratch", or config.json's architecture ("Qwen3ForCausalLM", ...)
@@ -36,6 +40,12 @@ struct Architecture {
   bool qk_norm = false;               // RMSNorm over each head's q and k before RoPE (Qwen3)
   bool tied_embeddings = false;       // lm_head is embed_tokens
   std::optional<int> sliding_window;  // a query sees itself and the window - 1 keys before it
+  std::vector<bool> sliding_layers;   // with sliding_window: the layers it applies to (Gemma 3's); empty: every layer
+  std::optional<double> local_rope_theta;  // the sliding layers' own RoPE base, unscaled (Gemma 3); none: the same
+  // Gemma 3: a norm after attention and after the MLP (before the residual) besides the ones before them
+  bool sandwich_norms = false;
+  bool scaled_embeddings = false;         // Gemma 3: the embeddings times sqrt(hidden_size) in the compute type
+  std::optional<double> attention_scale;  // the scores' scale; none: head_dim^-1/2
 };
 
 // Low-rank adapters on some projections of every layer; rank 0: none.
