@@ -331,7 +331,7 @@ else
   record training '{"ok": false, "built": false}'
 fi
 
-stage "the decoder against PyTorch and transformers (tiny Llama, Qwen2, Qwen3, Mistral)"
+stage "the decoder against PyTorch and transformers (tiny Llama, Qwen2, Qwen3, Mistral, Gemma 3)"
 models=$work/models
 mkdir -p "$models"
 dirs=("$models/llama" "$models/qwen2" "$models/qwen3" "$models/mistral" "$models/gemma3")

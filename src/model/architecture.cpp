@@ -77,6 +77,11 @@ CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
   if (agent_vocab > hf.vocab_size)
     throw UsageError(log::concat("the agent's vocabulary of ", agent_vocab, " tokens exceeds the model's (",
                                  hf.vocab_size, " in ", config.path, "/config.json)"));
+  // transformers' Gemma 3 overflows float16 too (its activations pass 65,504: NaN logits, transformers#36822)
+  if (hf.gemma_norms && config.dtype == ComputeType::float16)
+    throw UsageError(hf.architecture +
+                     " overflows float16 (its activations pass 65,504, in transformers too): use "
+                     "model.dtype = \"bfloat16\" or \"float32\"");
   if (config.max_seq > hf.max_position_embeddings)
     throw UsageError(log::concat("model.max_seq = ", config.max_seq, " exceeds the model's max_position_embeddings (",
                                  hf.max_position_embeddings, ")"));
@@ -106,13 +111,16 @@ std::string describe(const Architecture& a) {
   add(a.qk_norm, "q/k norms");
   if (a.rope_scaling) extras += ", " + a.rope_scaling->type + " RoPE scaling";
   add(a.sandwich_norms, "norms before and after attention and MLP");
+  add(a.scaled_embeddings, "embeddings scaled by sqrt(hidden)");
   add(a.mlp == MlpKind::gated_gelu_tanh, "GeGLU (tanh)");
+  if (a.attention_scale) extras += log::concat(", attention scale ", *a.attention_scale);
   add(a.tied_embeddings, "tied embeddings");
   add(a.learned_positions, "learned positions");
   if (a.sliding_window && a.sliding_layers.empty()) extras += log::concat(", sliding window ", *a.sliding_window);
-  if (a.sliding_window && !a.sliding_layers.empty())
-    extras += log::concat(", sliding window ", *a.sliding_window, " on ",
-                          std::count(a.sliding_layers.begin(), a.sliding_layers.end(), true), " layers");
+  if (const auto sliding = std::count(a.sliding_layers.begin(), a.sliding_layers.end(), true);
+      a.sliding_window && sliding)
+    extras += log::concat(", sliding window ", *a.sliding_window, " on ", sliding, " layers");
+  if (a.local_rope_theta) extras += log::concat(", their RoPE base ", *a.local_rope_theta);
   return log::concat(a.name, ": ", a.num_layers, " layers, hidden ", a.hidden_size, ", ", a.num_heads, " heads (",
                      a.num_kv_heads, " key/value) of ", a.head_dim, ", MLP ", a.intermediate_size, ", vocabulary ",
                      a.vocab_size, ", ", parameter_count(a), " parameters", extras);

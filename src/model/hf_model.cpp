@@ -320,6 +320,8 @@ void read_gemma3_attention(const ConfigReader& config, const std::string& file, 
     if (config.find(key)) config.fail(key, "softcapping is not supported (Gemma 3 has none: null)");
   if (config.boolean("use_bidirectional_attention", false))
     config.fail("use_bidirectional_attention", "true is not supported (the decoder attends causally)");
+  if (config.has("sliding_window") && !config.find("sliding_window"))  // transformers needs one for its masks
+    config.fail("sliding_window", "null: Gemma 3's sliding layers need a window");
   c.sliding_window = config.positive("sliding_window", default_sliding_window);
   if (auto types = read_layer_types(config, c.num_hidden_layers)) {
     c.sliding_layers = std::move(*types);
@@ -328,22 +330,34 @@ void read_gemma3_attention(const ConfigReader& config, const std::string& file, 
     for (int i = 0; i < c.num_hidden_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
   }
   c.local_rope_theta = config.number("rope_local_base_freq", gemma3_local_rope_theta);
+  if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
+    config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
   const json* by_type = config.find("rope_parameters");
-  if (!by_type || config.find("rope_scaling")) {
+  if (!by_type) {
     c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
     return;
   }
-  // transformers 5: {"full_attention": {...}, "sliding_attention": {...}}, each with its rope_theta
-  if (!by_type->is_object() || !by_type->contains("full_attention") || !by_type->contains("sliding_attention"))
+  // transformers 5: {"full_attention": {...}, "sliding_attention": {...}}, each with its rope_theta (a layer type left
+  // out: unscaled, the theta above); transformers merges a rope_scaling beside it into full_attention's: refused.
+  if (config.find("rope_scaling"))
+    config.fail("rope_scaling",
+                "beside rope_parameters: give the full layers' scaling in rope_parameters.full_attention");
+  if (!by_type->is_object())
     config.fail("rope_parameters", "expected {\"full_attention\": {...}, \"sliding_attention\": {...}}");
   const ConfigReader parameters(*by_type, file, "rope_parameters.");
-  c.rope_scaling = read_rope_scaling(parameters, "full_attention", file);
-  c.rope_theta = ConfigReader((*by_type)["full_attention"], file, "rope_parameters.full_attention.")
-                     .number("rope_theta", c.rope_theta);
-  if (read_rope_scaling(parameters, "sliding_attention", file))
-    parameters.fail("sliding_attention", "RoPE scaling of the sliding layers is not supported (Gemma 3 has none)");
-  c.local_rope_theta = ConfigReader((*by_type)["sliding_attention"], file, "rope_parameters.sliding_attention.")
-                           .number("rope_theta", *c.local_rope_theta);
+  for (const auto& [type, theta] :
+       {std::pair{"full_attention", &c.rope_theta}, {"sliding_attention", &*c.local_rope_theta}}) {
+    const json* p = parameters.find(type);
+    if (!p) continue;
+    const std::optional<HfConfig::RopeScaling> scaling = read_rope_scaling(parameters, type, file);
+    if (scaling && std::string_view(type) == "sliding_attention")
+      parameters.fail(type, "RoPE scaling of the sliding layers is not supported (Gemma 3 has none)");
+    if (std::string_view(type) == "full_attention") c.rope_scaling = scaling;
+    const ConfigReader rope(*p, file, "rope_parameters." + std::string(type) + ".");
+    *theta = rope.number("rope_theta", *theta);
+    if (const double rotary = rope.number("partial_rotary_factor", 1.0); rotary != 1.0)
+      rope.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
+  }
 }
 
 // Biases, q/k norms, RoPE and its scaling, the sliding window.

@@ -2,6 +2,7 @@
 // in one file and in shards with an index), read with transformers' defaults and checked; then one malformation at a
 // time, each refused with a ModelFileError naming the key, the tensor or the shard.
 #include "arclight/model/hf_model.hpp"
+#include "arclight/model/architecture.hpp"
 #include "../temp_dir.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -278,6 +279,31 @@ BOOST_AUTO_TEST_CASE(gemma3_config) {
   expect_config_refused(replaced(by_type, R"({"rope_type": "default", "rope_theta": 20000.0})",
                                  R"({"rope_type": "linear", "factor": 2.0})"),
                         {"\"rope_parameters.sliding_attention\"", "not supported"});
+  // It loads, in bfloat16 and not in float16, which its activations overflow (in transformers too).
+  TempDir dir;
+  write_text(dir.file("config.json"), gemma);
+  write_weights(dir, tensors);
+  ModelConfig model;
+  model.source = ModelSource::hf;
+  model.path = dir.dir();
+  model.dtype = ComputeType::bfloat16;
+  BOOST_TEST(describe(check_model(model, 0).architecture).find("sliding window 3 on 6 layers") != std::string::npos);
+  model.dtype = ComputeType::float16;
+  BOOST_CHECK_EXCEPTION(check_model(model, 0), UsageError, [](const UsageError& e) {
+    return std::string(e.what()).find("overflows float16") != std::string::npos;
+  });
+  // transformers 5 fills a layer type left out with the theta given above, unscaled
+  const HfConfig one_type = parse_hf_config(
+      replaced(gemma, "\"rope_scaling\": null", R"("rope_parameters": {"full_attention": {"rope_type": "default",
+          "rope_theta": 40000.0}}, "rope_local_base_freq": 500.0)"),
+      "c");
+  BOOST_TEST((one_type.rope_theta == 4e4 && one_type.local_rope_theta.value() == 500 && !one_type.rope_scaling));
+  expect_config_refused(replaced(by_type, "\"rope_parameters\"",
+                                 R"("rope_scaling": {"rope_type": "linear", "factor": 2.0}, "rope_parameters")"),
+                        {"\"rope_scaling\"", "beside rope_parameters"});
+  expect_config_refused(replaced(gemma, "\"sliding_window\": 3", "\"sliding_window\": null"),
+                        {"\"sliding_window\"", "need a window"});
+  expect_config_refused(with(R"("partial_rotary_factor": 0.5)"), {"\"partial_rotary_factor\""});
   expect_config_refused(
       replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
       {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
