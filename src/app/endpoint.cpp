@@ -39,6 +39,7 @@ serve::ServedModel served_model(const Config& config, const ServedText& text, co
   served.tokenizer = text.tokenizer.get();
   served.chat_template = text.chat;
   served.max_context = policy.architecture().max_seq;
+  served.vocab_size = policy.vocab_size();
   served.stop_ids = text.chat.stop_ids(*text.tokenizer);
   served.reasoning_parser = reasoning_parser_of(config.runner, text.chat);
   return served;

@@ -39,10 +39,12 @@ int serve_model(const Invocation& inv) {
   if (inv.serve_port >= 0) config.runner.http_port = inv.serve_port;
   const ServedText text = served_text(config.model);
   reasoning_parser_of(config.runner, text.chat);  // before the weights load: a bad pairing is said at once
-  // The served vocabulary: the model's (hf), else what the text needs, or more if the agent's tokens need it.
-  const int vocab =
-      std::max<int>(static_cast<int>(text.tokenizer->vocab_size()),
-                    agent::runs_outside(config.agent.name) ? 0 : agent::make_agent(config.agent)->vocab_size());
+  // The served vocabulary: the model's (hf: a tokenizer may know more ids, refused in prompts), else what the text
+  // needs, or more if the agent's tokens need it.
+  const int agent_vocab = agent::runs_outside(config.agent.name) ? 0 : agent::make_agent(config.agent)->vocab_size();
+  const int vocab = config.model.source == ModelSource::hf
+                        ? agent_vocab
+                        : std::max<int>(static_cast<int>(text.tokenizer->vocab_size()), agent_vocab);
   model::Policy policy(config.model, vocab, config.run.seed);
   GenerationEngine engine(policy, config.runner.decode_rows);
   engine.resume(0);

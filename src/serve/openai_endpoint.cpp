@@ -235,6 +235,13 @@ class Endpoint {
                       log::concat("the prompt has ", prompt.size(), " tokens; the model's context is ",
                                   model_.max_context, " tokens, prompt and answer together"),
                       "invalid_request_error", param, "context_length_exceeded");
+    // Text the tokenizer reads may hold a token the model has no row for (Gemma 3's <image_soft_token>)
+    for (const text::TokenId id : prompt)
+      if (model_.vocab_size > 0 && id >= model_.vocab_size)
+        throw HttpError(400,
+                        log::concat(param, ": token id ", id, " is outside the model's vocabulary (", model_.vocab_size,
+                                    " tokens)"),
+                        "invalid_request_error", param);
     GenerationRequest request;
     request.prompt = prompt;
     request.max_tokens =

@@ -200,14 +200,15 @@ struct Served {
   std::unique_ptr<httplib::Client> client;
 
   explicit Served(HttpServerOptions options = test_options(), int max_context = 1024,
-                  std::string_view chat_template = "chatml", ReasoningParser reasoning_parser = ReasoningParser::none)
+                  std::string_view chat_template = "chatml", ReasoningParser reasoning_parser = ReasoningParser::none,
+                  int vocab_size = 0)
       : tokenizer(test_tokenizer(chat_template)), server(std::move(options)) {
     const text::ChatTemplate chat = text::ChatTemplate::named(chat_template);
     // The template's stops, as served_model sets them, and <|endoftext|> as EOS where the template has none here
     // (llama3's names are not in this tokenizer).
     std::vector<text::TokenId> stops = chat.stop_ids(*tokenizer);
     if (std::find(stops.begin(), stops.end(), 258) == stops.end()) stops.push_back(258);
-    ServedModel model{"tiny", tokenizer.get(), chat, max_context, stops, reasoning_parser};
+    ServedModel model{"tiny", tokenizer.get(), chat, max_context, stops, reasoning_parser, vocab_size};
     add_openai_routes(server, generator, std::move(model), &tracer);
     add_task_routes(server, backend, {0.25});
     server.start();

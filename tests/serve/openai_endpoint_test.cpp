@@ -101,6 +101,21 @@ BOOST_AUTO_TEST_CASE(a_token_id_outside_the_vocabulary_is_400) {
   BOOST_TEST(served.generator.requests().empty());
 }
 
+// A tokenizer may know ids the model has no row for (Gemma 3's <image_soft_token> past its 262,144): a prompt that
+// holds one, written as text or as ids, is a 400 naming its field, never a forward past the embedding.
+BOOST_AUTO_TEST_CASE(a_token_the_model_has_no_row_for_is_400) {
+  Served served(test_options(), 1024, "chatml", ReasoningParser::none, /*vocab_size=*/258);  // <|endoftext|> is 258
+  served.generator.answer_text("ok");
+  BOOST_TEST(served.ok("/v1/chat/completions", hello_chat)["choices"][0]["message"]["content"] == "ok");
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "a <|endoftext|> b"}}}}};
+  const json error = error_of(served.post("/v1/chat/completions", chat), 400);
+  BOOST_TEST(error["param"] == "messages");
+  BOOST_TEST(error["message"].get<std::string>().find("token id 258 is outside the model's vocabulary (258") !=
+             std::string::npos);
+  BOOST_TEST(error_of(served.post("/v1/completions", {{"prompt", {1, 258}}}), 400)["param"] == "prompt");
+  BOOST_TEST(served.generator.requests().size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(chat_goes_through_the_template_and_stops_at_its_end_token) {
   Served served;
   served.generator.answer = bytes_of("Hello");

@@ -27,6 +27,9 @@ struct ServedModel {
   std::vector<text::TokenId> stop_ids;              // where every answer ends: the template's stop tokens, EOS
   // runner.reasoning_parser: chat answers tell <think>'s reasoning apart, as vLLM's parsers of these names do
   ReasoningParser reasoning_parser = ReasoningParser::none;
+  // The model's token ids: a prompt's must be below (a tokenizer may know more: Gemma 3's image token); 0: any the
+  // tokenizer knows
+  int vocab_size = 0;
 };
 
 // Registers the routes on `server` (before it starts). `generator`, the model's tokenizer and `tracer` (nullptr:
