@@ -260,7 +260,7 @@ void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& 
   c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
   c.rope_theta = config.number("rope_theta", defaults->rope_theta);
   c.tie_word_embeddings = config.boolean("tie_word_embeddings", defaults->tie_word_embeddings);
-  // Gemma 3's key is hidden_activation (its hidden_act is another's); the others' hidden_act
+  // Gemma 3's config names the MLP's activation hidden_activation, the others' hidden_act
   const bool gemma = defaults == &gemma3;
   const char* activation_key = gemma ? "hidden_activation" : "hidden_act";
   c.hidden_activation = config.string(activation_key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");

@@ -341,9 +341,9 @@ std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const 
 // Gemma 3's template: BOS, each turn "<start_of_turn>ROLE\n" ... "<end_of_turn>\n" with the assistant's role named
 // "model", the text trimmed (each part of a list alone, as vLLM hands the parts to this template, but a tool
 // result's, which vLLM joins by newlines first), a first system message's text (its first part's: one there must be)
-// and a blank line opening the next turn, untrimmed. After it the roles alternate
-// user/assistant; a tool turn where an answer may stand is written under its own role, as the template does. No tool
-// definitions, and an answer's calls left out (the template writes content only).
+// and a blank line opening the next turn, untrimmed. After it the roles alternate user/assistant; a tool turn where
+// an answer may stand is written under its own role, as the template does. No tool definitions, and an answer's calls
+// left out (the template writes content only).
 std::string render_gemma(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
   if (!c.tools.empty()) throw UsageError("chat template " + t.name + " writes no tool definitions: leave tools out");
   const auto& ms = c.messages;
