@@ -154,14 +154,24 @@ void write_text(const fs::path& path, const std::string& text) {
   sync_to_disk(path.string());
 }
 
-// The source's config.json with another weight type: in the keys it has (transformers 5 writes dtype, and calls
-// torch_dtype deprecated at each load), torch_dtype where it has neither.
-void write_config_with_dtype(const fs::path& from, const fs::path& to, const std::string& dtype) {
+// The source's config.json for the export. With another weight type (`dtype` not empty): in the keys it has
+// (transformers 5 writes dtype, and calls torch_dtype deprecated at each load), torch_dtype where it has neither. A
+// multimodal Gemma 3's (`text_model_only`): its text model's, a Gemma3ForCausalLM with the end tokens and dtype beside
+// text_config, since only the text model's weights are written.
+void write_config(const fs::path& from, const fs::path& to, const std::string& dtype, bool text_model_only) {
   std::ifstream in(from, std::ios::binary);
   nlohmann::ordered_json config = nlohmann::ordered_json::parse(in, nullptr, false);
   if (!config.is_object()) throw ModelFileError(from.string() + ": not a JSON object");
-  if (config.contains("dtype")) config["dtype"] = dtype;
-  if (config.contains("torch_dtype") || !config.contains("dtype")) config["torch_dtype"] = dtype;
+  if (text_model_only) {
+    nlohmann::ordered_json text = config["text_config"];  // an object: read_hf_config checked it
+    text["architectures"] = nlohmann::ordered_json::array({"Gemma3ForCausalLM"});
+    text["model_type"] = "gemma3_text";
+    for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "dtype", "torch_dtype"})
+      if (config.contains(key) && !text.contains(key)) text[key] = config[key];
+    config = std::move(text);
+  }
+  if (!dtype.empty() && config.contains("dtype")) config["dtype"] = dtype;
+  if (!dtype.empty() && (config.contains("torch_dtype") || !config.contains("dtype"))) config["torch_dtype"] = dtype;
   write_text(to, config.dump(2) + "\n");
 }
 
@@ -424,8 +434,8 @@ ExportReport export_hf(const std::string& source_model_dir, const std::vector<Na
   for (const char* name : companion_files) {
     const fs::path from = fs::path(source_model_dir) / name;
     if (!fs::is_regular_file(from)) continue;
-    if (std::string(name) == "config.json" && !options.dtype.empty()) {
-      write_config_with_dtype(from, partial / name, options.dtype);
+    if (std::string(name) == "config.json" && (!options.dtype.empty() || config.text_of_multimodal)) {
+      write_config(from, partial / name, options.dtype, config.text_of_multimodal);
       report.files.push_back(name);
       continue;
     }

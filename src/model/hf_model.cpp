@@ -99,6 +99,7 @@ constexpr Defaults gemma3{"Gemma3ForCausalLM", 262208, 2304, 9216, 26, 8, 4, 256
 constexpr double default_rms_norm_eps = 1e-6;
 constexpr double gemma3_local_rope_theta = 1e4, gemma3_query_pre_attn_scalar = 256;
 constexpr int gemma3_sliding_window_pattern = 6;
+constexpr std::string_view gemma3_multimodal = "Gemma3ForConditionalGeneration";
 constexpr int default_sliding_window = 4096;
 constexpr int default_max_window_layers = 28;  // Qwen2Config's and Qwen3Config's
 
@@ -221,6 +222,7 @@ const Defaults& architecture_of(const ConfigReader& config) {
   if (!architectures->is_array() || architectures->empty() || !(*architectures)[0].is_string())
     config.fail("architectures", "expected a list whose first element is a string, found " + excerpt(*architectures));
   const std::string architecture = (*architectures)[0].get<std::string>();
+  if (architecture == gemma3_multimodal) return gemma3;  // its text_config is a Gemma3ForCausalLM's
   const Defaults* defaults = nullptr;
   for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral, &gemma3})
     if (d->architecture == architecture) defaults = d;
@@ -443,13 +445,23 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   const ConfigReader config(root, file);
   const Defaults* defaults = &architecture_of(config);
   HfConfig c;
-  c.architecture = std::string(defaults->architecture);
-  read_sizes(config, defaults, c);
-  read_attention(config, defaults, file, c);
+  c.text_of_multimodal = (*config.find("architectures"))[0].get<std::string>() == gemma3_multimodal;
+  c.architecture = c.text_of_multimodal ? std::string(gemma3_multimodal) : std::string(defaults->architecture);
+  // A multimodal Gemma 3's text model: its sizes and attention in text_config, the end tokens and dtype beside it
+  const json* text = c.text_of_multimodal ? config.find("text_config") : &root;
+  if (!text || !text->is_object())
+    config.fail("text_config", "expected the text model's configuration, an object, found " +
+                                   (text ? excerpt(*text) : std::string("none")));
+  const ConfigReader model(*text, file, c.text_of_multimodal ? "text_config." : "");
+  read_sizes(model, defaults, c);
+  read_attention(model, defaults, file, c);
   read_special_tokens(config, defaults, c);
   // transformers 5 writes dtype, and reads it before the older torch_dtype
-  const std::optional<std::string> dtype = config.string("dtype");
-  c.torch_dtype = dtype ? *dtype : config.string("torch_dtype").value_or("");
+  for (const ConfigReader* reader : {&config, &model}) {
+    const std::optional<std::string> dtype = reader->string("dtype");
+    c.torch_dtype = dtype ? *dtype : reader->string("torch_dtype").value_or("");
+    if (!c.torch_dtype.empty()) break;
+  }
   return c;
 }
 

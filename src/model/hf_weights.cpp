@@ -31,6 +31,27 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// A tensor's name as the causal LM has it: a multimodal Gemma 3's text model's under the prefixes Google's files and
+// transformers 4.52 on write.
+std::string causal_lm_name(const std::string& name) {
+  static constexpr std::pair<std::string_view, std::string_view> prefixes[] = {{"language_model.model.", "model."},
+                                                                               {"language_model.lm_head.", "lm_head."},
+                                                                               {"model.language_model.", "model."}};
+  for (const auto& [from, to] : prefixes)
+    if (starts_with(name, from)) return std::string(to) + name.substr(from.size());
+  return name;
+}
+
+// A multimodal Gemma 3's vision tower and projector, which its text model does not read.
+bool is_vision_tensor(std::string_view name) {
+  for (std::string_view prefix :
+       {"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."})
+    if (starts_with(name, prefix)) return true;
+  return false;
+}
+
 }  // namespace
 
 struct HfWeights::State {
@@ -46,9 +67,10 @@ struct HfWeights::State {
     files.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(path)));
   }
   void add_tensor(const SafetensorsFile& file, const TensorEntry& entry) {
-    const auto [it, inserted] = tensors.emplace(entry.name, Where{&file, &entry});
+    const auto [it, inserted] = tensors.emplace(causal_lm_name(entry.name), Where{&file, &entry});
     if (!inserted)
-      fail_file(file.path(), log::concat("tensor '", entry.name, "' is also in ", it->second.file->path()));
+      fail_file(file.path(), log::concat("tensor '", entry.name, "' is also in ", it->second.file->path(),
+                                         it->first == entry.name ? "" : " as '" + it->first + "'"));
   }
 };
 
@@ -169,6 +191,7 @@ void HfWeights::check_against(const HfConfig& config) const {
   }
   for (const auto& [name, where] : state_->tensors) {
     if (expected.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+    if (config.text_of_multimodal && is_vision_tensor(name)) continue;
     if (name == "lm_head.weight" && config.tie_word_embeddings) {
       check(name, {config.vocab_size, config.hidden_size});
       continue;

@@ -133,6 +133,48 @@ BOOST_AUTO_TEST_CASE(an_export_loads_back_with_the_same_tensors) {
   }
 }
 
+// A Gemma3ForConditionalGeneration's text model (its tensors under language_model.*, a vision tower's beside them)
+// exports as what it is, a Gemma3ForCausalLM: text_config's keys with the end tokens and dtype beside them, and the
+// text model's tensors, which load back the same.
+BOOST_AUTO_TEST_CASE(a_multimodal_gemma3_exports_its_text_model) {
+  TempDir source, out;
+  std::ofstream(source.file("config.json")) << R"({"architectures": ["Gemma3ForConditionalGeneration"],
+      "model_type": "gemma3", "eos_token_id": [1, 106], "torch_dtype": "float32", "text_config": {
+      "model_type": "gemma3_text", "vocab_size": 128, "hidden_size": 8, "intermediate_size": 12,
+      "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 6, "sliding_window": 3},
+      "vision_config": {"model_type": "siglip_vision_model"}})";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 0.3f);
+  std::vector<std::vector<float>> values;
+  std::vector<TensorToWrite> tensors;
+  const auto expected = expected_tensors(read_hf_config(source.dir()));
+  values.reserve(expected.size() + 1);
+  for (const ExpectedTensor& t : expected) {
+    std::size_t n = 1;
+    for (const auto d : t.shape) n *= static_cast<std::size_t>(d);
+    values.emplace_back(n);
+    for (float& v : values.back()) v = normal(rng);
+    tensors.push_back({"language_model." + t.name, DType::f32, t.shape, values.back().data(), n * sizeof(float)});
+  }
+  values.emplace_back(12, 1.0f);
+  tensors.push_back({"vision_tower.vision_model.patch.weight", DType::f32, {3, 4}, values.back().data(), 48});
+  write_safetensors(source.file("model.safetensors"), tensors);
+  Policy trained(hf_model(source.dir()), 10, 1);
+  const auto names = trained.parameter_names();
+  const auto weights = trained.flat_parameters();
+  BOOST_TEST(weights.front() == values.front().front());  // model.embed_tokens.weight, read from its prefixed name
+  export_hf(source.dir(), named(names, weights, trained), out.file("text"));
+  std::ifstream in(out.file("text") + "/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in);
+  BOOST_TEST(config["architectures"] == nlohmann::json::array({"Gemma3ForCausalLM"}));
+  BOOST_TEST((config["model_type"] == "gemma3_text" && config["hidden_size"] == 8 && config["sliding_window"] == 3));
+  BOOST_TEST((config["eos_token_id"] == nlohmann::json::array({1, 106}) && config["torch_dtype"] == "float32"));
+  BOOST_TEST((!config.contains("text_config") && !config.contains("vision_config")));
+  Policy loaded(hf_model(out.file("text")), 10, 1);
+  BOOST_TEST(loaded.parameter_names() == names);
+  BOOST_TEST(loaded.flat_parameters() == weights);
+}
+
 // transformers 5 writes and reads "dtype", and calls "torch_dtype" deprecated at each load: an export writes the keys
 // its source has, and torch_dtype only where it has neither.
 BOOST_AUTO_TEST_CASE(the_exported_config_names_the_dtype_in_the_keys_its_source_has) {

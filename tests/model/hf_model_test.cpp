@@ -309,6 +309,52 @@ BOOST_AUTO_TEST_CASE(gemma3_config) {
       {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
 }
 
+// Gemma 3 4B-27B: Gemma3ForConditionalGeneration, whose text model is read from text_config and its tensors under
+// either prefix (Google's files, transformers 4.52 on), the vision tower's left unread; a causal LM may not hold them.
+BOOST_AUTO_TEST_CASE(the_text_model_of_a_multimodal_gemma3) {
+  const std::string multimodal = R"({"architectures": ["Gemma3ForConditionalGeneration"], "eos_token_id": [1, 106],
+      "torch_dtype": "bfloat16", "text_config": {"model_type": "gemma3_text", "vocab_size": 128, "hidden_size": 8,
+      "intermediate_size": 12, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 6, "sliding_window": 3, "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+      "vision_config": {"model_type": "siglip_vision_model"}})";
+  const HfConfig c = parse_hf_config(multimodal, "c");
+  BOOST_TEST(c.text_of_multimodal);
+  BOOST_TEST(c.architecture == "Gemma3ForConditionalGeneration");
+  BOOST_TEST((c.gemma_norms && c.hidden_size == 8 && c.num_hidden_layers == 2 && c.rope_scaling->factor == 8.0));
+  BOOST_TEST((c.eos_token_ids == std::vector<int>{1, 106} && c.torch_dtype == "bfloat16"));
+  BOOST_TEST(!parse_hf_config(replaced(multimodal, "ConditionalGeneration", "CausalLM"), "c").text_of_multimodal);
+  expect_config_refused(R"({"architectures": ["Gemma3ForConditionalGeneration"]})", {"\"text_config\""});
+  expect_config_refused(replaced(multimodal, "\"hidden_size\": 8", "\"hidden_size\": -8"),
+                        {"\"text_config.hidden_size\"", "must be positive"});
+  for (const std::string prefix : {"language_model.", "model.language_model."}) {
+    TempDir dir;
+    write_text(dir.file("config.json"), multimodal);
+    Tensors tensors;
+    for (ExpectedTensor t : expected_tensors(c)) {
+      t.name = prefix == "language_model." ? prefix + t.name : prefix + t.name.substr(std::string("model.").size());
+      tensors.push_back(std::move(t));
+    }
+    tensors.push_back(
+        {(prefix == "language_model." ? "" : "model.") + std::string("vision_tower.patch.weight"), {4, 3}});
+    write_weights(dir, tensors, 2);
+    BOOST_TEST_CONTEXT(prefix) {
+      const HfWeights weights = HfWeights::open(dir.dir());
+      BOOST_CHECK_NO_THROW(weights.check_against(c));
+      BOOST_TEST(weights.has("model.layers.1.post_feedforward_layernorm.weight"));  // the causal LM's name
+      // The same tensors beside the text model's own config, a causal LM's: the vision tower's is one too many.
+      const std::string causal = R"({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 128, "hidden_size": 8,
+          "intermediate_size": 12, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+          "head_dim": 6, "sliding_window": 3})";
+      BOOST_CHECK_EXCEPTION(weights.check_against(parse_hf_config(causal, "c")), ModelFileError,
+                            [](const ModelFileError& e) {
+                              const std::string what = e.what();
+                              return what.find("vision_tower.patch.weight") != std::string::npos &&
+                                     what.find("is missing") == std::string::npos;
+                            });
+    }
+  }
+}
+
 // Qwen's window, as transformers builds layer_types: only the layers from max_window_layers (28) on slide.
 BOOST_AUTO_TEST_CASE(qwen_layers_slide_from_max_window_layers_on) {
   const std::string sliding = replaced(replaced(qwen2_config, "\"sliding_window\": null", "\"sliding_window\": 5"),

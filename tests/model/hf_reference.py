@@ -6,7 +6,7 @@ apart from hidden_size / heads, attention_bias: biases on q, k, v and o)
 (the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one), Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
 shards) and Gemma 3 (norms as offsets from 1 and around attention and the MLP, scaled embeddings, GeGLU, a
 query_pre_attn_scalar apart from head_dim, a window on every other layer with its own RoPE base, linear RoPE scaling
-on the others), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
+on the others; also as the text model of a Gemma3ForConditionalGeneration, OUT/gemma3_multimodal), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
   prompts         token ids of several lengths
   logits          [prompt][position][vocab], float32, from a full forward
   logits_bf16     the same, computed in bfloat16 (the weights rounded to it)
@@ -300,6 +300,25 @@ def main():
             json.dump(reference, f)
         print(f"{name}: {sum(t.numel() for t in weights.values())} parameters, "
               f"{'bf16, ' if bf16 else ''}{SHARDS.get(name, 1)} file(s)")
+        if name == "gemma3":
+            save_multimodal(os.path.join(out, "gemma3_multimodal"), c, weights, reference)
+
+
+def save_multimodal(directory, c, weights, reference):
+    """The same Gemma 3 as the text model of a Gemma3ForConditionalGeneration, as Google's files hold gemma-3-4b-it:
+    its config in text_config (the end tokens beside it), its tensors under language_model.model.*, beside a vision
+    tower's and a projector's (random, unread), in two shards; the same reference outputs."""
+    text = {k: v for k, v in c.items() if k not in ("architectures", "bos_token_id", "eos_token_id", "pad_token_id")}
+    config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+              "bos_token_id": c["bos_token_id"], "eos_token_id": c["eos_token_id"], "text_config": text,
+              "vision_config": {"model_type": "siglip_vision_model"}}
+    named = {"language_model." + n: t for n, t in weights.items()}
+    named["vision_tower.vision_model.embeddings.patch_embedding.weight"] = torch.randn(4, 3, 2, 2)
+    named["multi_modal_projector.mm_input_projection_weight"] = torch.randn(4, c["hidden_size"])
+    save_model(directory, config, named, False, 2)
+    with open(os.path.join(directory, "reference.json"), "w") as f:
+        json.dump(reference, f)
+    print(f"gemma3_multimodal: the same, as Gemma3ForConditionalGeneration's text model, 2 file(s)")
 
 
 if __name__ == "__main__":

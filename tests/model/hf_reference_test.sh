@@ -7,4 +7,4 @@ checker=$1 source_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$source_dir/tests/model/hf_reference.py" "$work"
-"$checker" "$work/llama" "$work/qwen2" "$work/qwen3" "$work/mistral" "$work/gemma3"
+"$checker" "$work/llama" "$work/qwen2" "$work/qwen3" "$work/mistral" "$work/gemma3" "$work/gemma3_multimodal"

@@ -16,13 +16,18 @@
 namespace arclight::model {
 
 // The decoder architectures read, as config.json's "architectures"[0] spells them.
-inline constexpr std::string_view supported_architectures[] = {
-    "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM", "Gemma3ForCausalLM"};
+inline constexpr std::string_view supported_architectures[] = {"LlamaForCausalLM",  "Qwen2ForCausalLM",
+                                                               "Qwen3ForCausalLM",  "MistralForCausalLM",
+                                                               "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"};
 
 // config.json's fields, named as transformers names them. Every one is set: a key config.json leaves out takes the
 // default of the architecture's config class in transformers (hf_model.cpp lists them and where they come from).
 struct HfConfig {
   std::string architecture;  // one of supported_architectures
+  // Gemma3ForConditionalGeneration (Gemma 3 4B-27B): the text model of a model that also sees images, read from
+  // text_config (the end tokens and dtype beside it); its weights under the causal LM's names (HfWeights), the vision
+  // tower's left unread
+  bool text_of_multimodal = false;
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -86,6 +91,9 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& config);
 // A model directory's weights: model.safetensors, or, without it, the shards that model.safetensors.index.json's
 // "weight_map" names (each a plain file name in the directory, each opened once, each tensor in the shard the map
 // names). Every file is mapped and its header checked when opened.
+// Tensors are named as the causal LM names them: a multimodal Gemma 3's text model's "language_model.model.*" (Google's
+// files) or "model.language_model.*" (transformers 4.52 on) read as "model.*", its "language_model.lm_head.*" as
+// "lm_head.*".
 class HfWeights {
  public:
   static HfWeights open(const std::string& model_dir);
@@ -101,7 +109,8 @@ class HfWeights {
 
   // Every expected tensor there, with its shape and a floating dtype (F32, F16, BF16), and nothing else but what
   // transformers itself ignores when loading (rotary_emb.inv_freq buffers; lm_head.weight of a tied model, which
-  // transformers overwrites with the embedding when it ties them). Throws one ModelFileError listing the problems,
+  // transformers overwrites with the embedding when it ties them) and, for the text model of a multimodal one, the
+  // vision tower's and projector's tensors. Throws one ModelFileError listing the problems,
   // each naming its tensor (the first ten, then how many more).
   void check_against(const HfConfig& config) const;
 
