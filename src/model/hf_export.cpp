@@ -455,6 +455,11 @@ ExportReport export_peft_adapter(const std::string& source_model_dir, const Lora
                                  const std::vector<NamedWeights>& adapters, const std::string& out_dir) {
   if (lora.rank <= 0) throw UsageError("export: a PEFT adapter needs a LoRA run (model.lora_rank > 0)");
   const HfConfig config = read_hf_config(source_model_dir);
+  // Its base names the text model's modules model.language_model.* and has q/k/v projections in its vision tower too:
+  // an adapter named as a causal LM's would attach to none of the first and to the others.
+  if (config.text_of_multimodal)
+    throw UsageError("export: a PEFT adapter on " + config.architecture +
+                     " would not attach to its text model: export with --hf and --merge-lora (a Gemma3ForCausalLM)");
   const auto ordered = adapters_in_order(config, lora, adapters, source_model_dir);
   for (const Placed& w : ordered) check_finite(w, DType::f32);
   Staging staging(out_dir);

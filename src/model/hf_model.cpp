@@ -455,7 +455,9 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   const ConfigReader model(*text, file, c.text_of_multimodal ? "text_config." : "");
   read_sizes(model, defaults, c);
   read_attention(model, defaults, file, c);
-  read_special_tokens(config, defaults, c);
+  // The end tokens beside text_config (Google's files), else in it
+  const bool tokens_beside = config.has("eos_token_id") || config.has("bos_token_id");
+  read_special_tokens(!c.text_of_multimodal || tokens_beside ? config : model, defaults, c);
   // transformers 5 writes dtype, and reads it before the older torch_dtype
   for (const ConfigReader* reader : {&config, &model}) {
     const std::optional<std::string> dtype = reader->string("dtype");

@@ -173,6 +173,14 @@ BOOST_AUTO_TEST_CASE(a_multimodal_gemma3_exports_its_text_model) {
   Policy loaded(hf_model(out.file("text")), 10, 1);
   BOOST_TEST(loaded.parameter_names() == names);
   BOOST_TEST(loaded.flat_parameters() == weights);
+  // A PEFT adapter would name the causal LM's modules, none of which the multimodal base has: refused, before writing.
+  LoraSpec lora;
+  lora.rank = 2;
+  lora.targets = {"q"};
+  BOOST_CHECK_EXCEPTION(
+      export_peft_adapter(source.dir(), lora, {}, out.file("peft")), UsageError,
+      [](const UsageError& e) { return std::string(e.what()).find("--merge-lora") != std::string::npos; });
+  BOOST_TEST(!fs::exists(out.file("peft")));
 }
 
 // transformers 5 writes and reads "dtype", and calls "torch_dtype" deprecated at each load: an export writes the keys

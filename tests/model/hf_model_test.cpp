@@ -323,6 +323,10 @@ BOOST_AUTO_TEST_CASE(the_text_model_of_a_multimodal_gemma3) {
   BOOST_TEST((c.gemma_norms && c.hidden_size == 8 && c.num_hidden_layers == 2 && c.rope_scaling->factor == 8.0));
   BOOST_TEST((c.eos_token_ids == std::vector<int>{1, 106} && c.torch_dtype == "bfloat16"));
   BOOST_TEST(!parse_hf_config(replaced(multimodal, "ConditionalGeneration", "CausalLM"), "c").text_of_multimodal);
+  // End tokens in text_config where none are beside it
+  const std::string inside = replaced(replaced(multimodal, "\"eos_token_id\": [1, 106],", ""), "\"vocab_size\"",
+                                      "\"eos_token_id\": [1, 106], \"vocab_size\"");
+  BOOST_TEST((parse_hf_config(inside, "c").eos_token_ids == std::vector<int>{1, 106}));
   expect_config_refused(R"({"architectures": ["Gemma3ForConditionalGeneration"]})", {"\"text_config\""});
   expect_config_refused(replaced(multimodal, "\"hidden_size\": 8", "\"hidden_size\": -8"),
                         {"\"text_config.hidden_size\"", "must be positive"});
