@@ -54,6 +54,8 @@ Architecture hf_architecture(const HfConfig& c, int max_seq) {
   a.local_rope_theta = c.local_rope_theta;
   a.sandwich_norms = a.scaled_embeddings = c.gemma_norms;
   if (c.query_pre_attn_scalar) a.attention_scale = std::pow(*c.query_pre_attn_scalar, -0.5);
+  a.attention_softcap = c.attn_logit_softcapping;
+  a.logit_softcap = c.final_logit_softcapping;
   return a;
 }
 
@@ -77,7 +79,7 @@ CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
   if (agent_vocab > hf.vocab_size)
     throw UsageError(log::concat("the agent's vocabulary of ", agent_vocab, " tokens exceeds the model's (",
                                  hf.vocab_size, " in ", config.path, "/config.json)"));
-  // transformers' Gemma 3 overflows float16 too (its activations pass 65,504: NaN logits, transformers#36822)
+  // transformers' Gemma 2 and 3 overflow float16 too (their activations pass 65,504: NaN logits, transformers#36822)
   if (hf.gemma_norms && config.dtype == ComputeType::float16)
     throw UsageError(hf.architecture +
                      " overflows float16 (its activations pass 65,504, in transformers too): use "
@@ -114,6 +116,8 @@ std::string describe(const Architecture& a) {
   add(a.scaled_embeddings, "embeddings scaled by sqrt(hidden)");
   add(a.mlp == MlpKind::gated_gelu_tanh, "GeGLU (tanh)");
   if (a.attention_scale) extras += log::concat(", attention scale ", *a.attention_scale);
+  if (a.attention_softcap) extras += log::concat(", scores soft-capped at ", *a.attention_softcap);
+  if (a.logit_softcap) extras += log::concat(", logits soft-capped at ", *a.logit_softcap);
   add(a.tied_embeddings, "tied embeddings");
   add(a.learned_positions, "learned positions");
   if (a.sliding_window && a.sliding_layers.empty()) extras += log::concat(", sliding window ", *a.sliding_window);

@@ -103,6 +103,9 @@ torch::Tensor rope_inverse_frequencies(const Architecture& a) {
 
 namespace {
 
+// Gemma 2's soft cap, cap * tanh(x / cap), in x's type and in transformers' order (a division, then a product).
+torch::Tensor soft_cap(const torch::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
+
 // The projection a LoRA target names in one layer.
 Projection& target_of(Layer& layer, const std::string& target) {
   Attention& a = *layer.self_attn;
@@ -329,6 +332,7 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
   if (at) x = x.index({torch::arange(x.size(0), at->options()), *at});  // [B, hidden]: the rest needs no logits
   x = normalize(*model_->norm, x);
   auto logits = lm_head_ ? project(*lm_head_, x) : torch::linear(x, cast(model_->embed_tokens->weight));
+  if (a_.logit_softcap) logits = soft_cap(logits, *a_.logit_softcap);
   return logits.to(torch::kFloat);
 }
 
@@ -412,6 +416,7 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
   const auto grouped_q = q.reshape({b, kv, groups * t, d});
   const double scale = a_.attention_scale.value_or(std::pow(double(d), -0.5));
   auto scores = (torch::matmul(grouped_q, k.transpose(-2, -1)) * scale).view({b, kv, groups, t, -1});
+  if (a_.attention_softcap) scores = soft_cap(scores, *a_.attention_softcap);
   scores =
       scores.masked_fill(sliding ? where.blocked_in_window : where.blocked, -std::numeric_limits<float>::infinity());
   const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());

@@ -79,6 +79,11 @@ using namespace hf_files;
 //                  rope_theta 1e6, rope_local_base_freq 1e4, attention_bias False (q, k, v and o),
 //                  query_pre_attn_scalar 256, sliding_window 4096, layer_types None -> every sliding_window_pattern-th
 //                  (6) layer full, the others sliding; q/k norms; no softcapping (None).
+//   Gemma2Config:  vocab 256000, hidden 2304, intermediate 9216, layers 26, heads 8, kv heads 4, head_dim 256,
+//                  hidden_activation gelu_pytorch_tanh, max positions 8192, rms eps 1e-6, bos 2, eos 1, tie True,
+//                  rope_theta 1e4, attention_bias False (q, k, v and o), query_pre_attn_scalar 256, sliding_window
+//                  4096, layer_types None -> every other layer sliding from the first, final_logit_softcapping 30,
+//                  attn_logit_softcapping 50; no q/k norms.
 struct Defaults {
   std::string_view architecture;
   int vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
@@ -96,9 +101,11 @@ constexpr Defaults qwen3{"Qwen3ForCausalLM", 151936,       4096,  22016, 32, 32,
                          std::nullopt,       std::nullopt, false, 1e4};
 constexpr Defaults mistral{"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1, 2, false, 1e4};
 constexpr Defaults gemma3{"Gemma3ForCausalLM", 262208, 2304, 9216, 26, 8, 4, 256, 131072, 2, 1, true, 1e6};
+constexpr Defaults gemma2{"Gemma2ForCausalLM", 256000, 2304, 9216, 26, 8, 4, 256, 8192, 2, 1, true, 1e4};
 constexpr double default_rms_norm_eps = 1e-6;
-constexpr double gemma3_local_rope_theta = 1e4, gemma3_query_pre_attn_scalar = 256;
-constexpr int gemma3_sliding_window_pattern = 6;
+constexpr double gemma3_local_rope_theta = 1e4, gemma_query_pre_attn_scalar = 256;
+constexpr int gemma3_sliding_window_pattern = 6, gemma2_sliding_window_pattern = 2;
+constexpr double gemma2_attn_logit_softcapping = 50, gemma2_final_logit_softcapping = 30;
 constexpr std::string_view gemma3_multimodal = "Gemma3ForConditionalGeneration";
 constexpr int default_sliding_window = 4096;
 constexpr int default_max_window_layers = 28;  // Qwen2Config's and Qwen3Config's
@@ -215,7 +222,7 @@ std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& confi
   return scaling;
 }
 
-// The architecture (architectures[0]) and its defaults: one of the supported four.
+// The architecture (architectures[0]) and its defaults: one of the supported ones.
 const Defaults& architecture_of(const ConfigReader& config) {
   const json* architectures = config.find("architectures");
   if (!architectures) config.fail("architectures", "missing (supported: " + supported_list() + ")");
@@ -224,7 +231,7 @@ const Defaults& architecture_of(const ConfigReader& config) {
   const std::string architecture = (*architectures)[0].get<std::string>();
   if (architecture == gemma3_multimodal) return gemma3;  // its text_config is a Gemma3ForCausalLM's
   const Defaults* defaults = nullptr;
-  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral, &gemma3})
+  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral, &gemma2, &gemma3})
     if (d->architecture == architecture) defaults = d;
   if (!defaults)
     config.fail("architectures", log::concat("architecture \"", architecture,
@@ -262,14 +269,14 @@ void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& 
   c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
   c.rope_theta = config.number("rope_theta", defaults->rope_theta);
   c.tie_word_embeddings = config.boolean("tie_word_embeddings", defaults->tie_word_embeddings);
-  // Gemma 3's config names the MLP's activation hidden_activation, the others' hidden_act
-  const bool gemma = defaults == &gemma3;
+  // Gemma's config names the MLP's activation hidden_activation, the others' hidden_act
+  const bool gemma = defaults == &gemma3 || defaults == &gemma2;
   const char* activation_key = gemma ? "hidden_activation" : "hidden_act";
   c.hidden_activation = config.string(activation_key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
   if (c.hidden_activation != (gemma ? "gelu_pytorch_tanh" : "silu"))
     config.fail(activation_key,
                 "\"" + c.hidden_activation + "\" is not supported (the MLP computes " +
-                    (gemma ? "gelu_pytorch_tanh, as Gemma 3 does)" : "silu, as Llama, Qwen and Mistral do)"));
+                    (gemma ? "gelu_pytorch_tanh, as Gemma does)" : "silu, as Llama, Qwen and Mistral do)"));
 }
 
 // layer_types: for each layer, whether it attends through the sliding window; none where the config has none.
@@ -312,25 +319,78 @@ bool qwen_layers_slide(const ConfigReader& config, int layers) {
   return sliding != 0;
 }
 
-// Gemma 3: q/k norms and, as Llama's, attention_bias on q, k, v and o; the window on the layers layer_types names
-// (else on all but every sliding_window_pattern-th), those layers' own RoPE base, unscaled; no softcapping.
-void read_gemma3_attention(const ConfigReader& config, const std::string& file, HfConfig& c) {
+// RoPE's base and scaling as Llama's, Qwen's, Mistral's and Gemma 2's configs give them: rope_scaling, or transformers
+// 5's rope_parameters; every dimension turned.
+void read_rope(const ConfigReader& config, const std::string& file, HfConfig& c) {
+  // transformers 5 writes rope_parameters, and reads rope_scaling first unless it is absent or null
+  if (config.find("rope_parameters") && !config.find("rope_scaling")) {
+    c.rope_scaling = read_rope_scaling(config, "rope_parameters", file);
+    if (const json* p = config.find("rope_parameters"))
+      c.rope_theta = ConfigReader(*p, file, "rope_parameters.").number("rope_theta", c.rope_theta);
+  } else {
+    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
+  }
+  // transformers rotates only that share of each head's dimensions (in rope_parameters since transformers 5)
+  if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
+    config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
+  if (const json* p = config.find("rope_parameters"); p && p->is_object())
+    if (const double rotary = ConfigReader(*p, file, "rope_parameters.").number("partial_rotary_factor", 1.0);
+        rotary != 1.0)
+      config.fail("rope_parameters",
+                  log::concat("partial_rotary_factor ", rotary, " is not supported (RoPE turns every dimension)"));
+  // transformers warns and loads (a context cut back to the original one is a common edit to save memory); the
+  // frequencies depend on the original length alone.
+  static std::atomic<bool> warned{false};  // once a process: every load of the config would say it again
+  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings &&
+      !warned.exchange(true))
+    log::warn(file, ": rope_scaling's original_max_position_embeddings (",
+              c.rope_scaling->original_max_position_embeddings, ") is not less than max_position_embeddings (",
+              c.max_position_embeddings, "), as transformers warns too");
+}
+
+// What Gemma 2 and 3 share: as Llama's, attention_bias on q, k, v and o; norms as offsets from 1, around attention
+// and the MLP; the scores scaled by query_pre_attn_scalar; causal attention; a sliding window on the layers
+// layer_types names, else on all but every `pattern`-th (`pattern_key`'s value where the family reads one).
+void read_gemma_attention(const ConfigReader& config, const char* pattern_key, int pattern, HfConfig& c) {
   c.attention_bias = c.o_proj_bias = config.boolean("attention_bias", false);
-  c.qk_norm = c.gemma_norms = true;
-  c.query_pre_attn_scalar = config.number("query_pre_attn_scalar", gemma3_query_pre_attn_scalar);
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
-    if (config.find(key)) config.fail(key, "softcapping is not supported (Gemma 3 has none: null)");
+  c.gemma_norms = true;
+  c.query_pre_attn_scalar = config.number("query_pre_attn_scalar", gemma_query_pre_attn_scalar);
   if (config.boolean("use_bidirectional_attention", false))
     config.fail("use_bidirectional_attention", "true is not supported (the decoder attends causally)");
   if (config.has("sliding_window") && !config.find("sliding_window"))  // transformers needs one for its masks
-    config.fail("sliding_window", "null: Gemma 3's sliding layers need a window");
+    config.fail("sliding_window", "null: Gemma's sliding layers need a window");
   c.sliding_window = config.positive("sliding_window", default_sliding_window);
   if (auto types = read_layer_types(config, c.num_hidden_layers)) {
     c.sliding_layers = std::move(*types);
-  } else {
-    const int pattern = config.positive("sliding_window_pattern", gemma3_sliding_window_pattern);
-    for (int i = 0; i < c.num_hidden_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+    return;
   }
+  if (pattern_key) pattern = config.positive(pattern_key, pattern);
+  for (int i = 0; i < c.num_hidden_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+}
+
+// A soft cap: the default where the key is absent, none where it is null, else a positive number.
+std::optional<double> read_softcap(const ConfigReader& config, const char* key, double fallback) {
+  if (!config.has(key)) return fallback;
+  if (!config.find(key)) return std::nullopt;
+  return config.number(key, fallback);
+}
+
+// Gemma 2: Gemma's attention (the window on every other layer from the first), no q/k norms, one RoPE for every
+// layer (as Llama's: rope_scaling or rope_parameters), the scores and the logits soft-capped unless a cap is null.
+void read_gemma2_attention(const ConfigReader& config, const std::string& file, HfConfig& c) {
+  read_gemma_attention(config, nullptr, gemma2_sliding_window_pattern, c);
+  read_rope(config, file, c);
+  c.attn_logit_softcapping = read_softcap(config, "attn_logit_softcapping", gemma2_attn_logit_softcapping);
+  c.final_logit_softcapping = read_softcap(config, "final_logit_softcapping", gemma2_final_logit_softcapping);
+}
+
+// Gemma 3: Gemma's attention (the window on all but every sliding_window_pattern-th layer), q/k norms, the sliding
+// layers' own RoPE base, unscaled; no softcapping.
+void read_gemma3_attention(const ConfigReader& config, const std::string& file, HfConfig& c) {
+  read_gemma_attention(config, "sliding_window_pattern", gemma3_sliding_window_pattern, c);
+  c.qk_norm = true;
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
+    if (config.find(key)) config.fail(key, "softcapping is not supported (Gemma 3 has none: null)");
   c.local_rope_theta = config.number("rope_local_base_freq", gemma3_local_rope_theta);
   if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
     config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
@@ -365,6 +425,7 @@ void read_gemma3_attention(const ConfigReader& config, const std::string& file, 
 // Biases, q/k norms, RoPE and its scaling, the sliding window.
 void read_attention(const ConfigReader& config, const Defaults* defaults, const std::string& file, HfConfig& c) {
   if (defaults == &gemma3) return read_gemma3_attention(config, file, c);
+  if (defaults == &gemma2) return read_gemma2_attention(config, file, c);
   const bool is_qwen2 = defaults == &qwen2, is_mistral = defaults == &mistral;
   // Qwen2's q/k/v always have a bias and its o_proj never; Mistral has none; Llama and Qwen3 as attention_bias says.
   const bool attention_bias = is_qwen2 || is_mistral ? false : config.boolean("attention_bias", false);
@@ -374,30 +435,7 @@ void read_attention(const ConfigReader& config, const Defaults* defaults, const 
   if (defaults == &llama && config.boolean("mlp_bias", false))
     config.fail("mlp_bias", "true is not supported (MLP projections with a bias)");
 
-  // transformers 5 writes rope_parameters, and reads rope_scaling first unless it is absent or null
-  if (config.find("rope_parameters") && !config.find("rope_scaling")) {
-    c.rope_scaling = read_rope_scaling(config, "rope_parameters", file);
-    if (const json* p = config.find("rope_parameters"))
-      c.rope_theta = ConfigReader(*p, file, "rope_parameters.").number("rope_theta", c.rope_theta);
-  } else {
-    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
-  }
-  // transformers rotates only that share of each head's dimensions (in rope_parameters since transformers 5)
-  if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
-    config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
-  if (const json* p = config.find("rope_parameters"); p && p->is_object())
-    if (const double rotary = ConfigReader(*p, file, "rope_parameters.").number("partial_rotary_factor", 1.0);
-        rotary != 1.0)
-      config.fail("rope_parameters",
-                  log::concat("partial_rotary_factor ", rotary, " is not supported (RoPE turns every dimension)"));
-  // transformers warns and loads (a context cut back to the original one is a common edit to save memory); the
-  // frequencies depend on the original length alone.
-  static std::atomic<bool> warned{false};  // once a process: every load of the config would say it again
-  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings &&
-      !warned.exchange(true))
-    log::warn(file, ": rope_scaling's original_max_position_embeddings (",
-              c.rope_scaling->original_max_position_embeddings, ") is not less than max_position_embeddings (",
-              c.max_position_embeddings, "), as transformers warns too");
+  read_rope(config, file, c);
 
   if (is_mistral) {
     // Mistral's window applies whenever set (null in v0.2 and later); Qwen's only under use_sliding_window.

@@ -343,11 +343,15 @@ std::string render_deepseek(const ChatTemplate& t, const Conversation& c, const 
 // result's, which vLLM joins by newlines first), a first system message's text (its first part's: one there must be)
 // and a blank line opening the next turn, untrimmed. After it the roles alternate user/assistant; a tool turn where
 // an answer may stand is written under its own role, as the template does. No tool definitions, and an answer's calls
-// left out (the template writes content only).
+// left out (the template writes content only). Gemma 2's the same without a system turn (refused, in its template's
+// words) and with each content trimmed whole (vLLM joins the parts by newlines for it).
 std::string render_gemma(const ChatTemplate& t, const Conversation& c, const RenderOptions& options) {
   if (!c.tools.empty()) throw UsageError("chat template " + t.name + " writes no tool definitions: leave tools out");
   const auto& ms = c.messages;
   const bool system = !ms.empty() && ms[0].role == "system";
+  if (system && !t.system_role)
+    throw UsageError("messages[0]: System role not supported (chat template " + t.name +
+                     " has no system turn: put the instructions in the first user message)");
   std::string prefix;
   if (system) {
     if (ms[0].text_parts && ms[0].text_parts->empty())  // the template reads its first part
@@ -361,7 +365,7 @@ std::string render_gemma(const ChatTemplate& t, const Conversation& c, const Ren
       throw UsageError("Conversation roles must alternate user/assistant/user/assistant/...");
     out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
     if (turn == 0) out += prefix;
-    if (!m.text_parts || m.role == "tool")
+    if (!t.content_parts || !m.text_parts || m.role == "tool")
       out += trim(m.content);
     else
       for (const std::string& part : *m.text_parts) out += trim(part);
@@ -390,11 +394,12 @@ ChatTemplate ChatTemplate::named(std::string_view name) {
     t.eos_token = "</s>";
     return t;
   }
-  if (name == "gemma3") {
+  if (name == "gemma2" || name == "gemma3") {
     t.family = TemplateFamily::gemma;
     t.bos_token = "<bos>";
     t.eos_token = "<eos>";
     t.tool_format = false;
+    t.system_role = t.content_parts = name == "gemma3";
     return t;
   }
   if (name == "deepseek-v3" || name == "deepseek-r1") {

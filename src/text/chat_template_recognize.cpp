@@ -137,13 +137,17 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     throw TokenizerFileError(where + ": a DeepSeek template other than V3's and R1's is not built in; name one (" +
                              std::string(known_templates) + ")");
   }
-  // Gemma 3's, by the way it writes the system message and the parts of a message's content; Gemma 2's (no system
-  // role), FunctionGemma's and others are not built in.
+  // Gemma 3's, by the way it writes the system message and the parts of a message's content; Gemma 2's (Gemma 1.1's
+  // too), by the system role it refuses and the content it trims whole; FunctionGemma's and others are not built in.
   if (has("<start_of_turn>")) {
     if (has("set first_user_prefix = messages[0]['content'][0]['text'] + '") && has("{{ item['text'] | trim }}") &&
         has("{%- set role = \"model\" -%}") && !has("tool"))
       return named("gemma3");
-    throw TokenizerFileError(where + ": a Gemma template other than Gemma 3's is not built in; name one (" +
+    if (has("raise_exception('System role not supported')") && has("message['content'] | trim") &&
+        has("{% set role = 'model' %}") && has("Conversation roles must alternate") && !has("first_user_prefix") &&
+        !has("tool"))
+      return named("gemma2");
+    throw TokenizerFileError(where + ": a Gemma template other than Gemma 2's and 3's is not built in; name one (" +
                              std::string(known_templates) + ")");
   }
   // Mistral's templates differ by version in spaces and markers ("[INST] " in v0.3's, [SYSTEM_PROMPT] in v7's): NeMo's

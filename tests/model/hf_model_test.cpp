@@ -110,6 +110,16 @@ void expect_weights_refused(const std::function<void(Tensors&)>& edit, const std
   }
 }
 
+// A Hugging Face model of `config_json` with these tensors written into `dir`, as model.source = "hf" names it.
+ModelConfig hf_model_in(const TempDir& dir, const std::string& config_json, const Tensors& tensors) {
+  write_text(dir.file("config.json"), config_json);
+  write_weights(dir, tensors);
+  ModelConfig model;
+  model.source = ModelSource::hf;
+  model.path = dir.dir();
+  return model;
+}
+
 const ExpectedTensor& find(const Tensors& tensors, const std::string& name) {
   const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; });
   BOOST_REQUIRE(it != tensors.end());
@@ -281,11 +291,7 @@ BOOST_AUTO_TEST_CASE(gemma3_config) {
                         {"\"rope_parameters.sliding_attention\"", "not supported"});
   // It loads, in bfloat16 and not in float16, which its activations overflow (in transformers too).
   TempDir dir;
-  write_text(dir.file("config.json"), gemma);
-  write_weights(dir, tensors);
-  ModelConfig model;
-  model.source = ModelSource::hf;
-  model.path = dir.dir();
+  ModelConfig model = hf_model_in(dir, gemma, tensors);
   model.dtype = ComputeType::bfloat16;
   BOOST_TEST(describe(check_model(model, 0).architecture).find("sliding window 3 on 6 layers") != std::string::npos);
   model.dtype = ComputeType::float16;
@@ -307,6 +313,60 @@ BOOST_AUTO_TEST_CASE(gemma3_config) {
   expect_config_refused(
       replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
       {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
+}
+
+// Gemma 2, as Gemma2Config reads a config.json (Gemma 2 2B's keys): soft caps by default, none where null; the window
+// on every other layer from the first unless layer_types says otherwise; one RoPE, as Llama's.
+BOOST_AUTO_TEST_CASE(gemma2_config) {
+  const std::string gemma = R"({"architectures": ["Gemma2ForCausalLM"], "vocab_size": 16, "hidden_size": 8,
+      "intermediate_size": 12, "num_hidden_layers": 5, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 6, "query_pre_attn_scalar": 4, "sliding_window": 3, "attn_logit_softcapping": 50.0,
+      "final_logit_softcapping": 30.0, "cache_implementation": "hybrid"})";
+  const HfConfig g = parse_hf_config(gemma, "c");
+  BOOST_TEST((g.gemma_norms && !g.qk_norm && g.tie_word_embeddings && !g.local_rope_theta));
+  BOOST_TEST(g.hidden_activation == "gelu_pytorch_tanh");
+  BOOST_TEST((g.query_pre_attn_scalar.value() == 4 && g.rope_theta == 1e4 && g.sliding_window.value() == 3));
+  BOOST_TEST((g.sliding_layers == std::vector<bool>{true, false, true, false, true}));
+  BOOST_TEST((g.attn_logit_softcapping.value() == 50 && g.final_logit_softcapping.value() == 30));
+  const HfConfig d = parse_hf_config(R"({"architectures": ["Gemma2ForCausalLM"]})", "c");
+  BOOST_TEST((d.vocab_size == 256000 && d.hidden_size == 2304 && d.head_dim == 256 && d.num_key_value_heads == 4));
+  BOOST_TEST((d.max_position_embeddings == 8192 && d.sliding_window == 4096 && d.query_pre_attn_scalar == 256.0));
+  BOOST_TEST((d.attn_logit_softcapping.value() == 50 && d.final_logit_softcapping.value() == 30));
+  BOOST_TEST((d.bos_token_id.value() == 2 && d.eos_token_ids == std::vector<int>{1}));
+  const auto with = [&](const std::string& keys) {
+    return replaced(gemma, "\"architectures\"", keys + ", \"architectures\"");
+  };
+  const HfConfig uncapped =
+      parse_hf_config(replaced(gemma, "\"attn_logit_softcapping\": 50.0", "\"attn_logit_softcapping\": null"), "c");
+  BOOST_TEST((!uncapped.attn_logit_softcapping && uncapped.final_logit_softcapping.value() == 30));
+  const HfConfig typed = parse_hf_config(with(R"("layer_types": ["full_attention", "sliding_attention",
+      "full_attention", "full_attention", "sliding_attention"])"),
+                                         "c");
+  BOOST_TEST((typed.sliding_layers == std::vector<bool>{false, true, false, false, true}));
+  // Gemma 3's key is not Gemma 2's: transformers ignores it
+  BOOST_TEST(parse_hf_config(with(R"("sliding_window_pattern": 3)"), "c").sliding_layers.at(1) == false);
+  const HfConfig v5 =
+      parse_hf_config(with(R"("rope_parameters": {"rope_type": "default", "rope_theta": 20000.0})"), "c");
+  BOOST_TEST((v5.rope_theta == 2e4 && !v5.rope_scaling));
+  const Tensors tensors = expected_tensors(g);
+  BOOST_TEST(tensors.size() == 1 + 5 * 11 + 1u);  // 4 norms a layer, no q/k norms; tied: no lm_head
+  BOOST_TEST((find(tensors, "model.layers.4.pre_feedforward_layernorm.weight").shape == std::vector<std::int64_t>{8}));
+  expect_config_refused(replaced(gemma, "50.0", "-1.0"), {"\"attn_logit_softcapping\"", "must be positive"});
+  expect_config_refused(replaced(gemma, "30.0", "\"30\""), {"\"final_logit_softcapping\"", "expected a number"});
+  expect_config_refused(with(R"("use_bidirectional_attention": true)"), {"\"use_bidirectional_attention\""});
+  expect_config_refused(replaced(gemma, "\"sliding_window\": 3", "\"sliding_window\": null"),
+                        {"\"sliding_window\"", "need a window"});
+  expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
+  expect_config_refused(with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
+                        {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
+  // It loads, and says what it is; float16 is refused as for Gemma 3
+  TempDir dir;
+  ModelConfig model = hf_model_in(dir, gemma, tensors);
+  const std::string description = describe(check_model(model, 0).architecture);
+  for (const char* part : {"sliding window 3 on 3 layers", "scores soft-capped at 50", "logits soft-capped at 30"})
+    BOOST_TEST(description.find(part) != std::string::npos, description << " lacks " << part);
+  model.dtype = ComputeType::float16;
+  BOOST_CHECK_THROW(check_model(model, 0), UsageError);
 }
 
 // Gemma 3 4B-27B: Gemma3ForConditionalGeneration, whose text model is read from text_config and its tensors under

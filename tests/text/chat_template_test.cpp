@@ -503,8 +503,8 @@ BOOST_AUTO_TEST_CASE(gemma3_turns_parts_and_roles) {
     BOOST_CHECK_THROW(gemma.render(chat(refused)), UsageError);
   const auto bytes = make_byte_tokenizer({"<end_of_turn>", "<eos>", "<bos>"});
   BOOST_TEST(gemma.stop_ids(*bytes) == (std::vector<TokenId>{256, 257}));
-  // Recognised by how it writes the system message and the parts (marker snippets, not the template); Gemma 2's
-  // (no system role) and others with <start_of_turn> are not built in.
+  // Recognised by how it writes the system message and the parts (marker snippets, not the template); others with
+  // <start_of_turn> are not built in.
   const std::string marks =
       "{{ '<start_of_turn>' }}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
       "{{ item['text'] | trim }}{%- set role = \"model\" -%}";
@@ -512,6 +512,39 @@ BOOST_AUTO_TEST_CASE(gemma3_turns_parts_and_roles) {
   for (const std::string& other :
        {std::string("{{ '<start_of_turn>' }}{{ raise_exception('System role not supported') }}"),
         marks + "{% if tools %}"})
+    BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
+}
+
+// Gemma 2's template (Gemma 1.1's too), as its Jinja reads (checked against it in chat_template_reference.mjs): Gemma
+// 3's turns without a system turn, which it refuses, and each content trimmed whole, its parts joined by newlines.
+BOOST_AUTO_TEST_CASE(gemma2_turns_without_a_system_role) {
+  const ChatTemplate gemma = ChatTemplate::named("gemma2");
+  const auto c =
+      chat(R"([{"role": "user", "content": [{"type": "text", "text": " a "}, {"type": "text", "text": "b "}]},
+      {"role": "assistant", "content": " A\n", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "user", "content": "  U"}])");
+  BOOST_TEST(gemma.render(c, {true, std::nullopt}) ==
+             "<bos><start_of_turn>user\na \nb<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n"
+             "<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n");
+  BOOST_TEST(gemma.render(chat(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": " 5 "}])")) ==
+             "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>tool\n5<end_of_turn>\n");
+  BOOST_CHECK_EXCEPTION(
+      gemma.render(chat(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])")), UsageError,
+      [](const UsageError& e) { return std::string(e.what()).find("System role not supported") != std::string::npos; });
+  for (const char* refused : {R"([{"role": "assistant", "content": "A"}])",
+                              R"({"messages": [{"role": "user", "content": "U"}], "tools": [{"type": "function",
+                                  "function": {"name": "f"}}]})"})
+    BOOST_CHECK_THROW(gemma.render(chat(refused)), UsageError);
+  const auto bytes = make_byte_tokenizer({"<end_of_turn>", "<eos>", "<bos>"});
+  BOOST_TEST(gemma.stop_ids(*bytes) == (std::vector<TokenId>{256, 257}));
+  // Recognised by the system role it refuses, the content trimmed whole and the alternation it checks (marker
+  // snippets, not the template); one that writes tools or takes a system message is not Gemma 2's.
+  const std::string marks =
+      "{{ bos_token }}{{ raise_exception('System role not supported') }}{{ raise_exception('Conversation roles must "
+      "alternate user/assistant/user/assistant/...') }}{% set role = 'model' %}{{ '<start_of_turn>' + role + '\n' + "
+      "message['content'] | trim + '<end_of_turn>\n' }}";
+  BOOST_TEST(ChatTemplate::recognize(marks, "x").name == "gemma2");
+  for (const std::string& other : {marks + "{% if tools %}", marks + "{% set first_user_prefix = '' %}"})
     BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // A Hugging Face model directory, described and checked before any weight is used: config.json read into HfConfig
-// (Llama, Qwen2, Qwen3, Mistral and Gemma 3 decoders, with transformers' defaults for absent keys), the tensors that
-// config implies, by transformers' names and shapes, and the safetensors weights (one file, or shards listed by
-// model.safetensors.index.json) checked against them. No LibTorch and no MPI here: the decoder wraps the bytes.
+// (Llama, Qwen2, Qwen3, Mistral, Gemma 2 and Gemma 3 decoders, with transformers' defaults for absent keys), the
+// tensors that config implies, by transformers' names and shapes, and the safetensors weights (one file, or shards
+// listed by model.safetensors.index.json) checked against them. No LibTorch and no MPI here: the decoder wraps the
+// bytes.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -16,9 +17,13 @@
 namespace arclight::model {
 
 // The decoder architectures read, as config.json's "architectures"[0] spells them.
-inline constexpr std::string_view supported_architectures[] = {"LlamaForCausalLM",  "Qwen2ForCausalLM",
-                                                               "Qwen3ForCausalLM",  "MistralForCausalLM",
-                                                               "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"};
+inline constexpr std::string_view supported_architectures[] = {"LlamaForCausalLM",
+                                                               "Qwen2ForCausalLM",
+                                                               "Qwen3ForCausalLM",
+                                                               "MistralForCausalLM",
+                                                               "Gemma2ForCausalLM",
+                                                               "Gemma3ForCausalLM",
+                                                               "Gemma3ForConditionalGeneration"};
 
 // config.json's fields, named as transformers names them. Every one is set: a key config.json leaves out takes the
 // default of the architecture's config class in transformers (hf_model.cpp lists them and where they come from).
@@ -41,24 +46,26 @@ struct HfConfig {
   bool attention_bias = false;       // q_proj, k_proj and v_proj have a bias: Qwen2 always, Llama/Qwen3 by config
   bool o_proj_bias = false;          // o_proj has one too: Llama's and Qwen3's "attention_bias"
   bool qk_norm = false;              // RMSNorm on each head's q and k before RoPE: Qwen3, Gemma 3
-  // Gemma 3: each RMSNorm weight stored as its offset from 1 (the norm scales by 1 + w, in float32), norms after
-  // attention and after the MLP besides those before them, the embeddings scaled by sqrt(hidden_size)
+  // Gemma 2 and 3: each RMSNorm weight stored as its offset from 1 (the norm scales by 1 + w, in float32), norms
+  // after attention and after the MLP besides those before them, the embeddings scaled by sqrt(hidden_size)
   bool gemma_norms = false;
-  std::string hidden_activation = "silu";       // the gated MLP's: silu, or gelu_pytorch_tanh (Gemma 3)
-  std::optional<double> query_pre_attn_scalar;  // Gemma 3: attention scores scaled by its -1/2 power, not head_dim's
+  std::string hidden_activation = "silu";       // the gated MLP's: silu, or gelu_pytorch_tanh (Gemma)
+  std::optional<double> query_pre_attn_scalar;  // Gemma: attention scores scaled by its -1/2 power, not head_dim's
   struct RopeScaling {                          // Llama 3.1's frequency scaling, or linear (frequencies / factor)
     std::string type;                           // "llama3" or "linear"
     double factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     int original_max_position_embeddings = 0;
   };
   std::optional<RopeScaling> rope_scaling;  // none: plain RoPE
-  std::optional<int> sliding_window;        // Mistral's window, Qwen's when use_sliding_window, Gemma 3's; none: full
-  std::vector<bool> sliding_layers;  // Gemma 3's layer_types: the layers the window applies to; empty: every layer
-  std::optional<double> local_rope_theta;  // Gemma 3's rope_local_base_freq: the sliding layers' RoPE, unscaled
+  std::optional<int> sliding_window;        // Mistral's window, Qwen's when use_sliding_window, Gemma's; none: full
+  std::vector<bool> sliding_layers;         // Gemma's layer_types: the layers the window applies to; empty: every layer
+  std::optional<double> local_rope_theta;   // Gemma 3's rope_local_base_freq: the sliding layers' RoPE, unscaled
   int max_position_embeddings = 0;
   std::vector<int> eos_token_ids;  // "eos_token_id", an int or a list; empty when null
   std::optional<int> bos_token_id;
   std::string torch_dtype;  // "torch_dtype" (or transformers 5's "dtype"); empty when absent
+  // Gemma 2: attention scores (before the mask) and the final logits soft-capped, cap * tanh(x / cap); none: not
+  std::optional<double> attn_logit_softcapping = std::nullopt, final_logit_softcapping = std::nullopt;
 };
 
 // Parses and checks config.json's text; `name_for_errors` (the file) starts every error's message. Throws

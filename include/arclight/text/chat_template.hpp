@@ -4,9 +4,9 @@
 // Instruct-2507's answers as given, the default system prompts of Qwen1.5, Qwen2, Qwen2.5 and Qwen2.5-Math,
 // Hermes-style <tool_call> JSON), Llama 3 (3.0, and 3.1's system preamble), Mistral NeMo's [INST] turns with
 // [TOOL_CALLS] and their ids, DeepSeek's <｜User｜>/<｜Assistant｜> turns (V3's, and R1's as its distilled Qwen and
-// Llama models carry it), and Gemma 3's <start_of_turn> turns. A model directory's tokenizer_config.json
-// `chat_template` (or chat_template.jinja) is recognised by its markers; a template that matches none is an error
-// unless a name is given.
+// Llama models carry it), and Gemma's <start_of_turn> turns (Gemma 3's, and Gemma 2's, which Gemma 1.1 shares). A model
+// directory's tokenizer_config.json `chat_template` (or chat_template.jinja) is recognised by its markers; a template
+// that matches none is an error unless a name is given.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -60,7 +60,7 @@ enum class TemplateFamily { chatml, llama3, mistral, deepseek, gemma };
 
 inline constexpr std::string_view known_templates =
     "chatml, qwen1.5, qwen2, qwen2.5, qwen2.5-math, qwen3, qwen3-instruct-2507, qwen3-thinking-2507, llama3, "
-    "llama3.1, llama3.2, mistral-nemo, deepseek-v3, deepseek-r1, gemma3";
+    "llama3.1, llama3.2, mistral-nemo, deepseek-v3, deepseek-r1, gemma2, gemma3";
 
 struct ChatTemplate {
   TemplateFamily family = TemplateFamily::chatml;
@@ -77,6 +77,10 @@ struct ChatTemplate {
   std::string default_system;     // Qwen1.5, 2, 2.5, 2.5-Math: the system prompt used when the conversation gives none
   bool knowledge_cutoff = false;  // Llama 3.1 and 3.2: the "Cutting Knowledge Date" system preamble
   bool date_today = false;        // Llama 3.2: today's date in it (strftime_now), 3.1's a fixed one
+  // Gemma 2: a system message is refused (its template has no system turn)
+  bool system_role = true;
+  // Gemma 3: a message's content parts are read one by one (the others read them joined by newlines)
+  bool content_parts = false;
   // Llama 3, Mistral, DeepSeek, Gemma: <|begin_of_text|>, <s>, <｜begin▁of▁sentence｜>, <bos>, first
   std::string bos_token;
   // ChatML: Hermes-style tools (<tools>, <tool_call>, <tool_response>); false for a model's own template that has
