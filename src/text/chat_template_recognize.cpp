@@ -61,6 +61,12 @@ std::vector<std::string> literal_system_prompts(std::string_view jinja) {
   return prompts;
 }
 
+// The error for a template of a known family that is none of the built-in ones: `what` names it.
+[[noreturn]] void not_built_in(const std::string& where, const std::string& what) {
+  throw TokenizerFileError(where + ": " + what + " is not built in; name a template to use instead (" +
+                           std::string(known_templates) + ")");
+}
+
 // Qwen3's template and Thinking-2507's, told apart by how each writes the <think> block: both after the last query
 // only (a variant keeping reasoning in all of the history is neither), on the last turn or around reasoning; Qwen3's
 // closes an empty one in the generation prompt for enable_thinking false, Thinking-2507's prompt opens it. Other
@@ -74,10 +80,7 @@ std::string_view qwen3_variant(std::string_view jinja, const std::string& where)
   const bool thinking_switch = has("enable_thinking is defined and enable_thinking is false");
   if (think_on_last_turn && thinking_switch && !opens_think) return "qwen3";
   if (think_on_last_turn && opens_think && !has("enable_thinking")) return "qwen3-thinking-2507";
-  throw TokenizerFileError(where +
-                           ": a ChatML template with <think> other than Qwen3's and Qwen3 Thinking-2507's (QwQ's, ...) "
-                           "is not built in; name one to use instead (" +
-                           std::string(known_templates) + ")");
+  not_built_in(where, "a ChatML template with <think> other than Qwen3's and Qwen3 Thinking-2507's (QwQ's, ...)");
 }
 
 }  // namespace
@@ -89,11 +92,9 @@ std::string_view qwen3_variant(std::string_view jinja, const std::string& where)
 ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& where) {
   const auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
   if (has("<|im_start|>")) {
-    const std::string name_one = "; name a template to use instead (" + std::string(known_templates) + ")";
-    if (has("bos_token"))
-      throw TokenizerFileError(where + ": a ChatML template that writes bos_token is not built in" + name_one);
+    if (has("bos_token")) not_built_in(where, "a ChatML template that writes bos_token");
     if (has("<|im_sep|>"))  // Phi-4's: a role ends with <|im_sep|>, not a newline
-      throw TokenizerFileError(where + ": a ChatML template with <|im_sep|> (Phi-4's) is not built in" + name_one);
+      not_built_in(where, "a ChatML template with <|im_sep|> (Phi-4's)");
     const bool qwen3_tools = has(qwen3_tools_literal);
     ChatTemplate t = named(has("<think>")                                   ? qwen3_variant(jinja, where)
                            : qwen3_tools                                    ? "qwen3-instruct-2507"
@@ -103,11 +104,10 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
                            : has(qwen25_math_system_literal)                ? "qwen2.5-math"
                                                                             : "chatml");
     if (has("# Tools") && qwen3_tools != t.qwen3_tools_block)
-      throw TokenizerFileError(where + ": a ChatML template whose tools block is not " + t.name + "'s" + name_one);
+      not_built_in(where, "a ChatML template whose tools block is not " + t.name + "'s");
     for (const std::string& prompt : literal_system_prompts(jinja))
       if (prompt != t.default_system)
-        throw TokenizerFileError(where + ": a ChatML template whose default system prompt \"" + printable(prompt, 200) +
-                                 "\" is not built in" + name_one);
+        not_built_in(where, "a ChatML template whose default system prompt \"" + printable(prompt, 200) + "\"");
     t.tool_format = has("<tool_response>");
     return t;
   }
@@ -134,8 +134,7 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
       return named("deepseek-r1");
     if (calls_where_no_content && has_either("ns.system_prompt + '\\n\\n' + message['content']") && !has("think"))
       return named("deepseek-v3");
-    throw TokenizerFileError(where + ": a DeepSeek template other than V3's and R1's is not built in; name one (" +
-                             std::string(known_templates) + ")");
+    not_built_in(where, "a DeepSeek template other than V3's and R1's");
   }
   // Gemma 3's, by the way it writes the system message and the parts of a message's content; Gemma 2's (Gemma 1.1's
   // too), by the system role it refuses and the content it trims whole; FunctionGemma's and others are not built in.
@@ -147,8 +146,7 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
         has("{% set role = 'model' %}") && has("Conversation roles must alternate") && !has("first_user_prefix") &&
         !has("tool"))
       return named("gemma2");
-    throw TokenizerFileError(where + ": a Gemma template other than Gemma 2's and 3's is not built in; name one (" +
-                             std::string(known_templates) + ")");
+    not_built_in(where, "a Gemma template other than Gemma 2's and 3's");
   }
   // Mistral's templates differ by version in spaces and markers ("[INST] " in v0.3's, [SYSTEM_PROMPT] in v7's): NeMo's
   // alone is built in, known by the way it writes a turn, its tools and its results.
@@ -156,10 +154,7 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
     if (has("\"[INST]\" + message[\"content\"] + \"[/INST]\"") && has("\"[AVAILABLE_TOOLS][\"") &&
         has("'[TOOL_RESULTS]{\"content\": ' + content|string") && !has("[SYSTEM_PROMPT]"))
       return named("mistral-nemo");
-    throw TokenizerFileError(where +
-                             ": a Mistral [INST] template other than Mistral NeMo's is not built in; name "
-                             "one to use instead (" +
-                             std::string(known_templates) + ")");
+    not_built_in(where, "a Mistral [INST] template other than Mistral NeMo's");
   }
   throw TokenizerFileError(where +
                            ": a chat template arclight does not know (it recognises ChatML by <|im_start|>, "
