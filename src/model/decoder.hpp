@@ -67,8 +67,8 @@ struct Layer : torch::nn::Module {
   std::shared_ptr<Attention> self_attn;
   std::shared_ptr<Mlp> mlp;
   std::shared_ptr<Norm> input_layernorm, post_attention_layernorm;
-  // Sandwich norms (Gemma 3): post_attention_layernorm then normalises attention's output, these the MLP's input and
-  // output
+  // Sandwich norms (Gemma 2 and 3): post_attention_layernorm then normalises attention's output, these the MLP's input
+  // and output
   std::shared_ptr<Norm> pre_feedforward_layernorm, post_feedforward_layernorm;
 };
 

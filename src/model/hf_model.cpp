@@ -78,7 +78,7 @@ using namespace hf_files;
 //                  hidden_activation gelu_pytorch_tanh, max positions 131072, rms eps 1e-6, bos 2, eos 1, tie True,
 //                  rope_theta 1e6, rope_local_base_freq 1e4, attention_bias False (q, k, v and o),
 //                  query_pre_attn_scalar 256, sliding_window 4096, layer_types None -> every sliding_window_pattern-th
-//                  (6) layer full, the others sliding; q/k norms; no softcapping (None).
+//                  (6) layer full, the others sliding; q/k norms; soft caps None.
 //   Gemma2Config:  vocab 256000, hidden 2304, intermediate 9216, layers 26, heads 8, kv heads 4, head_dim 256,
 //                  hidden_activation gelu_pytorch_tanh, max positions 8192, rms eps 1e-6, bos 2, eos 1, tie True,
 //                  rope_theta 1e4, attention_bias False (q, k, v and o), query_pre_attn_scalar 256, sliding_window
@@ -300,7 +300,7 @@ std::optional<std::vector<bool>> read_layer_types(const ConfigReader& config, in
 
 // Whether Qwen's layers attend through the sliding window: as transformers builds layer_types when the config has
 // none, the layers from max_window_layers (28 by default) on slide and the ones before attend in full. Qwen's mix of
-// the two kinds (Gemma 3's is read) is refused: no released Qwen model has one.
+// the two kinds (Gemma's is read) is refused: no released Qwen model has one.
 bool qwen_layers_slide(const ConfigReader& config, int layers) {
   std::int64_t sliding = 0;
   const char* key = "layer_types";
@@ -369,10 +369,10 @@ void read_gemma_attention(const ConfigReader& config, const char* pattern_key, i
 }
 
 // A soft cap: the default where the key is absent, none where it is null, else a positive number.
-std::optional<double> read_softcap(const ConfigReader& config, const char* key, double fallback) {
+std::optional<double> read_softcap(const ConfigReader& config, const char* key, std::optional<double> fallback) {
   if (!config.has(key)) return fallback;
   if (!config.find(key)) return std::nullopt;
-  return config.number(key, fallback);
+  return config.number(key, 0);
 }
 
 // Gemma 2: Gemma's attention (the window on every other layer from the first), no q/k norms, one RoPE for every
@@ -385,12 +385,13 @@ void read_gemma2_attention(const ConfigReader& config, const std::string& file, 
 }
 
 // Gemma 3: Gemma's attention (the window on all but every sliding_window_pattern-th layer), q/k norms, the sliding
-// layers' own RoPE base, unscaled; no softcapping.
+// layers' own RoPE base, unscaled; soft caps only where given (Gemma 3's are null, and transformers applies them where
+// a config sets them).
 void read_gemma3_attention(const ConfigReader& config, const std::string& file, HfConfig& c) {
   read_gemma_attention(config, "sliding_window_pattern", gemma3_sliding_window_pattern, c);
   c.qk_norm = true;
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
-    if (config.find(key)) config.fail(key, "softcapping is not supported (Gemma 3 has none: null)");
+  c.attn_logit_softcapping = read_softcap(config, "attn_logit_softcapping", std::nullopt);
+  c.final_logit_softcapping = read_softcap(config, "final_logit_softcapping", std::nullopt);
   c.local_rope_theta = config.number("rope_local_base_freq", gemma3_local_rope_theta);
   if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
     config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));

@@ -143,7 +143,8 @@ ChatTemplate ChatTemplate::recognize(std::string_view jinja, const std::string& 
         has("{%- set role = \"model\" -%}") && !has("tool"))
       return named("gemma3");
     if (has("raise_exception('System role not supported')") && has("message['content'] | trim") &&
-        has("{% set role = 'model' %}") && has("Conversation roles must alternate") && !has("first_user_prefix") &&
+        has("{% set role = 'model' %}") && has("Conversation roles must alternate") && has("{{ bos_token }}") &&
+        has("'<end_of_turn>") && !has("first_user_prefix") && !has("item['text']") && !has("is iterable") &&
         !has("tool"))
       return named("gemma2");
     not_built_in(where, "a Gemma template other than Gemma 2's and 3's");

@@ -282,8 +282,11 @@ BOOST_AUTO_TEST_CASE(gemma3_config) {
   BOOST_TEST(tensors.size() == 1 + 7 * 13 + 1u);  // 4 norms and q/k norms a layer; tied: no lm_head
   BOOST_TEST((find(tensors, "model.layers.6.post_feedforward_layernorm.weight").shape == std::vector<std::int64_t>{8}));
   BOOST_TEST((find(tensors, "model.layers.0.self_attn.q_norm.weight").shape == std::vector<std::int64_t>{6}));
-  expect_config_refused(replaced(gemma, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"),
-                        {"\"final_logit_softcapping\"", "softcapping is not supported"});
+  BOOST_TEST((!g.attn_logit_softcapping && !g.final_logit_softcapping && !d.final_logit_softcapping));
+  // soft caps where a config sets them, as transformers applies them
+  BOOST_TEST(
+      parse_hf_config(replaced(gemma, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"), "c")
+          .final_logit_softcapping.value() == 30);
   expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
   expect_config_refused(with(R"("use_bidirectional_attention": true)"), {"\"use_bidirectional_attention\""});
   expect_config_refused(replaced(by_type, R"({"rope_type": "default", "rope_theta": 20000.0})",

@@ -246,7 +246,8 @@ def forward(c, w, ids, dtype=torch.float32):
         # when none are given).
         slides = window and (c["model_type"] == "mistral" or
                              (c.get("use_sliding_window") and i >= c.get("max_window_layers", 28)) or
-                             (gemma and (i + 1) % c.get("sliding_window_pattern", 2) != 0))
+                             (gemma and (i + 1) % (c["sliding_window_pattern"] if c["model_type"] == "gemma3_text"
+                                                   else 2) != 0))
         mask = window_mask if slides else full_mask
         cos, sin = rotary(local=c["model_type"] == "gemma3_text" and slides)
         h = norm(x, w[p + "input_layernorm.weight"], eps)

@@ -423,6 +423,29 @@ BOOST_AUTO_TEST_CASE(a_hugging_face_model_loads_by_transformers_names) {
   }
 }
 
+// Gemma 2's final soft cap bounds its logits, which pass it without the cap (null); its attention cap changes them.
+BOOST_AUTO_TEST_CASE(gemma2_logits_stay_within_their_soft_cap) {
+  const std::string capped = R"({"architectures": ["Gemma2ForCausalLM"], "vocab_size": 40, "hidden_size": 16,
+      "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 8, "query_pre_attn_scalar": 8, "sliding_window": 4, "max_position_embeddings": 128,
+      "attn_logit_softcapping": 0.5, "final_logit_softcapping": 2.0})";
+  const auto logits = [](const std::string& config) {
+    TempDir dir;
+    write_random_hf_model(dir, config);
+    Policy policy(hf_model(dir), 10, 1);
+    return logits_without_gradient(policy, torch::arange(12, torch::kLong).unsqueeze(0));
+  };
+  const auto without = [&](const std::string& key) {
+    const std::string from = "\"" + key + "\": ";
+    const std::size_t at = capped.find(from) + from.size();
+    return capped.substr(0, at) + "null" + capped.substr(capped.find_first_of(",}", at));
+  };
+  const torch::Tensor both = logits(capped), uncapped = logits(without("final_logit_softcapping"));
+  BOOST_TEST(both.abs().max().item<float>() <= 2.0f);
+  BOOST_TEST(uncapped.abs().max().item<float>() > 2.0f);
+  BOOST_TEST((logits(without("attn_logit_softcapping")) - both).abs().max().item<float>() > 1e-3f);
+}
+
 BOOST_AUTO_TEST_CASE(a_hugging_face_model_that_does_not_fit_is_refused) {
   TempDir dir;
   write_tiny_qwen3(dir, true);

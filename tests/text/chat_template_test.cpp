@@ -528,6 +528,10 @@ BOOST_AUTO_TEST_CASE(gemma2_turns_without_a_system_role) {
              "<start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n");
   BOOST_TEST(gemma.render(chat(R"([{"role": "user", "content": "U"}, {"role": "tool", "content": " 5 "}])")) ==
              "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>tool\n5<end_of_turn>\n");
+  // null content (an answer that only calls) as "", as vLLM hands it to the template (Python's Jinja would say None)
+  BOOST_TEST(gemma.render(chat(R"([{"role": "user", "content": "U"}, {"role": "assistant", "content": null,
+      "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}])")) ==
+             "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\n<end_of_turn>\n");
   BOOST_CHECK_EXCEPTION(
       gemma.render(chat(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])")), UsageError,
       [](const UsageError& e) { return std::string(e.what()).find("System role not supported") != std::string::npos; });
@@ -538,13 +542,14 @@ BOOST_AUTO_TEST_CASE(gemma2_turns_without_a_system_role) {
   const auto bytes = make_byte_tokenizer({"<end_of_turn>", "<eos>", "<bos>"});
   BOOST_TEST(gemma.stop_ids(*bytes) == (std::vector<TokenId>{256, 257}));
   // Recognised by the system role it refuses, the content trimmed whole and the alternation it checks (marker
-  // snippets, not the template); one that writes tools or takes a system message is not Gemma 2's.
+  // snippets, not the template); one that writes tools, takes a system message or reads parts is not Gemma 2's.
   const std::string marks =
       "{{ bos_token }}{{ raise_exception('System role not supported') }}{{ raise_exception('Conversation roles must "
       "alternate user/assistant/user/assistant/...') }}{% set role = 'model' %}{{ '<start_of_turn>' + role + '\n' + "
       "message['content'] | trim + '<end_of_turn>\n' }}";
   BOOST_TEST(ChatTemplate::recognize(marks, "x").name == "gemma2");
-  for (const std::string& other : {marks + "{% if tools %}", marks + "{% set first_user_prefix = '' %}"})
+  for (const std::string& other : {marks + "{% if tools %}", marks + "{% set first_user_prefix = '' %}",
+                                   marks + "{% for item in message['content'] %}{{ item['text'] | trim }}"})
     BOOST_CHECK_THROW(ChatTemplate::recognize(other, "x"), TokenizerFileError);
 }
 

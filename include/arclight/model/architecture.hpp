@@ -40,13 +40,13 @@ struct Architecture {
   bool qk_norm = false;               // RMSNorm over each head's q and k before RoPE (Qwen3)
   bool tied_embeddings = false;       // lm_head is embed_tokens
   std::optional<int> sliding_window;  // a query sees itself and the window - 1 keys before it
-  std::vector<bool> sliding_layers;   // with sliding_window: the layers it applies to (Gemma 3's); empty: every layer
+  std::vector<bool> sliding_layers;   // with sliding_window: the layers it applies to (Gemma's); empty: every layer
   std::optional<double> local_rope_theta;  // the sliding layers' own RoPE base, unscaled (Gemma 3); none: the same
   // Gemma: a norm after attention and after the MLP (before the residual) besides the ones before them
   bool sandwich_norms = false;
   bool scaled_embeddings = false;         // Gemma: the embeddings times sqrt(hidden_size) in the compute type
   std::optional<double> attention_scale;  // the scores' scale; none: head_dim^-1/2
-  // Gemma 2: cap * tanh(x / cap) of the scaled scores before the mask, and of the logits, in the compute type
+  // Gemma 2's: cap * tanh(x / cap) of the scaled scores before the mask, and of the logits, in the compute type
   std::optional<double> attention_softcap, logit_softcap;
 };
 

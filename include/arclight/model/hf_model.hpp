@@ -64,7 +64,8 @@ struct HfConfig {
   std::vector<int> eos_token_ids;  // "eos_token_id", an int or a list; empty when null
   std::optional<int> bos_token_id;
   std::string torch_dtype;  // "torch_dtype" (or transformers 5's "dtype"); empty when absent
-  // Gemma 2: attention scores (before the mask) and the final logits soft-capped, cap * tanh(x / cap); none: not
+  // Gemma 2 (and Gemma 3 where set): attention scores (before the mask) and the final logits soft-capped,
+  // cap * tanh(x / cap); none: not
   std::optional<double> attn_logit_softcapping = std::nullopt, final_logit_softcapping = std::nullopt;
 };
 
