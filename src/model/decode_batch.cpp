@@ -92,7 +92,8 @@ struct DecodeBatch::Impl {
   const std::int64_t prefill_scores;  // DecodeBatch's constructor says
   Decoder& decoder;
   at::Generator& shared_generator;
-  KvCache slots;                              // a row per sequence: [rows, kv_heads, max_seq, head_dim]
+  KvCache
+      slots;  // a row per sequence: [rows, kv_heads, max_seq (a sliding window's ring: at most the window), head_dim]
   std::vector<std::optional<Sequence>> rows;  // a live sequence per row, none where the row is free
   std::deque<Sequence> queue;                 // added, waiting for a row
   std::uint64_t next_id = 1;
@@ -209,8 +210,9 @@ void DecodeBatch::Impl::prefill(const std::vector<std::size_t>& group, std::vect
   if (from.empty()) return;
   const auto source = index_on(fresh.keys[0], std::move(from)), target = index_on(fresh.keys[0], std::move(to));
   for (std::size_t l = 0; l < slots.keys.size(); ++l) {
-    slots.keys[l].narrow(2, 0, longest).index_copy_(0, target, fresh.keys[l].index_select(0, source));
-    slots.values[l].narrow(2, 0, longest).index_copy_(0, target, fresh.values[l].index_select(0, source));
+    const std::int64_t held = fresh.keys[l].size(2);  // longest, or a sliding window's ring
+    slots.keys[l].narrow(2, 0, held).index_copy_(0, target, fresh.keys[l].index_select(0, source));
+    slots.values[l].narrow(2, 0, held).index_copy_(0, target, fresh.values[l].index_select(0, source));
   }
 }
 

@@ -213,12 +213,18 @@ std::vector<std::pair<std::string, torch::Tensor>> Decoder::weights() {
 
 KvCache Decoder::new_cache(std::int64_t batch, std::int64_t capacity) const {
   KvCache cache;
+  cache.capacity = capacity;
   const auto options = torch::TensorOptions().dtype(compute_).device(device());
   for (int l = 0; l < a_.num_layers; ++l) {
-    cache.keys.push_back(torch::zeros({batch, a_.num_kv_heads, capacity, a_.head_dim}, options));
-    cache.values.push_back(torch::zeros({batch, a_.num_kv_heads, capacity, a_.head_dim}, options));
+    const std::int64_t held = slides(l) ? std::min<std::int64_t>(capacity, *a_.sliding_window) : capacity;
+    cache.keys.push_back(torch::zeros({batch, a_.num_kv_heads, held, a_.head_dim}, options));
+    cache.values.push_back(torch::zeros({batch, a_.num_kv_heads, held, a_.head_dim}, options));
   }
   return cache;
+}
+
+bool Decoder::slides(std::int64_t layer) const {
+  return a_.sliding_window && (a_.sliding_layers.empty() || a_.sliding_layers[static_cast<std::size_t>(layer)]);
 }
 
 void Decoder::move_to(const torch::Device& device) {
@@ -237,6 +243,7 @@ void Decoder::move_to(const torch::Device& device) {
 
 KvCache KvCache::rows(std::int64_t first, std::int64_t count) const {
   KvCache view;
+  view.capacity = capacity;
   for (const auto& k : keys) view.keys.push_back(k.narrow(0, first, count));
   for (const auto& v : values) view.values.push_back(v.narrow(0, first, count));
   return view;
@@ -251,6 +258,14 @@ struct Decoder::Placement {
   torch::Tensor blocked_in_window;  // the same for the layers the window applies to, where not every layer's
   std::int64_t start = -1;          // lockstep: the first position (the cache is written as one slice); per row: -1
   std::int64_t end = 0;             // the keys attended: 0 .. end - 1
+  // With a cache, the layers that slide attend to the first ring_used slots of their ring, then to this forward's
+  // keys, and the ring keeps the latest: this forward's last keys at ring_slots where every token is real, else (right
+  // padding) each slot that ring_keeps_new marks takes this forward's key at ring_index.
+  std::int64_t ring_used = 0;
+  torch::Tensor ring_blocked;    // [1 or B, 1, 1, T, ring_used + T]: true where a query may not see a key
+  torch::Tensor ring_slots;      // [1 or B, n] int64: the slots of this forward's last n keys
+  torch::Tensor ring_keeps_new;  // [B, 1, ring, 1]
+  torch::Tensor ring_index;      // [B, 1, ring, 1] int64: which of this forward's T keys
 };
 
 Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, std::int64_t end) const {
@@ -279,6 +294,34 @@ Decoder::Placement Decoder::place(torch::Tensor positions, std::int64_t start, s
   return where;
 }
 
+// A slot's position is the latest one up to then that falls on it (slot = position % window); one below 0: none yet.
+void Decoder::place_ring(Placement& where, const KvCache& cache, std::int64_t before,
+                         const torch::Tensor* last_real) const {
+  std::int64_t ring = 0;
+  for (int l = 0; l < a_.num_layers && ring == 0; ++l)
+    if (slides(l)) ring = cache.keys.at(static_cast<std::size_t>(l)).size(2);
+  if (ring == 0) return;
+  const std::int64_t window = *a_.sliding_window, t = where.positions.size(1);
+  const auto slot = torch::arange(ring, torch::TensorOptions(torch::kLong).device(device()));
+  const auto held_up_to = [&](const torch::Tensor& position, const torch::Tensor& slots) {  // [rows, 1] -> [rows, n]
+    return position - torch::remainder(position - slots, window);
+  };
+  // Before a row's first lap is done its positions are its slots: those past every row's first position hold none.
+  where.ring_used = std::min(ring, before);
+  const auto first = where.positions.narrow(1, 0, 1);
+  const auto keys = torch::cat({held_up_to(first - 1, slot.narrow(0, 0, where.ring_used)), where.positions}, 1);
+  const auto key = keys.unsqueeze(1), query = where.positions.unsqueeze(-1);  // [rows, 1, used + T], [rows, T, 1]
+  where.ring_blocked = (key > query).logical_or(key <= query - window).logical_or(key < 0).unsqueeze(1).unsqueeze(1);
+  if (!last_real) {  // the last min(T, ring) keys, each to its own slot (a ring is a window's, or all of a row)
+    const std::int64_t n = std::min(t, ring);
+    where.ring_slots = torch::remainder(where.positions.narrow(1, t - n, n), window);
+    return;
+  }
+  const auto kept = held_up_to(last_real->view({-1, 1}), slot);  // what each slot holds after this forward
+  where.ring_keeps_new = (kept >= first).unsqueeze(1).unsqueeze(-1);
+  where.ring_index = (kept - first).clamp(0, t - 1).unsqueeze(1).unsqueeze(-1);
+}
+
 torch::Tensor Decoder::forward(const torch::Tensor& tokens, KvCache* cache) { return lockstep(tokens, cache, nullptr); }
 
 torch::Tensor Decoder::forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache) {
@@ -293,7 +336,14 @@ torch::Tensor Decoder::forward_at(const torch::Tensor& tokens, const torch::Tens
 torch::Tensor Decoder::lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at) {
   const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
   const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
-  auto logits = run(tokens.to(device()), place(positions.unsqueeze(0), start, start + t), cache, at);
+  Placement where = place(positions.unsqueeze(0), start, start + t);
+  if (cache && at) {  // right padding after a row's `at`
+    const torch::Tensor last_real = *at + start;
+    place_ring(where, *cache, start, &last_real);
+  } else if (cache) {
+    place_ring(where, *cache, start);
+  }
+  auto logits = run(tokens.to(device()), where, cache, at);
   if (cache) cache->length = start + t;
   return logits;
 }
@@ -305,12 +355,14 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor&
     throw Error(log::concat("a per-row forward of ", b, " rows needs ", b, " positions and cache rows"));
   const auto on_device = positions.to(device()).unsqueeze(1);
   const auto offsets = torch::arange(t, torch::TensorOptions(torch::kLong).device(device()));
-  return run(tokens.to(device()), place(on_device + offsets, -1, end), &cache);
+  Placement where = place(on_device + offsets, -1, end);
+  place_ring(where, cache, end - t);
+  return run(tokens.to(device()), where, &cache);
 }
 
 torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
                            const torch::Tensor* at) {
-  if (cache && where.end > cache->keys.at(0).size(2))
+  if (cache && where.end > cache->capacity)
     throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
   auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
   if (model_->embed_positions) x = x + torch::embedding(cast(model_->embed_positions->weight), where.positions);
@@ -403,7 +455,25 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
     q = rotate(q, local_rope ? where.local_cos : where.cos, local_rope ? where.local_sin : where.sin);
     k = rotate(k, local_rope ? where.local_cos : where.cos, local_rope ? where.local_sin : where.sin);
   }
-  if (cache) {
+  torch::Tensor blocked = sliding ? where.blocked_in_window : where.blocked;
+  if (cache && slides(layer)) {  // the ring's keys, then this forward's; then the ring keeps the latest of them
+    torch::Tensor &ring_k = cache->keys[layer], &ring_v = cache->values[layer];
+    auto all_k = torch::cat({ring_k.narrow(2, 0, where.ring_used), k}, 2);
+    auto all_v = torch::cat({ring_v.narrow(2, 0, where.ring_used), v}, 2);
+    if (where.ring_slots.defined()) {
+      const std::int64_t n = where.ring_slots.size(1);
+      const auto slots = where.ring_slots.view({-1, 1, n, 1}).expand({b, kv, n, d});
+      ring_k.scatter_(2, slots, k.narrow(2, t - n, n));
+      ring_v.scatter_(2, slots, v.narrow(2, t - n, n));
+    } else {
+      const auto index = where.ring_index.expand({b, kv, ring_k.size(2), d});
+      ring_k.copy_(torch::where(where.ring_keeps_new, k.gather(2, index), ring_k));
+      ring_v.copy_(torch::where(where.ring_keeps_new, v.gather(2, index), ring_v));
+    }
+    k = std::move(all_k);
+    v = std::move(all_v);
+    blocked = where.ring_blocked;
+  } else if (cache) {
     remember(cache->keys[layer], k, where.positions, where.start);
     remember(cache->values[layer], v, where.positions, where.start);
     k = cache->keys[layer].narrow(2, 0, where.end);
@@ -417,8 +487,7 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
   const double scale = a_.attention_scale.value_or(std::pow(double(d), -0.5));
   auto scores = (torch::matmul(grouped_q, k.transpose(-2, -1)) * scale).view({b, kv, groups, t, -1});
   if (a_.attention_softcap) scores = soft_cap(scores, *a_.attention_softcap);
-  scores =
-      scores.masked_fill(sliding ? where.blocked_in_window : where.blocked, -std::numeric_limits<float>::infinity());
+  scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
   const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
   const auto y = torch::matmul(probabilities.view({b, kv, groups * t, -1}), v).reshape({b, a_.num_heads, t, d});
   return project(*attn.o_proj, y.transpose(1, 2).reshape({b, t, a_.num_heads * d}));

@@ -14,11 +14,14 @@
 
 namespace arclight::model {
 
-// Keys and values of every layer for a batch: [batch, kv_heads, capacity, head_dim] each, in the compute type.
+// Keys and values of every layer for a batch: [batch, kv_heads, capacity, head_dim] each, in the compute type; a layer
+// that attends through a sliding window keeps only the window's, in a ring ([batch, kv_heads, min(capacity, window),
+// head_dim]: position p at slot p % window), which its queries never look past.
 // length: the positions every row holds (lockstep decoding); continuous batching keeps each row's length itself.
 struct KvCache {
   std::vector<torch::Tensor> keys, values;
   std::int64_t length = 0;
+  std::int64_t capacity = 0;                                   // the positions a row may reach
   KvCache rows(std::int64_t first, std::int64_t count) const;  // views of those rows (writes reach this cache)
 };
 
@@ -101,6 +104,8 @@ class Decoder : public torch::nn::Module {
   // call's T tokens) -> [B, vocab]. A prefill needs only its last; prompts of several lengths, right-padded, share one
   // forward this way, since a row's real tokens never see the padding after them (its keys are overwritten as the row
   // goes on).
+  // With a cache, a row's tokens after its `at` are taken for padding: a sliding window's ring keeps none of their
+  // keys.
   torch::Tensor forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache);
   // Continuous batching: row b of tokens [B, T] continues its own sequence at positions[b] (int64 [B]), whose
   // earlier keys and values are row b of the cache (cache.length is not used). `end` is max(positions) + T, which the
@@ -124,6 +129,13 @@ class Decoder : public torch::nn::Module {
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
   struct Placement;
   Placement place(torch::Tensor positions, std::int64_t start, std::int64_t end) const;
+  // Whether the layer attends through the sliding window (the cache keeps its keys in a ring).
+  bool slides(std::int64_t layer) const;
+  // The rings' part of a forward with a cache: `before`, the rows' latest first position (the ring's slots that may
+  // hold a key: no more than that); `last_real` [rows], each row's last position whose keys are kept, where padding
+  // follows it (none: every token's).
+  void place_ring(Placement& where, const KvCache& cache, std::int64_t before,
+                  const torch::Tensor* last_real = nullptr) const;
   // forward and forward_at: every row at the same positions, continuing the cache when there is one.
   torch::Tensor lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at);
   // Logits [B, T, vocab], or [B, vocab] at each row's token `at` when given.

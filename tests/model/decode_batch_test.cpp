@@ -26,6 +26,12 @@ const std::string tiny_llama_config = R"({"architectures": ["LlamaForCausalLM"],
 const std::string tiny_mistral_config = R"({"architectures": ["MistralForCausalLM"], "vocab_size": 40,
     "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "sliding_window": 4, "max_position_embeddings": 128})";
+// Gemma 2 with a window of 3 keys on every other layer from the first (whose cache is a ring of 3 slots), the others
+// attending in full; soft caps.
+const std::string tiny_gemma2_config = R"({"architectures": ["Gemma2ForCausalLM"], "vocab_size": 40,
+    "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 4, "query_pre_attn_scalar": 4, "sliding_window": 3,
+    "attn_logit_softcapping": 5.0, "final_logit_softcapping": 8.0, "max_position_embeddings": 128})";
 
 Sampling greedy() {
   Sampling s;
@@ -83,7 +89,8 @@ std::vector<Output> run(DecodeBatch& batch, const std::vector<Arrival>& arrivals
   return out;
 }
 
-// Each arrival alone through Policy::generate (greedy) gives what the batch gave it.
+// Each arrival alone through Policy::generate (greedy) gives what the batch gave it, and what generate gives without
+// the cache (a full forward a token).
 void check_greedy_against_generate(Policy& policy, int rows, const std::vector<Arrival>& arrivals,
                                    std::int64_t prefill_scores = DecodeBatch::default_prefill_scores) {
   DecodeBatch batch(policy, rows, prefill_scores);
@@ -91,7 +98,9 @@ void check_greedy_against_generate(Policy& policy, int rows, const std::vector<A
   for (std::size_t i = 0; i < arrivals.size(); ++i) {
     const SequenceRequest& r = arrivals[i].request;
     const Generation alone = policy.generate({r.prompt}, r.max_new_tokens, greedy()).at(0);
+    const Generation uncached = policy.generate({r.prompt}, r.max_new_tokens, greedy(), false).at(0);
     BOOST_TEST(outputs[i].tokens == alone.tokens, "sequence " << i);
+    BOOST_TEST(uncached.tokens == alone.tokens, "sequence " << i);
     BOOST_REQUIRE(outputs[i].logprobs.size() == alone.logprobs.size());
     for (std::size_t t = 0; t < alone.logprobs.size(); ++t)
       BOOST_TEST(outputs[i].logprobs[t] == alone.logprobs[t], boost::test_tools::tolerance(1e-4f));
@@ -131,8 +140,10 @@ BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_a_scratch_
 }
 
 BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_hugging_face_models) {
-  const std::pair<const char*, std::string> models[] = {
-      {"llama", tiny_llama_config}, {"mistral", tiny_mistral_config}, {"qwen3", tiny_qwen3_config}};
+  const std::pair<const char*, std::string> models[] = {{"llama", tiny_llama_config},
+                                                        {"mistral", tiny_mistral_config},
+                                                        {"qwen3", tiny_qwen3_config},
+                                                        {"gemma2", tiny_gemma2_config}};
   for (const auto& [name, config] : models) {
     BOOST_TEST_CONTEXT(name) {
       TempDir dir;
@@ -141,7 +152,7 @@ BOOST_AUTO_TEST_CASE(greedy_ragged_sequences_match_generate_alone_for_hugging_fa
       check_greedy_against_generate(policy, 3, ragged_arrivals(40));
       check_greedy_against_generate(policy, 7, simultaneous_arrivals(40));
       // A budget of attention scores that 9 queries of a 9-token prompt pass: prompts of 7 and 9 tokens go in
-      // chunks of 3 queries (Mistral's sliding window of 4 across the chunks' edges), with the same tokens.
+      // chunks of 3 queries (Mistral's and Gemma 2's sliding windows across the chunks' edges), with the same tokens.
       const std::int64_t heads = policy.architecture().num_heads;
       check_greedy_against_generate(policy, 3, ragged_arrivals(40), heads * 9 * 3);
       check_greedy_against_generate(policy, 7, simultaneous_arrivals(40), heads * 9 * 3);

@@ -125,6 +125,9 @@ def random_weights(c):
             w[p + norm + ".weight"] = one + 0.1 * torch.randn(h)
     if is_gemma(c):
         w["model.norm.weight"] -= 1
+        # Gemma scales its (tied) embeddings by sqrt(hidden): unit ones would outweigh every layer, and each greedy
+        # token would repeat the last, whatever the attention saw.
+        w["model.embed_tokens.weight"] *= 0.1
     return w
 
 
