@@ -4,13 +4,14 @@
 # only the window's keys and values, in a ring. One random Gemma 3-shaped model (12 layers, every sixth full, 4
 # key/value heads of 64, float32 cache), served with 16 rows of 4,096 positions twice: with a window of 512 (10 of the
 # 12 layers keep 512 positions a row) and with a window of 4,096 (every layer keeps them all: the baseline). Prints
-# each server's peak resident memory once it listens, and the cache bytes each should hold.
+# each server's peak resident memory once it listens (its cache allocated, no request served yet), and the cache
+# bytes each should hold.
 set -euo pipefail
 root=$1
 cmake --build "$root/build" --target arclight -j"$(nproc)" >/dev/null
 work=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-pid=
+pid=  # the server now, if any: peak_mib runs in this shell (its output to a file), so the trap sees it
+trap '[ -z "$pid" ] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }; rm -rf "$work"' EXIT
 peak_mib() {  # peak_mib WINDOW: the server's VmHWM in MiB once it listens
   local window=$1 dir=$work/model_$1
   /usr/bin/python3 - "$root" "$dir" "$window" <<'PY'
@@ -36,14 +37,16 @@ PY
     kill -0 "$pid" 2>/dev/null || { echo "serve failed: $(tail -3 "$work/err")" >&2; exit 1; }
     sleep 0.1
   done
+  grep -q '^http' "$work/out" || { echo "serve did not listen within 60 s: $(tail -3 "$work/err")" >&2; exit 1; }
   sleep 1
   awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$pid/status"
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null || true
   pid=
 }
-windowed=$(peak_mib 512)
-full=$(peak_mib 4096)
+peak_mib 512 >"$work/windowed"
+peak_mib 4096 >"$work/full"
+windowed=$(cat "$work/windowed") full=$(cat "$work/full")
 /usr/bin/python3 - "$windowed" "$full" <<'PY'
 import json, sys
 windowed, full = int(sys.argv[1]), int(sys.argv[2])

@@ -260,9 +260,11 @@ struct Decoder::Placement {
   std::int64_t end = 0;             // the keys attended: 0 .. end - 1
   // With a cache, the layers that slide attend to the first ring_used slots of their ring, then to this forward's
   // keys, and the ring keeps the latest: this forward's last keys at ring_slots where every token is real, else (right
-  // padding) each slot that ring_keeps_new marks takes this forward's key at ring_index.
+  // padding) each slot that ring_keeps_new marks takes this forward's key at ring_index. One token a row (decoding)
+  // goes into the ring first, and its query attends to the ring alone, read in place (ring_written_first).
   std::int64_t ring_used = 0;
-  torch::Tensor ring_blocked;    // [1 or B, 1, 1, T, ring_used + T]: true where a query may not see a key
+  bool ring_written_first = false;
+  torch::Tensor ring_blocked;    // [1 or B, 1, 1, T, ring_used (+ T)]: true where a query may not see a key
   torch::Tensor ring_slots;      // [1 or B, n] int64: the slots of this forward's last n keys
   torch::Tensor ring_keeps_new;  // [B, 1, ring, 1]
   torch::Tensor ring_index;      // [B, 1, ring, 1] int64: which of this forward's T keys
@@ -307,10 +309,14 @@ void Decoder::place_ring(Placement& where, const KvCache& cache, std::int64_t be
     return position - torch::remainder(position - slots, window);
   };
   // Before a row's first lap is done its positions are its slots: those past every row's first position hold none.
-  where.ring_used = std::min(ring, before);
+  // A single token's key overwrites the one a window before it, which its query no longer sees: written first.
+  where.ring_written_first = t == 1 && !last_real;
+  where.ring_used = std::min(ring, where.ring_written_first ? before + 1 : before);
   const auto first = where.positions.narrow(1, 0, 1);
-  const auto keys = torch::cat({held_up_to(first - 1, slot.narrow(0, 0, where.ring_used)), where.positions}, 1);
-  const auto key = keys.unsqueeze(1), query = where.positions.unsqueeze(-1);  // [rows, 1, used + T], [rows, T, 1]
+  const auto used = slot.narrow(0, 0, where.ring_used);
+  const auto keys = where.ring_written_first ? held_up_to(first, used)
+                                             : torch::cat({held_up_to(first - 1, used), where.positions}, 1);
+  const auto key = keys.unsqueeze(1), query = where.positions.unsqueeze(-1);  // [rows, 1, keys], [rows, T, 1]
   where.ring_blocked = (key > query).logical_or(key <= query - window).logical_or(key < 0).unsqueeze(1).unsqueeze(1);
   if (!last_real) {  // the last min(T, ring) keys, each to its own slot (a ring is a window's, or all of a row)
     const std::int64_t n = std::min(t, ring);
@@ -458,8 +464,11 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
   torch::Tensor blocked = sliding ? where.blocked_in_window : where.blocked;
   if (cache && slides(layer)) {  // the ring's keys, then this forward's; then the ring keeps the latest of them
     torch::Tensor &ring_k = cache->keys[layer], &ring_v = cache->values[layer];
-    auto all_k = torch::cat({ring_k.narrow(2, 0, where.ring_used), k}, 2);
-    auto all_v = torch::cat({ring_v.narrow(2, 0, where.ring_used), v}, 2);
+    torch::Tensor all_k, all_v;
+    if (!where.ring_written_first) {
+      all_k = torch::cat({ring_k.narrow(2, 0, where.ring_used), k}, 2);
+      all_v = torch::cat({ring_v.narrow(2, 0, where.ring_used), v}, 2);
+    }
     if (where.ring_slots.defined()) {
       const std::int64_t n = where.ring_slots.size(1);
       const auto slots = where.ring_slots.view({-1, 1, n, 1}).expand({b, kv, n, d});
@@ -470,8 +479,8 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
       ring_k.copy_(torch::where(where.ring_keeps_new, k.gather(2, index), ring_k));
       ring_v.copy_(torch::where(where.ring_keeps_new, v.gather(2, index), ring_v));
     }
-    k = std::move(all_k);
-    v = std::move(all_v);
+    k = where.ring_written_first ? ring_k.narrow(2, 0, where.ring_used) : std::move(all_k);
+    v = where.ring_written_first ? ring_v.narrow(2, 0, where.ring_used) : std::move(all_v);
     blocked = where.ring_blocked;
   } else if (cache) {
     remember(cache->keys[layer], k, where.positions, where.start);

@@ -105,7 +105,7 @@ class Decoder : public torch::nn::Module {
   // forward this way, since a row's real tokens never see the padding after them (its keys are overwritten as the row
   // goes on).
   // With a cache, a row's tokens after its `at` are taken for padding: a sliding window's ring keeps none of their
-  // keys.
+  // keys (such a row goes on from its `at` in a per-row forward, as DecodeBatch's do, not in lockstep).
   torch::Tensor forward_at(const torch::Tensor& tokens, const torch::Tensor& at, KvCache* cache);
   // Continuous batching: row b of tokens [B, T] continues its own sequence at positions[b] (int64 [B]), whose
   // earlier keys and values are row b of the cache (cache.length is not used). `end` is max(positions) + T, which the
