@@ -92,8 +92,8 @@ struct DecodeBatch::Impl {
   const std::int64_t prefill_scores;  // DecodeBatch's constructor says
   Decoder& decoder;
   at::Generator& shared_generator;
-  KvCache
-      slots;  // a row per sequence: [rows, kv_heads, max_seq (a sliding window's ring: at most the window), head_dim]
+  // A row per sequence: [rows, kv_heads, max_seq, head_dim] (a sliding window's layer: its ring, the window at most)
+  KvCache slots;
   std::vector<std::optional<Sequence>> rows;  // a live sequence per row, none where the row is free
   std::deque<Sequence> queue;                 // added, waiting for a row
   std::uint64_t next_id = 1;
