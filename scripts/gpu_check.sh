@@ -331,10 +331,10 @@ else
   record training '{"ok": false, "built": false}'
 fi
 
-stage "the decoder against PyTorch and transformers (tiny Llama, Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3)"
+stage "the decoder against PyTorch and transformers (tiny Llama, Qwen2, Qwen3, Mistral, Gemma 1, 2 and 3)"
 models=$work/models
 mkdir -p "$models"
-dirs=("$models/llama" "$models/qwen2" "$models/qwen3" "$models/mistral" "$models/gemma2" "$models/gemma3")
+dirs=("$models/llama" "$models/qwen2" "$models/qwen3" "$models/mistral" "$models/gemma2" "$models/gemma3" "$models/gemma")
 limited 90 python3 "$root/tests/model/hf_reference.py" "$models" >/dev/null
 limited 60 "$bin/tests/hf_reference_check" --device 0 "${dirs[@]}" >"$work/ref_cuda.txt" 2>&1
 cuda_vs_torch=$?

@@ -52,7 +52,8 @@ Architecture hf_architecture(const HfConfig& c, int max_seq) {
   a.sliding_window = c.sliding_window;
   a.sliding_layers = c.sliding_layers;
   a.local_rope_theta = c.local_rope_theta;
-  a.sandwich_norms = a.scaled_embeddings = c.gemma_norms;
+  a.sandwich_norms = c.sandwich_norms;
+  a.scaled_embeddings = c.gemma_norms;
   if (c.query_pre_attn_scalar) a.attention_scale = std::pow(*c.query_pre_attn_scalar, -0.5);
   a.attention_softcap = c.attn_logit_softcapping;
   a.logit_softcap = c.final_logit_softcapping;
@@ -80,7 +81,7 @@ CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
     throw UsageError(log::concat("the agent's vocabulary of ", agent_vocab, " tokens exceeds the model's (",
                                  hf.vocab_size, " in ", config.path, "/config.json)"));
   // transformers' Gemma 2 and 3 overflow float16 too (their activations pass 65,504: NaN logits, transformers#36822)
-  if (hf.gemma_norms && config.dtype == ComputeType::float16)
+  if (hf.sandwich_norms && config.dtype == ComputeType::float16)
     throw UsageError(hf.architecture +
                      " overflows float16 (its activations pass 65,504, in transformers too): use "
                      "model.dtype = \"bfloat16\" or \"float32\"");

@@ -1,6 +1,7 @@
 #pragma once
 // What the readers of a Hugging Face model directory share (private to the model module): config.json's reader in
-// hf_model.cpp and the weights' reader in hf_weights.cpp. Every failure is a ModelFileError naming the file.
+// hf_model.cpp and the weights' reader in hf_weights.cpp (defined in hf_files.cpp). Every failure is a ModelFileError
+// naming the file.
 #include <string>
 #include <string_view>
 

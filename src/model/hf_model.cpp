@@ -3,18 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
-#include <map>
-#include <sstream>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
-#include "arclight/core/crc32c.hpp"
 #include "arclight/core/log.hpp"
 #include "hf_files.hpp"
 
@@ -22,39 +16,6 @@ namespace arclight::model {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-namespace hf_files {
-
-void fail_file(const std::string& file, const std::string& what) {
-  throw ModelFileError(log::concat(file, ": ", what));
-}
-
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) fail_file(path, "not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_file(path, "cannot be opened");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail_file(path, "cannot be read");
-  return text;
-}
-
-json parse_json(std::string_view text, const std::string& file) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    fail_file(file, log::concat("not JSON: ", e.what()));
-  }
-}
-
-std::string excerpt(const json& v) {
-  if (v.is_array()) return log::concat("a list of ", v.size());
-  if (v.is_object()) return log::concat("an object of ", v.size(), " keys");
-  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
-
-}  // namespace hf_files
 
 namespace {
 
@@ -84,6 +45,10 @@ using namespace hf_files;
 //                  rope_theta 1e4, attention_bias False (q, k, v and o), query_pre_attn_scalar 256, sliding_window
 //                  4096, layer_types None -> every other layer sliding from the first, final_logit_softcapping 30,
 //                  attn_logit_softcapping 50; no q/k norms.
+//   GemmaConfig:   vocab 256000, hidden 3072, intermediate 24576, layers 28, heads 16, kv heads 16, head_dim 256,
+//                  hidden_act gelu_pytorch_tanh (4.x: hidden_activation, below), max positions 8192, rms eps 1e-6,
+//                  bos 2, eos 1, tie True, rope_theta 1e4, attention_bias False (q, k, v and o); no window, no caps,
+//                  no q/k norms, no norms after attention and the MLP; scores scaled by head_dim^-1/2.
 struct Defaults {
   std::string_view architecture;
   int vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
@@ -102,6 +67,7 @@ constexpr Defaults qwen3{"Qwen3ForCausalLM", 151936,       4096,  22016, 32, 32,
 constexpr Defaults mistral{"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1, 2, false, 1e4};
 constexpr Defaults gemma3{"Gemma3ForCausalLM", 262208, 2304, 9216, 26, 8, 4, 256, 131072, 2, 1, true, 1e6};
 constexpr Defaults gemma2{"Gemma2ForCausalLM", 256000, 2304, 9216, 26, 8, 4, 256, 8192, 2, 1, true, 1e4};
+constexpr Defaults gemma1{"GemmaForCausalLM", 256000, 3072, 24576, 28, 16, 16, 256, 8192, 2, 1, true, 1e4};
 constexpr double default_rms_norm_eps = 1e-6;
 constexpr double gemma3_local_rope_theta = 1e4, gemma_query_pre_attn_scalar = 256;
 constexpr int gemma3_sliding_window_pattern = 6, gemma2_sliding_window_pattern = 2;
@@ -231,13 +197,30 @@ const Defaults& architecture_of(const ConfigReader& config) {
   const std::string architecture = (*architectures)[0].get<std::string>();
   if (architecture == gemma3_multimodal) return gemma3;  // its text_config is a Gemma3ForCausalLM's
   const Defaults* defaults = nullptr;
-  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral, &gemma2, &gemma3})
+  for (const Defaults* d : {&llama, &qwen2, &qwen3, &mistral, &gemma1, &gemma2, &gemma3})
     if (d->architecture == architecture) defaults = d;
   if (!defaults)
     config.fail("architectures", log::concat("architecture \"", architecture,
                                              "\" is not supported (supported: ", supported_list(), ")"));
 
   return *defaults;
+}
+
+// The MLP's activation. Gemma 2's and 3's configs name it hidden_activation, the others' hidden_act. Gemma 1's
+// changed: transformers 4 read hidden_activation (absent: gelu_pytorch_tanh, whatever hidden_act said), 4.48 on and 5
+// read hidden_act (absent: gelu_pytorch_tanh). Google's first Gemma configs say hidden_act "gelu" and no
+// hidden_activation; that is read as the tanh approximation Gemma was trained with, as transformers did before 4.48
+// and vLLM does (later transformers computes the exact GELU for them).
+void read_activation(const ConfigReader& config, const Defaults* defaults, HfConfig& c) {
+  const bool gemma = defaults == &gemma1 || defaults == &gemma2 || defaults == &gemma3;
+  const char* key =
+      gemma && (defaults != &gemma1 || config.find("hidden_activation")) ? "hidden_activation" : "hidden_act";
+  c.hidden_activation = config.string(key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
+  if (defaults == &gemma1 && std::string_view(key) == "hidden_act" && c.hidden_activation == "gelu")
+    c.hidden_activation = "gelu_pytorch_tanh";
+  if (c.hidden_activation != (gemma ? "gelu_pytorch_tanh" : "silu"))
+    config.fail(key, "\"" + c.hidden_activation + "\" is not supported (the MLP computes " +
+                         (gemma ? "gelu_pytorch_tanh, as Gemma does)" : "silu, as Llama, Qwen and Mistral do)"));
 }
 
 // The sizes: vocabulary, widths, layers, heads (grouped-query), head_dim, positions, norms.
@@ -269,14 +252,7 @@ void read_sizes(const ConfigReader& config, const Defaults* defaults, HfConfig& 
   c.rms_norm_eps = config.number("rms_norm_eps", default_rms_norm_eps);
   c.rope_theta = config.number("rope_theta", defaults->rope_theta);
   c.tie_word_embeddings = config.boolean("tie_word_embeddings", defaults->tie_word_embeddings);
-  // Gemma's config names the MLP's activation hidden_activation, the others' hidden_act
-  const bool gemma = defaults == &gemma3 || defaults == &gemma2;
-  const char* activation_key = gemma ? "hidden_activation" : "hidden_act";
-  c.hidden_activation = config.string(activation_key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
-  if (c.hidden_activation != (gemma ? "gelu_pytorch_tanh" : "silu"))
-    config.fail(activation_key,
-                "\"" + c.hidden_activation + "\" is not supported (the MLP computes " +
-                    (gemma ? "gelu_pytorch_tanh, as Gemma does)" : "silu, as Llama, Qwen and Mistral do)"));
+  read_activation(config, defaults, c);
 }
 
 // layer_types: for each layer, whether it attends through the sliding window; none where the config has none.
@@ -319,8 +295,8 @@ bool qwen_layers_slide(const ConfigReader& config, int layers) {
   return sliding != 0;
 }
 
-// RoPE's base and scaling as Llama's, Qwen's, Mistral's and Gemma 2's configs give them: rope_scaling, or transformers
-// 5's rope_parameters; every dimension turned.
+// RoPE's base and scaling as Llama's, Qwen's, Mistral's and Gemma 1's and 2's configs give them: rope_scaling, or
+// transformers 5's rope_parameters; every dimension turned.
 void read_rope(const ConfigReader& config, const std::string& file, HfConfig& c) {
   // transformers 5 writes rope_parameters, and reads rope_scaling first unless it is absent or null
   if (config.find("rope_parameters") && !config.find("rope_scaling")) {
@@ -348,15 +324,29 @@ void read_rope(const ConfigReader& config, const std::string& file, HfConfig& c)
               c.max_position_embeddings, "), as transformers warns too");
 }
 
-// What Gemma 2 and 3 share: as Llama's, attention_bias on q, k, v and o; norms as offsets from 1, around attention
-// and the MLP; the scores scaled by query_pre_attn_scalar; causal attention; a sliding window on the layers
-// layer_types names, else on all but every `pattern`-th (`pattern_key`'s value where the family reads one).
-void read_gemma_attention(const ConfigReader& config, const char* pattern_key, int pattern, HfConfig& c) {
+// What every Gemma has: as Llama's, attention_bias on q, k, v and o; norms as offsets from 1; scaled embeddings;
+// causal attention.
+void read_gemma_basics(const ConfigReader& config, HfConfig& c) {
   c.attention_bias = c.o_proj_bias = config.boolean("attention_bias", false);
   c.gemma_norms = true;
-  c.query_pre_attn_scalar = config.number("query_pre_attn_scalar", gemma_query_pre_attn_scalar);
   if (config.boolean("use_bidirectional_attention", false))
     config.fail("use_bidirectional_attention", "true is not supported (the decoder attends causally)");
+}
+
+// Gemma 1: Gemma's basics and one RoPE as Llama's (rope_scaling or rope_parameters); no window, no caps, a norm
+// before attention and one before the MLP.
+void read_gemma1_attention(const ConfigReader& config, const std::string& file, HfConfig& c) {
+  read_gemma_basics(config, c);
+  read_rope(config, file, c);
+}
+
+// What Gemma 2 and 3 share: Gemma's basics; norms after attention and the MLP too; the scores scaled by
+// query_pre_attn_scalar; a sliding window on the layers layer_types names, else on all but every `pattern`-th
+// (`pattern_key`'s value where the family reads one).
+void read_gemma_attention(const ConfigReader& config, const char* pattern_key, int pattern, HfConfig& c) {
+  read_gemma_basics(config, c);
+  c.sandwich_norms = true;
+  c.query_pre_attn_scalar = config.number("query_pre_attn_scalar", gemma_query_pre_attn_scalar);
   if (config.has("sliding_window") && !config.find("sliding_window"))  // transformers needs one for its masks
     config.fail("sliding_window", "null: Gemma's sliding layers need a window");
   c.sliding_window = config.positive("sliding_window", default_sliding_window);
@@ -427,6 +417,7 @@ void read_gemma3_attention(const ConfigReader& config, const std::string& file, 
 void read_attention(const ConfigReader& config, const Defaults* defaults, const std::string& file, HfConfig& c) {
   if (defaults == &gemma3) return read_gemma3_attention(config, file, c);
   if (defaults == &gemma2) return read_gemma2_attention(config, file, c);
+  if (defaults == &gemma1) return read_gemma1_attention(config, file, c);
   const bool is_qwen2 = defaults == &qwen2, is_mistral = defaults == &mistral;
   // Qwen2's q/k/v always have a bias and its o_proj never; Mistral has none; Llama and Qwen3 as attention_bias says.
   const bool attention_bias = is_qwen2 || is_mistral ? false : config.boolean("attention_bias", false);
@@ -511,49 +502,6 @@ HfConfig read_hf_config(const std::string& model_dir) {
   return parse_hf_config(read_text(path), path);
 }
 
-std::string definition_digest(const std::string& model_dir) {
-  std::string digest;
-  for (const std::string_view name : definition_files) {
-    const fs::path file = fs::path(model_dir) / name;
-    std::error_code ec;
-    if (!fs::exists(file, ec)) continue;
-    const std::string bytes = read_text(file.string());
-    char line[16];
-    std::snprintf(line, sizeof line, " %08x\n", crc32c(bytes.data(), bytes.size()));
-    digest.append(name).append(line);
-  }
-  return digest;
-}
-
-std::vector<std::string> definition_differences(const std::string& saved, const std::string& now) {
-  const auto files = [](const std::string& digest) {
-    std::map<std::string, std::string> crcs;
-    std::istringstream in(digest);
-    for (std::string line; std::getline(in, line);) {
-      const std::size_t space = line.find(' ');
-      if (space == std::string::npos || space == 0 || line.size() - space != 9)
-        throw ModelFileError("a model definition digest's line is not a file name and a CRC-32C: " + line);
-      crcs[line.substr(0, space)] = line.substr(space + 1);
-    }
-    return crcs;
-  };
-  const std::map<std::string, std::string> before = files(saved), after = files(now);
-  std::vector<std::string> out;
-  for (const std::string_view name_view : definition_files) {
-    const std::string name(name_view);
-    const auto was = before.find(name), is = after.find(name);
-    if (was == before.end() && is == after.end()) continue;
-    if (was == before.end()) {
-      out.push_back(name + " was not there");
-    } else if (is == after.end()) {
-      out.push_back(name + " is not there now");
-    } else if (was->second != is->second) {
-      out.push_back(name + " differs");
-    }
-  }
-  return out;
-}
-
 std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
   const std::int64_t v = c.vocab_size, h = c.hidden_size, i = c.intermediate_size;
   const std::int64_t q = std::int64_t{c.num_attention_heads} * c.head_dim;
@@ -578,7 +526,7 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
     }
     out.push_back({p + "post_attention_layernorm.weight", {h}});
-    if (c.gemma_norms) {
+    if (c.sandwich_norms) {
       out.push_back({p + "pre_feedforward_layernorm.weight", {h}});
       out.push_back({p + "post_feedforward_layernorm.weight", {h}});
     }

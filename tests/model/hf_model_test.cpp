@@ -4,6 +4,7 @@
 #include "arclight/model/hf_model.hpp"
 #include "arclight/model/architecture.hpp"
 #include "../temp_dir.hpp"
+#include "hf_config_helpers.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -22,10 +23,9 @@
 using namespace arclight;
 using namespace arclight::model;
 namespace fs = std::filesystem;
+using namespace hf_test;
 
 namespace {
-
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // Four tiny configs: GQA everywhere (2 or 4 heads over 1 or 2 kv heads), each architecture's peculiarity on.
 const std::string llama_config = R"({
@@ -47,53 +47,6 @@ const std::string mistral_config = R"({
   "architectures": ["MistralForCausalLM"], "vocab_size": 16, "hidden_size": 16, "intermediate_size": 24,
   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": null})";
 
-using Tensors = std::vector<ExpectedTensor>;
-
-// Writes `tensors` (zeros, of `dtype`, or I32 for those named in `int_tensors`) as model.safetensors, or in `shards`
-// files with an index.
-void write_weights(const TempDir& dir, const Tensors& tensors, int shards = 1, DType dtype = DType::bf16,
-                   const std::vector<std::string>& int_tensors = {}) {
-  std::size_t largest = 0;
-  for (const auto& t : tensors) largest = std::max<std::size_t>(largest, tensor_bytes(DType::f64, t.shape).value());
-  const std::vector<char> zeros(largest);
-  std::vector<std::vector<TensorToWrite>> files(shards);
-  std::string map;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& t = tensors[i];
-    const bool is_int = std::find(int_tensors.begin(), int_tensors.end(), t.name) != int_tensors.end();
-    const DType d = is_int ? DType::i32 : dtype;
-    files[i % shards].push_back({t.name, d, t.shape, zeros.data(), tensor_bytes(d, t.shape).value()});
-    map += (map.empty() ? "" : ",") + ("\"" + t.name + "\":\"model-0000" + std::to_string(i % shards + 1) + "-of-0000" +
-                                       std::to_string(shards) + ".safetensors\"");
-  }
-  if (shards == 1) {
-    write_safetensors(dir.file("model.safetensors"), files[0]);
-    return;
-  }
-  for (int s = 0; s < shards; ++s)
-    write_safetensors(
-        dir.file("model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors"),
-        files[s]);
-  write_text(dir.file("model.safetensors.index.json"),
-             R"({"metadata": {"total_size": 0}, "weight_map": {)" + map + "}}");
-}
-
-bool mentions(const ModelFileError& e, const std::vector<std::string>& fragments) {
-  const std::string what = e.what();
-  bool ok = e.exit_code() == exit_usage;
-  for (const auto& f : fragments) ok = ok && what.find(f) != std::string::npos;
-  if (!ok) BOOST_TEST_MESSAGE("error \"" << what << "\" lacks one of the fragments");
-  return ok;
-}
-
-void expect_config_refused(const std::string& text, const std::vector<std::string>& fragments) {
-  BOOST_TEST_CONTEXT("expecting \"" << fragments.front() << "\"") {
-    BOOST_CHECK_EXCEPTION(parse_hf_config(text, "x/config.json"), ModelFileError, [&](const ModelFileError& e) {
-      return mentions(e, {"x/config.json: "}) && mentions(e, fragments);
-    });
-  }
-}
-
 // The Llama directory, its tensors changed by `edit`, expected to fail the check with every fragment named.
 void expect_weights_refused(const std::function<void(Tensors&)>& edit, const std::vector<std::string>& fragments,
                             const std::vector<std::string>& int_tensors = {}) {
@@ -108,28 +61,6 @@ void expect_weights_refused(const std::function<void(Tensors&)>& edit, const std
     BOOST_CHECK_EXCEPTION(weights.check_against(config), ModelFileError,
                           [&](const ModelFileError& e) { return mentions(e, fragments); });
   }
-}
-
-// A Hugging Face model of `config_json` with these tensors written into `dir`, as model.source = "hf" names it.
-ModelConfig hf_model_in(const TempDir& dir, const std::string& config_json, const Tensors& tensors) {
-  write_text(dir.file("config.json"), config_json);
-  write_weights(dir, tensors);
-  ModelConfig model;
-  model.source = ModelSource::hf;
-  model.path = dir.dir();
-  return model;
-}
-
-const ExpectedTensor& find(const Tensors& tensors, const std::string& name) {
-  const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; });
-  BOOST_REQUIRE(it != tensors.end());
-  return *it;
-}
-
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  BOOST_REQUIRE(at != std::string::npos);
-  return text.replace(at, from.size(), to);
 }
 
 }  // namespace
@@ -239,187 +170,6 @@ BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
   BOOST_TEST(md.sliding_window.value() == 4096);
   BOOST_TEST(md.bos_token_id.value() == 1);
   BOOST_TEST(!md.attention_bias);
-}
-
-// Gemma 3, as Gemma3TextConfig reads a config.json (Gemma 3 1B's keys, transformers 4.5x) and transformers 5's
-// rope_parameters by layer type; what its decoder does not do is refused.
-BOOST_AUTO_TEST_CASE(gemma3_config) {
-  const std::string gemma = R"({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 16, "hidden_size": 8,
-      "intermediate_size": 12, "num_hidden_layers": 7, "num_attention_heads": 2, "num_key_value_heads": 1,
-      "head_dim": 6, "query_pre_attn_scalar": 4, "sliding_window": 3, "rope_scaling": null,
-      "attn_logit_softcapping": null, "final_logit_softcapping": null})";
-  const HfConfig g = parse_hf_config(gemma, "c");
-  BOOST_TEST((g.qk_norm && g.gemma_norms && g.tie_word_embeddings));
-  BOOST_TEST(g.hidden_activation == "gelu_pytorch_tanh");
-  BOOST_TEST(g.query_pre_attn_scalar.value() == 4);
-  BOOST_TEST(g.rope_theta == 1e6);
-  BOOST_TEST(g.local_rope_theta.value() == 1e4);
-  BOOST_TEST(g.sliding_window.value() == 3);
-  // every sliding_window_pattern-th (6th) layer attends in full
-  BOOST_TEST((g.sliding_layers == std::vector<bool>{true, true, true, true, true, false, true}));
-  BOOST_TEST((g.bos_token_id.value() == 2 && g.eos_token_ids == std::vector<int>{1}));
-  const HfConfig d = parse_hf_config(R"({"architectures": ["Gemma3ForCausalLM"]})", "c");
-  BOOST_TEST((d.vocab_size == 262208 && d.head_dim == 256 && d.num_key_value_heads == 4 && d.sliding_window == 4096));
-  BOOST_TEST(d.query_pre_attn_scalar.value() == 256);
-  const auto with = [&](const std::string& keys) {
-    return replaced(gemma, "\"architectures\"", keys + ", \"architectures\"");
-  };
-  BOOST_TEST(parse_hf_config(with(R"("sliding_window_pattern": 2)"), "c").sliding_layers.at(1) == false);
-  const HfConfig typed =
-      parse_hf_config(with(R"("layer_types": ["full_attention", "sliding_attention", "full_attention", "full_attention",
-          "full_attention", "full_attention", "sliding_attention"])"),
-                      "c");
-  BOOST_TEST((typed.sliding_layers == std::vector<bool>{false, true, false, false, false, false, true}));
-  const HfConfig linear = parse_hf_config(
-      replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "linear", "factor": 8.0})"), "c");
-  BOOST_TEST((linear.rope_scaling->type == "linear" && linear.rope_scaling->factor == 8.0));
-  const std::string by_type = replaced(gemma, "\"rope_scaling\": null", R"("rope_parameters": {
-      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 500000.0},
-      "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}})");
-  const HfConfig v5 = parse_hf_config(by_type, "c");
-  BOOST_TEST((v5.rope_theta == 5e5 && v5.local_rope_theta.value() == 2e4 && v5.rope_scaling->factor == 8.0));
-  const Tensors tensors = expected_tensors(g);
-  BOOST_TEST(tensors.size() == 1 + 7 * 13 + 1u);  // 4 norms and q/k norms a layer; tied: no lm_head
-  BOOST_TEST((find(tensors, "model.layers.6.post_feedforward_layernorm.weight").shape == std::vector<std::int64_t>{8}));
-  BOOST_TEST((find(tensors, "model.layers.0.self_attn.q_norm.weight").shape == std::vector<std::int64_t>{6}));
-  BOOST_TEST((!g.attn_logit_softcapping && !g.final_logit_softcapping && !d.final_logit_softcapping));
-  // soft caps where a config sets them, as transformers applies them
-  BOOST_TEST(
-      parse_hf_config(replaced(gemma, "\"final_logit_softcapping\": null", "\"final_logit_softcapping\": 30.0"), "c")
-          .final_logit_softcapping.value() == 30);
-  expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
-  expect_config_refused(with(R"("use_bidirectional_attention": true)"), {"\"use_bidirectional_attention\""});
-  expect_config_refused(replaced(by_type, R"({"rope_type": "default", "rope_theta": 20000.0})",
-                                 R"({"rope_type": "linear", "factor": 2.0})"),
-                        {"\"rope_parameters.sliding_attention\"", "not supported"});
-  // It loads, in bfloat16 and not in float16, which its activations overflow (in transformers too).
-  TempDir dir;
-  ModelConfig model = hf_model_in(dir, gemma, tensors);
-  model.dtype = ComputeType::bfloat16;
-  BOOST_TEST(describe(check_model(model, 0).architecture).find("sliding window 3 on 6 layers") != std::string::npos);
-  model.dtype = ComputeType::float16;
-  BOOST_CHECK_EXCEPTION(check_model(model, 0), UsageError, [](const UsageError& e) {
-    return std::string(e.what()).find("overflows float16") != std::string::npos;
-  });
-  // transformers 5 fills a layer type left out with the theta given above, unscaled
-  const HfConfig one_type = parse_hf_config(
-      replaced(gemma, "\"rope_scaling\": null", R"("rope_parameters": {"full_attention": {"rope_type": "default",
-          "rope_theta": 40000.0}}, "rope_local_base_freq": 500.0)"),
-      "c");
-  BOOST_TEST((one_type.rope_theta == 4e4 && one_type.local_rope_theta.value() == 500 && !one_type.rope_scaling));
-  expect_config_refused(replaced(by_type, "\"rope_parameters\"",
-                                 R"("rope_scaling": {"rope_type": "linear", "factor": 2.0}, "rope_parameters")"),
-                        {"\"rope_scaling\"", "beside rope_parameters"});
-  expect_config_refused(replaced(gemma, "\"sliding_window\": 3", "\"sliding_window\": null"),
-                        {"\"sliding_window\"", "need a window"});
-  expect_config_refused(with(R"("partial_rotary_factor": 0.5)"), {"\"partial_rotary_factor\""});
-  expect_config_refused(
-      replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
-      {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
-}
-
-// Gemma 2, as Gemma2Config reads a config.json (Gemma 2 2B's keys): soft caps by default, none where null; the window
-// on every other layer from the first unless layer_types says otherwise; one RoPE, as Llama's.
-BOOST_AUTO_TEST_CASE(gemma2_config) {
-  const std::string gemma = R"({"architectures": ["Gemma2ForCausalLM"], "vocab_size": 16, "hidden_size": 8,
-      "intermediate_size": 12, "num_hidden_layers": 5, "num_attention_heads": 2, "num_key_value_heads": 1,
-      "head_dim": 6, "query_pre_attn_scalar": 4, "sliding_window": 3, "attn_logit_softcapping": 50.0,
-      "final_logit_softcapping": 30.0, "cache_implementation": "hybrid"})";
-  const HfConfig g = parse_hf_config(gemma, "c");
-  BOOST_TEST((g.gemma_norms && !g.qk_norm && g.tie_word_embeddings && !g.local_rope_theta));
-  BOOST_TEST(g.hidden_activation == "gelu_pytorch_tanh");
-  BOOST_TEST((g.query_pre_attn_scalar.value() == 4 && g.rope_theta == 1e4 && g.sliding_window.value() == 3));
-  BOOST_TEST((g.sliding_layers == std::vector<bool>{true, false, true, false, true}));
-  BOOST_TEST((g.attn_logit_softcapping.value() == 50 && g.final_logit_softcapping.value() == 30));
-  const HfConfig d = parse_hf_config(R"({"architectures": ["Gemma2ForCausalLM"]})", "c");
-  BOOST_TEST((d.vocab_size == 256000 && d.hidden_size == 2304 && d.head_dim == 256 && d.num_key_value_heads == 4));
-  BOOST_TEST((d.max_position_embeddings == 8192 && d.sliding_window == 4096 && d.query_pre_attn_scalar == 256.0));
-  BOOST_TEST((d.attn_logit_softcapping.value() == 50 && d.final_logit_softcapping.value() == 30));
-  BOOST_TEST((d.bos_token_id.value() == 2 && d.eos_token_ids == std::vector<int>{1}));
-  const auto with = [&](const std::string& keys) {
-    return replaced(gemma, "\"architectures\"", keys + ", \"architectures\"");
-  };
-  const HfConfig uncapped =
-      parse_hf_config(replaced(gemma, "\"attn_logit_softcapping\": 50.0", "\"attn_logit_softcapping\": null"), "c");
-  BOOST_TEST((!uncapped.attn_logit_softcapping && uncapped.final_logit_softcapping.value() == 30));
-  const HfConfig typed = parse_hf_config(with(R"("layer_types": ["full_attention", "sliding_attention",
-      "full_attention", "full_attention", "sliding_attention"])"),
-                                         "c");
-  BOOST_TEST((typed.sliding_layers == std::vector<bool>{false, true, false, false, true}));
-  // Gemma 3's key is not Gemma 2's: transformers ignores it
-  BOOST_TEST(parse_hf_config(with(R"("sliding_window_pattern": 3)"), "c").sliding_layers.at(1) == false);
-  const HfConfig v5 =
-      parse_hf_config(with(R"("rope_parameters": {"rope_type": "default", "rope_theta": 20000.0})"), "c");
-  BOOST_TEST((v5.rope_theta == 2e4 && !v5.rope_scaling));
-  const Tensors tensors = expected_tensors(g);
-  BOOST_TEST(tensors.size() == 1 + 5 * 11 + 1u);  // 4 norms a layer, no q/k norms; tied: no lm_head
-  BOOST_TEST((find(tensors, "model.layers.4.pre_feedforward_layernorm.weight").shape == std::vector<std::int64_t>{8}));
-  expect_config_refused(replaced(gemma, "50.0", "-1.0"), {"\"attn_logit_softcapping\"", "must be positive"});
-  expect_config_refused(replaced(gemma, "30.0", "\"30\""), {"\"final_logit_softcapping\"", "expected a number"});
-  expect_config_refused(with(R"("use_bidirectional_attention": true)"), {"\"use_bidirectional_attention\""});
-  expect_config_refused(replaced(gemma, "\"sliding_window\": 3", "\"sliding_window\": null"),
-                        {"\"sliding_window\"", "need a window"});
-  expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
-  expect_config_refused(with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
-                        {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
-  // It loads, and says what it is; float16 is refused as for Gemma 3
-  TempDir dir;
-  ModelConfig model = hf_model_in(dir, gemma, tensors);
-  const std::string description = describe(check_model(model, 0).architecture);
-  for (const char* part : {"sliding window 3 on 3 layers", "scores soft-capped at 50", "logits soft-capped at 30"})
-    BOOST_TEST(description.find(part) != std::string::npos, description << " lacks " << part);
-  model.dtype = ComputeType::float16;
-  BOOST_CHECK_THROW(check_model(model, 0), UsageError);
-}
-
-// Gemma 3 4B-27B: Gemma3ForConditionalGeneration, whose text model is read from text_config and its tensors under
-// either prefix (Google's files, transformers 4.52 on), the vision tower's left unread; a causal LM may not hold them.
-BOOST_AUTO_TEST_CASE(the_text_model_of_a_multimodal_gemma3) {
-  const std::string multimodal = R"({"architectures": ["Gemma3ForConditionalGeneration"], "eos_token_id": [1, 106],
-      "torch_dtype": "bfloat16", "text_config": {"model_type": "gemma3_text", "vocab_size": 128, "hidden_size": 8,
-      "intermediate_size": 12, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-      "head_dim": 6, "sliding_window": 3, "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
-      "vision_config": {"model_type": "siglip_vision_model"}})";
-  const HfConfig c = parse_hf_config(multimodal, "c");
-  BOOST_TEST(c.text_of_multimodal);
-  BOOST_TEST(c.architecture == "Gemma3ForConditionalGeneration");
-  BOOST_TEST((c.gemma_norms && c.hidden_size == 8 && c.num_hidden_layers == 2 && c.rope_scaling->factor == 8.0));
-  BOOST_TEST((c.eos_token_ids == std::vector<int>{1, 106} && c.torch_dtype == "bfloat16"));
-  BOOST_TEST(!parse_hf_config(replaced(multimodal, "ConditionalGeneration", "CausalLM"), "c").text_of_multimodal);
-  // End tokens in text_config where none are beside it
-  const std::string inside = replaced(replaced(multimodal, "\"eos_token_id\": [1, 106],", ""), "\"vocab_size\"",
-                                      "\"eos_token_id\": [1, 106], \"vocab_size\"");
-  BOOST_TEST((parse_hf_config(inside, "c").eos_token_ids == std::vector<int>{1, 106}));
-  expect_config_refused(R"({"architectures": ["Gemma3ForConditionalGeneration"]})", {"\"text_config\""});
-  expect_config_refused(replaced(multimodal, "\"hidden_size\": 8", "\"hidden_size\": -8"),
-                        {"\"text_config.hidden_size\"", "must be positive"});
-  for (const std::string prefix : {"language_model.", "model.language_model."}) {
-    TempDir dir;
-    write_text(dir.file("config.json"), multimodal);
-    Tensors tensors;
-    for (ExpectedTensor t : expected_tensors(c)) {
-      t.name = prefix == "language_model." ? prefix + t.name : prefix + t.name.substr(std::string("model.").size());
-      tensors.push_back(std::move(t));
-    }
-    tensors.push_back(
-        {(prefix == "language_model." ? "" : "model.") + std::string("vision_tower.patch.weight"), {4, 3}});
-    write_weights(dir, tensors, 2);
-    BOOST_TEST_CONTEXT(prefix) {
-      const HfWeights weights = HfWeights::open(dir.dir());
-      BOOST_CHECK_NO_THROW(weights.check_against(c));
-      BOOST_TEST(weights.has("model.layers.1.post_feedforward_layernorm.weight"));  // the causal LM's name
-      // The same tensors beside the text model's own config, a causal LM's: the vision tower's is one too many.
-      const std::string causal = R"({"architectures": ["Gemma3ForCausalLM"], "vocab_size": 128, "hidden_size": 8,
-          "intermediate_size": 12, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-          "head_dim": 6, "sliding_window": 3})";
-      BOOST_CHECK_EXCEPTION(weights.check_against(parse_hf_config(causal, "c")), ModelFileError,
-                            [](const ModelFileError& e) {
-                              const std::string what = e.what();
-                              return what.find("vision_tower.patch.weight") != std::string::npos &&
-                                     what.find("is missing") == std::string::npos;
-                            });
-    }
-  }
 }
 
 // Qwen's window, as transformers builds layer_types: only the layers from max_window_layers (28) on slide.

@@ -8,14 +8,16 @@ shards), Gemma 2 (Gemma's norms, embeddings and GeGLU, the window on every other
 scores and logits soft-capped at caps low enough to bite) and Gemma 3 (norms as offsets from 1 and around attention
 and the MLP, scaled embeddings, GeGLU, a query_pre_attn_scalar apart from head_dim, a window on every other layer
 with its own RoPE base, linear RoPE scaling on the others; also as the text model of a
-Gemma3ForConditionalGeneration, OUT/gemma3_multimodal), writes OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
+Gemma3ForConditionalGeneration, OUT/gemma3_multimodal) and Gemma 1 (Gemma's norms, embeddings and GeGLU, one key
+head, head_dim apart from hidden_size / heads; no norms after attention and the MLP, no window, no caps), writes
+OUT/<name>/ with config.json and safetensors weights, and OUT/<name>/reference.json with:
   prompts         token ids of several lengths
   logits          [prompt][position][vocab], float32, from a full forward
   logits_bf16     the same, computed in bfloat16 (the weights rounded to it)
   greedy          [prompt] -> the next `new_tokens` greedy tokens (each step a full forward, no cache)
   greedy_logprobs [prompt] -> each greedy token's log-softmax
 
-The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral,gemma2,gemma3}.py (eager attention:
+The forward is plain PyTorch written from transformers' modeling_{llama,qwen2,qwen3,mistral,gemma,gemma2,gemma3}.py (eager attention:
 RMSNorm in float32, rotate_half RoPE, repeat_kv, softmax in float32), so the check needs neither transformers nor
 safetensors: the files are written byte by byte after the safetensors specification.
 
@@ -75,6 +77,14 @@ ARCHITECTURES = {
         "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True, "attn_logit_softcapping": None,
         "final_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": [1, 6], "pad_token_id": 0,
     },
+    # Last, so that the others' random weights and prompts stay as they were before it came.
+    "gemma": {
+        "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "vocab_size": 84, "hidden_size": 32,
+        "intermediate_size": 44, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 12, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True, "bos_token_id": 2,
+        "eos_token_id": 1, "pad_token_id": 0,
+    },
 }
 STORED_AS_BF16 = {"mistral"}
 SHARDS = {"mistral": 2}
@@ -88,6 +98,11 @@ def shape_facts(c):
 
 
 def is_gemma(c):
+    return c["model_type"] in ("gemma", "gemma2", "gemma3_text")
+
+
+def has_sandwich_norms(c):
+    """Gemma 2's and 3's norms after attention and the MLP, besides those before them."""
     return c["model_type"] in ("gemma2", "gemma3_text")
 
 
@@ -119,7 +134,7 @@ def random_weights(c):
             w[p + "self_attn.q_norm.weight"] = one + 0.1 * torch.randn(head_dim)
             w[p + "self_attn.k_norm.weight"] = one + 0.1 * torch.randn(head_dim)
         norms = ["input_layernorm", "post_attention_layernorm"]
-        if is_gemma(c):
+        if has_sandwich_norms(c):
             norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
         for norm in norms:
             w[p + norm + ".weight"] = one + 0.1 * torch.randn(h)
@@ -128,6 +143,8 @@ def random_weights(c):
         # Gemma scales its (tied) embeddings by sqrt(hidden): unit ones would outweigh every layer, and each greedy
         # token would repeat the last, whatever the attention saw.
         w["model.embed_tokens.weight"] *= 0.1
+        if not has_sandwich_norms(c):  # Gemma 1 adds each layer's output unnormed: the embeddings weigh more
+            w["model.embed_tokens.weight"] *= 0.3
     return w
 
 
@@ -227,7 +244,8 @@ def forward(c, w, ids, dtype=torch.float32):
     gemma = is_gemma(c)
     norm = gemma_rms_norm if gemma else rms_norm
     x = w["model.embed_tokens.weight"][torch.tensor(ids)].unsqueeze(0)
-    if gemma:  # Gemma3TextScaledWordEmbedding (Gemma 2's the same): sqrt(hidden) as a float32 tensor, in the weights' type
+    # Gemma3TextScaledWordEmbedding (Gemma 1's and 2's the same): sqrt(hidden) as a float32 tensor, in the weights' type
+    if gemma:
         x = x * torch.tensor(c["hidden_size"] ** 0.5).to(dtype)
     positions = torch.arange(t)[None, :].float()
 
@@ -263,7 +281,7 @@ def forward(c, w, ids, dtype=torch.float32):
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = repeat_kv(k, heads // kv_heads), repeat_kv(v, heads // kv_heads)
-        scale = c["query_pre_attn_scalar"] ** -0.5 if gemma else head_dim ** -0.5
+        scale = c.get("query_pre_attn_scalar", head_dim) ** -0.5  # Gemma 2's and 3's, else head_dim
         scores = torch.matmul(q, k.transpose(2, 3)) * scale
         if c.get("attn_logit_softcapping"):  # Gemma 2's eager_attention_forward: before the mask
             cap = c["attn_logit_softcapping"]
@@ -272,7 +290,7 @@ def forward(c, w, ids, dtype=torch.float32):
         probabilities = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(probabilities, v).transpose(1, 2).reshape(1, t, -1)
         attended = linear(out, w, p + "self_attn.o_proj")
-        if gemma:  # Gemma2DecoderLayer and Gemma3DecoderLayer: a norm on attention's output, and around the MLP
+        if has_sandwich_norms(c):  # Gemma2DecoderLayer, Gemma3DecoderLayer: a norm on attention's output, around MLP
             x = x + norm(attended, w[p + "post_attention_layernorm.weight"], eps)
             h = norm(x, w[p + "pre_feedforward_layernorm.weight"], eps)
             gate = torch.nn.functional.gelu(linear(h, w, p + "mlp.gate_proj"), approximate="tanh")
@@ -280,8 +298,11 @@ def forward(c, w, ids, dtype=torch.float32):
                          w[p + "post_feedforward_layernorm.weight"], eps)
             continue
         x = x + attended
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gated = torch.nn.functional.silu(linear(h, w, p + "mlp.gate_proj")) * linear(h, w, p + "mlp.up_proj")
+        h = norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        gate = linear(h, w, p + "mlp.gate_proj")
+        # GemmaMLP: the tanh approximation of GELU; the others' SwiGLU
+        gate = torch.nn.functional.gelu(gate, approximate="tanh") if gemma else torch.nn.functional.silu(gate)
+        gated = gate * linear(h, w, p + "mlp.up_proj")
         x = x + linear(gated, w, p + "mlp.down_proj")
     x = norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]

