@@ -80,8 +80,9 @@ CheckedModel check_model(const ModelConfig& config, int agent_vocab) {
   if (agent_vocab > hf.vocab_size)
     throw UsageError(log::concat("the agent's vocabulary of ", agent_vocab, " tokens exceeds the model's (",
                                  hf.vocab_size, " in ", config.path, "/config.json)"));
-  // transformers' Gemma 2 and 3 overflow float16 too (their activations pass 65,504: NaN logits, transformers#36822)
-  if (hf.sandwich_norms && config.dtype == ComputeType::float16)
+  // Gemma's activations pass 65,504, float16's largest, in other implementations too: NaN hidden states of Gemma 1 in
+  // google/gemma_pytorch#10, NaN logits of Gemma 2 and 3 in transformers#36822
+  if (hf.gemma_norms && config.dtype == ComputeType::float16)
     throw UsageError(hf.architecture +
                      " overflows float16 (its activations pass 65,504, in transformers too): use "
                      "model.dtype = \"bfloat16\" or \"float32\"");

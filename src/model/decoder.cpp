@@ -372,7 +372,7 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
     throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
   auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
   if (model_->embed_positions) x = x + torch::embedding(cast(model_->embed_positions->weight), where.positions);
-  if (a_.scaled_embeddings)  // sqrt(hidden) in float32 then the compute type, as transformers' Gemma 2 and 3 round it
+  if (a_.scaled_embeddings)  // sqrt(hidden) in float32 then the compute type, as transformers' Gemmas round it
     x = x * torch::scalar_tensor(static_cast<float>(std::sqrt(double(a_.hidden_size)))).to(x.options());
   for (std::size_t l = 0; l < model_->layers.size(); ++l) {
     Layer& layer = *model_->layers[l];

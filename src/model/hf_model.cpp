@@ -46,9 +46,9 @@ using namespace hf_files;
 //                  4096, layer_types None -> every other layer sliding from the first, final_logit_softcapping 30,
 //                  attn_logit_softcapping 50; no q/k norms.
 //   GemmaConfig:   vocab 256000, hidden 3072, intermediate 24576, layers 28, heads 16, kv heads 16, head_dim 256,
-//                  hidden_act gelu_pytorch_tanh (4.x: hidden_activation, below), max positions 8192, rms eps 1e-6,
-//                  bos 2, eos 1, tie True, rope_theta 1e4, attention_bias False (q, k, v and o); no window, no caps,
-//                  no q/k norms, no norms after attention and the MLP; scores scaled by head_dim^-1/2.
+//                  hidden_act gelu_pytorch_tanh (before 4.48: hidden_activation, below), max positions 8192, rms eps
+//                  1e-6, bos 2, eos 1, tie True, rope_theta 1e4, attention_bias False (q, k, v and o); no window, no
+//                  caps, no q/k norms, no norms after attention and the MLP; scores scaled by head_dim^-1/2.
 struct Defaults {
   std::string_view architecture;
   int vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
@@ -206,21 +206,28 @@ const Defaults& architecture_of(const ConfigReader& config) {
   return *defaults;
 }
 
-// The MLP's activation. Gemma 2's and 3's configs name it hidden_activation, the others' hidden_act. Gemma 1's
-// changed: transformers 4 read hidden_activation (absent: gelu_pytorch_tanh, whatever hidden_act said), 4.48 on and 5
-// read hidden_act (absent: gelu_pytorch_tanh). Google's first Gemma configs say hidden_act "gelu" and no
-// hidden_activation; that is read as the tanh approximation Gemma was trained with, as transformers did before 4.48
-// and vLLM does (later transformers computes the exact GELU for them).
+// The MLP's activation. Gemma 2's and 3's configs name it hidden_activation, the others' hidden_act. Gemma 1's key
+// moved: transformers before 4.48 read hidden_activation (absent: gelu_pytorch_tanh, whatever hidden_act said), 4.48 on
+// hidden_act (absent: gelu_pytorch_tanh). Google's first Gemma configs say hidden_act "gelu" and no hidden_activation:
+// read as the tanh approximation Gemma was trained with, as transformers before 4.48 and vLLM read it (later
+// transformers computes the exact GELU for them). Each of Gemma 1's keys that is set must name Gemma's.
 void read_activation(const ConfigReader& config, const Defaults* defaults, HfConfig& c) {
   const bool gemma = defaults == &gemma1 || defaults == &gemma2 || defaults == &gemma3;
-  const char* key =
-      gemma && (defaults != &gemma1 || config.find("hidden_activation")) ? "hidden_activation" : "hidden_act";
-  c.hidden_activation = config.string(key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
-  if (defaults == &gemma1 && std::string_view(key) == "hidden_act" && c.hidden_activation == "gelu")
-    c.hidden_activation = "gelu_pytorch_tanh";
-  if (c.hidden_activation != (gemma ? "gelu_pytorch_tanh" : "silu"))
-    config.fail(key, "\"" + c.hidden_activation + "\" is not supported (the MLP computes " +
+  const auto refuse = [&](const char* key, const std::string& name) {
+    config.fail(key, "\"" + name + "\" is not supported (the MLP computes " +
                          (gemma ? "gelu_pytorch_tanh, as Gemma does)" : "silu, as Llama, Qwen and Mistral do)"));
+  };
+  if (defaults == &gemma1) {
+    for (const char* key : {"hidden_activation", "hidden_act"}) {
+      const std::string name = config.string(key).value_or("gelu_pytorch_tanh");
+      if (name != "gelu_pytorch_tanh" && !(name == "gelu" && std::string_view(key) == "hidden_act")) refuse(key, name);
+    }
+    c.hidden_activation = "gelu_pytorch_tanh";
+    return;
+  }
+  const char* key = gemma ? "hidden_activation" : "hidden_act";
+  c.hidden_activation = config.string(key).value_or(gemma ? "gelu_pytorch_tanh" : "silu");
+  if (c.hidden_activation != (gemma ? "gelu_pytorch_tanh" : "silu")) refuse(key, c.hidden_activation);
 }
 
 // The sizes: vocabulary, widths, layers, heads (grouped-query), head_dim, positions, norms.

@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(the_text_model_of_a_multimodal_gemma3) {
 
 // Gemma 1, as GemmaConfig reads a config.json (Gemma 2B's keys): Gemma's norms and embeddings without the norms
 // after attention and the MLP, windows or caps; the activation under either key, Google's first "gelu" read as the
-// tanh approximation Gemma was trained with; float16 allowed.
+// tanh approximation Gemma was trained with; float16 refused as for Gemma 2 and 3.
 BOOST_AUTO_TEST_CASE(gemma_config) {
   const std::string gemma = R"({"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "vocab_size": 16,
       "hidden_size": 8, "intermediate_size": 12, "num_hidden_layers": 3, "num_attention_heads": 2,
@@ -218,13 +218,16 @@ BOOST_AUTO_TEST_CASE(gemma_config) {
   const auto with = [&](const std::string& keys) {
     return replaced(gemma, "\"architectures\"", keys + ", \"architectures\"");
   };
-  // transformers 4 reads hidden_activation first; 4.48 on and 5 read hidden_act
+  // transformers before 4.48 reads hidden_activation, 4.48 on hidden_act: each that is set must be Gemma's
   BOOST_TEST(parse_hf_config(with(R"("hidden_activation": "gelu_pytorch_tanh")"), "c").hidden_activation ==
              "gelu_pytorch_tanh");
   BOOST_TEST(parse_hf_config(replaced(gemma, "\"gelu\"", "\"gelu_pytorch_tanh\""), "c").hidden_activation ==
              "gelu_pytorch_tanh");
   expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
   expect_config_refused(replaced(gemma, "\"gelu\"", "\"silu\""), {"\"hidden_act\"", "\"silu\" is not supported"});
+  BOOST_TEST(parse_hf_config(with(R"("hidden_activation": null)"), "c").hidden_activation == "gelu_pytorch_tanh");
+  expect_config_refused(replaced(with(R"("hidden_activation": "gelu_pytorch_tanh")"), "\"gelu\"", "\"relu\""),
+                        {"\"hidden_act\"", "\"relu\" is not supported"});
   const HfConfig v5 =
       parse_hf_config(replaced(gemma, "\"rope_scaling\": null, \"rope_theta\": 10000.0",
                                R"("rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 20000.0})"),
@@ -238,16 +241,17 @@ BOOST_AUTO_TEST_CASE(gemma_config) {
   BOOST_TEST(tensors.size() == 1 + 3 * 9 + 1u);
   BOOST_TEST((find(tensors, "model.layers.2.post_attention_layernorm.weight").shape == std::vector<std::int64_t>{8}));
   BOOST_TEST((find(tensors, "model.layers.0.self_attn.q_proj.weight").shape == std::vector<std::int64_t>{12, 8}));
-  // It loads in float16 too (the overflow refused is Gemma 2's and 3's), and says what it is: no window or caps
+  // It loads, and says what it is: no window or caps; float16 is refused as for Gemma 2 and 3
   TempDir dir;
   ModelConfig model = hf_model_in(dir, gemma, tensors);
-  model.dtype = ComputeType::float16;
   const Architecture a = check_model(model, 0).architecture;
   BOOST_TEST((a.norm == NormKind::rms_norm_offset && a.scaled_embeddings && !a.sandwich_norms));
   BOOST_TEST((a.mlp == MlpKind::gated_gelu_tanh && !a.attention_scale && !a.sliding_window));
   const std::string description = describe(a);
   for (const char* absent : {"sliding window", "soft-capped", "norms before and after"})
     BOOST_TEST(description.find(absent) == std::string::npos, description << " has " << absent);
+  model.dtype = ComputeType::float16;
+  BOOST_CHECK_THROW(check_model(model, 0), UsageError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

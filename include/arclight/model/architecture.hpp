@@ -1,7 +1,7 @@
 #pragma once
 // The shape of the one decoder that serves every policy: the sizes and switches that tell a transformer initialised
 // here (model.source = "scratch": LayerNorm, GELU, biases, rotary or learned positions) from a Hugging Face Llama,
-// Qwen2, Qwen3, Mistral, Gemma 2 or Gemma 3 (RMSNorm, SwiGLU or GeGLU, grouped-query attention, RoPE with optional
+// Qwen2, Qwen3, Mistral or Gemma 1, 2 or 3 (RMSNorm, SwiGLU or GeGLU, grouped-query attention, RoPE with optional
 // llama3 or linear scaling, q/k norms, sliding windows on some layers, soft caps).
 // No LibTorch here: the app checks a configuration with it before any rank builds a model.
 #include <optional>
@@ -42,7 +42,7 @@ struct Architecture {
   std::optional<int> sliding_window;  // a query sees itself and the window - 1 keys before it
   std::vector<bool> sliding_layers;   // with sliding_window: the layers it applies to (Gemma's); empty: every layer
   std::optional<double> local_rope_theta;  // the sliding layers' own RoPE base, unscaled (Gemma 3); none: the same
-  // Gemma: a norm after attention and after the MLP (before the residual) besides the ones before them
+  // Gemma 2 and 3: a norm after attention and after the MLP (before the residual) besides the ones before them
   bool sandwich_norms = false;
   bool scaled_embeddings = false;         // Gemma: the embeddings times sqrt(hidden_size) in the compute type
   std::optional<double> attention_scale;  // the scores' scale; none: head_dim^-1/2

@@ -47,16 +47,17 @@ struct HfConfig {
   bool gemma_norms = false;
   bool sandwich_norms = false;  // Gemma 2 and 3: norms after attention and after the MLP besides those before them
   std::string hidden_activation = "silu";       // the gated MLP's: silu, or gelu_pytorch_tanh (Gemma)
-  std::optional<double> query_pre_attn_scalar;  // Gemma: attention scores scaled by its -1/2 power, not head_dim's
+  std::optional<double> query_pre_attn_scalar;  // Gemma 2 and 3: scores scaled by its -1/2 power, not head_dim's
   struct RopeScaling {                          // Llama 3.1's frequency scaling, or linear (frequencies / factor)
     std::string type;                           // "llama3" or "linear"
     double factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     int original_max_position_embeddings = 0;
   };
   std::optional<RopeScaling> rope_scaling;  // none: plain RoPE
-  std::optional<int> sliding_window;        // Mistral's window, Qwen's when use_sliding_window, Gemma's; none: full
-  std::vector<bool> sliding_layers;         // Gemma's layer_types: the layers the window applies to; empty: every layer
-  std::optional<double> local_rope_theta;   // Gemma 3's rope_local_base_freq: the sliding layers' RoPE, unscaled
+  std::optional<int> sliding_window;  // Mistral's window, Qwen's when use_sliding_window, Gemma 2's and 3's; none: full
+  std::vector<bool>
+      sliding_layers;  // Gemma 2's and 3's layer_types: the layers the window applies to; empty: every layer
+  std::optional<double> local_rope_theta;  // Gemma 3's rope_local_base_freq: the sliding layers' RoPE, unscaled
   int max_position_embeddings = 0;
   std::vector<int> eos_token_ids;  // "eos_token_id", an int or a list; empty when null
   std::optional<int> bos_token_id;
