@@ -64,6 +64,9 @@ def figures(name, d):
         yield "continuous batching tokens/s, ragged", d["decode_batch_tokens_per_s"], d["generate_tokens_per_s"], "Policy::generate, equal prompts"
     elif name == "kv_window":
         yield "runner RSS MiB once listening, 16 rows x 4,096 positions, 10 of 12 layers sliding over 512", d["peak_rss_windowed_mib"], d["peak_rss_full_mib"], "every layer keeping 4,096"
+    elif name == "long_context":
+        yield (f"training step peak RSS growth MiB, one sequence of {d['short_tokens']:,} -> {d['tokens']:,} tokens",
+               d["arclight_growth_mib"], d["pytorch_growth_mib"], "plain PyTorch, eager attention")
     elif name == "train":
         # Time: lower is better, so the ratio is baseline over ours.
         yield "train step seconds (ratio: DDP / ours)", d["arclight_step_s"], d["ddp_step_s"], "PyTorch DDP gloo"

@@ -4,11 +4,11 @@
 #include <torch/utils.h>
 
 #include <cmath>
-#include <limits>
 #include <map>
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
+#include "attention.hpp"
 
 namespace arclight::model {
 
@@ -102,9 +102,6 @@ torch::Tensor rope_inverse_frequencies(const Architecture& a) {
 }
 
 namespace {
-
-// Gemma 2's soft cap, cap * tanh(x / cap), in x's type and in transformers' order (a division, then a product).
-torch::Tensor soft_cap(const torch::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
 
 // The projection a LoRA target names in one layer.
 Projection& target_of(Layer& layer, const std::string& target) {
@@ -492,13 +489,9 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
   // queries are rows of one matrix product with its key head (a broadcast product over the groups loses precision
   // in bfloat16 on the CPU). Scaled by a product with d^-1/2 (Gemma's own scale), as transformers does (a division
   // rounds otherwise).
-  const auto grouped_q = q.reshape({b, kv, groups * t, d});
   const double scale = a_.attention_scale.value_or(std::pow(double(d), -0.5));
-  auto scores = (torch::matmul(grouped_q, k.transpose(-2, -1)) * scale).view({b, kv, groups, t, -1});
-  if (a_.attention_softcap) scores = soft_cap(scores, *a_.attention_softcap);
-  scores = scores.masked_fill(blocked, -std::numeric_limits<float>::infinity());
-  const auto probabilities = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
-  const auto y = torch::matmul(probabilities.view({b, kv, groups * t, -1}), v).reshape({b, a_.num_heads, t, d});
+  const auto y = attention(q.reshape({b, kv, groups, t, d}), k, v, blocked, scale, a_.attention_softcap)
+                     .reshape({b, a_.num_heads, t, d});
   return project(*attn.o_proj, y.transpose(1, 2).reshape({b, t, a_.num_heads * d}));
 }
 

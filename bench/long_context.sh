@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/bench.sh long_context: the memory one training step takes as its sequence grows, arclight against plain
+# PyTorch (Debian's python3-torch) in one run. Both train the same Llama-shaped model (bench/long_context.py: 16 heads,
+# 4 layers, float32, one compute thread) on one sequence of SHORT (512) and of LONG (2,048) tokens; the figure is each
+# process's peak resident memory (/usr/bin/time's maximum RSS), and its growth from SHORT to LONG: PyTorch's eager
+# attention keeps every layer's [heads, T, T] probabilities for the backward (1 GiB at 2,048 tokens here), arclight's
+# recomputes them a block of queries at a time. Also each side's step seconds at LONG (arclight's: the median of one
+# step after two warm-up steps).
+set -euo pipefail
+root=$1
+short=${SHORT:-512} long=${LONG:-2048}
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "installing Debian's python3-torch for the baseline" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
+fi
+cmake --build "$root/build" --target bench_train_step -j"$(nproc)" >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 "$root/bench/long_context.py" write "$work/model"
+# One compute thread on both sides: bench_train_step sets LibTorch's and OpenBLAS's pools to 1; Debian's PyTorch
+# reaches OpenBLAS through libblas.so.3, whose pool torch.set_num_threads leaves on every core.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+measure() {  # measure COMMAND...: "peak_MiB seconds" (the command prints its step seconds last)
+  timeout 1200 /usr/bin/time -f "%M" -o "$work/rss" "$@" >"$work/out" 2>"$work/err" ||
+    { echo "failed: $* : $(tail -3 "$work/err")" >&2; exit 1; }
+  echo "$(($(cat "$work/rss") / 1024)) $(tail -n 1 "$work/out")"
+}
+ours() { measure "$root/build/bench/bench_train_step" 1 "$1" 1 "$work/model" -1 float32; }
+theirs() { measure /usr/bin/python3 "$root/bench/long_context.py" step "$work/model" "$1"; }
+read -r ours_short _ <<<"$(ours "$short")"
+read -r ours_long ours_seconds <<<"$(ours "$long")"
+read -r theirs_short _ <<<"$(theirs "$short")"
+read -r theirs_long theirs_seconds <<<"$(theirs "$long")"
+/usr/bin/python3 - "$short" "$long" "$ours_short" "$ours_long" "$theirs_short" "$theirs_long" "$ours_seconds" \
+  "$theirs_seconds" <<'PY'
+import json, sys
+short, long, ours_short, ours_long, theirs_short, theirs_long = map(int, sys.argv[1:7])
+ours_seconds, theirs_seconds = map(float, sys.argv[7:9])
+ours_growth, theirs_growth = ours_long - ours_short, theirs_long - theirs_short
+probabilities = 4 * 16 * long * long * 4 / 2**20  # layers x heads x T x T x float32
+print(f"peak resident memory, one training step: arclight {ours_short} MiB at {short} tokens, {ours_long} MiB at "
+      f"{long} (+{ours_growth}); PyTorch {theirs_short} MiB, {theirs_long} MiB (+{theirs_growth}); eager "
+      f"attention's probabilities at {long}: {probabilities:.0f} MiB. Step at {long}: arclight {ours_seconds:.2f} s, "
+      f"PyTorch {theirs_seconds:.2f} s", file=sys.stderr)
+print(json.dumps({"short_tokens": short, "tokens": long, "arclight_peak_mib": ours_long, "pytorch_peak_mib": theirs_long,
+                  "arclight_growth_mib": ours_growth, "pytorch_growth_mib": theirs_growth,
+                  "growth_ratio": round(ours_growth / theirs_growth, 3), "arclight_step_s": ours_seconds,
+                  "pytorch_step_s": theirs_seconds}))
+PY

@@ -1,0 +1,30 @@
+#pragma once
+// Attention's core for the decoder (LibTorch; private to the model module): softmax over the scaled, soft-capped and
+// masked scores of grouped queries, times the values, a block of queries at a time. No more than a block's scores
+// exist at once, in the forward and, where gradients flow, in the backward, which recomputes each block's scores
+// from the queries and keys instead of keeping the probabilities: a training sequence of T tokens holds T, not T^2,
+// numbers a head in each layer until its backward (transformers' eager attention keeps the T^2 probabilities).
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace arclight::model {
+
+// cap * tanh(x / cap), in x's type and in transformers' order (a division, then a product): Gemma 2's soft cap.
+torch::Tensor soft_cap(const torch::Tensor& x, double cap);
+
+// The score elements a block may hold: 2^24, 64 MiB of float32 (its probabilities; the scores in the compute type
+// beside them). A block has at least one query row.
+inline constexpr std::int64_t default_scores_per_block = std::int64_t{1} << 24;
+
+// q [B, kv_heads, groups, T, d]: query head h = kv_head * groups + group reads key head kv_head (transformers'
+// repeat_kv), without copying the keys per group. k and v [B, kv_heads, keys, d]; blocked, broadcastable to
+// [B, kv_heads, groups, T, keys], is true where a query may not see a key. The scores are q k^T * scale (a product,
+// as transformers scales them), soft-capped at `softcap` where given, masked, softmax in float32, rounded to q's type
+// before the product with v. -> [B, kv_heads, groups, T, d] in q's type.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& blocked, double scale, std::optional<double> softcap,
+                        std::int64_t scores_per_block = default_scores_per_block);
+
+}  // namespace arclight::model
