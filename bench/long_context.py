@@ -3,10 +3,10 @@
 
   long_context.py write DIR          writes a Llama-shaped Hugging Face model (16 heads of 32 over 4 key heads, 4 layers,
                                      width 256, vocabulary 512, float32) into DIR
-  long_context.py step DIR LENGTH    one training step of that model on one sequence of LENGTH tokens in plain PyTorch
-                                     (tests/model/hf_reference.py's forward: transformers' eager attention, whose
-                                     autograd keeps each layer's [heads, LENGTH, LENGTH] probabilities for the
-                                     backward), the GRPO loss of bench/ddp_train.py, AdamW; prints its seconds
+  long_context.py step DIR LENGTH    three training steps of that model on one sequence of LENGTH tokens in plain
+                                     PyTorch (tests/model/hf_reference.py's forward: transformers' eager attention,
+                                     whose autograd keeps each layer's [heads, LENGTH, LENGTH] probabilities for the
+                                     backward), the GRPO loss of bench/ddp_train.py, AdamW; prints the third's seconds
 
 Debian's python3-torch, one compute thread, as arclight's side runs.
 """
@@ -44,11 +44,12 @@ def step(length):
     mask = (torch.arange(length) % 2 == 1).float()[None]
     old_logp = torch.full((1, length), -3.5)
     adv = torch.randint(-1, 2, (1, length), generator=g).float()
-    start = time.perf_counter()
-    opt.zero_grad()
-    logits = hf_reference.forward(CONFIG, w, tokens[0].tolist())[None]
-    grpo_loss(logits, tokens, mask, old_logp, adv).backward()
-    opt.step()
+    for _ in range(3):  # two warm-up steps, as bench_train_step takes
+        start = time.perf_counter()
+        opt.zero_grad()
+        logits = hf_reference.forward(CONFIG, w, tokens[0].tolist())[None]
+        grpo_loss(logits, tokens, mask, old_logp, adv).backward()
+        opt.step()
     print(f"{time.perf_counter() - start:.3f}")
 
 

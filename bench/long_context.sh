@@ -2,10 +2,10 @@
 # scripts/bench.sh long_context: the memory one training step takes as its sequence grows, arclight against plain
 # PyTorch (Debian's python3-torch) in one run. Both train the same Llama-shaped model (bench/long_context.py: 16 heads,
 # 4 layers, float32, one compute thread) on one sequence of SHORT (512) and of LONG (2,048) tokens; the figure is each
-# process's peak resident memory (/usr/bin/time's maximum RSS), and its growth from SHORT to LONG: PyTorch's eager
+# process's peak resident memory (its maximum RSS, from getrusage), and its growth from SHORT to LONG: PyTorch's eager
 # attention keeps every layer's [heads, T, T] probabilities for the backward (1 GiB at 2,048 tokens here), arclight's
-# recomputes them a block of queries at a time. Also each side's step seconds at LONG (arclight's: the median of one
-# step after two warm-up steps).
+# recomputes them a block of queries at a time. Also each side's seconds of its third step at LONG (two warm-up steps
+# before it).
 set -euo pipefail
 root=$1
 short=${SHORT:-512} long=${LONG:-2048}
@@ -21,16 +21,20 @@ trap 'rm -rf "$work"' EXIT
 # reaches OpenBLAS through libblas.so.3, whose pool torch.set_num_threads leaves on every core.
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 measure() {  # measure COMMAND...: "peak_MiB seconds" (the command prints its step seconds last)
-  timeout 1200 /usr/bin/time -f "%M" -o "$work/rss" "$@" >"$work/out" 2>"$work/err" ||
-    { echo "failed: $* : $(tail -3 "$work/err")" >&2; exit 1; }
-  echo "$(($(cat "$work/rss") / 1024)) $(tail -n 1 "$work/out")"
+  /usr/bin/python3 -c '
+import resource, subprocess, sys
+done = subprocess.run(["timeout", "1200", *sys.argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+if done.returncode != 0:
+    sys.exit(f"failed ({done.returncode}): {sys.argv[1:]}: {done.stderr[-400:]}")
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, done.stdout.split()[-1])' "$@"
 }
 ours() { measure "$root/build/bench/bench_train_step" 1 "$1" 1 "$work/model" -1 float32; }
 theirs() { measure /usr/bin/python3 "$root/bench/long_context.py" step "$work/model" "$1"; }
-read -r ours_short _ <<<"$(ours "$short")"
-read -r ours_long ours_seconds <<<"$(ours "$long")"
-read -r theirs_short _ <<<"$(theirs "$short")"
-read -r theirs_long theirs_seconds <<<"$(theirs "$long")"
+# Assignments, so that a failed measurement ends the script (set -e)
+out=$(ours "$short") && read -r ours_short _ <<<"$out"
+out=$(ours "$long") && read -r ours_long ours_seconds <<<"$out"
+out=$(theirs "$short") && read -r theirs_short _ <<<"$out"
+out=$(theirs "$long") && read -r theirs_long theirs_seconds <<<"$out"
 /usr/bin/python3 - "$short" "$long" "$ours_short" "$ours_long" "$theirs_short" "$theirs_long" "$ours_seconds" \
   "$theirs_seconds" <<'PY'
 import json, sys

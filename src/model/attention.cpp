@@ -1,5 +1,7 @@
 #include "attention.hpp"
 
+#include <ATen/ops/_softmax_backward_data.h>
+#include <ATen/ops/tanh_backward.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
@@ -24,8 +26,9 @@ struct Block {
 
 std::vector<Block> blocks_of(const torch::Tensor& q, const torch::Tensor& k, std::int64_t scores_per_block) {
   const std::int64_t t = q.size(3), per_row = q.size(0) * q.size(1) * q.size(2) * k.size(2);
-  const std::int64_t rows = std::clamp<std::int64_t>(scores_per_block / std::max<std::int64_t>(per_row, 1), 1, t);
   std::vector<Block> out;
+  if (t == 0) return out;  // no queries: no block (a block's scores take their shape from its rows)
+  const std::int64_t rows = std::clamp<std::int64_t>(scores_per_block / std::max<std::int64_t>(per_row, 1), 1, t);
   for (std::int64_t first = 0; first < t; first += rows) out.push_back({first, std::min(rows, t - first)});
   return out;
 }
@@ -63,14 +66,16 @@ torch::Tensor attend_blocks(const torch::Tensor& q, const torch::Tensor& k, cons
                             std::int64_t scores_per_block) {
   const std::vector<Block> blocks = blocks_of(q, k, scores_per_block);
   if (blocks.size() == 1) return attend_block(q, k, v, blocked, scale, softcap);
-  auto y = torch::empty(q.sizes(), q.options());
+  auto y = torch::empty(q.sizes(), q.options());  // no block: no queries, no rows
   for (const Block& b : blocks) b.queries(y).copy_(attend_block(b.queries(q), k, v, b.mask(blocked), scale, softcap));
   return y;
 }
 
 // The blocks in the backward too: each block's probabilities are recomputed from q and k (the forward keeps none),
-// and the gradients follow softmax's, the cap's and the products' derivatives, in the order autograd takes them
-// (float32 for the softmax, q's type elsewhere); the keys' and values' summed over blocks in float32.
+// and the gradients follow softmax's, the cap's and the products' derivatives with autograd's own operations, in its
+// order (float32 for the softmax, q's type elsewhere): one block's are eager attention's to the bit. The keys' and
+// values' are summed over blocks in float32; those of an input that needs none (a frozen projection's under LoRA)
+// are not computed.
 class BlockedAttention : public torch::autograd::Function<BlockedAttention> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
@@ -91,9 +96,11 @@ class BlockedAttention : public torch::autograd::Function<BlockedAttention> {
     const std::optional<double> softcap = cap_of(ctx->saved_data["softcap"].toDouble());
     const torch::Tensor dy = grads[0];
     const auto type = q.scalar_type();
-    auto dq = torch::empty(q.sizes(), q.options());
-    auto dk = torch::zeros(k.sizes(), k.options().dtype(torch::kFloat));
-    auto dv = torch::zeros(v.sizes(), v.options().dtype(torch::kFloat));
+    const bool want_q = ctx->needs_input_grad(0), want_k = ctx->needs_input_grad(1), want_v = ctx->needs_input_grad(2);
+    torch::Tensor dq, dk, dv;
+    if (want_q) dq = torch::empty(q.sizes(), q.options());
+    if (want_k) dk = torch::zeros(k.sizes(), k.options().dtype(torch::kFloat));
+    if (want_v) dv = torch::zeros(v.sizes(), v.options().dtype(torch::kFloat));
     for (const Block& b : blocks_of(q, k, ctx->saved_data["scores_per_block"].toInt())) {
       const auto q_block = b.queries(q), rows = as_rows(q_block), mask = b.mask(blocked);
       torch::Tensor bent;
@@ -102,16 +109,23 @@ class BlockedAttention : public torch::autograd::Function<BlockedAttention> {
         return x.reshape({rows.size(0), rows.size(1), rows.size(2), -1});
       };
       const auto dy_rows = as_rows(b.queries(dy));
-      dv += torch::matmul(flat(p.to(type)).transpose(-2, -1), dy_rows);
-      // softmax's backward, y * (dy - sum(dy * y)), in float32; then the masked scores' gradient in q's type
+      if (want_v) dv += torch::matmul(flat(p.to(type)).transpose(-2, -1), dy_rows);
+      if (!want_q && !want_k) continue;
+      // softmax's backward in float32, then the masked scores' gradient in q's type
       const auto dp = torch::matmul(dy_rows, v.transpose(-2, -1)).view(p.sizes()).to(torch::kFloat);
-      auto ds = (p * (dp - (dp * p).sum(-1, true))).to(type).masked_fill(mask, 0);
-      if (softcap) ds = ds * *softcap * (1 - bent * bent) / *softcap;  // bent = tanh(scores / cap)
+      auto ds = at::_softmax_backward_data(dp, p, -1, torch::kFloat).to(type).masked_fill(mask, 0);
+      if (softcap) ds = at::tanh_backward(ds * *softcap, bent) / *softcap;  // bent = tanh(scores / cap)
       const auto d_scores = flat(ds) * scale;
-      b.queries(dq).copy_(torch::matmul(d_scores, k).view(q_block.sizes()));
-      dk += torch::matmul(d_scores.transpose(-2, -1), rows);
+      if (want_q) b.queries(dq).copy_(torch::matmul(d_scores, k).view(q_block.sizes()));
+      if (want_k) dk += torch::matmul(d_scores.transpose(-2, -1), rows);
     }
-    return {dq, dk.to(type), dv.to(type), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dq,
+            want_k ? dk.to(type) : dk,
+            want_v ? dv.to(type) : dv,
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor()};
   }
 
  private:
