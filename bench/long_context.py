@@ -2,7 +2,7 @@
 """The model and PyTorch's side of `scripts/bench.sh long_context`.
 
   long_context.py write DIR          writes a Llama-shaped Hugging Face model (16 heads of 32 over 4 key heads, 4 layers,
-                                     width 256, vocabulary 512, float32) into DIR
+                                     width 256, vocabulary 32,000, float32) into DIR
   long_context.py step DIR LENGTH    three training steps of that model on one sequence of LENGTH tokens in plain
                                      PyTorch (tests/model/hf_reference.py's forward: transformers' eager attention,
                                      whose autograd keeps each layer's [heads, LENGTH, LENGTH] probabilities for the
@@ -23,7 +23,7 @@ import hf_reference  # noqa: E402
 from ddp_train import grpo_loss  # noqa: E402
 
 CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 512, "hidden_size": 256,
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000, "hidden_size": 256,
     "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
     "head_dim": 32, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
     "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # scripts/bench.sh long_context: the memory one training step takes as its sequence grows, arclight against plain
 # PyTorch (Debian's python3-torch) in one run. Both train the same Llama-shaped model (bench/long_context.py: 16 heads,
-# 4 layers, float32, one compute thread) on one sequence of SHORT (512) and of LONG (2,048) tokens; the figure is each
-# process's peak resident memory (its maximum RSS, from getrusage), and its growth from SHORT to LONG: PyTorch's eager
-# attention keeps every layer's [heads, T, T] probabilities for the backward (1 GiB at 2,048 tokens here), arclight's
-# recomputes them a block of queries at a time. Also each side's seconds of its third step at LONG (two warm-up steps
-# before it).
+# 4 layers, a vocabulary of 32,000, float32, one compute thread) on one sequence of SHORT (512) and of LONG (2,048)
+# tokens; the figure is each process's peak resident memory (its maximum RSS, from getrusage), and its growth from
+# SHORT to LONG: PyTorch's eager attention keeps every layer's [heads, T, T] probabilities for the backward (1 GiB at
+# 2,048 tokens here) and its loss a [T, vocabulary] log_softmax beside the logits, the division's copy and the
+# entropy's product; arclight recomputes both a block at a time. Also each side's seconds of its third step at LONG
+# (two warm-up steps before it).
 set -euo pipefail
 root=$1
 short=${SHORT:-512} long=${LONG:-2048}

@@ -1,7 +1,13 @@
 #include "arclight/algo/grpo.hpp"
 
+#include <ATen/ops/_log_softmax_backward_data.h>
+#include <torch/autograd.h>
 #include <torch/types.h>
 #include <torch/utils.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace arclight::algo {
 namespace {
@@ -9,7 +15,90 @@ namespace {
 // sampler hardly drew) made exp overflow in float32, every trainer's gradient NaN, and the whole step was skipped.
 constexpr double max_log_ratio = 20;
 constexpr double max_kl_term = 10;  // verl's low_var_kl bound on each token's k3 estimate
+
+// Blocks of tokens [first, first + count) along dim 1 of [B, T, V], each spanning at most logits_per_block logits
+// (one token at least).
+std::vector<std::pair<std::int64_t, std::int64_t>> token_blocks(const at::Tensor& logits,
+                                                                std::int64_t logits_per_block) {
+  const std::int64_t t = logits.size(1), per_token = std::max<std::int64_t>(logits.size(0) * logits.size(2), 1);
+  const std::int64_t n = std::clamp<std::int64_t>(logits_per_block / per_token, 1, std::max<std::int64_t>(t, 1));
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t first = 0; first < t; first += n) out.emplace_back(first, std::min(n, t - first));
+  return out;
+}
+
+// A block's log-softmax of logits / temperature [B, count, V].
+at::Tensor block_log_softmax(const at::Tensor& logits, const at::Tensor& temperature, std::int64_t first,
+                             std::int64_t count) {
+  return torch::log_softmax(logits.narrow(1, first, count) / temperature.narrow(1, first, count), -1);
+}
+
+// The forward's figures, a block at a time: {log-probs of the targets, entropies}, [B, T] each.
+std::pair<at::Tensor, at::Tensor> scores_by_block(const at::Tensor& logits, const at::Tensor& targets,
+                                                  const at::Tensor& temperature, std::int64_t logits_per_block) {
+  const auto options = logits.options();
+  auto logprobs = torch::empty({logits.size(0), logits.size(1)}, options);
+  auto entropy = torch::empty({logits.size(0), logits.size(1)}, options);
+  for (const auto& [first, count] : token_blocks(logits, logits_per_block)) {
+    const auto logp_all = block_log_softmax(logits, temperature, first, count);
+    logprobs.narrow(1, first, count)
+        .copy_(logp_all.gather(-1, targets.narrow(1, first, count).unsqueeze(-1)).squeeze(-1));
+    entropy.narrow(1, first, count).copy_(-(logp_all.exp() * logp_all).sum(-1));
+  }
+  return {logprobs, entropy};
+}
+
+// The same with a backward that keeps only the logits (which the policy made anyway) and recomputes each block's
+// log-softmax: the log-probs' gradient a one-hot at the targets, the entropy's -p (log p + 1) (H = -sum p log p),
+// through log_softmax's own backward, as autograd takes them.
+class TokenScores : public torch::autograd::Function<TokenScores> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& logits,
+                                                const at::Tensor& targets, const at::Tensor& temperature,
+                                                std::int64_t logits_per_block) {
+    ctx->set_materialize_grads(false);
+    auto [logprobs, entropy] = scores_by_block(logits, targets, temperature, logits_per_block);
+    ctx->save_for_backward({logits, targets, temperature});
+    ctx->saved_data["logits_per_block"] = logits_per_block;
+    return {logprobs, entropy};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &logits = saved[0], &targets = saved[1], &temperature = saved[2];
+    const at::Tensor &d_logprobs = grads[0], &d_entropy = grads[1];
+    auto d_logits = torch::zeros_like(logits);
+    if (!d_logprobs.defined() && !d_entropy.defined()) return {d_logits, at::Tensor(), at::Tensor(), at::Tensor()};
+    for (const auto& [first, count] : token_blocks(logits, ctx->saved_data["logits_per_block"].toInt())) {
+      const auto logp_all = block_log_softmax(logits, temperature, first, count);
+      auto d_logp_all = torch::zeros_like(logp_all);
+      if (d_logprobs.defined())
+        d_logp_all.scatter_(-1, targets.narrow(1, first, count).unsqueeze(-1),
+                            d_logprobs.narrow(1, first, count).unsqueeze(-1));
+      if (d_entropy.defined()) {  // H = -sum p log p: dH / d log p = -p (log p + 1)
+        const auto p = logp_all.exp();
+        d_logp_all = d_logp_all - d_entropy.narrow(1, first, count).unsqueeze(-1) * p * (logp_all + 1);
+      }
+      const auto d_scaled = at::_log_softmax_backward_data(d_logp_all, logp_all, -1, logp_all.scalar_type());
+      d_logits.narrow(1, first, count).copy_(d_scaled / temperature.narrow(1, first, count));
+    }
+    return {d_logits, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+void token_scores(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& temperature,
+                  at::Tensor& logprobs, at::Tensor& entropy, std::int64_t logits_per_block) {
+  if (torch::GradMode::is_enabled() && logits.requires_grad()) {
+    const auto out = TokenScores::apply(logits, targets, temperature, logits_per_block);
+    logprobs = out[0];
+    entropy = out[1];
+    return;
+  }
+  std::tie(logprobs, entropy) = scores_by_block(logits, targets, temperature, logits_per_block);
+}
 
 at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
                      const at::Tensor& behaviour_logprobs, const at::Tensor& temperatures, const at::Tensor& advantages,
@@ -17,9 +106,9 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
   // Token i is predicted by the logits at i - 1.
   const std::int64_t t = tokens.size(1);
   const auto temperature = temperatures.narrow(1, 1, t - 1).unsqueeze(-1);
-  auto logp_all = torch::log_softmax(logits.narrow(1, 0, t - 1) / temperature, -1);
-  auto targets = tokens.narrow(1, 1, t - 1).unsqueeze(-1);
-  auto logp = logp_all.gather(-1, targets).squeeze(-1);
+  const auto targets = tokens.narrow(1, 1, t - 1);
+  at::Tensor logp, token_entropy;
+  token_scores(logits.narrow(1, 0, t - 1), targets, temperature, logp, token_entropy);
   auto mask = action_mask.narrow(1, 1, t - 1).to(torch::kFloat);
   auto old_logp = behaviour_logprobs.narrow(1, 1, t - 1);
   auto adv = advantages.narrow(1, 1, t - 1);
@@ -36,20 +125,21 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
 
   at::Tensor kl, entropy;
   if (config.kl_coef != 0.0) {
-    auto ref_logp = torch::log_softmax(reference_logits.narrow(1, 0, t - 1) / temperature, -1)
-                        .gather(-1, targets)
-                        .squeeze(-1)
-                        .detach();
+    at::Tensor ref_logp, ref_entropy;
+    {
+      torch::NoGradGuard no_grad;
+      token_scores(reference_logits.narrow(1, 0, t - 1), targets, temperature, ref_logp, ref_entropy);
+    }
     auto delta = (ref_logp - logp).clamp(-max_log_ratio, max_log_ratio);
     kl = ((torch::exp(delta) - delta - 1.0).clamp(-max_kl_term, max_kl_term) * mask).sum() / count;
     loss = loss + config.kl_coef * kl;
   }
   if (config.entropy_coef != 0.0) {
-    entropy = (-(logp_all.exp() * logp_all).sum(-1) * mask).sum() / count;
+    entropy = (token_entropy * mask).sum() / count;
     loss = loss - config.entropy_coef * entropy;
-  } else if (terms) {  // a figure only: no graph of a [batch, tokens, vocabulary] tensor kept for backward
+  } else if (terms) {  // a figure only, outside the graph
     torch::NoGradGuard no_grad;
-    entropy = (-(logp_all.exp() * logp_all).sum(-1) * mask).sum() / count;
+    entropy = (token_entropy.detach() * mask).sum() / count;
   }
   if (terms) {
     torch::NoGradGuard no_grad;
