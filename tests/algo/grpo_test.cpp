@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <utility>
 
 using namespace arclight::algo;
@@ -137,40 +138,55 @@ BOOST_AUTO_TEST_CASE(each_token_is_scored_at_its_own_temperature) {
   BOOST_TEST(at_one.item<double>() == -(1.2 + 1.0) / 2, tt::tolerance(1e-5));
 }
 
-// Each token's log-prob and entropy by blocks of tokens against the eager composition through autograd (logits /
-// temperature, log_softmax, gather, -sum p log p): the figures and the logits' gradient, in float64, blocks of one
-// token, two and all, gradients of both figures, of one and of the other.
+// Each token's log-prob and entropy by blocks of tokens against the eager composition through autograd (the logits
+// before the last position / temperature, log_softmax, gather, -sum p log p): the figures and the logits' gradient
+// (none at the last position), in float64 and float32, blocks of one position, two and all, gradients of both
+// figures, of one and of the other.
 BOOST_AUTO_TEST_CASE(token_scores_by_blocks_are_the_eager_ones) {
-  torch::manual_seed(20261207);
-  const auto options = torch::TensorOptions().dtype(torch::kDouble);
-  const auto logits = 3 * torch::randn({2, 5, 7}, options);
-  const auto targets = torch::randint(0, 7, {2, 5});
-  const auto temperature = torch::rand({2, 5, 1}, options) + 0.5;
-  const auto d_logprobs = torch::randn({2, 5}, options), d_entropy = torch::randn({2, 5}, options);
-  const auto eager = [&](const torch::Tensor& x) {
-    const auto logp_all = torch::log_softmax(x / temperature, -1);
-    return std::pair{logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(logp_all.exp() * logp_all).sum(-1)};
-  };
-  for (const std::int64_t per_block : {std::int64_t{14}, std::int64_t{28}, std::int64_t{1} << 24})
-    for (const auto& [with_logprobs, with_entropy] : {std::pair{true, true}, {true, false}, {false, true}}) {
-      BOOST_TEST_CONTEXT(per_block << " logits a block, gradients of log-probs " << with_logprobs << ", of entropy "
-                                   << with_entropy) {
-        const auto ours_in = logits.clone().requires_grad_(), theirs_in = logits.clone().requires_grad_();
-        at::Tensor logprobs, entropy;
-        token_scores(ours_in, targets, temperature, logprobs, entropy, per_block);
-        const auto [eager_logprobs, eager_entropy] = eager(theirs_in);
-        BOOST_TEST((logprobs - eager_logprobs).abs().max().item<double>() < 1e-12);
-        BOOST_TEST((entropy - eager_entropy).abs().max().item<double>() < 1e-12);
-        const auto objective = [&](const torch::Tensor& lp, const torch::Tensor& h) {
-          return (with_logprobs ? (lp * d_logprobs).sum() : torch::zeros({}, options)) +
-                 (with_entropy ? (h * d_entropy).sum() : torch::zeros({}, options));
-        };
-        objective(logprobs, entropy).backward();
-        objective(eager_logprobs, eager_entropy).backward();
-        BOOST_TEST((ours_in.grad() - theirs_in.grad()).abs().max().item<double>() < 1e-12);
-        BOOST_TEST(theirs_in.grad().abs().max().item<double>() > 1e-3);
+  for (const auto type : {torch::kDouble, torch::kFloat}) {
+    torch::manual_seed(20261207);
+    const auto options = torch::TensorOptions().dtype(type);
+    const double tolerance = type == torch::kDouble ? 1e-12 : 1e-5;
+    const auto logits = 3 * torch::randn({2, 6, 7}, options);
+    const auto targets = torch::randint(0, 7, {2, 5});
+    const auto temperature = torch::rand({2, 5, 1}, options) + 0.5;
+    const auto d_logprobs = torch::randn({2, 5}, options), d_entropy = torch::randn({2, 5}, options);
+    const auto eager = [&](const torch::Tensor& x) {
+      const auto logp_all = torch::log_softmax(x.narrow(1, 0, 5) / temperature, -1);
+      return std::pair{logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(logp_all.exp() * logp_all).sum(-1)};
+    };
+    for (const std::int64_t per_block : {std::int64_t{14}, std::int64_t{28}, std::int64_t{1} << 24})
+      for (const auto& [with_logprobs, with_entropy] : {std::pair{true, true}, {true, false}, {false, true}}) {
+        BOOST_TEST_CONTEXT(type << ", " << per_block << " logits a block, gradients of log-probs " << with_logprobs
+                                << ", of entropy " << with_entropy) {
+          const auto ours_in = logits.clone().requires_grad_(), theirs_in = logits.clone().requires_grad_();
+          at::Tensor logprobs, entropy;
+          token_scores(ours_in, targets, temperature, logprobs, &entropy, per_block);
+          const auto [eager_logprobs, eager_entropy] = eager(theirs_in);
+          BOOST_TEST((logprobs - eager_logprobs).abs().max().item<double>() < tolerance);
+          BOOST_TEST((entropy - eager_entropy).abs().max().item<double>() < tolerance);
+          const auto objective = [&](const torch::Tensor& lp, const torch::Tensor& h) {
+            return (with_logprobs ? (lp * d_logprobs).sum() : torch::zeros({}, options)) +
+                   (with_entropy ? (h * d_entropy).sum() : torch::zeros({}, options));
+          };
+          objective(logprobs, entropy).backward();
+          objective(eager_logprobs, eager_entropy).backward();
+          BOOST_TEST((ours_in.grad() - theirs_in.grad()).abs().max().item<double>() < tolerance);
+          BOOST_TEST(theirs_in.grad().narrow(1, 0, 5).abs().max().item<double>() > 1e-3);
+          BOOST_TEST(ours_in.grad().select(1, 5).abs().max().item<double>() == 0);
+        }
       }
-    }
+  }
+  // Without entropy, none; the temperature of another type, or one that takes gradients, is refused.
+  const auto logits = torch::randn({1, 3, 4}).requires_grad_();
+  const auto targets = torch::zeros({1, 2}, torch::kLong);
+  at::Tensor logprobs;
+  BOOST_CHECK_NO_THROW(token_scores(logits.detach(), targets, torch::ones({1, 2, 1}), logprobs, nullptr));
+  BOOST_TEST((logprobs.sizes() == torch::IntArrayRef{1, 2}));
+  BOOST_CHECK_THROW(token_scores(logits, targets, torch::ones({1, 2, 1}, torch::kDouble), logprobs, nullptr),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(token_scores(logits, targets, torch::ones({1, 2, 1}).requires_grad_(), logprobs, nullptr),
+                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -38,12 +38,14 @@ at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const a
                      const at::Tensor& behaviour_logprobs, const at::Tensor& temperatures, const at::Tensor& advantages,
                      const at::Tensor& reference_logits, const LossConfig& config, LossTerms* terms);
 
-// Each token's log-prob of its target and the entropy of its distribution under logits / temperature: logits
-// [B, T, V], targets [B, T] int64, temperature [B, T, 1] -> logprobs and entropy [B, T]. A block of tokens at a time
-// (at most logits_per_block logits, by default 16 MiB of float32; a token at least): the forward makes no [B, T, V]
-// tensor beside the logits, and where the logits take gradients the backward recomputes each block's log-softmax
-// instead of keeping it (its only tensor of that size is the logits' gradient).
+// Each token's log-prob of its target and the entropy of its distribution under logits / temperature: targets [B, T]
+// int64, logits [B, T + k, V] (position i's predicts target i; those past T are not read, and their gradient is
+// zero), temperature [B, T, 1] of the logits' type -> logprobs and, where `entropy` is given, entropy [B, T]. A block
+// of positions at a time (at most logits_per_block logits, by default 16 MiB of float32; one position of every row at
+// least): the forward makes no [B, T, V] tensor, and where the logits take gradients the backward recomputes each
+// block's log-softmax instead of keeping it (the logits' gradient is its only tensor of that size). Throws
+// std::invalid_argument on mismatched types, a temperature that takes gradients, or too few logits.
 void token_scores(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& temperature,
-                  at::Tensor& logprobs, at::Tensor& entropy, std::int64_t logits_per_block = std::int64_t{1} << 22);
+                  at::Tensor& logprobs, at::Tensor* entropy, std::int64_t logits_per_block = std::int64_t{1} << 22);
 
 }  // namespace arclight::algo
