@@ -34,7 +34,8 @@ std::vector<Block> blocks_of(const torch::Tensor& q, const torch::Tensor& k, std
 }
 
 // One block's queries as rows of a matrix per key head: [B, kv_heads, groups * rows, d] (a copy where the block is a
-// part of several groups' rows).
+// part of several groups' rows). One product per key head: a broadcast product over the groups loses precision in
+// bfloat16 on the CPU.
 torch::Tensor as_rows(const torch::Tensor& q_block) {
   return q_block.reshape({q_block.size(0), q_block.size(1), q_block.size(2) * q_block.size(3), q_block.size(4)});
 }

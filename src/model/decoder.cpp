@@ -485,10 +485,7 @@ torch::Tensor Decoder::attend(Attention& attn, const torch::Tensor& x, const Pla
     k = cache->keys[layer].narrow(2, 0, where.end);
     v = cache->values[layer].narrow(2, 0, where.end);
   }
-  // Query head h reads key head h / groups (transformers' repeat_kv), without copying the keys per group: a group's
-  // queries are rows of one matrix product with its key head (a broadcast product over the groups loses precision
-  // in bfloat16 on the CPU). Scaled by a product with d^-1/2 (Gemma's own scale), as transformers does (a division
-  // rounds otherwise).
+  // The query heads grouped by the key head they read (attention.hpp); scaled by d^-1/2 or Gemma's own scale.
   const double scale = a_.attention_scale.value_or(std::pow(double(d), -0.5));
   const auto y = attention(q.reshape({b, kv, groups, t, d}), k, v, blocked, scale, a_.attention_softcap)
                      .reshape({b, a_.num_heads, t, d});
