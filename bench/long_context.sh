@@ -5,7 +5,7 @@
 # tokens; the figure is each process's peak resident memory (its maximum RSS, from getrusage), and its growth from
 # SHORT to LONG: PyTorch's eager attention keeps every layer's [heads, T, T] probabilities for the backward (1 GiB at
 # 2,048 tokens here) and its loss (bench/ddp_train.py's) a [T, vocabulary] log_softmax beside the logits; arclight
-# recomputes both a block at a time. Also each side's seconds of its third step at LONG
+# recomputes the attention's probabilities and the head's logits a block at a time. Also each side's seconds of its third step at LONG
 # (two warm-up steps before it).
 set -euo pipefail
 root=$1

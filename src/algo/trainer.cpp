@@ -20,7 +20,7 @@ namespace arclight::algo {
 namespace {
 // A micro-batch's inputs to grpo_loss, padded to its longest sample ([rows, longest]).
 struct MicroBatch {
-  torch::Tensor tokens, action_mask, behaviour_logprobs, temperatures, advantages, reference_logits;
+  torch::Tensor tokens, action_mask, behaviour_logprobs, temperatures, advantages;
 };
 
 // grpo.train_blocks = N > 0: only the last N layers, the final norm and the head train (not the embeddings). A model
@@ -193,13 +193,15 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     const std::size_t end = std::min(batch.size(), begin + micro);
     MicroBatch in;
     m.tensors(batch, begin, end, in);
+    torch::Tensor reference_logprobs, entropy;
     if (m.reference) {
       torch::NoGradGuard no_grad;
-      in.reference_logits = m.reference->logits(in.tokens);
+      reference_logprobs = m.reference->token_logprobs(in.tokens, in.temperatures);
     }
+    const auto logprobs = m.policy.token_logprobs(in.tokens, in.temperatures, &entropy);
     LossTerms terms;
-    auto loss = grpo_loss(m.policy.logits(in.tokens), in.tokens, in.action_mask, in.behaviour_logprobs, in.temperatures,
-                          in.advantages, in.reference_logits, m.loss_config, &terms);
+    auto loss = grpo_loss(logprobs, entropy, reference_logprobs, in.action_mask, in.behaviour_logprobs, in.advantages,
+                          m.loss_config, &terms);
     // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
     const double weight = terms.action_tokens / total;
     const bool last = end == batch.size();

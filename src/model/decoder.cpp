@@ -363,8 +363,31 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor&
   return run(tokens.to(device()), where, &cache);
 }
 
+torch::Tensor Decoder::token_scores(const torch::Tensor& tokens, const torch::Tensor& targets,
+                                    const torch::Tensor& temperature, torch::Tensor* entropy) {
+  const std::int64_t t = tokens.size(1);
+  const auto positions = torch::arange(t, torch::TensorOptions(torch::kLong).device(device()));
+  const auto hidden = normalize(*model_->norm, body(tokens.to(device()), place(positions.unsqueeze(0), 0, t), nullptr));
+  return head_scores(head(), hidden, targets.to(device()), temperature.to(device()), entropy);
+}
+
 torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
                            const torch::Tensor* at) {
+  auto x = body(tokens, where, cache);
+  if (at) x = x.index({torch::arange(x.size(0), at->options()), *at});  // [B, hidden]: the rest needs no logits
+  x = normalize(*model_->norm, x);
+  const Head h = head();
+  auto logits = h.bias.defined() ? torch::linear(x, h.weight, h.bias) : torch::linear(x, h.weight);
+  if (h.softcap) logits = soft_cap(logits, *h.softcap);
+  return logits.to(torch::kFloat);
+}
+
+Head Decoder::head() const {
+  if (!lm_head_) return {cast(model_->embed_tokens->weight), torch::Tensor(), a_.logit_softcap};
+  return {cast(lm_head_->weight), lm_head_->bias.defined() ? cast(lm_head_->bias) : torch::Tensor(), a_.logit_softcap};
+}
+
+torch::Tensor Decoder::body(const torch::Tensor& tokens, const Placement& where, KvCache* cache) {
   if (cache && where.end > cache->capacity)
     throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
   auto x = torch::embedding(cast(model_->embed_tokens->weight), tokens);
@@ -384,11 +407,7 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
     x = x + normalize(*layer.post_feedforward_layernorm,
                       feed_forward(*layer.mlp, normalize(*layer.pre_feedforward_layernorm, x)));
   }
-  if (at) x = x.index({torch::arange(x.size(0), at->options()), *at});  // [B, hidden]: the rest needs no logits
-  x = normalize(*model_->norm, x);
-  auto logits = lm_head_ ? project(*lm_head_, x) : torch::linear(x, cast(model_->embed_tokens->weight));
-  if (a_.logit_softcap) logits = soft_cap(logits, *a_.logit_softcap);
-  return logits.to(torch::kFloat);
+  return x;
 }
 
 torch::Tensor Decoder::cast(const torch::Tensor& parameter) const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "arclight/model/architecture.hpp"
+#include "head_scores.hpp"
 
 namespace arclight::model {
 
@@ -111,6 +112,11 @@ class Decoder : public torch::nn::Module {
   // earlier keys and values are row b of the cache (cache.length is not used). `end` is max(positions) + T, which the
   // caller knows (no read from the device). Each row sees only its own keys before it.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, std::int64_t end, KvCache& cache);
+  // The training loss's figures without the logits: tokens [B, T + 1] int64 -> each target's log-prob under logits /
+  // temperature, [B, T] float32, and each position's entropy where `entropy` is given (head_scores.hpp: targets [B, T]
+  // int64 are what positions 0..T-1 predict, temperature [B, T, 1] float32). With autograd, as forward.
+  torch::Tensor token_scores(const torch::Tensor& tokens, const torch::Tensor& targets,
+                             const torch::Tensor& temperature, torch::Tensor* entropy);
   KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
   // Moves the parameters and tables to `device`; forwards then run there (tokens and positions may come from the CPU).
   void move_to(const torch::Device& device);
@@ -141,6 +147,9 @@ class Decoder : public torch::nn::Module {
   // Logits [B, T, vocab], or [B, vocab] at each row's token `at` when given.
   torch::Tensor run(const torch::Tensor& tokens, const Placement& where, KvCache* cache,
                     const torch::Tensor* at = nullptr);
+  // The layers' output [B, T, hidden], before the final norm.
+  torch::Tensor body(const torch::Tensor& tokens, const Placement& where, KvCache* cache);
+  Head head() const;
   torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) const;
   torch::Tensor attend(Attention& attn, const torch::Tensor& x, const Placement& where, std::int64_t layer,
                        KvCache* cache);

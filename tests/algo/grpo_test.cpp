@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
 #include <utility>
 
 using namespace arclight::algo;
@@ -20,6 +19,23 @@ struct Case {
   torch::Tensor mask = torch::tensor({{0.f, 1.f, 1.f}});
   torch::Tensor temperatures = torch::ones({1, 3});
 };
+
+// Token i's log-prob under logits [B, T, V] at i - 1 over its temperature, and the entropy there, as
+// model::Policy::token_logprobs gives them ([B, T - 1]).
+std::pair<torch::Tensor, torch::Tensor> scores(const torch::Tensor& logits, const Case& c) {
+  const std::int64_t t = c.tokens.size(1);
+  const auto temperature = c.temperatures.narrow(1, 1, t - 1).unsqueeze(-1);
+  const auto logp_all = torch::log_softmax(logits.narrow(1, 0, t - 1) / temperature, -1);
+  return {logp_all.gather(-1, c.tokens.narrow(1, 1, t - 1).unsqueeze(-1)).squeeze(-1),
+          -(logp_all.exp() * logp_all).sum(-1)};
+}
+
+torch::Tensor loss_of(const Case& c, const torch::Tensor& old_logp, const torch::Tensor& adv,
+                      const torch::Tensor& reference_logits, const LossConfig& config, LossTerms* terms) {
+  const auto [logprobs, entropy] = scores(c.logits, c);
+  const auto reference = reference_logits.defined() ? scores(reference_logits, c).first : torch::Tensor();
+  return grpo_loss(logprobs, entropy, reference, c.mask, old_logp, adv, config, terms);
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(grpo)
@@ -30,7 +46,7 @@ BOOST_AUTO_TEST_CASE(on_policy_loss_is_minus_the_mean_advantage) {
   auto old_logp = torch::tensor({{0.f, std::log(0.8f), std::log(0.5f)}});
   auto adv = torch::tensor({{0.f, 2.f, -1.f}});
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, LossConfig{}, &terms);
+  auto loss = loss_of(c, old_logp, adv, {}, LossConfig{}, &terms);
   BOOST_TEST(loss.item<double>() == -(2.0 - 1.0) / 2, tt::tolerance(1e-6));
   BOOST_TEST(terms.action_tokens == 2.0);
   BOOST_TEST(terms.clip_fraction == 0.0);
@@ -48,7 +64,7 @@ BOOST_AUTO_TEST_CASE(ratios_are_clipped_by_the_sign_of_the_advantage) {
   LossConfig config;
   config.clip_eps = 0.2;
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, config, &terms);
+  auto loss = loss_of(c, old_logp, adv, {}, config, &terms);
   // A > 0: min(2 * 1, 1.2 * 1) = 1.2.  A < 0: min(2 * -1, 1.2 * -1) = -2.  Loss = -(1.2 - 2) / 2.
   BOOST_TEST(loss.item<double>() == 0.4, tt::tolerance(1e-5));
   // Only the first token's loss is the clip's (verl's pg_clipfrac): the second's ratio is outside the range too, but
@@ -71,7 +87,7 @@ BOOST_AUTO_TEST_CASE(a_huge_ratio_leaves_the_loss_and_gradient_finite) {
   LossConfig config;
   config.clip_eps = 0.2;
   config.kl_coef = 0.1;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, reference, config, nullptr);
+  auto loss = loss_of(c, old_logp, adv, reference, config, nullptr);
   BOOST_TEST(std::isfinite(loss.item<double>()));
   loss.backward();
   BOOST_TEST(torch::isfinite(c.logits.grad()).all().item<bool>());
@@ -87,7 +103,7 @@ BOOST_AUTO_TEST_CASE(a_negative_advantage_loses_at_most_clip_ratio_c_times_it) {
   LossConfig config;
   config.clip_ratio_c = 3;
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, config, &terms);
+  auto loss = loss_of(c, old_logp, adv, {}, config, &terms);
   BOOST_TEST(loss.item<double>() == (3.0 - 1.0) / 2, tt::tolerance(1e-5));
   BOOST_TEST(terms.clip_fraction_lower == 0.5, tt::tolerance(1e-6));  // the first token's (verl's pg_clipfrac_lower)
   loss.backward();
@@ -106,7 +122,7 @@ BOOST_AUTO_TEST_CASE(kl_and_entropy_terms) {
   config.kl_coef = 0.1;
   config.entropy_coef = 0.01;
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, ref, config, &terms);
+  auto loss = loss_of(c, old_logp, adv, ref, config, &terms);
   // k3 at position 0: delta = ln(0.5/0.8); exp(delta) - delta - 1. At position 1: 0.
   const double delta = std::log(0.5 / 0.8);
   const double kl = (std::exp(delta) - delta - 1) / 2;
@@ -125,7 +141,7 @@ BOOST_AUTO_TEST_CASE(each_token_is_scored_at_its_own_temperature) {
   auto old_logp = torch::tensor({{0.f, std::log(2.f / 3.f), std::log(0.5f)}});
   auto adv = torch::tensor({{0.f, 1.f, 1.f}});
   LossTerms terms;
-  auto loss = grpo_loss(c.logits, c.tokens, c.mask, old_logp, c.temperatures, adv, {}, LossConfig{}, &terms);
+  auto loss = loss_of(c, old_logp, adv, {}, LossConfig{}, &terms);
   BOOST_TEST(loss.item<double>() == -1.0, tt::tolerance(1e-5));  // both ratios 1
   BOOST_TEST(terms.clip_fraction == 0.0);
   // d(loss)/d(logit) at position 0 for token 1: -(A/N) * (1 - p) / T = -(1/2) * (1/3) / 2.
@@ -133,60 +149,8 @@ BOOST_AUTO_TEST_CASE(each_token_is_scored_at_its_own_temperature) {
   BOOST_TEST(c.logits.grad()[0][0][1].item<double>() == -1.0 / 12, tt::tolerance(1e-5));
   // Scored at temperature 1 instead, the same behaviour log-prob would give token 1 a ratio of 0.8 / (2/3) = 1.2.
   Case one;
-  const auto at_one =
-      grpo_loss(one.logits, one.tokens, one.mask, old_logp, one.temperatures, adv, {}, LossConfig{}, &terms);
+  const auto at_one = loss_of(one, old_logp, adv, {}, LossConfig{}, &terms);
   BOOST_TEST(at_one.item<double>() == -(1.2 + 1.0) / 2, tt::tolerance(1e-5));
-}
-
-// Each token's log-prob and entropy by blocks of tokens against the eager composition through autograd (the logits
-// before the last position / temperature, log_softmax, gather, -sum p log p): the figures and the logits' gradient
-// (none at the last position), in float64 and float32, blocks of one position, two and all, gradients of both
-// figures, of one and of the other.
-BOOST_AUTO_TEST_CASE(token_scores_by_blocks_are_the_eager_ones) {
-  for (const auto type : {torch::kDouble, torch::kFloat}) {
-    torch::manual_seed(20261207);
-    const auto options = torch::TensorOptions().dtype(type);
-    const double tolerance = type == torch::kDouble ? 1e-12 : 1e-5;
-    const auto logits = 3 * torch::randn({2, 6, 7}, options);
-    const auto targets = torch::randint(0, 7, {2, 5});
-    const auto temperature = torch::rand({2, 5, 1}, options) + 0.5;
-    const auto d_logprobs = torch::randn({2, 5}, options), d_entropy = torch::randn({2, 5}, options);
-    const auto eager = [&](const torch::Tensor& x) {
-      const auto logp_all = torch::log_softmax(x.narrow(1, 0, 5) / temperature, -1);
-      return std::pair{logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(logp_all.exp() * logp_all).sum(-1)};
-    };
-    for (const std::int64_t per_block : {std::int64_t{14}, std::int64_t{28}, std::int64_t{1} << 24})
-      for (const auto& [with_logprobs, with_entropy] : {std::pair{true, true}, {true, false}, {false, true}}) {
-        BOOST_TEST_CONTEXT(type << ", " << per_block << " logits a block, gradients of log-probs " << with_logprobs
-                                << ", of entropy " << with_entropy) {
-          const auto ours_in = logits.clone().requires_grad_(), theirs_in = logits.clone().requires_grad_();
-          at::Tensor logprobs, entropy;
-          token_scores(ours_in, targets, temperature, logprobs, &entropy, per_block);
-          const auto [eager_logprobs, eager_entropy] = eager(theirs_in);
-          BOOST_TEST((logprobs - eager_logprobs).abs().max().item<double>() < tolerance);
-          BOOST_TEST((entropy - eager_entropy).abs().max().item<double>() < tolerance);
-          const auto objective = [&](const torch::Tensor& lp, const torch::Tensor& h) {
-            return (with_logprobs ? (lp * d_logprobs).sum() : torch::zeros({}, options)) +
-                   (with_entropy ? (h * d_entropy).sum() : torch::zeros({}, options));
-          };
-          objective(logprobs, entropy).backward();
-          objective(eager_logprobs, eager_entropy).backward();
-          BOOST_TEST((ours_in.grad() - theirs_in.grad()).abs().max().item<double>() < tolerance);
-          BOOST_TEST(theirs_in.grad().narrow(1, 0, 5).abs().max().item<double>() > 1e-3);
-          BOOST_TEST(ours_in.grad().select(1, 5).abs().max().item<double>() == 0);
-        }
-      }
-  }
-  // Without entropy, none; the temperature of another type, or one that takes gradients, is refused.
-  const auto logits = torch::randn({1, 3, 4}).requires_grad_();
-  const auto targets = torch::zeros({1, 2}, torch::kLong);
-  at::Tensor logprobs;
-  BOOST_CHECK_NO_THROW(token_scores(logits.detach(), targets, torch::ones({1, 2, 1}), logprobs, nullptr));
-  BOOST_TEST((logprobs.sizes() == torch::IntArrayRef{1, 2}));
-  BOOST_CHECK_THROW(token_scores(logits, targets, torch::ones({1, 2, 1}, torch::kDouble), logprobs, nullptr),
-                    std::invalid_argument);
-  BOOST_CHECK_THROW(token_scores(logits, targets, torch::ones({1, 2, 1}).requires_grad_(), logprobs, nullptr),
-                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

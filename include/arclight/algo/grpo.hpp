@@ -29,23 +29,13 @@ struct LossTerms {
 };
 
 // The loss to minimize, averaged over action tokens.
-// logits [B, T, V] from the policy on tokens [B, T] (int64); the others [B, T] float,
-// aligned with tokens: position i holds the values for token i, predicted at i - 1.
-// temperatures: the sampling temperature of each token, at which its behaviour log-prob was taken; the policy's and
-// the reference's log-probs are taken at it too (logits / temperature), so that their ratio compares like with like.
-// reference_logits may be undefined when kl_coef is 0.
-at::Tensor grpo_loss(const at::Tensor& logits, const at::Tensor& tokens, const at::Tensor& action_mask,
-                     const at::Tensor& behaviour_logprobs, const at::Tensor& temperatures, const at::Tensor& advantages,
-                     const at::Tensor& reference_logits, const LossConfig& config, LossTerms* terms);
-
-// Each token's log-prob of its target and the entropy of its distribution under logits / temperature: targets [B, T]
-// int64, logits [B, T + k, V] (position i's predicts target i; those past T are not read, and their gradient is
-// zero), temperature [B, T, 1] of the logits' type -> logprobs and, where `entropy` is given, entropy [B, T]. A block
-// of positions at a time (at most logits_per_block logits, by default 16 MiB of float32; one position of every row at
-// least): the forward makes no [B, T, V] tensor, and where the logits take gradients the backward recomputes each
-// block's log-softmax instead of keeping it (the logits' gradient is its only tensor of that size). Throws
-// std::invalid_argument on mismatched types, a temperature that takes gradients, or too few logits.
-void token_scores(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& temperature,
-                  at::Tensor& logprobs, at::Tensor* entropy, std::int64_t logits_per_block = std::int64_t{1} << 22);
+// logprobs and entropy [B, T - 1]: the policy's log-prob of tokens 1..T-1 of each sequence and its entropy where they
+// were drawn (model::Policy::token_logprobs, at each token's sampling temperature: the temperature at which its
+// behaviour log-prob was taken, so that their ratio compares like with like); reference_logprobs the same of the
+// frozen reference, undefined when kl_coef is 0. action_mask, behaviour_logprobs and advantages [B, T] float, aligned
+// with the tokens: position i holds token i's values (position 0's are not read).
+at::Tensor grpo_loss(const at::Tensor& logprobs, const at::Tensor& entropy, const at::Tensor& reference_logprobs,
+                     const at::Tensor& action_mask, const at::Tensor& behaviour_logprobs, const at::Tensor& advantages,
+                     const LossConfig& config, LossTerms* terms);
 
 }  // namespace arclight::algo

@@ -81,6 +81,13 @@ class Policy {
 
   // Logits [batch, length, vocab] for int64 tokens [batch, length] (a full forward, with autograd).
   at::Tensor logits(const at::Tensor& tokens) const;
+  // What training reads of the logits, without them: for int64 tokens [batch, length] and float32 temperatures
+  // [batch, length] (token i's, at which its log-prob is taken), each token's log-prob after the first, under the
+  // logits before it divided by its temperature -> [batch, length - 1] float32, and each of those positions' entropy
+  // where `entropy` is given. With autograd; the head runs a block of positions at a time, so no [batch, length, vocab]
+  // tensor is made or kept (src/model/head_scores.hpp).
+  at::Tensor token_logprobs(const at::Tensor& tokens, const at::Tensor& temperatures,
+                            at::Tensor* entropy = nullptr) const;
   std::vector<at::Tensor> parameters() const;
   // Their names, transformers' ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", ...), in the
   // same order.
