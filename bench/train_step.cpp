@@ -1,8 +1,9 @@
 // One training step (forward, GRPO loss, backward, gradient all-reduce, clip, AdamW) on
 // 2 MPI ranks, the same model and batch as bench/ddp_train.py runs under PyTorch DDP. With a
 // Hugging Face model directory, a CUDA device and a compute type, one rank trains that model
-// there instead, as bench/train_step_hf.py does with transformers (scripts/gpu_check.sh).
-//   bench_train_step [BATCH LENGTH STEPS [HF_DIR DEVICE DTYPE]]
+// there instead, as bench/train_step_hf.py does with transformers (scripts/gpu_check.sh); `recompute` after them
+// turns model.gradient_checkpointing on.
+//   bench_train_step [BATCH LENGTH STEPS [HF_DIR DEVICE DTYPE [recompute]]]
 #include <mpi.h>
 #include <torch/cuda.h>
 
@@ -27,9 +28,12 @@ int main(int argc, char** argv) {
   const int length = argc > 2 ? std::atoi(argv[2]) : 17;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 10;
   const bool hf = argc > 4;
-  if ((hf && argc != 7) || (hf && std::string(argv[6]) != "float32" && std::string(argv[6]) != "bfloat16")) {
+  const bool recompute = argc == 8 && std::string(argv[7]) == "recompute";
+  if ((hf && argc != 7 && !recompute) ||
+      (hf && std::string(argv[6]) != "float32" && std::string(argv[6]) != "bfloat16")) {
     if (rank == 0)
-      std::fprintf(stderr, "usage: bench_train_step [BATCH LENGTH STEPS [HF_DIR DEVICE float32|bfloat16]]\n");
+      std::fprintf(stderr,
+                   "usage: bench_train_step [BATCH LENGTH STEPS [HF_DIR DEVICE float32|bfloat16 [recompute]]]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int device = hf ? std::atoi(argv[5]) : -1;
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
     mc.source = ModelSource::hf;
     mc.path = argv[4];
     mc.dtype = std::string(argv[6]) == "bfloat16" ? ComputeType::bfloat16 : ComputeType::float32;
+    mc.gradient_checkpointing = recompute;
   }
   model::Policy policy(mc, hf ? 0 : 35, 1);
   policy.place_on(device);

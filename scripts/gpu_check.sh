@@ -395,14 +395,19 @@ ours_step=$(limited 150 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen
 show "$work/step_ours.txt" 4
 torch_step=$(limited 150 python3 "$root/bench/train_step_hf.py" "$gen" 8 256 5 bfloat16 2>"$work/step_torch.txt" | tail -1)
 show "$work/step_torch.txt" 4
-echo "arclight ${ours_step:-failed} s, PyTorch ${torch_step:-failed} s a step"
+# model.gradient_checkpointing: each layer run again in a nested backward, which on CUDA runs on the device's thread
+recompute_step=$(limited 150 mpirun -np 1 "$bin/bench/bench_train_step" 8 256 5 "$gen" 0 bfloat16 recompute \
+  2>"$work/step_recompute.txt" | tail -1)
+show "$work/step_recompute.txt" 4
+echo "arclight ${ours_step:-failed} s (${recompute_step:-failed} s recomputing layers), PyTorch ${torch_step:-failed} s a step"
 training_step=$(python3 -c 'import json,sys
 def number(x):
     try: return float(x)
     except ValueError: return None
-a, b = number(sys.argv[1]), number(sys.argv[2])
-print(json.dumps({"step_s": a, "pytorch_step_s": b, "pytorch_over_ours": b / a if a and b else None}))' \
-  "$ours_step" "$torch_step")
+a, b, c = number(sys.argv[1]), number(sys.argv[2]), number(sys.argv[3])
+print(json.dumps({"step_s": a, "pytorch_step_s": b, "pytorch_over_ours": b / a if a and b else None,
+                  "recompute_step_s": c}))' \
+  "$ours_step" "$torch_step" "$recompute_step")
 record training_step "${training_step:-null}"
 echo "training step stage: $(seconds_since "$start") s"
 

@@ -152,6 +152,8 @@ void bind_model(ConfigBinder& b, Config& c) {
       ->check(positive);
   b.opt("model.lora_targets", c.model.lora_targets, "LoRA: the projections with adapters: q, k, v, o, gate, up, down")
       ->check(CLI::IsMember({"q", "k", "v", "o", "gate", "up", "down"}));
+  b.opt("model.gradient_checkpointing", c.model.gradient_checkpointing,
+        "training keeps each layer's input only and recomputes the layer in the backward");
   b.opt("model.d_model", c.model.d_model, "width of the transformer")->check(positive);
   b.opt("model.n_layers", c.model.n_layers, "transformer blocks")->check(positive);
   b.opt("model.n_heads", c.model.n_heads, "attention heads")->check(positive);

@@ -91,10 +91,11 @@ void Coordinator::check_same_model(const std::string& path, const ckpt::Checkpoi
   compare("d_ff", saved.d_ff, mine.d_ff);
   compare("max_seq", saved.max_seq, mine.max_seq);
   compare("positions", std::string(name_of(saved.positions)), std::string(name_of(mine.positions)));
+  // gradient_checkpointing is not compared: how a step keeps its activations, not the model (a resume may change it).
   // A tripwire, not a rule: a new ModelConfig field changes its size, and must be compared above (the size is
   // libstdc++'s with its C++11 strings; other standard libraries skip it).
 #if defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-  static_assert(sizeof(ModelConfig) == 144, "a new model.* setting: compare it in check_same_model, then update this");
+  static_assert(sizeof(ModelConfig) == 152, "a new model.* setting: compare it in check_same_model, then update this");
 #endif
   if (!differ.empty() || !files.empty())
     throw UsageError(path + " holds another model (" + (differ.empty() ? "" : "saved with " + differ) +

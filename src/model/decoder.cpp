@@ -1,5 +1,8 @@
 #include "decoder.hpp"
 
+#include <torch/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/utils.h>
 
@@ -387,6 +390,52 @@ Head Decoder::head() const {
   return {cast(lm_head_->weight), lm_head_->bias.defined() ? cast(lm_head_->bias) : torch::Tensor(), a_.logit_softcap};
 }
 
+// The layer runs in a graph of its own, freed once its output is taken, and this node stands for it in the model's
+// graph, holding only the layer's input: in the backward it runs the layer again, in a graph again, and back through
+// it (a nested backward, which accumulates into the layer's parameters' gradients as the model's backward would),
+// handing the input's gradient on. The recomputation is the forward's operations on the same tensors: the gradients
+// are the ones a kept graph gives, to the bit.
+class LayerRecompute : public torch::autograd::Node {
+ public:
+  static torch::Tensor forward(std::shared_ptr<Decoder> decoder, std::int64_t layer,
+                               std::shared_ptr<const Decoder::Placement> where, const torch::Tensor& x) {
+    torch::Tensor y = decoder->layer(layer, x.detach(), *where, nullptr).detach();
+    auto node = std::shared_ptr<LayerRecompute>(new LayerRecompute(std::move(decoder), layer, std::move(where), x),
+                                                torch::autograd::deleteNode);
+    node->set_next_edges(torch::autograd::collect_next_edges(x));
+    torch::autograd::set_history(y, node);
+    return y;
+  }
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    if (!decoder_) throw Error("a recomputed layer's backward ran twice (retain_graph is not supported)");
+    if (!grads[0].defined()) return {torch::Tensor()};
+    torch::AutoGradMode in_graph(true);  // the engine runs backward nodes without one
+    const auto x = input_.detach().requires_grad_(input_.requires_grad());
+    const auto y = decoder_->layer(layer_, x, *where_, nullptr);
+    torch::autograd::backward({y}, {grads[0]});
+    const auto dx = x.requires_grad() ? x.grad() : torch::Tensor();
+    release_variables();
+    return {dx};
+  }
+
+  void release_variables() override {
+    decoder_.reset();
+    where_.reset();
+    input_ = torch::Tensor();
+  }
+
+ private:
+  LayerRecompute(std::shared_ptr<Decoder> decoder, std::int64_t layer, std::shared_ptr<const Decoder::Placement> where,
+                 torch::Tensor input)
+      : decoder_(std::move(decoder)), layer_(layer), where_(std::move(where)), input_(std::move(input)) {}
+
+  std::shared_ptr<Decoder> decoder_;
+  std::int64_t layer_;
+  std::shared_ptr<const Decoder::Placement> where_;
+  torch::Tensor input_;
+};
+
 torch::Tensor Decoder::body(const torch::Tensor& tokens, const Placement& where, KvCache* cache) {
   if (cache && where.end > cache->capacity)
     throw Error(log::concat("a sequence of ", where.end, " tokens overflows its KV cache"));
@@ -394,20 +443,34 @@ torch::Tensor Decoder::body(const torch::Tensor& tokens, const Placement& where,
   if (model_->embed_positions) x = x + torch::embedding(cast(model_->embed_positions->weight), where.positions);
   if (a_.scaled_embeddings)  // sqrt(hidden) in float32 then the compute type, as transformers' Gemmas round it
     x = x * torch::scalar_tensor(static_cast<float>(std::sqrt(double(a_.hidden_size)))).to(x.options());
-  for (std::size_t l = 0; l < model_->layers.size(); ++l) {
-    Layer& layer = *model_->layers[l];
-    const auto attended =
-        attend(*layer.self_attn, normalize(*layer.input_layernorm, x), where, static_cast<std::int64_t>(l), cache);
-    if (!a_.sandwich_norms) {
-      x = x + attended;
-      x = x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
+  std::shared_ptr<const Placement> kept;  // the recomputing layers' copy, made for the first
+  for (std::int64_t l = 0; l < static_cast<std::int64_t>(model_->layers.size()); ++l) {
+    if (!recompute_layers_ || cache || !torch::GradMode::is_enabled() || !(x.requires_grad() || trains(l))) {
+      x = layer(l, x, where, cache);
       continue;
     }
-    x = x + normalize(*layer.post_attention_layernorm, attended);
-    x = x + normalize(*layer.post_feedforward_layernorm,
-                      feed_forward(*layer.mlp, normalize(*layer.pre_feedforward_layernorm, x)));
+    if (!kept) kept = std::make_shared<const Placement>(where);
+    x = LayerRecompute::forward(std::static_pointer_cast<Decoder>(shared_from_this()), l, kept, x);
   }
   return x;
+}
+
+torch::Tensor Decoder::layer(std::int64_t l, torch::Tensor x, const Placement& where, KvCache* cache) {
+  Layer& layer = *model_->layers[l];
+  const auto attended = attend(*layer.self_attn, normalize(*layer.input_layernorm, x), where, l, cache);
+  if (!a_.sandwich_norms) {
+    x = x + attended;
+    return x + feed_forward(*layer.mlp, normalize(*layer.post_attention_layernorm, x));
+  }
+  x = x + normalize(*layer.post_attention_layernorm, attended);
+  return x + normalize(*layer.post_feedforward_layernorm,
+                       feed_forward(*layer.mlp, normalize(*layer.pre_feedforward_layernorm, x)));
+}
+
+bool Decoder::trains(std::int64_t l) const {
+  for (const auto& p : model_->layers[l]->parameters())
+    if (p.requires_grad()) return true;
+  return false;
 }
 
 torch::Tensor Decoder::cast(const torch::Tensor& parameter) const {

@@ -83,6 +83,8 @@ struct Body : torch::nn::Module {
   std::shared_ptr<Norm> norm;
 };
 
+class LayerRecompute;
+
 class Decoder : public torch::nn::Module {
  public:
   Decoder(const Architecture& architecture, torch::ScalarType compute_type, const LoraSpec& lora = {});
@@ -122,6 +124,11 @@ class Decoder : public torch::nn::Module {
   void move_to(const torch::Device& device);
   torch::Device device() const { return cos_table_.device(); }
 
+  // Training keeps each layer's input only and runs the layer again in the backward (gradient checkpointing, as
+  // transformers' gradient_checkpointing_enable): a layer's activations exist one layer at a time, for one more
+  // forward of the layers. Not with a cache, nor where nothing in a layer takes gradients.
+  void recompute_layers(bool on) { recompute_layers_ = on; }
+
   const Architecture& architecture() const { return a_; }
   torch::ScalarType compute_type() const { return compute_; }
 
@@ -149,6 +156,9 @@ class Decoder : public torch::nn::Module {
                     const torch::Tensor* at = nullptr);
   // The layers' output [B, T, hidden], before the final norm.
   torch::Tensor body(const torch::Tensor& tokens, const Placement& where, KvCache* cache);
+  torch::Tensor layer(std::int64_t l, torch::Tensor x, const Placement& where, KvCache* cache);
+  bool trains(std::int64_t l) const;  // whether a parameter of layer l takes gradients
+  friend class LayerRecompute;        // runs `layer` again in the backward (decoder.cpp)
   Head head() const;
   torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) const;
   torch::Tensor attend(Attention& attn, const torch::Tensor& x, const Placement& where, std::int64_t layer,
@@ -159,6 +169,7 @@ class Decoder : public torch::nn::Module {
   torch::ScalarType compute_;
   LoraSpec lora_;
   std::shared_ptr<Body> model_;
+  bool recompute_layers_ = false;
   std::shared_ptr<Projection> lm_head_;              // none when tied to the embedding
   torch::Tensor cos_table_, sin_table_;              // [max_seq, head_dim / 2], float32
   torch::Tensor local_cos_table_, local_sin_table_;  // the sliding layers' own (local_rope_theta), where they have one

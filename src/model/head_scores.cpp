@@ -26,7 +26,8 @@ std::vector<std::pair<std::int64_t, std::int64_t>> blocks_of(const torch::Tensor
 // One block's logits, as the decoder's head makes them: the product (and bias) in the compute type, capped where the
 // head caps them; `bent` takes tanh(logits / cap), the cap's derivative, for the backward.
 torch::Tensor block_logits(const Head& head, const torch::Tensor& hidden, torch::Tensor* bent = nullptr) {
-  auto logits = head.bias.defined() ? torch::linear(hidden, head.weight, head.bias) : torch::linear(hidden, head.weight);
+  auto logits =
+      head.bias.defined() ? torch::linear(hidden, head.weight, head.bias) : torch::linear(hidden, head.weight);
   if (!head.softcap) return logits;
   auto t = torch::tanh(logits / *head.softcap);
   logits = t * *head.softcap;
@@ -58,10 +59,11 @@ std::pair<torch::Tensor, torch::Tensor> scores_by_block(const Head& head, const 
 }
 
 // The same with a backward that keeps only its inputs and recomputes each block's logits and log-softmax: the
-// log-probs' gradient a one-hot at the targets, the entropy's -p (log p + 1) (H = -sum p log p), through
-// log_softmax's, the cap's and the product's derivatives with autograd's own operations in its order (float32 for the
-// softmax, the compute type elsewhere). The weight's and bias's gradients are summed over blocks in float32; those of
-// an input that needs none (a frozen head under LoRA) are not computed.
+// log-probs' gradient a one-hot at the targets, the entropy's -p (log p + 1) (H = -sum p log p), then log_softmax's,
+// the temperature's, the cap's and the product's derivatives as autograd's own operations take them (float32 for the
+// softmax, the compute type elsewhere). The weight's and bias's gradients are summed over blocks in float32 (each
+// block's product rounded to the compute type first, as eager's one product is); those of an input that needs none
+// (a frozen head under LoRA) are not computed.
 class HeadScores : public torch::autograd::Function<HeadScores> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
@@ -104,7 +106,8 @@ class HeadScores : public torch::autograd::Function<HeadScores> {
         const auto p = logp_all.exp();
         d_logp_all = d_logp_all - d_entropy.narrow(1, first, count).unsqueeze(-1) * p * (logp_all + 1);
       }
-      auto d_logits = (at::_log_softmax_backward_data(d_logp_all, logp_all, -1, logp_all.scalar_type()) / temp).to(type);
+      auto d_logits =
+          (at::_log_softmax_backward_data(d_logp_all, logp_all, -1, logp_all.scalar_type()) / temp).to(type);
       if (head.softcap) d_logits = at::tanh_backward(d_logits * *head.softcap, bent) / *head.softcap;
       if (want_hidden) d_hidden.narrow(1, first, count).copy_(torch::matmul(d_logits, head.weight));
       const auto rows = d_logits.reshape({-1, d_logits.size(-1)});
@@ -138,18 +141,16 @@ torch::Tensor head_scores(const Head& head, const torch::Tensor& hidden, const t
     throw std::invalid_argument(
         "head_scores: a temperature of the scores' type without gradient, hidden states of the head's type for every "
         "target");
-  const bool with_gradient = torch::GradMode::is_enabled() &&
-                             (hidden.requires_grad() || head.weight.requires_grad() ||
-                              (head.bias.defined() && head.bias.requires_grad()));
+  const bool with_gradient = torch::GradMode::is_enabled() && (hidden.requires_grad() || head.weight.requires_grad() ||
+                                                               (head.bias.defined() && head.bias.requires_grad()));
   if (with_gradient) {
     const auto bias = head.bias.defined() ? head.bias : torch::empty({0}, head.weight.options());
-    const auto out = HeadScores::apply(hidden, head.weight, bias, targets, temperature,
-                                       head.softcap.value_or(0.0), logits_per_block);
+    const auto out = HeadScores::apply(hidden, head.weight, bias, targets, temperature, head.softcap.value_or(0.0),
+                                       logits_per_block);
     if (entropy) *entropy = out[1];
     return out[0];
   }
-  auto [logprobs, figures] =
-      scores_by_block(head, hidden, targets, temperature, logits_per_block, entropy != nullptr);
+  auto [logprobs, figures] = scores_by_block(head, hidden, targets, temperature, logits_per_block, entropy != nullptr);
   if (entropy) *entropy = figures;
   return logprobs;
 }

@@ -77,6 +77,7 @@ std::uint32_t load_hf_weights(Decoder& decoder, const HfWeights& weights, bool c
 struct Policy::Impl {
   Impl(const ModelConfig& c, const Architecture& a)
       : config(c), decoder(std::make_shared<Decoder>(a, scalar_type_of(c.dtype), lora_of(c))) {
+    decoder->recompute_layers(c.gradient_checkpointing);
     for (auto& [name, tensor] : decoder->trainable()) {
       names.push_back(name);
       trainable.push_back(tensor);

@@ -133,6 +133,9 @@ struct ModelConfig {
   int lora_rank = 0;
   double lora_alpha = 16;
   std::vector<std::string> lora_targets{"q", "k", "v", "o"};
+  // Training keeps each layer's input only and runs the layer again in its backward: a layer's activations exist one
+  // layer at a time, for a third more compute (transformers' gradient checkpointing).
+  bool gradient_checkpointing = false;
   int d_model = 64;
   int n_layers = 2;
   int n_heads = 4;
