@@ -6,6 +6,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -102,11 +103,11 @@ struct Trainer::Impl {
     }
   }
 
-  // Pads a micro-batch to its longest sequence; padding is never an action.
-  void tensors(const std::vector<Sample>& shard, std::size_t begin, std::size_t end, MicroBatch& in) {
+  // Pads a micro-batch (samples of the shard) to its longest sequence; padding is never an action.
+  void tensors(const std::vector<Sample>& shard, const std::vector<std::size_t>& samples, MicroBatch& in) {
     std::size_t length = 0;
-    for (std::size_t i = begin; i < end; ++i) length = std::max(length, shard[i].tokens.size());
-    const auto rows = static_cast<std::int64_t>(end - begin), cols = static_cast<std::int64_t>(length);
+    for (std::size_t i : samples) length = std::max(length, shard[i].tokens.size());
+    const auto rows = static_cast<std::int64_t>(samples.size()), cols = static_cast<std::int64_t>(length);
     in.tokens = torch::zeros({rows, cols}, torch::kLong);
     in.action_mask = torch::zeros({rows, cols});
     in.behaviour_logprobs = torch::zeros({rows, cols});
@@ -117,16 +118,16 @@ struct Trainer::Impl {
     auto lp = in.behaviour_logprobs.accessor<float, 2>();
     auto temperature = in.temperatures.accessor<float, 2>();
     auto adv = in.advantages.accessor<float, 2>();
-    for (std::size_t i = begin; i < end; ++i) {
-      const Sample& s = shard[i];
+    for (std::size_t row = 0; row < samples.size(); ++row) {
+      const Sample& s = shard[samples[row]];
       const std::size_t n = s.tokens.size();
       if (!s.sizes_agree()) throw Error("trainer: a sample's per-token vectors differ in length");
       for (std::size_t t = 0; t < n; ++t) {
-        tok[i - begin][t] = s.tokens[t];
-        m[i - begin][t] = s.action_mask[t];
-        lp[i - begin][t] = s.behaviour_logprobs[t];
-        temperature[i - begin][t] = s.temperatures[t];
-        adv[i - begin][t] = s.advantages[t];
+        tok[row][t] = s.tokens[t];
+        m[row][t] = s.action_mask[t];
+        lp[row][t] = s.behaviour_logprobs[t];
+        temperature[row][t] = s.temperatures[t];
+        adv[row][t] = s.advantages[t];
       }
     }
     if (policy.device() >= 0) {  // filled on the host, computed on the policy's device
@@ -152,9 +153,30 @@ struct Trainer::Impl {
   const std::vector<Sample> placeholder{Sample{{0, 0}, {0, 0}, {0.f, 0.f}, {1.f, 1.f}, {0.f, 0.f}, 0}};
 };
 
+std::vector<std::vector<std::size_t>> micro_batches(const std::vector<Sample>& shard, const GrpoConfig& config) {
+  const auto rows = static_cast<std::size_t>(config.micro_batch),
+             tokens = static_cast<std::size_t>(config.micro_batch_tokens);
+  const auto length = [&](std::size_t i) { return shard[i].tokens.size(); };
+  std::vector<std::size_t> order(shard.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  if (tokens > 0) std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return length(a) > length(b); });
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t i : order) {
+    // Longest first: a micro-batch's first sample is its longest, and so its padded length.
+    const bool fits = !out.empty() && out.back().size() < rows &&
+                      (tokens == 0 || (out.back().size() + 1) * length(out.back().front()) <= tokens);
+    if (fits)
+      out.back().push_back(i);
+    else
+      out.push_back({i});
+  }
+  return out;
+}
+
 Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
     : impl_(std::make_unique<Impl>(policy, config, reducer)) {
   if (config.micro_batch < 1) throw UsageError("grpo.micro_batch must be at least 1");
+  if (config.micro_batch_tokens < 0) throw UsageError("grpo.micro_batch_tokens must be 0 (none) or more");
 }
 
 Trainer::~Trainer() = default;
@@ -188,11 +210,10 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
   const std::vector<Sample>& batch = shard.empty() ? m.placeholder : shard;
   m.policy.zero_gradients();
   const double total = total_action_tokens;
-  const std::size_t micro = static_cast<std::size_t>(m.config.micro_batch);
-  for (std::size_t begin = 0; begin < batch.size(); begin += micro) {
-    const std::size_t end = std::min(batch.size(), begin + micro);
+  const std::vector<std::vector<std::size_t>> micro = micro_batches(batch, m.config);
+  for (std::size_t k = 0; k < micro.size(); ++k) {
     MicroBatch in;
-    m.tensors(batch, begin, end, in);
+    m.tensors(batch, micro[k], in);
     torch::Tensor reference_logprobs, entropy;
     if (m.reference) {
       torch::NoGradGuard no_grad;
@@ -204,7 +225,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
                           m.loss_config, &terms);
     // The loss is a mean over this micro-batch's action tokens; weigh it by its share of all of them.
     const double weight = terms.action_tokens / total;
-    const bool last = end == batch.size();
+    const bool last = k + 1 == micro.size();
     if (last && m.reducer) {
       m.reducer->begin(select(m.policy.gradient_buffers(), m.trainable));
       m.armed = m.reducer;

@@ -409,11 +409,14 @@ class LayerRecompute : public torch::autograd::Node {
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     if (!decoder_) throw Error("a recomputed layer's backward ran twice (retain_graph is not supported)");
-    if (!grads[0].defined()) return {torch::Tensor()};
-    torch::AutoGradMode in_graph(true);  // the engine runs backward nodes without one
+    // The engine runs a node in grad mode only for create_graph, whose graph of the gradients this node cannot make.
+    if (torch::GradMode::is_enabled()) throw Error("a recomputed layer's backward cannot make a graph (create_graph)");
+    torch::AutoGradMode in_graph(true);
     const auto x = input_.detach().requires_grad_(input_.requires_grad());
     const auto y = decoder_->layer(layer_, x, *where_, nullptr);
-    torch::autograd::backward({y}, {grads[0]});
+    // No gradient reached the layer: zeros, so that its parameters' accumulators run (and the reducer's hooks fire)
+    // as they would in a kept graph.
+    torch::autograd::backward({y}, {grads[0].defined() ? grads[0] : torch::zeros_like(y)});
     const auto dx = x.requires_grad() ? x.grad() : torch::Tensor();
     release_variables();
     return {dx};

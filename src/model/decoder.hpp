@@ -126,7 +126,7 @@ class Decoder : public torch::nn::Module {
 
   // Training keeps each layer's input only and runs the layer again in the backward (gradient checkpointing, as
   // transformers' gradient_checkpointing_enable): a layer's activations exist one layer at a time, for one more
-  // forward of the layers. Not with a cache, nor where nothing in a layer takes gradients.
+  // forward of the layers. Not with a cache, nor for a layer where neither its parameters nor its input take gradients.
   void recompute_layers(bool on) { recompute_layers_ = on; }
 
   const Architecture& architecture() const { return a_; }

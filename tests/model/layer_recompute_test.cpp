@@ -57,12 +57,18 @@ Gradients gradients(const ModelConfig& config, const std::function<void(Policy&)
   const auto temperatures = torch::rand({2, 12}) + 0.5;
   const auto d_logprobs = torch::randn({2, 11}), d_entropy = torch::randn({2, 11});
   policy.zero_gradients();
+  std::vector<const float*> views;  // the flat buffer's: the nested backward accumulates into them in place
+  for (const FloatBuffer& g : policy.gradient_buffers()) views.push_back(g.data);
   torch::Tensor entropy;
   const auto logprobs = policy.token_logprobs(tokens, temperatures, &entropy);
   Gradients out;
   out.recomputing_nodes = recomputing_nodes(logprobs);
   ((logprobs * d_logprobs).sum() + (entropy * d_entropy).sum()).backward();
-  for (const FloatBuffer& g : policy.gradient_buffers()) out.values.insert(out.values.end(), g.data, g.data + g.size);
+  const std::vector<FloatBuffer> after = policy.gradient_buffers();
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    BOOST_TEST((after[i].data == views[i]));
+    out.values.insert(out.values.end(), after[i].data, after[i].data + after[i].size);
+  }
   return out;
 }
 

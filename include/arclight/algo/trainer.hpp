@@ -29,6 +29,11 @@ struct OptimizerState {
   std::vector<std::int64_t> steps;
 };
 
+// The micro-batches a trainer runs a shard in, as indices into it: at most grpo.micro_batch sequences each and, with
+// grpo.micro_batch_tokens, at most that many padded tokens (rows x the longest; one sequence at least), the samples
+// longest first. Without a token budget, the shard's own order in runs of micro_batch.
+std::vector<std::vector<std::size_t>> micro_batches(const std::vector<Sample>& shard, const GrpoConfig& config);
+
 class Trainer {
  public:
   // reducer may be null for a single trainer.

@@ -1,0 +1,108 @@
+// How a trainer runs a batch: its micro-batches (grpo.micro_batch, grpo.micro_batch_tokens), which change what one
+// forward holds and not the step, and the KL to the reference.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "arclight/algo/trainer.hpp"
+#include "trainer_fixtures.hpp"
+
+using namespace arclight;
+
+namespace {
+std::size_t padded_tokens(const std::vector<algo::Sample>& batch, const std::vector<std::size_t>& micro) {
+  std::size_t longest = 0;
+  for (std::size_t i : micro) longest = std::max(longest, batch[i].tokens.size());
+  return longest * micro.size();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(trainer_batches)
+
+// Without a token budget, runs of micro_batch in the batch's order; with one, longest first, each micro-batch within
+// it (one sample that alone exceeds it by itself), every sample once.
+BOOST_AUTO_TEST_CASE(micro_batches_hold_every_sample_once_within_the_token_budget) {
+  const auto batch = make_batch(13, 11, 0);  // lengths 4 to 8
+  GrpoConfig gc;
+  gc.micro_batch = 4;
+  const auto runs = algo::micro_batches(batch, gc);
+  BOOST_TEST(runs.size() == 4u);
+  BOOST_TEST(runs[0] == (std::vector<std::size_t>{0, 1, 2, 3}));
+  BOOST_TEST(runs[3] == (std::vector<std::size_t>{12}));
+  for (const int budget : {3, 16, 20, 33, 1000}) {
+    BOOST_TEST_CONTEXT("micro_batch_tokens " << budget) {
+      gc.micro_batch_tokens = budget;
+      const auto micro = algo::micro_batches(batch, gc);
+      std::vector<std::size_t> seen;
+      std::size_t previous_length = 1000;
+      for (const auto& m : micro) {
+        BOOST_TEST(!m.empty());
+        BOOST_TEST(m.size() <= 4u);
+        BOOST_TEST((m.size() == 1 || padded_tokens(batch, m) <= std::size_t(budget)));
+        for (std::size_t i : m) {
+          BOOST_TEST(batch[i].tokens.size() <= previous_length);  // longest first
+          previous_length = batch[i].tokens.size();
+          seen.push_back(i);
+        }
+      }
+      std::sort(seen.begin(), seen.end());
+      std::vector<std::size_t> all(batch.size());
+      for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+      BOOST_TEST(seen == all);
+      if (budget == 3) BOOST_TEST(micro.size() == batch.size());  // every sample longer than it: one a micro-batch
+      if (budget == 1000) BOOST_TEST(micro.size() == 4u);         // micro_batch still bounds the rows
+    }
+  }
+}
+
+// The step is the same however the batch is cut: one micro-batch of all, or a token budget's several (the summed
+// gradient to float32's rounding; the parameters after AdamW follow it, but a gradient near zero moves its parameter
+// by up to lr either way, so it is the gradient that is compared).
+BOOST_AUTO_TEST_CASE(a_token_budget_takes_the_step_one_micro_batch_takes) {
+  const int vocab = 11;
+  const auto batch = make_batch(13, vocab, 2);
+  const auto train = [&](int micro_batch_tokens) {
+    GrpoConfig gc;
+    gc.micro_batch_tokens = micro_batch_tokens;
+    BOOST_TEST(algo::micro_batches(batch, gc).size() == (micro_batch_tokens == 0 ? 1u : 5u));
+    model::Policy policy(trainer_test_model(), vocab, 5);
+    algo::Trainer trainer(policy, gc, nullptr);
+    const algo::TrainStats stats = trainer.step(batch, algo::action_tokens(batch));
+    std::vector<float> gradient;
+    for (const FloatBuffer& g : policy.gradient_buffers()) gradient.insert(gradient.end(), g.data, g.data + g.size);
+    return std::pair{gradient, stats};
+  };
+  const auto [whole, whole_stats] = train(0);
+  const auto [cut, cut_stats] = train(20);
+  double largest = 0, difference = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    largest = std::max(largest, double(std::abs(whole[i])));
+    difference = std::max(difference, double(std::abs(whole[i] - cut[i])));
+  }
+  BOOST_TEST(largest > 1e-2);
+  BOOST_TEST(difference < 1e-6);
+  BOOST_TEST(cut_stats.loss == whole_stats.loss, boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(cut_stats.grad_norm == whole_stats.grad_norm, boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(cut_stats.action_tokens == whole_stats.action_tokens);
+}
+
+// grpo.kl_coef > 0: a frozen copy of the starting policy is the reference, whose log-probs (Policy::token_logprobs
+// without gradients) are the policy's at the first step (a KL of 0) and not once it has moved; the loss holds the term.
+BOOST_AUTO_TEST_CASE(the_kl_to_the_reference_is_zero_until_the_policy_moves) {
+  GrpoConfig gc;
+  gc.kl_coef = 0.5;
+  gc.lr = 1e-2;
+  const int vocab = 11;
+  model::Policy policy(trainer_test_model(), vocab, 5);
+  algo::Trainer trainer(policy, gc, nullptr);
+  const auto batch = make_batch(13, vocab, 0);
+  const algo::TrainStats first = trainer.step(batch, algo::action_tokens(batch));
+  BOOST_TEST(first.kl == 0.0);
+  const algo::TrainStats second = trainer.step(batch, algo::action_tokens(batch));
+  BOOST_TEST(second.kl > 1e-6);
+  BOOST_TEST(second.loss == second.policy_loss + gc.kl_coef * second.kl, boost::test_tools::tolerance(1e-4));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
