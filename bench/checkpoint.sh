@@ -50,9 +50,6 @@ done | best)
 # The write as training does it: rank 0 and two trainers, one file, parallel HDF5 (MPI-IO).
 parallel_s=$(mpirun --oversubscribe --allow-run-as-root -np 3 "$root/build/bench/bench_checkpoint" --parallel \
   "$dir/parallel" "$params" "$rounds")
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
-fi
 torch_s=$(/usr/bin/python3 - "$dir/torch" "$params" "$rounds" <<'PY'
 import os, sys, time, torch
 path, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

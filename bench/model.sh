@@ -7,10 +7,6 @@
 set -euo pipefail
 root=$1
 batch=${BATCH:-8}; prompt=${PROMPT:-32}; new=${NEW_TOKENS:-64}; threads=${THREADS:-1}; rounds=${ROUNDS:-2}
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "installing Debian's python3-torch for the baseline" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
-fi
 # Both sides on the same threads: LibTorch's pool and OpenBLAS's own (Debian's torch reaches OpenBLAS through
 # libblas.so.3, so torch.set_num_threads leaves OpenBLAS's pool at one thread per core: half the speed here).
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads

@@ -4,10 +4,6 @@
 set -euo pipefail
 root=$1
 batch=${BATCH:-512}; length=${LENGTH:-17}; steps=${STEPS:-10}
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  echo "installing Debian's python3-torch for the baseline" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
-fi
 cmake --build "$root/build" --target bench_train_step -j"$(nproc)" >/dev/null
 flags=(--oversubscribe)
 [ "$(id -u)" -ne 0 ] || flags+=(--allow-run-as-root)
