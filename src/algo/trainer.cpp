@@ -154,17 +154,20 @@ struct Trainer::Impl {
 };
 
 std::vector<std::vector<std::size_t>> micro_batches(const std::vector<Sample>& shard, const GrpoConfig& config) {
+  if (config.micro_batch < 1) throw UsageError("grpo.micro_batch must be at least 1");
+  if (config.micro_batch_tokens < 0) throw UsageError("grpo.micro_batch_tokens must be 0 (none) or more");
   const auto rows = static_cast<std::size_t>(config.micro_batch),
              tokens = static_cast<std::size_t>(config.micro_batch_tokens);
   const auto length = [&](std::size_t i) { return shard[i].tokens.size(); };
   std::vector<std::size_t> order(shard.size());
   std::iota(order.begin(), order.end(), std::size_t(0));
-  if (tokens > 0) std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return length(a) > length(b); });
+  // Shortest first: the last micro-batch, whose backward the gradients' all-reduce overlaps, holds the longest.
+  if (tokens > 0) std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return length(a) < length(b); });
   std::vector<std::vector<std::size_t>> out;
   for (std::size_t i : order) {
-    // Longest first: a micro-batch's first sample is its longest, and so its padded length.
-    const bool fits = !out.empty() && out.back().size() < rows &&
-                      (tokens == 0 || (out.back().size() + 1) * length(out.back().front()) <= tokens);
+    // In that order each sample is the longest of its micro-batch so far: it sets the padded length.
+    const bool fits =
+        !out.empty() && out.back().size() < rows && (tokens == 0 || (out.back().size() + 1) * length(i) <= tokens);
     if (fits)
       out.back().push_back(i);
     else
@@ -175,8 +178,7 @@ std::vector<std::vector<std::size_t>> micro_batches(const std::vector<Sample>& s
 
 Trainer::Trainer(model::Policy& policy, const GrpoConfig& config, GradientReducer* reducer)
     : impl_(std::make_unique<Impl>(policy, config, reducer)) {
-  if (config.micro_batch < 1) throw UsageError("grpo.micro_batch must be at least 1");
-  if (config.micro_batch_tokens < 0) throw UsageError("grpo.micro_batch_tokens must be 0 (none) or more");
+  micro_batches({}, config);  // refuses a micro-batch of no sequences or a negative budget
 }
 
 Trainer::~Trainer() = default;
@@ -239,6 +241,7 @@ TrainStats Trainer::epoch_step(const std::vector<Sample>& shard, double total_ac
     stats.clip_fraction += terms.clip_fraction * weight;
     stats.clip_fraction_lower += terms.clip_fraction_lower * weight;
     stats.action_tokens += terms.action_tokens;
+    ++stats.micro_batches;
   }
   if (m.reducer) m.reducer->finish();
   const std::vector<torch::Tensor> trainable = select(m.policy.parameters(), m.trainable);

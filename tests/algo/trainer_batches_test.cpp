@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "arclight/algo/trainer.hpp"
+#include "arclight/core/error.hpp"
 #include "trainer_fixtures.hpp"
 
 using namespace arclight;
@@ -21,28 +22,32 @@ std::size_t padded_tokens(const std::vector<algo::Sample>& batch, const std::vec
 
 BOOST_AUTO_TEST_SUITE(trainer_batches)
 
-// Without a token budget, runs of micro_batch in the batch's order; with one, longest first, each micro-batch within
-// it (one sample that alone exceeds it by itself), every sample once.
+// Without a token budget, runs of micro_batch in the batch's order; with one, shortest first, each micro-batch within
+// it and as full as it allows (one sample that alone exceeds it by itself), every sample once; other values refused.
 BOOST_AUTO_TEST_CASE(micro_batches_hold_every_sample_once_within_the_token_budget) {
   const auto batch = make_batch(13, 11, 0);  // lengths 4 to 8
   GrpoConfig gc;
   gc.micro_batch = 4;
   const auto runs = algo::micro_batches(batch, gc);
-  BOOST_TEST(runs.size() == 4u);
-  BOOST_TEST(runs[0] == (std::vector<std::size_t>{0, 1, 2, 3}));
-  BOOST_TEST(runs[3] == (std::vector<std::size_t>{12}));
+  BOOST_TEST((runs == std::vector<std::vector<std::size_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12}}));
   for (const int budget : {3, 16, 20, 33, 1000}) {
     BOOST_TEST_CONTEXT("micro_batch_tokens " << budget) {
       gc.micro_batch_tokens = budget;
       const auto micro = algo::micro_batches(batch, gc);
       std::vector<std::size_t> seen;
-      std::size_t previous_length = 1000;
-      for (const auto& m : micro) {
+      std::size_t previous_length = 0;
+      for (std::size_t k = 0; k < micro.size(); ++k) {
+        const auto& m = micro[k];
         BOOST_TEST(!m.empty());
         BOOST_TEST(m.size() <= 4u);
         BOOST_TEST((m.size() == 1 || padded_tokens(batch, m) <= std::size_t(budget)));
+        if (k + 1 < micro.size()) {  // the next sample would not have fitted
+          auto grown = m;
+          grown.push_back(micro[k + 1].front());
+          BOOST_TEST((grown.size() > 4u || padded_tokens(batch, grown) > std::size_t(budget)));
+        }
         for (std::size_t i : m) {
-          BOOST_TEST(batch[i].tokens.size() <= previous_length);  // longest first
+          BOOST_TEST(batch[i].tokens.size() >= previous_length);  // shortest first
           previous_length = batch[i].tokens.size();
           seen.push_back(i);
         }
@@ -55,6 +60,11 @@ BOOST_AUTO_TEST_CASE(micro_batches_hold_every_sample_once_within_the_token_budge
       if (budget == 1000) BOOST_TEST(micro.size() == 4u);         // micro_batch still bounds the rows
     }
   }
+  gc.micro_batch_tokens = -1;
+  BOOST_CHECK_THROW(algo::micro_batches(batch, gc), UsageError);
+  gc.micro_batch_tokens = 0;
+  gc.micro_batch = 0;
+  BOOST_CHECK_THROW(algo::micro_batches(batch, gc), UsageError);
 }
 
 // The step is the same however the batch is cut: one micro-batch of all, or a token budget's several (the summed
@@ -66,10 +76,11 @@ BOOST_AUTO_TEST_CASE(a_token_budget_takes_the_step_one_micro_batch_takes) {
   const auto train = [&](int micro_batch_tokens) {
     GrpoConfig gc;
     gc.micro_batch_tokens = micro_batch_tokens;
-    BOOST_TEST(algo::micro_batches(batch, gc).size() == (micro_batch_tokens == 0 ? 1u : 5u));
     model::Policy policy(trainer_test_model(), vocab, 5);
     algo::Trainer trainer(policy, gc, nullptr);
     const algo::TrainStats stats = trainer.step(batch, algo::action_tokens(batch));
+    BOOST_TEST(stats.micro_batches == int(algo::micro_batches(batch, gc).size()));  // the trainer's own cut
+    BOOST_TEST(stats.micro_batches == (micro_batch_tokens == 0 ? 1 : 5));
     std::vector<float> gradient;
     for (const FloatBuffer& g : policy.gradient_buffers()) gradient.insert(gradient.end(), g.data, g.data + g.size);
     return std::pair{gradient, stats};

@@ -131,4 +131,14 @@ BOOST_AUTO_TEST_CASE(a_layer_whose_input_takes_no_gradient_still_trains) {
   BOOST_TEST(frozen_kept.values == frozen_recomputed.values);
 }
 
+// A backward that would make a graph of the gradients (create_graph), which a recomputed layer cannot, is refused with
+// a message instead of answering without that graph.
+BOOST_AUTO_TEST_CASE(a_graph_of_the_gradients_is_refused) {
+  Policy policy(recomputing(small()), 20, 3);
+  const auto logprobs = policy.token_logprobs(torch::randint(0, 20, {1, 6}), torch::ones({1, 6}));
+  BOOST_CHECK_EXCEPTION(
+      torch::autograd::grad({logprobs.sum()}, {policy.parameters().front()}, {}, true, true), std::exception,
+      [](const std::exception& e) { return std::string(e.what()).find("create_graph") != std::string::npos; });
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -21,6 +21,7 @@ struct TrainStats {
   double clip_fraction_lower = 0;
   double grad_norm = 0;      // before clipping, of the summed gradient
   double action_tokens = 0;  // this trainer's
+  int micro_batches = 0;     // forward and backward passes this trainer ran
 };
 
 // AdamW's moments, flat in the policy's parameter order, and its step count per tensor.
@@ -31,7 +32,8 @@ struct OptimizerState {
 
 // The micro-batches a trainer runs a shard in, as indices into it: at most grpo.micro_batch sequences each and, with
 // grpo.micro_batch_tokens, at most that many padded tokens (rows x the longest; one sequence at least), the samples
-// longest first. Without a token budget, the shard's own order in runs of micro_batch.
+// shortest first. Without a token budget, the shard's own order in runs of micro_batch. Throws UsageError where
+// micro_batch < 1 or micro_batch_tokens < 0.
 std::vector<std::vector<std::size_t>> micro_batches(const std::vector<Sample>& shard, const GrpoConfig& config);
 
 class Trainer {

@@ -178,7 +178,7 @@ struct GrpoConfig {
   double grad_clip = 1.0;
   int micro_batch = 256;  // sequences per forward/backward (gradient accumulation)
   // With it, a micro-batch also holds at most this many tokens, its rows times its longest (one sequence at least),
-  // the samples taken longest first so that each pads little (verl's ppo_max_token_len_per_gpu); 0: micro_batch alone.
+  // the samples taken shortest first so that each pads little; 0: micro_batch alone.
   int micro_batch_tokens = 0;
   int ppo_epochs = 1;        // optimizer steps on each batch (PPO-style reuse; the clip keeps them close)
   int max_staleness = 0;     // train on a rollout only while current - its version <= this
