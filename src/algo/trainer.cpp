@@ -19,7 +19,7 @@
 namespace arclight::algo {
 
 namespace {
-// A micro-batch's inputs to grpo_loss, padded to its longest sample ([rows, longest]).
+// A micro-batch's inputs to token_logprobs and grpo_loss, padded to its longest sample ([rows, longest]).
 struct MicroBatch {
   torch::Tensor tokens, action_mask, behaviour_logprobs, temperatures, advantages;
 };
@@ -165,7 +165,7 @@ std::vector<std::vector<std::size_t>> micro_batches(const std::vector<Sample>& s
   if (tokens > 0) std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return length(a) < length(b); });
   std::vector<std::vector<std::size_t>> out;
   for (std::size_t i : order) {
-    // In that order each sample is the longest of its micro-batch so far: it sets the padded length.
+    // With a budget, each sample is the longest of its micro-batch so far: it sets the padded length.
     const bool fits =
         !out.empty() && out.back().size() < rows && (tokens == 0 || (out.back().size() + 1) * length(i) <= tokens);
     if (fits)

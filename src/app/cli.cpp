@@ -201,7 +201,7 @@ void bind_grpo(ConfigBinder& b, Config& c) {
   b.opt("grpo.grad_clip", c.grpo.grad_clip, "gradient norm clip; 0: none")->check(non_negative);
   b.opt("grpo.micro_batch", c.grpo.micro_batch, "sequences per forward/backward")->check(positive);
   b.opt("grpo.micro_batch_tokens", c.grpo.micro_batch_tokens,
-        "tokens per forward/backward too (rows x longest, longest samples first); 0: micro_batch alone")
+        "tokens per forward/backward too (rows x longest, shortest samples first); 0: micro_batch alone")
       ->check(non_negative);
   b.opt("grpo.ppo_epochs", c.grpo.ppo_epochs, "optimizer steps on each batch")->check(positive);
   b.opt("grpo.max_staleness", c.grpo.max_staleness, "policy versions a rollout may lag; 0: on-policy")

@@ -11,8 +11,6 @@
 
 namespace arclight::model {
 
-torch::Tensor soft_cap(const torch::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
-
 namespace {
 
 // The query rows [first, first + rows) of q and of the mask (a mask of one row serves every row).

@@ -11,9 +11,6 @@
 
 namespace arclight::model {
 
-// cap * tanh(x / cap), in x's type and in transformers' order (a division, then a product): Gemma 2's soft cap.
-torch::Tensor soft_cap(const torch::Tensor& x, double cap);
-
 // The score elements a block may hold: 2^24, 64 MiB of float32 probabilities; the scores and, in the backward, their
 // gradients take a few times that beside them. A block has at least one query row (which may hold more).
 inline constexpr std::int64_t default_scores_per_block = std::int64_t{1} << 24;

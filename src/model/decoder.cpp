@@ -366,8 +366,8 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor&
   return run(tokens.to(device()), where, &cache);
 }
 
-torch::Tensor Decoder::token_scores(const torch::Tensor& tokens, const torch::Tensor& targets,
-                                    const torch::Tensor& temperature, torch::Tensor* entropy) {
+torch::Tensor Decoder::token_logprobs(const torch::Tensor& tokens, const torch::Tensor& targets,
+                                      const torch::Tensor& temperature, torch::Tensor* entropy) {
   const std::int64_t t = tokens.size(1);
   const auto positions = torch::arange(t, torch::TensorOptions(torch::kLong).device(device()));
   const auto hidden = normalize(*model_->norm, body(tokens.to(device()), place(positions.unsqueeze(0), 0, t), nullptr));
@@ -378,11 +378,7 @@ torch::Tensor Decoder::run(const torch::Tensor& tokens, const Placement& where, 
                            const torch::Tensor* at) {
   auto x = body(tokens, where, cache);
   if (at) x = x.index({torch::arange(x.size(0), at->options()), *at});  // [B, hidden]: the rest needs no logits
-  x = normalize(*model_->norm, x);
-  const Head h = head();
-  auto logits = h.bias.defined() ? torch::linear(x, h.weight, h.bias) : torch::linear(x, h.weight);
-  if (h.softcap) logits = soft_cap(logits, *h.softcap);
-  return logits.to(torch::kFloat);
+  return head_logits(head(), normalize(*model_->norm, x)).to(torch::kFloat);
 }
 
 Head Decoder::head() const {
@@ -446,7 +442,7 @@ torch::Tensor Decoder::body(const torch::Tensor& tokens, const Placement& where,
   if (model_->embed_positions) x = x + torch::embedding(cast(model_->embed_positions->weight), where.positions);
   if (a_.scaled_embeddings)  // sqrt(hidden) in float32 then the compute type, as transformers' Gemmas round it
     x = x * torch::scalar_tensor(static_cast<float>(std::sqrt(double(a_.hidden_size)))).to(x.options());
-  std::shared_ptr<const Placement> kept;  // the recomputing layers' copy, made for the first
+  std::shared_ptr<const Placement> kept;  // the recomputing nodes' own copy: they outlive `where` until the backward
   for (std::int64_t l = 0; l < static_cast<std::int64_t>(model_->layers.size()); ++l) {
     if (!recompute_layers_ || cache || !torch::GradMode::is_enabled() || !(x.requires_grad() || trains(l))) {
       x = layer(l, x, where, cache);

@@ -117,8 +117,8 @@ class Decoder : public torch::nn::Module {
   // The training loss's figures without the logits: tokens [B, T + 1] int64 -> each target's log-prob under logits /
   // temperature, [B, T] float32, and each position's entropy where `entropy` is given (head_scores.hpp: targets [B, T]
   // int64 are what positions 0..T-1 predict, temperature [B, T, 1] float32). With autograd, as forward.
-  torch::Tensor token_scores(const torch::Tensor& tokens, const torch::Tensor& targets,
-                             const torch::Tensor& temperature, torch::Tensor* entropy);
+  torch::Tensor token_logprobs(const torch::Tensor& tokens, const torch::Tensor& targets,
+                               const torch::Tensor& temperature, torch::Tensor* entropy);
   KvCache new_cache(std::int64_t batch, std::int64_t capacity) const;
   // Moves the parameters and tables to `device`; forwards then run there (tokens and positions may come from the CPU).
   void move_to(const torch::Device& device);

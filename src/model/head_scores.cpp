@@ -23,9 +23,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> blocks_of(const torch::Tensor
   return out;
 }
 
-// One block's logits, as the decoder's head makes them: the product (and bias) in the compute type, capped where the
-// head caps them; `bent` takes tanh(logits / cap), the cap's derivative, for the backward.
-torch::Tensor block_logits(const Head& head, const torch::Tensor& hidden, torch::Tensor* bent = nullptr) {
+}  // namespace
+
+torch::Tensor head_logits(const Head& head, const torch::Tensor& hidden, torch::Tensor* bent) {
   auto logits =
       head.bias.defined() ? torch::linear(hidden, head.weight, head.bias) : torch::linear(hidden, head.weight);
   if (!head.softcap) return logits;
@@ -34,6 +34,8 @@ torch::Tensor block_logits(const Head& head, const torch::Tensor& hidden, torch:
   if (bent) *bent = std::move(t);
   return logits;
 }
+
+namespace {
 
 // A block's log-softmax of logits / temperature [B, count, V] in the temperature's type (float32, or float64 for a
 // float64 head).
@@ -50,7 +52,7 @@ std::pair<torch::Tensor, torch::Tensor> scores_by_block(const Head& head, const 
   auto entropy = with_entropy ? torch::empty(targets.sizes(), options) : torch::Tensor();
   for (const auto& [first, count] : blocks_of(targets, head.weight.size(0), logits_per_block)) {
     const auto logp_all =
-        block_log_softmax(block_logits(head, hidden.narrow(1, first, count)), temperature.narrow(1, first, count));
+        block_log_softmax(head_logits(head, hidden.narrow(1, first, count)), temperature.narrow(1, first, count));
     logprobs.narrow(1, first, count)
         .copy_(logp_all.gather(-1, targets.narrow(1, first, count).unsqueeze(-1)).squeeze(-1));
     if (with_entropy) entropy.narrow(1, first, count).copy_(-(logp_all.exp() * logp_all).sum(-1));
@@ -97,7 +99,7 @@ class HeadScores : public torch::autograd::Function<HeadScores> {
          blocks_of(targets, head.weight.size(0), ctx->saved_data["logits_per_block"].toInt())) {
       const auto h = hidden.narrow(1, first, count), temp = temperature.narrow(1, first, count);
       torch::Tensor bent;
-      const auto logp_all = block_log_softmax(block_logits(head, h, &bent), temp);
+      const auto logp_all = block_log_softmax(head_logits(head, h, &bent), temp);
       auto d_logp_all = torch::zeros_like(logp_all);
       if (d_logprobs.defined())
         d_logp_all.scatter_(-1, targets.narrow(1, first, count).unsqueeze(-1),

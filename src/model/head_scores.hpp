@@ -19,6 +19,10 @@ struct Head {
   std::optional<double> softcap;
 };
 
+// The head's logits in the compute type: hidden [..., hidden] -> [..., vocabulary], soft-capped in transformers' order
+// (x / cap, tanh, * cap) where the head caps; `bent`, where given, takes tanh(logits / cap) (the cap's derivative).
+torch::Tensor head_logits(const Head& head, const torch::Tensor& hidden, torch::Tensor* bent = nullptr);
+
 // The logits a block may hold: 2^22, 16 MiB of float32; the backward's recomputation takes several times that beside
 // them. A block has one position of every row at least.
 inline constexpr std::int64_t default_logits_per_block = std::int64_t{1} << 22;

@@ -244,8 +244,8 @@ at::Tensor Policy::logits(const at::Tensor& tokens) const {
 at::Tensor Policy::token_logprobs(const at::Tensor& tokens, const at::Tensor& temperatures, at::Tensor* entropy) const {
   if (torch::GradMode::is_enabled()) impl_->attach_flat_gradients();
   const std::int64_t t = tokens.size(1);
-  return impl_->decoder->token_scores(tokens, tokens.narrow(1, 1, t - 1),
-                                      temperatures.narrow(1, 1, t - 1).unsqueeze(-1), entropy);
+  return impl_->decoder->token_logprobs(tokens, tokens.narrow(1, 1, t - 1),
+                                        temperatures.narrow(1, 1, t - 1).unsqueeze(-1), entropy);
 }
 
 std::vector<at::Tensor> Policy::parameters() const { return impl_->trainable; }

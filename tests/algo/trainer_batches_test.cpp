@@ -23,7 +23,7 @@ std::size_t padded_tokens(const std::vector<algo::Sample>& batch, const std::vec
 BOOST_AUTO_TEST_SUITE(trainer_batches)
 
 // Without a token budget, runs of micro_batch in the batch's order; with one, shortest first, each micro-batch within
-// it and as full as it allows (one sample that alone exceeds it by itself), every sample once; other values refused.
+// it and as full as it allows (a sample that exceeds it alone), every sample once; other values refused.
 BOOST_AUTO_TEST_CASE(micro_batches_hold_every_sample_once_within_the_token_budget) {
   const auto batch = make_batch(13, 11, 0);  // lengths 4 to 8
   GrpoConfig gc;

@@ -2,8 +2,6 @@
 // The GRPO objective: a PPO-clipped ratio against the behaviour log-probs, an
 // optional KL penalty to a frozen reference and an entropy bonus. Tensors are
 // declared, not included: only LibTorch translation units call these.
-#include <cstdint>
-
 namespace at {
 class Tensor;
 }

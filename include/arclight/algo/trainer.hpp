@@ -21,7 +21,7 @@ struct TrainStats {
   double clip_fraction_lower = 0;
   double grad_norm = 0;      // before clipping, of the summed gradient
   double action_tokens = 0;  // this trainer's
-  int micro_batches = 0;     // forward and backward passes this trainer ran
+  int micro_batches = 0;     // forward and backward passes this trainer ran (in the first epoch, as the rest)
 };
 
 // AdamW's moments, flat in the policy's parameter order, and its step count per tensor.

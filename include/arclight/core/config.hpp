@@ -134,7 +134,7 @@ struct ModelConfig {
   double lora_alpha = 16;
   std::vector<std::string> lora_targets{"q", "k", "v", "o"};
   // Training keeps each layer's input only and runs the layer again in its backward: a layer's activations exist one
-  // layer at a time, for a third more compute (transformers' gradient checkpointing).
+  // layer at a time, for one more forward of the layers (transformers' gradient checkpointing).
   bool gradient_checkpointing = false;
   int d_model = 64;
   int n_layers = 2;
@@ -178,7 +178,8 @@ struct GrpoConfig {
   double grad_clip = 1.0;
   int micro_batch = 256;  // sequences per forward/backward (gradient accumulation)
   // With it, a micro-batch also holds at most this many tokens, its rows times its longest (one sequence at least),
-  // the samples taken shortest first so that each pads little; 0: micro_batch alone.
+  // the samples sorted by length so that each pads little, shortest first so that the last (whose backward the
+  // gradients' all-reduce overlaps) holds the longest; 0: micro_batch alone.
   int micro_batch_tokens = 0;
   int ppo_epochs = 1;        // optimizer steps on each batch (PPO-style reuse; the clip keeps them close)
   int max_staleness = 0;     // train on a rollout only while current - its version <= this

@@ -79,7 +79,8 @@ class Policy {
                                    const Sampling& sampling, bool use_cache = true,
                                    const std::vector<std::int32_t>& stop_tokens = {});
 
-  // Logits [batch, length, vocab] for int64 tokens [batch, length] (a full forward, with autograd).
+  // Logits [batch, length, vocab] for int64 tokens [batch, length] (a full forward, with autograd): tests and checks;
+  // training reads token_logprobs.
   at::Tensor logits(const at::Tensor& tokens) const;
   // What training reads of the logits, without them: for int64 tokens [batch, length] and float32 temperatures
   // [batch, length] (token i's, at which its log-prob is taken), each token's log-prob after the first, under the
