@@ -339,10 +339,14 @@ torch::Tensor Decoder::forward_at(const torch::Tensor& tokens, const torch::Tens
   return lockstep(tokens, cache, &on_device);
 }
 
+Decoder::Placement Decoder::place_rows_alike(std::int64_t start, std::int64_t t) const {
+  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
+  return place(positions.unsqueeze(0), start, start + t);
+}
+
 torch::Tensor Decoder::lockstep(const torch::Tensor& tokens, KvCache* cache, const torch::Tensor* at) {
   const std::int64_t t = tokens.size(1), start = cache ? cache->length : 0;
-  const auto positions = torch::arange(start, start + t, torch::TensorOptions(torch::kLong).device(device()));
-  Placement where = place(positions.unsqueeze(0), start, start + t);
+  Placement where = place_rows_alike(start, t);
   if (cache && at) {  // right padding after a row's `at`
     const torch::Tensor last_real = *at + start;
     place_ring(where, *cache, start, &last_real);
@@ -368,9 +372,7 @@ torch::Tensor Decoder::forward(const torch::Tensor& tokens, const torch::Tensor&
 
 torch::Tensor Decoder::token_logprobs(const torch::Tensor& tokens, const torch::Tensor& targets,
                                       const torch::Tensor& temperature, torch::Tensor* entropy) {
-  const std::int64_t t = tokens.size(1);
-  const auto positions = torch::arange(t, torch::TensorOptions(torch::kLong).device(device()));
-  const auto hidden = normalize(*model_->norm, body(tokens.to(device()), place(positions.unsqueeze(0), 0, t), nullptr));
+  const auto hidden = normalize(*model_->norm, body(tokens.to(device()), place_rows_alike(0, tokens.size(1)), nullptr));
   return head_scores(head(), hidden, targets.to(device()), temperature.to(device()), entropy);
 }
 

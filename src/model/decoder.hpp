@@ -142,6 +142,8 @@ class Decoder : public torch::nn::Module {
   torch::Tensor normalize(const Norm& n, const torch::Tensor& x) const;
   struct Placement;
   Placement place(torch::Tensor positions, std::int64_t start, std::int64_t end) const;
+  // Every row at positions start .. start + t - 1 (lockstep, and training's forward from 0).
+  Placement place_rows_alike(std::int64_t start, std::int64_t t) const;
   // Whether the layer attends through the sliding window (the cache keeps its keys in a ring).
   bool slides(std::int64_t layer) const;
   // The rings' part of a forward with a cache: `before`, the rows' latest first position (the ring's slots that may
