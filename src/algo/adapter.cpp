@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <numeric>
 #include <optional>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -241,6 +243,23 @@ double action_tokens(const std::vector<Sample>& samples) {
   for (const Sample& s : samples)
     for (std::size_t i = 1; i < s.action_mask.size(); ++i) n += s.action_mask[i];
   return n;
+}
+
+std::vector<std::vector<std::size_t>> token_balanced_shards(const std::vector<Sample>& samples, std::size_t trainers) {
+  if (trainers == 0) throw std::invalid_argument("token_balanced_shards: no trainers");
+  std::vector<std::size_t> longest_first(samples.size());
+  std::iota(longest_first.begin(), longest_first.end(), std::size_t{0});
+  std::stable_sort(longest_first.begin(), longest_first.end(),
+                   [&](std::size_t a, std::size_t b) { return samples[a].tokens.size() > samples[b].tokens.size(); });
+  std::vector<std::vector<std::size_t>> shards(trainers);
+  std::vector<std::size_t> tokens(trainers, 0);
+  for (std::size_t i : longest_first) {
+    const auto k = static_cast<std::size_t>(std::min_element(tokens.begin(), tokens.end()) - tokens.begin());
+    shards[k].push_back(i);
+    tokens[k] += samples[i].tokens.size();
+  }
+  for (auto& shard : shards) std::sort(shard.begin(), shard.end());
+  return shards;
 }
 
 std::string encode_samples(const std::vector<Sample>& samples) {

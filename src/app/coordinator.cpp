@@ -416,12 +416,14 @@ void Coordinator::add_figures(const algo::Trajectory& t, EpisodeFigures& fig) {
   if (it != t.metrics.end() && std::isfinite(it->second)) fig.success += it->second;
 }
 
-// Sends every trainer its shard of the samples, serves the store meanwhile, and combines
+// Sends every trainer its shard of the samples (balanced by tokens), serves the store meanwhile, and combines
 // their figures: the loss terms are already weighted by each shard's share, so they add up.
 comm::work::TrainerFigures Coordinator::train(const std::vector<algo::Sample>& samples) {
   const std::vector<int> trainers = layout_.trainers();
   std::vector<std::vector<algo::Sample>> shards(trainers.size());
-  for (std::size_t i = 0; i < samples.size(); ++i) shards[i % trainers.size()].push_back(samples[i]);
+  const std::vector<std::vector<std::size_t>> by_tokens = algo::token_balanced_shards(samples, trainers.size());
+  for (std::size_t k = 0; k < trainers.size(); ++k)
+    for (std::size_t i : by_tokens[k]) shards[k].push_back(samples[i]);
   const double total = algo::action_tokens(samples);
   std::vector<std::string> messages(trainers.size());
   std::vector<MPI_Request> sends(trainers.size());

@@ -1,11 +1,15 @@
-// How a trainer runs a batch: its micro-batches (grpo.micro_batch, grpo.micro_batch_tokens), which change what one
-// forward holds and not the step, and the KL to the reference.
+// How trainers run a batch: the coordinator's split among them (by tokens), a trainer's micro-batches
+// (grpo.micro_batch, grpo.micro_batch_tokens), which change what one forward holds and not the step, and the KL to
+// the reference.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
+#include "arclight/algo/adapter.hpp"
 #include "arclight/algo/trainer.hpp"
 #include "arclight/core/error.hpp"
 #include "trainer_fixtures.hpp"
@@ -21,6 +25,51 @@ std::size_t padded_tokens(const std::vector<algo::Sample>& batch, const std::vec
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(trainer_batches)
+
+// The trainers' shards hold every sample once, in the batch's order, and their tokens differ by at most the longest
+// sample's (greedy list scheduling's bound): a group's long trajectories no longer all go to one trainer.
+BOOST_AUTO_TEST_CASE(shards_are_near_equal_in_tokens) {
+  const auto of_lengths = [](const std::vector<std::size_t>& lengths) {
+    std::vector<algo::Sample> batch(lengths.size());
+    for (std::size_t i = 0; i < lengths.size(); ++i) batch[i].tokens.assign(lengths[i], 1);
+    return batch;
+  };
+  const auto tokens_of = [](const std::vector<algo::Sample>& batch, const std::vector<std::size_t>& shard) {
+    std::size_t n = 0;
+    for (std::size_t i : shard) n += batch[i].tokens.size();
+    return n;
+  };
+  // Two trainers, samples long and short by turns: by count, one trainer got 1,600 tokens and the other 80.
+  const auto turns = of_lengths({400, 20, 400, 20, 400, 20, 400, 20});
+  const auto two = algo::token_balanced_shards(turns, 2);
+  BOOST_TEST(tokens_of(turns, two[0]) == 840u);
+  BOOST_TEST(tokens_of(turns, two[1]) == 840u);
+
+  std::mt19937 rng(7);
+  for (const std::size_t trainers : {1u, 2u, 3u, 5u, 40u}) {
+    std::vector<std::size_t> lengths(33);
+    for (auto& l : lengths) l = 1 + rng() % (rng() % 4 == 0 ? 2000 : 100);
+    const auto batch = of_lengths(lengths);
+    BOOST_TEST_CONTEXT(trainers << " trainers") {
+      const auto shards = algo::token_balanced_shards(batch, trainers);
+      BOOST_TEST(shards.size() == trainers);
+      std::vector<std::size_t> seen, tokens;
+      for (const auto& shard : shards) {
+        BOOST_TEST(std::is_sorted(shard.begin(), shard.end()));
+        seen.insert(seen.end(), shard.begin(), shard.end());
+        tokens.push_back(tokens_of(batch, shard));
+      }
+      std::sort(seen.begin(), seen.end());
+      std::vector<std::size_t> all(batch.size());
+      std::iota(all.begin(), all.end(), std::size_t{0});
+      BOOST_TEST(seen == all);
+      const auto [fewest, most] = std::minmax_element(tokens.begin(), tokens.end());
+      if (trainers <= batch.size()) BOOST_TEST(*most - *fewest <= *std::max_element(lengths.begin(), lengths.end()));
+      if (trainers > batch.size()) BOOST_TEST(*fewest == 0u);  // more trainers than samples: some get none
+    }
+  }
+  BOOST_CHECK_THROW(algo::token_balanced_shards(turns, 0), std::invalid_argument);
+}
 
 // Without a token budget, runs of micro_batch in the batch's order; with one, shortest first, each micro-batch within
 // it and as full as it allows (a sample that exceeds it alone), every sample once; other values refused.
