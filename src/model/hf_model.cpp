@@ -151,9 +151,33 @@ class ConfigReader {
   std::string prefix_;
 };
 
-// rope_scaling (or transformers 5's rope_parameters): none, "default", or Llama 3.1's "llama3" with its four fields.
+// YaRN's fields as transformers 5's _compute_yarn_parameters and vLLM's YaRN rotary embedding read them: the factor
+// given (some transformers 4 releases replaced it by max_position_embeddings / original_max_position_embeddings, which
+// for Qwen3's documented 4x over 32,768 of 40,960 positions is 1.25), the original context (max_position_embeddings
+// where absent),
+// beta_fast and beta_slow (32 and 1), and cos and sin scaled by attention_factor, or else by the paper's
+// 0.1 ln(factor) + 1 (DeepSeek's mscale and mscale_all_dim: the ratio of two such).
+void read_yarn(const ConfigReader& rope, int max_position_embeddings, HfConfig::RopeScaling& scaling) {
+  const auto mscale_of = [&](double m) { return scaling.factor <= 1 ? 1.0 : 0.1 * m * std::log(scaling.factor) + 1.0; };
+  scaling.original_max_position_embeddings = rope.positive("original_max_position_embeddings", max_position_embeddings);
+  scaling.beta_fast = rope.number("beta_fast", 32);
+  scaling.beta_slow = rope.number("beta_slow", 1);
+  scaling.truncate = rope.boolean("truncate", true);
+  const double mscale = rope.number("mscale", 0, false), mscale_all_dim = rope.number("mscale_all_dim", 0, false);
+  for (const auto& [key, value] : {std::pair{"mscale", mscale}, {"mscale_all_dim", mscale_all_dim}})
+    if (value < 0) rope.fail(key, log::concat("must be 0 or more, is ", value));  // a scale of cos and sin past 0
+  if (rope.find("attention_factor"))
+    scaling.attention_factor = rope.number("attention_factor", 1);
+  else if (mscale != 0 && mscale_all_dim != 0)
+    scaling.attention_factor = mscale_of(mscale) / mscale_of(mscale_all_dim);
+  else
+    scaling.attention_factor = mscale_of(1);
+}
+
+// rope_scaling (or transformers 5's rope_parameters): none, "default", Llama 3.1's "llama3" with its four fields,
+// "linear" or "yarn".
 std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& config, std::string_view key,
-                                                       const std::string& file) {
+                                                       const std::string& file, int max_position_embeddings) {
   const json* v = config.find(key);
   if (!v) return std::nullopt;
   if (!v->is_object()) config.fail(key, log::concat("expected an object or null, found ", v->type_name()));
@@ -171,14 +195,18 @@ std::optional<HfConfig::RopeScaling> read_rope_scaling(const ConfigReader& confi
   }
   if (!type) config.fail(key, "has neither \"rope_type\" nor \"type\"");
   if (*type == "default") return std::nullopt;
-  if (*type != "llama3" && *type != "linear")
-    rope.fail(type_key,
-              log::concat("RoPE scaling \"", *type, "\" is not supported (supported: \"llama3\", \"linear\")"));
+  if (*type != "llama3" && *type != "linear" && *type != "yarn")
+    rope.fail(type_key, log::concat("RoPE scaling \"", *type,
+                                    "\" is not supported (supported: \"llama3\", \"linear\", \"yarn\")"));
   HfConfig::RopeScaling scaling;
   scaling.type = *type;
   scaling.factor = rope.required_number("factor");
   if (scaling.factor < 1) rope.fail("factor", log::concat("must be at least 1, is ", scaling.factor));
   if (*type == "linear") return scaling;  // positions / factor: the frequencies divided by it
+  if (*type == "yarn") {
+    read_yarn(rope, max_position_embeddings, scaling);
+    return scaling;
+  }
   scaling.low_freq_factor = rope.required_number("low_freq_factor");
   scaling.high_freq_factor = rope.required_number("high_freq_factor");
   scaling.original_max_position_embeddings = rope.required_positive("original_max_position_embeddings");
@@ -307,11 +335,11 @@ bool qwen_layers_slide(const ConfigReader& config, int layers) {
 void read_rope(const ConfigReader& config, const std::string& file, HfConfig& c) {
   // transformers 5 writes rope_parameters, and reads rope_scaling first unless it is absent or null
   if (config.find("rope_parameters") && !config.find("rope_scaling")) {
-    c.rope_scaling = read_rope_scaling(config, "rope_parameters", file);
+    c.rope_scaling = read_rope_scaling(config, "rope_parameters", file, c.max_position_embeddings);
     if (const json* p = config.find("rope_parameters"))
       c.rope_theta = ConfigReader(*p, file, "rope_parameters.").number("rope_theta", c.rope_theta);
   } else {
-    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
+    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file, c.max_position_embeddings);
   }
   // transformers rotates only that share of each head's dimensions (in rope_parameters since transformers 5)
   if (const double rotary = config.number("partial_rotary_factor", 1.0); rotary != 1.0)
@@ -321,11 +349,11 @@ void read_rope(const ConfigReader& config, const std::string& file, HfConfig& c)
         rotary != 1.0)
       config.fail("rope_parameters",
                   log::concat("partial_rotary_factor ", rotary, " is not supported (RoPE turns every dimension)"));
-  // transformers warns and loads (a context cut back to the original one is a common edit to save memory); the
-  // frequencies depend on the original length alone.
+  // Llama 3.1's: transformers warns and loads (a context cut back to the original one is a common edit to save
+  // memory); the frequencies depend on the original length alone. (YaRN's original length is often the whole one.)
   static std::atomic<bool> warned{false};  // once a process: every load of the config would say it again
-  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings &&
-      !warned.exchange(true))
+  if (c.rope_scaling && c.rope_scaling->type == "llama3" &&
+      c.rope_scaling->original_max_position_embeddings >= c.max_position_embeddings && !warned.exchange(true))
     log::warn(file, ": rope_scaling's original_max_position_embeddings (",
               c.rope_scaling->original_max_position_embeddings, ") is not less than max_position_embeddings (",
               c.max_position_embeddings, "), as transformers warns too");
@@ -394,7 +422,7 @@ void read_gemma3_attention(const ConfigReader& config, const std::string& file, 
     config.fail("partial_rotary_factor", log::concat(rotary, " is not supported (RoPE turns every dimension)"));
   const json* by_type = config.find("rope_parameters");
   if (!by_type) {
-    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file);
+    c.rope_scaling = read_rope_scaling(config, "rope_scaling", file, c.max_position_embeddings);
     return;
   }
   // transformers 5: {"full_attention": {...}, "sliding_attention": {...}}, each with its rope_theta (a layer type left
@@ -409,7 +437,8 @@ void read_gemma3_attention(const ConfigReader& config, const std::string& file, 
        {std::pair{"full_attention", &c.rope_theta}, {"sliding_attention", &*c.local_rope_theta}}) {
     const json* p = parameters.find(type);
     if (!p) continue;
-    const std::optional<HfConfig::RopeScaling> scaling = read_rope_scaling(parameters, type, file);
+    const std::optional<HfConfig::RopeScaling> scaling =
+        read_rope_scaling(parameters, type, file, c.max_position_embeddings);
     if (scaling && std::string_view(type) == "sliding_attention")
       parameters.fail(type, "RoPE scaling of the sliding layers is not supported (Gemma 3 has none)");
     if (std::string_view(type) == "full_attention") c.rope_scaling = scaling;

@@ -29,7 +29,7 @@ before=$failures
 train --model.path "$work/models/qwen3" --dry-run --run.dir "$work/dry"
 [ "$(codes)" = "3x0" ] || fail "dry run: exit codes '$(codes)': $(tail -3 "$work/err")"
 grep -q "^# model ($work/models/qwen3, compute float32)" "$work/out" || fail "dry run: no model heading"
-grep -q "^Qwen3ForCausalLM: 3 layers, hidden 24, 4 heads (2 key/value) of 10, .*q/k norms, tied embeddings" \
+grep -q "^Qwen3ForCausalLM: 3 layers, hidden 24, 4 heads (2 key/value) of 10, .*q/k norms, yarn RoPE scaling, tied embeddings" \
   "$work/out" || fail "dry run: no model line: $(grep -A1 '# model' "$work/out")"
 [ $failures = "$before" ] && passed=$((passed + 1))
 

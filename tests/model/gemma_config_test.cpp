@@ -89,8 +89,8 @@ BOOST_AUTO_TEST_CASE(gemma3_config) {
                         {"\"sliding_window\"", "need a window"});
   expect_config_refused(with(R"("partial_rotary_factor": 0.5)"), {"\"partial_rotary_factor\""});
   expect_config_refused(
-      replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
-      {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
+      replaced(gemma, "\"rope_scaling\": null", R"("rope_scaling": {"rope_type": "longrope", "factor": 4.0})"),
+      {"\"rope_scaling.rope_type\"", "\"longrope\" is not supported"});
 }
 
 // Gemma 2, as Gemma2Config reads a config.json (Gemma 2 2B's keys): soft caps by default, none where null; the window
@@ -135,8 +135,8 @@ BOOST_AUTO_TEST_CASE(gemma2_config) {
   expect_config_refused(replaced(gemma, "\"sliding_window\": 3", "\"sliding_window\": null"),
                         {"\"sliding_window\"", "need a window"});
   expect_config_refused(with(R"("hidden_activation": "gelu")"), {"\"hidden_activation\"", "\"gelu\" is not supported"});
-  expect_config_refused(with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
-                        {"\"rope_scaling.rope_type\"", "\"yarn\" is not supported"});
+  expect_config_refused(with(R"("rope_scaling": {"rope_type": "longrope", "factor": 4.0})"),
+                        {"\"rope_scaling.rope_type\"", "\"longrope\" is not supported"});
   // It loads, and says what it is; float16 is refused as for Gemma 3
   TempDir dir;
   ModelConfig model = hf_model_in(dir, gemma, tensors);

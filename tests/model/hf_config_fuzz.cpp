@@ -1,6 +1,8 @@
 // libFuzzer target for config.json's parser (parse_hf_config). Whatever it accepts must hold its promise: sizes
 // positive, the kv heads dividing the heads, an even head_dim, token ids inside the vocabulary, and, for a model of
-// a bounded number of layers, the expected tensors all of positive dimensions.
+// a bounded number of layers, the expected tensors all of positive dimensions; RoPE scaling of a known kind, its
+// factor at least 1 and YaRN's scale of cos and sin positive and finite.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,8 +21,13 @@ void check(const HfConfig& c) {
     std::abort();
   for (int id : c.eos_token_ids)
     if (id < 0 || id >= c.vocab_size) std::abort();
-  if (c.rope_scaling && (c.rope_scaling->type != "llama3" || c.rope_scaling->original_max_position_embeddings <= 0))
-    std::abort();
+  if (const auto& s = c.rope_scaling) {
+    if (s->type != "llama3" && s->type != "linear" && s->type != "yarn") std::abort();
+    if (!(s->factor >= 1) || !std::isfinite(s->factor)) std::abort();
+    if (s->type != "linear" && s->original_max_position_embeddings <= 0) std::abort();
+    if (!(s->beta_fast > 0) || !(s->beta_slow > 0) || !(s->attention_factor > 0) || !std::isfinite(s->attention_factor))
+      std::abort();
+  }
   if (c.num_hidden_layers > 64) return;  // the tensor list grows with the layers
   for (const ExpectedTensor& t : expected_tensors(c))
     for (std::int64_t d : t.shape)

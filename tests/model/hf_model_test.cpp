@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace arclight;
@@ -124,6 +126,48 @@ BOOST_AUTO_TEST_CASE(llama_config_with_defaults_and_llama3_rope) {
       "original_max_position_embeddings": 1024}})",
                                        "config.json");
   BOOST_TEST(cut.rope_scaling->original_max_position_embeddings == 1024);
+}
+
+// YaRN as Qwen's model cards have users add it, read as transformers 5 and vLLM read it: the factor given (not the
+// ratio of the two lengths), the original context for the ramp, cos and sin scaled by 0.1 ln(factor) + 1 unless
+// attention_factor (or DeepSeek's mscale pair) says otherwise.
+BOOST_AUTO_TEST_CASE(yarn_rope_as_qwen_documents_it) {
+  const std::string qwen25 = R"({"architectures": ["Qwen2ForCausalLM"], "max_position_embeddings": 40960,
+      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}})";
+  const HfConfig c = parse_hf_config(qwen25, "config.json");
+  BOOST_REQUIRE(c.rope_scaling.has_value());
+  BOOST_TEST(c.rope_scaling->type == "yarn");
+  BOOST_TEST(c.rope_scaling->factor == 4.0);
+  BOOST_TEST(c.rope_scaling->original_max_position_embeddings == 32768);
+  BOOST_TEST(c.rope_scaling->beta_fast == 32.0);
+  BOOST_TEST(c.rope_scaling->beta_slow == 1.0);
+  BOOST_TEST(c.rope_scaling->truncate);
+  BOOST_TEST(c.rope_scaling->attention_factor == 0.1 * std::log(4.0) + 1, boost::test_tools::tolerance(1e-12));
+  const auto yarn = [&](const std::string& fields) {
+    return *parse_hf_config(R"({"architectures": ["Qwen3ForCausalLM"], "max_position_embeddings": 8192,
+        "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, )" +
+                                fields + "}}",
+                            "config.json")
+                .rope_scaling;
+  };
+  BOOST_TEST(yarn(R"("factor": 2.0)").original_max_position_embeddings == 8192);  // absent: max_position_embeddings
+  BOOST_TEST(yarn(R"("factor": 2.0, "attention_factor": 1.5)").attention_factor == 1.5);
+  BOOST_TEST(yarn(R"("factor": 1.0)").attention_factor == 1.0);
+  const auto deepseek = yarn(R"("factor": 40, "mscale": 0.707, "mscale_all_dim": 1.0, "beta_fast": 16,
+      "beta_slow": 2, "truncate": false)");
+  BOOST_TEST(deepseek.attention_factor == (0.0707 * std::log(40.0) + 1) / (0.1 * std::log(40.0) + 1),
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(deepseek.beta_fast == 16.0);
+  BOOST_TEST(deepseek.beta_slow == 2.0);
+  BOOST_TEST(!deepseek.truncate);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> refused = {
+      {R"("factor": 0.5)", {"\"rope_scaling.factor\"", "at least 1"}},
+      {R"("factor": 4.0, "beta_fast": -1)", {"\"rope_scaling.beta_fast\"", "positive"}},
+      {R"("factor": 4.0, "truncate": "yes")", {"\"rope_scaling.truncate\"", "true or false"}},
+      {R"("factor": 4.0, "attention_factor": 0)", {"\"rope_scaling.attention_factor\"", "positive"}},
+      {R"("factor": 4.0, "mscale": 1, "mscale_all_dim": -7.2)", {"\"rope_scaling.mscale_all_dim\"", "0 or more"}}};
+  for (const auto& [fields, fragments] : refused)
+    expect_config_refused(replaced(qwen25, "\"factor\": 4.0", fields), fragments);
 }
 
 BOOST_AUTO_TEST_CASE(qwen_and_mistral_defaults) {
@@ -328,8 +372,8 @@ BOOST_AUTO_TEST_CASE(malformed_configs_are_refused) {
                         {"\"num_key_value_heads\"", "does not divide"});
   expect_config_refused(replaced(mistral_config, "\"num_attention_heads\": 4", "\"num_attention_heads\": 6"),
                         {"\"hidden_size\"", "not a multiple"});
-  expect_config_refused(replaced(llama_config, "\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""),
-                        {"\"rope_scaling.rope_type\"", "\"yarn\"", "not supported", "llama3"});
+  expect_config_refused(replaced(llama_config, "\"rope_type\": \"llama3\"", "\"rope_type\": \"longrope\""),
+                        {"\"rope_scaling.rope_type\"", "\"longrope\"", "not supported", "llama3", "yarn"});
   expect_config_refused(replaced(llama_config, "\"rope_type\": \"llama3\"", "\"type\": \"dynamic\""),
                         {"\"dynamic\"", "not supported"});
   expect_config_refused(

@@ -2,7 +2,7 @@
 """Tiny random Hugging Face models of each architecture arclight reads, and their reference outputs.
 
 For each of Llama (with llama3 RoPE scaling), Qwen2 (q/k/v biases, tied embeddings), Qwen3 (q/k norms, head_dim
-apart from hidden_size / heads, attention_bias: biases on q, k, v and o)
+apart from hidden_size / heads, attention_bias: biases on q, k, v and o, YaRN RoPE scaling)
 (the llama3 scaling of the first keeps one RoPE frequency, slows two and blends one), Mistral (a sliding window shorter than the prompts, bfloat16 weights in two
 shards), Gemma 2 (Gemma's norms, embeddings and GeGLU, the window on every other layer from the first, attention
 scores and logits soft-capped at caps low enough to bite) and Gemma 3 (norms as offsets from 1 and around attention
@@ -51,8 +51,10 @@ ARCHITECTURES = {
     "qwen3": {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 72, "hidden_size": 24,
         "intermediate_size": 40, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 10, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "head_dim": 10, "max_position_embeddings": 16384, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
         "tie_word_embeddings": True, "attention_bias": True, "eos_token_id": 5,
+        # Qwen3's long context: of 5 frequency pairs, 2 kept, 1 blended, 2 interpolated; cos and sin scaled by 1.139
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
     },
     "mistral": {
         "architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 64, "hidden_size": 32,
@@ -208,6 +210,8 @@ def inverse_frequencies(c, head_dim, local=False):
         return inv_freq
     if s["rope_type"] == "linear":  # _compute_linear_scaling_rope_parameters
         return inv_freq / s["factor"]
+    if s["rope_type"] == "yarn":
+        return yarn_inverse_frequencies(c, s, head_dim)
     # modeling_rope_utils._compute_llama3_parameters
     factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
     old_context_len = s["original_max_position_embeddings"]
@@ -218,6 +222,42 @@ def inverse_frequencies(c, head_dim, local=False):
     smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
     is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
     return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def yarn_inverse_frequencies(c, s, dim):
+    """modeling_rope_utils._compute_yarn_parameters as transformers 5 and vLLM read it: the factor given, the ramp's
+    bounds from the original context."""
+    base, factor = c["rope_theta"], s["factor"]
+    original = s.get("original_max_position_embeddings") or c["max_position_embeddings"]
+    beta_fast, beta_slow = s.get("beta_fast") or 32, s.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if s.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = base ** (torch.arange(0, dim, 2).to(dtype=torch.float) / dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    extrapolation_factor = 1 - torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
+
+
+def attention_scaling(c, local):
+    """The factor on cos and sin: YaRN's attention_factor, or 0.1 ln(factor) + 1 (mscale's ratio where given)."""
+    s = None if local else c.get("rope_scaling")
+    if not s or s["rope_type"] != "yarn":
+        return 1.0
+    if s.get("attention_factor") is not None:
+        return s["attention_factor"]
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+    if s.get("mscale") and s.get("mscale_all_dim"):
+        return get_mscale(s["factor"], s["mscale"]) / get_mscale(s["factor"], s["mscale_all_dim"])
+    return get_mscale(s["factor"])
 
 
 def rotate_half(x):
@@ -252,7 +292,8 @@ def forward(c, w, ids, dtype=torch.float32):
     def rotary(local):
         freqs = (inverse_frequencies(c, head_dim, local)[None, :, None] @ positions[:, None, :]).transpose(1, 2)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)
+        scaling = attention_scaling(c, local)
+        return (emb.cos() * scaling).to(dtype).unsqueeze(1), (emb.sin() * scaling).to(dtype).unsqueeze(1)
     q_idx, kv_idx = torch.arange(t)[:, None], torch.arange(t)[None, :]
     causal = kv_idx <= q_idx
     full_mask = torch.zeros(t, t, dtype=dtype).masked_fill(~causal, torch.finfo(dtype).min)

@@ -191,15 +191,15 @@ rank=$(for p in $(pgrep -x arclight); do tr '\0' ' ' <"/proc/$p/cmdline" | grep 
   head -1)
 check 'tr "\0" "\n" <"/proc/$rank/environ" | grep -qx "OMPI_MCA_odls_base_sigkill_timeout=5"' \
   "the ranks' time to end after SIGTERM: $(tr "\0" "\n" <"/proc/$rank/environ" 2>/dev/null | grep sigkill)"
-scontrol requeue "$job"
 steps_before_requeue=$(lines_of "$work/big")
+scontrol requeue "$job"
 state=$(wait_for_state "$job" "COMPLETED|FAILED|CANCELLED|TIMEOUT" 180)
 check '[ "$state" = COMPLETED ]' "requeued job ended $state: $(grep -E "arclight:|stopping|rror|Killed" "$work/big.out" | tail -6)"
 check '[ "$(restarts "$job")" = 1 ]' "the requeued job restarted $(restarts "$job") times, want 1"
 # Once (of some twenty runs) the requeued job started afresh; what follows shows why, when it happens again.
 check 'grep -q "resuming guess from step" "$work/big.out"' \
-  "no version written on Slurm's SIGTERM (requeued after $steps_before_requeue steps); versions now: \
-$(ls "$work/big/checkpoints" | xargs); the job said: \
+  "no version written on Slurm's SIGTERM (requeued after $steps_before_requeue steps); versions at the end: \
+$(ls "$work/big/checkpoints" 2>/dev/null | xargs); the job said: \
 $(grep -E "SIGTERM|stopping|fresh|resuming|skipp|damaged|rror|Killed|arclight job" "$work/big.out" | tail -10)"
 check '[ "$(steps_of "$work/big")" = "$(seq 1 12 | xargs)" ]' "requeued run's steps: $(steps_of "$work/big")"
 

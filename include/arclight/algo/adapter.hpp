@@ -69,9 +69,10 @@ std::vector<Sample> episode_samples(const Trajectory& trajectory, const std::vec
 double action_tokens(const std::vector<Sample>& samples);
 
 // The step's samples split among `trainers`, as near equal in tokens as a greedy pass makes them: longest first, each
-// to the trainer with the fewest tokens so far (within 4/3 of the best split). Each trainer's backward ends in the
-// all-reduce, which waits for the one with the most; a split by count gave one trainer all the long trajectories.
-// Indices into samples, in their order within a shard; a trainer may get none. Throws std::invalid_argument for none.
+// to the trainer with the fewest tokens so far (the largest shard within 4/3 of the best split's). Each trainer's
+// backward ends in the all-reduce, which waits for the one with the most; a split by count gave one trainer all the
+// long trajectories. Indices into samples, in their order within a shard; a trainer may get none. Throws
+// std::invalid_argument for no trainers.
 std::vector<std::vector<std::size_t>> token_balanced_shards(const std::vector<Sample>& samples, std::size_t trainers);
 
 // The samples of one training step, as the coordinator sends them to a trainer.

@@ -48,10 +48,14 @@ struct HfConfig {
   bool sandwich_norms = false;  // Gemma 2 and 3: norms after attention and after the MLP besides those before them
   std::string hidden_activation = "silu";       // the gated MLP's: silu, or gelu_pytorch_tanh (Gemma)
   std::optional<double> query_pre_attn_scalar;  // Gemma 2 and 3: scores scaled by its -1/2 power, not head_dim's
-  struct RopeScaling {                          // Llama 3.1's frequency scaling, or linear (frequencies / factor)
-    std::string type;                           // "llama3" or "linear"
+  struct RopeScaling {  // Llama 3.1's frequency scaling, linear (frequencies / factor), or YaRN (Qwen's long context)
+    std::string type;   // "llama3", "linear" or "yarn"
     double factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     int original_max_position_embeddings = 0;
+    // YaRN: the rotations over the original context that bound the dimensions blended between kept and interpolated
+    // frequencies (rounded outwards to whole dimensions unless truncate is false), and the scale of cos and sin
+    double beta_fast = 32, beta_slow = 1, attention_factor = 1;
+    bool truncate = true;
   };
   std::optional<RopeScaling> rope_scaling;  // none: plain RoPE
   std::optional<int> sliding_window;  // Mistral's window, Qwen's when use_sliding_window, Gemma 2's and 3's; none: full
