@@ -173,7 +173,7 @@ class Decoder : public torch::nn::Module {
   std::shared_ptr<Body> model_;
   bool recompute_layers_ = false;
   std::shared_ptr<Projection> lm_head_;              // none when tied to the embedding
-  torch::Tensor cos_table_, sin_table_;              // [max_seq, head_dim / 2], float32
+  torch::Tensor cos_table_, sin_table_;              // [max_seq, head_dim / 2], float32, times YaRN's attention_factor
   torch::Tensor local_cos_table_, local_sin_table_;  // the sliding layers' own (local_rope_theta), where they have one
   struct Cast {
     std::int64_t version = -1;
@@ -185,7 +185,8 @@ class Decoder : public torch::nn::Module {
 };
 
 // RoPE's inverse frequencies, [head_dim / 2] float32: theta^(-2i / head_dim), rescaled as Llama 3.1 does when the
-// architecture says llama3 (transformers' _compute_llama3_parameters), divided by the factor when linear.
+// architecture says llama3 (transformers' _compute_llama3_parameters), divided by the factor when linear, blended
+// between kept and divided by the factor when yarn (whose attention_factor scales the cos and sin tables, not these).
 torch::Tensor rope_inverse_frequencies(const Architecture& a);
 
 }  // namespace arclight::model

@@ -162,7 +162,8 @@ void read_yarn(const ConfigReader& rope, int max_position_embeddings, HfConfig::
   scaling.original_max_position_embeddings = rope.positive("original_max_position_embeddings", max_position_embeddings);
   scaling.beta_fast = rope.number("beta_fast", 32);
   scaling.beta_slow = rope.number("beta_slow", 1);
-  scaling.truncate = rope.boolean("truncate", true);
+  // null is Python's None, which transformers' `.get("truncate", True)` returns and reads as false
+  scaling.truncate = rope.has("truncate") && !rope.find("truncate") ? false : rope.boolean("truncate", true);
   const double mscale = rope.number("mscale", 0, false), mscale_all_dim = rope.number("mscale_all_dim", 0, false);
   for (const auto& [key, value] : {std::pair{"mscale", mscale}, {"mscale_all_dim", mscale_all_dim}})
     if (value < 0) rope.fail(key, log::concat("must be 0 or more, is ", value));  // a scale of cos and sin past 0
@@ -172,6 +173,23 @@ void read_yarn(const ConfigReader& rope, int max_position_embeddings, HfConfig::
     scaling.attention_factor = mscale_of(mscale) / mscale_of(mscale_all_dim);
   else
     scaling.attention_factor = mscale_of(1);
+  // YaRN's are near 1; far from it, float32's cos and sin tables overflow or vanish (every q and k zero)
+  if (!(scaling.attention_factor >= 1e-2 && scaling.attention_factor <= 1e2))
+    rope.fail(rope.find("attention_factor") ? "attention_factor" : "mscale",
+              log::concat("scales cos and sin by ", scaling.attention_factor, ", outside 0.01 to 100"));
+}
+
+// YaRN's ramp, once the RoPE base is settled: a base of 1 or less, or so few rotations that the original context over
+// them overflows, leaves its bounds undefined (transformers fails there on a division by zero or an overflow).
+void check_yarn(const ConfigReader& config, const HfConfig& c) {
+  if (!c.rope_scaling || c.rope_scaling->type != "yarn") return;
+  const std::string_view key = config.find("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  if (!(c.rope_theta > 1)) config.fail(key, log::concat("YaRN needs a RoPE base above 1, not ", c.rope_theta));
+  const HfConfig::RopeScaling& s = *c.rope_scaling;
+  for (const double rotations : {s.beta_fast, s.beta_slow})
+    if (!std::isfinite(std::log(s.original_max_position_embeddings / (rotations * 2 * M_PI))))
+      config.fail(key, log::concat("YaRN's beta_fast ", s.beta_fast, " and beta_slow ", s.beta_slow,
+                                   " leave its ramp undefined"));
 }
 
 // rope_scaling (or transformers 5's rope_parameters): none, "default", Llama 3.1's "llama3" with its four fields,
@@ -521,6 +539,7 @@ HfConfig parse_hf_config(std::string_view json_text, const std::string& name_for
   const ConfigReader model(*text, file, c.text_of_multimodal ? "text_config." : "");
   read_sizes(model, defaults, c);
   read_attention(model, defaults, file, c);
+  check_yarn(model, c);
   // The end tokens beside text_config (Google's files), else in it
   const bool tokens_beside = config.has("eos_token_id") || config.has("bos_token_id");
   read_special_tokens(!c.text_of_multimodal || tokens_beside ? config : model, defaults, c);

@@ -160,12 +160,17 @@ BOOST_AUTO_TEST_CASE(yarn_rope_as_qwen_documents_it) {
   BOOST_TEST(deepseek.beta_fast == 16.0);
   BOOST_TEST(deepseek.beta_slow == 2.0);
   BOOST_TEST(!deepseek.truncate);
+  BOOST_TEST(!yarn(R"("factor": 2.0, "truncate": null)").truncate);  // None, which transformers reads as false
   const std::vector<std::pair<std::string, std::vector<std::string>>> refused = {
       {R"("factor": 0.5)", {"\"rope_scaling.factor\"", "at least 1"}},
       {R"("factor": 4.0, "beta_fast": -1)", {"\"rope_scaling.beta_fast\"", "positive"}},
       {R"("factor": 4.0, "truncate": "yes")", {"\"rope_scaling.truncate\"", "true or false"}},
       {R"("factor": 4.0, "attention_factor": 0)", {"\"rope_scaling.attention_factor\"", "positive"}},
-      {R"("factor": 4.0, "mscale": 1, "mscale_all_dim": -7.2)", {"\"rope_scaling.mscale_all_dim\"", "0 or more"}}};
+      {R"("factor": 4.0, "mscale": 1, "mscale_all_dim": -7.2)", {"\"rope_scaling.mscale_all_dim\"", "0 or more"}},
+      {R"("factor": 4.0, "attention_factor": 1e39)", {"\"rope_scaling.attention_factor\"", "outside 0.01 to 100"}},
+      {R"("factor": 1e8, "mscale": 1, "mscale_all_dim": 1e300)", {"\"rope_scaling.mscale\"", "outside"}},
+      {R"("factor": 4.0, "beta_fast": 1e-306)", {"\"rope_scaling\"", "beta_fast", "undefined"}},
+      {R"("factor": 4.0, "x": 0}, "rope_theta": 1.0, "y": {"z": 0)", {"\"rope_scaling\"", "RoPE base above 1"}}};
   for (const auto& [fields, fragments] : refused)
     expect_config_refused(replaced(qwen25, "\"factor\": 4.0", fields), fragments);
 }

@@ -35,7 +35,7 @@ struct Architecture {
   bool mlp_bias = false;
   bool learned_positions = false;  // an embedding per position instead of RoPE
   double rope_theta = 10000;
-  std::optional<HfConfig::RopeScaling> rope_scaling;  // llama3
+  std::optional<HfConfig::RopeScaling> rope_scaling;  // llama3, linear or yarn
   bool qkv_bias = false, o_bias = false, lm_head_bias = false;
   bool qk_norm = false;               // RMSNorm over each head's q and k before RoPE (Qwen3)
   bool tied_embeddings = false;       // lm_head is embed_tokens
