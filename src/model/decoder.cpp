@@ -8,10 +8,12 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "arclight/core/error.hpp"
 #include "arclight/core/log.hpp"
 #include "attention.hpp"
+#include "rope.hpp"
 
 namespace arclight::model {
 
@@ -88,46 +90,6 @@ Body::Body(const Architecture& a) {
 }
 
 namespace {
-// YaRN (transformers' _compute_yarn_parameters): the dimensions that turn fewer than beta_slow times over the original
-// context are interpolated (frequency / factor), those that turn more than beta_fast times kept, the ones between
-// blended along a ramp.
-torch::Tensor yarn_inverse_frequencies(const Architecture& a, const torch::Tensor& position_frequencies) {
-  const HfConfig::RopeScaling& s = *a.rope_scaling;
-  const double dim = double(a.head_dim);
-  const auto correction_dim = [&](double rotations) {
-    return dim * std::log(s.original_max_position_embeddings / (rotations * 2 * M_PI)) / (2 * std::log(a.rope_theta));
-  };
-  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
-  if (s.truncate) low = std::floor(low), high = std::ceil(high);
-  low = std::max(low, 0.0);
-  high = std::min(high, dim - 1);
-  if (low == high) high += 0.001;  // no division by zero
-  const auto ramp = ((torch::arange(a.head_dim / 2, torch::kFloat) - low) / (high - low)).clamp(0, 1);
-  const auto kept_share = 1 - ramp;
-  const auto kept = 1.0 / position_frequencies, interpolated = 1.0 / (s.factor * position_frequencies);
-  return interpolated * (1 - kept_share) + kept * kept_share;
-}
-}  // namespace
-
-torch::Tensor rope_inverse_frequencies(const Architecture& a) {
-  const auto exponents = torch::arange(0, a.head_dim, 2, torch::kLong).to(torch::kFloat) / a.head_dim;
-  auto inv_freq = 1.0 / torch::pow(a.rope_theta, exponents);
-  if (!a.rope_scaling) return inv_freq;
-  if (a.rope_scaling->type == "linear") return inv_freq / a.rope_scaling->factor;
-  if (a.rope_scaling->type == "yarn") return yarn_inverse_frequencies(a, torch::pow(a.rope_theta, exponents));
-  // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, the band between blended smoothly.
-  const HfConfig::RopeScaling& s = *a.rope_scaling;
-  const double old_context = s.original_max_position_embeddings;
-  const double low_freq_wavelen = old_context / s.low_freq_factor, high_freq_wavelen = old_context / s.high_freq_factor;
-  const auto wavelen = 2 * M_PI / inv_freq;
-  auto scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
-  const auto smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-  const auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
-  const auto medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
-  return torch::where(medium, smoothed, scaled);
-}
-
-namespace {
 
 // The projection a LoRA target names in one layer.
 Projection& target_of(Layer& layer, const std::string& target) {
@@ -160,20 +122,12 @@ Decoder::Decoder(const Architecture& architecture, torch::ScalarType compute_typ
     for (auto& item : named_parameters())
       if (!is_adapter(item.key())) item.value().set_requires_grad(false);
   }
-  const auto angles = torch::outer(torch::arange(a_.max_seq, torch::kFloat), rope_inverse_frequencies(a_));
-  cos_table_ = angles.cos();
-  sin_table_ = angles.sin();
-  if (a_.rope_scaling && a_.rope_scaling->attention_factor != 1) {  // YaRN's: q and k scaled, the scores by its square
-    cos_table_ *= a_.rope_scaling->attention_factor;
-    sin_table_ *= a_.rope_scaling->attention_factor;
-  }
+  std::tie(cos_table_, sin_table_) = rope_tables(a_);
   if (a_.local_rope_theta) {
     Architecture local = a_;
     local.rope_theta = *a_.local_rope_theta;
     local.rope_scaling.reset();
-    const auto local_angles = torch::outer(torch::arange(a_.max_seq, torch::kFloat), rope_inverse_frequencies(local));
-    local_cos_table_ = local_angles.cos();
-    local_sin_table_ = local_angles.sin();
+    std::tie(local_cos_table_, local_sin_table_) = rope_tables(local);
   }
 }
 

@@ -184,9 +184,4 @@ class Decoder : public torch::nn::Module {
   mutable std::unordered_map<const c10::TensorImpl*, Cast> casts_;  // by parameter
 };
 
-// RoPE's inverse frequencies, [head_dim / 2] float32: theta^(-2i / head_dim), rescaled as Llama 3.1 does when the
-// architecture says llama3 (transformers' _compute_llama3_parameters), divided by the factor when linear, blended
-// between kept and divided by the factor when yarn (whose attention_factor scales the cos and sin tables, not these).
-torch::Tensor rope_inverse_frequencies(const Architecture& a);
-
 }  // namespace arclight::model

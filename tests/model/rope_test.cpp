@@ -1,8 +1,8 @@
-// RoPE's frequencies under YaRN scaling (src/model/decoder.hpp's rope_inverse_frequencies) against the figures of
+// RoPE's frequencies under YaRN scaling (src/model/rope.hpp's rope_inverse_frequencies) against the figures of
 // transformers 5's _compute_yarn_parameters for the same settings (from tests/model/hf_reference.py's port of it):
 // the truncated ramp, the ramp that is not, and one whose bounds meet. The attention factor on the cos and sin tables
 // is checked end to end by hf_reference (the logits of its YaRN Qwen3).
-#include "../../src/model/decoder.hpp"
+#include "../../src/model/rope.hpp"
 
 #include <boost/test/unit_test.hpp>
 
